@@ -1,0 +1,128 @@
+#pragma once
+// argument: a shape plus the memory holding its elements. Either it owns that
+// memory (64-byte aligned, shared between copies of the argument) or it is a
+// borrowed view of memory someone else keeps alive.
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/shape.hpp"
+
+namespace kiln {
+
+inline constexpr std::size_t buffer_alignment = 64;
+
+// Shared owner of a 64-byte aligned, zero-initialised allocation.
+std::shared_ptr<std::byte> allocate_aligned(std::size_t bytes);
+
+class argument {
+public:
+    argument() = default;
+    // Allocates owned, zeroed memory for `s`.
+    explicit argument(const shape& s);
+    // Borrows `data`; the caller keeps it alive for the argument's lifetime.
+    argument(const shape& s, void* data);
+    // Shares ownership with `owner`, which keeps `data` alive.
+    argument(const shape& s, std::shared_ptr<void> owner, void* data);
+
+    const shape& get_shape() const { return shape_; }
+    std::byte* data() const { return data_; }
+    template <class T>
+    T* data_as() const {
+        return reinterpret_cast<T*>(data_);
+    }
+    bool empty() const { return data_ == nullptr && shape_.elements() != 0; }
+    bool owns_memory() const { return owner_ != nullptr; }
+    const std::shared_ptr<void>& owner() const { return owner_; }
+
+    // Points this argument at other memory holding the same shape and drops
+    // any ownership. Executors use it to rebind planned views without allocating.
+    void rebind(void* data) {
+        owner_.reset();
+        data_ = static_cast<std::byte*>(data);
+    }
+    // A view of the same memory with another shape (same owner).
+    argument reshaped(const shape& s, std::size_t byte_offset = 0) const;
+    // A new owned argument with standard strides holding the same values.
+    argument contiguous() const;
+    // Deep copy (standard strides when the source is not packed).
+    argument copy() const;
+
+    // Element i in row-major order, converted to double (for tests, printing).
+    double value_at(std::size_t i) const;
+    template <class T>
+    std::vector<T> to_vector() const;
+
+private:
+    shape shape_;
+    std::shared_ptr<void> owner_;
+    std::byte* data_ = nullptr;
+};
+
+// Copies the values of `src` into `dst` (same lens; any strides, same dtype).
+void copy_values(const argument& src, const argument& dst);
+
+// Element-wise equality of values (not of strides or memory).
+bool values_equal(const argument& a, const argument& b);
+
+// Deterministic pseudo-random data for `s` (floats in [-1, 1), small integers).
+argument generate_argument(const shape& s, unsigned long seed = 0);
+
+// "{1, 2, 3, ... (12 values)}"
+std::string format_values(const argument& a, std::size_t max_values = 8);
+
+template <class T>
+std::vector<T> argument::to_vector() const {
+    std::vector<T> out(shape_.elements());
+    visit_type(shape_.type(), [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        const S* p = data_as<S>();
+        for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(p[shape_.index(i)]);
+    });
+    return out;
+}
+
+// literal: an immutable constant held by the graph. Always standard-strided.
+class literal {
+public:
+    literal() = default;
+    // Takes the values of `a` (copied into a standard layout when needed).
+    explicit literal(const argument& a);
+    // Copies `values` converted to the dtype of `s`.
+    template <class T>
+    literal(const shape& s, const std::vector<T>& values);
+
+    const shape& get_shape() const { return data_.get_shape(); }
+    // A view of the constant. Kernels must not write through it.
+    const argument& get_argument() const { return data_; }
+    bool empty() const { return data_.get_shape().ndim() == 0 && data_.data() == nullptr; }
+    template <class T>
+    std::vector<T> to_vector() const {
+        return data_.to_vector<T>();
+    }
+
+private:
+    argument data_;
+};
+
+template <class T>
+literal::literal(const shape& s, const std::vector<T>& values) : data_(s.as_standard()) {
+    if (values.size() != s.elements())
+        fail("literal: shape " + to_string(s) + " holds " + std::to_string(s.elements()) + " elements but " +
+             std::to_string(values.size()) + " values were given");
+    visit_type(s.type(), [&](auto tag) {
+        using D = typename decltype(tag)::type;
+        D* p = data_.data_as<D>();
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            if constexpr (std::is_same_v<D, half> || std::is_same_v<D, bfloat16>)
+                p[i] = D(static_cast<float>(values[i]));
+            else
+                p[i] = static_cast<D>(values[i]);
+        }
+    });
+}
+
+}  // namespace kiln

@@ -1,0 +1,52 @@
+#pragma once
+// instruction: one node of a module's graph: an operation, its inputs, its
+// result shape and the instructions that use it.
+#include <list>
+#include <string>
+#include <vector>
+
+#include "kiln/argument.hpp"
+#include "kiln/operation.hpp"
+
+namespace kiln {
+
+class instruction;
+class module;
+using instruction_ref = std::list<instruction>::iterator;
+using module_ref = module*;
+
+class instruction {
+public:
+    instruction(operation op, shape result, std::vector<instruction_ref> inputs,
+                std::vector<module_ref> module_inputs = {});
+    instruction(literal lit);
+
+    const operation& get_operator() const { return op_; }
+    std::string name() const { return op_.name(); }
+    const shape& get_shape() const { return result_; }
+    const std::vector<instruction_ref>& inputs() const { return inputs_; }
+    const std::vector<instruction_ref>& outputs() const { return outputs_; }
+    const std::vector<module_ref>& module_inputs() const { return module_inputs_; }
+    const literal& get_literal() const { return literal_; }
+
+    bool is_param() const { return op_.name() == "@param"; }
+    bool is_literal() const { return op_.name() == "@literal"; }
+    bool is_return() const { return op_.name() == "@return"; }
+    // The parameter name of a @param instruction.
+    const std::string& param_name() const;
+
+    std::vector<shape> input_shapes() const;
+    // Recomputes the result shape from the op and input shapes.
+    shape recompute_shape() const;
+
+private:
+    friend class module;
+    operation op_;
+    shape result_;
+    std::vector<instruction_ref> inputs_;
+    std::vector<instruction_ref> outputs_;  // users
+    std::vector<module_ref> module_inputs_;
+    literal literal_;
+};
+
+}  // namespace kiln

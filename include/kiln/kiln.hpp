@@ -1,0 +1,16 @@
+#pragma once
+// Kiln's public C++ API.
+#include "kiln/argument.hpp"
+#include "kiln/dtype.hpp"
+#include "kiln/errors.hpp"
+#include "kiln/instruction.hpp"
+#include "kiln/module.hpp"
+#include "kiln/op_registry.hpp"
+#include "kiln/operation.hpp"
+#include "kiln/pass.hpp"
+#include "kiln/program.hpp"
+#include "kiln/shape.hpp"
+#include "kiln/target.hpp"
+#include "kiln/value.hpp"
+#include "kiln/verifier.hpp"
+#include "kiln/version.hpp"

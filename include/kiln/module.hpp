@@ -1,0 +1,76 @@
+#pragma once
+// module: an ordered list of instructions with named parameters, literals and
+// exactly one return. Instructions refer to each other by instruction_ref,
+// which stays valid while other instructions are inserted or removed.
+#include <iosfwd>
+#include <list>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/instruction.hpp"
+
+namespace kiln {
+
+class module {
+public:
+    explicit module(std::string name = "main");
+    module(const module& other);
+    module& operator=(const module& other);
+    module(module&&) = delete;
+
+    const std::string& name() const { return name_; }
+
+    instruction_ref add_parameter(const std::string& name, const shape& s);
+    instruction_ref add_literal(literal lit);
+    instruction_ref add_instruction(const operation& op, const std::vector<instruction_ref>& inputs,
+                                    const std::vector<module_ref>& module_inputs = {});
+    instruction_ref insert_instruction(instruction_ref pos, const operation& op,
+                                       const std::vector<instruction_ref>& inputs,
+                                       const std::vector<module_ref>& module_inputs = {});
+    instruction_ref insert_literal(instruction_ref pos, literal lit);
+    instruction_ref add_return(const std::vector<instruction_ref>& inputs);
+
+    // Gives `ins` a new op and inputs (the result shape must stay the same
+    // unless it has no users).
+    void replace_instruction(instruction_ref ins, const operation& op, const std::vector<instruction_ref>& inputs);
+    // Makes every user of `ins` use `replacement` instead.
+    void replace_all_uses(instruction_ref ins, instruction_ref replacement);
+    // Replaces one input of `ins`.
+    void replace_input(instruction_ref ins, instruction_ref old_input, instruction_ref new_input);
+    // Removes an instruction that has no users.
+    void remove_instruction(instruction_ref ins);
+
+    instruction_ref begin() { return instructions_.begin(); }
+    instruction_ref end() { return instructions_.end(); }
+    std::list<instruction>::const_iterator begin() const { return instructions_.begin(); }
+    std::list<instruction>::const_iterator end() const { return instructions_.end(); }
+    std::size_t size() const { return instructions_.size(); }
+    bool has_instruction(const instruction* ins) const;
+
+    instruction_ref get_parameter(const std::string& name);
+    bool has_parameter(const std::string& name) const;
+    std::vector<std::string> get_parameter_names() const;
+    std::map<std::string, shape> get_parameter_shapes() const;
+    // The return instruction, or end() when there is none yet.
+    instruction_ref get_return();
+    std::vector<shape> get_output_shapes() const;
+
+    // Text form, one instruction a line (DESIGN.md section 3).
+    void print(std::ostream& os) const;
+    // Printed name of each instruction: the parameter name or "@index".
+    std::unordered_map<const instruction*, std::string> instruction_names() const;
+
+private:
+    instruction_ref insert(instruction_ref pos, instruction ins);
+    void copy_from(const module& other);
+
+    std::string name_;
+    std::list<instruction> instructions_;
+};
+
+std::string to_string(const module& m);
+std::ostream& operator<<(std::ostream& os, const module& m);
+
+}  // namespace kiln

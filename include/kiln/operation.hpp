@@ -1,0 +1,107 @@
+#pragma once
+// operation: a value type holding one op struct behind a small virtual
+// interface. Op structs derive from op_base, declare `name()`,
+// `compute_shape(inputs)`, `compute(result, inputs)` and their attributes
+// through `reflect`.
+#include <memory>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include "kiln/argument.hpp"
+#include "kiln/reflect.hpp"
+#include "kiln/shape.hpp"
+#include "kiln/value.hpp"
+
+namespace kiln {
+
+// Defaults an op struct may override.
+struct op_base {
+    template <class Self, class F>
+    static void reflect(Self&, F&&) {}
+    // Index of the input whose memory the result aliases (views), or -1.
+    int output_alias(const std::vector<shape>&) const { return -1; }
+    // For aliasing ops: the result as a view of the aliased input.
+    argument compute_alias(const shape&, const std::vector<argument>&) const {
+        fail(error_kind::not_implemented, "op does not produce a view");
+    }
+};
+
+class operation {
+public:
+    operation() = default;
+    template <class Op>
+    operation(Op op) : self_(std::make_shared<model<Op>>(std::move(op))) {}  // NOLINT: implicit on purpose
+
+    std::string name() const { return self().name(); }
+    shape compute_shape(const std::vector<shape>& inputs) const { return self().compute_shape(inputs); }
+    // Writes the op's result into `result`, whose memory the caller provides.
+    void compute(const argument& result, const std::vector<argument>& inputs) const { self().compute(result, inputs); }
+    int output_alias(const std::vector<shape>& inputs) const { return self().output_alias(inputs); }
+    argument compute_alias(const shape& out, const std::vector<argument>& inputs) const {
+        return self().compute_alias(out, inputs);
+    }
+    // Convenience for ref and constant folding: allocates the result (or makes the view).
+    argument evaluate(const shape& out, const std::vector<argument>& inputs) const;
+
+    value attributes() const { return self().attributes(); }
+    // A copy with the attributes named in the map `attrs` replaced.
+    operation with_attributes(const value& attrs) const { return operation(self().with_attributes(attrs)); }
+
+    template <class Op>
+    const Op* get_if() const {
+        auto* m = dynamic_cast<const model<Op>*>(self_.get());
+        return m ? &m->op : nullptr;
+    }
+    bool empty() const { return self_ == nullptr; }
+
+    friend bool operator==(const operation& a, const operation& b);
+    friend bool operator!=(const operation& a, const operation& b) { return !(a == b); }
+    std::size_t hash() const;
+
+private:
+    struct concept_t {
+        virtual ~concept_t() = default;
+        virtual std::string name() const = 0;
+        virtual shape compute_shape(const std::vector<shape>& inputs) const = 0;
+        virtual void compute(const argument& result, const std::vector<argument>& inputs) const = 0;
+        virtual int output_alias(const std::vector<shape>& inputs) const = 0;
+        virtual argument compute_alias(const shape& out, const std::vector<argument>& inputs) const = 0;
+        virtual value attributes() const = 0;
+        virtual std::shared_ptr<const concept_t> with_attributes(const value& attrs) const = 0;
+    };
+
+    template <class Op>
+    struct model final : concept_t {
+        explicit model(Op o) : op(std::move(o)) {}
+        std::string name() const override { return op.name(); }
+        shape compute_shape(const std::vector<shape>& inputs) const override { return op.compute_shape(inputs); }
+        void compute(const argument& result, const std::vector<argument>& inputs) const override {
+            op.compute(result, inputs);
+        }
+        int output_alias(const std::vector<shape>& inputs) const override { return op.output_alias(inputs); }
+        argument compute_alias(const shape& out, const std::vector<argument>& inputs) const override {
+            return op.compute_alias(out, inputs);
+        }
+        value attributes() const override { return reflect_to_value(op); }
+        std::shared_ptr<const concept_t> with_attributes(const value& attrs) const override {
+            Op copy = op;
+            reflect_from_value(copy, attrs, op.name());
+            return std::make_shared<model<Op>>(std::move(copy));
+        }
+        Op op;
+    };
+
+    explicit operation(std::shared_ptr<const concept_t> s) : self_(std::move(s)) {}
+    const concept_t& self() const {
+        if (!self_) fail(error_kind::runtime, "use of an empty operation");
+        return *self_;
+    }
+
+    std::shared_ptr<const concept_t> self_;
+};
+
+// "name" or "name[attr=value,...]"
+std::string to_string(const operation& op);
+
+}  // namespace kiln

@@ -1,0 +1,63 @@
+#pragma once
+// A target turns a module into something that runs. It chooses its pass
+// pipeline, lowers the optimized module into an executable and says where
+// memory lives, so that a device target fits beside the host ones.
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/argument.hpp"
+#include "kiln/module.hpp"
+#include "kiln/pass.hpp"
+
+namespace kiln {
+
+struct compile_options {
+    // Copy host inputs to the target's memory and outputs back (no-op on host targets).
+    bool offload_copy = true;
+    // Worker threads for kernels; 0 means all cores.
+    int threads = 0;
+    // Print the IR and time of each pass to stderr.
+    bool trace_passes = false;
+    // Names of passes to skip.
+    std::vector<std::string> disabled_passes;
+    // Run the verifier after every pass (on in tests and debug builds).
+    bool verify_passes = false;
+};
+
+enum class memory_location { host, device };
+
+using parameter_map = std::unordered_map<std::string, argument>;
+
+// The compiled form of a module on one target.
+class executable {
+public:
+    virtual ~executable() = default;
+    // `inputs` are checked by the caller: every parameter present with the
+    // declared dtype and lens and standard strides. Returns owned outputs.
+    virtual std::vector<argument> run(const parameter_map& inputs) const = 0;
+    // Bytes of intermediate memory the plan needs per concurrent run.
+    virtual std::size_t planned_memory_bytes() const { return 0; }
+};
+
+class target {
+public:
+    virtual ~target() = default;
+    virtual std::string name() const = 0;
+    virtual pass_list get_passes(const compile_options& options) const = 0;
+    // Builds the executable for an already optimized module.
+    virtual std::shared_ptr<executable> lower(const module& m, const compile_options& options) const = 0;
+
+    virtual memory_location memory() const { return memory_location::host; }
+    virtual argument allocate(const shape& s) const { return argument(s); }
+    virtual argument copy_to(const argument& host) const { return host; }
+    virtual argument copy_from(const argument& target_arg) const { return target_arg; }
+};
+
+// "ref" or "cpu"; any other name raises an error listing the available targets.
+const target& get_target(const std::string& name);
+std::vector<std::string> get_target_names();
+
+}  // namespace kiln

@@ -1,0 +1,4 @@
+#pragma once
+namespace kiln {
+inline constexpr const char* version = "0.1.0";
+}  // namespace kiln

@@ -1,0 +1,3 @@
+#include <iostream>
+#include "kiln/kiln.hpp"
+int main() { std::cout << kiln::version << "\n"; }

@@ -1,0 +1,113 @@
+#include "kiln/argument.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+namespace kiln {
+
+std::shared_ptr<std::byte> allocate_aligned(std::size_t bytes) {
+    std::size_t rounded = (std::max<std::size_t>(bytes, 1) + buffer_alignment - 1) / buffer_alignment * buffer_alignment;
+    void* p = std::aligned_alloc(buffer_alignment, rounded);
+    if (p == nullptr)
+        fail(error_kind::runtime, "out of memory allocating " + std::to_string(bytes) + " bytes");
+    std::memset(p, 0, rounded);
+    return {static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); }};
+}
+
+argument::argument(const shape& s) : shape_(s) {
+    auto buffer = allocate_aligned(s.bytes());
+    data_ = buffer.get();
+    owner_ = std::move(buffer);
+}
+
+argument::argument(const shape& s, void* data) : shape_(s), data_(static_cast<std::byte*>(data)) {}
+
+argument::argument(const shape& s, std::shared_ptr<void> owner, void* data)
+    : shape_(s), owner_(std::move(owner)), data_(static_cast<std::byte*>(data)) {}
+
+argument argument::reshaped(const shape& s, std::size_t byte_offset) const {
+    return {s, owner_, data_ + byte_offset};
+}
+
+argument argument::contiguous() const {
+    argument out(shape_.as_standard());
+    copy_values(*this, out);
+    return out;
+}
+
+argument argument::copy() const {
+    if (!shape_.packed()) return contiguous();
+    argument out(shape_);
+    std::memcpy(out.data(), data_, shape_.bytes());
+    return out;
+}
+
+double argument::value_at(std::size_t i) const {
+    return visit_type(shape_.type(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return static_cast<double>(data_as<T>()[shape_.index(i)]);
+    });
+}
+
+void copy_values(const argument& src, const argument& dst) {
+    const shape& s = src.get_shape();
+    const shape& d = dst.get_shape();
+    if (s.lens() != d.lens() || s.type() != d.type())
+        fail(error_kind::runtime, "copy_values: " + to_string(s) + " does not match " + to_string(d));
+    if (s.standard() && d.standard()) {
+        std::memcpy(dst.data(), src.data(), s.bytes());
+        return;
+    }
+    std::size_t n = s.elements();
+    std::size_t size = s.element_size();
+    for (std::size_t i = 0; i < n; ++i)
+        std::memcpy(dst.data() + d.index(i) * size, src.data() + s.index(i) * size, size);
+}
+
+bool values_equal(const argument& a, const argument& b) {
+    const shape& s = a.get_shape();
+    if (s.lens() != b.get_shape().lens() || s.type() != b.get_shape().type()) return false;
+    std::size_t size = s.element_size();
+    for (std::size_t i = 0; i < s.elements(); ++i)
+        if (std::memcmp(a.data() + s.index(i) * size, b.data() + b.get_shape().index(i) * size, size) != 0)
+            return false;
+    return true;
+}
+
+argument generate_argument(const shape& s, unsigned long seed) {
+    argument out(s.as_standard());
+    std::mt19937_64 rng(seed);
+    visit_type(s.type(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* p = out.data_as<T>();
+        for (std::size_t i = 0; i < s.elements(); ++i) {
+            if constexpr (std::is_same_v<T, bool>)
+                p[i] = (rng() & 1) != 0;
+            else if constexpr (is_float_like_v<T>)
+                p[i] = T(static_cast<float>(std::uniform_real_distribution<double>(-1.0, 1.0)(rng)));
+            else if constexpr (std::is_signed_v<T>)
+                p[i] = static_cast<T>(static_cast<int>(rng() % 21) - 10);
+            else
+                p[i] = static_cast<T>(rng() % 21);
+        }
+    });
+    return out;
+}
+
+std::string format_values(const argument& a, std::size_t max_values) {
+    std::ostringstream os;
+    os.precision(6);
+    std::size_t n = a.get_shape().elements();
+    os << "{";
+    for (std::size_t i = 0; i < n && i < max_values; ++i) os << (i ? ", " : "") << a.value_at(i);
+    if (n > max_values) os << ", ... (" << n << " values)";
+    os << "}";
+    return os.str();
+}
+
+literal::literal(const argument& a) : data_(a.contiguous()) {}
+
+}  // namespace kiln

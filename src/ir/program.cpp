@@ -1,0 +1,123 @@
+#include "kiln/program.hpp"
+
+#include <ostream>
+#include <sstream>
+
+#include "kiln/verifier.hpp"
+
+namespace kiln {
+
+program::program() { modules_.push_back(std::make_unique<module>("main")); }
+
+program::program(const program& other) { *this = other; }
+
+program& program::operator=(const program& other) {
+    if (this == &other) return *this;
+    modules_.clear();
+    for (const auto& m : other.modules_) modules_.push_back(std::make_unique<module>(*m));
+    // Module inputs of instructions still point into `other`: remap them by name.
+    for (auto& m : modules_)
+        for (auto& ins : *m)
+            for (auto& sub : const_cast<std::vector<module_ref>&>(ins.module_inputs())) sub = get_module(sub->name());
+    target_name_ = other.target_name_;
+    options_ = other.options_;
+    executable_ = other.executable_;
+    return *this;
+}
+
+module* program::create_module(const std::string& name) {
+    if (get_module(name) != nullptr) fail("program already has a module named '" + name + "'");
+    modules_.push_back(std::make_unique<module>(name));
+    return modules_.back().get();
+}
+
+module* program::get_module(const std::string& name) {
+    for (auto& m : modules_)
+        if (m->name() == name) return m.get();
+    return nullptr;
+}
+
+const module* program::get_module(const std::string& name) const {
+    return const_cast<program*>(this)->get_module(name);
+}
+
+std::vector<const module*> program::get_modules() const {
+    std::vector<const module*> out;
+    for (const auto& m : modules_) out.push_back(m.get());
+    return out;
+}
+
+void program::compile(const target& t, const compile_options& options) {
+    if (is_compiled())
+        fail("program is already compiled for target '" + target_name_ + "'; compile a copy of the original instead");
+    module& main = *get_main_module();
+    verify_module(main, "before compile");
+    run_passes(main, t.get_passes(options), options);
+    executable_ = t.lower(main, options);
+    target_name_ = t.name();
+    options_ = options;
+}
+
+void program::lower_compiled(const std::string& target_name, const compile_options& options) {
+    const target& t = get_target(target_name);
+    verify_module(*get_main_module(), "in a compiled program");
+    executable_ = t.lower(*get_main_module(), options);
+    target_name_ = target_name;
+    options_ = options;
+}
+
+std::vector<argument> program::eval(const parameter_map& inputs) const {
+    if (!is_compiled())
+        fail("program is not compiled: call compile(get_target(\"cpu\")) (or \"ref\") before running it");
+    const module& main = *get_main_module();
+    auto shapes = main.get_parameter_shapes();
+    for (const auto& [name, arg] : inputs)
+        if (!shapes.count(name)) {
+            std::string known;
+            for (const auto& [n, s] : shapes) known += (known.empty() ? "" : ", ") + n;
+            fail("unknown parameter '" + name + "'; the program's parameters are: " + (known.empty() ? "(none)" : known));
+        }
+    parameter_map checked;
+    for (const auto& [name, expected] : shapes) {
+        auto it = inputs.find(name);
+        if (it == inputs.end()) fail("missing input for parameter '" + name + "' (" + to_string(expected) + ")");
+        const shape& got = it->second.get_shape();
+        if (got.type() != expected.type())
+            fail(error_kind::type_error, "parameter '" + name + "': expected dtype " + to_string(expected.type()) +
+                                             ", got " + to_string(got.type()));
+        if (got.lens() != expected.lens())
+            fail("parameter '" + name + "': expected shape " + to_string(expected.lens()) + ", got " +
+                 to_string(got.lens()));
+        if (it->second.data() == nullptr && got.elements() != 0) fail("parameter '" + name + "': argument has no data");
+        checked.emplace(name, got.standard() ? it->second : it->second.contiguous());
+    }
+    return executable_->run(checked);
+}
+
+std::vector<std::string> program::get_parameter_names() const { return get_main_module()->get_parameter_names(); }
+
+std::map<std::string, shape> program::get_parameter_shapes() const { return get_main_module()->get_parameter_shapes(); }
+
+std::vector<shape> program::get_output_shapes() const { return get_main_module()->get_output_shapes(); }
+
+std::size_t program::planned_memory_bytes() const { return executable_ ? executable_->planned_memory_bytes() : 0; }
+
+void program::print(std::ostream& os) const {
+    for (std::size_t i = 0; i < modules_.size(); ++i) {
+        if (i) os << "\n";
+        modules_[i]->print(os);
+    }
+}
+
+std::string to_string(const program& p) {
+    std::ostringstream os;
+    p.print(os);
+    return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const program& p) {
+    p.print(os);
+    return os;
+}
+
+}  // namespace kiln

@@ -1,0 +1,119 @@
+#include "kiln/shape.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <ostream>
+#include <sstream>
+
+namespace kiln {
+
+shape::shape(dtype type) : type_(type) {}
+
+shape::shape(dtype type, std::vector<std::size_t> lens)
+    : type_(type), lens_(std::move(lens)), strides_(standard_strides(lens_)) {}
+
+shape::shape(dtype type, std::vector<std::size_t> lens, std::vector<std::size_t> strides)
+    : type_(type), lens_(std::move(lens)), strides_(std::move(strides)) {
+    if (lens_.size() != strides_.size())
+        fail("shape: " + std::to_string(lens_.size()) + " lens but " + std::to_string(strides_.size()) +
+             " strides");
+}
+
+std::vector<std::size_t> shape::standard_strides(const std::vector<std::size_t>& lens) {
+    std::vector<std::size_t> strides(lens.size());
+    std::size_t step = 1;
+    for (std::size_t i = lens.size(); i-- > 0;) {
+        strides[i] = step;
+        step *= std::max<std::size_t>(lens[i], 1);
+    }
+    return strides;
+}
+
+std::size_t shape::elements() const {
+    return std::accumulate(lens_.begin(), lens_.end(), std::size_t{1}, std::multiplies<>());
+}
+
+std::size_t shape::element_space() const {
+    if (elements() == 0) return 0;
+    std::size_t last = 0;
+    for (std::size_t i = 0; i < lens_.size(); ++i) last += (lens_[i] - 1) * strides_[i];
+    return last + 1;
+}
+
+std::size_t shape::bytes() const { return element_space() * element_size(); }
+
+bool shape::standard() const { return strides_ == standard_strides(lens_) || elements() <= 1; }
+
+bool shape::packed() const {
+    // Sorting dimensions by stride must give standard strides for the sorted lens.
+    std::vector<std::size_t> order(lens_.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return strides_[a] > strides_[b]; });
+    std::size_t step = 1;
+    for (std::size_t k = order.size(); k-- > 0;) {
+        std::size_t d = order[k];
+        if (lens_[d] != 1 && strides_[d] != step) return false;
+        step *= lens_[d];
+    }
+    return true;
+}
+
+bool shape::transposed() const { return !standard() && packed(); }
+
+bool shape::broadcasted() const {
+    for (std::size_t i = 0; i < lens_.size(); ++i)
+        if (lens_[i] > 1 && strides_[i] == 0) return true;
+    return false;
+}
+
+bool shape::scalar() const {
+    return std::all_of(strides_.begin(), strides_.end(), [](auto s) { return s == 0; });
+}
+
+std::size_t shape::index(const std::vector<std::size_t>& idx) const {
+    std::size_t offset = 0;
+    for (std::size_t i = 0; i < idx.size(); ++i) offset += idx[i] * strides_[i];
+    return offset;
+}
+
+std::size_t shape::index(std::size_t i) const {
+    if (standard()) return i;
+    std::size_t offset = 0;
+    for (std::size_t d = lens_.size(); d-- > 0;) {
+        std::size_t len = lens_[d];
+        offset += (i % len) * strides_[d];
+        i /= len;
+    }
+    return offset;
+}
+
+std::vector<std::size_t> shape::multi(std::size_t i) const {
+    std::vector<std::size_t> idx(lens_.size());
+    for (std::size_t d = lens_.size(); d-- > 0;) {
+        idx[d] = i % lens_[d];
+        i /= lens_[d];
+    }
+    return idx;
+}
+
+shape shape::with_type(dtype t) const { return {t, lens_, strides_}; }
+
+shape shape::as_standard() const { return {type_, lens_}; }
+
+bool operator==(const shape& a, const shape& b) {
+    return a.type_ == b.type_ && a.lens_ == b.lens_ && a.strides_ == b.strides_;
+}
+
+std::string to_string(const std::vector<std::size_t>& v) {
+    std::string out = "{";
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+    return out + "}";
+}
+
+std::string to_string(const shape& s) {
+    return to_string(s.type()) + ", " + to_string(s.lens()) + ", " + to_string(s.strides());
+}
+
+std::ostream& operator<<(std::ostream& os, const shape& s) { return os << to_string(s); }
+
+}  // namespace kiln

@@ -1,0 +1,81 @@
+#pragma once
+// Elementwise ops: unary math, binary arithmetic and comparisons with numpy
+// broadcasting, where, convert and clip. Results are standard-strided.
+#include <string>
+#include <vector>
+
+#include "kiln/operation.hpp"
+
+namespace kiln::op {
+
+#define KILN_DECLARE_POINTWISE_OP(STRUCT, TEXT)                                        \
+    struct STRUCT : op_base {                                                          \
+        std::string name() const { return TEXT; }                                      \
+        shape compute_shape(const std::vector<shape>& inputs) const;                   \
+        void compute(const argument& result, const std::vector<argument>& inputs) const; \
+    };
+
+KILN_DECLARE_POINTWISE_OP(abs, "abs")
+KILN_DECLARE_POINTWISE_OP(neg, "neg")
+KILN_DECLARE_POINTWISE_OP(exp, "exp")
+KILN_DECLARE_POINTWISE_OP(log, "log")
+KILN_DECLARE_POINTWISE_OP(sqrt, "sqrt")
+KILN_DECLARE_POINTWISE_OP(rsqrt, "rsqrt")
+KILN_DECLARE_POINTWISE_OP(reciprocal, "reciprocal")
+KILN_DECLARE_POINTWISE_OP(sin, "sin")
+KILN_DECLARE_POINTWISE_OP(cos, "cos")
+KILN_DECLARE_POINTWISE_OP(tanh, "tanh")
+KILN_DECLARE_POINTWISE_OP(sigmoid, "sigmoid")
+KILN_DECLARE_POINTWISE_OP(relu, "relu")
+KILN_DECLARE_POINTWISE_OP(erf, "erf")
+KILN_DECLARE_POINTWISE_OP(floor, "floor")
+KILN_DECLARE_POINTWISE_OP(ceil, "ceil")
+KILN_DECLARE_POINTWISE_OP(round, "round")
+KILN_DECLARE_POINTWISE_OP(sign, "sign")
+KILN_DECLARE_POINTWISE_OP(logical_not, "not")
+
+KILN_DECLARE_POINTWISE_OP(add, "add")
+KILN_DECLARE_POINTWISE_OP(sub, "sub")
+KILN_DECLARE_POINTWISE_OP(mul, "mul")
+KILN_DECLARE_POINTWISE_OP(div, "div")
+KILN_DECLARE_POINTWISE_OP(pow, "pow")
+KILN_DECLARE_POINTWISE_OP(max, "max")
+KILN_DECLARE_POINTWISE_OP(min, "min")
+KILN_DECLARE_POINTWISE_OP(equal, "equal")
+KILN_DECLARE_POINTWISE_OP(less, "less")
+KILN_DECLARE_POINTWISE_OP(greater, "greater")
+KILN_DECLARE_POINTWISE_OP(logical_and, "and")
+KILN_DECLARE_POINTWISE_OP(logical_or, "or")
+KILN_DECLARE_POINTWISE_OP(logical_xor, "xor")
+
+// where(condition, x, y): x where condition is true, else y; all three broadcast.
+KILN_DECLARE_POINTWISE_OP(where, "where")
+// clip(x, min, max): min and max broadcast against x.
+KILN_DECLARE_POINTWISE_OP(clip, "clip")
+#undef KILN_DECLARE_POINTWISE_OP
+
+// Remainder; fmod selects C semantics (sign of dividend) over Python's (sign of divisor).
+struct mod : op_base {
+    bool fmod = false;
+    template <class Self, class F>
+    static void reflect(Self& self, F&& f) {
+        f(self.fmod, "fmod");
+    }
+    std::string name() const { return "mod"; }
+    shape compute_shape(const std::vector<shape>& inputs) const;
+    void compute(const argument& result, const std::vector<argument>& inputs) const;
+};
+
+// Converts to another dtype: floats to integers truncate toward zero and saturate.
+struct convert : op_base {
+    dtype target_type = dtype::float_type;
+    template <class Self, class F>
+    static void reflect(Self& self, F&& f) {
+        f(self.target_type, "target_type");
+    }
+    std::string name() const { return "convert"; }
+    shape compute_shape(const std::vector<shape>& inputs) const;
+    void compute(const argument& result, const std::vector<argument>& inputs) const;
+};
+
+}  // namespace kiln::op

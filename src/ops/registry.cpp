@@ -1,0 +1,109 @@
+// Every op Kiln knows, listed explicitly. Adding an op: define it in its
+// family file and add one line here.
+#include <algorithm>
+#include <map>
+
+#include "kiln/builtin_ops.hpp"
+#include "kiln/op_registry.hpp"
+#include "ops/elementwise.hpp"
+
+namespace kiln {
+
+namespace {
+
+class op_registry {
+public:
+    template <class Op>
+    void add() {
+        Op prototype{};
+        std::string name = prototype.name();
+        ops_.emplace(std::move(name), operation(std::move(prototype)));
+    }
+    const operation* find(const std::string& name) const {
+        auto it = ops_.find(name);
+        return it == ops_.end() ? nullptr : &it->second;
+    }
+    std::vector<std::string> names() const {
+        std::vector<std::string> out;
+        for (const auto& [name, op] : ops_)
+            if (name.front() != '@') out.push_back(name);
+        return out;
+    }
+
+private:
+    std::map<std::string, operation> ops_;
+};
+
+op_registry build_registry() {
+    op_registry r;
+    // structure
+    r.add<op::param>();
+    r.add<op::literal_op>();
+    r.add<op::return_op>();
+    // elementwise
+    r.add<op::abs>();
+    r.add<op::neg>();
+    r.add<op::exp>();
+    r.add<op::log>();
+    r.add<op::sqrt>();
+    r.add<op::rsqrt>();
+    r.add<op::reciprocal>();
+    r.add<op::sin>();
+    r.add<op::cos>();
+    r.add<op::tanh>();
+    r.add<op::sigmoid>();
+    r.add<op::relu>();
+    r.add<op::erf>();
+    r.add<op::floor>();
+    r.add<op::ceil>();
+    r.add<op::round>();
+    r.add<op::sign>();
+    r.add<op::logical_not>();
+    r.add<op::add>();
+    r.add<op::sub>();
+    r.add<op::mul>();
+    r.add<op::div>();
+    r.add<op::pow>();
+    r.add<op::max>();
+    r.add<op::min>();
+    r.add<op::mod>();
+    r.add<op::equal>();
+    r.add<op::less>();
+    r.add<op::greater>();
+    r.add<op::logical_and>();
+    r.add<op::logical_or>();
+    r.add<op::logical_xor>();
+    r.add<op::where>();
+    r.add<op::clip>();
+    r.add<op::convert>();
+    return r;
+}
+
+const op_registry& registry() {
+    static const op_registry r = build_registry();
+    return r;
+}
+
+}  // namespace
+
+operation make_op(const std::string& name, const value& attributes) {
+    const operation* proto = registry().find(name);
+    if (proto == nullptr) {
+        auto names = registry().names();
+        // Suggest ops sharing a prefix to make typos obvious.
+        std::string similar;
+        for (const auto& n : names)
+            if (!name.empty() && n.compare(0, std::min<std::size_t>(3, name.size()), name, 0, 3) == 0)
+                similar += (similar.empty() ? "" : ", ") + n;
+        fail(error_kind::not_implemented,
+             "unknown op '" + name + "'" + (similar.empty() ? "" : " (similar: " + similar + ")") +
+                 "; get_operators() lists all " + std::to_string(names.size()) + " ops");
+    }
+    return attributes.is_null() ? *proto : proto->with_attributes(attributes);
+}
+
+bool has_op(const std::string& name) { return registry().find(name) != nullptr; }
+
+std::vector<std::string> get_operators() { return registry().names(); }
+
+}  // namespace kiln

@@ -1,0 +1,51 @@
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include "kiln/pass.hpp"
+#include "kiln/target.hpp"
+#include "kiln/verifier.hpp"
+
+namespace kiln {
+
+namespace {
+
+std::vector<std::string> split_names(const char* text) {
+    std::vector<std::string> names;
+    if (text == nullptr) return names;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ','))
+        if (!item.empty()) names.push_back(item);
+    return names;
+}
+
+bool env_flag(const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && std::string(v) != "" && std::string(v) != "0";
+}
+
+}  // namespace
+
+void run_passes(module& m, const pass_list& passes, const compile_options& options) {
+    bool trace = options.trace_passes || env_flag("KILN_TRACE_PASSES");
+    std::vector<std::string> disabled = options.disabled_passes;
+    for (auto& n : split_names(std::getenv("KILN_DISABLE_PASSES"))) disabled.push_back(n);
+
+    for (const auto& p : passes) {
+        const std::string name = p->name();
+        if (std::find(disabled.begin(), disabled.end(), name) != disabled.end()) {
+            if (trace) std::cerr << "pass " << name << ": disabled\n";
+            continue;
+        }
+        auto start = std::chrono::steady_clock::now();
+        p->apply(m);
+        auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        if (options.verify_passes) verify_module(m, "after pass '" + name + "'");
+        if (trace) std::cerr << "pass " << name << ": " << ms << " ms\n" << m << "\n";
+    }
+}
+
+}  // namespace kiln

@@ -1,0 +1,109 @@
+#include <cstring>
+
+#include "targets/cpu/cpu_plan.hpp"
+
+namespace kiln {
+
+struct cpu_executable::context {
+    std::shared_ptr<std::byte> arena;
+    std::vector<std::vector<argument>> step_inputs;
+    std::vector<argument> step_outputs;
+    std::vector<std::byte*> root_base;
+};
+
+cpu_executable::cpu_executable(std::vector<plan_root> roots, std::vector<plan_step> steps,
+                               std::vector<value_location> outputs, std::size_t arena_bytes)
+    : roots_(std::move(roots)), steps_(std::move(steps)), outputs_(std::move(outputs)), arena_bytes_(arena_bytes) {}
+
+cpu_executable::~cpu_executable() = default;
+
+std::unique_ptr<cpu_executable::context> cpu_executable::make_context() const {
+    auto c = std::make_unique<context>();
+    c->arena = allocate_aligned(arena_bytes_);
+    c->root_base.resize(roots_.size(), nullptr);
+    for (std::size_t r = 0; r < roots_.size(); ++r) {
+        if (roots_[r].kind == root_kind::arena) c->root_base[r] = c->arena.get() + roots_[r].arena_offset;
+        if (roots_[r].kind == root_kind::literal) c->root_base[r] = roots_[r].literal_value.data();
+    }
+    for (const auto& step : steps_) {
+        std::vector<argument> ins;
+        for (const auto& loc : step.inputs) ins.emplace_back(loc.value_shape, c->root_base[loc.root] + loc.byte_offset);
+        c->step_inputs.push_back(std::move(ins));
+        c->step_outputs.emplace_back(step.output.value_shape, c->root_base[step.output.root] + step.output.byte_offset);
+    }
+    return c;
+}
+
+std::unique_ptr<cpu_executable::context> cpu_executable::acquire() const {
+    {
+        std::lock_guard<std::mutex> lock(pool_mutex_);
+        if (!pool_.empty()) {
+            auto c = std::move(pool_.back());
+            pool_.pop_back();
+            return c;
+        }
+    }
+    return make_context();
+}
+
+void cpu_executable::release(std::unique_ptr<context> c) const {
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    pool_.push_back(std::move(c));
+}
+
+std::vector<argument> cpu_executable::run(const parameter_map& inputs) const {
+    auto ctx = acquire();
+    struct release_on_exit {
+        const cpu_executable* self;
+        std::unique_ptr<context>* c;
+        ~release_on_exit() { self->release(std::move(*c)); }
+    } guard{this, &ctx};
+
+    // Bind this run's parameters and fresh output buffers.
+    std::vector<argument> output_buffers(roots_.size());
+    for (std::size_t r = 0; r < roots_.size(); ++r) {
+        const auto& root = roots_[r];
+        if (root.kind == root_kind::parameter) {
+            ctx->root_base[r] = inputs.at(root.parameter_name).data();
+        } else if (root.kind == root_kind::output) {
+            output_buffers[r] = argument(root.output_shape);
+            ctx->root_base[r] = output_buffers[r].data();
+        }
+    }
+    auto is_bound_per_run = [&](std::size_t r) {
+        return roots_[r].kind == root_kind::parameter || roots_[r].kind == root_kind::output;
+    };
+    for (std::size_t s = 0; s < steps_.size(); ++s) {
+        const auto& step = steps_[s];
+        for (std::size_t i = 0; i < step.inputs.size(); ++i)
+            if (is_bound_per_run(step.inputs[i].root))
+                ctx->step_inputs[s][i].rebind(ctx->root_base[step.inputs[i].root] + step.inputs[i].byte_offset);
+        if (is_bound_per_run(step.output.root))
+            ctx->step_outputs[s].rebind(ctx->root_base[step.output.root] + step.output.byte_offset);
+    }
+
+    for (std::size_t s = 0; s < steps_.size(); ++s) {
+        try {
+            steps_[s].op.compute(ctx->step_outputs[s], ctx->step_inputs[s]);
+        } catch (const error& e) {
+            throw error(e.kind(), "instruction " + steps_[s].label + ": " + e.what());
+        }
+    }
+
+    std::vector<argument> results;
+    std::vector<bool> handed_out(roots_.size(), false);
+    for (const auto& loc : outputs_) {
+        const auto& root = roots_[loc.root];
+        if (root.kind == root_kind::output && loc.byte_offset == 0 && loc.value_shape == root.output_shape &&
+            loc.value_shape.standard() && !handed_out[loc.root]) {
+            handed_out[loc.root] = true;
+            results.push_back(output_buffers[loc.root]);
+            continue;
+        }
+        argument view(loc.value_shape, ctx->root_base[loc.root] + loc.byte_offset);
+        results.push_back(view.contiguous());
+    }
+    return results;
+}
+
+}  // namespace kiln

@@ -1,0 +1,66 @@
+#pragma once
+// The executable form of a module on the CPU target.
+//
+// Every value lives in a "root" buffer: a parameter, a literal, a planned
+// arena region or a per-run output buffer. Views (transpose, slice, ...) are a
+// root plus a byte offset, fixed at compile time. A run binds the parameter
+// and output roots, then calls each step's kernel on prebuilt arguments.
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kiln/target.hpp"
+#include "runtime/memory_planner.hpp"
+
+namespace kiln {
+
+enum class root_kind { parameter, literal, arena, output };
+
+struct value_location {
+    std::size_t root = 0;         // index into cpu_plan::roots
+    std::size_t byte_offset = 0;  // from the root's base
+    shape value_shape;
+};
+
+struct plan_root {
+    root_kind kind = root_kind::arena;
+    std::string parameter_name;   // parameter roots
+    argument literal_value;       // literal roots
+    std::size_t arena_offset = 0;  // arena roots
+    shape output_shape;           // output roots
+};
+
+struct plan_step {
+    operation op;
+    std::string label;  // "@12 (add)" for error messages
+    std::vector<value_location> inputs;
+    value_location output;
+};
+
+class cpu_executable final : public executable {
+public:
+    cpu_executable(std::vector<plan_root> roots, std::vector<plan_step> steps, std::vector<value_location> outputs,
+                   std::size_t arena_bytes);
+    ~cpu_executable() override;
+    std::vector<argument> run(const parameter_map& inputs) const override;
+    std::size_t planned_memory_bytes() const override { return arena_bytes_; }
+
+private:
+    struct context;  // one arena and the prebuilt arguments that point into it
+    std::unique_ptr<context> make_context() const;
+    std::unique_ptr<context> acquire() const;
+    void release(std::unique_ptr<context> c) const;
+
+    std::vector<plan_root> roots_;
+    std::vector<plan_step> steps_;
+    std::vector<value_location> outputs_;
+    std::size_t arena_bytes_;
+
+    // Concurrent runs each take their own context; finished ones are reused.
+    mutable std::mutex pool_mutex_;
+    mutable std::vector<std::unique_ptr<context>> pool_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,118 @@
+#include "targets/cpu/cpu_target.hpp"
+
+#include <cstdint>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "targets/cpu/cpu_plan.hpp"
+
+namespace kiln {
+
+namespace {
+
+// Views are placed by evaluating the op's compute_alias on inputs at a fake
+// base address: the difference is the view's byte offset into its root.
+std::byte* const fake_base = reinterpret_cast<std::byte*>(std::uintptr_t{1} << 40);
+
+class plan_builder {
+public:
+    explicit plan_builder(const module& m) : module_(m), names_(m.instruction_names()) {}
+
+    std::shared_ptr<executable> build() {
+        std::unordered_set<const instruction*> returned;
+        for (const auto& ins : module_)
+            if (ins.is_return())
+                for (const auto& in : ins.inputs()) returned.insert(&*in);
+
+        for (const auto& ins : module_) {
+            if (ins.is_param()) {
+                plan_root r;
+                r.kind = root_kind::parameter;
+                r.parameter_name = ins.param_name();
+                locations_[&ins] = {add_root(std::move(r)), 0, ins.get_shape()};
+            } else if (ins.is_literal()) {
+                plan_root r;
+                r.kind = root_kind::literal;
+                r.literal_value = ins.get_literal().get_argument();
+                locations_[&ins] = {add_root(std::move(r)), 0, ins.get_shape()};
+            } else if (ins.is_return()) {
+                for (const auto& in : ins.inputs()) {
+                    use(locations_.at(&*in), steps_.size());
+                    outputs_.push_back(locations_.at(&*in));
+                }
+            } else {
+                add_instruction(ins, returned.count(&ins) > 0);
+            }
+        }
+        memory_plan plan = plan_memory(lifetimes_);
+        for (std::size_t i = 0; i < arena_roots_.size(); ++i) roots_[arena_roots_[i]].arena_offset = plan.offsets[i];
+        return std::make_shared<cpu_executable>(std::move(roots_), std::move(steps_), std::move(outputs_),
+                                                plan.arena_bytes);
+    }
+
+private:
+    std::size_t add_root(plan_root r) {
+        roots_.push_back(std::move(r));
+        return roots_.size() - 1;
+    }
+
+    // Keeps the arena buffer behind `loc` alive through `step`.
+    void use(const value_location& loc, std::size_t step) {
+        auto it = lifetime_of_root_.find(loc.root);
+        if (it != lifetime_of_root_.end()) lifetimes_[it->second].last_step = std::max(lifetimes_[it->second].last_step, step);
+    }
+
+    void add_instruction(const instruction& ins, bool is_returned) {
+        std::vector<value_location> inputs;
+        for (const auto& in : ins.inputs()) inputs.push_back(locations_.at(&*in));
+        const std::size_t step = steps_.size();
+        for (const auto& loc : inputs) use(loc, step);
+
+        int alias = ins.get_operator().output_alias(ins.input_shapes());
+        if (alias >= 0) {
+            std::vector<argument> fake;
+            for (const auto& loc : inputs) fake.emplace_back(loc.value_shape, fake_base + loc.byte_offset);
+            argument view = ins.get_operator().compute_alias(ins.get_shape(), fake);
+            const auto& source = inputs.at(static_cast<std::size_t>(alias));
+            locations_[&ins] = {source.root, static_cast<std::size_t>(view.data() - fake_base), ins.get_shape()};
+            return;
+        }
+
+        plan_root r;
+        if (is_returned) {
+            r.kind = root_kind::output;
+            r.output_shape = ins.get_shape();
+        } else {
+            r.kind = root_kind::arena;
+        }
+        std::size_t root = add_root(std::move(r));
+        if (!is_returned) {
+            lifetime_of_root_[root] = lifetimes_.size();
+            lifetimes_.push_back({ins.get_shape().bytes(), step, step});
+            arena_roots_.push_back(root);
+        }
+        value_location out{root, 0, ins.get_shape()};
+        locations_[&ins] = out;
+        steps_.push_back({ins.get_operator(), names_.at(&ins) + " (" + ins.name() + ")", std::move(inputs), out});
+    }
+
+    const module& module_;
+    std::unordered_map<const instruction*, std::string> names_;
+    std::unordered_map<const instruction*, value_location> locations_;
+    std::vector<plan_root> roots_;
+    std::vector<plan_step> steps_;
+    std::vector<value_location> outputs_;
+    std::vector<buffer_lifetime> lifetimes_;
+    std::vector<std::size_t> arena_roots_;  // root index of each lifetime
+    std::unordered_map<std::size_t, std::size_t> lifetime_of_root_;
+};
+
+}  // namespace
+
+pass_list cpu_target::get_passes(const compile_options&) const { return {}; }
+
+std::shared_ptr<executable> cpu_target::lower(const module& m, const compile_options&) const {
+    return plan_builder(m).build();
+}
+
+}  // namespace kiln

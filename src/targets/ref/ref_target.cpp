@@ -1,0 +1,72 @@
+#include "targets/ref/ref_target.hpp"
+
+#include <unordered_map>
+
+namespace kiln {
+
+namespace {
+
+// Owned results are returned as they are; views of inputs, literals or other
+// values are copied so the caller owns standard-strided memory.
+argument as_owned_output(const argument& a, const std::vector<const void*>& foreign_owners) {
+    bool foreign = !a.owns_memory();
+    for (const void* o : foreign_owners) foreign = foreign || a.owner().get() == o;
+    if (foreign || !a.get_shape().standard()) return a.get_shape().standard() ? a.copy() : a.contiguous();
+    return a;
+}
+
+class ref_executable final : public executable {
+public:
+    explicit ref_executable(const module& m) : module_(m) {}
+    std::vector<argument> run(const parameter_map& inputs) const override { return evaluate_module(module_, inputs); }
+
+private:
+    module module_;
+};
+
+}  // namespace
+
+std::vector<argument> evaluate_module(const module& m, const parameter_map& inputs,
+                                      const std::function<void(const instruction&, const argument&)>& observe) {
+    std::unordered_map<const instruction*, argument> values;
+    std::vector<const void*> foreign_owners;
+    for (const auto& [name, arg] : inputs) foreign_owners.push_back(arg.owner().get());
+    auto names = m.instruction_names();
+
+    for (const auto& ins : m) {
+        if (ins.is_return()) {
+            std::vector<argument> outputs;
+            for (const auto& in : ins.inputs()) outputs.push_back(as_owned_output(values.at(&*in), foreign_owners));
+            return outputs;
+        }
+        argument result;
+        if (ins.is_param()) {
+            auto it = inputs.find(ins.param_name());
+            if (it == inputs.end()) fail("missing input for parameter '" + ins.param_name() + "'");
+            result = it->second;
+        } else if (ins.is_literal()) {
+            result = ins.get_literal().get_argument();
+            foreign_owners.push_back(result.owner().get());
+        } else {
+            std::vector<argument> args;
+            args.reserve(ins.inputs().size());
+            for (const auto& in : ins.inputs()) args.push_back(values.at(&*in));
+            try {
+                result = ins.get_operator().evaluate(ins.get_shape(), args);
+            } catch (const error& e) {
+                throw error(e.kind(), "instruction " + names.at(&ins) + " (" + ins.name() + "): " + e.what());
+            }
+        }
+        if (observe) observe(ins, result);
+        values.emplace(&ins, std::move(result));
+    }
+    fail(error_kind::runtime, "module '" + m.name() + "' has no return");
+}
+
+pass_list ref_target::get_passes(const compile_options&) const { return {}; }
+
+std::shared_ptr<executable> ref_target::lower(const module& m, const compile_options&) const {
+    return std::make_shared<ref_executable>(m);
+}
+
+}  // namespace kiln
