@@ -1,0 +1,42 @@
+# Kiln's entry points. `make demo` and `make test` work on a fresh machine:
+# both run the setup script first, which is a no-op when nothing is missing.
+VENV   := .venv
+PY     := $(abspath $(VENV)/bin/python)
+BUILD  := build
+JOBS   ?= 2
+
+.PHONY: all setup build test test-cpp test-python test-package demo bench format clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+# Configures once, then rebuilds incrementally (ninja + ccache). The Python
+# extension is written next to the package sources and a .pth file puts
+# python/ on the virtual environment's path; .venv/bin/kiln is the driver.
+build: setup
+	@test -f $(BUILD)/build.ninja || cmake -S . -B $(BUILD) -G Ninja -DPython_EXECUTABLE=$(PY)
+	@cmake --build $(BUILD) -j$(JOBS)
+	@$(PY) scripts/link_dev_install.py $(BUILD)
+
+test: build test-cpp test-python test-package
+
+test-cpp:
+	@ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+test-python:
+	@$(VENV)/bin/pytest tests/python -q
+
+# Installs the C++ package and builds examples/ against it with find_package(kiln).
+test-package:
+	@bash scripts/test_installed_package.sh $(BUILD)
+
+demo: build
+	@$(PY) examples/demo.py
+
+format:
+	@clang-format -i $$(git ls-files '*.cpp' '*.hpp')
+
+clean:
+	rm -rf $(BUILD)
