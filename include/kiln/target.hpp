@@ -23,8 +23,12 @@ struct compile_options {
     bool trace_passes = false;
     // Names of passes to skip.
     std::vector<std::string> disabled_passes;
-    // Run the verifier after every pass (on in tests and debug builds).
+    // Run the verifier after every pass (tests set it; debug builds default to it).
+#ifdef NDEBUG
     bool verify_passes = false;
+#else
+    bool verify_passes = true;
+#endif
 };
 
 enum class memory_location { host, device };
