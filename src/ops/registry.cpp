@@ -6,6 +6,7 @@
 #include "kiln/builtin_ops.hpp"
 #include "kiln/op_registry.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/reduce.hpp"
 
 namespace kiln {
 
@@ -76,6 +77,14 @@ op_registry build_registry() {
     r.add<op::where>();
     r.add<op::clip>();
     r.add<op::convert>();
+    // reduce
+    r.add<op::reduce_sum>();
+    r.add<op::reduce_mean>();
+    r.add<op::reduce_max>();
+    r.add<op::reduce_min>();
+    r.add<op::reduce_prod>();
+    r.add<op::argmax>();
+    r.add<op::argmin>();
     return r;
 }
 
