@@ -23,12 +23,8 @@ struct compile_options {
     bool trace_passes = false;
     // Names of passes to skip.
     std::vector<std::string> disabled_passes;
-    // Run the verifier after every pass (tests set it; debug builds default to it).
-#ifdef NDEBUG
+    // Run the verifier after every pass (tests set it; a debug build of Kiln always does).
     bool verify_passes = false;
-#else
-    bool verify_passes = true;
-#endif
 };
 
 enum class memory_location { host, device };

@@ -12,6 +12,12 @@ namespace kiln {
 
 namespace {
 
+#ifdef NDEBUG
+constexpr bool debug_build = false;
+#else
+constexpr bool debug_build = true;
+#endif
+
 std::vector<std::string> split_names(const char* text) {
     std::vector<std::string> names;
     if (text == nullptr) return names;
@@ -43,7 +49,7 @@ void run_passes(module& m, const pass_list& passes, const compile_options& optio
         auto start = std::chrono::steady_clock::now();
         p->apply(m);
         auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-        if (options.verify_passes) verify_module(m, "after pass '" + name + "'");
+        if (options.verify_passes || debug_build) verify_module(m, "after pass '" + name + "'");
         if (trace) std::cerr << "pass " << name << ": " << ms << " ms\n" << m << "\n";
     }
 }
