@@ -9,6 +9,7 @@
 #include "kiln/operation.hpp"
 #include "kiln/pass.hpp"
 #include "kiln/program.hpp"
+#include "kiln/serialize.hpp"
 #include "kiln/shape.hpp"
 #include "kiln/target.hpp"
 #include "kiln/value.hpp"

@@ -1,0 +1,32 @@
+#pragma once
+// Saving and loading programs as .kiln files.
+//
+// A .kiln file is a fixed 64-byte binary header (magic, format version, flags,
+// offsets and sizes of the sections, checksums), a JSON metadata section (the
+// modules, their instructions and, for a compiled program, the target and
+// compile options) and a data section holding every literal's raw bytes at a
+// 64-byte aligned file offset, so that weights can later be mapped in place.
+// A compiled program is reloaded without re-running passes: its optimized
+// modules are stored and the executable is rebuilt with lower_compiled.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kiln/program.hpp"
+
+namespace kiln {
+
+// Newest .kiln format version this build writes and reads.
+inline constexpr std::uint32_t kiln_format_version = 1;
+
+void save(const program& p, const std::string& path);
+// Raises error_kind::file_not_found for a missing file and error_kind::parse_error
+// for anything wrong with its contents; messages name the file.
+program load(const std::string& path);
+
+// The bytes save() would write.
+std::string save_buffer(const program& p);
+// Errors name the source as "buffer".
+program load_buffer(const void* data, std::size_t size);
+
+}  // namespace kiln

@@ -1,0 +1,194 @@
+#include "io/json_codec.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "kiln/errors.hpp"
+
+namespace kiln::io {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& what) { fail(error_kind::parse_error, what); }
+
+// Deeper nesting than any op attribute needs is treated as malformed input,
+// which also bounds the recursion below.
+constexpr int max_value_depth = 32;
+
+value to_value(const json& j, int depth) {
+    if (depth > max_value_depth) bad("attribute value nested deeper than " + std::to_string(max_value_depth) + " levels");
+    switch (j.type()) {
+    case json::value_t::null: return value();
+    case json::value_t::boolean: return value(j.get<bool>());
+    case json::value_t::number_integer: return value(j.get<std::int64_t>());
+    case json::value_t::number_unsigned: {
+        auto u = j.get<std::uint64_t>();
+        if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+            bad("integer attribute " + std::to_string(u) + " is out of range");
+        return value(static_cast<std::int64_t>(u));
+    }
+    case json::value_t::number_float: return value(j.get<double>());
+    case json::value_t::string: return value(j.get<std::string>());
+    case json::value_t::array: {
+        value_list l;
+        l.reserve(j.size());
+        for (const auto& e : j) l.push_back(to_value(e, depth + 1));
+        return value(std::move(l));
+    }
+    case json::value_t::object: {
+        if (j.size() == 1 && j.contains("$float")) {
+            const json& s = j["$float"];
+            if (s == "nan") return value(std::numeric_limits<double>::quiet_NaN());
+            if (s == "inf") return value(std::numeric_limits<double>::infinity());
+            if (s == "-inf") return value(-std::numeric_limits<double>::infinity());
+            bad("invalid special float " + s.dump());
+        }
+        value_map m;
+        m.reserve(j.size());
+        for (const auto& [k, v] : j.items()) m.emplace_back(k, to_value(v, depth + 1));
+        return value(std::move(m));
+    }
+    default: bad(std::string("unsupported JSON value of type ") + j.type_name());
+    }
+}
+
+std::vector<std::size_t> to_sizes(const json& j, const char* what) {
+    if (!j.is_array()) bad(std::string("'") + what + "' must be an array, got " + j.type_name());
+    std::vector<std::size_t> out;
+    out.reserve(j.size());
+    for (const auto& e : j) out.push_back(static_cast<std::size_t>(as_uint(e, what)));
+    return out;
+}
+
+}  // namespace
+
+json value_to_json(const value& v) {
+    return std::visit(
+        [](const auto& x) -> json {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, std::monostate>) {
+                return json(nullptr);
+            } else if constexpr (std::is_same_v<T, double>) {
+                if (std::isfinite(x)) return json(x);
+                return json::object({{"$float", std::isnan(x) ? "nan" : (x > 0 ? "inf" : "-inf")}});
+            } else if constexpr (std::is_same_v<T, value_list>) {
+                json a = json::array();
+                for (const auto& e : x) a.push_back(value_to_json(e));
+                return a;
+            } else if constexpr (std::is_same_v<T, value_map>) {
+                json o = json::object();
+                for (const auto& [k, e] : x) o[k] = value_to_json(e);
+                return o;
+            } else {
+                return json(x);
+            }
+        },
+        v.data());
+}
+
+value json_to_value(const json& j) { return to_value(j, 0); }
+
+json shape_to_json(const shape& s) {
+    return json{{"type", to_string(s.type())}, {"lens", s.lens()}, {"strides", s.strides()}};
+}
+
+shape json_to_shape(const json& j) {
+    if (!j.is_object()) bad(std::string("a shape must be an object, got ") + j.type_name());
+    std::string type_name = get_string(j, "type");
+    dtype type{};
+    try {
+        type = parse_dtype(type_name);
+    } catch (const error&) {
+        bad("unknown dtype '" + type_name + "'");
+    }
+    auto lens = to_sizes(member(j, "lens"), "lens");
+    auto strides = to_sizes(member(j, "strides"), "strides");
+    if (lens.size() != strides.size())
+        bad("shape has " + std::to_string(lens.size()) + " lens but " + std::to_string(strides.size()) + " strides");
+    // Reject shapes whose element count or memory span overflows, so that
+    // later size computations (and allocations) stay meaningful.
+    constexpr std::size_t limit = std::size_t{1} << 62;
+    std::size_t elements = 1;
+    std::size_t last = 0;
+    for (std::size_t i = 0; i < lens.size(); ++i) {
+        std::size_t step = 0;
+        if (__builtin_mul_overflow(elements, lens[i], &elements) || elements > limit ||
+            (lens[i] > 0 && (__builtin_mul_overflow(lens[i] - 1, strides[i], &step) ||
+                             __builtin_add_overflow(last, step, &last) || last > limit)))
+            bad("shape " + to_string(lens) + " with strides " + to_string(strides) + " is too large");
+    }
+    std::size_t bytes = 0;
+    if (__builtin_mul_overflow(last + 1, dtype_size(type), &bytes) || bytes > limit)
+        bad("shape " + to_string(lens) + " is too large");
+    return {type, std::move(lens), std::move(strides)};
+}
+
+json options_to_json(const compile_options& o) {
+    return json{{"offload_copy", o.offload_copy},
+                {"threads", o.threads},
+                {"trace_passes", o.trace_passes},
+                {"disabled_passes", o.disabled_passes},
+                {"verify_passes", o.verify_passes}};
+}
+
+compile_options json_to_options(const json& j) {
+    if (!j.is_object()) bad(std::string("compile options must be an object, got ") + j.type_name());
+    compile_options o;
+    // Members missing from the file keep their defaults; options added by later versions are ignored.
+    auto flag = [&](const char* key, bool& out) {
+        if (const json* v = optional_member(j, key)) {
+            if (!v->is_boolean()) bad(std::string("compile option '") + key + "' must be a boolean");
+            out = v->get<bool>();
+        }
+    };
+    flag("offload_copy", o.offload_copy);
+    flag("trace_passes", o.trace_passes);
+    flag("verify_passes", o.verify_passes);
+    if (const json* v = optional_member(j, "threads")) {
+        std::uint64_t t = as_uint(*v, "threads");
+        if (t > 1u << 16) bad("compile option 'threads' is implausibly large: " + std::to_string(t));
+        o.threads = static_cast<int>(t);
+    }
+    if (const json* v = optional_member(j, "disabled_passes")) {
+        if (!v->is_array()) bad("compile option 'disabled_passes' must be an array");
+        for (const auto& e : *v) {
+            if (!e.is_string()) bad("compile option 'disabled_passes' must hold strings");
+            o.disabled_passes.push_back(e.get<std::string>());
+        }
+    }
+    return o;
+}
+
+const json* optional_member(const json& object, const char* key) {
+    if (!object.is_object()) bad(std::string("expected an object holding '") + key + "', got " + object.type_name());
+    auto it = object.find(key);
+    return it == object.end() ? nullptr : &*it;
+}
+
+const json& member(const json& object, const char* key) {
+    const json* v = optional_member(object, key);
+    if (v == nullptr) bad(std::string("missing '") + key + "'");
+    return *v;
+}
+
+std::string get_string(const json& object, const char* key) {
+    const json& v = member(object, key);
+    if (!v.is_string()) bad(std::string("'") + key + "' must be a string, got " + v.type_name());
+    return v.get<std::string>();
+}
+
+std::uint64_t as_uint(const json& j, const std::string& what) {
+    if (j.is_number_unsigned()) return j.get<std::uint64_t>();
+    if (j.is_number_integer() && j.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(j.get<std::int64_t>());
+    bad("'" + what + "' must be a non-negative integer, got " + j.dump());
+}
+
+std::uint64_t get_uint(const json& object, const char* key) { return as_uint(member(object, key), key); }
+
+const json& get_array(const json& object, const char* key) {
+    const json& v = member(object, key);
+    if (!v.is_array()) bad(std::string("'") + key + "' must be an array, got " + v.type_name());
+    return v;
+}
+
+}  // namespace kiln::io

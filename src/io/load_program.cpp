@@ -1,0 +1,176 @@
+// Reading .kiln files. Every check that can fail on a malformed file happens
+// here, before the data reaches the IR, and raises a parse_error naming the
+// file, the module and the instruction.
+#include <cstring>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "io/file_header.hpp"
+#include "io/json_codec.hpp"
+#include "kiln/op_registry.hpp"
+#include "kiln/serialize.hpp"
+#include "kiln/verifier.hpp"
+
+namespace kiln {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& what) { fail(error_kind::parse_error, what); }
+
+// The data section of the image being loaded.
+struct data_section {
+    const unsigned char* bytes;
+    std::uint64_t size;
+};
+
+literal read_literal(const io::json& j, const shape& s, const data_section& data) {
+    std::uint64_t offset = io::get_uint(j, "offset");
+    std::uint64_t size = io::get_uint(j, "bytes");
+    if (!s.standard()) bad("literal shape " + to_string(s) + " is not standard");
+    if (size != s.bytes())
+        bad("literal holds " + std::to_string(size) + " bytes but its shape " + to_string(s) + " needs " +
+            std::to_string(s.bytes()));
+    if (offset % io::data_alignment != 0) bad("literal offset " + std::to_string(offset) + " is not 64-byte aligned");
+    if (offset > data.size || size > data.size - offset)
+        bad("literal bytes [" + std::to_string(offset) + ", +" + std::to_string(size) +
+            ") lie outside the data section of " + std::to_string(data.size) + " bytes");
+    argument a(s);
+    if (size > 0) std::memcpy(a.data(), data.bytes + offset, size);
+    // Any other byte in a bool is undefined behaviour once read as bool.
+    if (s.type() == dtype::bool_type)
+        for (std::size_t i = 0; i < size; ++i)
+            if (std::to_integer<unsigned>(a.data()[i]) > 1) bad("bool literal holds a byte that is neither 0 nor 1");
+    return literal(a);
+}
+
+std::vector<module_ref> read_module_inputs(const io::json& j, program& p) {
+    std::vector<module_ref> out;
+    const io::json* mods = io::optional_member(j, "modules");
+    if (mods == nullptr) return out;
+    if (!mods->is_array()) bad("'modules' must be an array");
+    for (const auto& name : *mods) {
+        if (!name.is_string()) bad("'modules' must hold module names");
+        module* m = p.get_module(name.get<std::string>());
+        if (m == nullptr) bad("refers to module '" + name.get<std::string>() + "', which the file does not define");
+        out.push_back(m);
+    }
+    return out;
+}
+
+instruction_ref read_instruction(const io::json& j, module& m, program& p, const std::vector<instruction_ref>& defined,
+                                 const data_section& data) {
+    if (!j.is_object()) bad("an instruction must be an object");
+    std::string op_name = io::get_string(j, "op");
+    if (op_name == "@param") return m.add_parameter(io::get_string(j, "name"), io::json_to_shape(io::member(j, "shape")));
+    if (op_name == "@literal") {
+        shape s = io::json_to_shape(io::member(j, "shape"));
+        return m.add_literal(read_literal(j, s, data));
+    }
+
+    std::vector<instruction_ref> inputs;
+    for (const auto& in : io::get_array(j, "inputs")) {
+        std::uint64_t k = io::as_uint(in, "inputs");
+        if (k >= defined.size())
+            bad("input " + std::to_string(k) + " does not refer to an earlier instruction");
+        inputs.push_back(defined[k]);
+    }
+    if (op_name == "@return") return m.add_return(inputs);
+
+    value attrs;
+    if (const io::json* a = io::optional_member(j, "attributes")) attrs = io::json_to_value(*a);
+    operation op = make_op(op_name, attrs);
+    instruction_ref ins = m.add_instruction(op, inputs, read_module_inputs(j, p));
+    shape recorded = io::json_to_shape(io::member(j, "shape"));
+    if (ins->get_shape() != recorded)
+        bad("recorded result shape " + to_string(recorded) + " differs from the computed " + to_string(ins->get_shape()));
+    return ins;
+}
+
+void read_module(const io::json& j, module& m, program& p, const data_section& data) {
+    const io::json& instructions = io::get_array(j, "instructions");
+    std::vector<instruction_ref> defined;
+    defined.reserve(instructions.size());
+    for (const auto& ins : instructions) {
+        try {
+            defined.push_back(read_instruction(ins, m, p, defined, data));
+        } catch (const error& e) {
+            bad("module '" + m.name() + "', instruction " + std::to_string(defined.size()) + ": " + e.what());
+        }
+    }
+}
+
+program read_program(const io::json& meta, const io::file_header& h, const data_section& data) {
+    if (!meta.is_object()) bad("the metadata is not a JSON object");
+    const io::json& modules = io::get_array(meta, "modules");
+    program p;
+    // Create every module first: instructions may refer to modules listed after them.
+    std::vector<module*> targets;
+    for (const auto& mj : modules) {
+        std::string name = io::get_string(mj, "name");
+        module* m = p.get_module(name);
+        if (m == nullptr) {
+            m = p.create_module(name);
+        } else if (name != "main" || std::find(targets.begin(), targets.end(), m) != targets.end()) {
+            bad("module '" + name + "' is defined twice");
+        }
+        targets.push_back(m);
+    }
+    for (std::size_t i = 0; i < targets.size(); ++i) read_module(modules[i], *targets[i], p, data);
+    for (const module* m : p.get_modules()) verify_module(*m, "in the loaded program");
+
+    const io::json* compiled = io::optional_member(meta, "compiled");
+    if ((compiled != nullptr) != ((h.flags & io::flag_compiled) != 0))
+        bad("the header and the metadata disagree on whether the program is compiled");
+    if (compiled != nullptr) {
+        std::string target = io::get_string(*compiled, "target");
+        p.lower_compiled(target, io::json_to_options(io::member(*compiled, "options")));
+    }
+    return p;
+}
+
+program load_image(const unsigned char* bytes, std::size_t size, const std::string& source) {
+    io::file_header h = io::read_header(bytes, size, source);
+    try {
+        io::json meta;
+        try {
+            meta = io::json::parse(bytes + h.metadata_offset, bytes + h.metadata_offset + h.metadata_size);
+        } catch (const io::json::exception& e) {
+            bad(std::string("the metadata is not valid JSON: ") + e.what());
+        }
+        return read_program(meta, h, data_section{bytes + h.data_offset, h.data_size});
+    } catch (const error& e) {
+        io::fail_parse(source, e.what());
+    } catch (const std::bad_alloc&) {
+        io::fail_parse(source, "out of memory while loading");
+    } catch (const std::exception& e) {
+        io::fail_parse(source, e.what());
+    }
+}
+
+}  // namespace
+
+program load_buffer(const void* data, std::size_t size) {
+    if (data == nullptr && size > 0) fail("load_buffer: null data");
+    static const unsigned char empty = 0;
+    return load_image(data ? static_cast<const unsigned char*>(data) : &empty, size, "buffer");
+}
+
+program load(const std::string& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    auto status = fs::status(path, ec);
+    if (!fs::exists(status)) fail(error_kind::file_not_found, path + ": no such file");
+    // Devices and pipes could be endless; only regular files have a size to trust.
+    if (!fs::is_regular_file(status)) io::fail_parse(path, "not a regular file; not a Kiln program file");
+    std::uintmax_t size = fs::file_size(path, ec);
+    if (ec) io::fail_parse(path, "cannot read: " + ec.message());
+    std::vector<unsigned char> bytes(size);
+    std::ifstream f(path, std::ios::binary);
+    if (!f.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)) ||
+        static_cast<std::uintmax_t>(f.gcount()) != size)
+        io::fail_parse(path, "cannot read the file");
+    return load_image(bytes.data(), bytes.size(), path);
+}
+
+}  // namespace kiln

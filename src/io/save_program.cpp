@@ -1,0 +1,126 @@
+// Writing programs as .kiln files (layout in file_header.hpp and serialize.hpp).
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <unordered_map>
+
+#include "io/file_header.hpp"
+#include "io/json_codec.hpp"
+#include "kiln/serialize.hpp"
+#include "kiln/version.hpp"
+
+namespace kiln {
+
+namespace {
+
+// A literal's bytes and where they go in the data section.
+struct data_entry {
+    const std::byte* bytes;
+    std::size_t size;
+    std::uint64_t offset;
+};
+
+class metadata_writer {
+public:
+    io::json program_json(const program& p) {
+        io::json modules = io::json::array();
+        for (const module* m : p.get_modules()) modules.push_back(module_json(*m));
+        io::json meta{{"producer", std::string("kiln ") + version}, {"modules", std::move(modules)}};
+        if (p.is_compiled())
+            meta["compiled"] = {{"target", p.target_name()}, {"options", io::options_to_json(p.get_compile_options())}};
+        return meta;
+    }
+    const std::vector<data_entry>& data() const { return data_; }
+    std::uint64_t data_size() const { return data_size_; }
+
+private:
+    io::json module_json(const module& m) {
+        std::unordered_map<const instruction*, std::size_t> index;
+        io::json instructions = io::json::array();
+        for (const auto& ins : m) {
+            index.emplace(&ins, index.size());
+            instructions.push_back(instruction_json(ins, index));
+        }
+        return {{"name", m.name()}, {"instructions", std::move(instructions)}};
+    }
+
+    io::json instruction_json(const instruction& ins, const std::unordered_map<const instruction*, std::size_t>& index) {
+        io::json j{{"op", ins.name()}};
+        if (ins.is_param()) {
+            j["name"] = ins.param_name();
+        } else if (ins.is_literal()) {
+            const argument& a = ins.get_literal().get_argument();
+            data_entry e{a.data(), a.get_shape().bytes(), io::align_up(data_size_)};
+            data_size_ = e.offset + e.size;
+            data_.push_back(e);
+            j["offset"] = e.offset;
+            j["bytes"] = e.size;
+        } else {
+            value attrs = ins.get_operator().attributes();
+            if (!(attrs.is_map() && attrs.as_map().empty())) j["attributes"] = io::value_to_json(attrs);
+            io::json inputs = io::json::array();
+            for (const auto& in : ins.inputs()) inputs.push_back(index.at(&*in));
+            j["inputs"] = std::move(inputs);
+            if (!ins.module_inputs().empty()) {
+                io::json mods = io::json::array();
+                for (const module* sub : ins.module_inputs()) mods.push_back(sub->name());
+                j["modules"] = std::move(mods);
+            }
+        }
+        if (!ins.is_return()) j["shape"] = io::shape_to_json(ins.get_shape());
+        return j;
+    }
+
+    std::vector<data_entry> data_;
+    std::uint64_t data_size_ = 0;
+};
+
+}  // namespace
+
+std::string save_buffer(const program& p) {
+    metadata_writer writer;
+    std::string metadata = writer.program_json(p).dump();
+
+    io::file_header h;
+    h.version = kiln_format_version;
+    h.flags = p.is_compiled() ? io::flag_compiled : 0;
+    h.metadata_offset = io::header_size;
+    h.metadata_size = metadata.size();
+    h.data_offset = io::align_up(h.metadata_offset + h.metadata_size);
+    h.data_size = writer.data_size();
+
+    // Zero-filled, so alignment padding is deterministic.
+    std::string out(h.data_offset + h.data_size, '\0');
+    auto* bytes = reinterpret_cast<unsigned char*>(out.data());
+    std::memcpy(bytes + h.metadata_offset, metadata.data(), metadata.size());
+    for (const auto& e : writer.data())
+        if (e.size > 0) std::memcpy(bytes + h.data_offset + e.offset, e.bytes, e.size);
+    io::write_header(h, bytes, out.size());
+    return out;
+}
+
+void save(const program& p, const std::string& path) {
+    std::string bytes = save_buffer(p);
+    // Write beside the target and rename, so a failed save never leaves a half-written file at `path`.
+    std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        if (!f) fail(error_kind::runtime, "cannot write '" + path + "': " + std::strerror(errno));
+        f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        f.close();
+        if (!f) {
+            std::error_code ignored;
+            std::filesystem::remove(tmp, ignored);
+            fail(error_kind::runtime, "cannot write '" + path + "': " + std::strerror(errno));
+        }
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) {
+        std::filesystem::remove(tmp, ec);
+        fail(error_kind::runtime, "cannot write '" + path + "': " + ec.message());
+    }
+}
+
+}  // namespace kiln
