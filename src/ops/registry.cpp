@@ -6,6 +6,7 @@
 #include "kiln/builtin_ops.hpp"
 #include "kiln/op_registry.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/linalg.hpp"
 #include "ops/reduce.hpp"
 
 namespace kiln {
@@ -85,6 +86,8 @@ op_registry build_registry() {
     r.add<op::reduce_prod>();
     r.add<op::argmax>();
     r.add<op::argmin>();
+    // linalg
+    r.add<op::dot>();
     return r;
 }
 
