@@ -6,6 +6,8 @@
 #include "kiln/builtin_ops.hpp"
 #include "kiln/op_registry.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/index.hpp"
+#include "ops/shape_ops.hpp"
 #include "ops/linalg.hpp"
 #include "ops/reduce.hpp"
 
@@ -78,6 +80,20 @@ op_registry build_registry() {
     r.add<op::where>();
     r.add<op::clip>();
     r.add<op::convert>();
+    // shape
+    r.add<op::reshape>();
+    r.add<op::transpose>();
+    r.add<op::broadcast>();
+    r.add<op::slice>();
+    r.add<op::concat>();
+    r.add<op::squeeze>();
+    r.add<op::unsqueeze>();
+    r.add<op::flatten>();
+    r.add<op::split>();
+    r.add<op::contiguous>();
+    r.add<op::pad>();
+    // index
+    r.add<op::gather>();
     // reduce
     r.add<op::reduce_sum>();
     r.add<op::reduce_mean>();
