@@ -11,8 +11,8 @@ shape gather::compute_shape(const std::vector<shape>& inputs) const {
     const shape& data = inputs[0];
     const shape& indices = inputs[1];
     if (indices.type() != dtype::int32_type && indices.type() != dtype::int64_type)
-        fail(error_kind::type_error, "gather: indices (input 1) must be int32_type or int64_type, got " +
-                                         to_string(indices.type()));
+        fail(error_kind::type_error,
+             "gather: indices (input 1) must be int32_type or int64_type, got " + to_string(indices.type()));
     const std::size_t a = ops::normalize_axis(name(), axis, data.ndim());
     std::vector<std::size_t> lens(data.lens().begin(), data.lens().begin() + static_cast<std::ptrdiff_t>(a));
     lens.insert(lens.end(), indices.lens().begin(), indices.lens().end());
@@ -39,8 +39,10 @@ std::vector<std::size_t> checked_positions(const argument& indices, std::size_t 
             out[j] = static_cast<std::size_t>(v < 0 ? v + n : v);
         }
     };
-    if (s.type() == dtype::int32_type) check(indices.data_as<const std::int32_t>());
-    else check(indices.data_as<const std::int64_t>());
+    if (s.type() == dtype::int32_type)
+        check(indices.data_as<const std::int32_t>());
+    else
+        check(indices.data_as<const std::int64_t>());
     return out;
 }
 
@@ -57,7 +59,8 @@ void gather::compute(const argument& result, const std::vector<argument>& inputs
     auto part = [&](std::size_t begin, std::size_t end) {
         auto b = static_cast<std::ptrdiff_t>(begin);
         auto e = static_cast<std::ptrdiff_t>(end);
-        return shape{ds.type(), {ds.lens().begin() + b, ds.lens().begin() + e},
+        return shape{ds.type(),
+                     {ds.lens().begin() + b, ds.lens().begin() + e},
                      {ds.strides().begin() + b, ds.strides().begin() + e}};
     };
     const shape outer = part(0, a);

@@ -28,7 +28,8 @@ std::size_t product(const std::vector<std::size_t>& lens, std::size_t begin, std
 // later reshapes stay views too.
 shape tidy_shape(dtype t, std::vector<std::size_t> lens, std::vector<std::size_t> strides) {
     for (std::size_t d = lens.size(); d-- > 0;)
-        if (lens[d] == 1) strides[d] = d + 1 == lens.size() ? 1 : strides[d + 1] * std::max<std::size_t>(lens[d + 1], 1);
+        if (lens[d] == 1)
+            strides[d] = d + 1 == lens.size() ? 1 : strides[d + 1] * std::max<std::size_t>(lens[d + 1], 1);
     return {t, std::move(lens), std::move(strides)};
 }
 
@@ -68,15 +69,15 @@ void copy_row_major(const argument& src, const argument& dst) {
 
 }  // namespace
 
-#define KILN_DEFINE_VIEW_OP(STRUCT)                                                            \
-    shape STRUCT::compute_shape(const std::vector<shape>& inputs) const {                      \
-        return view_shape(*this, inputs);                                                      \
-    }                                                                                          \
-    argument STRUCT::compute_alias(const shape&, const std::vector<argument>& inputs) const {   \
-        return view_alias(*this, inputs);                                                      \
-    }                                                                                          \
-    void STRUCT::compute(const argument& result, const std::vector<argument>& inputs) const {  \
-        copy_values(view_alias(*this, inputs), result);                                        \
+#define KILN_DEFINE_VIEW_OP(STRUCT)                                                           \
+    shape STRUCT::compute_shape(const std::vector<shape>& inputs) const {                     \
+        return view_shape(*this, inputs);                                                     \
+    }                                                                                         \
+    argument STRUCT::compute_alias(const shape&, const std::vector<argument>& inputs) const { \
+        return view_alias(*this, inputs);                                                     \
+    }                                                                                         \
+    void STRUCT::compute(const argument& result, const std::vector<argument>& inputs) const { \
+        copy_values(view_alias(*this, inputs), result);                                       \
     }
 
 KILN_DEFINE_VIEW_OP(transpose)
@@ -180,9 +181,9 @@ view_layout broadcast::layout(const shape& in) const {
         if (l == o)
             strides[lead + i] = in.strides()[i];
         else if (l != 1)
-            fail("broadcast: input " + to_string(in.lens()) + " cannot be broadcast to out_lens " + to_string(out_lens) +
-                 ": input dim " + std::to_string(i) + " has extent " + std::to_string(l) + ", expected 1 or " +
-                 std::to_string(o));
+            fail("broadcast: input " + to_string(in.lens()) + " cannot be broadcast to out_lens " +
+                 to_string(out_lens) + ": input dim " + std::to_string(i) + " has extent " + std::to_string(l) +
+                 ", expected 1 or " + std::to_string(o));
     }
     return make_layout(in.type(), out_lens, std::move(strides), 0);
 }
@@ -249,8 +250,8 @@ void concat::compute(const argument& result, const std::vector<argument>& inputs
     for (const auto& in : inputs) {
         // Each input lands in a window of the result: its lens, the result's strides.
         const shape& s = in.get_shape();
-        argument window = result.reshaped(shape{s.type(), s.lens(), out.strides()},
-                                          start * out.strides()[a] * out.element_size());
+        argument window =
+            result.reshaped(shape{s.type(), s.lens(), out.strides()}, start * out.strides()[a] * out.element_size());
         if (s.elements() != 0) copy_values(in, window);
         start += s.lens()[a];
     }
@@ -445,8 +446,10 @@ void pad::compute(const argument& result, const std::vector<argument>& inputs) c
                         inside = false;
                         break;
                     }
-                    if (mode == pad_mode::reflect) p = p < 0 ? -p : 2 * (n - 1) - p;
-                    else p = std::clamp<std::int64_t>(p, 0, n - 1);
+                    if (mode == pad_mode::reflect)
+                        p = p < 0 ? -p : 2 * (n - 1) - p;
+                    else
+                        p = std::clamp<std::int64_t>(p, 0, n - 1);
                 }
                 offset += static_cast<std::size_t>(p) * in.strides()[d];
             }

@@ -23,11 +23,13 @@ struct view_layout {
     std::size_t offset = 0;
 };
 
-#define KILN_VIEW_OP_METHODS                                                                   \
-    view_layout layout(const shape& input) const;                                              \
-    shape compute_shape(const std::vector<shape>& inputs) const;                               \
-    void compute(const argument& result, const std::vector<argument>& inputs) const;           \
-    int output_alias(const std::vector<shape>&) const { return 0; }                            \
+#define KILN_VIEW_OP_METHODS                                                         \
+    view_layout layout(const shape& input) const;                                    \
+    shape compute_shape(const std::vector<shape>& inputs) const;                     \
+    void compute(const argument& result, const std::vector<argument>& inputs) const; \
+    int output_alias(const std::vector<shape>&) const {                              \
+        return 0;                                                                    \
+    }                                                                                \
     argument compute_alias(const shape& out, const std::vector<argument>& inputs) const;
 
 // New lens with the same elements in row-major order. A dim of -1 is inferred

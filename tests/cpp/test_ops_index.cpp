@@ -10,7 +10,9 @@ using namespace kiln;
 
 namespace {
 
-shape fshape(std::vector<std::size_t> lens) { return {dtype::float_type, std::move(lens)}; }
+shape fshape(std::vector<std::size_t> lens) {
+    return {dtype::float_type, std::move(lens)};
+}
 
 // 0, 10, 20, ... in row-major order.
 argument tens(const shape& s) {
@@ -23,7 +25,9 @@ argument index_argument(dtype t, std::vector<std::size_t> lens, const std::vecto
     return literal(shape{t, std::move(lens)}, values).get_argument().copy();
 }
 
-operation gather_op(std::int64_t axis) { return make_op("gather", value_map{{"axis", axis}}); }
+operation gather_op(std::int64_t axis) {
+    return make_op("gather", value_map{{"axis", axis}});
+}
 
 // gather(data, idx) with both as parameters.
 program gather_program(const operation& op, const shape& data, const shape& indices) {
@@ -75,8 +79,7 @@ TEST(ops_gather, scalar_index_drops_the_axis) {
     shape idx{dtype::int64_type, {}};
     auto p = gather_program(gather_op(1), data, idx);
     // np.take(data, 2, axis=1)
-    expect_on_both(p, {{"data", tens(data)}, {"idx", index_argument(dtype::int64_type, {}, {2})}}, {3},
-                   {20, 60, 100});
+    expect_on_both(p, {{"data", tens(data)}, {"idx", index_argument(dtype::int64_type, {}, {2})}}, {3}, {20, 60, 100});
 }
 
 TEST(ops_gather, reads_strided_data_and_indices_and_feeds_elementwise) {
@@ -99,8 +102,7 @@ TEST(ops_gather, reads_strided_data_and_indices_and_feeds_elementwise) {
         EXPECT_EQ(out[0].to_vector<double>(), (std::vector<double>{40, 120, 200, 0, 80, 160})) << target;
         // np.take(data, [[2, 0], [2, 0]], axis=1)
         EXPECT_EQ(out[1].get_shape().lens(), (std::vector<std::size_t>{3, 2, 2})) << target;
-        EXPECT_EQ(out[1].to_vector<double>(),
-                  (std::vector<double>{20, 0, 20, 0, 60, 40, 60, 40, 100, 80, 100, 80}))
+        EXPECT_EQ(out[1].to_vector<double>(), (std::vector<double>{20, 0, 20, 0, 60, 40, 60, 40, 100, 80, 100, 80}))
             << target;
     }
 }

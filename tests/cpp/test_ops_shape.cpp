@@ -17,7 +17,9 @@ namespace {
 using lens_t = std::vector<std::size_t>;
 using values_t = std::vector<double>;
 
-shape fshape(lens_t lens) { return {dtype::float_type, std::move(lens)}; }
+shape fshape(lens_t lens) {
+    return {dtype::float_type, std::move(lens)};
+}
 
 // 0, 1, 2, ... in row-major order.
 argument iota(const shape& s) {
@@ -106,10 +108,9 @@ TEST(ops_reshape, of_a_transposed_input_copies_in_row_major_order) {
     auto t = m->add_instruction(make_op("transpose"), {x});
     EXPECT_EQ(make_op("reshape", value_map{{"dims", ints({6})}}).output_alias({t->get_shape()}), -1);
     auto r = m->add_instruction(make_op("reshape", value_map{{"dims", ints({6})}}), {t});
-    auto b = m->add_instruction(make_op("broadcast", value_map{{"out_lens", ints({2, 3})}}),
-                                {m->add_instruction(make_op("slice", value_map{{"starts", ints({0})},
-                                                                                 {"ends", ints({1})}}),
-                                                    {x})});
+    auto b = m->add_instruction(
+        make_op("broadcast", value_map{{"out_lens", ints({2, 3})}}),
+        {m->add_instruction(make_op("slice", value_map{{"starts", ints({0})}, {"ends", ints({1})}}), {x})});
     auto rb = m->add_instruction(make_op("reshape", value_map{{"dims", ints({3, 2})}}), {b});
     m->add_return({r, rb});
     // np.arange(6).reshape(2,3).T.reshape(6); np.broadcast_to(x[0:1], (2,3)).reshape(3,2)
@@ -186,7 +187,8 @@ TEST(ops_broadcast, repeats_unit_and_missing_dims_with_stride_zero) {
     auto op = make_op("broadcast", value_map{{"out_lens", ints({2, 2, 3})}});
     EXPECT_EQ(op.compute_shape({fshape({2, 1})}), (shape{dtype::float_type, {2, 2, 3}, {0, 1, 0}}));
     expect_unary(op, fshape({2, 1}), {{2, 2, 3}, {0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1}});
-    expect_unary(make_op("broadcast", value_map{{"out_lens", ints({2, 3})}}), fshape({3}), {{2, 3}, {0, 1, 2, 0, 1, 2}});
+    expect_unary(make_op("broadcast", value_map{{"out_lens", ints({2, 3})}}), fshape({3}),
+                 {{2, 3}, {0, 1, 2, 0, 1, 2}});
 }
 
 TEST(ops_broadcast, feeds_elementwise_and_works_on_transposed_input) {
@@ -216,8 +218,9 @@ TEST(ops_broadcast, rejects_incompatible_lens) {
 namespace {
 operation slice_op(std::initializer_list<std::int64_t> axes, std::initializer_list<std::int64_t> starts,
                    std::initializer_list<std::int64_t> ends, std::initializer_list<std::int64_t> steps = {}) {
-    return make_op("slice", value_map{{"axes", ints(axes)}, {"starts", ints(starts)}, {"ends", ints(ends)},
-                                      {"steps", ints(steps)}});
+    return make_op(
+        "slice",
+        value_map{{"axes", ints(axes)}, {"starts", ints(starts)}, {"ends", ints(ends)}, {"steps", ints(steps)}});
 }
 constexpr std::int64_t big = std::numeric_limits<std::int64_t>::max();
 }  // namespace
@@ -396,8 +399,8 @@ TEST(ops_flatten, rejects_axis_out_of_range) {
 namespace {
 operation split_op(std::int64_t axis, std::initializer_list<std::int64_t> sizes, std::int64_t num_outputs,
                    std::int64_t output) {
-    return make_op("split", value_map{{"axis", axis}, {"sizes", ints(sizes)}, {"num_outputs", num_outputs},
-                                      {"output", output}});
+    return make_op("split",
+                   value_map{{"axis", axis}, {"sizes", ints(sizes)}, {"num_outputs", num_outputs}, {"output", output}});
 }
 }  // namespace
 
@@ -462,8 +465,7 @@ operation pad_op(std::initializer_list<std::int64_t> pads, const char* mode, dou
 TEST(ops_pad, constant_reflect_and_edge_modes) {
     shape x = fshape({2, 3});
     // np.pad(x, ((1,0),(0,2)), constant_values=9)
-    expect_unary(pad_op({1, 0, 0, 2}, "constant", 9), x,
-                 {{3, 5}, {9, 9, 9, 9, 9, 0, 1, 2, 9, 9, 3, 4, 5, 9, 9}});
+    expect_unary(pad_op({1, 0, 0, 2}, "constant", 9), x, {{3, 5}, {9, 9, 9, 9, 9, 0, 1, 2, 9, 9, 3, 4, 5, 9, 9}});
     // np.pad(x, ((0,1),(2,2)), mode='reflect')
     expect_unary(pad_op({0, 2, 1, 2}, "reflect"), x,
                  {{3, 7}, {2, 1, 0, 1, 2, 1, 0, 5, 4, 3, 4, 5, 4, 3, 2, 1, 0, 1, 2, 1, 0}});
@@ -539,4 +541,26 @@ TEST(ops_shape_views, of_a_literal_returned_directly) {
     auto s = m->add_instruction(slice_op({2}, {1}, {2}), {u});
     m->add_return({u, s});
     expect_outputs(p, {}, {{{1, 3, 2}, {1, 4, 2, 5, 3, 6}}, {{1, 3, 1}, {4, 5, 6}}});
+}
+
+TEST(ops_shape_views, cpu_rebinds_parameter_views_on_every_run) {
+    program p;
+    module* m = p.get_main_module();
+    auto x = m->add_parameter("x", fshape({3, 4}));
+    auto s = m->add_instruction(slice_op({0, 1}, {1, 2}, {3, 4}), {x});
+    auto y = m->add_instruction(make_op("add"), {s, s});
+    m->add_return({y, s});
+    p.compile(get_target("cpu"));
+    for (double scale : {1.0, 3.0}) {
+        std::vector<float> v(12);
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(scale * static_cast<double>(i));
+        auto out = p.eval({{"x", test::make_argument(fshape({3, 4}), v)}});
+        ASSERT_EQ(out.size(), 2u);
+        // scale * np.arange(12).reshape(3,4)[1:3, 2:4] = scale * [6, 7, 10, 11]
+        values_t s_expected{6 * scale, 7 * scale, 10 * scale, 11 * scale};
+        values_t y_expected;
+        for (double e : s_expected) y_expected.push_back(2 * e);
+        EXPECT_EQ(out[1].to_vector<double>(), s_expected) << "scale " << scale;
+        EXPECT_EQ(out[0].to_vector<double>(), y_expected) << "scale " << scale;
+    }
 }
