@@ -1,3 +1,16 @@
-#include <nanobind/nanobind.h>
-#include "kiln/kiln.hpp"
-NB_MODULE(_core, m) { m.attr("__version__") = kiln::version; }
+// Entry point of kiln._core. The Python package `kiln` re-exports these names
+// next to its exception classes (python/kiln/__init__.py).
+#include "bindings.hpp"
+
+NB_MODULE(_core, m) {
+    using namespace kiln::python;
+    m.doc() = "Kiln graph compiler: native bindings";
+    m.attr("__version__") = kiln::version;
+    bind_errors(m);
+    bind_shape(m);
+    bind_argument(m);
+    bind_operation(m);
+    bind_module(m);
+    bind_program(m);
+    bind_serialize(m);
+}

@@ -1,0 +1,75 @@
+"""Kiln: a graph compiler for machine-learning inference.
+
+Build a graph with :class:`program`, compile it for a target and run it::
+
+    import numpy as np
+    import kiln
+
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", [2, 3]))
+    m.add_return([m.add_instruction(kiln.op("relu"), [x])])
+    p.compile(kiln.get_target("cpu"))
+    (y,) = p.run({"x": np.ones((2, 3), np.float32)})
+    print(np.asarray(y))
+
+This package never imports PyTorch; the PyTorch front end is ``kiln.torch``.
+"""
+
+from .errors import (
+    InvalidArgumentError,
+    KilnError,
+    KilnFileNotFoundError,
+    KilnIndexError,
+    KilnRuntimeError,
+    KilnTypeError,
+    ParseError,
+    UnsupportedError,
+)
+from ._core import (
+    __version__,
+    argument,
+    generate_argument,
+    get_operators,
+    get_target,
+    get_target_names,
+    instruction,
+    load,
+    load_buffer,
+    module,
+    op,
+    operation,
+    program,
+    save,
+    save_buffer,
+    shape,
+    target,
+)
+
+__all__ = [
+    "__version__",
+    "argument",
+    "generate_argument",
+    "get_operators",
+    "get_target",
+    "get_target_names",
+    "instruction",
+    "load",
+    "load_buffer",
+    "module",
+    "op",
+    "operation",
+    "program",
+    "save",
+    "save_buffer",
+    "shape",
+    "target",
+    "KilnError",
+    "InvalidArgumentError",
+    "KilnTypeError",
+    "UnsupportedError",
+    "KilnFileNotFoundError",
+    "KilnIndexError",
+    "ParseError",
+    "KilnRuntimeError",
+]

@@ -1,0 +1,117 @@
+// kiln.program, kiln.target and kiln.get_target.
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.hpp"
+
+namespace kiln::python {
+
+namespace {
+
+bool bool_option(const std::string& name, nb::handle v) {
+    if (!PyBool_Check(v.ptr()))
+        fail(error_kind::type_error, "compile option '" + name + "' must be a bool, got " + python_type_name(v));
+    return v.ptr() == Py_True;
+}
+
+compile_options to_compile_options(const nb::kwargs& kwargs) {
+    compile_options options;
+    for (auto [key, v] : kwargs) {
+        std::string name = nb::cast<std::string>(key);
+        if (name == "offload_copy") {
+            options.offload_copy = bool_option(name, v);
+        } else if (name == "trace_passes") {
+            options.trace_passes = bool_option(name, v);
+        } else if (name == "verify_passes") {
+            options.verify_passes = bool_option(name, v);
+        } else if (name == "threads") {
+            if (!PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()))
+                fail(error_kind::type_error, "compile option 'threads' must be an int, got " + python_type_name(v));
+            long long n = PyLong_AsLongLong(v.ptr());
+            if (n < 0 || n > 1 << 16)
+                fail("compile option 'threads' must be between 0 (all cores) and 65536, got " + std::to_string(n));
+            options.threads = static_cast<int>(n);
+        } else if (name == "disabled_passes") {
+            // One name or a list of names.
+            value names = to_value(v, "compile option 'disabled_passes'");
+            for (const auto& item : names.is_list() ? names.as_list() : value_list{names}) {
+                if (!item.is_string())
+                    fail(error_kind::type_error, "compile option 'disabled_passes' must be pass names (strings)");
+                options.disabled_passes.push_back(item.as_string());
+            }
+        } else {
+            fail("unknown compile option '" + name +
+                 "'; the options are: offload_copy, threads, trace_passes, disabled_passes, verify_passes");
+        }
+    }
+    return options;
+}
+
+const target& to_target(nb::handle t) {
+    if (nb::isinstance<nb::str>(t)) return get_target(nb::cast<std::string>(t));
+    if (nb::isinstance<target>(t)) return nb::cast<const target&>(t);
+    fail(error_kind::type_error, "compile: expected a kiln.target or a target name, got " + python_type_name(t));
+}
+
+parameter_map to_parameter_map(nb::handle inputs) {
+    if (!nb::isinstance<nb::dict>(inputs))
+        fail(error_kind::type_error,
+             "run: expected a dict mapping parameter names to arrays, got " + python_type_name(inputs));
+    parameter_map out;
+    for (auto [key, v] : nb::borrow<nb::dict>(inputs)) {
+        if (!nb::isinstance<nb::str>(key))
+            fail(error_kind::type_error, "run: parameter names must be strings, got " + python_type_name(key));
+        std::string name = nb::cast<std::string>(key);
+        out.emplace(name, to_argument(v, "run: parameter '" + name + "'"));
+    }
+    return out;
+}
+
+std::vector<argument> run_program(const program& p, nb::handle inputs) {
+    parameter_map params = to_parameter_map(inputs);
+    // Kernels do not touch Python objects; let other Python threads run meanwhile.
+    nb::gil_scoped_release release;
+    return p.eval(params);
+}
+
+void compile_program(program& p, nb::handle t, const nb::kwargs& kwargs) {
+    const target& tgt = to_target(t);
+    compile_options options = to_compile_options(kwargs);
+    nb::gil_scoped_release release;
+    p.compile(tgt, options);
+}
+
+}  // namespace
+
+void bind_program(nb::module_& m) {
+    nb::class_<target>(m, "target", "A compilation target; get one with kiln.get_target(name).")
+        .def("name", &target::name)
+        .def("__repr__", [](const target& t) { return "kiln.get_target(\"" + t.name() + "\")"; });
+
+    m.def("get_target", &get_target, nb::arg("name"), nb::rv_policy::reference,
+          "The target called `name` (\"ref\" or \"cpu\").");
+    m.def("get_target_names", &get_target_names);
+
+    nb::class_<program>(m, "program", "A model: a main module and, after compile(), its executable.")
+        .def(nb::init<>())
+        .def("get_main_module", nb::overload_cast<>(&program::get_main_module), nb::rv_policy::reference_internal)
+        .def("compile", compile_program, nb::arg("target"), nb::arg("options"),
+             "Optimizes the graph for `target` and builds its executable. Options: offload_copy, threads, "
+             "trace_passes, disabled_passes, verify_passes.")
+        .def("run", run_program, nb::arg("inputs"),
+             "Runs the compiled program on {name: array}; returns the outputs as a list of kiln.argument.")
+        .def("is_compiled", &program::is_compiled)
+        .def("target_name", &program::target_name)
+        .def("get_parameter_names", &program::get_parameter_names)
+        .def("get_parameter_shapes", &program::get_parameter_shapes)
+        .def("get_output_shapes", &program::get_output_shapes)
+        .def("planned_memory_bytes", &program::planned_memory_bytes)
+        .def("print", [](const program& p) { nb::print(to_string(p).c_str(), nb::str("")); })
+        .def("__str__", [](const program& p) { return to_string(p); })
+        .def("__copy__", [](const program& p) { return program(p); })
+        .def(
+            "__deepcopy__", [](const program& p, nb::handle) { return program(p); }, nb::arg("memo"));
+}
+
+}  // namespace kiln::python

@@ -1,0 +1,77 @@
+// kiln.shape: dtype, lens and strides of a tensor.
+#include <nanobind/operators.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <functional>
+#include <optional>
+
+#include "bindings.hpp"
+
+namespace kiln::python {
+
+namespace {
+
+// Python ints arrive signed; a negative extent or stride must be an error, not a wrap-around.
+std::vector<std::size_t> to_extents(const std::vector<std::int64_t>& values, const char* what) {
+    std::vector<std::size_t> out;
+    out.reserve(values.size());
+    for (std::int64_t v : values) {
+        if (v < 0)
+            fail(error_kind::invalid_argument,
+                 std::string("shape: ") + what + " must be non-negative, got " + std::to_string(v));
+        out.push_back(static_cast<std::size_t>(v));
+    }
+    return out;
+}
+
+shape make_shape(nb::handle type, const std::vector<std::int64_t>& lens,
+                 const std::optional<std::vector<std::int64_t>>& strides) {
+    dtype t = to_dtype(type);
+    auto l = to_extents(lens, "lens");
+    if (!strides) return shape(t, std::move(l));
+    return shape(t, std::move(l), to_extents(*strides, "strides"));
+}
+
+std::string shape_repr(const shape& s) {
+    auto list = [](const std::vector<std::size_t>& v) {
+        std::string out = "[";
+        for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+        return out + "]";
+    };
+    return "kiln.shape(type=\"" + to_string(s.type()) + "\", lens=" + list(s.lens()) +
+           ", strides=" + list(s.strides()) + ")";
+}
+
+}  // namespace
+
+void bind_shape(nb::module_& m) {
+    nb::class_<shape>(m, "shape", "A tensor's element type, extents (lens) and element strides.")
+        .def(
+            "__init__",
+            [](shape* self, nb::handle type, const std::vector<std::int64_t>& lens,
+               const std::optional<std::vector<std::int64_t>>& strides) {
+                new (self) shape(make_shape(type, lens, strides));
+            },
+            nb::arg("type") = "float", nb::arg("lens") = std::vector<std::int64_t>{}, nb::arg("strides") = nb::none())
+        .def_prop_ro("type", [](const shape& s) { return to_string(s.type()); })
+        .def_prop_ro("lens", [](const shape& s) { return s.lens(); })
+        .def_prop_ro("strides", [](const shape& s) { return s.strides(); })
+        .def_prop_ro("ndim", &shape::ndim)
+        .def("elements", &shape::elements)
+        .def("bytes", &shape::bytes, "Bytes of memory the shape spans, strides included.")
+        .def("standard", &shape::standard, "Row-major packed.")
+        .def("transposed", &shape::transposed, "Packed with dimensions in a permuted order.")
+        .def("broadcasted", &shape::broadcasted, "Some dimension of extent > 1 has stride 0.")
+        .def("scalar", &shape::scalar)
+        .def("packed", &shape::packed)
+        .def("as_standard", &shape::as_standard)
+        .def(nb::self == nb::self)
+        .def(nb::self != nb::self)
+        .def("__hash__", [](const shape& s) { return std::hash<std::string>{}(to_string(s)); })
+        .def("__repr__", shape_repr)
+        .def("__str__", [](const shape& s) { return to_string(s); });
+}
+
+}  // namespace kiln::python

@@ -1,0 +1,36 @@
+#pragma once
+// Shared declarations of the kiln._core extension: one bind_* function per
+// file and the conversions several bindings need.
+#include <nanobind/nanobind.h>
+
+#include <string>
+
+#include "kiln/kiln.hpp"
+
+namespace kiln::python {
+
+namespace nb = nanobind;
+
+void bind_errors(nb::module_& m);
+void bind_shape(nb::module_& m);
+void bind_argument(nb::module_& m);
+void bind_operation(nb::module_& m);
+void bind_module(nb::module_& m);
+void bind_program(nb::module_& m);
+void bind_serialize(nb::module_& m);
+
+// A kiln.argument, or a zero-copy view of a numpy array / buffer / DLPack
+// object that keeps the Python object alive. `what` names the value in errors.
+argument to_argument(nb::handle obj, const std::string& what);
+
+// Python value <-> kiln::value (op attributes). `what` names the value in errors.
+value to_value(nb::handle obj, const std::string& what);
+nb::object from_value(const value& v);
+
+// A dtype from "float", "float32", "float_type", a numpy dtype or scalar type.
+dtype to_dtype(nb::handle obj);
+
+// The Python type name of `obj`, for error messages.
+std::string python_type_name(nb::handle obj);
+
+}  // namespace kiln::python

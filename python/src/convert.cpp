@@ -1,0 +1,99 @@
+// Conversions between Python objects and Kiln's dynamic values and dtypes.
+#include <climits>
+
+#include "bindings.hpp"
+
+namespace kiln::python {
+
+std::string python_type_name(nb::handle obj) {
+    return nb::type_name(obj.type()).c_str();
+}
+
+namespace {
+
+// numpy, if the user's program already imported it: attribute conversion
+// must not import numpy on its own.
+nb::object loaded_numpy() {
+    nb::dict modules = nb::borrow<nb::dict>(nb::module_::import_("sys").attr("modules"));
+    if (modules.contains("numpy")) return modules["numpy"];
+    return nb::none();
+}
+
+bool is_numpy_dtype_like(const nb::object& np, nb::handle obj) {
+    if (np.is_none()) return false;
+    if (nb::isinstance(obj, np.attr("dtype"))) return true;
+    // Scalar types such as numpy.float32 passed as a class.
+    return PyType_Check(obj.ptr()) && PyObject_IsSubclass(obj.ptr(), np.attr("generic").ptr()) == 1;
+}
+
+}  // namespace
+
+dtype to_dtype(nb::handle obj) {
+    if (nb::isinstance<nb::str>(obj)) return parse_dtype(nb::cast<std::string>(obj));
+    nb::object np = loaded_numpy();
+    if (np.is_none()) np = nb::module_::import_("numpy");
+    nb::object name;
+    try {
+        name = np.attr("dtype")(obj).attr("name");
+    } catch (const nb::python_error&) {
+        fail(error_kind::type_error,
+             "expected a dtype name such as \"float32\" or a numpy dtype, got " + python_type_name(obj));
+    }
+    return parse_dtype(nb::cast<std::string>(name));
+}
+
+value to_value(nb::handle obj, const std::string& what) {
+    // bool before int: Python's bool is a subclass of int.
+    if (PyBool_Check(obj.ptr())) return value(obj.ptr() == Py_True);
+    if (PyLong_Check(obj.ptr())) {
+        int overflow = 0;
+        long long i = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
+        if (overflow != 0) fail(error_kind::invalid_argument, what + ": integer does not fit in 64 bits");
+        return value(static_cast<std::int64_t>(i));
+    }
+    if (PyFloat_Check(obj.ptr())) return value(PyFloat_AsDouble(obj.ptr()));
+    if (nb::isinstance<nb::str>(obj)) return value(nb::cast<std::string>(obj));
+    if (nb::isinstance<shape>(obj)) return attribute_to_value(nb::cast<const shape&>(obj));
+    if (nb::isinstance<nb::list>(obj) || nb::isinstance<nb::tuple>(obj)) {
+        value_list items;
+        for (nb::handle item : obj) items.push_back(to_value(item, what));
+        return value(std::move(items));
+    }
+    if (nb::isinstance<nb::dict>(obj)) {
+        value_map items;
+        for (auto [key, item] : nb::borrow<nb::dict>(obj)) {
+            if (!nb::isinstance<nb::str>(key))
+                fail(error_kind::type_error, what + ": dictionary keys must be strings, got " + python_type_name(key));
+            items.emplace_back(nb::cast<std::string>(key), to_value(item, what));
+        }
+        return value(std::move(items));
+    }
+    nb::object np = loaded_numpy();
+    if (is_numpy_dtype_like(np, obj)) return value(to_string(to_dtype(obj)));
+    if (!np.is_none()) {
+        // numpy scalars and arrays become the equivalent Python values.
+        if (nb::isinstance(obj, np.attr("generic")) || nb::isinstance(obj, np.attr("ndarray")))
+            return to_value(obj.attr(nb::isinstance(obj, np.attr("ndarray")) ? "tolist" : "item")(), what);
+    }
+    fail(error_kind::type_error,
+         what + ": cannot use a " + python_type_name(obj) +
+             " as an attribute value (expected bool, int, float, str, a dtype or a list of these)");
+}
+
+nb::object from_value(const value& v) {
+    if (v.is_null()) return nb::none();
+    if (v.is_bool()) return nb::bool_(v.as_bool());
+    if (v.is_int()) return nb::int_(v.as_int());
+    if (v.is_float()) return nb::float_(v.as_float());
+    if (v.is_string()) return nb::str(v.as_string().c_str(), v.as_string().size());
+    if (v.is_list()) {
+        nb::list out;
+        for (const auto& item : v.as_list()) out.append(from_value(item));
+        return out;
+    }
+    nb::dict out;
+    for (const auto& [key, item] : v.as_map()) out[nb::str(key.c_str(), key.size())] = from_value(item);
+    return out;
+}
+
+}  // namespace kiln::python
