@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "ops/op_helpers.hpp"
@@ -61,7 +60,8 @@ argument view_alias(const Op& op, const std::vector<argument>& inputs) {
     return in.reshaped(l.s, l.offset * in.get_shape().element_size());
 }
 
-// Copies the elements of `src` in row-major order into `dst` (same count, any lens).
+// Copies the elements of `src` in row-major order into the standard `dst`
+// (same element count, other lens).
 void copy_row_major(const argument& src, const argument& dst) {
     const shape& s = src.get_shape();
     copy_values(src, dst.reshaped(shape{s.type(), s.lens(), shape::standard_strides(s.lens())}));

@@ -564,3 +564,23 @@ TEST(ops_shape_views, cpu_rebinds_parameter_views_on_every_run) {
         EXPECT_EQ(out[0].to_vector<double>(), y_expected) << "scale " << scale;
     }
 }
+
+TEST(ops_shape_views, returning_a_value_and_a_view_of_it_in_either_order) {
+    for (bool view_first : {false, true}) {
+        program p;
+        module* m = p.get_main_module();
+        auto x = m->add_parameter("x", fshape({2, 3}));
+        auto y = m->add_instruction(make_op("add"), {x, x});
+        auto same = m->add_instruction(make_op("reshape", value_map{{"dims", ints({2, 3})}}), {y});
+        auto t = m->add_instruction(make_op("transpose"), {y});
+        if (view_first)
+            m->add_return({same, t, y});
+        else
+            m->add_return({y, t, same});
+        expected_output ye{{2, 3}, {0, 2, 4, 6, 8, 10}};
+        expect_outputs(p, {{"x", iota(fshape({2, 3}))}}, {ye, {{3, 2}, {0, 6, 2, 8, 4, 10}}, ye});
+        // The value and its same-shaped view must come back in separate buffers.
+        auto out = test::run_on(p, "cpu", {{"x", iota(fshape({2, 3}))}});
+        EXPECT_NE(out[0].data(), out[2].data()) << "view_first " << view_first;
+    }
+}
