@@ -5,6 +5,7 @@
 
 #include "kiln/builtin_ops.hpp"
 #include "kiln/op_registry.hpp"
+#include "ops/conv.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/index.hpp"
 #include "ops/shape_ops.hpp"
@@ -104,6 +105,8 @@ op_registry build_registry() {
     r.add<op::argmin>();
     // linalg
     r.add<op::dot>();
+    // conv
+    r.add<op::convolution>();
     return r;
 }
 
