@@ -1,0 +1,416 @@
+"""Every registered op against numpy on random inputs, on both targets.
+
+Each case names an op, its attributes, its numpy inputs and a numpy reference.
+Float references are computed in float64 and rounded to the op's dtype, so a
+mismatch means Kiln is wrong, not that numpy rounded differently on the way.
+Cases of ops that are not registered (yet) are skipped; the last test lists the
+registered ops that have no case here.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import TARGETS
+
+FLOATS = [np.float16, np.float32, np.float64]
+SIGNED = [np.int8, np.int16, np.int32, np.int64]
+UNSIGNED = [np.uint8, np.uint16, np.uint32, np.uint64]
+INTS = SIGNED + UNSIGNED
+
+UNARY_SHAPES = [(), (7,), (3, 4), (2, 3, 5)]
+BINARY_SHAPES = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((3, 1), (1, 4)), ((), (2, 3)), ((2, 1, 5), (3, 1))]
+
+TOLERANCE = {  # rtol, atol
+    np.dtype(np.float16): (2e-3, 2e-3),
+    np.dtype(np.float32): (2e-5, 2e-6),
+    np.dtype(np.float64): (1e-10, 1e-12),
+}
+
+
+class Case:
+    def __init__(self, op, inputs, ref, attrs=None, tol=None):
+        self.op = op
+        self.inputs = inputs
+        self.ref = ref
+        self.attrs = attrs or {}
+        self.tol = tol  # (rtol, atol) overriding the dtype's default
+
+    def __repr__(self):
+        parts = [self.op] + [f"{k}={v}" for k, v in self.attrs.items()]
+        parts += ["x".join(map(str, a.shape)) or "scalar" for a in self.inputs]
+        parts.append(self.inputs[0].dtype.name)
+        return "-".join(str(p) for p in parts)
+
+
+def generate(dtype, shape, kind="any", seed=0):
+    """Random values of `dtype`: any, positive, nonzero, small (integer valued), near_one, bool."""
+    rng = np.random.default_rng(abs(hash((np.dtype(dtype).name, shape, kind, seed))) % 2**32)
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if kind == "small" or dtype.kind in "iu":
+        low = 0 if dtype.kind == "u" else -9
+        values = rng.integers(low, 10, size=shape)
+        if kind == "nonzero":
+            values[values == 0] = 1
+        elif kind == "positive":
+            values = np.abs(values) + 1
+        return values.astype(dtype)
+    x = rng.standard_normal(shape) * 2
+    if kind == "positive":
+        x = np.abs(x) + 0.1
+    elif kind == "nonzero":
+        x = np.sign(x + 1e-9) * (np.abs(x) + 0.5)
+    elif kind == "near_one":
+        x = rng.uniform(0.6, 1.4, size=shape)
+    return x.astype(dtype)
+
+
+def in_float64(f):
+    """A reference computed in float64 and rounded to the dtype of the first input."""
+
+    def ref(*xs):
+        wide = [x.astype(np.float64) if x.dtype.kind == "f" else x for x in xs]
+        return np.asarray(f(*wide)).astype(xs[0].dtype)
+
+    return ref
+
+
+def trunc_div(a, b):
+    """C integer division: rounds toward zero (numpy's // floors)."""
+    q = np.abs(a.astype(np.int64)) // np.abs(b.astype(np.int64))
+    return (q * np.sign(a.astype(np.int64)) * np.sign(b.astype(np.int64))).astype(a.dtype)
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+erf = np.vectorize(math.erf, otypes=[np.float64])
+
+# name: (reference, dtypes, input kind)
+UNARY = {
+    "abs": (np.abs, FLOATS + INTS, "any"),
+    "neg": (np.negative, FLOATS + SIGNED, "any"),
+    "exp": (np.exp, FLOATS, "any"),
+    "log": (np.log, FLOATS, "positive"),
+    "sqrt": (np.sqrt, FLOATS, "positive"),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), FLOATS, "positive"),
+    "reciprocal": (lambda x: 1 / x, FLOATS, "nonzero"),
+    "sin": (np.sin, FLOATS, "any"),
+    "cos": (np.cos, FLOATS, "any"),
+    "tanh": (np.tanh, FLOATS, "any"),
+    "sigmoid": (sigmoid, FLOATS, "any"),
+    "relu": (lambda x: np.maximum(x, 0), FLOATS + SIGNED, "any"),
+    "erf": (erf, FLOATS, "any"),
+    "floor": (np.floor, FLOATS, "any"),
+    "ceil": (np.ceil, FLOATS, "any"),
+    "round": (np.rint, FLOATS, "any"),
+    "sign": (np.sign, FLOATS + INTS, "any"),
+    "not": (np.logical_not, [np.bool_], "any"),
+}
+
+# name: (reference, dtypes, kind of the first input, kind of the second)
+BINARY = {
+    "add": (np.add, FLOATS + INTS, "any", "any"),
+    "sub": (np.subtract, FLOATS + INTS, "any", "any"),
+    "mul": (np.multiply, FLOATS + INTS, "any", "any"),
+    "div": (np.divide, FLOATS, "any", "nonzero"),
+    "pow": (np.power, FLOATS, "positive", "any"),
+    "max": (np.maximum, FLOATS + INTS, "any", "any"),
+    "min": (np.minimum, FLOATS + INTS, "any", "any"),
+    "equal": (np.equal, FLOATS + INTS + [np.bool_], "small", "small"),
+    "less": (np.less, FLOATS + INTS, "small", "small"),
+    "greater": (np.greater, FLOATS + INTS, "small", "small"),
+    "and": (np.logical_and, [np.bool_], "any", "any"),
+    "or": (np.logical_or, [np.bool_], "any", "any"),
+    "xor": (np.logical_xor, [np.bool_], "any", "any"),
+}
+
+
+def unary_cases():
+    for name, (f, dtypes, kind) in UNARY.items():
+        for dt in dtypes:
+            for shape in UNARY_SHAPES[1:] if dt is np.float16 else UNARY_SHAPES:
+                x = generate(dt, shape, kind)
+                if name == "round":
+                    x = (x * 2).astype(dt)  # more values near .5
+                yield Case(name, [x], in_float64(f) if np.dtype(dt).kind == "f" else f)
+    ties = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 3.49, -3.51], np.float32)
+    yield Case("round", [ties], np.rint)
+
+
+def binary_cases():
+    for name, (f, dtypes, kind_a, kind_b) in BINARY.items():
+        for dt in dtypes:
+            for i, (sa, sb) in enumerate(BINARY_SHAPES):
+                a = generate(dt, sa, kind_a, seed=i)
+                b = generate(dt, sb, kind_b, seed=i + 100)
+                comparison = name in ("equal", "less", "greater") or dt is np.bool_
+                wrap = np.dtype(dt).kind == "f" and not comparison
+                yield Case(name, [a, b], in_float64(f) if wrap else f)
+    for dt in SIGNED + UNSIGNED:
+        a, b = generate(dt, (3, 4), "small"), generate(dt, (4,), "nonzero", seed=1)
+        yield Case("div", [a, b], trunc_div)
+        yield Case("pow", [generate(dt, (3, 4), "small") % 4, generate(dt, (4,), "small") % 4], np.power)
+    for fmod, f in [(False, np.mod), (True, np.fmod)]:
+        for dt in FLOATS:
+            a, b = generate(dt, (3, 4)), generate(dt, (3, 1), "nonzero", seed=1)
+            yield Case("mod", [a, b], in_float64(f), attrs={"fmod": fmod})
+        for dt in SIGNED + [np.uint8, np.uint32]:
+            a, b = generate(dt, (3, 4)), generate(dt, (4,), "nonzero", seed=1)
+            yield Case("mod", [a, b], f, attrs={"fmod": fmod})
+
+
+def ternary_cases():
+    shapes = [((3, 4), (3, 4), (3, 4)), ((3, 1), (4,), (3, 4)), ((), (2, 3), (3,)), ((2, 1, 4), (3, 1), (1,))]
+    for dt in [np.float16, np.float32, np.int64, np.uint8, np.bool_]:
+        for i, (sc, sx, sy) in enumerate(shapes):
+            c = generate(np.bool_, sc, seed=i)
+            x, y = generate(dt, sx, seed=i + 1), generate(dt, sy, seed=i + 2)
+            yield Case("where", [c, x, y], np.where)
+    for dt in [np.float16, np.float32, np.float64, np.int32, np.uint8]:
+        for sx, sb in [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 3), ())]:
+            x = generate(dt, sx)
+            lo = generate(dt, sb, "small", seed=1)
+            hi = (lo + generate(dt, sb, "positive", seed=2)).astype(dt)
+            yield Case("clip", [x, lo, hi], lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi))
+
+
+def convert_cases():
+    pairs = [
+        (np.float32, np.int32),
+        (np.float32, np.float16),
+        (np.float64, np.float32),
+        (np.float16, np.float64),
+        (np.int32, np.float32),
+        (np.int64, np.int8),
+        (np.float32, np.bool_),
+        (np.bool_, np.float32),
+        (np.uint8, np.int16),
+        (np.int32, np.uint8),
+        (np.float64, np.uint16),
+    ]
+    for src, dst in pairs:
+        x = generate(src, (3, 5))
+        if np.dtype(dst).kind == "u":
+            x = np.abs(x)
+        x[0, 0] = 0  # zero converts to false
+        # float to integer truncates toward zero; the values stay inside the target range
+        yield Case("convert", [x], lambda x, dst=dst: x.astype(dst), attrs={"target_type": np.dtype(dst).name})
+
+
+def reduce_cases():
+    refs = {
+        "reduce_sum": np.sum,
+        "reduce_mean": np.mean,
+        "reduce_max": np.max,
+        "reduce_min": np.min,
+        "reduce_prod": np.prod,
+    }
+    for name, f in refs.items():
+        dtypes = [np.float16, np.float32, np.float64] + ([] if name == "reduce_mean" else [np.int32, np.int64])
+        for dt in dtypes:
+            x = generate(dt, (2, 3, 4), "near_one" if name == "reduce_prod" else "any")
+            if name == "reduce_prod" and np.dtype(dt).kind == "i":
+                x = (np.abs(x) % 3 + 1).astype(dt)
+            for axes in [[], [0], [1], [-1], [0, 2]]:
+                for keepdims in [True, False]:
+                    axis = tuple(axes) if axes else None
+                    # Kiln keeps the input dtype (as ONNX); numpy widens integer sums to int64.
+                    ref = in_float64(lambda x, f=f, axis=axis, k=keepdims: f(x, axis=axis, keepdims=k))
+                    tol = (1e-2, 1e-2) if dt is np.float16 else None
+                    yield Case(name, [x], ref, attrs={"axes": axes, "keepdims": keepdims}, tol=tol)
+
+
+def arg_reduce_cases():
+    for name, f in [("argmax", np.argmax), ("argmin", np.argmin)]:
+        for dt in [np.float32, np.int32, np.float16]:
+            x = generate(dt, (3, 4, 5), "small")  # small integers: ties happen
+            for axis in [0, 1, -1]:
+                for keepdims in [True, False]:
+                    for last in [False, True]:
+
+                        def ref(x, f=f, axis=axis, keepdims=keepdims, last=last):
+                            if last:
+                                flipped = np.flip(x, axis=axis)
+                                idx = x.shape[axis] - 1 - f(flipped, axis=axis, keepdims=True)
+                            else:
+                                idx = f(x, axis=axis, keepdims=True)
+                            return idx if keepdims else np.squeeze(idx, axis=axis)
+
+                        attrs = {"axis": axis, "keepdims": keepdims, "select_last_index": last}
+                        yield Case(name, [x], lambda x, ref=ref: ref(x).astype(np.int64), attrs=attrs)
+
+
+def dot_cases():
+    shapes = [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)), ((4,), (4, 5)), ((3, 4), (4,)),
+              ((1, 3, 4), (2, 4, 6)), ((16, 33), (33, 17))]
+    for dt in [np.float32, np.float64]:
+        for sa, sb in shapes:
+            a, b = generate(dt, sa), generate(dt, sb, seed=1)
+            yield Case("dot", [a, b], in_float64(np.matmul), tol=(1e-4, 1e-4) if dt is np.float32 else None)
+
+
+def softmax_cases():
+    for dt in [np.float32, np.float64]:
+        for shape, axis in [((3, 5), -1), ((3, 5), 0), ((2, 3, 4), 1)]:
+            x = generate(dt, shape)
+            yield Case("softmax", [x], in_float64(lambda x, axis=axis: softmax(x, axis)), attrs={"axis": axis})
+
+
+def shape_op_cases():
+    x = generate(np.float32, (2, 3, 4))
+    i = generate(np.int64, (4, 6))
+    for dims, lens in [([4, 6], (4, 6)), ([-1], (24,)), ([2, -1, 2], (2, 6, 2)), ([0, -1], (2, 12))]:
+        yield Case("reshape", [x], lambda x, lens=lens: x.reshape(lens), attrs={"dims": dims})
+    for perm in [[1, 0, 2], [2, 0, 1], []]:
+        yield Case("transpose", [x], lambda x, p=perm: np.transpose(x, p or None), attrs={"permutation": perm})
+    for src, out in [((3, 1), [2, 3, 4]), ((4,), [3, 4]), ((), [2, 2])]:
+        yield Case("broadcast", [generate(np.int32, src)], lambda a, o=out: np.broadcast_to(a, o),
+                   attrs={"out_lens": out})
+    for attrs, index in [
+        ({"axes": [1], "starts": [1], "ends": [5], "steps": [2]}, (slice(None), slice(1, 5, 2))),
+        ({"axes": [0, 1], "starts": [-3, 0], "ends": [100, -2]}, (slice(-3, None), slice(0, -2))),
+        ({"starts": [1], "ends": [3]}, (slice(1, 3),)),
+    ]:
+        yield Case("slice", [i], lambda a, ix=index: a[ix], attrs=attrs)
+    for axis in [0, 1, -1]:
+        parts = [generate(np.float32, (2, 3, 4), seed=s) for s in range(3)]
+        yield Case("concat", parts, lambda *p, axis=axis: np.concatenate(p, axis=axis), attrs={"axis": axis})
+    y = generate(np.float16, (1, 3, 1, 2))
+    yield Case("squeeze", [y], lambda a: np.squeeze(a), attrs={"axes": []})
+    yield Case("squeeze", [y], lambda a: np.squeeze(a, axis=2), attrs={"axes": [2]})
+    yield Case("unsqueeze", [x], lambda a: a[None], attrs={"axes": [0]})
+    yield Case("unsqueeze", [x], lambda a: a[None, :, :, None], attrs={"axes": [0, 3]})
+    for axis in [0, 1, 2, 3]:
+        lead = int(np.prod(x.shape[:axis]))
+        yield Case("flatten", [x], lambda a, lead=lead: a.reshape(lead, -1), attrs={"axis": axis})
+    for attrs, piece in [
+        ({"axis": 1, "sizes": [2, 4], "output": 0}, lambda a: a[:, :2]),
+        ({"axis": 1, "sizes": [2, 4], "output": 1}, lambda a: a[:, 2:]),
+        ({"axis": 1, "num_outputs": 3, "output": 2}, lambda a: a[:, 4:]),
+        ({"axis": 0, "num_outputs": 2, "output": 1}, lambda a: a[2:]),
+    ]:
+        yield Case("split", [i], piece, attrs=attrs)
+    yield Case("contiguous", [x], lambda a: a)
+    for mode in ["constant", "reflect", "edge"]:
+        pads = [1, 0, 2, 1, 2, 1]  # begins then ends of each dim; reflect needs each < the extent
+        width = [(pads[d], pads[d + 3]) for d in range(3)]
+        if mode == "constant":
+            ref = lambda a, w=width: np.pad(a, w, mode="constant", constant_values=1.5)
+            attrs = {"pads": pads, "mode": mode, "value": 1.5}
+        else:
+            ref = lambda a, w=width, m=mode: np.pad(a, w, mode=m)
+            attrs = {"pads": pads, "mode": mode}
+        yield Case("pad", [x], ref, attrs=attrs)
+    data = generate(np.float32, (4, 5))
+    for axis, idx in [(0, np.array([3, 0, -1, 2], np.int64)), (1, np.array([[0, 4], [-2, 1]], np.int32))]:
+        yield Case("gather", [data, idx], lambda d, k, axis=axis: np.take(d, k, axis=axis), attrs={"axis": axis})
+
+
+def conv_reference(x, w, stride, padding, dilation, group):
+    """Direct convolution over 1-D or 2-D spatial dims (NC... layout), in float64."""
+    k = w.ndim - 2
+    x = np.pad(x.astype(np.float64), [(0, 0), (0, 0)] + [(p, p) for p in padding])
+    w = w.astype(np.float64)
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    span = [dilation[d] * (w.shape[2 + d] - 1) + 1 for d in range(k)]
+    out_lens = [(x.shape[2 + d] - span[d]) // stride[d] + 1 for d in range(k)]
+    out = np.zeros([n, m] + out_lens)
+    cg, mg = c // group, m // group
+    for index in np.ndindex(*out_lens):
+        window = tuple(slice(index[d] * stride[d], index[d] * stride[d] + span[d], dilation[d]) for d in range(k))
+        for g in range(group):
+            patch = x[(slice(None), slice(g * cg, (g + 1) * cg)) + window]
+            weights = w[g * mg:(g + 1) * mg]
+            out[(slice(None), slice(g * mg, (g + 1) * mg)) + index] = np.tensordot(
+                patch, weights, axes=(list(range(1, k + 2)), list(range(1, k + 2))))
+    return out
+
+
+def conv_cases():
+    configs = [
+        ((2, 3, 8, 8), (4, 3, 3, 3), [1, 1], [1, 1], [1, 1], 1),
+        ((1, 4, 9, 7), (6, 2, 3, 2), [2, 1], [1, 0], [1, 2], 2),
+        ((2, 3, 10), (5, 3, 3), [2], [2], [1], 1),
+    ]
+    for xs, ws, stride, padding, dilation, group in configs:
+        x, w = generate(np.float32, xs), generate(np.float32, ws, seed=1)
+        ref = lambda x, w, s=stride, p=padding, d=dilation, g=group: conv_reference(x, w, s, p, d, g).astype(x.dtype)
+        attrs = {"padding": padding, "stride": stride, "dilation": dilation, "group": group}
+        yield Case("convolution", [x, w], ref, attrs=attrs, tol=(1e-4, 1e-4))
+
+
+def all_cases():
+    for family in [unary_cases, binary_cases, ternary_cases, convert_cases, reduce_cases, arg_reduce_cases,
+                   dot_cases, softmax_cases, shape_op_cases, conv_cases]:
+        yield from family()
+
+
+CASES = list(all_cases())
+REGISTERED = set(kiln.get_operators())
+
+
+def compile_case(case, target_name, as_literals=False):
+    p = kiln.program()
+    m = p.get_main_module()
+    inputs, feed = [], {}
+    for k, x in enumerate(case.inputs):
+        if as_literals:
+            inputs.append(m.add_literal(x))
+        else:
+            name = f"in{k}"
+            inputs.append(m.add_parameter(name, kiln.shape(x.dtype, list(x.shape))))
+            feed[name] = x
+    m.add_return([m.add_instruction(kiln.op(case.op, **case.attrs), inputs)])
+    p.compile(kiln.get_target(target_name))
+    return p, feed
+
+
+def check(case, got):
+    expected = np.asarray(case.ref(*case.inputs))
+    assert got.shape == expected.shape, f"{case}: shape {got.shape}, numpy {expected.shape}"
+    assert got.dtype == expected.dtype, f"{case}: dtype {got.dtype}, numpy {expected.dtype}"
+    if got.dtype.kind == "f":
+        rtol, atol = case.tol or TOLERANCE[got.dtype]
+        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol,
+                                   err_msg=repr(case))
+    else:
+        np.testing.assert_array_equal(got, expected, err_msg=repr(case))
+
+
+@pytest.mark.parametrize("target_name", TARGETS)
+@pytest.mark.parametrize("case", CASES, ids=repr)
+def test_op_matches_numpy(case, target_name):
+    if case.op not in REGISTERED:
+        pytest.skip(f"op '{case.op}' is not registered")
+    p, feed = compile_case(case, target_name)
+    (out,) = p.run(feed)
+    check(case, np.asarray(out))
+
+
+@pytest.mark.parametrize("case", CASES[::7], ids=repr)
+def test_op_on_constants_matches_numpy(case):
+    """All inputs literal: exercises constant folding where the pipeline has it."""
+    if case.op not in REGISTERED:
+        pytest.skip(f"op '{case.op}' is not registered")
+    p, _ = compile_case(case, "cpu", as_literals=True)
+    (out,) = p.run({})
+    check(case, np.asarray(out))
+
+
+def test_every_registered_op_has_a_numpy_case():
+    covered = {case.op for case in CASES}
+    missing = sorted(REGISTERED - covered)
+    if missing:
+        pytest.skip(f"registered ops without a numpy comparison here: {missing}")
