@@ -1,3 +1,84 @@
+// The kiln command: argument parsing and error reporting around the
+// subcommands in commands.hpp. Every failure becomes "kiln: error: ..." and
+// exit status 2; verify's mismatch is status 1.
+#include <CLI/CLI.hpp>
+#include <functional>
 #include <iostream>
-#include "kiln/kiln.hpp"
-int main() { std::cout << kiln::version << "\n"; }
+
+#include "driver/commands.hpp"
+#include "kiln/errors.hpp"
+#include "kiln/version.hpp"
+
+namespace {
+
+using kiln::driver::run_settings;
+
+constexpr int error_status = 2;
+
+void add_run_options(CLI::App& cmd, run_settings& s) {
+    cmd.add_option("FILE", s.model, "Model file (.kiln)")->required();
+    cmd.add_option("--target", s.target, "Target to run on: ref or cpu (default: the file's, else cpu)");
+    cmd.add_option("--input", s.inputs, "Input as name=path.npy (repeatable); others get random data");
+    cmd.add_option("--seed", s.seed, "Seed for random inputs")->capture_default_str();
+}
+
+int report(const std::string& message) {
+    std::cerr << "kiln: error: " << message << "\n";
+    return error_status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"Kiln: compile and run ML inference graphs"};
+    app.name("kiln");
+    app.set_version_flag("--version", kiln::version);
+    app.require_subcommand(1);
+
+    std::function<int()> action;
+    std::string model, output, target = "cpu", save_dir;
+    run_settings settings;
+    double rtol = 1e-4, atol = 1e-5;
+
+    auto* read = app.add_subcommand("read", "Print a model's IR");
+    read->add_option("FILE", model, "Model file (.kiln)")->required();
+    read->callback([&] { action = [&] { return kiln::driver::read_command(model); }; });
+
+    auto* compile = app.add_subcommand("compile", "Compile a model for a target and save it as .kiln");
+    compile->add_option("FILE", model, "Model file (.kiln)")->required();
+    compile->add_option("-o,--output", output, "Compiled .kiln file to write")->required();
+    compile->add_option("--target", target, "Target: ref or cpu")->capture_default_str();
+    compile->callback([&] { action = [&] { return kiln::driver::compile_command(model, output, target); }; });
+
+    auto* run = app.add_subcommand("run", "Run a model and summarise its outputs");
+    add_run_options(*run, settings);
+    run->add_option("--save-outputs", save_dir, "Folder to write output_<i>.npy files into");
+    run->callback([&] { action = [&] { return kiln::driver::run_command(settings, save_dir); }; });
+
+    auto* verify = app.add_subcommand("verify", "Compare a target's outputs with the reference target's");
+    add_run_options(*verify, settings);
+    verify->add_option("--rtol", rtol, "Relative tolerance")->capture_default_str()->check(CLI::NonNegativeNumber);
+    verify->add_option("--atol", atol, "Absolute tolerance")->capture_default_str()->check(CLI::NonNegativeNumber);
+    verify->callback([&] { action = [&] { return kiln::driver::verify_command(settings, rtol, atol); }; });
+
+    auto* params = app.add_subcommand("params", "List a model's inputs and outputs with their shapes");
+    params->add_option("FILE", model, "Model file (.kiln)")->required();
+    params->callback([&] { action = [&] { return kiln::driver::params_command(model); }; });
+
+    auto* ops = app.add_subcommand("ops", "List the operators Kiln knows");
+    ops->callback([&] { action = [] { return kiln::driver::ops_command(); }; });
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+        return report(std::string(e.what()) + " (see kiln --help)");
+    }
+    try {
+        return action ? action() : report("no command given (see kiln --help)");
+    } catch (const std::exception& e) {
+        return report(e.what());
+    } catch (...) {
+        return report("unexpected failure");
+    }
+}

@@ -11,7 +11,9 @@
 
 namespace kiln::io {
 
-void fail_parse(const std::string& source, const std::string& what) { fail(error_kind::parse_error, source + ": " + what); }
+void fail_parse(const std::string& source, const std::string& what) {
+    fail(error_kind::parse_error, source + ": " + what);
+}
 
 std::uint32_t checksum(const unsigned char* data, std::size_t size) {
     uLong crc = crc32(0L, Z_NULL, 0);
@@ -66,7 +68,8 @@ void write_header(file_header h, unsigned char* out, std::size_t total_size) {
 
 file_header read_header(const unsigned char* data, std::size_t size, const std::string& source) {
     if (size == 0) fail_parse(source, "the file is empty; not a Kiln program file");
-    if (!starts_with_magic(data, size)) fail_parse(source, "not a Kiln program file (it does not start with the .kiln magic bytes)");
+    if (!starts_with_magic(data, size))
+        fail_parse(source, "not a Kiln program file (it does not start with the .kiln magic bytes)");
     if (size < header_size)
         fail_parse(source, "truncated: " + std::to_string(size) + " bytes, shorter than the " +
                                std::to_string(header_size) + "-byte header");

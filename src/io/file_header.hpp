@@ -51,6 +51,8 @@ void write_header(file_header h, unsigned char* out, std::size_t total_size);
 file_header read_header(const unsigned char* data, std::size_t size, const std::string& source);
 
 // Rounds up to the data alignment.
-constexpr std::uint64_t align_up(std::uint64_t n) { return (n + data_alignment - 1) / data_alignment * data_alignment; }
+constexpr std::uint64_t align_up(std::uint64_t n) {
+    return (n + data_alignment - 1) / data_alignment * data_alignment;
+}
 
 }  // namespace kiln::io

@@ -9,46 +9,55 @@ namespace kiln::io {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& what) { fail(error_kind::parse_error, what); }
+[[noreturn]] void bad(const std::string& what) {
+    fail(error_kind::parse_error, what);
+}
 
 // Deeper nesting than any op attribute needs is treated as malformed input,
 // which also bounds the recursion below.
 constexpr int max_value_depth = 32;
 
 value to_value(const json& j, int depth) {
-    if (depth > max_value_depth) bad("attribute value nested deeper than " + std::to_string(max_value_depth) + " levels");
+    if (depth > max_value_depth)
+        bad("attribute value nested deeper than " + std::to_string(max_value_depth) + " levels");
     switch (j.type()) {
-    case json::value_t::null: return value();
-    case json::value_t::boolean: return value(j.get<bool>());
-    case json::value_t::number_integer: return value(j.get<std::int64_t>());
-    case json::value_t::number_unsigned: {
-        auto u = j.get<std::uint64_t>();
-        if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-            bad("integer attribute " + std::to_string(u) + " is out of range");
-        return value(static_cast<std::int64_t>(u));
-    }
-    case json::value_t::number_float: return value(j.get<double>());
-    case json::value_t::string: return value(j.get<std::string>());
-    case json::value_t::array: {
-        value_list l;
-        l.reserve(j.size());
-        for (const auto& e : j) l.push_back(to_value(e, depth + 1));
-        return value(std::move(l));
-    }
-    case json::value_t::object: {
-        if (j.size() == 1 && j.contains("$float")) {
-            const json& s = j["$float"];
-            if (s == "nan") return value(std::numeric_limits<double>::quiet_NaN());
-            if (s == "inf") return value(std::numeric_limits<double>::infinity());
-            if (s == "-inf") return value(-std::numeric_limits<double>::infinity());
-            bad("invalid special float " + s.dump());
+        case json::value_t::null:
+            return value();
+        case json::value_t::boolean:
+            return value(j.get<bool>());
+        case json::value_t::number_integer:
+            return value(j.get<std::int64_t>());
+        case json::value_t::number_unsigned: {
+            auto u = j.get<std::uint64_t>();
+            if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+                bad("integer attribute " + std::to_string(u) + " is out of range");
+            return value(static_cast<std::int64_t>(u));
         }
-        value_map m;
-        m.reserve(j.size());
-        for (const auto& [k, v] : j.items()) m.emplace_back(k, to_value(v, depth + 1));
-        return value(std::move(m));
-    }
-    default: bad(std::string("unsupported JSON value of type ") + j.type_name());
+        case json::value_t::number_float:
+            return value(j.get<double>());
+        case json::value_t::string:
+            return value(j.get<std::string>());
+        case json::value_t::array: {
+            value_list l;
+            l.reserve(j.size());
+            for (const auto& e : j) l.push_back(to_value(e, depth + 1));
+            return value(std::move(l));
+        }
+        case json::value_t::object: {
+            if (j.size() == 1 && j.contains("$float")) {
+                const json& s = j["$float"];
+                if (s == "nan") return value(std::numeric_limits<double>::quiet_NaN());
+                if (s == "inf") return value(std::numeric_limits<double>::infinity());
+                if (s == "-inf") return value(-std::numeric_limits<double>::infinity());
+                bad("invalid special float " + s.dump());
+            }
+            value_map m;
+            m.reserve(j.size());
+            for (const auto& [k, v] : j.items()) m.emplace_back(k, to_value(v, depth + 1));
+            return value(std::move(m));
+        }
+        default:
+            bad(std::string("unsupported JSON value of type ") + j.type_name());
     }
 }
 
@@ -86,7 +95,9 @@ json value_to_json(const value& v) {
         v.data());
 }
 
-value json_to_value(const json& j) { return to_value(j, 0); }
+value json_to_value(const json& j) {
+    return to_value(j, 0);
+}
 
 json shape_to_json(const shape& s) {
     return json{{"type", to_string(s.type())}, {"lens", s.lens()}, {"strides", s.strides()}};
@@ -183,7 +194,9 @@ std::uint64_t as_uint(const json& j, const std::string& what) {
     bad("'" + what + "' must be a non-negative integer, got " + j.dump());
 }
 
-std::uint64_t get_uint(const json& object, const char* key) { return as_uint(member(object, key), key); }
+std::uint64_t get_uint(const json& object, const char* key) {
+    return as_uint(member(object, key), key);
+}
 
 const json& get_array(const json& object, const char* key) {
     const json& v = member(object, key);

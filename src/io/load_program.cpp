@@ -1,8 +1,8 @@
 // Reading .kiln files. Every check that can fail on a malformed file happens
 // here, before the data reaches the IR, and raises a parse_error naming the
 // file, the module and the instruction.
-#include <cstring>
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -16,7 +16,9 @@ namespace kiln {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& what) { fail(error_kind::parse_error, what); }
+[[noreturn]] void bad(const std::string& what) {
+    fail(error_kind::parse_error, what);
+}
 
 // The data section of the image being loaded.
 struct data_section {
@@ -62,7 +64,8 @@ instruction_ref read_instruction(const io::json& j, module& m, program& p, const
                                  const data_section& data) {
     if (!j.is_object()) bad("an instruction must be an object");
     std::string op_name = io::get_string(j, "op");
-    if (op_name == "@param") return m.add_parameter(io::get_string(j, "name"), io::json_to_shape(io::member(j, "shape")));
+    if (op_name == "@param")
+        return m.add_parameter(io::get_string(j, "name"), io::json_to_shape(io::member(j, "shape")));
     if (op_name == "@literal") {
         shape s = io::json_to_shape(io::member(j, "shape"));
         return m.add_literal(read_literal(j, s, data));
@@ -71,8 +74,7 @@ instruction_ref read_instruction(const io::json& j, module& m, program& p, const
     std::vector<instruction_ref> inputs;
     for (const auto& in : io::get_array(j, "inputs")) {
         std::uint64_t k = io::as_uint(in, "inputs");
-        if (k >= defined.size())
-            bad("input " + std::to_string(k) + " does not refer to an earlier instruction");
+        if (k >= defined.size()) bad("input " + std::to_string(k) + " does not refer to an earlier instruction");
         inputs.push_back(defined[k]);
     }
     if (op_name == "@return") return m.add_return(inputs);
@@ -83,7 +85,8 @@ instruction_ref read_instruction(const io::json& j, module& m, program& p, const
     instruction_ref ins = m.add_instruction(op, inputs, read_module_inputs(j, p));
     shape recorded = io::json_to_shape(io::member(j, "shape"));
     if (ins->get_shape() != recorded)
-        bad("recorded result shape " + to_string(recorded) + " differs from the computed " + to_string(ins->get_shape()));
+        bad("recorded result shape " + to_string(recorded) + " differs from the computed " +
+            to_string(ins->get_shape()));
     return ins;
 }
 

@@ -45,7 +45,8 @@ private:
         return {{"name", m.name()}, {"instructions", std::move(instructions)}};
     }
 
-    io::json instruction_json(const instruction& ins, const std::unordered_map<const instruction*, std::size_t>& index) {
+    io::json instruction_json(const instruction& ins,
+                              const std::unordered_map<const instruction*, std::size_t>& index) {
         io::json j{{"op", ins.name()}};
         if (ins.is_param()) {
             j["name"] = ins.param_name();

@@ -93,7 +93,8 @@ std::string with_metadata(const std::string& image, const std::string& from, con
     std::memcpy(out.data() + 40, &fields[2], 8);
     std::memcpy(out.data() + 48, &fields[3], 8);
     auto crc = [](const std::string& s, std::size_t from_byte, std::size_t n) {
-        std::uint32_t c = ::crc32(0, reinterpret_cast<const unsigned char*>(s.data()) + from_byte, static_cast<unsigned>(n));
+        std::uint32_t c =
+            ::crc32(0, reinterpret_cast<const unsigned char*>(s.data()) + from_byte, static_cast<unsigned>(n));
         return c;
     };
     std::uint32_t body = crc(out, 64, out.size() - 64);
@@ -137,7 +138,8 @@ TEST(serialize, special_float_values_and_scalars_round_trip) {
     std::string bytes = save_buffer(p);
     program q = load_buffer(bytes.data(), bytes.size());
     auto it = q.get_main_module()->begin();
-    EXPECT_EQ(std::memcmp(it->get_literal().get_argument().data(), m->begin()->get_literal().get_argument().data(), 40), 0);
+    EXPECT_EQ(std::memcmp(it->get_literal().get_argument().data(), m->begin()->get_literal().get_argument().data(), 40),
+              0);
     ++it;
     EXPECT_EQ(it->get_literal().to_vector<std::int64_t>(), std::vector<std::int64_t>{-42});
     ++it;
@@ -296,7 +298,8 @@ TEST(serialize, semantic_errors_name_what_is_wrong) {
     expect_parse_error(image("\"offset\":0", "\"offset\":640"), "outside the data section");
     expect_parse_error(image("\"offset\":0", "\"offset\":3"), "aligned");
     expect_parse_error(image("{\"producer\"", "[{\"producer\""), "not valid JSON");
-    expect_parse_error(image("\"lens\":[3],\"strides\":[1]", "\"lens\":[4611686018427387904,4],\"strides\":[4,1]"), "too large");
+    expect_parse_error(image("\"lens\":[3],\"strides\":[1]", "\"lens\":[4611686018427387904,4],\"strides\":[4,1]"),
+                       "too large");
     expect_parse_error(image("\"name\":\"y\"", "\"name\":\"x\""), "already has a parameter");
     expect_parse_error(image("\"modules\":[", "\"modules\":[{\"name\":\"main\",\"instructions\":[]},"), "twice");
     // A recorded result shape that compute_shape disagrees with.

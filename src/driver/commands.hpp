@@ -1,0 +1,31 @@
+#pragma once
+// The kiln subcommands. Each returns the process exit status; errors are
+// thrown (kiln::error) and reported by main.
+#include <string>
+#include <vector>
+
+namespace kiln::driver {
+
+// Options shared by the commands that run a model.
+struct run_settings {
+    std::string model;
+    // Empty: the target a compiled file was built for, else "cpu".
+    std::string target;
+    // "name=path.npy"; parameters not named get generate_argument data.
+    std::vector<std::string> inputs;
+    unsigned long seed = 0;
+};
+
+int read_command(const std::string& model);
+int params_command(const std::string& model);
+int ops_command();
+int compile_command(const std::string& model, const std::string& output, const std::string& target);
+
+// Prints each output's shape, min/max/mean and first values; writes
+// output_<i>.npy files into `save_dir` when it is not empty.
+int run_command(const run_settings& settings, const std::string& save_dir);
+// Runs the target and the reference interpreter on the same inputs and
+// compares every output; 0 when all match within rtol/atol, 1 otherwise.
+int verify_command(const run_settings& settings, double rtol, double atol);
+
+}  // namespace kiln::driver

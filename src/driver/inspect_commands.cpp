@@ -1,0 +1,46 @@
+// Commands that look at or convert a model without running it.
+#include <filesystem>
+#include <iostream>
+
+#include "driver/commands.hpp"
+#include "driver/model_file.hpp"
+#include "kiln/op_registry.hpp"
+#include "kiln/serialize.hpp"
+
+namespace kiln::driver {
+
+int read_command(const std::string& model) {
+    program p = load_model(model);
+    std::cout << p;
+    return 0;
+}
+
+int params_command(const std::string& model) {
+    program p = load_model(model);
+    if (p.is_compiled()) std::cout << "compiled for: " << p.target_name() << "\n";
+    std::cout << "inputs:\n";
+    auto shapes = p.get_parameter_shapes();
+    for (const auto& name : p.get_parameter_names()) std::cout << "  " << name << ": " << shapes.at(name) << "\n";
+    std::cout << "outputs:\n";
+    auto outputs = p.get_output_shapes();
+    for (std::size_t i = 0; i < outputs.size(); ++i) std::cout << "  " << i << ": " << outputs[i] << "\n";
+    return 0;
+}
+
+int ops_command() {
+    for (const auto& name : get_operators()) std::cout << name << "\n";
+    return 0;
+}
+
+int compile_command(const std::string& model, const std::string& output, const std::string& target) {
+    program p = load_model(model);
+    if (p.is_compiled())
+        fail(model + " is already compiled for target '" + p.target_name() + "'; compile the original model instead");
+    p.compile(get_target(target));
+    save(p, output);
+    std::cout << "wrote " << output << " (compiled for " << target << ", " << std::filesystem::file_size(output)
+              << " bytes)\n";
+    return 0;
+}
+
+}  // namespace kiln::driver

@@ -1,0 +1,212 @@
+"""Tests of the `kiln` command, run as a subprocess.
+
+The binary is $KILN_CLI, or build/kiln under the repository root. Models are
+built with the Python API and saved as .kiln files.
+"""
+
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+import kiln
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CLI = os.environ.get("KILN_CLI", str(REPO / "build" / "kiln"))
+SUBCOMMANDS = ["read", "compile", "run", "verify", "params", "ops"]
+
+pytestmark = pytest.mark.skipif(not os.access(CLI, os.X_OK), reason=f"kiln command not built at {CLI}")
+
+
+def kiln_cli(*args, cwd=None):
+    result = subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=120)
+    # A signal (negative status) means a crash, which no input may cause.
+    assert result.returncode >= 0, f"kiln crashed: {result.stderr}"
+    return result
+
+
+def expect_error(result, *needles):
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.startswith("kiln: error: "), result.stderr
+    assert "Traceback" not in result.stderr and "terminate called" not in result.stderr
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+
+
+@pytest.fixture
+def model(tmp_path):
+    """relu(x + c) with x float[2, 3] and c = [1, -2, 0.5], saved uncompiled."""
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape(type="float", lens=[2, 3]))
+    c = m.add_literal(np.array([1.0, -2.0, 0.5], dtype=np.float32))
+    s = m.add_instruction(kiln.op("add"), [x, c])
+    m.add_return([m.add_instruction(kiln.op("relu"), [s])])
+    path = tmp_path / "small.kiln"
+    kiln.save(p, str(path))
+    return path
+
+
+def expected_output(x):
+    return np.maximum(x + np.array([1.0, -2.0, 0.5], dtype=np.float32), 0)
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_every_subcommand_has_help(sub):
+    r = kiln_cli(sub, "--help")
+    assert r.returncode == 0, r.stderr
+    assert f"kiln {sub}" in r.stdout
+
+
+def test_top_level_help_lists_subcommands():
+    r = kiln_cli("--help")
+    assert r.returncode == 0
+    for sub in SUBCOMMANDS:
+        assert sub in r.stdout
+
+
+def test_ops_lists_operators():
+    r = kiln_cli("ops")
+    assert r.returncode == 0
+    names = r.stdout.split()
+    assert "add" in names and "relu" in names
+    assert sorted(names) == sorted(kiln.get_operators())
+
+
+def test_read_prints_ir(model):
+    r = kiln_cli("read", model)
+    assert r.returncode == 0, r.stderr
+    assert 'module: "main"' in r.stdout
+    assert "x = @param:x -> float_type, {2, 3}, {3, 1}" in r.stdout
+    assert "relu(@2)" in r.stdout
+
+
+def test_params_lists_inputs_and_outputs(model):
+    r = kiln_cli("params", model)
+    assert r.returncode == 0, r.stderr
+    assert "inputs:\n  x: float_type, {2, 3}, {3, 1}" in r.stdout
+    assert "outputs:\n  0: float_type, {2, 3}, {3, 1}" in r.stdout
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu"])
+def test_compile_writes_a_loadable_compiled_file(model, tmp_path, target):
+    out = tmp_path / f"small_{target}.kiln"
+    r = kiln_cli("compile", model, "-o", out, "--target", target)
+    assert r.returncode == 0, r.stderr
+    p = kiln.load(str(out))
+    assert p.is_compiled()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    np.testing.assert_array_equal(np.asarray(p.run({"x": x})[0]), expected_output(x))
+    r = kiln_cli("params", out)
+    assert f"compiled for: {target}" in r.stdout
+    # Compiling an already compiled file is refused.
+    expect_error(kiln_cli("compile", out, "-o", tmp_path / "again.kiln"), "already compiled")
+
+
+def test_run_with_npy_input_gives_correct_outputs(model, tmp_path):
+    x = np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)
+    np.save(tmp_path / "x.npy", x)
+    outs = tmp_path / "outs"
+    r = kiln_cli("run", model, "--input", f"x={tmp_path / 'x.npy'}", "--save-outputs", outs)
+    assert r.returncode == 0, r.stderr
+    assert "output 0: float_type {2, 3}" in r.stdout
+    assert "min" in r.stdout and "max" in r.stdout and "mean" in r.stdout
+    got = np.load(outs / "output_0.npy")
+    assert got.dtype == np.float32 and got.shape == (2, 3)
+    np.testing.assert_array_equal(got, expected_output(x))
+
+
+def test_run_reads_fortran_ordered_npy(model, tmp_path):
+    x = np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3) - 2)
+    np.save(tmp_path / "x.npy", x)
+    r = kiln_cli("run", model, "--input", f"x={tmp_path / 'x.npy'}", "--save-outputs", tmp_path)
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "output_0.npy"), expected_output(x))
+
+
+def test_run_random_inputs_follow_the_seed(model):
+    a = kiln_cli("run", model, "--seed", 5)
+    b = kiln_cli("run", model, "--seed", 5)
+    c = kiln_cli("run", model, "--seed", 6, "--target", "ref")
+    assert a.returncode == b.returncode == c.returncode == 0
+    assert a.stdout == b.stdout
+    assert a.stdout != c.stdout
+
+
+def test_run_compiled_file_uses_its_target(model, tmp_path):
+    out = tmp_path / "cpu.kiln"
+    assert kiln_cli("compile", model, "-o", out).returncode == 0
+    assert kiln_cli("run", out).returncode == 0
+    expect_error(kiln_cli("run", out, "--target", "ref"), "compiled for target 'cpu'")
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu"])
+def test_verify_passes_for_a_correct_target(model, target):
+    r = kiln_cli("verify", model, "--target", target, "--rtol", "1e-4", "--atol", "1e-5")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "output 0: max abs error" in r.stdout
+    assert "PASSED" in r.stdout
+
+
+def test_verify_rejects_negative_tolerance(model):
+    expect_error(kiln_cli("verify", model, "--rtol", "-1"))
+
+
+def test_missing_file_is_reported(tmp_path):
+    missing = tmp_path / "nope.kiln"
+    for sub in ["read", "params", "run", "verify"]:
+        expect_error(kiln_cli(sub, missing), str(missing))
+
+
+def test_foreign_files_are_reported(tmp_path):
+    png = tmp_path / "image.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    expect_error(kiln_cli("read", png), str(png), "not a Kiln program file")
+    empty = tmp_path / "empty.kiln"
+    empty.write_bytes(b"")
+    expect_error(kiln_cli("run", empty), str(empty))
+    onnx = tmp_path / "garbage.onnx"
+    onnx.write_bytes(b"\x08\x07garbage")
+    expect_error(kiln_cli("read", onnx), str(onnx))
+
+
+def test_corrupt_files_are_reported(model, tmp_path):
+    data = model.read_bytes()
+    truncated = tmp_path / "truncated.kiln"
+    truncated.write_bytes(data[: len(data) // 2])
+    expect_error(kiln_cli("read", truncated), str(truncated), "truncated")
+    flipped = bytearray(data)
+    flipped[-3] ^= 0xFF
+    bad = tmp_path / "flipped.kiln"
+    bad.write_bytes(bytes(flipped))
+    expect_error(kiln_cli("run", bad), str(bad), "checksum")
+
+
+def test_bad_inputs_are_reported(model, tmp_path):
+    expect_error(kiln_cli("run", model, "--input", "x"), "name=path.npy")
+    np.save(tmp_path / "x.npy", np.zeros((2, 3), dtype=np.float32))
+    expect_error(kiln_cli("run", model, "--input", f"y={tmp_path / 'x.npy'}"), "'y'", "parameters are: x")
+    np.save(tmp_path / "wrong_shape.npy", np.zeros((3, 2), dtype=np.float32))
+    expect_error(kiln_cli("run", model, "--input", f"x={tmp_path / 'wrong_shape.npy'}"), "'x'")
+    np.save(tmp_path / "double.npy", np.zeros((2, 3), dtype=np.float64))
+    expect_error(kiln_cli("run", model, "--input", f"x={tmp_path / 'double.npy'}"), "double_type")
+    np.save(tmp_path / "complex.npy", np.zeros((2, 3), dtype=np.complex64))
+    expect_error(kiln_cli("run", model, "--input", f"x={tmp_path / 'complex.npy'}"), "unsupported .npy dtype '<c8'")
+    np.save(tmp_path / "big_endian.npy", np.zeros((2, 3), dtype=">f4"))
+    expect_error(kiln_cli("run", model, "--input", f"x={tmp_path / 'big_endian.npy'}"), "big-endian")
+    good = (tmp_path / "x.npy").read_bytes()
+    for name, payload in [("short.npy", good[:-4]), ("long.npy", good + b"\0"), ("header.npy", good[:20]),
+                          ("notnpy.npy", b"hello")]:
+        (tmp_path / name).write_bytes(payload)
+        expect_error(kiln_cli("run", model, "--input", f"x={tmp_path / name}"), name)
+
+
+def test_usage_errors_exit_2(model):
+    expect_error(kiln_cli())
+    expect_error(kiln_cli("frobnicate"))
+    expect_error(kiln_cli("run"))
+    expect_error(kiln_cli("run", model, "--no-such-option"))
+    expect_error(kiln_cli("compile", model))  # -o is required
+    expect_error(kiln_cli("run", model, "--target", "tpu"), "tpu")
