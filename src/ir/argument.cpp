@@ -6,9 +6,25 @@
 #include <random>
 #include <sstream>
 
+#include <unistd.h>
+
 namespace kiln {
 
+namespace {
+std::size_t physical_memory_bytes() {
+    static const std::size_t bytes = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) *
+                                     static_cast<std::size_t>(sysconf(_SC_PAGE_SIZE));
+    return bytes;
+}
+}  // namespace
+
 std::shared_ptr<std::byte> allocate_aligned(std::size_t bytes) {
+    // A request beyond physical memory can only come from a bad shape; refuse
+    // it clearly rather than let the kernel kill the process later.
+    if (bytes > physical_memory_bytes())
+        fail(error_kind::invalid_argument, "cannot allocate " + std::to_string(bytes) +
+                                               " bytes: more than this machine's " +
+                                               std::to_string(physical_memory_bytes()) + " bytes of memory");
     std::size_t rounded = (std::max<std::size_t>(bytes, 1) + buffer_alignment - 1) / buffer_alignment * buffer_alignment;
     void* p = std::aligned_alloc(buffer_alignment, rounded);
     if (p == nullptr)

@@ -60,3 +60,13 @@ TEST(shape, equality_and_text) {
     EXPECT_EQ(to_string(a), "float_type, {3, 4}, {4, 1}");
     EXPECT_THROW((shape{dtype::float_type, {3, 4}, {1}}), error);
 }
+
+TEST(argument, allocation_beyond_physical_memory_is_a_clear_error) {
+    shape huge{dtype::float_type, {std::size_t{1} << 20, std::size_t{1} << 20, 1024}};  // 4 PiB
+    try {
+        argument a(huge);
+        FAIL();
+    } catch (const error& e) {
+        EXPECT_NE(std::string(e.what()).find("cannot allocate"), std::string::npos) << e.what();
+    }
+}
