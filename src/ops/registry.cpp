@@ -8,6 +8,7 @@
 #include "ops/conv.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/index.hpp"
+#include "ops/pool.hpp"
 #include "ops/shape_ops.hpp"
 #include "ops/linalg.hpp"
 #include "ops/reduce.hpp"
@@ -107,6 +108,8 @@ op_registry build_registry() {
     r.add<op::dot>();
     // conv
     r.add<op::convolution>();
+    // pool
+    r.add<op::pooling>();
     return r;
 }
 
