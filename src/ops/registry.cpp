@@ -8,6 +8,7 @@
 #include "ops/conv.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/index.hpp"
+#include "ops/norm.hpp"
 #include "ops/pool.hpp"
 #include "ops/shape_ops.hpp"
 #include "ops/linalg.hpp"
@@ -110,6 +111,11 @@ op_registry build_registry() {
     r.add<op::convolution>();
     // pool
     r.add<op::pooling>();
+    // norm
+    r.add<op::softmax>();
+    r.add<op::log_softmax>();
+    r.add<op::batch_norm_inference>();
+    r.add<op::layer_norm>();
     return r;
 }
 
