@@ -111,8 +111,7 @@ shape convolution::compute_shape(const std::vector<shape>& inputs) const {
         fail("convolution: input x must be [N, C, spatial...] with 1 to 3 spatial dimensions, got " +
              to_string(x.lens()));
     if (w.ndim() != x.ndim())
-        fail("convolution: weights " + to_string(w.lens()) + " must have the rank of the input " +
-             to_string(x.lens()));
+        fail("convolution: weights " + to_string(w.lens()) + " must have the rank of the input " + to_string(x.lens()));
     if (group < 1) fail("convolution: group must be positive, got " + std::to_string(group));
     const auto g = static_cast<std::size_t>(group);
     const std::size_t channels = x.lens()[1];
@@ -153,14 +152,15 @@ void convolution::compute(const argument& result, const std::vector<argument>& i
             const T* xp = inputs[0].data_as<T>();
             const T* wp = inputs[1].data_as<T>();
             // One output element: its group's channels times every kernel tap inside the input.
-            auto output_at = [&](std::size_t n, std::size_t m, const std::size_t (&o)[3]) {
+            auto output_at = [&](std::size_t n, std::size_t m, const std::size_t(&o)[3]) {
                 const std::size_t first_c = (m / out_per_group) * in_per_group;
                 double acc = 0;
                 for (std::size_t c = 0; c < in_per_group; ++c)
                     for (std::size_t kd = 0; kd < win.kernel[0]; ++kd)
                         for (std::size_t kh = 0; kh < win.kernel[1]; ++kh)
                             for (std::size_t kw = 0; kw < win.kernel[2]; ++kw) {
-                                std::int64_t p[3] = {position(0, o[0], kd), position(1, o[1], kh), position(2, o[2], kw)};
+                                std::int64_t p[3] = {position(0, o[0], kd), position(1, o[1], kh),
+                                                     position(2, o[2], kw)};
                                 if (!inside(0, p[0]) || !inside(1, p[1]) || !inside(2, p[2])) continue;
                                 std::size_t xo = n * x.strides[0] + (first_c + c) * x.strides[1];
                                 for (int d = 0; d < 3; ++d) xo += static_cast<std::size_t>(p[d]) * x.strides[2 + d];

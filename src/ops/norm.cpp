@@ -70,7 +70,9 @@ void softmax_compute(const std::string& op, bool take_log, std::int64_t axis, co
 
 }  // namespace
 
-shape softmax::compute_shape(const std::vector<shape>& inputs) const { return softmax_shape(name(), inputs, axis); }
+shape softmax::compute_shape(const std::vector<shape>& inputs) const {
+    return softmax_shape(name(), inputs, axis);
+}
 void softmax::compute(const argument& result, const std::vector<argument>& inputs) const {
     softmax_compute(name(), false, axis, result, inputs[0]);
 }
@@ -151,16 +153,19 @@ shape layer_norm::compute_shape(const std::vector<shape>& inputs) const {
 void layer_norm::compute(const argument& result, const std::vector<argument>& inputs) const {
     const shape& in = inputs[0].get_shape();
     const std::size_t a = ops::normalize_axis(name(), axis, in.ndim());
-    const auto outer_lens = std::vector<std::size_t>(in.lens().begin(), in.lens().begin() + static_cast<std::ptrdiff_t>(a));
+    const auto outer_lens =
+        std::vector<std::size_t>(in.lens().begin(), in.lens().begin() + static_cast<std::ptrdiff_t>(a));
     const auto outer_strides =
         std::vector<std::size_t>(in.strides().begin(), in.strides().begin() + static_cast<std::ptrdiff_t>(a));
     const auto norm_lens = trailing(in.lens(), a);
     std::size_t count = 1;
     for (auto l : norm_lens) count *= l;
     // Strides over the normalized dims of x, scale and bias (0 where absent or broadcast).
-    std::vector<std::vector<std::size_t>> strides{trailing(in.strides(), a), std::vector<std::size_t>(norm_lens.size(), 0),
+    std::vector<std::vector<std::size_t>> strides{trailing(in.strides(), a),
+                                                  std::vector<std::size_t>(norm_lens.size(), 0),
                                                   std::vector<std::size_t>(norm_lens.size(), 0)};
-    for (std::size_t k = 1; k < inputs.size(); ++k) strides[k] = ops::broadcast_strides(inputs[k].get_shape(), norm_lens);
+    for (std::size_t k = 1; k < inputs.size(); ++k)
+        strides[k] = ops::broadcast_strides(inputs[k].get_shape(), norm_lens);
     visit_floating(in.type(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T* x = inputs[0].data_as<T>();
@@ -170,7 +175,8 @@ void layer_norm::compute(const argument& result, const std::vector<argument>& in
         ops::for_each_broadcast<1>(outer_lens, {outer_strides}, [&](std::size_t row, const std::size_t* base) {
             const T* xr = x + base[0];
             double sum = 0;
-            ops::for_each_broadcast<3>(norm_lens, strides, [&](std::size_t, const std::size_t* off) { sum += load(xr, off[0]); });
+            ops::for_each_broadcast<3>(norm_lens, strides,
+                                       [&](std::size_t, const std::size_t* off) { sum += load(xr, off[0]); });
             const double mean = sum / static_cast<double>(count);
             double squares = 0;
             ops::for_each_broadcast<3>(norm_lens, strides, [&](std::size_t, const std::size_t* off) {

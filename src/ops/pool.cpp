@@ -24,19 +24,25 @@ ops::window pool_window(const pooling& op, const std::vector<std::size_t>& spati
     return ops::make_window(op.name(), kernel, op.padding, op.stride, op.dilation);
 }
 
-std::vector<std::size_t> spatial_lens(const shape& s) { return {s.lens().begin() + 2, s.lens().end()}; }
+std::vector<std::size_t> spatial_lens(const shape& s) {
+    return {s.lens().begin() + 2, s.lens().end()};
+}
 
 template <class C>
 bool is_nan(C v) {
-    if constexpr (std::is_floating_point_v<C>) return std::isnan(v);
-    else return false;
+    if constexpr (std::is_floating_point_v<C>)
+        return std::isnan(v);
+    else
+        return false;
 }
 
 // What max pooling yields for a window that covers no input element.
 template <class T>
 T lowest_value() {
-    if constexpr (is_float_like_v<T>) return T(-std::numeric_limits<float>::infinity());
-    else return std::numeric_limits<T>::lowest();
+    if constexpr (is_float_like_v<T>)
+        return T(-std::numeric_limits<float>::infinity());
+    else
+        return std::numeric_limits<T>::lowest();
 }
 
 }  // namespace
@@ -65,7 +71,7 @@ void pooling::compute(const argument& result, const std::vector<argument>& input
         if constexpr (!std::is_same_v<T, bool>) {
             using C = ops::compute_t<T>;
             const T* xp = inputs[0].data_as<T>();
-            auto pool_at = [&](std::size_t n, std::size_t c, const std::size_t (&o)[3]) -> T {
+            auto pool_at = [&](std::size_t n, std::size_t c, const std::size_t(&o)[3]) -> T {
                 double sum = 0;
                 std::size_t count = 0;         // input elements in the window
                 std::size_t padded_count = 1;  // window taps inside the padded input
@@ -86,8 +92,9 @@ void pooling::compute(const argument& result, const std::vector<argument>& input
                             bool inside = true;
                             for (int d = 0; d < 3 && inside; ++d) {
                                 // Position in the unpadded input; negative in the begin padding.
-                                std::int64_t p = static_cast<std::int64_t>(o[d] * win.stride[d] + k[d] * win.dilation[d]) -
-                                                 static_cast<std::int64_t>(win.pad_begin[d]);
+                                std::int64_t p =
+                                    static_cast<std::int64_t>(o[d] * win.stride[d] + k[d] * win.dilation[d]) -
+                                    static_cast<std::int64_t>(win.pad_begin[d]);
                                 inside = p >= 0 && p < static_cast<std::int64_t>(x.lens[2 + d]);
                                 offset += static_cast<std::size_t>(p) * x.strides[2 + d];
                             }

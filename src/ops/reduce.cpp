@@ -20,40 +20,52 @@ void expect_numeric(const std::string& op, const shape& s) {
 // Reference accumulation: double for every float type, 64-bit for integers
 // (integer results wrap to the input type as numpy's do).
 template <class T>
-using accumulator_t =
-    std::conditional_t<is_float_like_v<T>, double, std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>>;
+using accumulator_t = std::conditional_t<is_float_like_v<T>, double,
+                                         std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>>;
 
 template <class A>
 bool is_nan(A v) {
-    if constexpr (std::is_floating_point_v<A>) return std::isnan(v);
-    else return false;
+    if constexpr (std::is_floating_point_v<A>)
+        return std::isnan(v);
+    else
+        return false;
 }
 
 template <class A, class T>
 A to_accumulator(T x) {
-    if constexpr (is_float_like_v<T>) return static_cast<A>(static_cast<compute_t<T>>(x));
-    else return static_cast<A>(x);
+    if constexpr (is_float_like_v<T>)
+        return static_cast<A>(static_cast<compute_t<T>>(x));
+    else
+        return static_cast<A>(x);
 }
 
 template <class T, class A>
 T from_accumulator(A a) {
-    if constexpr (is_float_like_v<T>) return T(static_cast<compute_t<T>>(a));
-    else return static_cast<T>(a);
+    if constexpr (is_float_like_v<T>)
+        return T(static_cast<compute_t<T>>(a));
+    else
+        return static_cast<T>(a);
 }
 
 // The value a reduction over no elements yields (ONNX: -inf / lowest for max).
 template <class T, class A>
 A initial_value(reduction kind) {
     switch (kind) {
-    case reduction::sum:
-    case reduction::mean: return A(0);
-    case reduction::prod: return A(1);
-    case reduction::max:
-        if constexpr (is_float_like_v<T>) return -std::numeric_limits<A>::infinity();
-        else return static_cast<A>(std::numeric_limits<T>::lowest());
-    case reduction::min:
-        if constexpr (is_float_like_v<T>) return std::numeric_limits<A>::infinity();
-        else return static_cast<A>(std::numeric_limits<T>::max());
+        case reduction::sum:
+        case reduction::mean:
+            return A(0);
+        case reduction::prod:
+            return A(1);
+        case reduction::max:
+            if constexpr (is_float_like_v<T>)
+                return -std::numeric_limits<A>::infinity();
+            else
+                return static_cast<A>(std::numeric_limits<T>::lowest());
+        case reduction::min:
+            if constexpr (is_float_like_v<T>)
+                return std::numeric_limits<A>::infinity();
+            else
+                return static_cast<A>(std::numeric_limits<T>::max());
     }
     return A(0);
 }
@@ -62,11 +74,15 @@ A initial_value(reduction kind) {
 template <class A>
 A combine(reduction kind, A acc, A x) {
     switch (kind) {
-    case reduction::sum:
-    case reduction::mean: return acc + x;
-    case reduction::prod: return acc * x;
-    case reduction::max: return is_nan(acc) ? acc : (is_nan(x) || x > acc ? x : acc);
-    case reduction::min: return is_nan(acc) ? acc : (is_nan(x) || x < acc ? x : acc);
+        case reduction::sum:
+        case reduction::mean:
+            return acc + x;
+        case reduction::prod:
+            return acc * x;
+        case reduction::max:
+            return is_nan(acc) ? acc : (is_nan(x) || x > acc ? x : acc);
+        case reduction::min:
+            return is_nan(acc) ? acc : (is_nan(x) || x < acc ? x : acc);
     }
     return acc;
 }
@@ -79,12 +95,13 @@ std::vector<std::size_t> kept_lens(const shape& in, const std::vector<bool>& red
     return lens;
 }
 
-shape output_shape(dtype type, const std::vector<std::size_t>& lens, const std::vector<bool>& reduced,
-                   bool keepdims) {
+shape output_shape(dtype type, const std::vector<std::size_t>& lens, const std::vector<bool>& reduced, bool keepdims) {
     std::vector<std::size_t> out;
     for (std::size_t d = 0; d < lens.size(); ++d) {
-        if (!reduced[d]) out.push_back(lens[d]);
-        else if (keepdims) out.push_back(1);
+        if (!reduced[d])
+            out.push_back(lens[d]);
+        else if (keepdims)
+            out.push_back(1);
     }
     return {type, out};
 }
@@ -123,14 +140,17 @@ void reduce_op::reduce_compute(reduction kind, const argument& result, const std
             const T* x = inputs[0].data_as<T>();
             T* y = result.data_as<T>();
             std::vector<A> acc(result.get_shape().elements(), initial_value<T, A>(kind));
-            ops::for_each_broadcast<2>(in.lens(), {in.strides(), out_strides}, [&](std::size_t, const std::size_t* off) {
-                acc[off[1]] = combine(kind, acc[off[1]], to_accumulator<A>(x[off[0]]));
-            });
+            ops::for_each_broadcast<2>(in.lens(), {in.strides(), out_strides},
+                                       [&](std::size_t, const std::size_t* off) {
+                                           acc[off[1]] = combine(kind, acc[off[1]], to_accumulator<A>(x[off[0]]));
+                                       });
             for (std::size_t i = 0; i < acc.size(); ++i) {
                 A v = acc[i];
                 if (kind == reduction::mean) {
-                    if constexpr (std::is_floating_point_v<A>) v = v / static_cast<A>(count);
-                    else v = count == 0 ? A(0) : v / static_cast<A>(count);
+                    if constexpr (std::is_floating_point_v<A>)
+                        v = v / static_cast<A>(count);
+                    else
+                        v = count == 0 ? A(0) : v / static_cast<A>(count);
                 }
                 y[i] = from_accumulator<T>(v);
             }

@@ -27,13 +27,13 @@ protected:
     void reduce_compute(reduction kind, const argument& result, const std::vector<argument>& inputs) const;
 };
 
-#define KILN_DECLARE_REDUCE_OP(STRUCT, KIND)                                                      \
-    struct STRUCT : reduce_op {                                                                   \
-        std::string name() const { return #STRUCT; }                                              \
+#define KILN_DECLARE_REDUCE_OP(STRUCT, KIND)                                                                 \
+    struct STRUCT : reduce_op {                                                                              \
+        std::string name() const { return #STRUCT; }                                                         \
         shape compute_shape(const std::vector<shape>& inputs) const { return reduce_shape(name(), inputs); } \
-        void compute(const argument& result, const std::vector<argument>& inputs) const {         \
-            reduce_compute(reduction::KIND, result, inputs);                                      \
-        }                                                                                         \
+        void compute(const argument& result, const std::vector<argument>& inputs) const {                    \
+            reduce_compute(reduction::KIND, result, inputs);                                                 \
+        }                                                                                                    \
     };
 
 KILN_DECLARE_REDUCE_OP(reduce_sum, sum)

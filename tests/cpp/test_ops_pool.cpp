@@ -25,7 +25,9 @@ operation pool(const char* mode, value_map attrs) {
 }
 
 // x = torch.tensor(pattern(50, 11, 5, 4)).reshape(1, 2, 5, 5)
-argument x2d() { return make(f32, {1, 2, 5, 5}, pattern(50, 11, 5, 4)); }
+argument x2d() {
+    return make(f32, {1, 2, 5, 5}, pattern(50, 11, 5, 4));
+}
 }  // namespace
 
 // Expected values from torch.nn.functional (expression in each comment) on the
@@ -34,8 +36,8 @@ argument x2d() { return make(f32, {1, 2, 5, 5}, pattern(50, 11, 5, 4)); }
 TEST(pooling_op, one_dimensional_asymmetric_padding_by_hand) {
     auto x = make(f32, {1, 1, 4}, {1, 3, 2, 5});
     // padding [begin 0, end 1]: windows [1,3] and [2,5]
-    expect_op(pool("max", {{"lengths", value_list{2}}, {"stride", value_list{2}}, {"padding", value_list{0, 1}}}),
-              {x}, {1, 1, 2}, {3, 5});
+    expect_op(pool("max", {{"lengths", value_list{2}}, {"stride", value_list{2}}, {"padding", value_list{0, 1}}}), {x},
+              {1, 1, 2}, {3, 5});
     // padding [begin 1, end 0]: windows [pad,1] and [3,2]
     auto avg = value_map{{"lengths", value_list{2}}, {"stride", value_list{2}}, {"padding", value_list{1, 0}}};
     expect_op(pool("average", avg), {x}, {1, 1, 2}, {1, 2.5});
@@ -82,8 +84,9 @@ TEST(pooling_op, ceil_mode_drops_windows_starting_in_end_padding) {
                0.375, -0.5, -0.125, 0.125, -0.0625});
     // F.max_pool2d(x, 2, stride=2, ceil_mode=True): a partial last window of the input
     auto max_attrs = value_map{{"lengths", value_list{2, 2}}, {"stride", value_list{2, 2}}, {"ceil_mode", true}};
-    expect_op(pool("max", max_attrs), {x2d()}, {1, 2, 3, 3},
-              {0.25, 0.75, 1.0, 1.25, 0.5, 0.75, 1.25, -1.0, -0.75, 1.0, 1.25, 0.5, 0.75, 1.25, 0.25, -0.75, -0.25, 0.0});
+    expect_op(
+        pool("max", max_attrs), {x2d()}, {1, 2, 3, 3},
+        {0.25, 0.75, 1.0, 1.25, 0.5, 0.75, 1.25, -1.0, -0.75, 1.0, 1.25, 0.5, 0.75, 1.25, 0.25, -0.75, -0.25, 0.0});
 }
 
 TEST(pooling_op, one_dimensional_max_with_dilation) {
@@ -101,9 +104,9 @@ TEST(pooling_op, three_dimensional_average) {
                                {"padding", value_list{0, 1, 1}},
                                {"count_include_pad", true}});
     expect_op(op, {x}, {1, 2, 2, 3, 3},
-              {-0.28125, -0.375,  -0.09375, 0.1875,  0.34375, 0.15625, 0.0625,   -0.5,    -0.15625,
-               -0.09375, 0.0,     0.09375,  0.15625, 0.28125, -0.28125, -0.15625, -0.125,  0.03125,
-               0.28125,  -0.0625, 0.0625,   -0.3125, -0.25,   0.0625,   0.21875,  0.21875, 0.0,
+              {-0.28125, -0.375,  -0.09375, 0.1875,  0.34375, 0.15625,  0.0625,   -0.5,     -0.15625,
+               -0.09375, 0.0,     0.09375,  0.15625, 0.28125, -0.28125, -0.15625, -0.125,   0.03125,
+               0.28125,  -0.0625, 0.0625,   -0.3125, -0.25,   0.0625,   0.21875,  0.21875,  0.0,
                0.0625,   -0.5,    -0.15625, 0.0625,  0.5,     0.03125,  0.0,      -0.21875, -0.21875});
 }
 
@@ -133,7 +136,8 @@ TEST(pooling_op, max_propagates_nan) {
 
 TEST(pooling_op, rejects_bad_inputs) {
     shape x{f32, {1, 2, 5, 5}};
-    expect_shape_error(pool("max", {{"lengths", value_list{3}}}), {x}, {"pooling", "lengths has 1 values", "2 spatial"});
+    expect_shape_error(pool("max", {{"lengths", value_list{3}}}), {x},
+                       {"pooling", "lengths has 1 values", "2 spatial"});
     expect_shape_error(pool("max", {{"lengths", value_list{0, 2}}}), {x}, {"pooling", "lengths must be positive"});
     expect_shape_error(pool("max", {{"lengths", value_list{7, 7}}}), {x}, {"pooling", "empty", "kernel extent 7"});
     expect_shape_error(pool("average", {{"lengths", value_list{2}}}), {shape{dtype::int32_type, {1, 1, 4}}},

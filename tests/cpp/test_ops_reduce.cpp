@@ -23,7 +23,9 @@ argument arange_2x3x2(dtype t = dtype::float_type) {
 }
 
 // [[0.5, -1.5, 2.0], [3.0, 0.25, -4.0]]
-argument small_2x3() { return make(dtype::float_type, {2, 3}, {0.5, -1.5, 2.0, 3.0, 0.25, -4.0}); }
+argument small_2x3() {
+    return make(dtype::float_type, {2, 3}, {0.5, -1.5, 2.0, 3.0, 0.25, -4.0});
+}
 }  // namespace
 
 TEST(reduce_ops, sum_one_axis_keepdims) {
