@@ -5,6 +5,7 @@
 #include "kiln/errors.hpp"
 #include "kiln/instruction.hpp"
 #include "kiln/module.hpp"
+#include "kiln/onnx.hpp"
 #include "kiln/op_registry.hpp"
 #include "kiln/operation.hpp"
 #include "kiln/pass.hpp"

@@ -1,0 +1,32 @@
+#pragma once
+// Importing ONNX models. Parsing never runs the model: it builds a program whose
+// shapes are all static, folding small constant subgraphs (Shape, Constant, ...)
+// on the way.
+#include <cstddef>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/program.hpp"
+
+namespace kiln {
+
+struct onnx_options {
+    // Dims of named graph inputs, replacing what the model declares.
+    std::unordered_map<std::string, std::vector<std::size_t>> map_input_dims;
+    // Extent used for symbolic or unknown input dims not set by map_input_dims.
+    std::size_t default_dim_value = 1;
+    // Drop nodes with no parser instead of failing; values they would produce
+    // are then unavailable to later nodes and to the outputs.
+    bool skip_unknown_operators = false;
+    // Print the program built so far to stderr when a node fails to parse.
+    bool print_program_on_error = false;
+};
+
+// Reads an .onnx file. External data files are resolved relative to its folder.
+program parse_onnx(const std::string& path, const onnx_options& options = {});
+// Parses a serialized ModelProto. External data resolves relative to the
+// current directory.
+program parse_onnx_buffer(const void* data, std::size_t size, const onnx_options& options = {});
+
+}  // namespace kiln

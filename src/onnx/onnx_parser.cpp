@@ -1,0 +1,221 @@
+#include "onnx/onnx_parser.hpp"
+
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "kiln/op_registry.hpp"
+#include "onnx/onnx_tensor.hpp"
+
+namespace kiln::onnx_import {
+
+std::string describe_node(const onnx::NodeProto& node, std::size_t index) {
+    std::string type = node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type()
+                                                                           : node.domain() + "::" + node.op_type();
+    return node.name().empty() ? type + " #" + std::to_string(index) : type + " '" + node.name() + "'";
+}
+
+onnx_parser::onnx_parser(const onnx_options& options, std::filesystem::path model_dir, std::string source)
+    : options_(options), model_dir_(std::move(model_dir)), source_(std::move(source)) {}
+
+std::optional<std::int64_t> onnx_parser::opset_version(const std::string& domain) const {
+    auto it = opsets_.find(domain == "ai.onnx" ? "" : domain);
+    if (it == opsets_.end()) return std::nullopt;
+    return it->second;
+}
+
+const onnx::ValueInfoProto* onnx_parser::find_value_info(const std::string& name) const {
+    auto it = value_infos_.find(name);
+    return it == value_infos_.end() ? nullptr : it->second;
+}
+
+void onnx_parser::read_opsets(const onnx::ModelProto& model) {
+    for (const auto& opset : model.opset_import())
+        opsets_[opset.domain() == "ai.onnx" ? "" : opset.domain()] = opset.version();
+    // Models older than IR version 3 predate opset_import and mean opset 1.
+    if (!opsets_.contains("") && model.ir_version() < 3) opsets_[""] = 1;
+    if (!opsets_.contains(""))
+        fail(error_kind::parse_error, source_ + ": the model imports no version of the default ONNX opset");
+}
+
+// Lists every node without a parser at once, so a user sees the whole gap.
+void onnx_parser::check_supported(const onnx::GraphProto& graph) const {
+    const auto& parsers = get_parsers();
+    std::map<std::string, std::vector<std::string>> missing;
+    for (int i = 0; i < graph.node_size(); ++i) {
+        const auto& node = graph.node(i);
+        bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
+        if (default_domain && parsers.contains(node.op_type())) continue;
+        std::string type = default_domain ? node.op_type() : node.domain() + "::" + node.op_type();
+        missing[type].push_back(describe_node(node, static_cast<std::size_t>(i)));
+    }
+    if (missing.empty() || options_.skip_unknown_operators) return;
+    std::string text;
+    for (const auto& [type, nodes] : missing) {
+        text += "\n  " + type + ": ";
+        for (std::size_t i = 0; i < nodes.size(); ++i) text += (i ? ", " : "") + nodes[i];
+    }
+    fail(error_kind::not_implemented, source_ + ": " + std::to_string(missing.size()) +
+                                          " unsupported ONNX operator type(s) (use skip_unknown_operators to drop "
+                                          "those nodes):" + text);
+}
+
+void onnx_parser::add_initializers(const onnx::GraphProto& graph) {
+    for (const auto& init : graph.initializer()) {
+        if (init.name().empty()) fail(error_kind::parse_error, source_ + ": an initializer has no name");
+        values_[init.name()] = mod().add_literal(tensor_to_literal(init, model_dir_));
+    }
+    if (graph.sparse_initializer_size() > 0)
+        fail(error_kind::not_implemented, source_ + ": sparse initializers are not supported");
+}
+
+shape onnx_parser::input_shape(const onnx::ValueInfoProto& input) const {
+    const std::string where = source_ + ": graph input '" + input.name() + "'";
+    if (!input.type().has_tensor_type())
+        fail(error_kind::not_implemented, where + " is not a tensor (sequences, maps and optionals are not supported)");
+    const auto& tensor = input.type().tensor_type();
+    dtype type = to_dtype(tensor.elem_type(), where);
+    std::vector<std::int64_t> dims;
+    if (auto it = options_.map_input_dims.find(input.name()); it != options_.map_input_dims.end()) {
+        for (auto d : it->second) dims.push_back(static_cast<std::int64_t>(d));
+    } else {
+        for (const auto& dim : tensor.shape().dim())
+            dims.push_back(dim.has_dim_value() ? dim.dim_value()
+                                               : static_cast<std::int64_t>(options_.default_dim_value));
+    }
+    return checked_shape(type, dims, where);
+}
+
+void onnx_parser::add_inputs(const onnx::GraphProto& graph) {
+    std::set<std::string> names;
+    for (const auto& input : graph.input()) {
+        names.insert(input.name());
+        // Inputs that also have an initializer are weights with a default value.
+        if (values_.contains(input.name())) continue;
+        values_[input.name()] = mod().add_parameter(input.name(), input_shape(input));
+    }
+    for (const auto& [name, dims] : options_.map_input_dims)
+        if (!names.contains(name))
+            fail(error_kind::invalid_argument, source_ + ": map_input_dims names '" + name +
+                                                   "', which is not an input of the graph");
+}
+
+void onnx_parser::parse_node(const onnx::NodeProto& node, std::size_t index) {
+    const auto& parsers = get_parsers();
+    bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
+    auto parser = default_domain ? parsers.find(node.op_type()) : parsers.end();
+    if (parser == parsers.end()) {
+        // Only reached with skip_unknown_operators: remember who would have made each output.
+        for (const auto& out : node.output()) skipped_values_[out] = describe_node(node, index);
+        return;
+    }
+    std::vector<instruction_ref> args;
+    for (const auto& name : node.input()) {
+        if (name.empty()) {
+            args.push_back(mod().end());
+            continue;
+        }
+        if (auto it = values_.find(name); it != values_.end()) {
+            args.push_back(it->second);
+        } else if (auto skipped = skipped_values_.find(name); skipped != skipped_values_.end()) {
+            fail(error_kind::not_implemented,
+                 "input '" + name + "' comes from the skipped unsupported node " + skipped->second);
+        } else {
+            fail(error_kind::parse_error, "input '" + name +
+                                              "' is not defined by an earlier node, initializer or graph input");
+        }
+    }
+    node_context ctx(*this, node, *opset_version(""));
+    auto results = parser->second(ctx, args);
+    for (int i = 0; i < node.output_size(); ++i) {
+        const auto& name = node.output(i);
+        if (name.empty()) continue;
+        if (static_cast<std::size_t>(i) >= results.size())
+            fail(error_kind::not_implemented, "output " + std::to_string(i) + " ('" + name + "') is not supported");
+        values_[name] = results[static_cast<std::size_t>(i)];
+    }
+}
+
+void onnx_parser::add_outputs(const onnx::GraphProto& graph) {
+    std::vector<instruction_ref> outputs;
+    for (const auto& out : graph.output()) {
+        if (auto it = values_.find(out.name()); it != values_.end()) {
+            outputs.push_back(it->second);
+        } else if (!skipped_values_.contains(out.name())) {
+            fail(error_kind::parse_error, source_ + ": graph output '" + out.name() + "' is never computed");
+        }
+    }
+    if (outputs.empty()) fail(error_kind::parse_error, source_ + ": the graph has no outputs Kiln can compute");
+    mod().add_return(outputs);
+}
+
+program onnx_parser::parse(const onnx::ModelProto& model) {
+    if (!model.has_graph()) fail(error_kind::parse_error, source_ + ": the model has no graph");
+    const auto& graph = model.graph();
+    read_opsets(model);
+    for (const auto& v : graph.input()) value_infos_[v.name()] = &v;
+    for (const auto& v : graph.output()) value_infos_[v.name()] = &v;
+    for (const auto& v : graph.value_info()) value_infos_[v.name()] = &v;
+    check_supported(graph);
+    add_initializers(graph);
+    add_inputs(graph);
+    for (int i = 0; i < graph.node_size(); ++i) {
+        const auto& node = graph.node(i);
+        try {
+            parse_node(node, static_cast<std::size_t>(i));
+        } catch (const error& e) {
+            if (options_.print_program_on_error) std::cerr << "Program before the failing node:\n" << prog_ << '\n';
+            throw error(e.kind(), source_ + ": ONNX node " + describe_node(node, static_cast<std::size_t>(i)) +
+                                      ": " + e.what());
+        }
+    }
+    add_outputs(graph);
+    return std::move(prog_);
+}
+
+namespace {
+
+program parse_model_bytes(const void* data, std::size_t size, const onnx_options& options,
+                          const std::filesystem::path& model_dir, const std::string& source) {
+    if (size == 0) fail(error_kind::parse_error, source + ": empty input, not an ONNX model");
+    if (size > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+        fail(error_kind::parse_error, source + ": larger than the 2 GiB protobuf limit; store weights as external data");
+    onnx::ModelProto model;
+    if (!model.ParseFromArray(data, static_cast<int>(size)))
+        fail(error_kind::parse_error, source + ": not a valid ONNX model (malformed or truncated protobuf)");
+    onnx_parser parser(options, model_dir, source);
+    return parser.parse(model);
+}
+
+}  // namespace
+
+}  // namespace kiln::onnx_import
+
+namespace kiln {
+
+program parse_onnx(const std::string& path, const onnx_options& options) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+        fail(error_kind::file_not_found, "parse_onnx: no such file: " + path);
+    auto size = std::filesystem::file_size(path, ec);
+    if (ec) fail(error_kind::file_not_found, "parse_onnx: cannot read the size of " + path);
+    // Checked before reading so that a huge file is never loaded.
+    if (size > static_cast<std::uintmax_t>(std::numeric_limits<int>::max()))
+        fail(error_kind::parse_error, path + ": larger than the 2 GiB protobuf limit; store weights as external data");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail(error_kind::file_not_found, "parse_onnx: cannot open " + path);
+    std::string bytes(static_cast<std::size_t>(size), '\0');
+    in.read(bytes.data(), static_cast<std::streamsize>(size));
+    if (!in) fail(error_kind::parse_error, "parse_onnx: cannot read " + path);
+    auto dir = std::filesystem::absolute(std::filesystem::path(path)).parent_path();
+    return onnx_import::parse_model_bytes(bytes.data(), bytes.size(), options, dir, path);
+}
+
+program parse_onnx_buffer(const void* data, std::size_t size, const onnx_options& options) {
+    if (data == nullptr && size != 0) fail("parse_onnx_buffer: null data");
+    return onnx_import::parse_model_bytes(data, size, options, {}, "ONNX buffer");
+}
+
+}  // namespace kiln

@@ -1,0 +1,120 @@
+#pragma once
+// The ONNX importer's core: turns a ModelProto into a program. Op families add
+// their parse functions to a parser_table (see parser_table.cpp); each parse
+// function sees one node through a node_context.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/onnx.hpp"
+#include "kiln/program.hpp"
+#include "onnx.pb.h"
+
+namespace kiln::onnx_import {
+
+class onnx_parser;
+
+// One node being parsed: its attributes, opset and helpers that add
+// instructions. Errors raised while parsing a node get its name prepended.
+class node_context {
+public:
+    node_context(onnx_parser& parser, const onnx::NodeProto& node, std::int64_t opset);
+
+    const onnx::NodeProto& node() const { return node_; }
+    const std::string& op_type() const { return node_.op_type(); }
+    // Version of the default ONNX opset the model imports.
+    std::int64_t opset() const { return opset_; }
+    module& mod() const;
+
+    // Attributes. A present attribute of another type raises an error.
+    bool has_attribute(const std::string& name) const;
+    std::int64_t get_int(const std::string& name, std::int64_t fallback) const;
+    double get_float(const std::string& name, double fallback) const;
+    std::string get_string(const std::string& name, const std::string& fallback) const;
+    std::vector<std::int64_t> get_ints(const std::string& name, const std::vector<std::int64_t>& fallback = {}) const;
+    std::vector<float> get_floats(const std::string& name, const std::vector<float>& fallback = {}) const;
+    // A required TENSOR attribute.
+    literal get_tensor(const std::string& name) const;
+
+    // Optional ONNX inputs that are absent hold mod().end().
+    bool has_input(const std::vector<instruction_ref>& args, std::size_t i) const;
+    // Throws unless the node has between lo and hi inputs (counting absent ones).
+    void expect_inputs(const std::vector<instruction_ref>& args, std::size_t lo, std::size_t hi) const;
+
+    // Adds op `name` with `attributes`. Small results of constant inputs are
+    // computed right away and added as literals, so that shape computations
+    // (Shape -> Gather -> Concat -> Reshape) end up static.
+    instruction_ref add(const std::string& name, const std::vector<instruction_ref>& inputs,
+                        const value& attributes = {}) const;
+    instruction_ref add_literal(literal lit) const;
+    // A rank-0 literal of dtype t holding v.
+    instruction_ref add_scalar(dtype t, double v) const;
+
+    // The value of `ins` when it is known at import time.
+    std::optional<literal> constant(instruction_ref ins) const;
+    // The integers held by a constant input; `what` names it in the error raised when it is not constant.
+    std::vector<std::int64_t> constant_ints(instruction_ref ins, const std::string& what) const;
+
+    [[noreturn]] void fail(error_kind kind, const std::string& message) const;
+
+private:
+    const onnx::AttributeProto* find_attribute(const std::string& name, int expected_type) const;
+
+    onnx_parser& parser_;
+    const onnx::NodeProto& node_;
+    std::int64_t opset_;
+};
+
+// An attribute value holding a list of integers.
+value int_list(const std::vector<std::int64_t>& v);
+value int_list(const std::vector<std::size_t>& v);
+
+// Returns the node's outputs in order (fewer than the node declares is fine
+// when the missing ones are unused).
+using parse_function = std::function<std::vector<instruction_ref>(const node_context&, const std::vector<instruction_ref>&)>;
+using parser_table = std::unordered_map<std::string, parse_function>;
+
+// Every op family's parse functions (parser_table.cpp lists the families).
+const parser_table& get_parsers();
+
+class onnx_parser {
+public:
+    onnx_parser(const onnx_options& options, std::filesystem::path model_dir, std::string source);
+
+    program parse(const onnx::ModelProto& model);
+
+    module& mod() { return *prog_.get_main_module(); }
+    const std::filesystem::path& model_dir() const { return model_dir_; }
+    // Version of `domain`'s opset the model imports, or nullopt.
+    std::optional<std::int64_t> opset_version(const std::string& domain) const;
+    // Declared type of a graph value (inputs, outputs, value_info), or nullptr.
+    const onnx::ValueInfoProto* find_value_info(const std::string& name) const;
+
+private:
+    void read_opsets(const onnx::ModelProto& model);
+    void check_supported(const onnx::GraphProto& graph) const;
+    void add_initializers(const onnx::GraphProto& graph);
+    void add_inputs(const onnx::GraphProto& graph);
+    void parse_node(const onnx::NodeProto& node, std::size_t index);
+    void add_outputs(const onnx::GraphProto& graph);
+    shape input_shape(const onnx::ValueInfoProto& input) const;
+
+    onnx_options options_;
+    std::filesystem::path model_dir_;
+    std::string source_;  // file name or "buffer", for messages
+    program prog_;
+    std::unordered_map<std::string, std::int64_t> opsets_;
+    std::unordered_map<std::string, const onnx::ValueInfoProto*> value_infos_;
+    std::unordered_map<std::string, instruction_ref> values_;
+    // Outputs of nodes dropped by skip_unknown_operators, with the node that made them.
+    std::unordered_map<std::string, std::string> skipped_values_;
+};
+
+// "Conv 'conv1'" or "Conv #3" when the node has no name.
+std::string describe_node(const onnx::NodeProto& node, std::size_t index);
+
+}  // namespace kiln::onnx_import

@@ -1,0 +1,226 @@
+#include "onnx/onnx_tensor.hpp"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+namespace kiln::onnx_import {
+
+namespace {
+
+using tensor_type = onnx::TensorProto_DataType;
+
+std::string tensor_label(const onnx::TensorProto& t) {
+    return "tensor '" + t.name() + "'";
+}
+
+// Copies `count` elements of type T from a typed repeated field, converting.
+template <class T, class Field>
+void copy_field(const Field& field, std::byte* out, std::size_t count) {
+    T* p = reinterpret_cast<T*>(out);
+    for (std::size_t i = 0; i < count; ++i) {
+        if constexpr (std::is_same_v<T, half>)
+            p[i] = half::from_bits(static_cast<std::uint16_t>(field.Get(static_cast<int>(i))));
+        else if constexpr (std::is_same_v<T, bfloat16>)
+            p[i] = bfloat16::from_bits(static_cast<std::uint16_t>(field.Get(static_cast<int>(i))));
+        else
+            p[i] = static_cast<T>(field.Get(static_cast<int>(i)));
+    }
+}
+
+// Fills `out` from the typed field ONNX uses for the tensor's dtype.
+void copy_typed_data(const onnx::TensorProto& t, dtype type, std::size_t count, std::byte* out) {
+    auto expect_size = [&](int size, const char* field) {
+        if (static_cast<std::size_t>(size) != count)
+            fail(error_kind::parse_error, tensor_label(t) + " declares " + std::to_string(count) +
+                                              " elements but its " + field + " holds " + std::to_string(size));
+    };
+    visit_type(type, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_same_v<T, float>) {
+            expect_size(t.float_data_size(), "float_data");
+            copy_field<T>(t.float_data(), out, count);
+        } else if constexpr (std::is_same_v<T, double>) {
+            expect_size(t.double_data_size(), "double_data");
+            copy_field<T>(t.double_data(), out, count);
+        } else if constexpr (std::is_same_v<T, std::int64_t>) {
+            expect_size(t.int64_data_size(), "int64_data");
+            copy_field<T>(t.int64_data(), out, count);
+        } else if constexpr (std::is_same_v<T, std::uint32_t> || std::is_same_v<T, std::uint64_t>) {
+            expect_size(t.uint64_data_size(), "uint64_data");
+            copy_field<T>(t.uint64_data(), out, count);
+        } else {
+            // bool, 8/16/32-bit integers and the bit patterns of 16-bit floats.
+            expect_size(t.int32_data_size(), "int32_data");
+            copy_field<T>(t.int32_data(), out, count);
+        }
+    });
+}
+
+// Resolves an external-data location inside `model_dir`, refusing escapes.
+std::filesystem::path resolve_external(const onnx::TensorProto& t, const std::string& location,
+                                       const std::filesystem::path& model_dir) {
+    namespace fs = std::filesystem;
+    fs::path rel(location);
+    fs::path normal = rel.lexically_normal();
+    bool escapes = rel.is_absolute() || rel.has_root_name() || rel.has_root_directory() || location.empty() ||
+                   (!normal.empty() && *normal.begin() == "..");
+    fs::path base = model_dir.empty() ? fs::current_path() : model_dir;
+    fs::path full = base / normal;
+    if (!escapes) {
+        // Symbolic links may still point elsewhere: compare canonical paths too.
+        std::error_code ec;
+        fs::path canon_base = fs::weakly_canonical(base, ec);
+        fs::path canon_full = fs::weakly_canonical(full, ec);
+        auto rel_to_base = canon_full.lexically_relative(canon_base);
+        escapes = ec || rel_to_base.empty() || *rel_to_base.begin() == "..";
+    }
+    if (escapes)
+        fail(error_kind::invalid_argument, tensor_label(t) + ": external data location '" + location +
+                                               "' is outside the model's folder " + base.string() + "; refused");
+    return full;
+}
+
+std::string read_external(const onnx::TensorProto& t, std::size_t expected, const std::filesystem::path& model_dir) {
+    std::string location;
+    std::uint64_t offset = 0;
+    std::uint64_t length = expected;
+    bool has_length = false;
+    for (const auto& entry : t.external_data()) {
+        auto parse_number = [&](const std::string& text) {
+            try {
+                std::size_t used = 0;
+                auto n = std::stoull(text, &used);
+                if (used != text.size()) throw std::invalid_argument(text);
+                return static_cast<std::uint64_t>(n);
+            } catch (const std::exception&) {
+                fail(error_kind::parse_error, tensor_label(t) + ": external data " + entry.key() + " '" + text +
+                                                  "' is not a non-negative integer");
+            }
+        };
+        if (entry.key() == "location") location = entry.value();
+        else if (entry.key() == "offset") offset = parse_number(entry.value());
+        else if (entry.key() == "length") {
+            length = parse_number(entry.value());
+            has_length = true;
+        }
+    }
+    if (has_length && length != expected)
+        fail(error_kind::parse_error, tensor_label(t) + ": external data length " + std::to_string(length) +
+                                          " does not match the " + std::to_string(expected) +
+                                          " bytes its shape needs");
+    auto path = resolve_external(t, location, model_dir);
+    std::error_code ec;
+    auto file_size = std::filesystem::file_size(path, ec);
+    if (ec) fail(error_kind::file_not_found, tensor_label(t) + ": external data file " + path.string() + " not found");
+    if (offset > file_size || file_size - offset < expected)
+        fail(error_kind::parse_error, tensor_label(t) + ": external data file " + path.string() + " holds " +
+                                          std::to_string(file_size) + " bytes, too few for " +
+                                          std::to_string(expected) + " bytes at offset " + std::to_string(offset));
+    std::ifstream in(path, std::ios::binary);
+    std::string bytes(expected, '\0');
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(bytes.data(), static_cast<std::streamsize>(expected));
+    if (!in) fail(error_kind::parse_error, tensor_label(t) + ": cannot read external data from " + path.string());
+    return bytes;
+}
+
+}  // namespace
+
+std::size_t max_tensor_bytes() {
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long page_size = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page_size <= 0) return std::size_t{1} << 40;
+    return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page_size);
+}
+
+dtype to_dtype(std::int32_t onnx_type, const std::string& where) {
+    switch (onnx_type) {
+    case onnx::TensorProto::FLOAT: return dtype::float_type;
+    case onnx::TensorProto::UINT8: return dtype::uint8_type;
+    case onnx::TensorProto::INT8: return dtype::int8_type;
+    case onnx::TensorProto::UINT16: return dtype::uint16_type;
+    case onnx::TensorProto::INT16: return dtype::int16_type;
+    case onnx::TensorProto::INT32: return dtype::int32_type;
+    case onnx::TensorProto::INT64: return dtype::int64_type;
+    case onnx::TensorProto::BOOL: return dtype::bool_type;
+    case onnx::TensorProto::FLOAT16: return dtype::half_type;
+    case onnx::TensorProto::DOUBLE: return dtype::double_type;
+    case onnx::TensorProto::UINT32: return dtype::uint32_type;
+    case onnx::TensorProto::UINT64: return dtype::uint64_type;
+    case onnx::TensorProto::BFLOAT16: return dtype::bf16_type;
+    default: break;
+    }
+    std::string name = onnx::TensorProto_DataType_IsValid(onnx_type)
+                           ? onnx::TensorProto_DataType_Name(static_cast<tensor_type>(onnx_type))
+                           : "unknown data type " + std::to_string(onnx_type);
+    fail(error_kind::not_implemented, where + ": ONNX element type " + name + " is not supported");
+}
+
+std::int32_t to_onnx_type(dtype t) {
+    switch (t) {
+    case dtype::bool_type: return onnx::TensorProto::BOOL;
+    case dtype::half_type: return onnx::TensorProto::FLOAT16;
+    case dtype::bf16_type: return onnx::TensorProto::BFLOAT16;
+    case dtype::float_type: return onnx::TensorProto::FLOAT;
+    case dtype::double_type: return onnx::TensorProto::DOUBLE;
+    case dtype::int8_type: return onnx::TensorProto::INT8;
+    case dtype::int16_type: return onnx::TensorProto::INT16;
+    case dtype::int32_type: return onnx::TensorProto::INT32;
+    case dtype::int64_type: return onnx::TensorProto::INT64;
+    case dtype::uint8_type: return onnx::TensorProto::UINT8;
+    case dtype::uint16_type: return onnx::TensorProto::UINT16;
+    case dtype::uint32_type: return onnx::TensorProto::UINT32;
+    case dtype::uint64_type: return onnx::TensorProto::UINT64;
+    }
+    return onnx::TensorProto::UNDEFINED;
+}
+
+shape checked_shape(dtype t, const std::vector<std::int64_t>& dims, const std::string& where) {
+    std::vector<std::size_t> lens;
+    std::size_t elements = 1;
+    bool overflow = false;
+    for (auto d : dims) {
+        if (d < 0) fail(error_kind::invalid_argument, where + ": dimension " + std::to_string(d) + " is negative");
+        auto len = static_cast<std::size_t>(d);
+        if (len != 0 && elements > std::numeric_limits<std::size_t>::max() / len) overflow = true;
+        else elements *= len;
+        lens.push_back(len);
+    }
+    if (elements == 0) overflow = false;  // an empty tensor needs no memory at all
+    const std::size_t limit = max_tensor_bytes();
+    if (overflow || elements > limit / dtype_size(t))
+        fail(error_kind::invalid_argument, where + ": shape " + to_string(lens) + " of " + to_string(t) +
+                                               " needs more memory than this machine has (" +
+                                               std::to_string(limit) + " bytes)");
+    return {t, lens};
+}
+
+literal tensor_to_literal(const onnx::TensorProto& t, const std::filesystem::path& model_dir) {
+    const std::string label = tensor_label(t);
+    dtype type = to_dtype(t.data_type(), label);
+    std::vector<std::int64_t> dims(t.dims().begin(), t.dims().end());
+    shape s = checked_shape(type, dims, label);
+    const std::size_t bytes = s.elements() * s.element_size();
+    argument data(s);
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+        std::string raw = read_external(t, bytes, model_dir);
+        std::memcpy(data.data(), raw.data(), bytes);
+    } else if (t.has_raw_data()) {
+        if (t.raw_data().size() != bytes)
+            fail(error_kind::parse_error, label + " declares shape " + to_string(s.lens()) + " (" +
+                                              std::to_string(bytes) + " bytes) but raw_data holds " +
+                                              std::to_string(t.raw_data().size()) + " bytes");
+        // ONNX stores raw data little-endian, as the host does; bools are one byte.
+        std::memcpy(data.data(), t.raw_data().data(), bytes);
+        if (type == dtype::bool_type)
+            for (std::size_t i = 0; i < bytes; ++i) data.data_as<bool>()[i] = t.raw_data()[i] != 0;
+    } else {
+        copy_typed_data(t, type, s.elements(), data.data());
+    }
+    return literal(data);
+}
+
+}  // namespace kiln::onnx_import

@@ -1,0 +1,15 @@
+#pragma once
+// Registration functions of the ONNX op families, one per parse_*.cpp file.
+#include "onnx/onnx_parser.hpp"
+
+namespace kiln::onnx_import {
+
+void add_elementwise_parsers(parser_table& table);  // arithmetic, comparison, logic, math, Cast, Clip, Where
+void add_activation_parsers(parser_table& table);   // Relu family built from elementwise ops
+void add_constant_parsers(parser_table& table);     // Constant, Shape, Size, ConstantOfShape, Identity
+void add_reduce_parsers(parser_table& table);       // Reduce*, ArgMax, ArgMin
+void add_shape_parsers(parser_table& table);        // Reshape, Transpose, Flatten, Concat, Squeeze, Slice, Pad, ...
+void add_index_parsers(parser_table& table);        // Gather
+void add_linalg_parsers(parser_table& table);       // MatMul, Gemm
+
+}  // namespace kiln::onnx_import

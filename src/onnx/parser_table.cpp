@@ -1,0 +1,26 @@
+// The one place that lists the ONNX op families; each family file registers
+// its own parse functions.
+#include "onnx/parse_families.hpp"
+
+namespace kiln::onnx_import {
+
+namespace {
+parser_table build_parsers() {
+    parser_table table;
+    add_elementwise_parsers(table);
+    add_activation_parsers(table);
+    add_constant_parsers(table);
+    add_reduce_parsers(table);
+    add_shape_parsers(table);
+    add_index_parsers(table);
+    add_linalg_parsers(table);
+    return table;
+}
+}  // namespace
+
+const parser_table& get_parsers() {
+    static const parser_table table = build_parsers();
+    return table;
+}
+
+}  // namespace kiln::onnx_import

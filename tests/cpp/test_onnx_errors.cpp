@@ -1,0 +1,236 @@
+// ONNX importer: bad input raises a kiln::error naming the problem and the
+// node or file, never crashes or allocates without bound.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "onnx_model_builder.hpp"
+
+using namespace kiln;
+using test::onnx_model_builder;
+using test::set_attr;
+
+namespace {
+
+constexpr auto float_type = onnx::TensorProto::FLOAT;
+
+// The error raised by `f`, failing the test when none is.
+template <class F>
+error error_from(F&& f) {
+    try {
+        f();
+    } catch (const error& e) {
+        return e;
+    }
+    ADD_FAILURE() << "expected a kiln::error";
+    return error(error_kind::runtime, "");
+}
+
+void expect_mentions(const error& e, const std::vector<std::string>& words) {
+    for (const auto& w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
+}
+
+onnx_model_builder relu_model() {
+    onnx_model_builder b;
+    b.input("x", float_type, {2, 3}).output("y");
+    b.node("Relu", {"x"}, {"y"}, "act");
+    return b;
+}
+
+// A scratch folder for model files, removed afterwards.
+class onnx_files : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = std::filesystem::temp_directory_path() /
+               ("kiln_onnx_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::filesystem::create_directories(dir_ / "model");
+    }
+    void TearDown() override { std::filesystem::remove_all(dir_); }
+    std::string write(const std::string& rel, const std::string& bytes) {
+        auto path = dir_ / rel;
+        std::ofstream(path, std::ios::binary) << bytes;
+        return path.string();
+    }
+    std::filesystem::path dir_;
+};
+
+}  // namespace
+
+TEST_F(onnx_files, reads_a_model_file) {
+    auto path = write("model/relu.onnx", relu_model().bytes());
+    program p = parse_onnx(path);
+    EXPECT_EQ(p.get_parameter_names(), std::vector<std::string>{"x"});
+}
+
+TEST_F(onnx_files, missing_file_is_file_not_found) {
+    auto e = error_from([&] { parse_onnx((dir_ / "nope.onnx").string()); });
+    EXPECT_EQ(e.kind(), error_kind::file_not_found);
+    expect_mentions(e, {"nope.onnx"});
+}
+
+TEST_F(onnx_files, empty_file_is_a_parse_error) {
+    auto path = write("model/empty.onnx", "");
+    auto e = error_from([&] { parse_onnx(path); });
+    EXPECT_EQ(e.kind(), error_kind::parse_error);
+    expect_mentions(e, {"empty.onnx", "empty"});
+}
+
+TEST(onnx_errors, malformed_and_truncated_protobufs) {
+    std::string garbage = "\xff\xff\xff\xff this is not a protobuf";
+    auto e = error_from([&] { parse_onnx_buffer(garbage.data(), garbage.size()); });
+    EXPECT_EQ(e.kind(), error_kind::parse_error);
+    expect_mentions(e, {"malformed or truncated"});
+    // Every prefix of a valid model either parses or fails cleanly.
+    std::string bytes = relu_model().bytes();
+    for (std::size_t n = 0; n < bytes.size(); ++n) {
+        try {
+            parse_onnx_buffer(bytes.data(), n);
+        } catch (const error&) {
+        }
+    }
+}
+
+TEST(onnx_errors, every_unsupported_op_is_listed_with_its_nodes) {
+    onnx_model_builder b;
+    b.input("x", float_type, {2}).output("y");
+    b.node("Frobnicate", {"x"}, {"a"}, "first");
+    b.node("Relu", {"a"}, {"b"});
+    b.node("Frobnicate", {"b"}, {"c"}, "second");
+    auto& custom = b.node("Blend", {"c"}, {"y"}, "third");
+    custom.set_domain("com.example");
+    auto e = error_from([&] { b.parse(); });
+    EXPECT_EQ(e.kind(), error_kind::not_implemented);
+    expect_mentions(e, {"2 unsupported", "Frobnicate 'first'", "Frobnicate 'second'", "com.example::Blend 'third'"});
+}
+
+TEST(onnx_errors, wrong_attribute_type_names_the_node_and_attribute) {
+    onnx_model_builder b;
+    b.input("x", float_type, {2, 3}).output("y");
+    auto& n = b.node("Flatten", {"x"}, {"y"}, "flat");
+    set_attr(n, "axis", 1.0f);
+    auto e = error_from([&] { b.parse(); });
+    EXPECT_EQ(e.kind(), error_kind::type_error);
+    expect_mentions(e, {"Flatten 'flat'", "'axis'", "INT", "FLOAT"});
+}
+
+TEST(onnx_errors, inconsistent_shapes_name_the_node) {
+    onnx_model_builder b;
+    b.input("x", float_type, {2, 3}).input("z", float_type, {4}).output("y");
+    b.node("Add", {"x", "z"}, {"y"}, "bad_add");
+    auto e = error_from([&] { b.parse(); });
+    expect_mentions(e, {"Add 'bad_add'", "add"});
+}
+
+TEST(onnx_errors, huge_declared_dims_are_refused_before_allocating) {
+    onnx_model_builder input_model;
+    input_model.input("x", float_type, {1 << 20, 1 << 20, 1 << 20}).output("y");
+    input_model.node("Relu", {"x"}, {"y"});
+    auto e = error_from([&] { input_model.parse(); });
+    expect_mentions(e, {"'x'", "more memory"});
+
+    // An initializer declaring a huge shape with almost no data.
+    onnx_model_builder init_model;
+    init_model.output("y");
+    init_model.float_initializer("w", {1 << 30, 1 << 30}, {1.0f});
+    init_model.node("Identity", {"w"}, {"y"});
+    e = error_from([&] { init_model.parse(); });
+    expect_mentions(e, {"'w'"});
+
+    // Overflowing element counts.
+    onnx_model_builder overflow;
+    overflow.input("x", float_type, {std::int64_t{1} << 40, std::int64_t{1} << 40}).output("y");
+    overflow.node("Relu", {"x"}, {"y"});
+    e = error_from([&] { overflow.parse(); });
+    expect_mentions(e, {"more memory"});
+}
+
+TEST(onnx_errors, raw_data_of_the_wrong_size) {
+    onnx_model_builder b;
+    b.output("y");
+    b.initializer("w", float_type, {4}).set_raw_data(std::string(6, '\0'));
+    b.node("Identity", {"w"}, {"y"});
+    auto e = error_from([&] { b.parse(); });
+    EXPECT_EQ(e.kind(), error_kind::parse_error);
+    expect_mentions(e, {"'w'", "raw_data holds 6 bytes"});
+}
+
+TEST(onnx_errors, undefined_input_and_missing_output) {
+    onnx_model_builder b;
+    b.input("x", float_type, {2}).output("y");
+    b.node("Relu", {"ghost"}, {"y"}, "r");
+    expect_mentions(error_from([&] { b.parse(); }), {"Relu 'r'", "'ghost'"});
+
+    onnx_model_builder c;
+    c.input("x", float_type, {2}).output("never");
+    c.node("Relu", {"x"}, {"y"});
+    expect_mentions(error_from([&] { c.parse(); }), {"'never'"});
+}
+
+TEST(onnx_errors, unsupported_dtype_and_unknown_map_input_dims) {
+    onnx_model_builder b;
+    b.input("x", onnx::TensorProto::COMPLEX64, {2}).output("y");
+    b.node("Identity", {"x"}, {"y"});
+    auto e = error_from([&] { b.parse(); });
+    EXPECT_EQ(e.kind(), error_kind::not_implemented);
+    expect_mentions(e, {"COMPLEX64"});
+
+    onnx_options o;
+    o.map_input_dims["typo"] = {1};
+    expect_mentions(error_from([&] { relu_model().parse(o); }), {"'typo'"});
+}
+
+TEST_F(onnx_files, external_data_is_read_relative_to_the_model) {
+    write("model/weights.bin", std::string(8, '\0') + test::raw_bytes<float>({1.5f, -2.0f}));
+    onnx_model_builder b;
+    b.input("x", float_type, {2}).output("y");
+    auto& w = b.initializer("w", float_type, {2});
+    w.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto add_entry = [&](const std::string& k, const std::string& v) {
+        auto* entry = w.add_external_data();
+        entry->set_key(k);
+        entry->set_value(v);
+    };
+    add_entry("location", "weights.bin");
+    add_entry("offset", "8");
+    add_entry("length", "8");
+    b.node("Mul", {"x", "w"}, {"y"});
+    program p = parse_onnx(write("model/ext.onnx", b.bytes()));
+    auto prog = p;
+    prog.compile(get_target("ref"));
+    auto out = prog.eval({{"x", literal(shape{dtype::float_type, {2}}, std::vector<float>{2, 3}).get_argument()}});
+    EXPECT_EQ(out.at(0).to_vector<float>(), (std::vector<float>{3, -6}));
+}
+
+TEST_F(onnx_files, external_data_outside_the_model_folder_is_refused) {
+    write("secret.bin", test::raw_bytes<float>({1, 2}));
+    for (std::string location : {"../secret.bin", "../../etc/passwd", "/etc/passwd", "sub/../../secret.bin"}) {
+        SCOPED_TRACE(location);
+        onnx_model_builder b;
+        b.output("y");
+        auto& w = b.initializer("w", float_type, {2});
+        w.set_data_location(onnx::TensorProto::EXTERNAL);
+        auto* entry = w.add_external_data();
+        entry->set_key("location");
+        entry->set_value(location);
+        b.node("Identity", {"w"}, {"y"});
+        auto path = write("model/escape.onnx", b.bytes());
+        auto e = error_from([&] { parse_onnx(path); });
+        expect_mentions(e, {"'w'", "outside the model's folder", location});
+    }
+}
+
+TEST_F(onnx_files, external_data_file_too_short) {
+    write("model/short.bin", std::string(4, '\0'));
+    onnx_model_builder b;
+    b.output("y");
+    auto& w = b.initializer("w", float_type, {2});
+    w.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* entry = w.add_external_data();
+    entry->set_key("location");
+    entry->set_value("short.bin");
+    b.node("Identity", {"w"}, {"y"});
+    auto e = error_from([&] { parse_onnx(write("model/m.onnx", b.bytes())); });
+    expect_mentions(e, {"short.bin", "too few"});
+}
