@@ -11,5 +11,6 @@ void add_reduce_parsers(parser_table& table);       // Reduce*, ArgMax, ArgMin
 void add_shape_parsers(parser_table& table);        // Reshape, Transpose, Flatten, Concat, Squeeze, Slice, Pad, ...
 void add_index_parsers(parser_table& table);        // Gather
 void add_linalg_parsers(parser_table& table);       // MatMul, Gemm
+void add_nn_parsers(parser_table& table);           // Conv, pooling, BatchNormalization, Softmax
 
 }  // namespace kiln::onnx_import

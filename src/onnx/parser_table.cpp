@@ -14,6 +14,7 @@ parser_table build_parsers() {
     add_shape_parsers(table);
     add_index_parsers(table);
     add_linalg_parsers(table);
+    add_nn_parsers(table);
     return table;
 }
 }  // namespace

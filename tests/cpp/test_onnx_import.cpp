@@ -314,3 +314,37 @@ TEST(onnx_import, skip_unknown_operators_drops_nodes_whose_outputs_are_unused) {
     EXPECT_EQ(p.get_output_shapes().size(), 1u);
     expect_outputs(p, {{"x", floats({2}, {-1, 2})}}, {0, 2});
 }
+
+TEST(onnx_import, conv_with_bias_and_max_pool) {
+    for (const char* op : {"convolution", "pooling", "reshape"})
+        if (!has_op(op)) GTEST_SKIP() << op << " not registered yet";
+    std::vector<float> x(16);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.5f * static_cast<float>(i) - 3;
+    onnx_model_builder conv;
+    conv.input("x", float_type, {1, 1, 4, 4}).output("y");
+    conv.float_initializer("w", {1, 1, 2, 2}, {1, 0, 0, -1});
+    conv.float_initializer("b", {1}, {0.5f});
+    conv.node("Conv", {"x", "w", "b"}, {"y"});
+    // x = np.arange(16).reshape(4,4)*0.5-3; (x[i:i+2,j:j+2]*[[1,0],[0,-1]]).sum()+0.5 for each window
+    expect_outputs(conv.parse(), {{"x", floats({1, 1, 4, 4}, x)}}, std::vector<float>(9, -2.0f));
+
+    onnx_model_builder pool;
+    pool.input("x", float_type, {1, 1, 4, 4}).output("y");
+    auto& n = pool.node("MaxPool", {"x"}, {"y"});
+    set_attr(n, "kernel_shape", std::vector<std::int64_t>{2, 2});
+    set_attr(n, "strides", std::vector<std::int64_t>{2, 2});
+    // x.reshape(2,2,2,2).max(axis=(1,3))
+    expect_outputs(pool.parse(), {{"x", floats({1, 1, 4, 4}, x)}}, {-0.5f, 0.5f, 3.5f, 4.5f});
+}
+
+TEST(onnx_import, softmax_before_opset_13_normalizes_the_flattened_input) {
+    for (const char* op : {"softmax", "flatten", "reshape"})
+        if (!has_op(op)) GTEST_SKIP() << op << " not registered yet";
+    onnx_model_builder b(11);
+    b.input("x", float_type, {2, 3}).output("y");
+    auto& n = b.node("Softmax", {"x"}, {"y"});
+    set_attr(n, "axis", std::int64_t{0});
+    // s = [[1,2,3],[4,5,6]]; np.exp(s) / np.exp(s).sum()
+    expect_outputs(b.parse(), {{"x", floats({2, 3}, {1, 2, 3, 4, 5, 6})}},
+                   {0.0042697792f, 0.011606461f, 0.031549636f, 0.085760795f, 0.23312204f, 0.6336913f});
+}
