@@ -260,11 +260,40 @@ def dot_cases():
             yield Case("dot", [a, b], in_float64(np.matmul), tol=(1e-4, 1e-4) if dt is np.float32 else None)
 
 
-def softmax_cases():
-    for dt in [np.float32, np.float64]:
+def log_softmax(x, axis):
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def layer_norm(x, axis, scale=None, bias=None, epsilon=1e-5):
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    y = (x - mean) / np.sqrt(x.var(axis=axes, keepdims=True) + epsilon)
+    return y * (1 if scale is None else scale) + (0 if bias is None else bias)
+
+
+def norm_cases():
+    for dt in [np.float16, np.float32, np.float64]:
+        tol = (5e-3, 5e-3) if dt is np.float16 else None
         for shape, axis in [((3, 5), -1), ((3, 5), 0), ((2, 3, 4), 1)]:
             x = generate(dt, shape)
-            yield Case("softmax", [x], in_float64(lambda x, axis=axis: softmax(x, axis)), attrs={"axis": axis})
+            for name, f in [("softmax", softmax), ("log_softmax", log_softmax)]:
+                yield Case(name, [x], in_float64(lambda x, f=f, axis=axis: f(x, axis)), attrs={"axis": axis}, tol=tol)
+        x = generate(dt, (2, 3, 4, 5))
+        params = [generate(dt, (3,), seed=1), generate(dt, (3,), seed=2), generate(dt, (3,), seed=3),
+                  generate(dt, (3,), "positive", seed=4)]
+
+        def batch_norm(x, scale, bias, mean, var):
+            c = (1, -1, 1, 1)
+            return scale.reshape(c) * (x - mean.reshape(c)) / np.sqrt(var.reshape(c) + 1e-3) + bias.reshape(c)
+
+        yield Case("batch_norm_inference", [x] + params, in_float64(batch_norm), attrs={"epsilon": 1e-3}, tol=tol)
+        for axis in [-1, 2, 1]:
+            trailing = x.shape[axis:]
+            scale, bias = generate(dt, trailing, seed=5), generate(dt, trailing, seed=6)
+            ref = in_float64(lambda x, s, b, axis=axis: layer_norm(x, axis, s, b))
+            yield Case("layer_norm", [x, scale, bias], ref, attrs={"axis": axis}, tol=tol)
+        yield Case("layer_norm", [x], in_float64(lambda x: layer_norm(x, -1)), tol=tol)
 
 
 def shape_op_cases():
@@ -338,6 +367,40 @@ def conv_reference(x, w, stride, padding, dilation, group):
     return out
 
 
+def pool_reference(x, mode, lengths, stride, padding, count_include_pad):
+    """2-D pooling without ceil_mode, in float64. Max ignores padding; average
+    divides by the in-bounds count, or by the window size with count_include_pad."""
+    x = x.astype(np.float64)
+    fill = -np.inf if mode == "max" else 0.0
+    padded = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in padding], constant_values=fill)
+    inside = np.pad(np.ones(x.shape[2:]), [(p, p) for p in padding])
+    out_lens = [(padded.shape[2 + d] - lengths[d]) // stride[d] + 1 for d in range(2)]
+    out = np.zeros(x.shape[:2] + tuple(out_lens))
+    for i, j in np.ndindex(*out_lens):
+        rows = slice(i * stride[0], i * stride[0] + lengths[0])
+        cols = slice(j * stride[1], j * stride[1] + lengths[1])
+        window = padded[:, :, rows, cols]
+        if mode == "max":
+            out[:, :, i, j] = window.max(axis=(2, 3))
+        else:
+            count = lengths[0] * lengths[1] if count_include_pad else inside[rows, cols].sum()
+            out[:, :, i, j] = window.sum(axis=(2, 3)) / count
+    return out
+
+
+def pool_cases():
+    x = generate(np.float32, (2, 3, 7, 6))
+    for mode in ["max", "average"]:
+        for lengths, stride, padding, include in [([2, 2], [2, 2], [0, 0], False), ([3, 3], [1, 2], [1, 1], False),
+                                                  ([3, 2], [2, 1], [1, 0], True)]:
+            attrs = {"mode": mode, "lengths": lengths, "stride": stride, "padding": padding,
+                     "count_include_pad": include}
+            ref = lambda x, m=mode, l=lengths, s=stride, p=padding, c=include: pool_reference(x, m, l, s, p, c)
+            yield Case("pooling", [x], lambda x, ref=ref: ref(x).astype(x.dtype), attrs=attrs)
+        f = np.max if mode == "max" else np.mean
+        yield Case("pooling", [x], lambda x, f=f: f(x, axis=(2, 3), keepdims=True), attrs={"mode": mode, "global": True})
+
+
 def conv_cases():
     configs = [
         ((2, 3, 8, 8), (4, 3, 3, 3), [1, 1], [1, 1], [1, 1], 1),
@@ -353,7 +416,7 @@ def conv_cases():
 
 def all_cases():
     for family in [unary_cases, binary_cases, ternary_cases, convert_cases, reduce_cases, arg_reduce_cases,
-                   dot_cases, softmax_cases, shape_op_cases, conv_cases]:
+                   dot_cases, norm_cases, shape_op_cases, conv_cases, pool_cases]:
         yield from family()
 
 
