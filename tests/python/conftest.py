@@ -31,12 +31,6 @@ def rng():
     return np.random.default_rng(1234)
 
 
-def requires_ops(*names):
-    """Skips a test until every op in `names` is registered."""
-    missing = [n for n in names if n not in kiln.get_operators()]
-    return pytest.mark.skipif(bool(missing), reason=f"ops not registered yet: {missing}")
-
-
 def build_program(params, body):
     """A program with parameters {name: (dtype, lens)} whose outputs are body(module, *params)."""
     p = kiln.program()

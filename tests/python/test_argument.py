@@ -201,7 +201,7 @@ def test_dlpack_strided_round_trip():
 
 
 def test_dlpack_bfloat16_round_trip_through_torch():
-    torch = pytest.importorskip("torch")
+    import torch  # a test dependency (requirements-dev.txt)
     t = torch.tensor([[1.5, -2.0], [0.25, 3.0]], dtype=torch.bfloat16)
     arg = kiln.argument(t)
     assert arg.get_shape().type == "bf16_type"
@@ -211,7 +211,7 @@ def test_dlpack_bfloat16_round_trip_through_torch():
 
 
 def test_bfloat16_with_ml_dtypes():
-    ml_dtypes = pytest.importorskip("ml_dtypes")
+    import ml_dtypes  # installed with onnx
     a = np.array([1.0, -0.5, 2.0], dtype=ml_dtypes.bfloat16)
     arg = kiln.argument(a)
     assert arg.get_shape().type == "bf16_type"

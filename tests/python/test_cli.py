@@ -17,7 +17,12 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 CLI = os.environ.get("KILN_CLI", str(REPO / "build" / "kiln"))
 SUBCOMMANDS = ["read", "compile", "run", "verify", "params", "ops"]
 
-pytestmark = pytest.mark.skipif(not os.access(CLI, os.X_OK), reason=f"kiln command not built at {CLI}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def built_cli():
+    # A missing binary is a failure, not a skip: make test always builds it.
+    assert os.access(CLI, os.X_OK), f"kiln command not built at {CLI} (run make, or set KILN_CLI)"
 
 
 def kiln_cli(*args, cwd=None):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import build_program, requires_ops
+from conftest import build_program
 
 
 def relu_program(compiled=True):
@@ -95,7 +95,6 @@ def test_a_failed_run_leaves_the_program_usable():
     np.testing.assert_array_equal(np.asarray(out), np.zeros((2, 3)))
 
 
-@requires_ops("gather")
 @pytest.mark.parametrize("target_name", ["ref", "cpu"])
 def test_out_of_range_index_in_the_data(target_name):
     p = build_program(
