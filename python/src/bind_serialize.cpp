@@ -6,9 +6,6 @@
 
 namespace kiln::python {
 
-namespace {
-
-// str or os.PathLike (pathlib.Path).
 std::string to_path(nb::handle path, const char* what) {
     if (!nb::isinstance<nb::str>(path) && !nb::hasattr(path, "__fspath__"))
         fail(error_kind::type_error,
@@ -18,6 +15,8 @@ std::string to_path(nb::handle path, const char* what) {
         fail(error_kind::type_error, std::string(what) + ": expected a text path, got " + python_type_name(p));
     return nb::cast<std::string>(p);
 }
+
+namespace {
 
 // Reads any contiguous buffer (bytes, bytearray, memoryview, numpy uint8 array).
 program load_from_buffer(nb::handle data) {

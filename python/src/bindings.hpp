@@ -18,6 +18,7 @@ void bind_operation(nb::module_& m);
 void bind_module(nb::module_& m);
 void bind_program(nb::module_& m);
 void bind_serialize(nb::module_& m);
+void bind_onnx(nb::module_& m);
 
 // A kiln.argument, or a zero-copy view of a numpy array / buffer / DLPack
 // object that keeps the Python object alive. `what` names the value in errors.
@@ -29,6 +30,9 @@ nb::object from_value(const value& v);
 
 // A dtype from "float", "float32", "float_type", a numpy dtype or scalar type.
 dtype to_dtype(nb::handle obj);
+
+// A file path from str or os.PathLike; `what` names the caller in errors.
+std::string to_path(nb::handle path, const char* what);
 
 // The Python type name of `obj`, for error messages.
 std::string python_type_name(nb::handle obj);

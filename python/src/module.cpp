@@ -13,4 +13,5 @@ NB_MODULE(_core, m) {
     bind_module(m);
     bind_program(m);
     bind_serialize(m);
+    bind_onnx(m);
 }

@@ -2,14 +2,14 @@
 
 #include <filesystem>
 
+#include "kiln/onnx.hpp"
 #include "kiln/serialize.hpp"
 
 namespace kiln::driver {
 
 program load_model(const std::string& path) {
     std::string ext = std::filesystem::path(path).extension().string();
-    if (ext == ".onnx")
-        fail(error_kind::not_implemented, path + ": importing ONNX models is not available in this build yet");
+    if (ext == ".onnx") return parse_onnx(path);
     // Anything else is read as a .kiln file, whose loader recognises foreign files by their magic bytes.
     return load(path);
 }
