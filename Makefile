@@ -5,6 +5,10 @@ PY     := $(abspath $(VENV)/bin/python)
 BUILD  := build
 JOBS   ?= 2
 
+# Lets ccache reuse objects between clones of the repo at different paths.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := true
+
 .PHONY: all setup build test test-cpp test-python test-package demo bench format clean
 
 all: build

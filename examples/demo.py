@@ -1,6 +1,7 @@
 """Kiln demo: builds a small convolutional classifier with the Python API,
 compiles it for the cpu target, checks it against the reference target and
 prints its outputs and latency."""
+import copy
 import time
 
 import numpy as np
@@ -8,7 +9,8 @@ import numpy as np
 import kiln
 
 
-def build_classifier(batch=4, rng=np.random.default_rng(0)):
+def build_classifier(batch=4):
+    rng = np.random.default_rng(0)
     p = kiln.program()
     m = p.get_main_module()
     x = m.add_parameter("image", kiln.shape(type="float", lens=[batch, 3, 32, 32]))
@@ -37,7 +39,7 @@ def main():
     image = np.random.default_rng(1).standard_normal((4, 3, 32, 32)).astype(np.float32)
     compiled = {}
     for target in ("ref", "cpu"):
-        p = build_classifier()
+        p = copy.copy(program)
         start = time.perf_counter()
         p.compile(kiln.get_target(target))
         compiled[target] = p
