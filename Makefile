@@ -9,7 +9,9 @@ JOBS   ?= 2
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: all setup build test test-cpp test-python test-package demo bench format clean
+.PHONY: all setup build test test-cpp test-python test-package demo bench fuzz fuzz-build format clean
+FUZZ_BUILD   := build-fuzz
+FUZZ_SECONDS ?= 1800
 
 all: build
 
@@ -38,6 +40,20 @@ test-package:
 
 demo: build
 	@$(PY) examples/demo.py
+
+# libFuzzer on the ONNX importer (clang, ASan + UBSan). New inputs that grow
+# coverage go to build-fuzz/corpus; crashes are written as crash-* files there.
+fuzz-build: setup
+	@bash scripts/setup.sh --fuzz
+	@test -f $(FUZZ_BUILD)/build.ninja || CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja \
+		-DKILN_BUILD_FUZZER=ON -DKILN_BUILD_PYTHON=OFF -DKILN_BUILD_CLI=OFF -DKILN_WARNINGS_AS_ERRORS=OFF \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(PY)
+	@cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz_onnx_import
+
+fuzz: fuzz-build
+	@mkdir -p $(FUZZ_BUILD)/corpus
+	@cd $(FUZZ_BUILD) && ./tests/fuzz/fuzz_onnx_import corpus ../tests/fuzz/seeds ../tests/data/onnx_bad \
+		-max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -malloc_limit_mb=2048 -timeout=10 -print_final_stats=1
 
 format:
 	@clang-format -i $$(git ls-files '*.cpp' '*.hpp')

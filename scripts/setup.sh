@@ -13,6 +13,11 @@ debian_packages=(
   ocl-icd-opencl-dev opencl-c-headers clang-format
 )
 
+# `setup.sh --fuzz` adds clang and its libFuzzer runtime for `make fuzz`.
+if [ "${1:-}" = "--fuzz" ]; then
+  debian_packages+=(clang libclang-rt-14-dev)
+fi
+
 missing=()
 for pkg in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -65,7 +65,11 @@ void onnx_parser::check_supported(const onnx::GraphProto& graph) const {
 void onnx_parser::add_initializers(const onnx::GraphProto& graph) {
     for (const auto& init : graph.initializer()) {
         if (init.name().empty()) fail(error_kind::parse_error, source_ + ": an initializer has no name");
-        values_[init.name()] = mod().add_literal(tensor_to_literal(init, model_dir_));
+        try {
+            values_[init.name()] = mod().add_literal(tensor_to_literal(init, model_dir_));
+        } catch (const error& e) {
+            throw error(e.kind(), source_ + ": initializer: " + e.what());
+        }
     }
     if (graph.sparse_initializer_size() > 0)
         fail(error_kind::not_implemented, source_ + ": sparse initializers are not supported");

@@ -1,0 +1,41 @@
+"""The corpus of malformed ONNX files (tests/data/onnx_bad, written by its
+make_corpus.py): each raises the listed kiln error naming the problem, from the
+Python API and from the kiln command, and nothing crashes."""
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+import kiln
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CORPUS = REPO / "tests" / "data" / "onnx_bad"
+EXPECTED = {k: v for k, v in json.loads((CORPUS / "expected_errors.json").read_text()).items() if not k.startswith("_")}
+CLI = os.environ.get("KILN_CLI", str(REPO / "build" / "kiln"))
+
+
+def test_every_corpus_file_has_an_expectation():
+    files = {p.name for p in CORPUS.glob("*.onnx")}
+    assert files == set(EXPECTED), "corpus and expected_errors.json disagree"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_parse_onnx_rejects_clearly(name):
+    expected = EXPECTED[name]
+    error_class = getattr(kiln, expected["error"])
+    with pytest.raises(error_class) as info:
+        kiln.parse_onnx(CORPUS / name)
+    message = str(info.value)
+    assert name in message, message
+    for fragment in expected["contains"]:
+        assert fragment in message, f"{fragment!r} missing from: {message}"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_kiln_command_rejects_without_crashing(name):
+    result = subprocess.run([CLI, "read", str(CORPUS / name)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert result.stderr.startswith("kiln: error:")
+    assert name in result.stderr
