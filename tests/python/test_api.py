@@ -191,6 +191,33 @@ def test_parameter_literal_add_relu_dot_softmax_matches_numpy(target_name, rng):
 
 
 @pytest.mark.parametrize("target_name", TARGETS)
+def test_saved_program_runs_identically_in_a_new_process(target_name, rng, tmp_path):
+    import subprocess
+    import sys
+
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 4)).astype(np.float32)
+
+    def body(m, xp):
+        h = m.add_instruction(kiln.op("relu"), [m.add_instruction(kiln.op("dot"), [xp, m.add_literal(w)])])
+        return m.add_instruction(kiln.op("softmax", axis=-1), [h])
+
+    p = build_program({"x": ("float", x.shape)}, body)
+    p.compile(kiln.get_target(target_name))
+    (expected,) = p.run({"x": x})
+    kiln.save(p, tmp_path / "model.kiln")
+    np.save(tmp_path / "x.npy", x)
+    code = (
+        "import sys, numpy as np, kiln; d = sys.argv[1]; p = kiln.load(d + '/model.kiln'); "
+        "assert p.is_compiled(); np.save(d + '/y.npy', np.asarray(p.run({'x': np.load(d + '/x.npy')})[0]))"
+    )
+    env_path = [entry for entry in sys.path if entry]
+    subprocess.run([sys.executable, "-c", f"import sys; sys.path[:0] = {env_path!r}; {code}", str(tmp_path)],
+                   check=True)
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), np.asarray(expected))
+
+
+@pytest.mark.parametrize("target_name", TARGETS)
 def test_multiple_outputs(target_name):
     def body(m, a, b):
         return [m.add_instruction(kiln.op("add"), [a, b]), m.add_instruction(kiln.op("mul"), [a, b])]
