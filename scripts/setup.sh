@@ -15,7 +15,7 @@ debian_packages=(
 
 # `setup.sh --fuzz` adds clang and its libFuzzer runtime for `make fuzz`.
 if [ "${1:-}" = "--fuzz" ]; then
-  debian_packages+=(clang libclang-rt-14-dev)
+  debian_packages+=(clang libclang-rt-14-dev libomp-14-dev)
 fi
 
 missing=()

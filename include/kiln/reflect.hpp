@@ -111,7 +111,10 @@ void reflect_from_value(Op& op, const value& attrs, const std::string& op_name) 
     if (attrs.is_null()) return;
     if (!attrs.is_map())
         fail(error_kind::type_error, "attributes of op '" + op_name + "' must be a map, got " + attrs.type_name());
-    for (const auto& [key, v] : attrs.as_map()) {
+    for (const auto& entry : attrs.as_map()) {
+        // Plain references, not structured bindings: older clang cannot capture those in lambdas.
+        const std::string& key = entry.first;
+        const value& v = entry.second;
         bool found = false;
         Op::reflect(op, [&](auto& field, const char* name) {
             if (key != name) return;
