@@ -77,3 +77,12 @@ __all__ = [
     "ParseError",
     "KilnRuntimeError",
 ]
+
+
+def __getattr__(name):
+    # kiln.onnx_backend needs the onnx package, so it loads on first use only.
+    if name == "onnx_backend":
+        import importlib
+
+        return importlib.import_module(".onnx_backend", __name__)
+    raise AttributeError(f"module 'kiln' has no attribute {name!r}")

@@ -28,7 +28,17 @@ args_t parse_leaky_relu(const node_context& ctx, const args_t& args) {
 
 args_t parse_prelu(const node_context& ctx, const args_t& args) {
     ctx.expect_inputs(args, 2, 2);
-    return {select_negative(ctx, args[0], ctx.add("mul", {args[0], args[1]}))};
+    auto slope = args[1];
+    // Before opset 7 a 1-D slope holds one value per channel (axis 1), not a numpy-broadcast row.
+    const auto& x_lens = args[0]->get_shape().lens();
+    const auto& slope_lens = slope->get_shape().lens();
+    if (ctx.opset() < 7 && x_lens.size() > 2 && slope_lens.size() == 1 && slope_lens[0] == x_lens[1] &&
+        slope_lens[0] != 1) {
+        std::vector<std::int64_t> dims(x_lens.size() - 1, 1);
+        dims[0] = static_cast<std::int64_t>(slope_lens[0]);
+        slope = ctx.add("reshape", {slope}, value_map{{"dims", int_list(dims)}});
+    }
+    return {select_negative(ctx, args[0], ctx.add("mul", {args[0], slope}))};
 }
 
 // alpha * (exp(x) - 1)

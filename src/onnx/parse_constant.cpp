@@ -88,7 +88,11 @@ args_t parse_dropout(const node_context& ctx, const args_t& args) {
         if (!training || training->to_vector<double>().at(0) != 0.0)
             ctx.fail(error_kind::not_implemented, "training-mode Dropout is not supported");
     }
-    return {args[0]};
+    if (ctx.node().output_size() < 2 || ctx.node().output(1).empty()) return {args[0]};
+    // Inference drops nothing, so the mask keeps every element.
+    auto keep = ctx.add_scalar(dtype::bool_type, 1);
+    auto mask = ctx.add("broadcast", {keep}, value_map{{"out_lens", int_list(args[0]->get_shape().lens())}});
+    return {args[0], mask};
 }
 
 }  // namespace

@@ -63,8 +63,9 @@ args_t parse_pow(const node_context& ctx, const args_t& args) {
 args_t parse_mod(const node_context& ctx, const args_t& args) {
     ctx.expect_inputs(args, 2, 2);
     bool fmod = ctx.get_int("fmod", 0) != 0;
-    if (!fmod && is_floating(args[0]->get_shape().type()))
-        ctx.fail(error_kind::invalid_argument, "fmod must be 1 for floating-point inputs");
+    // Opset 28 defines fmod=0 for floating point (the result takes the divisor's sign); before, it was invalid.
+    if (!fmod && is_floating(args[0]->get_shape().type()) && ctx.opset() < 28)
+        ctx.fail(error_kind::invalid_argument, "fmod must be 1 for floating-point inputs before opset 28");
     return {ctx.add("mod", {args[0], args[1]}, value_map{{"fmod", fmod}})};
 }
 

@@ -177,6 +177,13 @@ args_t parse_split(const node_context& ctx, const args_t& args) {
     if (ctx.has_input(args, 1)) sizes = ctx.constant_ints(args[1], "the split input");
     auto outputs = static_cast<std::int64_t>(ctx.node().output_size());
     std::int64_t num_outputs = ctx.get_int("num_outputs", outputs);
+    // Opset 18: with num_outputs, an extent that does not divide evenly leaves the last chunk smaller.
+    auto extent = static_cast<std::int64_t>(args[0]->get_shape().lens()[static_cast<std::size_t>(axis)]);
+    if (sizes.empty() && ctx.has_attribute("num_outputs") && num_outputs > 0 && extent % num_outputs != 0) {
+        std::int64_t chunk = (extent + num_outputs - 1) / num_outputs;
+        for (std::int64_t i = 0; i < num_outputs; ++i)
+            sizes.push_back(std::max<std::int64_t>(0, std::min(chunk, extent - i * chunk)));
+    }
     args_t results;
     for (std::int64_t i = 0; i < outputs; ++i)
         results.push_back(ctx.add("split", {args[0]},
