@@ -12,5 +12,8 @@ void add_shape_parsers(parser_table& table);        // Reshape, Transpose, Flatt
 void add_index_parsers(parser_table& table);        // Gather
 void add_linalg_parsers(parser_table& table);       // MatMul, Gemm
 void add_nn_parsers(parser_table& table);           // Conv, pooling, BatchNormalization, Softmax
+void add_gather_scatter_parsers(parser_table& table);  // GatherElements, GatherND, Scatter*
+void add_sequence_gen_parsers(parser_table& table);   // Range, EyeLike, OneHot, Trilu, Tile, CumSum, TopK, ...
+void add_quant_parsers(parser_table& table);          // (De)QuantizeLinear, QLinear*, *Integer
 
 }  // namespace kiln::onnx_import

@@ -15,6 +15,9 @@ parser_table build_parsers() {
     add_index_parsers(table);
     add_linalg_parsers(table);
     add_nn_parsers(table);
+    add_gather_scatter_parsers(table);
+    add_sequence_gen_parsers(table);
+    add_quant_parsers(table);
     return table;
 }
 }  // namespace

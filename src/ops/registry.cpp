@@ -8,8 +8,12 @@
 #include "ops/conv.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/index.hpp"
+#include "ops/index_scatter.hpp"
+#include "ops/topk.hpp"
+#include "ops/cumsum.hpp"
 #include "ops/norm.hpp"
 #include "ops/pool.hpp"
+#include "ops/quant.hpp"
 #include "ops/shape_ops.hpp"
 #include "ops/linalg.hpp"
 #include "ops/reduce.hpp"
@@ -97,6 +101,15 @@ op_registry build_registry() {
     r.add<op::pad>();
     // index
     r.add<op::gather>();
+    r.add<op::gather_elements>();
+    r.add<op::gather_nd>();
+    r.add<op::scatter_elements>();
+    r.add<op::scatter_nd>();
+    r.add<op::topk>();
+    r.add<op::cumsum>();
+    // quant
+    r.add<op::quantize_linear>();
+    r.add<op::dequantize_linear>();
     // reduce
     r.add<op::reduce_sum>();
     r.add<op::reduce_mean>();

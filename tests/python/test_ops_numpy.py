@@ -413,9 +413,101 @@ def conv_cases():
         yield Case("convolution", [x, w], ref, attrs=attrs, tol=(1e-4, 1e-4))
 
 
+def scatter_reference(data, indices, updates, axis, reduction):
+    """ScatterElements by a plain loop over the indices (negative ones wrap)."""
+    out = data.copy()
+    combine = {"none": lambda a, b: b, "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+    for pos in np.ndindex(*indices.shape):
+        target = list(pos)
+        target[axis] = indices[pos] % data.shape[axis]
+        out[tuple(target)] = combine[reduction](out[tuple(target)], updates[pos])
+    return out
+
+
+def scatter_nd_reference(data, indices, updates, reduction):
+    out = data.copy()
+    combine = {"none": lambda a, b: b, "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+    for pos in np.ndindex(*indices.shape[:-1]):
+        target = tuple(indices[pos] % np.array(data.shape[:indices.shape[-1]]))
+        out[target] = combine[reduction](out[target], updates[pos])
+    return out
+
+
+def gather_elements_reference(data, indices, axis):
+    """data[p with p[axis] = indices[p]] for every position p of indices (smaller than data off the axis)."""
+    grid = list(np.indices(indices.shape))
+    grid[axis] = indices % data.shape[axis]
+    return data[tuple(grid)]
+
+
+def index_scatter_cases():
+    data = generate(np.float32, (3, 4, 5))
+    rng = np.random.default_rng(7)
+    for axis in [0, 1, -1]:
+        n = data.shape[axis]
+        idx = rng.integers(-n, n, size=(2, 3, 4)).astype(np.int64)
+        yield Case("gather_elements", [data, idx], lambda d, k, a=axis: gather_elements_reference(d, k, a),
+                   attrs={"axis": axis})
+    nd_idx = np.array([[[2, 1], [0, -1]], [[1, 3], [-3, 0]]], np.int32)  # [2, 2, 2] into dims 0 and 1
+    yield Case("gather_nd", [data, nd_idx], lambda d, k: d[k[..., 0] % 3, k[..., 1] % 4])
+    batch_idx = np.array([[[3], [0]], [[1], [1]], [[-1], [2]]], np.int64)  # [3, 2, 1] with batch_dims=1
+    yield Case("gather_nd", [data, batch_idx],
+               lambda d, k: np.stack([d[b][k[b, :, 0] % 4] for b in range(3)]), attrs={"batch_dims": 1})
+    base = generate(np.int32, (4, 3))
+    for reduction in ["none", "add", "mul", "max", "min"]:
+        idx = np.array([[1, 3, -1], [0, 3, 2]], np.int64)  # repeats in column 1
+        upd = generate(np.int32, (2, 3), seed=1)
+        yield Case("scatter_elements", [base, idx, upd],
+                   lambda d, k, u, r=reduction: scatter_reference(d, k, u, 0, r),
+                   attrs={"axis": 0, "reduction": reduction})
+        rows = np.array([[2], [0], [-2]], np.int64)  # row 2 twice
+        yield Case("scatter_nd", [base, rows, generate(np.int32, (3, 3), seed=2)],
+                   lambda d, k, u, r=reduction: scatter_nd_reference(d, k, u, r), attrs={"reduction": reduction})
+    x = generate(np.float32, (3, 6))
+    for k, axis, largest in [(2, 1, True), (3, -1, False), (3, 0, True)]:
+        def order(a, k=k, axis=axis, largest=largest):  # ties keep the lower index first
+            return np.take(np.argsort(-a if largest else a, axis=axis, kind="stable"), range(k), axis=axis)
+        attrs = {"k": k, "axis": axis, "largest": largest}
+        yield Case("topk", [x], lambda a, o=order, axis=axis: np.take_along_axis(a, o(a), axis=axis),
+                   attrs={**attrs, "output": 0})
+        yield Case("topk", [x], order, attrs={**attrs, "output": 1})
+    for dtype in [np.float32, np.int64]:
+        c = generate(dtype, (3, 4))
+        for exclusive, reverse in [(False, False), (True, False), (False, True), (True, True)]:
+            def cumsum(a, ex=exclusive, rev=reverse):
+                a = np.flip(a, 1) if rev else a
+                s = np.cumsum(a, axis=1, dtype=a.dtype)
+                if ex:  # shifted by one rather than s - a, which would round differently
+                    s = np.concatenate([np.zeros_like(s[:, :1]), s[:, :-1]], axis=1)
+                return (np.flip(s, 1) if rev else s).astype(a.dtype)
+            yield Case("cumsum", [c], cumsum, attrs={"axis": 1, "exclusive": exclusive, "reverse": reverse})
+
+
+def quant_cases():
+    x = generate(np.float32, (2, 3, 4)) * 40
+    for zp_dtype in [np.uint8, np.int8, np.int32]:
+        scale = np.float32(0.5)
+        zp = np.array(3, zp_dtype)
+        info = np.iinfo(zp_dtype)
+        yield Case("quantize_linear", [x, np.array(scale), zp],
+                   lambda a, s, z, i=info: np.clip(np.rint(a / s) + z.astype(np.int64), i.min, i.max).astype(z.dtype))
+    scales = np.array([0.25, 1.0, 4.0], np.float32)
+    zps = np.array([-5, 0, 7], np.int8)
+    yield Case("quantize_linear", [x, scales, zps],
+               lambda a, s, z: np.clip(np.rint(a / s[:, None]) + z[:, None], -128, 127).astype(np.int8),
+               attrs={"axis": 1})
+    q = generate(np.uint8, (2, 3, 4))
+    yield Case("dequantize_linear", [q, np.array(0.5, np.float32), np.array(9, np.uint8)],
+               lambda a, s, z: ((a.astype(np.int64) - z) * s).astype(np.float32))
+    qi = generate(np.int32, (2, 3, 4))
+    dscales = np.array([0.5, 2.0, 0.125, 3.0], np.float32)
+    yield Case("dequantize_linear", [qi, dscales], lambda a, s: (a * s).astype(np.float32), attrs={"axis": -1})
+
+
 def all_cases():
     for family in [unary_cases, binary_cases, ternary_cases, convert_cases, reduce_cases, arg_reduce_cases,
-                   dot_cases, norm_cases, shape_op_cases, conv_cases, pool_cases]:
+                   dot_cases, norm_cases, shape_op_cases, conv_cases, pool_cases,
+                   index_scatter_cases, quant_cases]:
         yield from family()
 
 

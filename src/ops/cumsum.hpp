@@ -1,0 +1,29 @@
+#pragma once
+// cumsum: running sums along an axis (ONNX CumSum).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/operation.hpp"
+
+namespace kiln::op {
+
+// result[.., i, ..] = sum of x[.., j, ..] for j <= i along `axis`; `exclusive`
+// leaves out x[i] itself and `reverse` sums from the end. 16-bit floats
+// accumulate in float.
+struct cumsum : op_base {
+    std::int64_t axis = 0;
+    bool exclusive = false;
+    bool reverse = false;
+    template <class Self, class F>
+    static void reflect(Self& self, F&& f) {
+        f(self.axis, "axis");
+        f(self.exclusive, "exclusive");
+        f(self.reverse, "reverse");
+    }
+    std::string name() const { return "cumsum"; }
+    shape compute_shape(const std::vector<shape>& inputs) const;
+    void compute(const argument& result, const std::vector<argument>& inputs) const;
+};
+
+}  // namespace kiln::op
