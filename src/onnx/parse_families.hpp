@@ -12,6 +12,11 @@ void add_shape_parsers(parser_table& table);        // Reshape, Transpose, Flatt
 void add_index_parsers(parser_table& table);        // Gather
 void add_linalg_parsers(parser_table& table);       // MatMul, Gemm
 void add_nn_parsers(parser_table& table);           // Conv, pooling, BatchNormalization, Softmax
+void add_normalization_parsers(parser_table& table);  // LayerNormalization, Instance/Group norm, MVN, LpNorm, LRN
+void add_math_parsers(parser_table& table);           // trig/hyperbolic, bitwise, Celu, Shrink, Mish, IsNaN, Hardmax
+void add_spatial_parsers(parser_table& table);        // DepthToSpace, SpaceToDepth, LpPool, GlobalLpPool
+void add_conv_transpose_parsers(parser_table& table);  // ConvTranspose
+void add_resize_parsers(parser_table& table);         // Resize, Upsample
 void add_gather_scatter_parsers(parser_table& table);  // GatherElements, GatherND, Scatter*
 void add_sequence_gen_parsers(parser_table& table);   // Range, EyeLike, OneHot, Trilu, Tile, CumSum, TopK, ...
 void add_quant_parsers(parser_table& table);          // (De)QuantizeLinear, QLinear*, *Integer

@@ -15,6 +15,11 @@ parser_table build_parsers() {
     add_index_parsers(table);
     add_linalg_parsers(table);
     add_nn_parsers(table);
+    add_normalization_parsers(table);
+    add_math_parsers(table);
+    add_spatial_parsers(table);
+    add_conv_transpose_parsers(table);
+    add_resize_parsers(table);
     add_gather_scatter_parsers(table);
     add_sequence_gen_parsers(table);
     add_quant_parsers(table);

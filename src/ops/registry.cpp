@@ -6,6 +6,7 @@
 #include "kiln/builtin_ops.hpp"
 #include "kiln/op_registry.hpp"
 #include "ops/conv.hpp"
+#include "ops/conv_transpose.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/index.hpp"
 #include "ops/index_scatter.hpp"
@@ -17,6 +18,8 @@
 #include "ops/shape_ops.hpp"
 #include "ops/linalg.hpp"
 #include "ops/reduce.hpp"
+#include "ops/resize.hpp"
+#include "ops/transcendental.hpp"
 
 namespace kiln {
 
@@ -87,6 +90,21 @@ op_registry build_registry() {
     r.add<op::where>();
     r.add<op::clip>();
     r.add<op::convert>();
+    // transcendental
+    r.add<op::tan>();
+    r.add<op::asin>();
+    r.add<op::acos>();
+    r.add<op::atan>();
+    r.add<op::sinh>();
+    r.add<op::cosh>();
+    r.add<op::asinh>();
+    r.add<op::acosh>();
+    r.add<op::atanh>();
+    r.add<op::bitwise_not>();
+    r.add<op::bitwise_and>();
+    r.add<op::bitwise_or>();
+    r.add<op::bitwise_xor>();
+    r.add<op::bitshift>();
     // shape
     r.add<op::reshape>();
     r.add<op::transpose>();
@@ -122,6 +140,8 @@ op_registry build_registry() {
     r.add<op::dot>();
     // conv
     r.add<op::convolution>();
+    r.add<op::convolution_transpose>();
+    r.add<op::resize>();
     // pool
     r.add<op::pooling>();
     // norm

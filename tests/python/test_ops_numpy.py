@@ -504,10 +504,104 @@ def quant_cases():
     yield Case("dequantize_linear", [qi, dscales], lambda a, s: (a * s).astype(np.float32), attrs={"axis": -1})
 
 
+def transcendental_cases():
+    rng = np.random.default_rng(7)
+    # name: (numpy function, inputs drawn inside its domain)
+    domains = {
+        "tan": (np.tan, lambda s: rng.uniform(-1.2, 1.2, s)),
+        "asin": (np.arcsin, lambda s: rng.uniform(-0.95, 0.95, s)),
+        "acos": (np.arccos, lambda s: rng.uniform(-0.95, 0.95, s)),
+        "atan": (np.arctan, lambda s: rng.standard_normal(s) * 3),
+        "sinh": (np.sinh, lambda s: rng.standard_normal(s) * 2),
+        "cosh": (np.cosh, lambda s: rng.standard_normal(s) * 2),
+        "asinh": (np.arcsinh, lambda s: rng.standard_normal(s) * 3),
+        "acosh": (np.arccosh, lambda s: 1 + np.abs(rng.standard_normal(s)) * 3),
+        "atanh": (np.arctanh, lambda s: rng.uniform(-0.9, 0.9, s)),
+    }
+    for name, (f, draw) in domains.items():
+        for dt in FLOATS:
+            for shape in [(7,), (2, 3, 5)]:
+                yield Case(name, [draw(shape).astype(dt)], in_float64(f))
+    for dt in INTS:
+        a, b = generate(dt, (2, 3, 4), seed=1), generate(dt, (4,), seed=2)
+        yield Case("bitwise_and", [a, b], np.bitwise_and)
+        yield Case("bitwise_or", [a, b], np.bitwise_or)
+        yield Case("bitwise_xor", [a, b], np.bitwise_xor)
+        yield Case("bitwise_not", [a], np.invert)
+    for dt in UNSIGNED:
+        x = generate(dt, (3, 4), seed=3)
+        bits = np.dtype(dt).itemsize * 8
+        amount = rng.integers(0, bits, size=(4,)).astype(dt)
+        yield Case("bitshift", [x, amount], lambda x, s: np.left_shift(x, s), attrs={"direction": "left"})
+        yield Case("bitshift", [x, amount], lambda x, s: np.right_shift(x, s), attrs={"direction": "right"})
+
+
+def conv_transpose_reference(x, w, stride, pads, dilation, group, output_padding):
+    """Scatter form: input position i and tap k add into output i * stride + k * dilation, then crop the pads."""
+    k = w.ndim - 2
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    cg, mg = x.shape[1] // group, w.shape[1]
+    full = [stride[d] * (x.shape[2 + d] - 1) + output_padding[d] + dilation[d] * (w.shape[2 + d] - 1) + 1
+            for d in range(k)]
+    out = np.zeros([x.shape[0], mg * group] + full)
+    for i in np.ndindex(*x.shape[2:]):
+        for tap in np.ndindex(*w.shape[2:]):
+            pos = tuple(i[d] * stride[d] + tap[d] * dilation[d] for d in range(k))
+            for g in range(group):
+                xs = x[(slice(None), slice(g * cg, (g + 1) * cg)) + i]
+                ws = w[(slice(g * cg, (g + 1) * cg), slice(None)) + tap]
+                out[(slice(None), slice(g * mg, (g + 1) * mg)) + pos] += xs @ ws
+    crop = tuple(slice(pads[d], full[d] - pads[k + d]) for d in range(k))
+    return out[(slice(None), slice(None)) + crop]
+
+
+def conv_transpose_cases():
+    configs = [  # x, w, stride, pads (begins, ends), dilation, group, output_padding
+        ((2, 3, 4, 5), (3, 2, 3, 3), [2, 1], [1, 0, 1, 1], [1, 1], 1, [1, 0]),
+        ((1, 4, 5), (4, 3, 2), [3], [0, 2], [2], 2, [1]),
+        ((1, 2, 2, 3, 2), (2, 2, 2, 2, 2), [1, 2, 1], [0, 0, 0, 0, 0, 0], [1, 1, 1], 1, [0, 0, 0]),
+    ]
+    for xs, ws, stride, pads, dilation, group, extra in configs:
+        for dt in [np.float32, np.float64]:
+            x, w = generate(dt, xs), generate(dt, ws, seed=1)
+            ref = lambda x, w, a=(stride, pads, dilation, group, extra): conv_transpose_reference(x, w, *a).astype(x.dtype)
+            attrs = {"padding": pads, "stride": stride, "dilation": dilation, "group": group, "output_padding": extra}
+            yield Case("convolution_transpose", [x, w], ref, attrs=attrs, tol=(1e-4, 1e-5))
+
+
+def resize_reference(x, out_lens, mode):
+    """Separable resize: nearest with asymmetric coordinates rounded down, or linear with aligned corners."""
+    y = x.astype(np.float64) if mode == "linear" else x
+    for d, m in enumerate(out_lens):
+        n = y.shape[d]
+        if mode == "nearest":
+            y = np.take(y, np.minimum(np.arange(m) * n // m, n - 1), axis=d)
+            continue
+        src = np.arange(m) * (n - 1) / (m - 1) if m > 1 else np.zeros(1)
+        lo = np.floor(src).astype(int)
+        hi, t = np.minimum(lo + 1, n - 1), (src - lo).reshape([-1 if k == d else 1 for k in range(y.ndim)])
+        y = np.take(y, lo, axis=d) * (1 - t) + np.take(y, hi, axis=d) * t
+    return y.astype(x.dtype)
+
+
+def resize_cases():
+    for dt in [np.float32, np.int64, np.uint8]:
+        x = generate(dt, (2, 3, 4, 3))
+        for out in [(2, 3, 8, 6), (2, 3, 3, 2), (1, 5, 4, 7)]:
+            attrs = {"out_lens": list(out), "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+            yield Case("resize", [x], lambda x, o=out: resize_reference(x, o, "nearest"), attrs=attrs)
+    for dt in FLOATS:
+        x = generate(dt, (2, 3, 4, 3))
+        tol = (5e-3, 5e-3) if dt is np.float16 else None
+        for out in [(2, 3, 7, 5), (2, 3, 2, 1)]:
+            attrs = {"out_lens": list(out), "mode": "linear", "coordinate_transformation_mode": "align_corners"}
+            yield Case("resize", [x], lambda x, o=out: resize_reference(x, o, "linear"), attrs=attrs, tol=tol)
+
+
 def all_cases():
     for family in [unary_cases, binary_cases, ternary_cases, convert_cases, reduce_cases, arg_reduce_cases,
                    dot_cases, norm_cases, shape_op_cases, conv_cases, pool_cases,
-                   index_scatter_cases, quant_cases]:
+                   index_scatter_cases, quant_cases, transcendental_cases, conv_transpose_cases, resize_cases]:
         yield from family()
 
 
