@@ -26,7 +26,9 @@ std::int64_t check_scale(const std::string& op, const std::vector<shape>& inputs
     ops::expect_inputs(op, inputs, 2, 3);
     const shape& x = inputs[0];
     const shape& scale = inputs[1];
-    if (inputs.size() == 3 && inputs[2].lens() != scale.lens())
+    // One value for the tensor may be held as a scalar or as {1} in either input.
+    auto single = [](const shape& s) { return s.elements() == 1 && s.ndim() <= 1; };
+    if (inputs.size() == 3 && inputs[2].lens() != scale.lens() && !(single(inputs[2]) && single(scale)))
         fail(op + ": zero_point " + to_string(inputs[2].lens()) + " must have the lens of scale " +
              to_string(scale.lens()));
     if (scale.elements() == 1 && scale.ndim() <= 1) return -1;

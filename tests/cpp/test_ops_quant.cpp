@@ -18,6 +18,9 @@ TEST(ops_quant, quantize_rounds_half_to_even_and_saturates) {
     // np.clip(np.rint(x / 2), -128, 127).astype(np.int8), no zero point
     auto op = make_op("quantize_linear", value_map{{"output_type", "int8_type"}});
     expect_op(op, {x, make(dtype::float_type, {1}, {2})}, {9}, {-2, -1, -1, 0, 0, 1, 1, 127, -128});
+    // a scalar scale with a {1} zero point is still one value for the tensor: np.clip(np.rint(x / 2) + 1, 0, 255)
+    expect_op(make_op("quantize_linear"), {x, make(dtype::float_type, {}, {2}), make(dtype::uint8_type, {1}, {1})}, {9},
+              {0, 0, 0, 1, 1, 2, 2, 151, 0});
     std::vector<shape> in{shape{dtype::float_type, {9}}, shape{dtype::float_type, {1}}};
     EXPECT_EQ(op.compute_shape(in).type(), dtype::int8_type);
     EXPECT_EQ(make_op("quantize_linear").compute_shape(in).type(), dtype::uint8_type);
@@ -54,6 +57,9 @@ TEST(ops_quant, rejects_bad_inputs) {
                              {"quantize_linear", "zero_point (input 2) must be int8"});
     test::expect_shape_error(q, {shape{dtype::float_type, {2, 3}}, shape{dtype::float_type, {2, 3}}},
                              {"quantize_linear", "blocked quantization"});
+    test::expect_shape_error(
+        q, {shape{dtype::float_type, {2, 3}}, shape{dtype::float_type}, shape{dtype::uint8_type, {3}}},
+        {"quantize_linear", "zero_point {3} must have the lens of scale {}"});
     auto d = make_op("dequantize_linear");
     test::expect_shape_error(d, {shape{dtype::float_type, {2}}, shape{dtype::float_type}},
                              {"dequantize_linear", "x (input 0) must be int8"});
