@@ -60,8 +60,11 @@ args_t parse_space_to_depth(const node_context& ctx, const args_t& args) {
     const std::int64_t b = blocksize(ctx);
     if (d.h % b != 0 || d.w % b != 0)
         ctx.fail(error_kind::invalid_argument, "height and width must be divisible by blocksize " + std::to_string(b));
-    return {rearrange(ctx, args[0], {d.n, d.c, d.h / b, b, d.w / b, b}, {0, 3, 5, 1, 2, 4},
-                      {d.n, d.c * b * b, d.h / b, d.w / b})};
+    const dims_t split{d.n, d.c, d.h / b, b, d.w / b, b};
+    const dims_t merged{d.n, d.c * b * b, d.h / b, d.w / b};
+    // DCR (the default) puts the block offsets before the channels, CRD after them.
+    if (ctx.get_string("mode", "DCR") == "CRD") return {rearrange(ctx, args[0], split, {0, 1, 3, 5, 2, 4}, merged)};
+    return {rearrange(ctx, args[0], split, {0, 3, 5, 1, 2, 4}, merged)};
 }
 
 instruction_ref abs_power(const node_context& ctx, instruction_ref x, std::int64_t p) {

@@ -28,12 +28,13 @@ double scale_of(const resize& op, std::size_t d, std::size_t in, std::size_t out
 double source_coordinate(const resize& op, std::size_t d, std::size_t rank, double x, std::size_t in, std::size_t out,
                          double scale) {
     const double in_len = static_cast<double>(in);
-    const double out_len = static_cast<double>(out);
+    // The resized length as the scale gives it, which may be fractional (ONNX's reference).
+    const double out_len = scale * in_len;
     switch (op.coordinate_transformation_mode) {
         case resize_coordinates::half_pixel:
             return (x + 0.5) / scale - 0.5;
         case resize_coordinates::half_pixel_symmetric: {
-            const double adjustment = out_len / (scale * in_len);
+            const double adjustment = static_cast<double>(out) / out_len;
             const double offset = in_len / 2 * (1 - adjustment);
             return offset + (x + 0.5) / scale - 0.5;
         }
@@ -46,7 +47,7 @@ double source_coordinate(const resize& op, std::size_t d, std::size_t rank, doub
         case resize_coordinates::tf_crop_and_resize: {
             const double start = op.roi[d];
             const double end = op.roi[rank + d];
-            if (out == 1) return (start + end) / 2 * (in_len - 1);
+            if (out_len == 1) return (start + end) / 2 * (in_len - 1);
             return start * (in_len - 1) + x * (end - start) * (in_len - 1) / (out_len - 1);
         }
     }

@@ -105,10 +105,7 @@ KILN_DEFINE_INTEGER_OP(bitwise_xor, 2, a ^ b)
 #undef KILN_DEFINE_INTEGER_OP
 
 shape bitshift::compute_shape(const std::vector<shape>& inputs) const {
-    auto out = integer_shape(name(), inputs, 2);
-    if (is_signed(out.type()))
-        fail(error_kind::type_error, "bitshift: inputs must be unsigned integers, got " + to_string(out.type()));
-    return out;
+    return integer_shape(name(), inputs, 2);
 }
 
 void bitshift::compute(const argument& result, const std::vector<argument>& inputs) const {
@@ -116,10 +113,14 @@ void bitshift::compute(const argument& result, const std::vector<argument>& inpu
     apply_integer(
         [left](auto a, auto b) {
             using T = decltype(a);
-            if (b >= T(std::numeric_limits<T>::digits)) return T(0);
-            // Promotion to int would make the shift of small types sign-dependent; stay unsigned.
-            using W = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, T>;
-            return T(left ? W(a) << b : W(a) >> b);
+            using U = std::make_unsigned_t<T>;
+            constexpr int width = std::numeric_limits<U>::digits;
+            // Shifts outside [0, width) saturate, as numpy and ONNX's reference do.
+            if (b < T(0) || b >= T(width)) return left || a >= T(0) ? T(0) : T(-1);
+            // Unsigned arithmetic at least as wide as int: bits past the top wrap away.
+            using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
+            if (left) return T(static_cast<U>(W(static_cast<U>(a)) << b));
+            return T(a >> b);  // arithmetic for signed types (C++20)
         },
         result, inputs);
 }

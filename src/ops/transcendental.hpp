@@ -40,8 +40,10 @@ inline std::span<const char* const> enum_names(shift_direction) {
     return names;
 }
 
-// bitshift(x, amount) for unsigned integers: shifts of the type's width or
-// more give 0, as ONNX's reference does, instead of C++'s undefined behaviour.
+// bitshift(x, amount) for integers: left shifts wrap within the type, right
+// shifts of signed values are arithmetic. Amounts outside [0, width) give 0
+// (-1 for a right shift of a negative value), as numpy and ONNX's reference,
+// instead of C++'s undefined behaviour.
 struct bitshift : op_base {
     shift_direction direction = shift_direction::left;
     template <class Self, class F>

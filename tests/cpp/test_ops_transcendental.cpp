@@ -60,13 +60,22 @@ TEST(transcendental_op, bitshift_left_and_right_with_oversized_shifts) {
               {4, 0});
 }
 
+TEST(transcendental_op, bitshift_of_signed_values) {
+    // By hand, in int8: 64 << 1 wraps to -128, -64 << 1 = -128, 1 << 7 = -128;
+    // -8 >> 1 = -4 (arithmetic), -1 >> 9 saturates to -1, 5 >> -1 gives 0.
+    auto x = make(dtype::int8_type, {3}, {64, -64, 1});
+    expect_op(make_op("bitshift"), {x, make(dtype::int8_type, {3}, {1, 1, 7})}, {3}, {-128, -128, -128});
+    auto y = make(dtype::int8_type, {3}, {-8, -1, 5});
+    expect_op(make_op("bitshift", value_map{{"direction", "right"}}), {y, make(dtype::int8_type, {3}, {1, 9, -1})}, {3},
+              {-4, -1, 0});
+}
+
 TEST(transcendental_op, rejects_wrong_types) {
     expect_shape_error(make_op("tan"), {shape{dtype::int32_type, {2}}}, {"tan", "floating"});
     expect_shape_error(make_op("bitwise_and"), {shape{f32, {2}}, shape{f32, {2}}}, {"bitwise_and", "integer"});
     expect_shape_error(make_op("bitwise_or"), {shape{dtype::int32_type, {2}}, shape{dtype::int64_type, {2}}},
                        {"bitwise_or"});
-    expect_shape_error(make_op("bitshift"), {shape{dtype::int8_type, {2}}, shape{dtype::int8_type, {2}}},
-                       {"bitshift", "unsigned"});
+    expect_shape_error(make_op("bitshift"), {shape{f32, {2}}, shape{f32, {2}}}, {"bitshift", "integer"});
     expect_shape_error(make_op("bitwise_xor"), {shape{dtype::int32_type, {2}}, shape{dtype::int32_type, {3}}},
                        {"bitwise_xor"});
     EXPECT_THROW(make_op("bitshift", value_map{{"direction", "up"}}), error);
