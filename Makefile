@@ -9,7 +9,7 @@ JOBS   ?= 2
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: all setup build test test-cpp test-python test-package demo bench fuzz fuzz-build format clean
+.PHONY: all setup build test test-cpp test-python test-slow test-package demo bench fuzz fuzz-build format clean
 FUZZ_BUILD   := build-fuzz
 FUZZ_SECONDS ?= 1800
 
@@ -31,8 +31,13 @@ test: build test-cpp test-python test-package
 test-cpp:
 	@ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
+# Real-model tests (export + compare with ONNX Runtime, ~15 min) are marked
+# slow and run by `make test-slow`.
 test-python:
-	@$(VENV)/bin/pytest tests/python -q
+	@$(VENV)/bin/pytest tests/python -q -m "not slow"
+
+test-slow: build
+	@$(VENV)/bin/pytest tests/python -q -m slow -rA
 
 # Installs the C++ package and builds examples/ against it with find_package(kiln).
 test-package:
