@@ -7,6 +7,7 @@
 #include "kiln/module.hpp"
 #include "kiln/onnx.hpp"
 #include "kiln/op_registry.hpp"
+#include "kiln/perf.hpp"
 #include "kiln/operation.hpp"
 #include "kiln/pass.hpp"
 #include "kiln/program.hpp"

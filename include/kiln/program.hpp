@@ -36,6 +36,8 @@ public:
 
     // Checks the inputs (names, dtypes, lens) and runs the compiled program.
     std::vector<argument> eval(const parameter_map& inputs) const;
+    // eval that also records each instruction's kernel time (for profiling).
+    std::vector<argument> eval_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const;
 
     std::vector<std::string> get_parameter_names() const;
     std::map<std::string, shape> get_parameter_shapes() const;
@@ -46,6 +48,8 @@ public:
     void print(std::ostream& os) const;
 
 private:
+    parameter_map checked_inputs(const parameter_map& inputs) const;
+
     std::vector<std::unique_ptr<module>> modules_;
     std::string target_name_;
     compile_options options_;

@@ -31,6 +31,13 @@ enum class memory_location { host, device };
 
 using parameter_map = std::unordered_map<std::string, argument>;
 
+// Time spent in one instruction's kernel during a profiled run.
+struct step_timing {
+    std::string instruction;  // printed name, e.g. "@12"
+    std::string op;           // op name, e.g. "convolution"
+    double seconds = 0;
+};
+
 // The compiled form of a module on one target.
 class executable {
 public:
@@ -38,6 +45,8 @@ public:
     // `inputs` are checked by the caller: every parameter present with the
     // declared dtype and lens and standard strides. Returns owned outputs.
     virtual std::vector<argument> run(const parameter_map& inputs) const = 0;
+    // Like run, and appends the time of each executed instruction to `timings`.
+    virtual std::vector<argument> run_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const = 0;
     // Bytes of intermediate memory the plan needs per concurrent run.
     virtual std::size_t planned_memory_bytes() const { return 0; }
 };

@@ -4,6 +4,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
+#include "kiln/perf.hpp"
 
 namespace kiln::python {
 
@@ -75,6 +76,52 @@ std::vector<argument> run_program(const program& p, nb::handle inputs) {
     return p.eval(params);
 }
 
+// Inputs not given get generate_argument data, as `kiln perf` does.
+nb::dict perf_program(const program& p, nb::handle inputs, std::size_t runs, std::size_t warmup, std::size_t batch) {
+    parameter_map params = inputs.is_none() ? parameter_map{} : to_parameter_map(inputs);
+    unsigned long seed = 0;
+    for (const auto& [name, s] : p.get_parameter_shapes())
+        if (!params.count(name)) params.emplace(name, generate_argument(s, seed++));
+    perf_report r;
+    {
+        nb::gil_scoped_release release;
+        r = measure_performance(p, params, runs, warmup, batch);
+    }
+    nb::list instructions, ops;
+    for (const auto& i : r.instructions) {
+        nb::dict d;
+        d["instruction"] = i.instruction;
+        d["op"] = i.op;
+        d["mean_ms"] = i.mean_ms;
+        d["share"] = i.share;
+        instructions.append(d);
+    }
+    for (const auto& o : r.ops) {
+        nb::dict d;
+        d["op"] = o.op;
+        d["count"] = o.count;
+        d["mean_ms"] = o.mean_ms;
+        d["share"] = o.share;
+        ops.append(d);
+    }
+    nb::dict out;
+    out["instructions"] = instructions;
+    out["ops"] = ops;
+    out["runs"] = r.runs;
+    out["batch"] = r.batch;
+    out["rate"] = r.rate;
+    out["min_ms"] = r.min_ms;
+    out["median_ms"] = r.median_ms;
+    out["mean_ms"] = r.mean_ms;
+    out["p90_ms"] = r.p90_ms;
+    out["p99_ms"] = r.p99_ms;
+    out["max_ms"] = r.max_ms;
+    out["kernel_ms"] = r.kernel_ms;
+    out["overhead_ms"] = r.overhead_ms;
+    out["text"] = format_perf_report(r);
+    return out;
+}
+
 void compile_program(program& p, nb::handle t, const nb::kwargs& kwargs) {
     const target& tgt = to_target(t);
     compile_options options = to_compile_options(kwargs);
@@ -101,6 +148,10 @@ void bind_program(nb::module_& m) {
              "trace_passes, disabled_passes, verify_passes.")
         .def("run", run_program, nb::arg("inputs"),
              "Runs the compiled program on {name: array}; returns the outputs as a list of kiln.argument.")
+        .def("perf_report", perf_program, nb::arg("inputs") = nb::none(), nb::arg("runs") = 20,
+             nb::arg("warmup") = 3, nb::arg("batch") = 1,
+             "Profiles the compiled program: per-instruction and per-op times, rate, latency percentiles, "
+             "overhead outside kernels; 'text' holds the report as `kiln perf` prints it.")
         .def("is_compiled", &program::is_compiled)
         .def("target_name", &program::target_name)
         .def("get_parameter_names", &program::get_parameter_names)

@@ -28,4 +28,9 @@ int run_command(const run_settings& settings, const std::string& save_dir);
 // compares every output; 0 when all match within rtol/atol, 1 otherwise.
 int verify_command(const run_settings& settings, double rtol, double atol);
 
+// Times `runs` runs after warm-up and prints per-instruction times, a summary
+// by op kind, rate, latency percentiles and overhead outside kernels. `batch`
+// sets symbolic batch dimensions of ONNX inputs and scales the rate.
+int perf_command(const run_settings& settings, std::size_t batch, std::size_t runs);
+
 }  // namespace kiln::driver

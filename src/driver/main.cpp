@@ -61,6 +61,15 @@ int main(int argc, char** argv) {
     verify->add_option("--atol", atol, "Absolute tolerance")->capture_default_str()->check(CLI::NonNegativeNumber);
     verify->callback([&] { action = [&] { return kiln::driver::verify_command(settings, rtol, atol); }; });
 
+    std::size_t batch = 1, runs = 20;
+    auto* perf = app.add_subcommand("perf", "Profile a model: per-instruction times, op summary, rate, latency");
+    add_run_options(*perf, settings);
+    perf->add_option("--batch", batch, "Extent of symbolic batch dimensions (ONNX models)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    perf->add_option("-n,--runs", runs, "Timed runs after warm-up")->capture_default_str()->check(CLI::PositiveNumber);
+    perf->callback([&] { action = [&] { return kiln::driver::perf_command(settings, batch, runs); }; });
+
     auto* params = app.add_subcommand("params", "List a model's inputs and outputs with their shapes");
     params->add_option("FILE", model, "Model file (.kiln)")->required();
     params->callback([&] { action = [&] { return kiln::driver::params_command(model); }; });

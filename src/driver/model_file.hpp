@@ -7,6 +7,8 @@
 
 namespace kiln::driver {
 
-program load_model(const std::string& path);
+// `batch` is the extent given to symbolic dimensions of an ONNX model's
+// inputs (a .kiln file's shapes are fixed).
+program load_model(const std::string& path, std::size_t batch = 1);
 
 }  // namespace kiln::driver

@@ -9,52 +9,12 @@
 #include "driver/commands.hpp"
 #include "driver/model_file.hpp"
 #include "driver/npy.hpp"
+#include "driver/run_inputs.hpp"
 #include "targets/ref/ref_target.hpp"
 
 namespace kiln::driver {
 
 namespace {
-
-std::string known_parameters(const program& p) {
-    std::string out;
-    for (const auto& n : p.get_parameter_names()) out += (out.empty() ? "" : ", ") + n;
-    return out.empty() ? "(none)" : out;
-}
-
-// Named .npy inputs first; every other parameter gets seeded random data
-// (seed + its position in sorted order, so each parameter differs).
-parameter_map make_inputs(const program& p, const run_settings& s) {
-    parameter_map inputs;
-    auto shapes = p.get_parameter_shapes();
-    for (const auto& spec : s.inputs) {
-        auto eq = spec.find('=');
-        if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-            fail("--input expects name=path.npy, got '" + spec + "'");
-        std::string name = spec.substr(0, eq);
-        if (!shapes.count(name))
-            fail("--input names '" + name + "', which is not a parameter; the parameters are: " + known_parameters(p));
-        if (inputs.count(name)) fail("--input gives '" + name + "' twice");
-        inputs.emplace(name, read_npy(spec.substr(eq + 1)));
-    }
-    unsigned long index = 0;
-    for (const auto& [name, sh] : shapes) {
-        if (!inputs.count(name)) inputs.emplace(name, generate_argument(sh, s.seed + index));
-        ++index;
-    }
-    return inputs;
-}
-
-// The program ready to run on the requested target.
-program prepare(program p, const run_settings& s) {
-    if (p.is_compiled()) {
-        if (!s.target.empty() && s.target != p.target_name())
-            fail(s.model + " is compiled for target '" + p.target_name() + "', not '" + s.target +
-                 "'; drop --target or use the uncompiled model");
-        return p;
-    }
-    p.compile(get_target(s.target.empty() ? "cpu" : s.target));
-    return p;
-}
 
 void print_summary(std::size_t index, const argument& a) {
     const shape& sh = a.get_shape();

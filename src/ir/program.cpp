@@ -67,6 +67,16 @@ void program::lower_compiled(const std::string& target_name, const compile_optio
 }
 
 std::vector<argument> program::eval(const parameter_map& inputs) const {
+    parameter_map checked = checked_inputs(inputs);
+    return executable_->run(checked);
+}
+
+std::vector<argument> program::eval_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const {
+    parameter_map checked = checked_inputs(inputs);
+    return executable_->run_profiled(checked, timings);
+}
+
+parameter_map program::checked_inputs(const parameter_map& inputs) const {
     if (!is_compiled())
         fail("program is not compiled: call compile(get_target(\"cpu\")) (or \"ref\") before running it");
     const module& main = *get_main_module();
@@ -91,7 +101,7 @@ std::vector<argument> program::eval(const parameter_map& inputs) const {
         if (it->second.data() == nullptr && got.elements() != 0) fail("parameter '" + name + "': argument has no data");
         checked.emplace(name, got.standard() ? it->second : it->second.contiguous());
     }
-    return executable_->run(checked);
+    return checked;
 }
 
 std::vector<std::string> program::get_parameter_names() const { return get_main_module()->get_parameter_names(); }

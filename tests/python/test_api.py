@@ -315,3 +315,20 @@ def test_save_load_file_keeps_a_compiled_program_compiled(tmp_path, target_name)
 def test_load_buffer_accepts_bytearray_and_memoryview():
     data = kiln.save_buffer(add_relu_program())
     assert str(kiln.load_buffer(bytearray(data))) == str(kiln.load_buffer(memoryview(data)))
+
+
+@pytest.mark.parametrize("target_name", TARGETS)
+def test_perf_report(target_name):
+    def body(m, xp):
+        return m.add_instruction(kiln.op("relu"), [m.add_instruction(kiln.op("dot"), [xp, xp])])
+
+    p = build_program({"x": ("float", (32, 32))}, body)
+    p.compile(kiln.get_target(target_name))
+    report = p.perf_report(runs=4, warmup=1, batch=2)
+    assert [i["op"] for i in report["instructions"]] == ["dot", "relu"]
+    assert report["runs"] == 4 and report["batch"] == 2
+    assert report["min_ms"] <= report["median_ms"] <= report["p99_ms"] <= report["max_ms"]
+    assert abs(sum(i["share"] for i in report["instructions"]) - 1) < 1e-9
+    assert "Summary by op kind" in report["text"]
+    with pytest.raises(kiln.KilnError):
+        build_program({"x": ("float", (2,))}, lambda m, xp: xp).perf_report()

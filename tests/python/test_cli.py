@@ -15,7 +15,7 @@ import kiln
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CLI = os.environ.get("KILN_CLI", str(REPO / "build" / "kiln"))
-SUBCOMMANDS = ["read", "compile", "run", "verify", "params", "ops"]
+SUBCOMMANDS = ["read", "compile", "run", "verify", "perf", "params", "ops"]
 
 
 
@@ -215,3 +215,12 @@ def test_usage_errors_exit_2(model):
     expect_error(kiln_cli("run", model, "--no-such-option"))
     expect_error(kiln_cli("compile", model))  # -o is required
     expect_error(kiln_cli("run", model, "--target", "tpu"), "tpu")
+
+
+def test_perf_prints_the_report(model):
+    r = kiln_cli("perf", model, "-n", 3, "--batch", 2)
+    assert r.returncode == 0, r.stderr
+    for text in ("Instructions (mean per run)", "Summary by op kind", "Rate:", "median", "p90", "p99",
+                 "overhead outside kernels", "batch 2"):
+        assert text in r.stdout, text
+    assert kiln_cli("perf", model, "-n", 0).returncode == 2

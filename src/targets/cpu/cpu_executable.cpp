@@ -1,3 +1,4 @@
+#include <chrono>
 #include <cstring>
 
 #include "targets/cpu/cpu_plan.hpp"
@@ -51,7 +52,7 @@ void cpu_executable::release(std::unique_ptr<context> c) const {
     pool_.push_back(std::move(c));
 }
 
-std::vector<argument> cpu_executable::run(const parameter_map& inputs) const {
+std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::vector<step_timing>* timings) const {
     auto ctx = acquire();
     struct release_on_exit {
         const cpu_executable* self;
@@ -83,11 +84,16 @@ std::vector<argument> cpu_executable::run(const parameter_map& inputs) const {
     }
 
     for (std::size_t s = 0; s < steps_.size(); ++s) {
+        const auto& step = steps_[s];
+        auto start = timings ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         try {
-            steps_[s].op.compute(ctx->step_outputs[s], ctx->step_inputs[s]);
+            step.op.compute(ctx->step_outputs[s], ctx->step_inputs[s]);
         } catch (const error& e) {
-            throw error(e.kind(), "instruction " + steps_[s].label + ": " + e.what());
+            throw error(e.kind(), "instruction " + step.instruction + " (" + step.op.name() + "): " + e.what());
         }
+        if (timings)
+            timings->push_back({step.instruction, step.op.name(),
+                                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
     }
 
     std::vector<argument> results;

@@ -93,7 +93,7 @@ private:
         }
         value_location out{root, 0, ins.get_shape()};
         locations_[&ins] = out;
-        steps_.push_back({ins.get_operator(), names_.at(&ins) + " (" + ins.name() + ")", std::move(inputs), out});
+        steps_.push_back({ins.get_operator(), names_.at(&ins), std::move(inputs), out});
     }
 
     const module& module_;

@@ -1,5 +1,6 @@
 #include "targets/ref/ref_target.hpp"
 
+#include <chrono>
 #include <unordered_map>
 
 namespace kiln {
@@ -19,6 +20,17 @@ class ref_executable final : public executable {
 public:
     explicit ref_executable(const module& m) : module_(m) {}
     std::vector<argument> run(const parameter_map& inputs) const override { return evaluate_module(module_, inputs); }
+
+    std::vector<argument> run_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const override {
+        auto names = module_.instruction_names();
+        auto last = std::chrono::steady_clock::now();
+        return evaluate_module(module_, inputs, [&](const instruction& ins, const argument&) {
+            auto now = std::chrono::steady_clock::now();
+            if (!ins.is_param() && !ins.is_literal())
+                timings.push_back({names.at(&ins), ins.name(), std::chrono::duration<double>(now - last).count()});
+            last = now;
+        });
+    }
 
 private:
     module module_;
