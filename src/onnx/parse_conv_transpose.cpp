@@ -28,6 +28,9 @@ args_t parse_conv_transpose(const node_context& ctx, const args_t& args) {
     const std::string auto_pad = ctx.get_string("auto_pad", "NOTSET");
     if (stride.size() != rank || dilation.size() != rank || extra.size() != rank)
         ctx.fail(error_kind::invalid_argument, "strides, dilations and output_padding need one value per spatial dim");
+    for (std::size_t d = 0; d < rank; ++d)
+        if (stride[d] < 1 || dilation[d] < 1)
+            ctx.fail(error_kind::invalid_argument, "strides and dilations must be at least 1");
     // Older exporters write output_shape with the batch and channel dims.
     if (output_shape.size() == rank + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
     if (!output_shape.empty() && output_shape.size() != rank)

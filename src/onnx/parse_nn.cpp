@@ -18,11 +18,19 @@ std::vector<std::int64_t> resolve_pads(const node_context& ctx, const std::vecto
     if (auto_pad == "VALID") return std::vector<std::int64_t>(2 * rank, 0);
     if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
         ctx.fail(error_kind::invalid_argument, "auto_pad '" + auto_pad + "' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER");
+    // Checked here because the arithmetic below reads them by spatial index.
+    if (in_lens.size() != rank + 2)
+        ctx.fail(error_kind::invalid_argument, "input has rank " + std::to_string(in_lens.size()) + " but the kernel has " +
+                                                   std::to_string(rank) + " spatial dims");
+    if ((!stride.empty() && stride.size() != rank) || (!dilation.empty() && dilation.size() != rank))
+        ctx.fail(error_kind::invalid_argument, "strides and dilations need one value per spatial dim (" +
+                                                   std::to_string(rank) + ")");
     std::vector<std::int64_t> pads(2 * rank, 0);
     for (std::size_t i = 0; i < rank; ++i) {
         auto in = static_cast<std::int64_t>(in_lens[i + 2]);
         std::int64_t s = stride.empty() ? 1 : stride[i];
         std::int64_t d = dilation.empty() ? 1 : dilation[i];
+        if (s < 1 || d < 1) ctx.fail(error_kind::invalid_argument, "strides and dilations must be at least 1");
         std::int64_t out = (in + s - 1) / s;
         std::int64_t total = std::max<std::int64_t>(0, (out - 1) * s + (kernel[i] - 1) * d + 1 - in);
         std::int64_t small = total / 2;

@@ -98,6 +98,12 @@ dims_t lp_pool_pads(const node_context& ctx, const std::vector<std::size_t>& len
         ctx.fail(error_kind::invalid_argument,
                  "auto_pad '" + auto_pad + "' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER");
     if (pads.size() != 2 * rank) ctx.fail(error_kind::invalid_argument, "pads needs 2 values per spatial dim");
+    // Checked here because the arithmetic below indexes and divides by them.
+    if (lens.size() != rank + 2 || stride.size() != rank || dilation.size() != rank)
+        ctx.fail(error_kind::invalid_argument, "input rank, kernel_shape, strides and dilations disagree");
+    for (std::size_t i = 0; i < rank; ++i)
+        if (stride[i] < 1 || dilation[i] < 1 || kernel[i] < 1)
+            ctx.fail(error_kind::invalid_argument, "kernel_shape, strides and dilations must be at least 1");
     const bool ceil_mode = ctx.get_int("ceil_mode", 0) != 0;
     for (std::size_t i = 0; i < rank; ++i) {
         const auto in = static_cast<std::int64_t>(lens[i + 2]);
