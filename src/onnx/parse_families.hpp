@@ -20,5 +20,7 @@ void add_resize_parsers(parser_table& table);         // Resize, Upsample
 void add_gather_scatter_parsers(parser_table& table);  // GatherElements, GatherND, Scatter*
 void add_sequence_gen_parsers(parser_table& table);   // Range, EyeLike, OneHot, Trilu, Tile, CumSum, TopK, ...
 void add_quant_parsers(parser_table& table);          // (De)QuantizeLinear, QLinear*, *Integer
+void add_attention_parsers(parser_table& table);      // Attention
+void add_transformer_parsers(parser_table& table);    // RMSNormalization, RotaryEmbedding, Swish, SwiGLU
 
 }  // namespace kiln::onnx_import

@@ -23,6 +23,8 @@ parser_table build_parsers() {
     add_gather_scatter_parsers(table);
     add_sequence_gen_parsers(table);
     add_quant_parsers(table);
+    add_attention_parsers(table);
+    add_transformer_parsers(table);
     return table;
 }
 }  // namespace
