@@ -122,7 +122,8 @@ class KilnBackendRep(BackendRep):
                     f"the model takes {len(self.input_names)} input(s) {self.input_names} but got {len(inputs)}"
                 )
             named = dict(zip(self.input_names, inputs))
-        return {name: np.ascontiguousarray(value) for name, value in named.items()}
+        # np.asarray keeps 0-d inputs 0-d (np.ascontiguousarray would make them 1-d).
+        return {name: np.asarray(value, order="C") for name, value in named.items()}
 
     def _select_program(self, feeds: Dict[str, np.ndarray]):
         """(program, feeds it takes) for these inputs."""

@@ -21,6 +21,10 @@ void add_gather_scatter_parsers(parser_table& table);  // GatherElements, Gather
 void add_sequence_gen_parsers(parser_table& table);   // Range, EyeLike, OneHot, Trilu, Tile, CumSum, TopK, ...
 void add_quant_parsers(parser_table& table);          // (De)QuantizeLinear, QLinear*, *Integer
 void add_attention_parsers(parser_table& table);      // Attention
-void add_transformer_parsers(parser_table& table);    // RMSNormalization, RotaryEmbedding, Swish, SwiGLU
+void add_transformer_parsers(parser_table& table);    // RMSNormalization, RotaryEmbedding, Swish, SwiGLU, CausalConvWithState
+void add_loss_parsers(parser_table& table);           // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+void add_einsum_parsers(parser_table& table);         // Einsum
+void add_grid_parsers(parser_table& table);           // GridSample, CenterCropPad
+void add_cumprod_bitcast_parsers(parser_table& table);  // CumProd, BitCast
 
 }  // namespace kiln::onnx_import

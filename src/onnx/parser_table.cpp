@@ -25,6 +25,10 @@ parser_table build_parsers() {
     add_quant_parsers(table);
     add_attention_parsers(table);
     add_transformer_parsers(table);
+    add_loss_parsers(table);
+    add_einsum_parsers(table);
+    add_grid_parsers(table);
+    add_cumprod_bitcast_parsers(table);
     return table;
 }
 }  // namespace

@@ -12,6 +12,8 @@
 #include "ops/index_scatter.hpp"
 #include "ops/topk.hpp"
 #include "ops/cumsum.hpp"
+#include "ops/bitcast.hpp"
+#include "ops/grid_sample.hpp"
 #include "ops/norm.hpp"
 #include "ops/pool.hpp"
 #include "ops/quant.hpp"
@@ -125,6 +127,9 @@ op_registry build_registry() {
     r.add<op::scatter_nd>();
     r.add<op::topk>();
     r.add<op::cumsum>();
+    r.add<op::cumprod>();
+    r.add<op::bitcast>();
+    r.add<op::grid_sample>();
     // quant
     r.add<op::quantize_linear>();
     r.add<op::dequantize_linear>();

@@ -598,10 +598,52 @@ def resize_cases():
             yield Case("resize", [x], lambda x, o=out: resize_reference(x, o, "linear"), attrs=attrs, tol=tol)
 
 
+def cumprod_bitcast_grid_sample_cases():
+    for dtype in [np.float32, np.int64]:
+        c = generate(dtype, (3, 4), kind="near_one" if dtype == np.float32 else "small")
+        for exclusive, reverse in [(False, False), (True, True)]:
+            def cumprod(a, ex=exclusive, rev=reverse):
+                a = np.flip(a, 1) if rev else a
+                if ex:  # shifted by one, starting from the empty product 1
+                    a = np.concatenate([np.ones_like(a[:, :1]), a[:, :-1]], axis=1)
+                s = np.cumprod(a, axis=1, dtype=a.dtype)
+                return (np.flip(s, 1) if rev else s).astype(a.dtype)
+            yield Case("cumprod", [c], cumprod, attrs={"axis": 1, "exclusive": exclusive, "reverse": reverse})
+    for src, dst in [(np.float32, np.int32), (np.int64, np.float64), (np.uint16, np.int16), (np.float16, np.uint16)]:
+        yield Case("bitcast", [generate(src, (2, 5))], lambda a, d=dst: a.view(d),
+                   attrs={"target_type": np.dtype(dst).name})
+    x = generate(np.float32, (2, 3, 4, 5))
+    grid = np.random.default_rng(3).uniform(-1.2, 1.2, (2, 3, 6, 2)).astype(np.float32)
+    for align in [False, True]:
+        yield Case("grid_sample", [x, grid], lambda a, g, al=align: bilinear_grid_sample(a, g, al),
+                   attrs={"mode": "linear", "padding_mode": "zeros", "align_corners": align}, tol=(1e-5, 1e-5))
+
+
+def bilinear_grid_sample(x, grid, align_corners):
+    """torch-style 2-D grid sampling with bilinear weights and zero padding, one point at a time."""
+    n_, c_, h, w = x.shape
+    out = np.zeros((n_, c_) + grid.shape[1:3], np.float64)
+    for n in range(n_):
+        for i in range(grid.shape[1]):
+            for j in range(grid.shape[2]):
+                gx, gy = grid[n, i, j].astype(np.float64)
+                if align_corners:
+                    px, py = (gx + 1) / 2 * (w - 1), (gy + 1) / 2 * (h - 1)
+                else:
+                    px, py = ((gx + 1) * w - 1) / 2, ((gy + 1) * h - 1) / 2
+                x0, y0 = int(np.floor(px)), int(np.floor(py))
+                for yy, wy in [(y0, 1 - (py - y0)), (y0 + 1, py - y0)]:
+                    for xx, wx in [(x0, 1 - (px - x0)), (x0 + 1, px - x0)]:
+                        if 0 <= yy < h and 0 <= xx < w:
+                            out[n, :, i, j] += wy * wx * x[n, :, yy, xx]
+    return out.astype(x.dtype)
+
+
 def all_cases():
     for family in [unary_cases, binary_cases, ternary_cases, convert_cases, reduce_cases, arg_reduce_cases,
                    dot_cases, norm_cases, shape_op_cases, conv_cases, pool_cases,
-                   index_scatter_cases, quant_cases, transcendental_cases, conv_transpose_cases, resize_cases]:
+                   index_scatter_cases, quant_cases, transcendental_cases, conv_transpose_cases, resize_cases,
+                   cumprod_bitcast_grid_sample_cases]:
         yield from family()
 
 
