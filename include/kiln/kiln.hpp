@@ -10,6 +10,7 @@
 #include "kiln/perf.hpp"
 #include "kiln/operation.hpp"
 #include "kiln/pass.hpp"
+#include "kiln/passes.hpp"
 #include "kiln/program.hpp"
 #include "kiln/serialize.hpp"
 #include "kiln/shape.hpp"

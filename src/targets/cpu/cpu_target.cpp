@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kiln/passes.hpp"
 #include "targets/cpu/cpu_plan.hpp"
 
 namespace kiln {
@@ -109,7 +110,21 @@ private:
 
 }  // namespace
 
-pass_list cpu_target::get_passes(const compile_options&) const { return {}; }
+// Dead code goes first so no pass spends time on it. Constant propagation
+// turns computed constants into literals the simplifiers can read; the
+// simplifiers then create small constant expressions (merged scales and
+// offsets), which a second constant propagation folds. CSE comes after
+// everything that creates instructions, and a final DCE removes what CSE
+// and constant propagation leave unused.
+pass_list cpu_target::get_passes(const compile_options&) const {
+    return {std::make_shared<dead_code_elimination>(),
+            std::make_shared<constant_propagation>(),
+            std::make_shared<simplify_reshapes>(),
+            std::make_shared<simplify_algebra>(),
+            std::make_shared<constant_propagation>(),
+            std::make_shared<common_subexpression_elimination>(),
+            std::make_shared<dead_code_elimination>()};
+}
 
 std::shared_ptr<executable> cpu_target::lower(const module& m, const compile_options&) const {
     return plan_builder(m).build();

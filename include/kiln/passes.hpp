@@ -1,0 +1,57 @@
+#pragma once
+// The target-independent passes. Targets list the ones they want in
+// get_passes(); each is also usable on its own through run_passes.
+#include <cstddef>
+#include <string>
+
+#include "kiln/pass.hpp"
+
+namespace kiln {
+
+// Erases instructions whose results nobody uses (never params or the return).
+class dead_code_elimination final : public pass {
+public:
+    std::string name() const override { return "dead_code_elimination"; }
+    void apply(module& m) const override;
+};
+
+// Keeps one instruction per (op, attributes, inputs) and one literal per
+// (shape, bytes); the duplicates' users move to the survivor.
+class common_subexpression_elimination final : public pass {
+public:
+    std::string name() const override { return "common_subexpression_elimination"; }
+    void apply(module& m) const override;
+};
+
+// Evaluates instructions computed only from literals with the ops' reference
+// compute and replaces them by literals, within size limits.
+class constant_propagation final : public pass {
+public:
+    // No folded literal is larger than this.
+    std::size_t max_bytes = std::size_t{64} << 20;
+    // A folded literal larger than this must not be larger than the literals
+    // it is computed from, so folding never multiplies constant data.
+    std::size_t small_bytes = std::size_t{64} << 10;
+
+    std::string name() const override { return "constant_propagation"; }
+    void apply(module& m) const override;
+};
+
+// Cancels and merges transpose, reshape and broadcast chains and removes
+// no-op reshape / transpose / contiguous / broadcast / squeeze / unsqueeze.
+class simplify_reshapes final : public pass {
+public:
+    std::string name() const override { return "simplify_reshapes"; }
+    void apply(module& m) const override;
+};
+
+// Arithmetic identities, constant-chain reassociation and exact folding of
+// constant scales into matmul weights (see simplify_algebra.cpp for which
+// identities are allowed and why).
+class simplify_algebra final : public pass {
+public:
+    std::string name() const override { return "simplify_algebra"; }
+    void apply(module& m) const override;
+};
+
+}  // namespace kiln

@@ -1,0 +1,167 @@
+// Constant propagation: the parts of the graph computed only from literals
+// are evaluated once, at compile time, with each op's reference compute.
+//
+// Only the frontier of a constant subgraph (the constants that feed
+// non-constant instructions) becomes a literal; the interior dies with it.
+// A frontier that is not worth storing stays as it is and its inputs are
+// considered instead: results above max_bytes, results that are larger than
+// small_bytes and than the literals they are computed from (a broadcast or
+// an outer product of small constants), views that only expand a constant
+// (broadcast) and views of a literal that other instructions also use
+// (folding would store the same data twice). Results with non-standard
+// strides stay too: a literal is standard, and users of a strided value
+// may depend on its strides.
+#include <unordered_map>
+#include <unordered_set>
+
+#include "kiln/passes.hpp"
+#include "passes/matcher.hpp"
+#include "passes/rewriter.hpp"
+
+namespace kiln {
+
+namespace {
+
+using instruction_set = std::unordered_set<const instruction*>;
+
+instruction_set find_constants(const module& m) {
+    instruction_set constant;
+    for (const auto& ins : m) {
+        if (ins.is_literal()) {
+            constant.insert(&ins);
+            continue;
+        }
+        if (ins.is_param() || ins.is_return() || !ins.module_inputs().empty() ||
+            match::is_nondeterministic(ins.get_operator()))
+            continue;
+        bool all = true;
+        for (const auto& in : ins.inputs()) all = all && constant.count(&*in) > 0;
+        if (all) constant.insert(&ins);
+    }
+    return constant;
+}
+
+// Bytes of the distinct literals `ins` is computed from.
+std::size_t source_literal_bytes(const instruction& ins) {
+    std::size_t total = 0;
+    std::vector<const instruction*> stack{&ins};
+    instruction_set seen{&ins};
+    while (!stack.empty()) {
+        const instruction* cur = stack.back();
+        stack.pop_back();
+        if (cur->is_literal()) total += cur->get_shape().bytes();
+        for (const auto& in : cur->inputs())
+            if (seen.insert(&*in).second) stack.push_back(&*in);
+    }
+    return total;
+}
+
+class folder {
+public:
+    folder(module& m, const constant_propagation& options) : m_(m), options_(options), constant_(find_constants(m)) {}
+
+    void run() {
+        choose_literals();
+        evaluate_needed();
+        replace_chosen();
+        remove_dead_instructions(m_);
+    }
+
+private:
+    bool is_folding_candidate(const instruction& ins) const { return !ins.is_literal() && constant_.count(&ins); }
+
+    bool worth_storing(const instruction& ins) const {
+        const shape& s = ins.get_shape();
+        if (!s.standard() || s.bytes() > options_.max_bytes) return false;
+        int alias = ins.get_operator().output_alias(ins.input_shapes());
+        if (alias >= 0) {
+            const instruction& source = *ins.inputs().at(static_cast<std::size_t>(alias));
+            if (s.elements() > source.get_shape().elements()) return false;
+            if (source.is_literal() && source.outputs().size() > 1) return false;
+        }
+        return s.bytes() <= options_.small_bytes || s.bytes() <= source_literal_bytes(ins);
+    }
+
+    void choose_literals() {
+        std::vector<instruction_ref> candidates;
+        instruction_set considered;
+        for (auto it = m_.begin(); it != m_.end(); ++it) {
+            if (!is_folding_candidate(*it)) continue;
+            bool frontier = false;
+            for (const auto& user : it->outputs()) frontier = frontier || !constant_.count(&*user);
+            if (frontier && considered.insert(&*it).second) candidates.push_back(it);
+        }
+        while (!candidates.empty()) {
+            instruction_ref c = candidates.back();
+            candidates.pop_back();
+            if (worth_storing(*c)) {
+                chosen_.push_back(c);
+                continue;
+            }
+            for (const auto& in : c->inputs())
+                if (is_folding_candidate(*in) && considered.insert(&*in).second) candidates.push_back(in);
+        }
+    }
+
+    void evaluate_needed() {
+        instruction_set needed;
+        std::vector<const instruction*> stack;
+        for (auto c : chosen_)
+            if (needed.insert(&*c).second) stack.push_back(&*c);
+        while (!stack.empty()) {
+            const instruction* cur = stack.back();
+            stack.pop_back();
+            for (const auto& in : cur->inputs())
+                if (needed.insert(&*in).second) stack.push_back(&*in);
+        }
+        // Module order puts inputs first. An op that fails on its constant
+        // inputs (say, an index out of range) is left for run time to report.
+        for (const auto& ins : m_) {
+            if (!needed.count(&ins)) continue;
+            if (ins.is_literal()) {
+                values_.emplace(&ins, ins.get_literal().get_argument());
+                continue;
+            }
+            std::vector<argument> args;
+            bool ready = true;
+            for (const auto& in : ins.inputs()) {
+                auto v = values_.find(&*in);
+                if (v == values_.end()) {
+                    ready = false;
+                    break;
+                }
+                args.push_back(v->second);
+            }
+            if (!ready) continue;
+            try {
+                values_.emplace(&ins, ins.get_operator().evaluate(ins.get_shape(), args));
+            } catch (const error&) {
+            }
+        }
+    }
+
+    void replace_chosen() {
+        for (auto c : chosen_) {
+            auto v = values_.find(&*c);
+            if (v == values_.end()) continue;
+            literal lit(v->second);
+            if (lit.get_shape() != c->get_shape()) continue;
+            auto folded = m_.insert_literal(c, std::move(lit));
+            m_.replace_all_uses(c, folded);
+        }
+    }
+
+    module& m_;
+    const constant_propagation& options_;
+    instruction_set constant_;
+    std::vector<instruction_ref> chosen_;
+    std::unordered_map<const instruction*, argument> values_;
+};
+
+}  // namespace
+
+void constant_propagation::apply(module& m) const {
+    folder(m, *this).run();
+}
+
+}  // namespace kiln

@@ -1,0 +1,287 @@
+// Algebraic simplification, as rewrite rules.
+//
+// Identities: x*1, 1*x and x/1 are exact in IEEE arithmetic (NaN and inf
+// included) and become x. x+0, 0+x and x-0 become x: exact for integers
+// and for every float except one case, x = -0.0 with a +0.0 constant, where
+// IEEE gives +0.0 instead of -0.0. That sign is allowed to change because
+// only the sign of a zero differs and ONNX models do not depend on it (ONNX
+// Runtime and TensorRT simplify the same way). x*0 is not IEEE-safe
+// (NaN*0 and inf*0 are NaN, -1*0 is -0), so it becomes 0 for integers only.
+// neg(neg(x)) is x exactly.
+//
+// Reassociation: (x+c1)+c2 -> x+(c1+c2), likewise with sub, and
+// (x*c1)*c2 -> x*(c1*c2), so that constant propagation folds the constants
+// and one op remains. For floats this is not bitwise exact (rounding
+// happens at a different place); the difference is an ulp of the
+// intermediate, accepted as every inference compiler does. It is done only
+// when the combined constant is no larger than the larger of the two.
+//
+// Scales into matmul weights: dot(x, W)*c with W constant and c constant
+// along the output columns, and dot(x*c, W) with a scalar c, become a dot
+// with W*c. Only when every element of c is a power of two: then scaling a
+// weight is exact, each product and partial sum is scaled exactly, and the
+// result is bitwise the same (barring overflow or underflow of a weight).
+// W must have no other user, so no weight is stored twice.
+#include <cmath>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "kiln/op_registry.hpp"
+#include "kiln/passes.hpp"
+#include "passes/rewriter.hpp"
+
+namespace kiln {
+
+namespace {
+
+using match::any;
+using match::any_of;
+using match::any_of_names;
+using match::match_result;
+using match::matcher;
+using match::name;
+
+// Computed constants are evaluated here only when small; large constants are
+// constant propagation's business.
+constexpr std::size_t max_evaluated_elements = std::size_t{1} << 16;
+
+// The values of a constant: a literal's data, or a small constant subgraph
+// evaluated with the reference compute.
+std::optional<argument> constant_value(const instruction& ins) {
+    if (ins.is_literal()) return ins.get_literal().get_argument();
+    if (!match::is_constant_instruction(ins)) return std::nullopt;
+    // Post-order over the constant subgraph, then evaluate in that order.
+    std::vector<const instruction*> order;
+    std::unordered_set<const instruction*> seen{&ins};
+    std::vector<std::pair<const instruction*, bool>> stack{{&ins, false}};
+    while (!stack.empty()) {
+        auto [cur, expanded] = stack.back();
+        stack.pop_back();
+        if (expanded || cur->is_literal()) {
+            order.push_back(cur);
+            continue;
+        }
+        if (cur->get_shape().elements() > max_evaluated_elements) return std::nullopt;
+        stack.emplace_back(cur, true);
+        for (const auto& in : cur->inputs())
+            if (seen.insert(&*in).second) stack.emplace_back(&*in, false);
+    }
+    std::unordered_map<const instruction*, argument> values;
+    try {
+        for (const instruction* cur : order) {
+            if (cur->is_literal()) {
+                values.emplace(cur, cur->get_literal().get_argument());
+                continue;
+            }
+            std::vector<argument> args;
+            for (const auto& in : cur->inputs()) args.push_back(values.at(&*in));
+            values.emplace(cur, cur->get_operator().evaluate(cur->get_shape(), args));
+        }
+    } catch (const error&) {
+        return std::nullopt;
+    }
+    return values.at(&ins);
+}
+
+template <class Pred>
+bool all_values(const argument& a, Pred pred) {
+    const std::size_t n = a.get_shape().elements();
+    for (std::size_t i = 0; i < n; ++i)
+        if (!pred(a.value_at(i))) return false;
+    return true;
+}
+
+matcher constant_where(std::function<bool(const argument&)> pred) {
+    return match::is_constant().where([pred = std::move(pred)](instruction_ref ins) {
+        auto v = constant_value(*ins);
+        return v && pred(*v);
+    });
+}
+
+matcher constant_equal_to(double expected) {
+    return constant_where(
+        [expected](const argument& a) { return all_values(a, [&](double v) { return v == expected; }); });
+}
+
+bool is_power_of_two(double v) {
+    if (!std::isfinite(v) || v == 0) return false;
+    int exponent = 0;
+    return std::abs(std::frexp(v, &exponent)) == 0.5;
+}
+
+matcher power_of_two_scale() {
+    return constant_where(
+        [](const argument& a) { return is_floating(a.get_shape().type()) && all_values(a, is_power_of_two); });
+}
+
+matcher not_constant() {
+    return match::none_of({match::is_constant()});
+}
+
+rewrite_rule identity_rule(std::string rule_name, matcher pattern) {
+    return {std::move(rule_name), std::move(pattern),
+            [](module& m, const match_result& r) { return replace_value(m, r.root, r.at("x")); }};
+}
+
+std::vector<rewrite_rule> identity_rules() {
+    return {
+        identity_rule("add_zero", name("add").args_any_order(any().bind("x"), constant_equal_to(0))),
+        identity_rule("sub_zero", name("sub").args(any().bind("x"), constant_equal_to(0))),
+        identity_rule("mul_one", name("mul").args_any_order(any().bind("x"), constant_equal_to(1))),
+        identity_rule("div_one", name("div").args(any().bind("x"), constant_equal_to(1))),
+        identity_rule("double_neg", name("neg").args(name("neg").args(any().bind("x")))),
+    };
+}
+
+rewrite_rule integer_mul_zero() {
+    auto pattern = name("mul")
+                       .shape_is([](const shape& s) { return is_integral(s.type()) && s.elements() <= 4096; })
+                       .args_any_order(any(), constant_equal_to(0));
+    return {"integer_mul_zero", pattern, [](module& m, const match_result& r) {
+                auto zeros = m.insert_literal(r.root, literal(argument(r.root->get_shape().as_standard())));
+                return replace_value(m, r.root, zeros);
+            }};
+}
+
+// Undoes the insertions of a rewrite that turned out not to apply.
+void erase_unused(module& m, std::vector<instruction_ref> inserted) {
+    for (auto it = inserted.rbegin(); it != inserted.rend(); ++it)
+        if ((*it)->outputs().empty()) m.remove_instruction(*it);
+}
+
+// An add or sub of a non-constant and a constant, with the sign the
+// constant enters with.
+struct signed_term {
+    instruction_ref constant;
+    bool negative;
+};
+
+std::optional<signed_term> constant_term(const match_result& r, const std::string& op_binding,
+                                         const std::string& c_binding) {
+    instruction_ref op = op_binding.empty() ? r.root : r.at(op_binding);
+    return signed_term{r.at(c_binding), op->name() == "sub"};
+}
+
+matcher add_or_sub_of_constant(const std::string& x, const std::string& c) {
+    return any_of({name("add").args_any_order(not_constant().bind(x), match::is_constant().bind(c)),
+                   name("sub").args(not_constant().bind(x), match::is_constant().bind(c))});
+}
+
+bool combined_is_small(const shape& combined, const instruction& a, const instruction& b) {
+    return combined.elements() <= std::max(a.get_shape().elements(), b.get_shape().elements());
+}
+
+// x + s1*c1 + s2*c2 as x + (c1 + c2) / x + (c1 - c2) / x - (c1 - c2) / x - (c1 + c2).
+rewrite_rule reassociate_add_chain() {
+    auto inner = add_or_sub_of_constant("x", "c1").used_once().bind("inner");
+    auto pattern = any_of({name("add").args_any_order(inner, match::is_constant().bind("c2")),
+                           name("sub").args(inner, match::is_constant().bind("c2"))});
+    return {"reassociate_add_chain", pattern, [](module& m, const match_result& r) {
+                auto t1 = *constant_term(r, "inner", "c1");
+                auto t2 = *constant_term(r, "", "c2");
+                // Keep c1's sign outside: x + c1 ± c2 or x - (c1 ∓ c2).
+                bool same_sign = t1.negative == t2.negative;
+                auto combine = make_op(same_sign ? "add" : "sub");
+                std::vector<instruction_ref> c_inputs{t1.constant, t2.constant};
+                shape combined;
+                try {
+                    combined = combine.compute_shape({t1.constant->get_shape(), t2.constant->get_shape()});
+                } catch (const error&) {
+                    return false;
+                }
+                if (!combined_is_small(combined, *t1.constant, *t2.constant)) return false;
+                auto c = m.insert_instruction(r.root, combine, c_inputs);
+                if (replace_with_new(m, r.root, make_op(t1.negative ? "sub" : "add"), {r.at("x"), c})) return true;
+                erase_unused(m, {c});
+                return false;
+            }};
+}
+
+rewrite_rule reassociate_mul_chain() {
+    auto inner =
+        name("mul").used_once().args_any_order(not_constant().bind("x"), match::is_constant().bind("c1")).bind("inner");
+    auto pattern = name("mul").args_any_order(inner, match::is_constant().bind("c2"));
+    return {"reassociate_mul_chain", pattern, [](module& m, const match_result& r) {
+                auto c1 = r.at("c1");
+                auto c2 = r.at("c2");
+                shape combined;
+                try {
+                    combined = make_op("mul").compute_shape({c1->get_shape(), c2->get_shape()});
+                } catch (const error&) {
+                    return false;
+                }
+                if (!combined_is_small(combined, *c1, *c2)) return false;
+                auto c = m.insert_instruction(r.root, make_op("mul"), {c1, c2});
+                if (replace_with_new(m, r.root, make_op("mul"), {r.at("x"), c})) return true;
+                erase_unused(m, {c});
+                return false;
+            }};
+}
+
+// A constant weight that nothing else reads, so scaling it stores no copy.
+matcher private_weight() {
+    return match::is_constant().used_once().shape_is([](const shape& s) { return s.ndim() >= 2; });
+}
+
+instruction_ref as_vector(module& m, instruction_ref pos, instruction_ref c) {
+    if (c->get_shape().ndim() == 1) return c;
+    auto n = static_cast<std::int64_t>(c->get_shape().elements());
+    return m.insert_instruction(pos, make_op("reshape", value_map{{"dims", value_list{value(n)}}}), {c});
+}
+
+// dot(x, W) * c or dot(x, W) / c with c varying along the output columns only.
+rewrite_rule scale_after_dot() {
+    auto dot = name("dot").used_once().args(any().bind("x"), private_weight().bind("w")).bind("dot");
+    auto scale = power_of_two_scale().bind("c");
+    auto pattern = any_of({name("mul").args_any_order(dot, scale), name("div").args(dot, scale)});
+    return {"scale_after_dot", pattern, [](module& m, const match_result& r) {
+                const shape& cs = r.at("c")->get_shape();
+                const shape& out = r.root->get_shape();
+                if (cs.ndim() > out.ndim() || r.at("x")->get_shape().ndim() < 2) return false;
+                for (std::size_t i = 0; i + 1 < cs.ndim(); ++i)
+                    if (cs.lens()[i] != 1) return false;
+                if (cs.ndim() > 0 && cs.lens().back() != 1 && cs.lens().back() != out.lens().back()) return false;
+                auto c = as_vector(m, r.root, r.at("c"));
+                auto w = m.insert_instruction(r.root, make_op(r.root->name()), {r.at("w"), c});
+                if (replace_with_new(m, r.root, make_op("dot"), {r.at("x"), w})) return true;
+                erase_unused(m, {c, w});
+                return false;
+            }};
+}
+
+// dot(x * c, W) or dot(W, x * c) (also x / c) with a single-valued c.
+rewrite_rule scale_before_dot() {
+    auto scaled = any_of({name("mul").args_any_order(any().bind("x"), power_of_two_scale().bind("c")),
+                          name("div").args(any().bind("x"), power_of_two_scale().bind("c"))})
+                      .used_once()
+                      .bind("scaled");
+    auto pattern = name("dot").args_any_order(scaled, private_weight().bind("w"));
+    return {"scale_before_dot", pattern, [](module& m, const match_result& r) {
+                auto scaled = r.at("scaled");
+                if (r.at("c")->get_shape().elements() != 1) return false;
+                if (scaled->get_shape().lens() != r.at("x")->get_shape().lens()) return false;
+                auto c = as_vector(m, r.root, r.at("c"));
+                auto w = m.insert_instruction(r.root, make_op(scaled->name()), {r.at("w"), c});
+                bool weight_first = r.root->inputs()[0] == r.at("w");
+                std::vector<instruction_ref> inputs{r.at("x"), w};
+                if (weight_first) std::swap(inputs[0], inputs[1]);
+                if (replace_with_new(m, r.root, make_op("dot"), inputs)) return true;
+                erase_unused(m, {c, w});
+                return false;
+            }};
+}
+
+}  // namespace
+
+void simplify_algebra::apply(module& m) const {
+    auto rules = identity_rules();
+    rules.push_back(integer_mul_zero());
+    rules.push_back(reassociate_add_chain());
+    rules.push_back(reassociate_mul_chain());
+    rules.push_back(scale_after_dot());
+    rules.push_back(scale_before_dot());
+    rewrite_to_fixed_point(m, rules);
+}
+
+}  // namespace kiln

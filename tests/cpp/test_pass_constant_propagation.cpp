@@ -1,0 +1,124 @@
+#include "pass_test_helpers.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+std::size_t largest_literal_bytes(const module& m) {
+    std::size_t most = 0;
+    for (const auto& ins : m)
+        if (ins.is_literal()) most = std::max(most, ins.get_shape().bytes());
+    return most;
+}
+
+}  // namespace
+
+TEST(pass_constant_propagation, folds_a_constant_subgraph_into_one_literal) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({2, 3}));
+    auto a = add_float_literal(m, {3}, {1, 2, 3});
+    auto b = add_float_literal(m, {3}, {4, 5, 6});
+    auto sum = m.add_instruction(make_op("add"), {a, b});  // a diamond: sum feeds both sides
+    auto sq = m.add_instruction(make_op("mul"), {sum, sum});
+    auto diff = m.add_instruction(make_op("sub"), {sq, sum});
+    auto y = m.add_instruction(make_op("mul"), {x, diff});
+    m.add_return({y});
+
+    module out = after_pass<constant_propagation>(m);
+    EXPECT_EQ(op_names(out), std::vector<std::string>{"mul"}) << out;
+    // (a+b)^2 - (a+b) = {20, 42, 72}
+    EXPECT_NE(to_string(out).find("@1 = @literal{20, 42, 72} -> float_type, {3}, {1}"), std::string::npos) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_constant_propagation, leaves_parameter_dependent_instructions_alone) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({3}));
+    auto c = add_float_literal(m, {3}, {1, 2, 3});
+    auto y = m.add_instruction(make_op("add"), {x, c});
+    m.add_return({m.add_instruction(make_op("exp"), {y})});
+    module out = after_pass<constant_propagation>(m);
+    EXPECT_EQ(to_string(out), to_string(m));
+}
+
+TEST(pass_constant_propagation, folds_a_returned_constant) {
+    module m;
+    m.add_parameter("x", float_shape({3}));
+    auto c = add_float_literal(m, {3}, {0, 1, 2});
+    m.add_return({m.add_instruction(make_op("exp"), {c})});
+    module out = after_pass<constant_propagation>(m);
+    EXPECT_TRUE(op_names(out).empty()) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_constant_propagation, does_not_store_a_broadcast_of_a_small_constant) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({512, 512}));
+    auto one = add_float_literal(m, {1}, {1});
+    auto two = add_float_literal(m, {1}, {2});
+    auto small = m.add_instruction(make_op("add"), {one, two});  // folded: tiny
+    auto big = m.add_instruction(make_op("broadcast", value_map{{"out_lens", ints({512, 512})}}), {small});
+    auto scaled = m.add_instruction(make_op("mul"), {big, big});  // 1 MiB computed from 8 bytes
+    m.add_return({m.add_instruction(make_op("add"), {x, scaled})});
+
+    module out = after_pass<constant_propagation>(m);
+    EXPECT_EQ(count_ops(out, "broadcast"), 1u) << out;
+    EXPECT_LE(largest_literal_bytes(out), 4u) << out;
+    EXPECT_EQ(count_ops(out, "mul"), 1u) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_constant_propagation, respects_the_size_limit) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({64, 64}));
+    auto a = add_random_literal(m, {64, 64}, 1);
+    auto e = m.add_instruction(make_op("exp"), {a});  // 16 KiB, no bigger than its source
+    m.add_return({m.add_instruction(make_op("add"), {x, e})});
+
+    constant_propagation limited;
+    limited.max_bytes = 1024;
+    EXPECT_EQ(count_ops(after_pass(m, limited), "exp"), 1u);
+    module folded = after_pass<constant_propagation>(m);
+    EXPECT_EQ(count_ops(folded, "exp"), 0u);
+    expect_same_outputs(m, folded);
+}
+
+TEST(pass_constant_propagation, keeps_a_view_of_a_literal_that_others_also_use) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({3, 4}));
+    auto w = add_random_literal(m, {4, 3}, 2);
+    auto wt = m.add_instruction(make_op("transpose", value_map{{"permutation", ints({1, 0})}}), {w});
+    auto y1 = m.add_instruction(make_op("add"), {x, wt});
+    auto y2 = m.add_instruction(make_op("dot"), {x, w});
+    m.add_return({y1, y2});
+
+    module out = after_pass<constant_propagation>(m);
+    EXPECT_EQ(count_ops(out, "transpose"), 1u) << out;  // folding would store w twice
+    EXPECT_EQ(count_ops(out, "@literal"), 1u) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_constant_propagation, folds_a_reshape_of_a_literal_used_once) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({2, 6}));
+    auto w = add_random_literal(m, {3, 4}, 2);
+    auto r = m.add_instruction(make_op("reshape", value_map{{"dims", ints({2, 6})}}), {w});
+    m.add_return({m.add_instruction(make_op("add"), {x, r})});
+    module out = after_pass<constant_propagation>(m);
+    EXPECT_EQ(op_names(out), std::vector<std::string>{"add"}) << out;
+    EXPECT_EQ(count_ops(out, "@literal"), 1u) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_constant_propagation, cpu_pipeline_matches_ref) {
+    program p;
+    module* m = p.get_main_module();
+    auto x = m->add_parameter("x", float_shape({4, 6}));
+    auto w = add_random_literal(*m, {6, 6}, 9);
+    auto wt = m->add_instruction(make_op("transpose", value_map{{"permutation", ints({1, 0})}}), {w});
+    auto ws = m->add_instruction(make_op("tanh"), {wt});
+    auto d = m->add_instruction(make_op("dot"), {x, ws});
+    m->add_return({d});
+    expect_cpu_matches_ref(p);
+}

@@ -1,0 +1,145 @@
+#include "pass_test_helpers.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+module unary_chain(const std::function<instruction_ref(module&, instruction_ref)>& body,
+                   shape s = float_shape({2, 3})) {
+    module m;
+    auto x = m.add_parameter("x", s);
+    m.add_return({m.add_instruction(make_op("relu"), {body(m, x)})});
+    return module(m);
+}
+
+}  // namespace
+
+TEST(pass_simplify_algebra, removes_exact_identities) {
+    module m = unary_chain([](module& mm, instruction_ref x) {
+        auto zero = add_float_literal(mm, {3}, {0, 0, 0});
+        auto one = add_float_literal(mm, {1}, {1});
+        auto a = mm.add_instruction(make_op("add"), {zero, x});
+        auto b = mm.add_instruction(make_op("mul"), {a, one});
+        auto c = mm.add_instruction(make_op("div"), {b, one});
+        auto d = mm.add_instruction(make_op("sub"), {c, zero});
+        auto n1 = mm.add_instruction(make_op("neg"), {d});
+        return mm.add_instruction(make_op("neg"), {n1});
+    });
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(to_string(out),
+              "module: \"main\"\n"
+              "x = @param:x -> float_type, {2, 3}, {3, 1}\n"
+              "@1 = relu(x) -> float_type, {2, 3}, {3, 1}\n"
+              "@2 = @return(@1)\n");
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_simplify_algebra, keeps_identities_that_would_change_the_shape_or_are_not_identities) {
+    module m = unary_chain([](module& mm, instruction_ref x) {
+        auto zeros = add_float_literal(mm, {4, 2, 3}, std::vector<float>(24, 0));  // broadcasts x up
+        auto ones = add_float_literal(mm, {3}, {1, 1, 2});
+        auto a = mm.add_instruction(make_op("add"), {x, zeros});
+        return mm.add_instruction(make_op("mul"), {a, ones});
+    });
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"add", "mul", "relu"})) << out;
+}
+
+TEST(pass_simplify_algebra, float_times_zero_is_kept_integer_times_zero_folds) {
+    module mf = unary_chain([](module& mm, instruction_ref x) {
+        return mm.add_instruction(make_op("mul"), {x, add_float_literal(mm, {1}, {0})});
+    });
+    EXPECT_EQ(count_ops(after_pass<simplify_algebra>(mf), "mul"), 1u);  // NaN*0 is NaN, -1*0 is -0
+
+    shape si{dtype::int32_type, {2, 3}};
+    module mi = unary_chain(
+        [](module& mm, instruction_ref x) {
+            auto zero = mm.add_literal(literal(shape{dtype::int32_type, {1}}, std::vector<int>{0}));
+            return mm.add_instruction(make_op("mul"), {zero, x});
+        },
+        si);
+    module out = after_pass<simplify_algebra>(mi);
+    EXPECT_EQ(op_names(out), std::vector<std::string>{"relu"}) << out;
+    expect_same_outputs(mi, out);
+}
+
+TEST(pass_simplify_algebra, reassociates_constant_chains_for_constant_propagation) {
+    module m = unary_chain([](module& mm, instruction_ref x) {
+        auto c1 = add_float_literal(mm, {3}, {1, 2, 3});
+        auto c2 = add_float_literal(mm, {1}, {0.5});
+        auto c3 = add_float_literal(mm, {2, 3}, {1, 1, 1, 2, 2, 2});
+        auto a = mm.add_instruction(make_op("add"), {c1, x});
+        auto b = mm.add_instruction(make_op("sub"), {a, c2});
+        auto c = mm.add_instruction(make_op("add"), {c3, b});
+        auto d = mm.add_instruction(make_op("mul"), {c, c2});
+        auto e = mm.add_instruction(make_op("mul"), {c1, d});
+        return e;
+    });
+    module out = after_passes(m, {std::make_shared<simplify_algebra>(), std::make_shared<constant_propagation>()});
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"add", "mul", "relu"})) << out;
+    expect_same_outputs(m, out, 1e-6);
+}
+
+TEST(pass_simplify_algebra, does_not_reassociate_through_a_shared_intermediate) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({3}));
+    auto c1 = add_float_literal(m, {3}, {1, 2, 3});
+    auto a = m.add_instruction(make_op("add"), {x, c1});
+    auto b = m.add_instruction(make_op("add"), {a, c1});
+    m.add_return({a, b});
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(to_string(out), to_string(m));
+}
+
+TEST(pass_simplify_algebra, folds_power_of_two_scales_into_dot_weights_exactly) {
+    program p;
+    module* m = p.get_main_module();
+    auto x = m->add_parameter("x", float_shape({2, 4, 8}));
+    auto w1 = add_random_literal(*m, {8, 6}, 3);
+    auto w2 = add_random_literal(*m, {6, 5}, 4);
+    auto quarter = add_float_literal(*m, {1}, {0.25});
+    auto cols = add_float_literal(*m, {1, 1, 6}, {1, 2, 4, 0.5, -8, 0.125});
+    auto scaled_in = m->add_instruction(make_op("mul"), {x, quarter});
+    auto d1 = m->add_instruction(make_op("dot"), {scaled_in, w1});
+    auto s1 = m->add_instruction(make_op("mul"), {cols, d1});
+    auto d2 = m->add_instruction(make_op("dot"), {s1, w2});
+    auto eight = add_float_literal(*m, {1}, {8});
+    m->add_return({m->add_instruction(make_op("div"), {d2, eight})});
+
+    module out = after_passes(*m, {std::make_shared<simplify_algebra>(), std::make_shared<constant_propagation>()});
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"dot", "dot"})) << out;
+    expect_same_outputs(*m, out, 0);  // powers of two: bitwise equal
+    expect_cpu_matches_ref(p);
+}
+
+TEST(pass_simplify_algebra, keeps_inexact_or_shared_weight_scales) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({4, 8}));
+    auto w = add_random_literal(m, {8, 8}, 3);
+    auto d1 = m.add_instruction(make_op("dot"), {x, w});
+    auto s1 = m.add_instruction(make_op("mul"), {d1, add_float_literal(m, {1}, {0.3f})});  // not a power of two
+    auto v = add_random_literal(m, {8, 8}, 5);
+    auto d2 = m.add_instruction(make_op("dot"), {s1, v});
+    auto d3 = m.add_instruction(make_op("dot"), {x, v});  // v is shared
+    auto s2 = m.add_instruction(make_op("mul"), {d2, add_float_literal(m, {1}, {2})});
+    m.add_return({s2, d3});
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(count_ops(out, "mul"), 2u) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_simplify_algebra, cpu_pipeline_matches_ref_on_a_mixed_graph) {
+    program p;
+    module* m = p.get_main_module();
+    auto x = m->add_parameter("x", float_shape({3, 4}));
+    auto zero = add_float_literal(*m, {4}, {0, 0, 0, 0});
+    auto c = add_float_literal(*m, {4}, {1, -1, 2, -2});
+    auto a = m->add_instruction(make_op("add"), {x, zero});
+    auto b = m->add_instruction(make_op("add"), {a, c});
+    auto d = m->add_instruction(make_op("add"), {b, c});
+    auto t = m->add_instruction(make_op("transpose", value_map{{"permutation", ints({1, 0})}}), {d});
+    auto tt = m->add_instruction(make_op("transpose", value_map{{"permutation", ints({1, 0})}}), {t});
+    m->add_return({m->add_instruction(make_op("tanh"), {tt})});
+    expect_cpu_matches_ref(p);
+}
