@@ -1,6 +1,7 @@
-// ONNX ops of transformer blocks beyond Attention, all compositions of
-// existing IR ops: RMSNormalization (reductions in the stash type),
-// RotaryEmbedding (gather of the caches, slices and concat), Swish and SwiGLU.
+// ONNX ops of transformer and state-space blocks beyond Attention, all
+// compositions of existing IR ops: RMSNormalization (reductions in the stash
+// type), RotaryEmbedding (gather of the caches, slices and concat), Swish,
+// SwiGLU and CausalConvWithState (a depthwise convolution).
 #include "onnx/onnx_tensor.hpp"
 #include "onnx/parse_families.hpp"
 
@@ -141,6 +142,44 @@ args_t parse_swiglu(const node_context& ctx, const args_t& args) {
     return {ctx.add("mul", {swish(ctx, args[0]), args[1]})};
 }
 
+// Depthwise causal 1-D convolution over [past_state (or zeros), input]; the
+// last k - 1 steps of that sequence are the next call's state.
+args_t parse_causal_conv_with_state(const node_context& ctx, const args_t& args) {
+    ctx.expect_inputs(args, 2, 4);
+    auto x = args[0];
+    auto w = args[1];
+    if (lens_of(x).size() != 3 || lens_of(w).size() != 3 || dim(w, 0) != dim(x, 1) || dim(w, 1) != 1)
+        ctx.fail(error_kind::invalid_argument, "input must be [B, C, L] and weight [C, 1, k], got " +
+                                                   to_string(lens_of(x)) + " and " + to_string(lens_of(w)));
+    const std::string activation = ctx.get_string("activation", "none");
+    if (activation != "none" && activation != "silu" && activation != "swish")
+        ctx.fail(error_kind::invalid_argument, "activation must be none, silu or swish, got '" + activation + "'");
+    const std::int64_t k = dim(w, 2);
+    instruction_ref padded;
+    if (ctx.has_input(args, 3)) {
+        if (lens_of(args[3]) != std::vector<std::size_t>{lens_of(x)[0], lens_of(x)[1], std::size_t(k - 1)})
+            ctx.fail(error_kind::invalid_argument, "past_state must be [B, C, k - 1], got " + to_string(lens_of(args[3])));
+        padded = ctx.add("concat", {args[3], x}, value_map{{"axis", std::int64_t{2}}});
+    } else {
+        padded = ctx.add("pad", {x}, value_map{{"pads", int_list(dims_t{0, 0, k - 1, 0, 0, 0})}});
+    }
+    auto y = ctx.add("convolution", {padded, w}, value_map{{"group", dim(x, 1)}});
+    if (ctx.has_input(args, 2))
+        y = ctx.add("add", {y, ctx.add("reshape", {args[2]}, value_map{{"dims", int_list(dims_t{-1, 1})}})});
+    if (activation != "none") {
+        // SiLU in float32 at least, as the reference computes it for 16-bit inputs.
+        const dtype t = type_of(y);
+        const dtype wide = t == dtype::double_type ? t : dtype::float_type;
+        auto yw = convert(ctx, y, wide);
+        y = convert(ctx, ctx.add("mul", {yw, ctx.add("sigmoid", {yw})}), t);
+    }
+    const std::int64_t total = dim(padded, 2);
+    auto state = ctx.add("slice", {padded}, value_map{{"axes", int_list(dims_t{2})},
+                                                     {"starts", int_list(dims_t{total - (k - 1)})},
+                                                     {"ends", int_list(dims_t{total})}});
+    return {y, state};
+}
+
 }  // namespace
 
 void add_transformer_parsers(parser_table& table) {
@@ -148,6 +187,7 @@ void add_transformer_parsers(parser_table& table) {
     table["RotaryEmbedding"] = parse_rotary_embedding;
     table["Swish"] = parse_swish;
     table["SwiGLU"] = parse_swiglu;
+    table["CausalConvWithState"] = parse_causal_conv_with_state;
 }
 
 }  // namespace kiln::onnx_import

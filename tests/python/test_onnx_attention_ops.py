@@ -1,6 +1,7 @@
-"""ONNX Attention, RMSNormalization, RotaryEmbedding, Swish and SwiGLU: the onnx
-package's node cases for them on ref and cpu, plus small models of our own
-checked against numpy implementations written from the operator specs."""
+"""ONNX Attention, RMSNormalization, RotaryEmbedding, Swish, SwiGLU and
+CausalConvWithState: the onnx package's node cases for them on ref and cpu,
+plus small models of our own checked against numpy implementations written
+from the operator specs."""
 import re
 import warnings
 
@@ -12,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 import kiln
 from conftest import TARGETS
 
-NODE_CASE_PATTERN = re.compile(r"test_(attention|rms_normalization|rotary_embedding|swish|swiglu)")
+NODE_CASE_PATTERN = re.compile(r"test_(attention|rms_normalization|rotary_embedding|swish|swiglu|causal_conv_with_state)")
 IR_TYPES = {TensorProto.BOOL, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE,
             TensorProto.INT32, TensorProto.INT64}
 
@@ -183,3 +184,19 @@ def test_swiglu_and_its_shape_check():
         np.testing.assert_allclose(y, a / (1 + np.exp(-1.3 * a)) * b, rtol=1e-5, atol=1e-6, err_msg=target)
     with pytest.raises(kiln.KilnError, match="same shape"):
         run_node(node, {"a": a, "b": randn(1, 4)}, ["y"], opset=28)
+
+
+def test_causal_conv_with_state_continues_a_sequence():
+    """Two calls carrying the state give the same output as one call over the whole sequence."""
+    b, c, k = 2, 3, 4
+    x, w, bias = randn(b, c, 7), randn(c, 1, k), randn(c)
+    node = helper.make_node("CausalConvWithState", ["x", "w", "b", "s"], ["y", "state"], activation="silu")
+    padded = np.concatenate([np.zeros((b, c, k - 1), np.float32), x], axis=2).astype(np.float64)
+    conv = sum(padded[:, :, i:i + 7] * w[None, :, 0, i, None] for i in range(k)) + bias[None, :, None]
+    expected = conv / (1 + np.exp(-conv))
+    state = np.zeros((b, c, k - 1), np.float32)
+    firsts = run_node(node, {"x": x[:, :, :5], "w": w, "b": bias, "s": state}, ["y", "state"], opset=27)
+    for target, first in firsts.items():
+        second = run_node(node, {"x": x[:, :, 5:], "w": w, "b": bias, "s": first[1]}, ["y", "state"], opset=27)[target]
+        np.testing.assert_allclose(np.concatenate([first[0], second[0]], axis=2), expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(second[1], x[:, :, -(k - 1):])
