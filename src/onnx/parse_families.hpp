@@ -26,5 +26,6 @@ void add_loss_parsers(parser_table& table);           // NegativeLogLikelihoodLo
 void add_einsum_parsers(parser_table& table);         // Einsum
 void add_grid_parsers(parser_table& table);           // GridSample, CenterCropPad
 void add_cumprod_bitcast_parsers(parser_table& table);  // CumProd, BitCast
+void add_dft_parsers(parser_table& table);            // DFT
 
 }  // namespace kiln::onnx_import

@@ -29,6 +29,7 @@ parser_table build_parsers() {
     add_einsum_parsers(table);
     add_grid_parsers(table);
     add_cumprod_bitcast_parsers(table);
+    add_dft_parsers(table);
     return table;
 }
 }  // namespace

@@ -14,6 +14,7 @@
 #include "ops/cumsum.hpp"
 #include "ops/bitcast.hpp"
 #include "ops/grid_sample.hpp"
+#include "ops/dft.hpp"
 #include "ops/norm.hpp"
 #include "ops/pool.hpp"
 #include "ops/quant.hpp"
@@ -130,6 +131,7 @@ op_registry build_registry() {
     r.add<op::cumprod>();
     r.add<op::bitcast>();
     r.add<op::grid_sample>();
+    r.add<op::dft>();
     // quant
     r.add<op::quantize_linear>();
     r.add<op::dequantize_linear>();

@@ -619,6 +619,18 @@ def cumprod_bitcast_grid_sample_cases():
                    attrs={"mode": "linear", "padding_mode": "zeros", "align_corners": align}, tol=(1e-5, 1e-5))
 
 
+def dft_cases():
+    x = generate(np.float32, (2, 6, 3, 1))
+    as_pairs = lambda c: np.stack([c.real, c.imag], -1).astype(np.float32)  # noqa: E731
+    yield Case("dft", [x], lambda a: as_pairs(np.fft.fft(a[..., 0], 8, axis=1)),
+               attrs={"axis": 1, "length": 8}, tol=(1e-4, 1e-4))
+    yield Case("dft", [x], lambda a: as_pairs(np.fft.rfft(a[..., 0], 6, axis=1)),
+               attrs={"axis": 1, "length": 6, "onesided": True}, tol=(1e-4, 1e-4))
+    z = generate(np.float32, (3, 5, 2))
+    yield Case("dft", [z], lambda a: as_pairs(np.fft.ifft(a[..., 0] + 1j * a[..., 1], 5, axis=0)),
+               attrs={"axis": 0, "length": 5, "inverse": True}, tol=(1e-4, 1e-4))
+
+
 def bilinear_grid_sample(x, grid, align_corners):
     """torch-style 2-D grid sampling with bilinear weights and zero padding, one point at a time."""
     n_, c_, h, w = x.shape
@@ -643,7 +655,7 @@ def all_cases():
     for family in [unary_cases, binary_cases, ternary_cases, convert_cases, reduce_cases, arg_reduce_cases,
                    dot_cases, norm_cases, shape_op_cases, conv_cases, pool_cases,
                    index_scatter_cases, quant_cases, transcendental_cases, conv_transpose_cases, resize_cases,
-                   cumprod_bitcast_grid_sample_cases]:
+                   cumprod_bitcast_grid_sample_cases, dft_cases]:
         yield from family()
 
 
