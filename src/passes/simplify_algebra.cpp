@@ -150,51 +150,40 @@ void erase_unused(module& m, std::vector<instruction_ref> inserted) {
         if ((*it)->outputs().empty()) m.remove_instruction(*it);
 }
 
-// An add or sub of a non-constant and a constant, with the sign the
-// constant enters with.
-struct signed_term {
-    instruction_ref constant;
-    bool negative;
-};
-
-std::optional<signed_term> constant_term(const match_result& r, const std::string& op_binding,
-                                         const std::string& c_binding) {
-    instruction_ref op = op_binding.empty() ? r.root : r.at(op_binding);
-    return signed_term{r.at(c_binding), op->name() == "sub"};
-}
-
 matcher add_or_sub_of_constant(const std::string& x, const std::string& c) {
     return any_of({name("add").args_any_order(not_constant().bind(x), match::is_constant().bind(c)),
                    name("sub").args(not_constant().bind(x), match::is_constant().bind(c))});
 }
 
-bool combined_is_small(const shape& combined, const instruction& a, const instruction& b) {
-    return combined.elements() <= std::max(a.get_shape().elements(), b.get_shape().elements());
+// Inserts `op(c1, c2)` before `root` and rewrites root as `outer(x, that)`,
+// when the combined constant is no larger than the larger of c1 and c2.
+bool combine_constants(module& m, const match_result& r, const operation& op, const operation& outer) {
+    auto c1 = r.at("c1");
+    auto c2 = r.at("c2");
+    shape combined;
+    try {
+        combined = op.compute_shape({c1->get_shape(), c2->get_shape()});
+    } catch (const error&) {
+        return false;
+    }
+    if (combined.elements() > std::max(c1->get_shape().elements(), c2->get_shape().elements())) return false;
+    auto c = m.insert_instruction(r.root, op, {c1, c2});
+    if (replace_with_new(m, r.root, outer, {r.at("x"), c})) return true;
+    erase_unused(m, {c});
+    return false;
 }
 
-// x + s1*c1 + s2*c2 as x + (c1 + c2) / x + (c1 - c2) / x - (c1 - c2) / x - (c1 + c2).
+// (x ± c1) ± c2: the combined constant keeps c1's sign outside, giving
+// x + (c1 + c2), x + (c1 - c2), x - (c1 - c2) or x - (c1 + c2).
 rewrite_rule reassociate_add_chain() {
     auto inner = add_or_sub_of_constant("x", "c1").used_once().bind("inner");
     auto pattern = any_of({name("add").args_any_order(inner, match::is_constant().bind("c2")),
                            name("sub").args(inner, match::is_constant().bind("c2"))});
     return {"reassociate_add_chain", pattern, [](module& m, const match_result& r) {
-                auto t1 = *constant_term(r, "inner", "c1");
-                auto t2 = *constant_term(r, "", "c2");
-                // Keep c1's sign outside: x + c1 ± c2 or x - (c1 ∓ c2).
-                bool same_sign = t1.negative == t2.negative;
-                auto combine = make_op(same_sign ? "add" : "sub");
-                std::vector<instruction_ref> c_inputs{t1.constant, t2.constant};
-                shape combined;
-                try {
-                    combined = combine.compute_shape({t1.constant->get_shape(), t2.constant->get_shape()});
-                } catch (const error&) {
-                    return false;
-                }
-                if (!combined_is_small(combined, *t1.constant, *t2.constant)) return false;
-                auto c = m.insert_instruction(r.root, combine, c_inputs);
-                if (replace_with_new(m, r.root, make_op(t1.negative ? "sub" : "add"), {r.at("x"), c})) return true;
-                erase_unused(m, {c});
-                return false;
+                bool inner_sub = r.at("inner")->name() == "sub";
+                bool outer_sub = r.root->name() == "sub";
+                return combine_constants(m, r, make_op(inner_sub == outer_sub ? "add" : "sub"),
+                                         make_op(inner_sub ? "sub" : "add"));
             }};
 }
 
@@ -202,21 +191,8 @@ rewrite_rule reassociate_mul_chain() {
     auto inner =
         name("mul").used_once().args_any_order(not_constant().bind("x"), match::is_constant().bind("c1")).bind("inner");
     auto pattern = name("mul").args_any_order(inner, match::is_constant().bind("c2"));
-    return {"reassociate_mul_chain", pattern, [](module& m, const match_result& r) {
-                auto c1 = r.at("c1");
-                auto c2 = r.at("c2");
-                shape combined;
-                try {
-                    combined = make_op("mul").compute_shape({c1->get_shape(), c2->get_shape()});
-                } catch (const error&) {
-                    return false;
-                }
-                if (!combined_is_small(combined, *c1, *c2)) return false;
-                auto c = m.insert_instruction(r.root, make_op("mul"), {c1, c2});
-                if (replace_with_new(m, r.root, make_op("mul"), {r.at("x"), c})) return true;
-                erase_unused(m, {c});
-                return false;
-            }};
+    return {"reassociate_mul_chain", pattern,
+            [](module& m, const match_result& r) { return combine_constants(m, r, make_op("mul"), make_op("mul")); }};
 }
 
 // A constant weight that nothing else reads, so scaling it stores no copy.

@@ -81,6 +81,33 @@ TEST(pass_simplify_algebra, reassociates_constant_chains_for_constant_propagatio
     expect_same_outputs(m, out, 1e-6);
 }
 
+TEST(pass_simplify_algebra, reassociates_every_sign_combination) {
+    for (const char* inner : {"add", "sub"})
+        for (const char* outer : {"add", "sub"}) {
+            module m = unary_chain([&](module& mm, instruction_ref x) {
+                auto c1 = add_float_literal(mm, {3}, {1, 2, 3});
+                auto c2 = add_float_literal(mm, {3}, {0.5, -4, 8});
+                auto a = mm.add_instruction(make_op(inner), {x, c1});
+                return mm.add_instruction(make_op(outer), {a, c2});
+            });
+            module out =
+                after_passes(m, {std::make_shared<simplify_algebra>(), std::make_shared<constant_propagation>()});
+            EXPECT_EQ(op_names(out).size(), 2u) << inner << "/" << outer << "\n" << out;
+            expect_same_outputs(m, out, 1e-6);
+        }
+}
+
+TEST(pass_simplify_algebra, recognises_constants_computed_from_literals) {
+    module m = unary_chain([](module& mm, instruction_ref x) {
+        auto zero = add_float_literal(mm, {1}, {0});
+        auto zeros = mm.add_instruction(make_op("broadcast", value_map{{"out_lens", ints({2, 3})}}), {zero});
+        return mm.add_instruction(make_op("add"), {x, zeros});
+    });
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(op_names(out), std::vector<std::string>{"relu"}) << out;
+    expect_same_outputs(m, out);
+}
+
 TEST(pass_simplify_algebra, does_not_reassociate_through_a_shared_intermediate) {
     module m;
     auto x = m.add_parameter("x", float_shape({3}));
