@@ -15,9 +15,7 @@ import pytest
 if importlib.util.find_spec("kiln") is None:
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
 
-import kiln  # noqa: E402
-
-TARGETS = ["ref", "cpu"]
+from kiln_testing import TARGETS  # noqa: E402
 
 
 @pytest.fixture(params=TARGETS)
@@ -29,18 +27,3 @@ def target(request):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
-
-
-def build_program(params, body):
-    """A program with parameters {name: (dtype, lens)} whose outputs are body(module, *params)."""
-    p = kiln.program()
-    m = p.get_main_module()
-    handles = [m.add_parameter(name, kiln.shape(dt, list(lens))) for name, (dt, lens) in params.items()]
-    outputs = body(m, *handles)
-    m.add_return(list(outputs) if isinstance(outputs, (list, tuple)) else [outputs])
-    return p
-
-
-def run_on(p, target_name, inputs, **options):
-    p.compile(kiln.get_target(target_name), **options)
-    return [np.asarray(o) for o in p.run(inputs)]

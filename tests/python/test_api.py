@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import TARGETS, build_program, run_on
+from kiln_testing import TARGETS, build_program, run_on
 
 
 def softmax(x, axis=-1):

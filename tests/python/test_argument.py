@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import TARGETS, build_program
+from kiln_testing import TARGETS, build_program
 
 DTYPES = [
     np.bool_,

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import build_program
+from kiln_testing import build_program
 
 
 def relu_program(compiled=True):

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import kiln
-from conftest import TARGETS
+from kiln_testing import TARGETS
 
 NODE_CASE_PATTERN = re.compile(r"test_(attention|rms_normalization|rotary_embedding|swish|swiglu|causal_conv_with_state)")
 IR_TYPES = {TensorProto.BOOL, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE,

@@ -12,7 +12,7 @@ from onnx.backend.test.case import node as node_cases
 
 import kiln
 import kiln.onnx_backend
-from conftest import TARGETS
+from kiln_testing import TARGETS
 
 FAMILIES = re.compile(r"test_(nllloss|sce|einsum|cumprod|center_crop_pad|bitcast|gridsample|dft)_?")
 # Entries that are 0 in exact arithmetic hold float32 FFT rounding noise (~2e-7)

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import kiln
-from conftest import TARGETS
+from kiln_testing import TARGETS
 
 
 def make_model(node, inputs, output_count=1, opset=18, initializers=()):

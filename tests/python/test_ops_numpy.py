@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import TARGETS
+from kiln_testing import TARGETS
 
 FLOATS = [np.float16, np.float32, np.float64]
 SIGNED = [np.int8, np.int16, np.int32, np.int64]
