@@ -27,6 +27,7 @@ void add_einsum_parsers(parser_table& table);         // Einsum
 void add_grid_parsers(parser_table& table);           // GridSample, CenterCropPad
 void add_cumprod_bitcast_parsers(parser_table& table);  // CumProd, BitCast
 void add_dft_parsers(parser_table& table);            // DFT
+void add_recurrent_parsers(parser_table& table);      // RNN, GRU, LSTM
 void add_image_ops_parsers(parser_table& table);      // Hann/Hamming/BlackmanWindow, Col2Im, AffineGrid, TensorScatter
 
 }  // namespace kiln::onnx_import

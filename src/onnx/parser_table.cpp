@@ -30,6 +30,7 @@ parser_table build_parsers() {
     add_grid_parsers(table);
     add_cumprod_bitcast_parsers(table);
     add_dft_parsers(table);
+    add_recurrent_parsers(table);
     add_image_ops_parsers(table);
     return table;
 }

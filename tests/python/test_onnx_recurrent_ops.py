@@ -1,0 +1,172 @@
+"""ONNX RNN, GRU and LSTM (unrolled into IR ops): the onnx package's node cases
+on ref and cpu, plus models of our own (bidirectional, layout 1, sequence_lens,
+clip, linear_before_reset, peepholes, activations with alpha/beta) checked
+against step-by-step numpy loops written from the operator spec."""
+import re
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import kiln
+from kiln_testing import TARGETS
+
+NODE_CASE_PATTERN = re.compile(r"test_(simple_rnn|rnn_seq_length|gru|lstm)_")
+
+
+def node_cases():
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = collect_testcases(None)
+    selected = [c for c in cases if NODE_CASE_PATTERN.match(c.name)]
+    return [pytest.param(c, id=c.name) for c in sorted(selected, key=lambda c: c.name)]
+
+
+def as_array(value):
+    return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", node_cases())
+def test_onnx_node_case(case, target):
+    from kiln.onnx_backend import KilnBackend
+
+    rep = KilnBackend.prepare(case.model, target=target)
+    for inputs, outputs in case.data_sets:
+        got = rep.run([as_array(i) for i in inputs])
+        assert len(got) == len(outputs)
+        for g, e in zip(got, outputs):
+            g, e = np.asarray(g), as_array(e)
+            assert g.shape == e.shape and g.dtype == e.dtype
+            np.testing.assert_allclose(g, e, rtol=max(case.rtol, 1e-4), atol=max(case.atol, 1e-5))
+
+
+RNG = np.random.default_rng(11)
+
+
+def randn(*shape):
+    return (RNG.standard_normal(shape) * 0.5).astype(np.float32)
+
+
+def run_node(node, feeds, outputs):
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in feeds.items()],
+        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    results = {}
+    for target in TARGETS:
+        p = kiln.parse_onnx_buffer(model.SerializeToString())
+        p.compile(kiln.get_target(target))
+        results[target] = [np.asarray(o) for o in p.run(feeds)]
+    return results
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def numpy_gru_direction(x, w, r, wb, rb, h, lens, reverse, clip, linear_before_reset):
+    """x: [S, B, I]; returns Y [S, B, H] and the last state [B, H]."""
+    steps, hidden = x.shape[0], r.shape[1]
+    y = np.zeros((steps, x.shape[1], hidden))
+    order = range(steps - 1, -1, -1) if reverse else range(steps)
+    for t in order:
+        for b in range(x.shape[1]):
+            if t >= lens[b]:
+                continue
+            xt, hb = x[t, b].astype(np.float64), h[b].copy()
+            gates_x = w @ xt + wb
+            pre = lambda k: np.clip(gates_x[k * hidden:(k + 1) * hidden] + r[k * hidden:(k + 1) * hidden] @ hb
+                                    + rb[k * hidden:(k + 1) * hidden], -clip, clip)
+            z, rr = sigmoid(pre(0)), sigmoid(pre(1))
+            rh, rbh = r[2 * hidden:], rb[2 * hidden:]
+            if linear_before_reset:
+                cand = gates_x[2 * hidden:] + rr * (rh @ hb + rbh)
+            else:
+                cand = gates_x[2 * hidden:] + rh @ (rr * hb) + rbh
+            cand = np.tanh(np.clip(cand, -clip, clip))
+            h[b] = (1 - z) * cand + z * hb
+            y[t, b] = h[b]
+    return y, h
+
+
+@pytest.mark.parametrize("linear_before_reset", [0, 1])
+def test_gru_bidirectional_batch_major_with_lengths_and_clip(linear_before_reset):
+    steps, batch, inputs, hidden = 4, 3, 5, 2
+    x = randn(batch, steps, inputs)  # layout 1
+    w, r, b = randn(2, 3 * hidden, inputs), randn(2, 3 * hidden, hidden), randn(2, 6 * hidden)
+    h0 = randn(batch, 2, hidden)
+    lens = np.array([4, 2, 3], dtype=np.int32)
+    clip = 0.7
+    node = helper.make_node("GRU", ["X", "W", "R", "B", "L", "H0"], ["Y", "Y_h"], direction="bidirectional",
+                            hidden_size=hidden, layout=1, clip=clip, linear_before_reset=linear_before_reset)
+    got = run_node(node, {"X": x, "W": w, "R": r, "B": b, "L": lens, "H0": h0}, ["Y", "Y_h"])
+    xs = x.transpose(1, 0, 2)
+    ys, hs = [], []
+    for d in range(2):
+        y, h = numpy_gru_direction(xs, w[d].astype(np.float64), r[d].astype(np.float64), b[d, :3 * hidden],
+                                   b[d, 3 * hidden:], h0[:, d].astype(np.float64).copy(), lens, d == 1, clip,
+                                   linear_before_reset)
+        ys.append(y)
+        hs.append(h)
+    expect_y = np.stack(ys, axis=1).transpose(2, 0, 1, 3)  # [B, S, dirs, H]
+    expect_h = np.stack(hs, axis=1)  # [B, dirs, H]
+    for target, (y, yh) in got.items():
+        assert y.shape == (batch, steps, 2, hidden) and yh.shape == (batch, 2, hidden), target
+        np.testing.assert_allclose(y, expect_y, rtol=1e-5, atol=1e-5, err_msg=target)
+        np.testing.assert_allclose(yh, expect_h, rtol=1e-5, atol=1e-5, err_msg=target)
+
+
+def test_lstm_reverse_peepholes_input_forget_and_activations():
+    steps, batch, inputs, hidden = 3, 2, 4, 3
+    x = randn(steps, batch, inputs)
+    w, r, b = randn(1, 4 * hidden, inputs), randn(1, 4 * hidden, hidden), randn(1, 8 * hidden)
+    h0, c0, p = randn(1, batch, hidden), randn(1, batch, hidden), randn(1, 3 * hidden)
+    node = helper.make_node("LSTM", ["X", "W", "R", "B", "", "H0", "C0", "P"], ["Y", "Y_h", "Y_c"],
+                            direction="reverse", hidden_size=hidden, input_forget=1,
+                            activations=["HardSigmoid", "LeakyRelu", "ScaledTanh"],
+                            activation_alpha=[0.3, 0.05, 1.5], activation_beta=[0.4, 0.8])
+    got = run_node(node, {"X": x, "W": w, "R": r, "B": b, "H0": h0, "C0": c0, "P": p},
+                   ["Y", "Y_h", "Y_c"])
+    f = lambda v: np.clip(0.3 * v + 0.4, 0, 1)
+    g = lambda v: np.where(v < 0, 0.05 * v, v)
+    hh = lambda v: 1.5 * np.tanh(0.8 * v)
+    h, c = h0[0].astype(np.float64), c0[0].astype(np.float64)
+    bias = (b[0, :4 * hidden] + b[0, 4 * hidden:]).astype(np.float64)
+    pi, po = p[0, :hidden], p[0, hidden:2 * hidden]
+    y = np.zeros((steps, 1, batch, hidden))
+    for t in reversed(range(steps)):
+        pre = x[t] @ w[0].T + h @ r[0].T + bias
+        i = f(pre[:, :hidden] + pi * c)
+        forget = 1 - i
+        cand = g(pre[:, 3 * hidden:])
+        c = forget * c + i * cand
+        o = f(pre[:, hidden:2 * hidden] + po * c)
+        h = o * hh(c)
+        y[t, 0] = h
+    for target, (gy, gh, gc) in got.items():
+        np.testing.assert_allclose(gy, y, rtol=1e-5, atol=1e-5, err_msg=target)
+        np.testing.assert_allclose(gh, h[None], rtol=1e-5, atol=1e-5, err_msg=target)
+        np.testing.assert_allclose(gc, c[None], rtol=1e-5, atol=1e-5, err_msg=target)
+
+
+def test_rnn_relu_without_bias_and_only_y_h():
+    x, w, r = randn(3, 2, 2), randn(1, 4, 2), randn(1, 4, 4)
+    node = helper.make_node("RNN", ["X", "W", "R"], ["", "Y_h"], hidden_size=4, activations=["Relu"])
+    got = run_node(node, {"X": x, "W": w, "R": r}, ["Y_h"])
+    h = np.zeros((2, 4))
+    for t in range(3):
+        h = np.maximum(x[t] @ w[0].T + h @ r[0].T, 0)
+    for target, outs in got.items():
+        np.testing.assert_allclose(outs[-1], h[None], rtol=1e-5, atol=1e-5, err_msg=target)
+
+
+def test_mismatched_weights_are_a_clear_error():
+    node = helper.make_node("RNN", ["X", "W", "R"], ["Y"], hidden_size=3, direction="bidirectional")
+    with pytest.raises(Exception, match="direction count"):
+        run_node(node, {"X": randn(2, 1, 2), "W": randn(1, 3, 2), "R": randn(1, 3, 3)}, ["Y"])
