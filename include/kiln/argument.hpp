@@ -4,6 +4,7 @@
 // borrowed view of memory someone else keeps alive.
 #include <cstddef>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -74,13 +75,28 @@ argument generate_argument(const shape& s, unsigned long seed = 0);
 // "{1, 2, 3, ... (12 values)}"
 std::string format_values(const argument& a, std::size_t max_values = 8);
 
+// Float to integer conversions saturate and map NaN to 0: a plain cast of an
+// out-of-range value is undefined behaviour, and the values may come from files.
+template <class T, class S>
+T convert_element(S x) {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && is_float_like_v<S>) {
+        const double d = static_cast<double>(x);
+        if (d != d) return T{0};
+        if (d <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+        if (d >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+        return static_cast<T>(d);
+    } else {
+        return static_cast<T>(x);
+    }
+}
+
 template <class T>
 std::vector<T> argument::to_vector() const {
     std::vector<T> out(shape_.elements());
     visit_type(shape_.type(), [&](auto tag) {
         using S = typename decltype(tag)::type;
         const S* p = data_as<S>();
-        for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(p[shape_.index(i)]);
+        for (std::size_t i = 0; i < out.size(); ++i) out[i] = convert_element<T>(p[shape_.index(i)]);
     });
     return out;
 }
@@ -120,7 +136,7 @@ literal::literal(const shape& s, const std::vector<T>& values) : data_(s.as_stan
             if constexpr (std::is_same_v<D, half> || std::is_same_v<D, bfloat16>)
                 p[i] = D(static_cast<float>(values[i]));
             else
-                p[i] = static_cast<D>(values[i]);
+                p[i] = convert_element<D>(values[i]);
         }
     });
 }

@@ -98,6 +98,11 @@ void node_context::expect_inputs(const std::vector<instruction_ref>& args, std::
 
 instruction_ref node_context::add(const std::string& name, const std::vector<instruction_ref>& inputs,
                                   const value& attributes) const {
+    // An omitted optional ONNX input is the module's end(); a parser that
+    // forwards one by mistake gets this error rather than a dangling read.
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        if (inputs[i] == mod().end())
+            fail(error_kind::invalid_argument, "input " + std::to_string(i) + " of '" + name + "' is empty (an omitted optional input)");
     operation op = make_op(name, attributes);
     auto ins = mod().add_instruction(op, inputs);
     const shape& s = ins->get_shape();
