@@ -36,6 +36,8 @@ def parse_args():
     p.add_argument("--update-expectations", action="store_true",
                    help="rewrite expected_failures.txt from this run's Kiln failures")
     p.add_argument("--json", metavar="PATH", help="also write every result to PATH")
+    p.add_argument("--no-specialize", action="store_true",
+                   help="refuse models whose shapes depend on input values instead of compiling per value")
     return p.parse_args()
 
 
@@ -128,6 +130,10 @@ def check_expectations(results):
 
 def main():
     args = parse_args()
+    if args.no_specialize:
+        if args.update_expectations:
+            sys.exit("--no-specialize measures a stricter rate; it cannot rewrite the expectations")
+        os.environ["KILN_CONFORMANCE_NO_SPECIALIZE"] = "1"  # read by the worker processes
     engines = [e for e in args.engines.split(",") if e]
     for e in engines:
         if e not in harness.ENGINES:

@@ -341,7 +341,10 @@ def _session(engine: str, model):
     if engine in KILN_TARGETS:
         from kiln.onnx_backend import KilnBackend
 
-        return KilnBackend.prepare(model, target=engine)
+        # scripts/onnx_conformance.py --no-specialize sets this to measure the
+        # strict rate, without compiling per value of shape-deciding inputs.
+        specialize = os.environ.get("KILN_CONFORMANCE_NO_SPECIALIZE", "") == ""
+        return KilnBackend.prepare(model, target=engine, specialize_inputs=specialize)
     import onnxruntime as ort
 
     options = ort.SessionOptions()
