@@ -4,9 +4,11 @@
 // slices, activations and the state update. sequence_lens (constant or not)
 // becomes a per-step mask: a batch entry past its length keeps its state and
 // writes zeros to Y, which also makes the reverse direction start at the
-// entry's last valid step.
+// entry's last valid step. LinearAttention is unrolled over the tokens the
+// same way.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include "onnx/parse_families.hpp"
 
@@ -354,12 +356,130 @@ args_t parse_rnn(const node_context& ctx, const args_t& args) { return parse_rec
 args_t parse_gru(const node_context& ctx, const args_t& args) { return parse_recurrent(ctx, args, cell::gru); }
 args_t parse_lstm(const node_context& ctx, const args_t& args) { return parse_recurrent(ctx, args, cell::lstm); }
 
+
+instruction_ref to_float(const node_context& ctx, instruction_ref x) {
+    if (type_of(x) == dtype::float_type) return x;
+    return ctx.add("convert", {x}, value_map{{"target_type", to_string(dtype::float_type)}});
+}
+
+instruction_ref convert_to(const node_context& ctx, instruction_ref x, dtype t) {
+    if (type_of(x) == t) return x;
+    return ctx.add("convert", {x}, value_map{{"target_type", to_string(t)}});
+}
+
+instruction_ref reshape(const node_context& ctx, instruction_ref x, const dims_t& dims) {
+    return ctx.add("reshape", {x}, value_map{{"dims", int_list(dims)}});
+}
+
+// LinearAttention: the recurrent state S [B, H_kv, d_k, d_v] updated token by
+// token in float32 (gating multiplies S by exp(decay) per head or per key
+// row; the delta rule replaces v by beta * (v - S^T k)), then
+// S += k (outer) v and o = scale * q^T S. Each KV head serves
+// q_num_heads / kv_num_heads consecutive query heads.
+args_t parse_linear_attention(const node_context& ctx, const args_t& args) {
+    ctx.expect_inputs(args, 3, 6);
+    const std::string rule = ctx.get_string("update_rule", "gated_delta");
+    if (rule != "linear" && rule != "gated" && rule != "delta" && rule != "gated_delta")
+        ctx.fail(error_kind::invalid_argument,
+                 "update_rule must be linear, gated, delta or gated_delta, got '" + rule + "'");
+    const bool gating = rule == "gated" || rule == "gated_delta";
+    const bool delta = rule == "delta" || rule == "gated_delta";
+    if (gating != ctx.has_input(args, 4))
+        ctx.fail(error_kind::invalid_argument, "update_rule '" + rule + (gating ? "' requires" : "' forbids") +
+                                                   " the decay input");
+    if (delta != ctx.has_input(args, 5))
+        ctx.fail(error_kind::invalid_argument, "update_rule '" + rule + (delta ? "' requires" : "' forbids") +
+                                                   " the beta input");
+    const std::int64_t hq = ctx.get_int("q_num_heads", 0);
+    const std::int64_t hkv = ctx.get_int("kv_num_heads", 0);
+    if (hq <= 0 || hkv <= 0 || hq % hkv != 0)
+        ctx.fail(error_kind::invalid_argument, "q_num_heads (" + std::to_string(hq) +
+                                                   ") must be a positive multiple of kv_num_heads (" +
+                                                   std::to_string(hkv) + ")");
+    for (std::size_t i = 0; i < 3; ++i)
+        if (lens_of(args[i]).size() != 3)
+            ctx.fail(error_kind::invalid_argument, "query, key and value must be [B, T, H*D], got " +
+                                                       to_string(lens_of(args[i])));
+    const std::int64_t b = dim(args[0], 0);
+    const std::int64_t steps = dim(args[0], 1);
+    const std::int64_t group = hq / hkv;
+    if (dim(args[0], 2) % hq != 0 || dim(args[2], 2) % hkv != 0)
+        ctx.fail(error_kind::invalid_argument, "query and value widths must divide by their head counts");
+    const std::int64_t dk = dim(args[0], 2) / hq;
+    const std::int64_t dv = dim(args[2], 2) / hkv;
+    if (dim(args[1], 2) != hkv * dk || dim(args[1], 0) != b || dim(args[2], 0) != b || dim(args[1], 1) != steps ||
+        dim(args[2], 1) != steps)
+        ctx.fail(error_kind::invalid_argument, "key must be [" + std::to_string(b) + ", " + std::to_string(steps) +
+                                                   ", " + std::to_string(hkv * dk) + "], got " +
+                                                   to_string(lens_of(args[1])));
+    const dtype out_type = type_of(args[0]);
+    // Time-major views: q [T, B, H_kv, G, d_k], k [T, B, H_kv, d_k], v [T, B, H_kv, d_v].
+    auto q = transpose(ctx, reshape(ctx, to_float(ctx, args[0]), {b, steps, hkv, group, dk}), {1, 0, 2, 3, 4});
+    auto k = transpose(ctx, reshape(ctx, to_float(ctx, args[1]), {b, steps, hkv, dk}), {1, 0, 2, 3});
+    auto v = transpose(ctx, reshape(ctx, to_float(ctx, args[2]), {b, steps, hkv, dv}), {1, 0, 2, 3});
+    instruction_ref decay;
+    if (gating) {
+        const auto& dl = lens_of(args[4]);
+        if (dl.size() != 3 || (dim(args[4], 2) != hkv && dim(args[4], 2) != hkv * dk))
+            ctx.fail(error_kind::invalid_argument, "decay must be [B, T, kv_num_heads] or [B, T, kv_num_heads*d_k], got " +
+                                                       to_string(dl));
+        // [T, B, H_kv, 1 or d_k, 1]: scales whole heads or single key rows of S.
+        decay = transpose(ctx, reshape(ctx, to_float(ctx, args[4]), {b, steps, hkv, dim(args[4], 2) / hkv, 1}),
+                          {1, 0, 2, 3, 4});
+        decay = ctx.add("exp", {decay});
+    }
+    instruction_ref beta;
+    if (delta) {
+        const auto& bl = lens_of(args[5]);
+        if (bl.size() != 3 || (dim(args[5], 2) != hkv && dim(args[5], 2) != 1))
+            ctx.fail(error_kind::invalid_argument, "beta must be [B, T, kv_num_heads] or [B, T, 1], got " + to_string(bl));
+        beta = transpose(ctx, reshape(ctx, to_float(ctx, args[5]), {b, steps, dim(args[5], 2), 1}), {1, 0, 2, 3});
+    }
+    const std::vector<std::size_t> state_lens{static_cast<std::size_t>(b), static_cast<std::size_t>(hkv),
+                                              static_cast<std::size_t>(dk), static_cast<std::size_t>(dv)};
+    instruction_ref state;
+    dtype state_type = out_type;
+    if (ctx.has_input(args, 3)) {
+        if (lens_of(args[3]) != state_lens)
+            ctx.fail(error_kind::invalid_argument, "past_state must be " + to_string(state_lens) + ", got " +
+                                                       to_string(lens_of(args[3])));
+        state_type = type_of(args[3]);
+        state = to_float(ctx, args[3]);
+    } else {
+        std::size_t n = 1;
+        for (auto l : state_lens) n *= l;
+        state = ctx.add_literal(literal(shape{dtype::float_type, state_lens}, std::vector<double>(n, 0.0)));
+    }
+    const double scale_attr = ctx.get_float("scale", 0.0);
+    const double scale = scale_attr == 0.0 ? 1.0 / std::sqrt(static_cast<double>(dk)) : scale_attr;
+    auto scale_lit = ctx.add_scalar(dtype::float_type, scale);
+    args_t outs;
+    for (std::int64_t t = 0; t < steps; ++t) {
+        auto kt = take(ctx, k, 0, t);  // [B, H_kv, d_k]
+        auto vt = take(ctx, v, 0, t);  // [B, H_kv, d_v]
+        if (gating) state = ctx.add("mul", {state, take(ctx, decay, 0, t)});
+        if (delta) {
+            // S^T k: [B, H_kv, 1, d_k] x [B, H_kv, d_k, d_v] -> [B, H_kv, d_v].
+            auto retrieved = ctx.add("squeeze", {ctx.add("dot", {unsqueeze(ctx, kt, {2}), state})},
+                                     value_map{{"axes", int_list(dims_t{2})}});
+            vt = ctx.add("mul", {take(ctx, beta, 0, t), ctx.add("sub", {vt, retrieved})});
+        }
+        state = ctx.add("add", {state, ctx.add("mul", {unsqueeze(ctx, kt, {3}), unsqueeze(ctx, vt, {2})})});
+        // [B, H_kv, G, d_k] x [B, H_kv, d_k, d_v] -> [B, H_kv, G, d_v] -> [B, 1, H_q * d_v].
+        auto o = ctx.add("mul", {ctx.add("dot", {take(ctx, q, 0, t), state}), scale_lit});
+        outs.push_back(reshape(ctx, o, {b, 1, hq * dv}));
+    }
+    auto output = convert_to(ctx, concat(ctx, outs, 1), out_type);
+    return {output, convert_to(ctx, state, state_type)};
+}
+
 }  // namespace
 
 void add_recurrent_parsers(parser_table& table) {
     table["RNN"] = parse_rnn;
     table["GRU"] = parse_gru;
     table["LSTM"] = parse_lstm;
+    table["LinearAttention"] = parse_linear_attention;
 }
 
 }  // namespace kiln::onnx_import
