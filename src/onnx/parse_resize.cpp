@@ -91,8 +91,6 @@ args_t parse_resize(const node_context& ctx, const args_t& args) {
     auto x = args[0];
     const auto& in = x->get_shape().lens();
     const std::size_t rank = in.size();
-    if (ctx.get_int("antialias", 0) != 0 && resize_mode_name(ctx) != "nearest")
-        ctx.fail(error_kind::not_implemented, "antialias=1 is not supported");
     std::vector<std::size_t> axes;
     for (auto a : ctx.get_ints("axes")) {
         if (a < -static_cast<std::int64_t>(rank) || a >= static_cast<std::int64_t>(rank))
@@ -133,6 +131,7 @@ args_t parse_resize(const node_context& ctx, const args_t& args) {
                     {"nearest_mode", ctx.get_string("nearest_mode", "round_prefer_floor")},
                     {"cubic_coeff_a", ctx.get_float("cubic_coeff_a", -0.75)},
                     {"exclude_outside", ctx.get_int("exclude_outside", 0) != 0},
+                    {"antialias", ctx.get_int("antialias", 0) != 0},
                     {"extrapolation_value", ctx.get_float("extrapolation_value", 0.0)}};
     if (coordinates == "tf_crop_and_resize") {
         auto given_roi = constant_floats(ctx, args, 1, "roi");

@@ -87,6 +87,44 @@ std::vector<double> cubic_weights(double a, double t) {
     return {far(t + 1), near(t), near(1 - t), far(2 - t)};
 }
 
+double cubic_kernel(double a, double s) {
+    s = std::abs(s);
+    if (s <= 1) return ((a + 2) * s - (a + 3)) * s * s + 1;
+    if (s < 2) return ((a * s - 5 * a) * s + 8 * a) * s - 4 * a;
+    return 0.0;
+}
+
+// Antialiased linear / cubic taps: the kernel is evaluated at (offset) * scale
+// for scale < 1, which widens its support to 1 / scale (linear) or 2 / scale
+// (cubic) input pixels on each side; the weights are renormalized. An exact
+// integer coordinate is treated as the previous pixel at fraction 1, so the
+// window's extra tap falls on the left (ONNX's reference).
+taps antialias_taps(const resize& op, double x, std::size_t in, double scale) {
+    taps result;
+    const double s = std::min(scale, 1.0);
+    double base = std::floor(x);
+    double frac = x - base;
+    if (frac == 0) {
+        base -= 1;
+        frac = 1;
+    }
+    const double reach = op.mode == resize_mode::linear ? 1.0 : 2.0;
+    const auto first = static_cast<std::int64_t>(std::floor(-reach / s) + 1);
+    const std::int64_t last = 1 - first;  // the window is symmetric about frac = 0.5
+    double total = 0;
+    for (std::int64_t k = first; k <= last; ++k) {
+        const double arg = s * (static_cast<double>(k) - frac);
+        const double w =
+            op.mode == resize_mode::linear ? std::max(0.0, 1.0 - std::abs(arg)) : cubic_kernel(op.cubic_coeff_a, arg);
+        const double i = base + static_cast<double>(k);
+        if (op.exclude_outside && (i < 0 || i >= static_cast<double>(in))) continue;
+        result.list.push_back({clamp_index(i, in), w});
+        total += w;
+    }
+    for (auto& tp : result.list) tp.weight /= total;
+    return result;
+}
+
 taps taps_for(const resize& op, std::size_t d, std::size_t rank, std::size_t o, std::size_t in, std::size_t out) {
     taps result;
     const double x = source_coordinate(op, d, rank, static_cast<double>(o), in, out, scale_of(op, d, in, out));
@@ -97,6 +135,7 @@ taps taps_for(const resize& op, std::size_t d, std::size_t rank, std::size_t o, 
     }
     const double base = std::floor(x);
     const double t = x - base;
+    if (op.antialias && op.mode != resize_mode::nearest) return antialias_taps(op, x, in, scale_of(op, d, in, out));
     if (op.mode == resize_mode::nearest) {
         result.list.push_back({nearest_index(op.nearest_mode, x, in), 1.0});
     } else if (op.mode == resize_mode::linear) {

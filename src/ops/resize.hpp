@@ -44,6 +44,9 @@ inline std::span<const char* const> enum_names(resize_rounding) {
 // exclude_outside instead drops cubic taps outside the input and renormalizes.
 // roi: [starts..., ends...] as fractions of each dim, for tf_crop_and_resize,
 // which writes extrapolation_value where the mapped coordinate leaves the input.
+// antialias (linear and cubic): when a dim shrinks (scale < 1) the filter is
+// stretched by 1 / scale, so more input taps contribute, and its weights are
+// normalized to sum to 1.
 struct resize : op_base {
     std::vector<std::int64_t> out_lens;
     std::vector<double> scales;
@@ -52,6 +55,7 @@ struct resize : op_base {
     resize_rounding nearest_mode = resize_rounding::round_prefer_floor;
     double cubic_coeff_a = -0.75;
     bool exclude_outside = false;
+    bool antialias = false;
     double extrapolation_value = 0.0;
     std::vector<double> roi;
     template <class Self, class F>
@@ -63,6 +67,7 @@ struct resize : op_base {
         f(self.nearest_mode, "nearest_mode");
         f(self.cubic_coeff_a, "cubic_coeff_a");
         f(self.exclude_outside, "exclude_outside");
+        f(self.antialias, "antialias");
         f(self.extrapolation_value, "extrapolation_value");
         f(self.roi, "roi");
     }

@@ -98,3 +98,29 @@ TEST(resize_op, rejects_bad_attributes) {
     expect_shape_error(resize_op({4}, {{"scales", reals({2, 2})}}), {shape{f32, {2}}}, {"resize", "scales"});
     EXPECT_THROW(resize_op({4}, {{"mode", "bicubic"}}), error);
 }
+
+TEST(resize_op, antialias_linear_widens_the_triangle_when_shrinking) {
+    // By hand, half_pixel. Scale 0.5: the triangle spans 2 pixels each side,
+    // taps k = -1..2 around floor(x) with weights 1 - |0.5 (k - frac)|, normalized.
+    // out 0: x = 0.5 -> weights .25 .75 .75 .25 (/2) on indices 0(clamped) 0 1 2.
+    auto x = make(f32, {4}, {1, 2, 3, 4});
+    expect_op(resize_op({2}, {{"mode", "linear"}, {"antialias", true}}), {x}, {2}, {1.625, 3.375}, tol);
+    // exclude_outside drops the clamped tap: (.75*1 + .75*2 + .25*3) / 1.75
+    expect_op(resize_op({2}, {{"mode", "linear"}, {"antialias", true}, {"exclude_outside", true}}), {x}, {2},
+              {3.0 / 1.75, (0.25 * 2 + 0.75 * 3 + 0.75 * 4) / 1.75}, tol);
+    // Scale 0.6 on [1, 4, 2, 8]: out 1 maps to x = 2 exactly, taken as pixel 1 at fraction 1:
+    // weights 0, .4, 1, .4 on indices 0..3 -> 6.8 / 1.8; out 0: x = 1/3 -> .2 .8 .6 0 on 0 0 1 2 -> 3.4 / 1.6.
+    auto y = make(f32, {4}, {1, 4, 2, 8});
+    expect_op(resize_op({2}, {{"mode", "linear"}, {"antialias", true}, {"scales", reals({0.6})}}), {y}, {2},
+              {3.4 / 1.6, 6.8 / 1.8}, tol);
+}
+
+TEST(resize_op, antialias_cubic_on_a_strided_input) {
+    // By hand, a = -0.75, scale 0.5: taps k = -3..4, kernel at 0.5 (k - 0.5):
+    // -.03515625 -.10546875 .26171875 .87890625 (mirrored), summing to 2.
+    // out 0 reads 1 1 1 1 2 3 4 4 -> 2.98046875 / 2; out 1 mirrors it (5 - v).
+    // The input is a transposed view (stride 2 along the resized dim).
+    auto x = test::make_strided(f32, {2, 4}, {1, 2}, {1, 2, 3, 4, 10, 20, 30, 40});
+    expect_op(resize_op({2, 2}, {{"mode", "cubic"}, {"antialias", true}, {"scales", reals({1, 0.5})}}), {x}, {2, 2},
+              {1.490234375, 3.509765625, 14.90234375, 35.09765625}, 1e-5);
+}

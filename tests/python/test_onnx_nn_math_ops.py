@@ -203,11 +203,7 @@ NODE_CASE_PATTERN = re.compile(
     r"cosh|asinh|acosh|atanh|isnan|isinf|mish|celu|shrink|softplus|softsign|bitshift|bitwise|castlike|hardmax|"
     r"depthtospace|spacetodepth|lppool|globallppool|convtranspose|resize|upsample)")
 # Cases that do not pass yet, each with its reason.
-NODE_CASE_FAILURES = {
-    name: "Resize antialias=1 is not implemented" for name in [
-        "test_resize_downsample_scales_cubic_antialias", "test_resize_downsample_scales_linear_antialias",
-        "test_resize_downsample_sizes_cubic_antialias", "test_resize_downsample_sizes_linear_antialias"]
-}
+NODE_CASE_FAILURES: dict[str, str] = {}
 
 
 # Element types the IR has; cases using others (float8, int4, strings) are out of scope.
