@@ -6,7 +6,8 @@
 //  - AffineGrid: a constant base grid of normalized coordinates (x, y[, z], 1)
 //    multiplied by the transposed theta;
 //  - TensorScatter: scatter_elements of the update along the sequence axis at
-//    write_indices[b] + i (modulo the cache length in circular mode).
+//    write_indices[b] + i (modulo the cache length in circular mode);
+//  - RoiAlign: the roi_align IR op.
 #include <cmath>
 #include <numbers>
 
@@ -227,6 +228,28 @@ args_t parse_tensor_scatter(const node_context& ctx, const args_t& args) {
     return {ctx.add("scatter_elements", {args[0], idx, args[1]}, value_map{{"axis", axis}, {"reduction", "none"}})};
 }
 
+// --- RoiAlign ----------------------------------------------------------------
+
+args_t parse_roi_align(const node_context& ctx, const args_t& args) {
+    ctx.expect_inputs(args, 3, 3);
+    // Before opset 16 there was no coordinate_transformation_mode: corners were not shifted.
+    const std::string coords = ctx.get_string("coordinate_transformation_mode",
+                                              ctx.opset() < 16 ? "output_half_pixel" : "half_pixel");
+    if (coords != "half_pixel" && coords != "output_half_pixel")
+        ctx.fail(error_kind::invalid_argument,
+                 "coordinate_transformation_mode must be half_pixel or output_half_pixel, not \"" + coords + "\"");
+    const std::string mode = ctx.get_string("mode", "avg");
+    if (mode != "avg" && mode != "max")
+        ctx.fail(error_kind::invalid_argument, "mode must be avg or max, not \"" + mode + "\"");
+    return {ctx.add("roi_align", {args[0], args[1], args[2]},
+                    value_map{{"mode", mode},
+                              {"half_pixel", coords == "half_pixel"},
+                              {"output_height", ctx.get_int("output_height", 1)},
+                              {"output_width", ctx.get_int("output_width", 1)},
+                              {"sampling_ratio", ctx.get_int("sampling_ratio", 0)},
+                              {"spatial_scale", ctx.get_float("spatial_scale", 1.0)}})};
+}
+
 }  // namespace
 
 void add_image_ops_parsers(parser_table& table) {
@@ -236,6 +259,7 @@ void add_image_ops_parsers(parser_table& table) {
     table["Col2Im"] = parse_col2im;
     table["AffineGrid"] = parse_affine_grid;
     table["TensorScatter"] = parse_tensor_scatter;
+    table["RoiAlign"] = parse_roi_align;
 }
 
 }  // namespace kiln::onnx_import

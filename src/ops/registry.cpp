@@ -14,6 +14,7 @@
 #include "ops/cumsum.hpp"
 #include "ops/bitcast.hpp"
 #include "ops/grid_sample.hpp"
+#include "ops/roi_align.hpp"
 #include "ops/dft.hpp"
 #include "ops/norm.hpp"
 #include "ops/pool.hpp"
@@ -131,6 +132,7 @@ op_registry build_registry() {
     r.add<op::cumprod>();
     r.add<op::bitcast>();
     r.add<op::grid_sample>();
+    r.add<op::roi_align>();
     r.add<op::dft>();
     // quant
     r.add<op::quantize_linear>();

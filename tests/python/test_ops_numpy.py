@@ -651,11 +651,52 @@ def bilinear_grid_sample(x, grid, align_corners):
     return out.astype(x.dtype)
 
 
+def roi_align_cases():
+    x = generate(np.float32, (2, 3, 6, 7))
+    rois = np.array([[0.4, 1.0, 5.2, 4.6], [2.0, 0.5, 3.0, 5.5], [-1.5, -0.5, 7.5, 6.5]], np.float32)
+    batch = np.array([1, 0, 1], np.int64)
+    for half_pixel in [False, True]:
+        yield Case("roi_align", [x, rois, batch], lambda a, r, b, hp=half_pixel: roi_align_average(a, r, b, hp),
+                   attrs={"mode": "avg", "half_pixel": half_pixel, "output_height": 3, "output_width": 2,
+                          "sampling_ratio": 0, "spatial_scale": 0.9}, tol=(1e-5, 1e-5))
+
+
+def roi_align_average(x, rois, batch, half_pixel, oh=3, ow=2, scale=0.9):
+    """RoiAlign (avg, adaptive sampling) written from the ONNX description, one sample at a time."""
+    _, c_, h, w = x.shape
+    out = np.zeros((len(rois), c_, oh, ow), np.float64)
+
+    def bilinear(img, y, x_):
+        if y < -1 or y > h or x_ < -1 or x_ > w:
+            return np.zeros(c_)
+        y, x_ = min(max(y, 0.0), h - 1), min(max(x_, 0.0), w - 1)
+        y0, x0 = int(np.floor(y)), int(np.floor(x_))
+        y1, x1 = min(y0 + 1, h - 1), min(x0 + 1, w - 1)
+        fy, fx = y - y0, x_ - x0
+        return ((1 - fy) * (1 - fx) * img[:, y0, x0] + (1 - fy) * fx * img[:, y0, x1] +
+                fy * (1 - fx) * img[:, y1, x0] + fy * fx * img[:, y1, x1])
+
+    for r, (box, n) in enumerate(zip(rois.astype(np.float64), batch)):
+        x1, y1, x2, y2 = box * scale - (0.5 if half_pixel else 0.0)
+        rh, rw = y2 - y1, x2 - x1
+        if not half_pixel:
+            rh, rw = max(rh, 1.0), max(rw, 1.0)
+        gh, gw = int(np.ceil(rh / oh)), int(np.ceil(rw / ow))
+        for i in range(oh):
+            for j in range(ow):
+                for a in range(gh):
+                    for b in range(gw):
+                        sy = y1 + (i + (a + 0.5) / gh) * rh / oh
+                        sx = x1 + (j + (b + 0.5) / gw) * rw / ow
+                        out[r, :, i, j] += bilinear(x[n].astype(np.float64), sy, sx) / max(gh * gw, 1)
+    return out.astype(x.dtype)
+
+
 def all_cases():
     for family in [unary_cases, binary_cases, ternary_cases, convert_cases, reduce_cases, arg_reduce_cases,
                    dot_cases, norm_cases, shape_op_cases, conv_cases, pool_cases,
                    index_scatter_cases, quant_cases, transcendental_cases, conv_transpose_cases, resize_cases,
-                   cumprod_bitcast_grid_sample_cases, dft_cases]:
+                   cumprod_bitcast_grid_sample_cases, dft_cases, roi_align_cases]:
         yield from family()
 
 
