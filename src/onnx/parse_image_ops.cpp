@@ -7,7 +7,7 @@
 //    multiplied by the transposed theta;
 //  - TensorScatter: scatter_elements of the update along the sequence axis at
 //    write_indices[b] + i (modulo the cache length in circular mode);
-//  - RoiAlign: the roi_align IR op.
+//  - RoiAlign and DeformConv: the roi_align and deform_conv IR ops.
 #include <cmath>
 #include <numbers>
 
@@ -250,6 +250,31 @@ args_t parse_roi_align(const node_context& ctx, const args_t& args) {
                               {"spatial_scale", ctx.get_float("spatial_scale", 1.0)}})};
 }
 
+// --- DeformConv --------------------------------------------------------------
+
+args_t parse_deform_conv(const node_context& ctx, const args_t& args) {
+    ctx.expect_inputs(args, 3, 5);
+    if (args[0]->get_shape().ndim() != 4)
+        ctx.fail(error_kind::not_implemented, "only 2-D DeformConv (4-D X) is supported");
+    const auto& wl = args[1]->get_shape().lens();
+    auto kernel = ctx.get_ints("kernel_shape");
+    if (!kernel.empty() && (kernel.size() != 2 || static_cast<std::size_t>(kernel[0]) != wl.at(2) ||
+                            static_cast<std::size_t>(kernel[1]) != wl.at(3)))
+        ctx.fail(error_kind::invalid_argument, "kernel_shape does not match W");
+    args_t inputs{args[0], args[1], args[2]};
+    const bool bias = ctx.has_input(args, 3), mask = ctx.has_input(args, 4);
+    if (bias) inputs.push_back(args[3]);
+    if (mask) inputs.push_back(args[4]);
+    return {ctx.add("deform_conv", inputs,
+                    value_map{{"strides", int_list(ctx.get_ints("strides", {1, 1}))},
+                              {"pads", int_list(ctx.get_ints("pads", {0, 0, 0, 0}))},
+                              {"dilations", int_list(ctx.get_ints("dilations", {1, 1}))},
+                              {"group", ctx.get_int("group", 1)},
+                              {"offset_group", ctx.get_int("offset_group", 1)},
+                              {"has_bias", bias},
+                              {"has_mask", mask}})};
+}
+
 }  // namespace
 
 void add_image_ops_parsers(parser_table& table) {
@@ -260,6 +285,7 @@ void add_image_ops_parsers(parser_table& table) {
     table["AffineGrid"] = parse_affine_grid;
     table["TensorScatter"] = parse_tensor_scatter;
     table["RoiAlign"] = parse_roi_align;
+    table["DeformConv"] = parse_deform_conv;
 }
 
 }  // namespace kiln::onnx_import

@@ -15,6 +15,7 @@
 #include "ops/bitcast.hpp"
 #include "ops/grid_sample.hpp"
 #include "ops/roi_align.hpp"
+#include "ops/deform_conv.hpp"
 #include "ops/dft.hpp"
 #include "ops/norm.hpp"
 #include "ops/pool.hpp"
@@ -133,6 +134,7 @@ op_registry build_registry() {
     r.add<op::bitcast>();
     r.add<op::grid_sample>();
     r.add<op::roi_align>();
+    r.add<op::deform_conv>();
     r.add<op::dft>();
     // quant
     r.add<op::quantize_linear>();

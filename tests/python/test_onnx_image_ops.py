@@ -1,4 +1,4 @@
-"""ONNX Col2Im, AffineGrid, TensorScatter, RoiAlign and the Hann/Hamming/Blackman
+"""ONNX Col2Im, AffineGrid, TensorScatter, RoiAlign, DeformConv and the Hann/Hamming/Blackman
 windows: the onnx package's node cases for them on ref and cpu, plus small
 models of our own checked against numpy loops written from the operator specs."""
 import re
@@ -13,7 +13,7 @@ import kiln
 from kiln_testing import TARGETS
 
 NODE_CASE_PATTERN = re.compile(
-    r"test_(roialign|col2im|affine_grid_(2d|3d)(_align_corners)?$|tensorscatter|hannwindow|hammingwindow|blackmanwindow)")
+    r"test_(roialign|basic_deform_conv|deform_conv|col2im|affine_grid_(2d|3d)(_align_corners)?$|tensorscatter|hannwindow|hammingwindow|blackmanwindow)")
 
 
 def node_cases():

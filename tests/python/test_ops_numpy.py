@@ -692,11 +692,60 @@ def roi_align_average(x, rois, batch, half_pixel, oh=3, ow=2, scale=0.9):
     return out.astype(x.dtype)
 
 
+def deform_conv_cases():
+    rng = np.random.default_rng(5)
+    x = generate(np.float32, (1, 4, 5, 6))
+    w = generate(np.float32, (4, 2, 2, 3))
+    offset = rng.uniform(-1.5, 1.5, (1, 2 * 2 * 6, 6, 3)).astype(np.float32)
+    bias = generate(np.float32, (4,))
+    mask = rng.uniform(0, 1, (1, 2 * 6, 6, 3)).astype(np.float32)
+    attrs = {"strides": [1, 2], "pads": [1, 0, 1, 1], "dilations": [1, 1], "group": 2, "offset_group": 2,
+             "has_bias": True, "has_mask": True}
+    yield Case("deform_conv", [x, w, offset, bias, mask], deform_conv_reference, attrs=attrs, tol=(1e-4, 1e-4))
+
+
+def deform_conv_reference(x, w, offset, bias, mask, stride=(1, 2), pad=(1, 0), group=2, offset_group=2):
+    """Deformable 2-D convolution written from the ONNX description, one tap at a time."""
+    n_, c_, h, wd = x.shape
+    oc, cpg, kh, kw = w.shape
+    oh, ow = offset.shape[2:]
+    out = np.zeros((n_, oc, oh, ow), np.float64)
+
+    def sample(img, y, xx):
+        y0, x0 = int(np.floor(y)), int(np.floor(xx))
+        total = 0.0
+        for yy in (y0, y0 + 1):
+            for xc in (x0, x0 + 1):
+                if 0 <= yy < h and 0 <= xc < wd:
+                    total += (1 - abs(y - yy)) * (1 - abs(xx - xc)) * img[yy, xc]
+        return total
+
+    for n in range(n_):
+        for o in range(oc):
+            g = o // (oc // group)
+            for oy in range(oh):
+                for ox in range(ow):
+                    acc = float(bias[o])
+                    for ci in range(cpg):
+                        ch = g * cpg + ci
+                        og = ch // (c_ // offset_group)
+                        for i in range(kh):
+                            for j in range(kw):
+                                t = i * kw + j
+                                dy = offset[n, og * 2 * kh * kw + 2 * t, oy, ox]
+                                dx = offset[n, og * 2 * kh * kw + 2 * t + 1, oy, ox]
+                                v = sample(x[n, ch].astype(np.float64), oy * stride[0] - pad[0] + i + dy,
+                                           ox * stride[1] - pad[1] + j + dx)
+                                acc += w[o, ci, i, j] * v * mask[n, og * kh * kw + t, oy, ox]
+                    out[n, o, oy, ox] = acc
+    return out.astype(x.dtype)
+
+
 def all_cases():
     for family in [unary_cases, binary_cases, ternary_cases, convert_cases, reduce_cases, arg_reduce_cases,
                    dot_cases, norm_cases, shape_op_cases, conv_cases, pool_cases,
                    index_scatter_cases, quant_cases, transcendental_cases, conv_transpose_cases, resize_cases,
-                   cumprod_bitcast_grid_sample_cases, dft_cases, roi_align_cases]:
+                   cumprod_bitcast_grid_sample_cases, dft_cases, roi_align_cases, deform_conv_cases]:
         yield from family()
 
 
