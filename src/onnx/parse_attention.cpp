@@ -22,7 +22,13 @@ constexpr double neg_inf = -std::numeric_limits<double>::infinity();
 
 dtype type_of(instruction_ref x) { return x->get_shape().type(); }
 const std::vector<std::size_t>& lens_of(instruction_ref x) { return x->get_shape().lens(); }
-std::int64_t dim(instruction_ref x, std::size_t i) { return static_cast<std::int64_t>(lens_of(x)[i]); }
+// Checked: a malformed model may give an input of too low a rank.
+std::int64_t dim(instruction_ref x, std::size_t i) {
+    const auto& lens = lens_of(x);
+    if (i >= lens.size())
+        fail(error_kind::invalid_argument, "an input of shape " + to_string(lens) + " has no dimension " + std::to_string(i));
+    return static_cast<std::int64_t>(lens[i]);
+}
 
 instruction_ref reshape(const node_context& ctx, instruction_ref x, const dims_t& dims) {
     return ctx.add("reshape", {x}, value_map{{"dims", int_list(dims)}});

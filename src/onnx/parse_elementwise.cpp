@@ -92,15 +92,14 @@ instruction_ref type_limit(const node_context& ctx, dtype t, bool lowest) {
 
 // Bounds are attributes before opset 11 and optional inputs from then on.
 args_t parse_clip(const node_context& ctx, const args_t& args) {
-    const dtype t = args.empty() ? dtype::float_type : args[0]->get_shape().type();
+    ctx.expect_inputs(args, 1, ctx.opset() < 11 ? 1 : 3);
+    const dtype t = args[0]->get_shape().type();
     instruction_ref lo;
     instruction_ref hi;
     if (ctx.opset() < 11) {
-        ctx.expect_inputs(args, 1, 1);
         lo = ctx.has_attribute("min") ? ctx.add_scalar(t, ctx.get_float("min", 0)) : type_limit(ctx, t, true);
         hi = ctx.has_attribute("max") ? ctx.add_scalar(t, ctx.get_float("max", 0)) : type_limit(ctx, t, false);
     } else {
-        ctx.expect_inputs(args, 1, 3);
         lo = ctx.has_input(args, 1) ? args[1] : type_limit(ctx, t, true);
         hi = ctx.has_input(args, 2) ? args[2] : type_limit(ctx, t, false);
     }
