@@ -3,54 +3,24 @@ CausalConvWithState: the onnx package's node cases for them on ref and cpu,
 plus small models of our own checked against numpy implementations written
 from the operator specs."""
 import re
-import warnings
 
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 import kiln
-from kiln_testing import TARGETS
+from kiln_testing import TARGETS, check_node_case, onnx_node_cases
 
 NODE_CASE_PATTERN = re.compile(r"test_(attention|rms_normalization|rotary_embedding|swish|swiglu|causal_conv_with_state)")
-IR_TYPES = {TensorProto.BOOL, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE,
-            TensorProto.INT32, TensorProto.INT64}
-
-
-def node_cases():
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cases = collect_testcases(None)
-    graph_types = lambda c: [v.type.tensor_type.elem_type for v in list(c.model.graph.input) + list(c.model.graph.output)]
-    selected = [c for c in cases if NODE_CASE_PATTERN.match(c.name) and set(graph_types(c)) <= IR_TYPES]
-    return [pytest.param(c, id=c.name) for c in sorted(selected, key=lambda c: c.name)]
-
-
-def as_array(value):
-    return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("case", node_cases())
+@pytest.mark.parametrize("case", onnx_node_cases(NODE_CASE_PATTERN))
 def test_onnx_node_case(case, target):
-    from kiln.onnx_backend import KilnBackend
-
-    rep = KilnBackend.prepare(case.model, target=target)
-    for inputs, outputs in case.data_sets:
-        got = rep.run([as_array(i) for i in inputs])
-        assert len(got) == len(outputs)
-        for g, e in zip(got, outputs):
-            g, e = np.asarray(g), as_array(e)
-            assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, g.dtype, e.shape, e.dtype)
-            # The expected 16-bit outputs carry numpy's rounding after every step; Kiln rounds
-            # fewer times (test_attention_4d_causal_fp16 differs by 2 ulps), so allow a few ulps.
-            sixteen_bit = e.dtype.itemsize == 2 and e.dtype.kind in "fV"
-            rtol = 2.0**-6 if sixteen_bit else max(case.rtol, 1e-4)
-            np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol,
-                                       atol=max(case.atol, 1e-5))
+    # The expected 16-bit outputs carry numpy's rounding after every step; Kiln rounds
+    # fewer times (test_attention_4d_causal_fp16 differs by 2 ulps), so allow a few ulps.
+    check_node_case(case, target, sixteen_bit_rtol=2.0**-6)
 
 
 RNG = np.random.default_rng(7)

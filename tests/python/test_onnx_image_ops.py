@@ -2,7 +2,6 @@
 windows: the onnx package's node cases for them on ref and cpu, plus small
 models of our own checked against numpy loops written from the operator specs."""
 import re
-import warnings
 
 import numpy as np
 import onnx
@@ -10,40 +9,17 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import kiln
-from kiln_testing import TARGETS
+from kiln_testing import TARGETS, check_node_case, onnx_node_cases
 
 NODE_CASE_PATTERN = re.compile(
     r"test_(roialign|basic_deform_conv|deform_conv|col2im|affine_grid_(2d|3d)(_align_corners)?$|tensorscatter|hannwindow|hammingwindow|blackmanwindow)")
 
 
-def node_cases():
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cases = collect_testcases(None)
-    # The *_expanded AffineGrid cases need If, which Kiln does not import.
-    selected = [c for c in cases if NODE_CASE_PATTERN.match(c.name)]
-    return [pytest.param(c, id=c.name) for c in sorted(selected, key=lambda c: c.name)]
-
-
-def as_array(value):
-    return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
-
-
+# The *_expanded AffineGrid cases need If, which Kiln does not import.
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("case", node_cases())
+@pytest.mark.parametrize("case", onnx_node_cases(NODE_CASE_PATTERN))
 def test_onnx_node_case(case, target):
-    from kiln.onnx_backend import KilnBackend
-
-    rep = KilnBackend.prepare(case.model, target=target)
-    for inputs, outputs in case.data_sets:
-        got = rep.run([as_array(i) for i in inputs])
-        assert len(got) == len(outputs)
-        for g, e in zip(got, outputs):
-            g, e = np.asarray(g), as_array(e)
-            assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, g.dtype, e.shape, e.dtype)
-            np.testing.assert_allclose(g, e, rtol=max(case.rtol, 1e-5), atol=max(case.atol, 1e-6))
+    check_node_case(case, target, sixteen_bit_rtol=1e-5, rtol=1e-5, atol=1e-6)
 
 
 RNG = np.random.default_rng(11)

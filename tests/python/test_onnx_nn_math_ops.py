@@ -3,7 +3,6 @@ models built with onnx.helper, run on ref and cpu and compared with
 onnx.reference.ReferenceEvaluator, plus the onnx package's own node cases
 for these ops (models and expected outputs generated in memory)."""
 import re
-import warnings
 
 import numpy as np
 import onnx
@@ -12,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import kiln
-from kiln_testing import TARGETS
+from kiln_testing import TARGETS, check_node_case, onnx_node_cases
 
 
 def make_model(node, inputs, output_count=1, opset=18, initializers=()):
@@ -202,54 +201,10 @@ NODE_CASE_PATTERN = re.compile(
     r"test_(layer_normalization|instancenorm|group_normalization|mvn|lpnormalization|lrn|tan|asin|acos|atan|sinh|"
     r"cosh|asinh|acosh|atanh|isnan|isinf|mish|celu|shrink|softplus|softsign|bitshift|bitwise|castlike|hardmax|"
     r"depthtospace|spacetodepth|lppool|globallppool|convtranspose|resize|upsample)")
-# Cases that do not pass yet, each with its reason.
-NODE_CASE_FAILURES: dict[str, str] = {}
-
-
-# Element types the IR has; cases using others (float8, int4, strings) are out of scope.
-IR_TYPES = {TensorProto.BOOL, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE,
-            TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
-            TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64}
-
-
-def uses_only_ir_types(case):
-    graph = case.model.graph
-    return all(v.type.tensor_type.elem_type in IR_TYPES for v in list(graph.input) + list(graph.output))
-
-
-def node_cases():
-    """In-scope node cases; those using element types outside the IR are left out (the conformance suite counts them)."""
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cases = collect_testcases(None)
-    selected = sorted((c for c in cases if NODE_CASE_PATTERN.match(c.name) and uses_only_ir_types(c)),
-                      key=lambda c: c.name)
-    return [pytest.param(c, id=c.name, marks=[pytest.mark.xfail(strict=True, reason=NODE_CASE_FAILURES[c.name])]
-                         if c.name in NODE_CASE_FAILURES else []) for c in selected]
-
-
-NODE_CASES = node_cases()
-
-
-def as_array(value):
-    return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("case", NODE_CASES)
+@pytest.mark.parametrize("case", onnx_node_cases(NODE_CASE_PATTERN))
 def test_onnx_node_case(case, target):
-    from kiln.onnx_backend import KilnBackend
-
-    rep = KilnBackend.prepare(case.model, target=target)
-    for inputs, outputs in case.data_sets:
-        got = rep.run([as_array(i) for i in inputs])
-        assert len(got) == len(outputs)
-        for g, e in zip(got, outputs):
-            g, e = np.asarray(g), as_array(e)
-            assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, g.dtype, e.shape, e.dtype)
-            # 16-bit floats round every intermediate of a composed op: a few units of their last place.
-            rtol = 1e-2 if e.dtype.itemsize == 2 and e.dtype.kind in "fV" else max(case.rtol, 1e-4)
-            np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol,
-                                       atol=max(case.atol, 1e-5))
+    # 16-bit floats round every intermediate of a composed op: a few units of their last place.
+    check_node_case(case, target, sixteen_bit_rtol=1e-2)

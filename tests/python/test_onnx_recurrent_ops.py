@@ -3,50 +3,24 @@ on ref and cpu, plus models of our own (bidirectional, layout 1, sequence_lens,
 clip, linear_before_reset, peepholes, activations with alpha/beta) checked
 against step-by-step numpy loops written from the operator spec."""
 import re
-import warnings
 
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 import kiln
-from kiln_testing import TARGETS
+from kiln_testing import TARGETS, check_node_case, onnx_node_cases
 
 NODE_CASE_PATTERN = re.compile(r"test_(simple_rnn|rnn_seq_length|gru|lstm)_|test_linear_attention_(?!.*_expanded)")
 
 
-def node_cases():
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cases = collect_testcases(None)
-    selected = [c for c in cases if NODE_CASE_PATTERN.match(c.name)]
-    return [pytest.param(c, id=c.name) for c in sorted(selected, key=lambda c: c.name)]
-
-
-def as_array(value):
-    return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
-
-
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("case", node_cases())
+@pytest.mark.parametrize("case", onnx_node_cases(NODE_CASE_PATTERN))
 def test_onnx_node_case(case, target):
-    from kiln.onnx_backend import KilnBackend
-
-    rep = KilnBackend.prepare(case.model, target=target)
-    for inputs, outputs in case.data_sets:
-        got = rep.run([as_array(i) for i in inputs])
-        assert len(got) == len(outputs)
-        for g, e in zip(got, outputs):
-            g, e = np.asarray(g), as_array(e)
-            assert g.shape == e.shape and g.dtype == e.dtype
-            # 16-bit outputs: numpy rounds the reference's float32 result once, as Kiln does, but
-            # the float32 sums may differ in their last bits, so allow a couple of ulps.
-            rtol = 2.0**-9 if e.dtype.itemsize == 2 else max(case.rtol, 1e-4)
-            np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol,
-                                       atol=max(case.atol, 1e-5))
+    # 16-bit outputs: numpy rounds the reference's float32 result once, as Kiln does, but
+    # the float32 sums may differ in their last bits, so allow a couple of ulps.
+    check_node_case(case, target, sixteen_bit_rtol=2.0**-9)
 
 
 RNG = np.random.default_rng(11)
