@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/operation.hpp"
+#include "ops/op_helpers.hpp"
 
 namespace kiln::ops {
 
@@ -39,6 +40,21 @@ struct view5 {
     std::size_t strides[5];
 };
 view5 as_5d(const shape& s);
+
+// Fills a standard-strided result viewed as `y` in row-major order with
+// output_at(n, m, {d, h, w}), converted to T.
+template <class T, class F>
+void write_in_order(T* out, const view5& y, F&& output_at) {
+    std::size_t i = 0;
+    for (std::size_t n = 0; n < y.lens[0]; ++n)
+        for (std::size_t m = 0; m < y.lens[1]; ++m)
+            for (std::size_t od = 0; od < y.lens[2]; ++od)
+                for (std::size_t oh = 0; oh < y.lens[3]; ++oh)
+                    for (std::size_t ow = 0; ow < y.lens[4]; ++ow) {
+                        const std::size_t o[3] = {od, oh, ow};
+                        out[i++] = T(static_cast<compute_t<T>>(output_at(n, m, o)));
+                    }
+}
 
 // A window padded the same way (extent 1, stride 1, no padding in front).
 struct window3 {

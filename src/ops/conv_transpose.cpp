@@ -100,14 +100,7 @@ void convolution_transpose::compute(const argument& result, const std::vector<ar
                         }
                 return acc;
             };
-            T* out = result.data_as<T>();
-            std::size_t i = 0;  // the result is standard: write it in order
-            for (std::size_t n = 0; n < y.lens[0]; ++n)
-                for (std::size_t m = 0; m < y.lens[1]; ++m)
-                    for (std::size_t od = 0; od < y.lens[2]; ++od)
-                        for (std::size_t oh = 0; oh < y.lens[3]; ++oh)
-                            for (std::size_t ow = 0; ow < y.lens[4]; ++ow)
-                                out[i++] = T(static_cast<ops::compute_t<T>>(output_at(n, m, {od, oh, ow})));
+            ops::write_in_order(result.data_as<T>(), y, output_at);
         }
     });
 }
