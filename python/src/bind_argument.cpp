@@ -204,7 +204,9 @@ argument to_argument(nb::handle obj, const std::string& what) {
 void bind_argument(nb::module_& m) {
     nb::class_<argument>(m, "argument",
                          "A tensor: a shape and its memory. argument(array) views a numpy array, buffer or DLPack "
-                         "object without copying; argument(shape) allocates zeros.")
+                         "object without copying; argument(shape) allocates zeros. It exports the buffer "
+                         "protocol (memoryview(arg)) for every dtype but bfloat16.",
+                         nb::type_slots(argument_buffer_slots()))
         .def(
             "__init__",
             [](argument* self, nb::handle obj) {

@@ -154,6 +154,19 @@ void bind_program(nb::module_& m) {
              "overhead outside kernels; 'text' holds the report as `kiln perf` prints it.")
         .def("is_compiled", &program::is_compiled)
         .def("target_name", &program::target_name)
+        .def(
+            "get_compile_options",
+            [](const program& p) {
+                const compile_options& o = p.get_compile_options();
+                nb::dict d;
+                d["offload_copy"] = o.offload_copy;
+                d["threads"] = o.threads;
+                d["trace_passes"] = o.trace_passes;
+                d["disabled_passes"] = o.disabled_passes;
+                d["verify_passes"] = o.verify_passes;
+                return d;
+            },
+            "The options of the last compile() (also restored by load()), as keyword arguments of compile().")
         .def("get_parameter_names", &program::get_parameter_names)
         .def("get_parameter_shapes", &program::get_parameter_shapes)
         .def("get_output_shapes", &program::get_output_shapes)

@@ -24,6 +24,9 @@ void bind_onnx(nb::module_& m);
 // object that keeps the Python object alive. `what` names the value in errors.
 argument to_argument(nb::handle obj, const std::string& what);
 
+// Py_bf_getbuffer / Py_bf_releasebuffer of kiln.argument (argument_buffer.cpp).
+const PyType_Slot* argument_buffer_slots();
+
 // Python value <-> kiln::value (op attributes). `what` names the value in errors.
 value to_value(nb::handle obj, const std::string& what);
 nb::object from_value(const value& v);

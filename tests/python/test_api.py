@@ -250,6 +250,21 @@ def test_compile_options_are_accepted():
     assert p.planned_memory_bytes() >= 0
 
 
+def test_get_compile_options_reports_the_last_compile_and_survives_save():
+    p = add_relu_program()
+    assert p.get_compile_options()["offload_copy"] is True
+    p.compile("cpu", offload_copy=False, threads=1, disabled_passes=["no_such_pass"])
+    options = p.get_compile_options()
+    assert options == {
+        "offload_copy": False,
+        "threads": 1,
+        "trace_passes": False,
+        "disabled_passes": ["no_such_pass"],
+        "verify_passes": False,
+    }
+    assert kiln.load_buffer(kiln.save_buffer(p)).get_compile_options() == options
+
+
 def test_copy_of_a_program_compiles_separately():
     p = add_relu_program()
     q = copy.deepcopy(p)

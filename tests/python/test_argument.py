@@ -168,6 +168,43 @@ def test_buffer_protocol_input():
     assert kiln.argument(memoryview(data)).tolist() == [1, 2]
 
 
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_memoryview_reads_the_argument_in_place(dt):
+    a = sample(dt)
+    arg = kiln.argument(a)
+    view = memoryview(arg)
+    assert view.shape == a.shape and view.strides == a.strides and view.itemsize == a.itemsize
+    assert view.format == np.dtype(dt).char or np.dtype(view.format) == np.dtype(dt)
+    np.testing.assert_array_equal(np.asarray(view), a)
+    copy = np.frombuffer(view.tobytes(), dtype=dt).reshape(a.shape)
+    np.testing.assert_array_equal(copy, a)
+
+
+def test_memoryview_of_strided_and_broadcast_arguments():
+    base = np.arange(12, dtype=np.int32).reshape(3, 4)
+    t = kiln.argument(base.T)
+    assert memoryview(t).strides == base.T.strides
+    assert memoryview(t).tolist() == base.T.tolist()
+    with pytest.raises(BufferError, match="contiguous"):
+        np.frombuffer(t, dtype=np.int32)  # a flat view needs contiguous memory
+    b = kiln.argument(np.broadcast_to(np.float32(2.5), (2, 3)))
+    assert memoryview(b).strides == (0, 0) and memoryview(b).tolist() == [[2.5] * 3] * 2
+
+
+def test_memoryview_writes_reach_the_argument():
+    arg = kiln.argument(np.zeros(4, np.float32))
+    memoryview(arg)[2] = 7.0
+    assert arg.tolist() == [0.0, 0.0, 7.0, 0.0]
+
+
+def test_bfloat16_has_no_buffer_format_but_converts_with_numpy():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    arg = kiln.argument(np.ones(3, ml_dtypes.bfloat16))
+    with pytest.raises(BufferError, match="bf16_type"):
+        memoryview(arg)
+    assert np.asarray(arg).dtype == ml_dtypes.bfloat16
+
+
 def test_dlpack_round_trip():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     arg = kiln.argument(a)

@@ -1,0 +1,177 @@
+"""migraphx.program over kiln.program, and get_target."""
+import copy
+
+import numpy as np
+
+import kiln
+
+from ._argument import argument, wrap
+from ._errors import unsupported
+from ._module import module
+from ._shape import shape
+
+
+def get_target(name):
+    """The compilation target called `name`: "cpu" (optimized) or "ref"
+    (reference). MIGraphX's "gpu" has no Kiln counterpart yet."""
+    if name not in kiln.get_target_names():
+        raise unsupported(
+            f"target '{name}' is not available; this build of Kiln has: "
+            + ", ".join(kiln.get_target_names())
+            + (" (use 'cpu' where a MIGraphX script asks for 'gpu')" if name == "gpu" else "")
+        )
+    return kiln.get_target(name)
+
+
+def _kiln_params(params):
+    if not isinstance(params, dict):
+        raise kiln.KilnTypeError(
+            f"run: expected a dict mapping parameter names to arguments, got {type(params).__name__}"
+        )
+    return params
+
+
+def _output_parameter_name(index):
+    return f"main:#output_{index}"
+
+
+def _write_output(name, buffer, result):
+    """Copies `result` into the caller's output buffer and returns that buffer."""
+    out = argument(buffer) if not isinstance(buffer, argument) else buffer
+    dst, src = np.asarray(out), np.asarray(result)
+    if dst.shape != src.shape or dst.dtype != src.dtype:
+        raise kiln.InvalidArgumentError(
+            f"run: output buffer '{name}' is {dst.dtype}{list(dst.shape)}, the output is {src.dtype}{list(src.shape)}"
+        )
+    if not dst.flags.writeable:
+        raise kiln.InvalidArgumentError(f"run: output buffer '{name}' is read-only")
+    np.copyto(dst, src)
+    return out
+
+
+class program:
+    """A model: build one with get_main_module(), or get one from parse_onnx
+    or load; then compile(get_target("cpu")) and run({name: array})."""
+
+    def __init__(self):
+        self._kiln = kiln.program()
+
+    @classmethod
+    def from_kiln(cls, kiln_program):
+        p = cls.__new__(cls)
+        p._kiln = kiln_program
+        return p
+
+    def to_kiln(self):
+        return self._kiln
+
+    def get_main_module(self):
+        return module(self._kiln.get_main_module(), self)
+
+    def create_module(self, name):
+        raise unsupported(
+            f"create_module('{name}'): programs built by hand have one module in Kiln; control flow "
+            "(If, Loop) comes from ONNX import"
+        )
+
+    def compile(self, t, offload_copy=True, fast_math=True, exhaustive_tune=False):
+        """Optimizes the program for target `t` and builds its executable.
+
+        offload_copy is passed on (Kiln's targets keep data in host memory, so
+        both settings read inputs and write outputs there); fast_math and
+        exhaustive_tune are accepted for MIGraphX scripts and change nothing:
+        Kiln has no approximate math mode and no tuning search.
+        """
+        for flag, value in (("offload_copy", offload_copy), ("fast_math", fast_math),
+                            ("exhaustive_tune", exhaustive_tune)):
+            if not isinstance(value, bool):
+                raise kiln.KilnTypeError(f"compile: {flag} must be a bool, got {type(value).__name__}")
+        self._kiln.compile(t, offload_copy=offload_copy)
+
+    def is_compiled(self):
+        return self._kiln.is_compiled()
+
+    def run(self, params):
+        """Runs the compiled program; returns its outputs as a list of arguments.
+
+        After compile(..., offload_copy=False) the outputs are parameters too,
+        named "main:#output_<i>" as in MIGraphX: run writes each output into
+        the buffer given under that name and returns those buffers.
+        """
+        params = _kiln_params(params)
+        names = self._output_parameter_names()
+        buffers = {n: params[n] for n in names if n in params}
+        inputs = {k: v for k, v in params.items() if k not in buffers} if buffers else params
+        results = [wrap(a) for a in self._kiln.run(inputs)]
+        for i, name in enumerate(names):
+            if name in buffers:
+                results[i] = _write_output(name, buffers[name], results[i])
+        return results
+
+    def run_async(self, params, stream=None, stream_name=None):
+        """Runs like run(): Kiln's host targets have no streams, so the work is
+        done when this returns."""
+        return self.run(params)
+
+    def _output_parameter_names(self):
+        if not self._kiln.is_compiled() or self._kiln.get_compile_options()["offload_copy"]:
+            return []
+        return [_output_parameter_name(i) for i in range(len(self._kiln.get_output_shapes()))]
+
+    def get_parameter_names(self):
+        return self._kiln.get_parameter_names() + self._output_parameter_names()
+
+    def get_parameter_shapes(self):
+        shapes = {k: shape.from_kiln(v) for k, v in self._kiln.get_parameter_shapes().items()}
+        for name, s in zip(self._output_parameter_names(), self._kiln.get_output_shapes()):
+            shapes[name] = shape.from_kiln(s)
+        return shapes
+
+    def get_output_shapes(self):
+        return [shape.from_kiln(s) for s in self._kiln.get_output_shapes()]
+
+    def sort(self):
+        """Orders instructions so that each follows its inputs. A Kiln module
+        is kept in that order by construction, so nothing moves."""
+
+    def clone(self):
+        return program.from_kiln(copy.copy(self._kiln))
+
+    def print(self):
+        print(str(self._kiln))
+
+    def __copy__(self):
+        return self.clone()
+
+    def __deepcopy__(self, memo):
+        return self.clone()
+
+    def __eq__(self, other):
+        if not isinstance(other, program):
+            return NotImplemented
+        return str(self._kiln) == str(other._kiln)
+
+    def __ne__(self, other):
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    __hash__ = None
+
+    def __getattr__(self, name):
+        # Kiln's extras (perf_report, planned_memory_bytes, target_name, ...).
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._kiln, name)
+
+    def __repr__(self):
+        return str(self._kiln)
+
+    __str__ = __repr__
+
+
+def to_kiln_program(p, where):
+    if isinstance(p, program):
+        return p.to_kiln()
+    if isinstance(p, kiln.program):
+        return p
+    raise kiln.KilnTypeError(f"{where}: expected a migraphx program, got {type(p).__name__}")
