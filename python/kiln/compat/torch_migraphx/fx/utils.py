@@ -1,0 +1,35 @@
+"""torch_migraphx.fx.utils names scripts use: LowerPrecision and the
+MIGraphX <-> torch dtype tables."""
+from enum import Enum
+
+import torch
+
+
+class LowerPrecision(Enum):
+    FP32 = "fp32"
+    FP16 = "fp16"
+    INT8 = "int8"
+    BF16 = "bf16"
+
+
+TYPE_MAP = {
+    torch.bool: "bool_type",
+    torch.half: "half_type",
+    torch.bfloat16: "bf16_type",
+    torch.float: "float_type",
+    torch.double: "double_type",
+    torch.uint8: "uint8_type",
+    torch.int8: "int8_type",
+    torch.int16: "int16_type",
+    torch.int32: "int32_type",
+    torch.int64: "int64_type",
+}
+INV_TYPE_MAP = {v: k for k, v in TYPE_MAP.items()}
+
+
+def torch_dtype_to_mgx(dtype):
+    return TYPE_MAP[dtype]
+
+
+def torch_dtype_from_mgx(type_string):
+    return INV_TYPE_MAP[type_string]
