@@ -1,0 +1,45 @@
+"""Kiln's PyTorch front end.
+
+Two ways in, one converter registry and one partitioner behind them:
+
+- ``kiln.torch.compile(model, example_inputs, target="cpu", precision="fp32",
+  min_subgraph_size=1, verify=False)`` exports the model with
+  ``torch.export``, decomposes it to core ATen, converts each op with its
+  registered converter and compiles the result; it returns a
+  :class:`CompiledModule` (an ``nn.Module``).
+- ``torch.compile(model, backend="kiln", options={...})`` after
+  ``import kiln.torch`` (or through the ``torch_dynamo_backends`` entry point
+  without it).
+
+Ops without a converter, or whose converter refuses their arguments, run in
+PyTorch; the rest is compiled in as few Kiln subgraphs as the data flow
+allows. ``kiln.torch.save`` / ``kiln.torch.load`` (or ``torch.save`` /
+``torch.load``) store a compiled module without compiling it again.
+
+Building blocks for other front ends: :func:`lower_graph_module` (an ATen fx
+GraphModule to a GraphModule of Kiln subgraphs and PyTorch fallbacks, with a
+:class:`LoweringReport`), :func:`decomposition_table`, and the converter
+registry in :mod:`kiln.torch.converters`.
+"""
+
+import torch  # noqa: F401  (kiln.torch needs PyTorch; fail here with its own ImportError)
+
+from .compiled_module import CompiledModule, InputSpec, VerificationReport
+from .export_compiler import compile, decomposition_table
+from .graph_lowering import FallbackNode, LoweringReport, lower_graph_module
+from .kiln_subgraph import KilnSubgraph
+from .serialization import load, save
+
+__all__ = [
+    "CompiledModule",
+    "FallbackNode",
+    "InputSpec",
+    "KilnSubgraph",
+    "LoweringReport",
+    "VerificationReport",
+    "compile",
+    "decomposition_table",
+    "load",
+    "lower_graph_module",
+    "save",
+]

@@ -1,0 +1,144 @@
+"""CompiledModule: what ``kiln.torch.compile`` returns, an ``nn.Module``.
+
+It wraps the lowered fx graph (Kiln subgraphs plus the ops that fall back
+to PyTorch) and checks every call against the inputs it was compiled for:
+a wrong input count, shape, dtype or device raises a Kiln error that names
+the input. Inputs and outputs cross to Kiln through DLPack without copies,
+and each call returns tensors that own their memory.
+
+Calls from several threads at once are safe: the module holds no per-call
+state and Kiln gives each concurrent run its own memory.
+
+The module pickles (``torch.save`` / ``torch.load(..., weights_only=False)``,
+``kiln.torch.save`` / ``kiln.torch.load``) and its ``state_dict()`` holds the
+compiled programs' bytes and the weights of the ops that run in PyTorch;
+neither loading compiles anything again.
+"""
+
+import dataclasses
+
+import torch
+import torch.utils._pytree as pytree
+
+import kiln
+
+
+@dataclasses.dataclass
+class InputSpec:
+    """One flattened input: a tensor of fixed shape / dtype / device, or a
+    non-tensor value torch.export specialized the graph to."""
+
+    name: str
+    is_tensor: bool
+    shape: tuple = ()
+    dtype: torch.dtype = None
+    device: str = "cpu"
+    value: object = None
+
+    def check(self, value):
+        if not self.is_tensor:
+            if value != self.value:
+                raise kiln.InvalidArgumentError(
+                    f"input '{self.name}': the module was compiled for the value {self.value!r}, got {value!r}"
+                )
+            return
+        if not isinstance(value, torch.Tensor):
+            raise kiln.KilnTypeError(f"input '{self.name}': expected a torch.Tensor, got {type(value).__name__}")
+        if value.device.type != self.device:
+            raise kiln.InvalidArgumentError(
+                f"input '{self.name}': expected a tensor on {self.device}, got one on {value.device}"
+            )
+        if value.dtype != self.dtype:
+            raise kiln.KilnTypeError(f"input '{self.name}': expected dtype {self.dtype}, got {value.dtype}")
+        if tuple(value.shape) != self.shape:
+            raise kiln.InvalidArgumentError(
+                f"input '{self.name}': expected shape {list(self.shape)}, got {list(value.shape)}"
+            )
+
+
+@dataclasses.dataclass
+class VerificationReport:
+    """Compiled against eager on the example inputs: the worst errors over all outputs."""
+
+    max_abs_error: float
+    max_rel_error: float
+    # max over elements of |compiled - eager| / (atol + rtol * |eager|): at most 1 passes.
+    tolerance_ratio: float
+    worst_output: int
+    rtol: float
+    atol: float
+
+    @property
+    def ok(self):
+        return self.tolerance_ratio <= 1.0
+
+    def summary(self):
+        verdict = "within" if self.ok else "OUTSIDE"
+        return (
+            f"max abs error {self.max_abs_error:.3g}, max rel error {self.max_rel_error:.3g} "
+            f"(output {self.worst_output}; {verdict} rtol={self.rtol:g}, atol={self.atol:g})"
+        )
+
+
+class CompiledModule(torch.nn.Module):
+    """A model compiled by Kiln; call it like the original module.
+
+    Attributes: ``report`` (a :class:`~kiln.torch.graph_lowering.LoweringReport`:
+    ``subgraphs``, ``fallback_ops``, ``fallback_nodes``), ``verification``
+    (a :class:`VerificationReport` when compiled with ``verify=True``),
+    ``target`` and ``precision``.
+    """
+
+    def __init__(self, lowered, input_specs, in_spec, out_spec, report, target, precision):
+        super().__init__()
+        self.lowered = lowered
+        self.input_specs = list(input_specs)
+        self.in_spec = in_spec
+        self.out_spec = out_spec
+        self.report = report
+        self.target = target
+        self.precision = precision
+        self.verification = None
+
+    @property
+    def fallback_ops(self):
+        """Counter of the ops that run in PyTorch (op name -> node count)."""
+        return self.report.fallback_ops
+
+    @property
+    def num_subgraphs(self):
+        return self.report.subgraphs
+
+    def _flat_inputs(self, args, kwargs):
+        flat, spec = pytree.tree_flatten((args, kwargs))
+        names = ", ".join(s.name for s in self.input_specs)
+        if len(flat) != len(self.input_specs):
+            raise kiln.InvalidArgumentError(
+                f"CompiledModule: expected {len(self.input_specs)} input(s) ({names}), got {len(flat)}"
+            )
+        if spec != self.in_spec:
+            raise kiln.InvalidArgumentError(
+                f"CompiledModule: inputs ({names}) must be passed as when compiled: expected {self.in_spec}, got {spec}"
+            )
+        for s, value in zip(self.input_specs, flat):
+            s.check(value)
+        return [value for s, value in zip(self.input_specs, flat) if s.is_tensor]
+
+    def forward(self, *args, **kwargs):
+        outputs = self.lowered(*self._flat_inputs(args, kwargs))
+        return pytree.tree_unflatten(list(outputs), self.out_spec)
+
+    def extra_repr(self):
+        return f"target={self.target!r}, precision={self.precision!r}, {self.report.summary()}"
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["in_spec"] = pytree.treespec_dumps(self.in_spec)
+        state["out_spec"] = pytree.treespec_dumps(self.out_spec)
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        state["in_spec"] = pytree.treespec_loads(state["in_spec"])
+        state["out_spec"] = pytree.treespec_loads(state["out_spec"])
+        self.__dict__.update(state)

@@ -1,0 +1,219 @@
+"""``kiln.torch.compile``: export-based lowering of an ``nn.Module``.
+
+    compiled = kiln.torch.compile(model, (x,), target="cpu")
+    y = compiled(x)
+
+Path: ``torch.export.export`` (one graph, static shapes) -> decomposition to
+core ATen (:func:`decomposition_table`, which keeps the few composite ops
+Kiln converts whole) -> parameters, buffers and lifted constants become
+``get_attr`` constants -> :func:`~kiln.torch.graph_lowering.lower_graph_module`
+(converters, fallback partitioning, one compiled Kiln program per
+subgraph) -> :class:`~kiln.torch.compiled_module.CompiledModule`.
+
+Models that torch.export cannot capture as one graph (data-dependent
+control flow) compile with ``torch.compile(model, backend="kiln")``, which
+handles graph breaks.
+"""
+
+import logging
+import warnings
+
+import torch
+import torch.utils._pytree as pytree
+from torch.export.graph_signature import InputKind, OutputKind
+
+import kiln
+
+from .compiled_module import CompiledModule, InputSpec, VerificationReport
+from .graph_lowering import lower_graph_module
+
+logger = logging.getLogger("kiln.torch")
+
+# Composite ops with a converter that is better than their decomposition.
+KEPT_WHOLE = (torch.ops.aten.scaled_dot_product_attention.default,)
+
+# Tolerances of verify=True against eager, per precision.
+VERIFY_TOLERANCES = {"fp32": (1e-3, 1e-4), "fp16": (1e-2, 1e-2), "bf16": (5e-2, 5e-2)}
+
+# Nodes torch.export adds to check metadata that is static here and checked
+# when the compiled module is called.
+_METADATA_ASSERTIONS = (torch.ops.aten._assert_tensor_metadata.default,)
+
+
+def decomposition_table():
+    """The decompositions both front ends apply: core ATen, minus KEPT_WHOLE."""
+    table = torch.export.default_decompositions()
+    for op in KEPT_WHOLE:
+        table.pop(op, None)
+    return table
+
+
+def _as_tuple(example_inputs):
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,)
+    if isinstance(example_inputs, list):
+        return tuple(example_inputs)
+    if not isinstance(example_inputs, tuple):
+        raise kiln.KilnTypeError(
+            "kiln.torch.compile: example_inputs must be a tensor or a tuple of inputs, "
+            f"got {type(example_inputs).__name__}"
+        )
+    return example_inputs
+
+
+def _distinct_tensors(args, kwargs):
+    """The inputs with every repeated tensor object replaced by a copy:
+    torch.export would otherwise treat them as one input."""
+    seen = set()
+
+    def distinct(value):
+        if not isinstance(value, torch.Tensor):
+            return value
+        if id(value) in seen:
+            return value.clone()
+        seen.add(id(value))
+        return value
+
+    return pytree.tree_map(distinct, (args, kwargs))
+
+
+def _constant_values(ep):
+    """{placeholder name: tensor} for parameters, buffers and lifted constants."""
+    constants = {}
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            continue
+        if spec.kind not in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            raise kiln.UnsupportedError(f"kiln.torch.compile: graph input '{spec.arg.name}' of kind {spec.kind.name}")
+        value = ep.state_dict.get(spec.target)
+        if value is None:
+            value = ep.constants[spec.target]
+        constants[spec.arg.name] = value.detach()
+    return constants
+
+
+def _check_no_mutation(ep):
+    mutated = [
+        spec.target
+        for spec in ep.graph_signature.output_specs
+        if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION, OutputKind.PARAMETER_MUTATION)
+    ]
+    if mutated:
+        raise kiln.UnsupportedError(
+            "kiln.torch.compile: the model writes to " + ", ".join(map(str, mutated)) +
+            " when it runs (a batch norm in training mode?); Kiln compiles inference graphs: call model.eval()"
+        )
+
+
+def exported_graph_module(ep):
+    """The graph of ExportedProgram `ep` as a GraphModule whose placeholders are
+    the user's tensor inputs and whose weights are get_attr constants."""
+    _check_no_mutation(ep)
+    constants = _constant_values(ep)
+    graph = torch.fx.Graph()
+    env, root = {}, {}
+    for node in ep.graph_module.graph.nodes:
+        if node.op == "placeholder" and node.name in constants:
+            attr = f"constant_{len(root)}"
+            root[attr] = constants[node.name]
+            env[node] = graph.get_attr(attr)
+            env[node].meta = dict(node.meta)
+        elif node.op == "call_function" and node.target in _METADATA_ASSERTIONS:
+            continue
+        else:
+            env[node] = graph.node_copy(node, lambda n: env[n])
+    return torch.fx.GraphModule(root, graph)
+
+
+def _input_specs(ep, example_args, example_kwargs):
+    flat, _ = pytree.tree_flatten((example_args, example_kwargs))
+    user_inputs = [s for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    specs = []
+    for spec, value in zip(user_inputs, flat):
+        name = spec.arg.name
+        if isinstance(value, torch.Tensor):
+            specs.append(InputSpec(name, True, tuple(value.shape), value.dtype, value.device.type))
+        else:
+            specs.append(InputSpec(name, False, value=value))
+    return specs
+
+
+def verify_against_eager(compiled, model, args, kwargs, rtol, atol):
+    """Runs both on the example inputs; the worst error over every output element."""
+    with torch.no_grad():
+        expected = pytree.tree_leaves(model(*args, **kwargs))
+        actual = pytree.tree_leaves(compiled(*args, **kwargs))
+    worst = VerificationReport(0.0, 0.0, 0.0, -1, rtol, atol)
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        if not isinstance(e, torch.Tensor) or not e.numel():
+            continue
+        a, e = a.double(), e.double()
+        diff = (a - e).abs()
+        # NaN where both are NaN (or equal infinities) counts as equal.
+        same = (a == e) | (a.isnan() & e.isnan())
+        diff = torch.where(same, torch.zeros_like(diff), diff)
+        ratio = (diff / (atol + rtol * e.abs())).nan_to_num(nan=float("inf")).max().item()
+        if ratio > worst.tolerance_ratio or worst.worst_output < 0:
+            worst.tolerance_ratio, worst.worst_output = ratio, i
+        worst.max_abs_error = max(worst.max_abs_error, diff.nan_to_num(nan=float("inf")).max().item())
+        rel = (diff / e.abs().clamp_min(1e-30)).nan_to_num(nan=float("inf"))
+        worst.max_rel_error = max(worst.max_rel_error, rel.max().item())
+    return worst
+
+
+def compile(
+    model,
+    example_inputs,
+    *,
+    target="cpu",
+    precision="fp32",
+    min_subgraph_size=1,
+    verify=False,
+    example_kwargs=None,
+    compile_options=None,
+):
+    """Compiles `model` for `target` with export-based lowering; returns a CompiledModule.
+
+    example_inputs: a tensor or a tuple of positional inputs (nested lists,
+    tuples and dicts of tensors work too); the compiled module accepts inputs
+    of exactly these shapes, dtypes and structure. precision: "fp32", "fp16"
+    or "bf16" (float32 values are computed in that type). Ops Kiln cannot
+    convert, and subgraphs of fewer than min_subgraph_size ops, run in
+    PyTorch. verify=True runs the model eagerly on the example inputs and
+    stores the worst error in ``compiled.verification`` (warning when it is
+    beyond tolerance). compile_options go to ``kiln.program.compile``.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise kiln.KilnTypeError(f"kiln.torch.compile: expected a torch.nn.Module, got {type(model).__name__}")
+    args, kwargs = _distinct_tensors(_as_tuple(example_inputs), dict(example_kwargs or {}))
+    try:
+        with torch.no_grad():
+            ep = torch.export.export(model, args, kwargs)
+    except Exception as e:
+        raise kiln.UnsupportedError(
+            f"kiln.torch.compile: torch.export could not capture the model ({type(e).__name__}: {e}); "
+            'models with data-dependent control flow compile with torch.compile(model, backend="kiln")'
+        ) from e
+    ep = ep.run_decompositions(decomposition_table())
+    gm = exported_graph_module(ep)
+    lowered, report = lower_graph_module(
+        gm, target=target, precision=precision, min_subgraph_size=min_subgraph_size, compile_options=compile_options
+    )
+    if report.fallback_nodes:
+        logger.info("kiln.torch.compile(%s): %s", type(model).__name__, report.summary())
+    compiled = CompiledModule(
+        lowered,
+        _input_specs(ep, args, kwargs),
+        ep.call_spec.in_spec,
+        ep.call_spec.out_spec,
+        report,
+        target if isinstance(target, str) else target.name(),
+        precision,
+    )
+    if verify:
+        rtol, atol = VERIFY_TOLERANCES[precision]
+        compiled.verification = verify_against_eager(compiled, model, args, kwargs, rtol, atol)
+        logger.info("kiln.torch.compile(%s) verify: %s", type(model).__name__, compiled.verification.summary())
+        if not compiled.verification.ok:
+            warnings.warn(f"kiln.torch.compile: compiled model differs from eager: {compiled.verification.summary()}")
+    return compiled

@@ -1,0 +1,262 @@
+"""Lowering an ATen-level fx graph to Kiln with fallback partitioning.
+
+:func:`lower_graph_module` is the one entry point both front ends use
+(``kiln.torch.compile`` after ``torch.export``, the ``torch.compile`` backend
+after tracing each dynamo graph) and the one a compatibility layer builds on:
+
+    lowered, report = lower_graph_module(gm, target="cpu")
+
+`gm` is a ``torch.fx.GraphModule`` of ATen ops (core ATen after
+decomposition, plus the few composite ops that have converters, such as
+scaled_dot_product_attention) whose nodes carry ``meta["val"]`` (fake or
+real tensors with static shapes; pass `example_inputs` to compute it when
+missing). Placeholders are the run-time inputs; tensors reached through
+``get_attr`` are constants and become Kiln literals. The result is a new
+GraphModule with the same inputs and outputs in which every group of
+supported nodes is one call to a :class:`~kiln.torch.kiln_subgraph.KilnSubgraph`
+(a compiled Kiln program) and every other node still runs in PyTorch.
+`report` (:class:`LoweringReport`) tells how many subgraphs were made and
+which ops stayed in PyTorch, and why.
+"""
+
+import dataclasses
+import heapq
+import logging
+import operator
+from collections import Counter
+
+import torch
+import torch.fx
+
+import kiln
+
+from .converters import ConversionContext, KilnValue
+from .dtypes import PRECISIONS, to_kiln_type
+from .kiln_subgraph import KilnSubgraph
+from .node_conversion import convert_node, op_name
+from .partitioning import COMPUTE_OPS, analyze_support, fetch_attr, partition
+
+logger = logging.getLogger("kiln.torch")
+
+
+@dataclasses.dataclass
+class FallbackNode:
+    """A node that runs in PyTorch: its name, op and the reason."""
+
+    node: str
+    op: str
+    reason: str
+
+
+@dataclasses.dataclass
+class LoweringReport:
+    """What a lowering did: subgraphs made, ops compiled, ops left to PyTorch."""
+
+    subgraphs: int = 0
+    compiled_nodes: int = 0
+    fallback_nodes: list = dataclasses.field(default_factory=list)
+
+    @property
+    def fallback_ops(self):
+        """Counter of op name -> number of nodes of that op that run in PyTorch."""
+        return Counter(f.op for f in self.fallback_nodes)
+
+    def merge(self, other):
+        self.subgraphs += other.subgraphs
+        self.compiled_nodes += other.compiled_nodes
+        self.fallback_nodes.extend(other.fallback_nodes)
+
+    def summary(self):
+        text = f"{self.subgraphs} Kiln subgraph(s), {self.compiled_nodes} op(s) compiled"
+        if not self.fallback_nodes:
+            return text + ", nothing falls back to PyTorch"
+        reasons = {}
+        for f in self.fallback_nodes:
+            reasons.setdefault(f.op, f.reason)
+        ops = "; ".join(f"{op} x{n} ({reasons[op]})" for op, n in self.fallback_ops.most_common())
+        return text + f", {len(self.fallback_nodes)} op(s) run in PyTorch: {ops}"
+
+
+def _ensure_metadata(gm, example_inputs):
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if all("val" in n.meta for n in gm.graph.nodes if n.op in ("placeholder",) + COMPUTE_OPS):
+        return
+    if example_inputs is None:
+        raise kiln.InvalidArgumentError(
+            "lower_graph_module: the graph has no shape metadata (node.meta['val']); pass example_inputs"
+        )
+    if len(example_inputs) != len(placeholders):
+        raise kiln.InvalidArgumentError(
+            f"lower_graph_module: the graph has {len(placeholders)} inputs, got {len(example_inputs)} example inputs"
+        )
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    FakeTensorProp(gm, FakeTensorMode(allow_non_fake_inputs=True)).propagate(*example_inputs)
+
+
+def _without_dead_code(gm):
+    """A copy of `gm`'s graph (sharing its attributes) without unused nodes,
+    such as the getitems of outputs only training uses."""
+    graph = torch.fx.Graph()
+    graph._codegen = gm.graph._codegen
+    graph.output(graph.graph_copy(gm.graph, {}))
+    copy = torch.fx.GraphModule(gm, graph)
+    copy.graph.eliminate_dead_code()
+    return copy
+
+
+class _SubgraphBuilder:
+    """Builds and compiles the Kiln program of one group of nodes."""
+
+    def __init__(self, gm, group, float_dtype):
+        self.gm = gm
+        self.group = group
+        self.members = set(group)
+        self.float_dtype = float_dtype
+
+    def io(self):
+        inputs, seen = [], set()
+        for node in self.group:
+            for p in node.all_input_nodes:
+                if p in self.members or p in seen:
+                    continue
+                seen.add(p)
+                if p.op == "get_attr" and isinstance(fetch_attr(self.gm, p.target), torch.Tensor):
+                    continue  # becomes a literal
+                inputs.append(p)
+        outputs = [
+            n
+            for n in self.group
+            if isinstance(n.meta.get("val"), torch.Tensor) and any(u not in self.members for u in n.users)
+        ]
+        return inputs, outputs
+
+    def build(self, inputs, outputs):
+        program = kiln.program()
+        module = program.get_main_module()
+        ctx = ConversionContext(module, self.float_dtype)
+        values = {}
+        for p in inputs:
+            meta = p.meta["val"]
+            param = module.add_parameter(p.name, kiln.shape(to_kiln_type(meta.dtype), [int(d) for d in meta.shape]))
+            values[p] = ctx.cast(KilnValue(param), ctx.compute_dtype(meta.dtype))
+        for node in self.group:
+            for p in node.all_input_nodes:
+                if p not in values and p.op == "get_attr":
+                    values[p] = ctx.constant(fetch_attr(self.gm, p.target))
+            result, reason = convert_node(ctx, node, values)
+            if reason is not None:
+                raise kiln.KilnRuntimeError(
+                    f"kiln.torch: node '{node.name}' ({op_name(node)}) converted in the analysis "
+                    f"but not in its subgraph: {reason}"
+                )
+            values[node] = result
+        module.add_return([ctx.cast(values[n], n.meta["val"].dtype).instruction for n in outputs])
+        return program
+
+
+def _units(gm, groups):
+    """Each node's unit: its group index, or the node itself."""
+    unit_of = {}
+    for i, group in enumerate(groups):
+        for node in group:
+            unit_of[node] = i
+    for node in gm.graph.nodes:
+        unit_of.setdefault(node, node)
+    return unit_of
+
+
+def _schedule(gm, groups, unit_of):
+    """The units in an order that respects every data dependence, closest to graph order."""
+    position = {node: i for i, node in enumerate(gm.graph.nodes)}
+    members = {}
+    for node in gm.graph.nodes:
+        members.setdefault(unit_of[node], []).append(node)
+    deps = {u: set() for u in members}
+    users = {u: set() for u in members}
+    for u, nodes in members.items():
+        for node in nodes:
+            for p in node.all_input_nodes:
+                if unit_of[p] != u:
+                    deps[u].add(unit_of[p])
+                    users[unit_of[p]].add(u)
+    key = {u: min(position[n] for n in nodes) for u, nodes in members.items()}
+    waiting = {u: len(d) for u, d in deps.items()}
+    ready = [(key[u], id(u), u) for u, n in waiting.items() if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, _, u = heapq.heappop(ready)
+        order.append(u)
+        for v in users[u]:
+            waiting[v] -= 1
+            if waiting[v] == 0:
+                heapq.heappush(ready, (key[v], id(v), v))
+    if len(order) != len(members):
+        raise kiln.KilnRuntimeError("kiln.torch: the partition of the graph has a cycle (a bug in the partitioner)")
+    return order, members
+
+
+def lower_graph_module(
+    gm,
+    *,
+    target="cpu",
+    precision="fp32",
+    min_subgraph_size=1,
+    compile_options=None,
+    example_inputs=None,
+):
+    """Compiles what Kiln supports in ATen graph `gm`; returns (GraphModule, LoweringReport)."""
+    if precision not in PRECISIONS:
+        raise kiln.InvalidArgumentError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+    if not isinstance(min_subgraph_size, int) or min_subgraph_size < 1:
+        raise kiln.InvalidArgumentError(f"min_subgraph_size must be a positive int, got {min_subgraph_size!r}")
+    kiln_target = kiln.get_target(target) if isinstance(target, str) else target
+    float_dtype = PRECISIONS[precision]
+    _ensure_metadata(gm, example_inputs)
+    gm = _without_dead_code(gm)
+
+    unsupported = analyze_support(gm, float_dtype)
+    groups = partition(gm, unsupported, min_subgraph_size)
+    report = LoweringReport()
+    for node in gm.graph.nodes:
+        if node in unsupported:
+            report.fallback_nodes.append(FallbackNode(node.name, op_name(node), unsupported[node]))
+
+    unit_of = _units(gm, groups)
+    order, members = _schedule(gm, groups, unit_of)
+    graph = torch.fx.Graph()
+    graph._codegen = gm.graph._codegen
+    env, root = {}, {}
+    for unit in order:
+        if not isinstance(unit, int):
+            node = unit
+            env[node] = graph.node_copy(node, lambda n: env[n])
+            if node.op == "get_attr":
+                root[node.target] = fetch_attr(gm, node.target)
+            elif node.op == "call_module":
+                root[node.target] = fetch_attr(gm, node.target)
+            continue
+        builder = _SubgraphBuilder(gm, members[unit], float_dtype)
+        inputs, outputs = builder.io()
+        if not outputs:
+            continue  # nothing it computes is used
+        program = builder.build(inputs, outputs)
+        program.compile(kiln_target, **(compile_options or {}))
+        name = f"kiln_subgraph_{report.subgraphs}"
+        root[name] = KilnSubgraph(program, [p.name for p in inputs])
+        call = graph.call_module(name, tuple(env[p] for p in inputs))
+        for i, out in enumerate(outputs):
+            picked = graph.call_function(operator.getitem, (call, i))
+            picked.meta = dict(out.meta)
+            env[out] = picked
+        report.subgraphs += 1
+        report.compiled_nodes += sum(1 for n in members[unit] if n.target is not operator.getitem)
+    # Dead-code elimination needs an owning module; the second GraphModule
+    # keeps only the attributes the remaining nodes use.
+    lowered = torch.fx.GraphModule(root, graph)
+    lowered.graph.eliminate_dead_code()
+    lowered = torch.fx.GraphModule(root, lowered.graph)
+    logger.info("kiln.torch: %s", report.summary())
+    return lowered, report

@@ -1,0 +1,71 @@
+"""KilnSubgraph: one compiled Kiln program as an ``nn.Module`` in an fx graph.
+
+Tensors cross in both directions through DLPack without a copy: each input
+is viewed by ``kiln.argument`` and each output Kiln allocates for the run is
+handed to PyTorch by ``torch.from_dlpack``, so a returned tensor owns its
+memory and later calls never overwrite it. Kiln releases the GIL while it
+runs and gives each concurrent run its own memory, so one subgraph may be
+called from several threads at once.
+
+The compiled program is the module's state: pickling (``torch.save`` of a
+module that contains it) and ``state_dict()`` (its extra state) store the
+bytes of ``kiln.save_buffer``, and loading them gives back the compiled
+program without compiling again.
+"""
+
+import torch
+
+import kiln
+
+_STATE_VERSION = 1
+
+
+def _program_bytes(program):
+    data = kiln.save_buffer(program)
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+
+def _program_from(tensor):
+    return kiln.load_buffer(tensor.numpy().tobytes())
+
+
+class KilnSubgraph(torch.nn.Module):
+    """Runs a compiled Kiln program on tensors: ``forward(*inputs) -> tuple``."""
+
+    def __init__(self, program, input_names):
+        super().__init__()
+        if not program.is_compiled():
+            raise kiln.InvalidArgumentError("KilnSubgraph needs a compiled kiln.program")
+        self.program = program
+        self.input_names = list(input_names)
+
+    def forward(self, *inputs):
+        feeds = {}
+        for name, t in zip(self.input_names, inputs):
+            feeds[name] = t.detach() if t.requires_grad else t
+        outputs = self.program.run(feeds)
+        return tuple(torch.from_dlpack(o) for o in outputs)
+
+    def extra_repr(self):
+        return f"inputs={self.input_names}, target={self.program.target_name()!r}"
+
+    # state_dict() / load_state_dict(): the compiled program as bytes.
+    def get_extra_state(self):
+        return {"version": _STATE_VERSION, "program": _program_bytes(self.program), "inputs": list(self.input_names)}
+
+    def set_extra_state(self, state):
+        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
+            raise kiln.InvalidArgumentError("KilnSubgraph.load_state_dict: not a Kiln subgraph state")
+        self.program = _program_from(state["program"])
+        self.input_names = list(state["inputs"])
+
+    # pickle (torch.save of the whole module)
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["program"] = kiln.save_buffer(self.program)
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        state["program"] = kiln.load_buffer(state["program"])
+        self.__dict__.update(state)

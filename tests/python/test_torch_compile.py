@@ -1,0 +1,300 @@
+"""kiln.torch.compile and CompiledModule: the export path end to end, input
+checks, DLPack crossing, output ownership, threads, fallback reporting,
+verify, and saving / loading without compiling again."""
+
+import io
+import logging
+import threading
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import kiln
+import kiln.torch
+from kiln.torch import KilnSubgraph
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")  # raised inside torch.export
+
+
+class SmallNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 8)
+        self.fc2 = nn.Linear(8, 3)
+
+    def forward(self, x, y):
+        h = F.gelu(self.fc1(x))
+        return self.fc2(h) + y, h.sum(-1)
+
+
+class WithI0(nn.Module):
+    """torch.special.i0 has no Kiln converter: it must run in PyTorch."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.fc(x))
+        return torch.tanh(torch.special.i0(h) * 0.5 + h)
+
+
+def _inputs(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(2, 6, generator=g), torch.randn(2, 3, generator=g)
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    torch.manual_seed(0)
+    model = SmallNet().eval()
+    return model, kiln.torch.compile(model, _inputs())
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu"])
+def test_compile_matches_eager(target):
+    torch.manual_seed(0)
+    model = SmallNet().eval()
+    c = kiln.torch.compile(model, _inputs(), target=target)
+    assert isinstance(c, nn.Module) and isinstance(c, kiln.torch.CompiledModule)
+    assert c.num_subgraphs == 1 and not c.fallback_ops
+    x, y = _inputs(5)
+    for got, want in zip(c(x, y), model(x, y)):
+        torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-4)
+
+
+def test_output_structure_follows_the_model(compiled):
+    model, c = compiled
+    out = c(*_inputs(1))
+    assert isinstance(out, tuple) and len(out) == 2 and out[0].shape == (2, 3) and out[1].shape == (2,)
+
+
+def test_wrong_inputs_raise_clear_errors(compiled):
+    _, c = compiled
+    x, y = _inputs()
+    with pytest.raises(kiln.InvalidArgumentError, match=r"expected 2 input\(s\) \(x, y\), got 1"):
+        c(x)
+    with pytest.raises(kiln.InvalidArgumentError, match=r"input 'y': expected shape \[2, 3\], got \[4, 3\]"):
+        c(x, torch.zeros(4, 3))
+    with pytest.raises(kiln.KilnTypeError, match=r"input 'x': expected dtype torch.float32, got torch.float64"):
+        c(x.double(), y)
+    with pytest.raises(kiln.InvalidArgumentError, match=r"input 'x': expected a tensor on cpu, got one on meta"):
+        c(torch.empty(2, 6, device="meta"), y)
+    with pytest.raises(kiln.KilnTypeError, match=r"input 'y': expected a torch.Tensor, got int"):
+        c(x, 3)
+    with pytest.raises(ValueError):  # Kiln errors are also the natural built-in exceptions
+        c(x)
+
+
+def test_non_contiguous_inputs(compiled):
+    model, c = compiled
+    x = torch.randn(6, 2).t()
+    y = torch.randn(3, 4)[:, ::2].t()
+    assert not x.is_contiguous() and not y.is_contiguous()
+    for got, want in zip(c(x, y), model(x, y)):
+        torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-4)
+
+
+def test_returned_tensors_own_their_memory(compiled):
+    model, c = compiled
+    first = c(*_inputs(1))
+    kept = [t.clone() for t in first]
+    second = c(*_inputs(2))
+    for a, b in zip(first, kept):
+        assert torch.equal(a, b)
+    assert first[0].data_ptr() != second[0].data_ptr()
+
+
+def test_tensors_cross_through_dlpack_without_copies():
+    t = torch.randn(3, 4)
+    assert kiln.argument(t).data_ptr() == t.data_ptr()
+    view = torch.randn(4, 6)[:, 1:5]
+    assert kiln.argument(view).data_ptr() == view.data_ptr()
+
+    class RecordingProgram:
+        """Forwards to the real program and records where its outputs live."""
+
+        def __init__(self, program):
+            self.program, self.seen, self.outputs = program, [], []
+
+        def run(self, feeds):
+            self.seen = [kiln.argument(v).data_ptr() for v in feeds.values()]
+            self.outputs = self.program.run(feeds)
+            return self.outputs
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).eval()
+    c = kiln.torch.compile(model, (torch.randn(2, 4),))
+    (subgraph,) = [m for m in c.modules() if isinstance(m, KilnSubgraph)]
+    spy = subgraph.program = RecordingProgram(subgraph.program)
+    x = torch.randn(2, 4)
+    out = c(x)
+    assert spy.seen == [x.data_ptr()]
+    assert out.data_ptr() == spy.outputs[0].data_ptr()
+
+
+def test_concurrent_calls_match_serial_calls(compiled):
+    _, c = compiled
+    inputs = [_inputs(seed) for seed in range(16)]
+    serial = [c(*i) for i in inputs]
+    results = [None] * len(inputs)
+
+    def worker(k):
+        for _ in range(5):
+            results[k] = c(*inputs[k])
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, want in zip(results, serial):
+        for a, b in zip(got, want):
+            assert torch.equal(a, b)
+
+
+def test_fallback_is_recorded_logged_and_still_matches(caplog):
+    torch.manual_seed(0)
+    model = WithI0().eval()
+    x = torch.randn(3, 4)
+    with caplog.at_level(logging.INFO, logger="kiln.torch"):
+        c = kiln.torch.compile(model, (x,))
+    assert c.fallback_ops == {"aten.i0.default": 1}
+    assert c.num_subgraphs == 2
+    assert [f.reason for f in c.report.fallback_nodes] == ["no converter"]
+    assert "aten.i0.default" in caplog.text and "2 Kiln subgraph(s)" in caplog.text
+    torch.testing.assert_close(c(x), model(x), rtol=1e-3, atol=1e-4)
+
+
+def test_min_subgraph_size_leaves_small_subgraphs_to_pytorch():
+    class TailAfterI0(nn.Module):
+        def forward(self, x):
+            return torch.special.i0(torch.relu(x * 2 + 1)) - 1
+
+    x = torch.randn(3, 4)
+    c = kiln.torch.compile(TailAfterI0(), (x,), min_subgraph_size=2)
+    assert c.num_subgraphs == 1
+    assert c.fallback_ops == {"aten.i0.default": 1, "aten.sub.Tensor": 1}
+    assert "below min_subgraph_size=2" in c.report.fallback_nodes[-1].reason
+    torch.testing.assert_close(c(x), TailAfterI0()(x), rtol=1e-3, atol=1e-4)
+    c = kiln.torch.compile(TailAfterI0(), (x,), min_subgraph_size=10)
+    assert c.num_subgraphs == 0
+    torch.testing.assert_close(c(x), TailAfterI0()(x), rtol=1e-3, atol=1e-4)
+
+
+def test_verify_reports_the_worst_error():
+    torch.manual_seed(0)
+    model = SmallNet().eval()
+    c = kiln.torch.compile(model, _inputs(), verify=True)
+    v = c.verification
+    assert v.ok and 0 <= v.max_abs_error < 1e-4 and v.worst_output in (0, 1)
+    assert "max abs error" in v.summary()
+
+
+def test_bad_arguments():
+    model = SmallNet().eval()
+    with pytest.raises(kiln.InvalidArgumentError, match="precision"):
+        kiln.torch.compile(model, _inputs(), precision="fp8")
+    with pytest.raises(kiln.InvalidArgumentError, match="min_subgraph_size"):
+        kiln.torch.compile(model, _inputs(), min_subgraph_size=0)
+    with pytest.raises(kiln.KilnTypeError, match="nn.Module"):
+        kiln.torch.compile(lambda x: x, _inputs())
+    with pytest.raises(kiln.KilnError, match="gpu"):
+        kiln.torch.compile(model, _inputs(), target="gpu")
+
+
+def test_reduced_precision():
+    torch.manual_seed(0)
+    model = SmallNet().eval()
+    x, y = _inputs()
+    for precision in ["fp16", "bf16"]:
+        c = kiln.torch.compile(model, (x, y), precision=precision, verify=True)
+        assert c.verification.ok, c.verification.summary()
+        assert c(x, y)[0].dtype == torch.float32
+
+
+def test_same_tensor_passed_twice_is_not_merged():
+    class Add(nn.Module):
+        def forward(self, a, b):
+            return a - b
+
+    x = torch.randn(3)
+    c = kiln.torch.compile(Add(), (x, x))
+    y = torch.randn(3)
+    torch.testing.assert_close(c(x, y), x - y)
+
+
+def _no_compiling(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(kiln.torch.graph_lowering, "lower_graph_module", refuse)
+    monkeypatch.setattr(kiln.torch.export_compiler, "lower_graph_module", refuse)
+
+
+def test_torch_save_and_load_of_the_whole_module(compiled, monkeypatch, tmp_path):
+    model, c = compiled
+    buffer = io.BytesIO()
+    torch.save(c, buffer)
+    _no_compiling(monkeypatch)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert all(m.program.is_compiled() for m in loaded.modules() if isinstance(m, KilnSubgraph))
+    x, y = _inputs(3)
+    for a, b in zip(loaded(x, y), c(x, y)):
+        assert torch.equal(a, b)
+    kiln.torch.save(c, tmp_path / "model.kiln.pt")
+    again = kiln.torch.load(tmp_path / "model.kiln.pt")
+    for a, b in zip(again(x, y), c(x, y)):
+        assert torch.equal(a, b)
+    with pytest.raises(kiln.KilnFileNotFoundError):
+        kiln.torch.load(tmp_path / "missing.pt")
+    with pytest.raises(kiln.KilnTypeError):
+        kiln.torch.save(model, tmp_path / "plain.pt")
+
+
+def test_state_dict_round_trip(compiled, monkeypatch):
+    model, c = compiled
+    torch.manual_seed(1)
+    other = kiln.torch.compile(SmallNet().eval(), _inputs())
+    x, y = _inputs(4)
+    assert not torch.equal(other(x, y)[0], c(x, y)[0])
+    buffer = io.BytesIO()
+    torch.save(c.state_dict(), buffer)
+    buffer.seek(0)
+    state = torch.load(buffer)  # weights_only: a state dict is plain tensors
+    _no_compiling(monkeypatch)
+    other.load_state_dict(state)
+    for a, b in zip(other(x, y), c(x, y)):
+        assert torch.equal(a, b)
+
+
+def test_state_dict_holds_fallback_weights():
+    class FallbackWeights(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4))
+
+        def forward(self, x):
+            return torch.special.i0(x * self.w) + torch.special.i0(self.w)
+
+    torch.manual_seed(0)
+    c = kiln.torch.compile(FallbackWeights(), (torch.randn(4),))
+    assert any(v.dtype == torch.float32 and v.shape == (4,) for v in c.state_dict().values())
+
+
+def test_untraceable_model_points_to_torch_compile():
+    class DataDependent(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x * 2
+            return x - 1
+
+    with pytest.raises(kiln.UnsupportedError, match='backend="kiln"'):
+        kiln.torch.compile(DataDependent(), (torch.randn(3),))
+
+
+def test_training_mode_batch_norm_is_refused():
+    with pytest.raises(kiln.UnsupportedError, match="model.eval"):
+        kiln.torch.compile(nn.BatchNorm1d(3).train(), (torch.randn(4, 3),))

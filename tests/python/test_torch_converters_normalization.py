@@ -1,0 +1,63 @@
+"""Converters of layer / batch / group norm (kiln/torch/converters/normalization.py) against eager."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kiln_torch_testing import assert_converted, make
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")  # raised inside torch.export
+aten = torch.ops.aten
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+@pytest.mark.parametrize("shape, normalized", [((4, 6), (6,)), ((2, 3, 5), (5,)), ((2, 3, 4), (3, 4))])
+@pytest.mark.parametrize("affine", ["both", "weight", "none"])
+def test_layer_norm(shape, normalized, affine, dtype):
+    w = make(normalized, dtype, seed=2) if affine != "none" else None
+    b = make(normalized, dtype, seed=3) if affine == "both" else None
+    assert_converted(
+        lambda x: F.layer_norm(x, normalized, w, b, eps=1e-5),
+        (make(shape, dtype, seed=1),),
+        [aten.native_layer_norm.default],
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+@pytest.mark.parametrize("shape", [(3, 4), (2, 4, 5), (2, 4, 3, 3), (1, 4, 2, 2, 2)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_inference(shape, affine, dtype):
+    mean, var = make((4,), dtype, seed=2), make((4,), dtype, seed=3, low=0.5, high=2)
+    w = make((4,), dtype, seed=4) if affine else None
+    b = make((4,), dtype, seed=5) if affine else None
+    assert_converted(
+        lambda x: F.batch_norm(x, mean, var, w, b, training=False, eps=1e-3),
+        (make(shape, dtype, seed=1),),
+        [aten.native_batch_norm.default],
+    )
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_as_exported(affine):
+    """torch.export gives the _legit_no_training form."""
+    mean, var = make((4,), seed=2), make((4,), seed=3, low=0.5, high=2)
+    w, b = (make((4,), seed=4), make((4,), seed=5)) if affine else (None, None)
+    assert_converted(
+        lambda x: F.batch_norm(x, mean, var, w, b, training=False, eps=1e-3),
+        (make((2, 4, 3, 3), seed=1),),
+        [aten._native_batch_norm_legit_no_training.default],
+        decompose="export",
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+@pytest.mark.parametrize("shape, groups", [((2, 6, 4), 3), ((2, 8, 3, 3), 2), ((1, 4, 5, 5), 4), ((2, 6), 2)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm(shape, groups, affine, dtype):
+    w = make((shape[1],), dtype, seed=2) if affine else None
+    b = make((shape[1],), dtype, seed=3) if affine else None
+    assert_converted(
+        lambda x: F.group_norm(x, groups, w, b, eps=1e-5),
+        (make(shape, dtype, seed=1),),
+        [aten.native_group_norm.default],
+    )
