@@ -214,6 +214,18 @@ def test_reduced_precision():
         assert c(x, y)[0].dtype == torch.float32
 
 
+def test_non_tensor_inputs_are_specialized_and_checked():
+    class Scale(nn.Module):
+        def forward(self, x, n, options):
+            return x * n + options["shift"]
+
+    x = torch.randn(3)
+    c = kiln.torch.compile(Scale(), (x, 4, {"shift": torch.ones(3)}))
+    torch.testing.assert_close(c(x, 4, {"shift": torch.ones(3)}), x * 4 + 1)
+    with pytest.raises(kiln.InvalidArgumentError, match=r"input 'n': the module was compiled for the value 4, got 5"):
+        c(x, 5, {"shift": torch.ones(3)})
+
+
 def test_same_tensor_passed_twice_is_not_merged():
     class Add(nn.Module):
         def forward(self, a, b):

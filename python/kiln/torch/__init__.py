@@ -24,7 +24,9 @@ registry in :mod:`kiln.torch.converters`.
 
 import torch  # noqa: F401  (kiln.torch needs PyTorch; fail here with its own ImportError)
 
+from . import dynamo_backend
 from .compiled_module import CompiledModule, InputSpec, VerificationReport
+from .dynamo_backend import KilnDynamoGraph, kiln_backend
 from .export_compiler import compile, decomposition_table
 from .graph_lowering import FallbackNode, LoweringReport, lower_graph_module
 from .kiln_subgraph import KilnSubgraph
@@ -34,12 +36,16 @@ __all__ = [
     "CompiledModule",
     "FallbackNode",
     "InputSpec",
+    "KilnDynamoGraph",
     "KilnSubgraph",
     "LoweringReport",
     "VerificationReport",
     "compile",
     "decomposition_table",
+    "kiln_backend",
     "load",
     "lower_graph_module",
     "save",
 ]
+
+dynamo_backend.register()

@@ -122,7 +122,8 @@ class CompiledModule(torch.nn.Module):
             )
         for s, value in zip(self.input_specs, flat):
             s.check(value)
-        return [value for s, value in zip(self.input_specs, flat) if s.is_tensor]
+        # Non-tensor inputs keep their (unused) placeholders in the exported graph.
+        return flat
 
     def forward(self, *args, **kwargs):
         outputs = self.lowered(*self._flat_inputs(args, kwargs))

@@ -185,6 +185,23 @@ def compile(
     """
     if not isinstance(model, torch.nn.Module):
         raise kiln.KilnTypeError(f"kiln.torch.compile: expected a torch.nn.Module, got {type(model).__name__}")
+    return compile_module(
+        model,
+        example_inputs,
+        example_kwargs,
+        target=target,
+        precision=precision,
+        min_subgraph_size=min_subgraph_size,
+        verify=verify,
+        compile_options=compile_options,
+        caller=f"kiln.torch.compile({type(model).__name__})",
+    )
+
+
+def compile_module(
+    model, example_inputs, example_kwargs, *, target, precision, min_subgraph_size, verify, compile_options, caller
+):
+    """kiln.torch.compile without the argument checks; `caller` names it in logs."""
     args, kwargs = _distinct_tensors(_as_tuple(example_inputs), dict(example_kwargs or {}))
     try:
         with torch.no_grad():
@@ -199,8 +216,7 @@ def compile(
     lowered, report = lower_graph_module(
         gm, target=target, precision=precision, min_subgraph_size=min_subgraph_size, compile_options=compile_options
     )
-    if report.fallback_nodes:
-        logger.info("kiln.torch.compile(%s): %s", type(model).__name__, report.summary())
+    logger.info("%s: %s", caller, report.summary())
     compiled = CompiledModule(
         lowered,
         _input_specs(ep, args, kwargs),
@@ -213,7 +229,7 @@ def compile(
     if verify:
         rtol, atol = VERIFY_TOLERANCES[precision]
         compiled.verification = verify_against_eager(compiled, model, args, kwargs, rtol, atol)
-        logger.info("kiln.torch.compile(%s) verify: %s", type(model).__name__, compiled.verification.summary())
+        logger.info("%s verify: %s", caller, compiled.verification.summary())
         if not compiled.verification.ok:
             warnings.warn(f"kiln.torch.compile: compiled model differs from eager: {compiled.verification.summary()}")
     return compiled

@@ -79,7 +79,7 @@ class LoweringReport:
 
 def _ensure_metadata(gm, example_inputs):
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    if all("val" in n.meta for n in gm.graph.nodes if n.op in ("placeholder",) + COMPUTE_OPS):
+    if all("val" in n.meta for n in gm.graph.nodes if n.op in COMPUTE_OPS):
         return
     if example_inputs is None:
         raise kiln.InvalidArgumentError(
@@ -258,5 +258,5 @@ def lower_graph_module(
     lowered = torch.fx.GraphModule(root, graph)
     lowered.graph.eliminate_dead_code()
     lowered = torch.fx.GraphModule(root, lowered.graph)
-    logger.info("kiln.torch: %s", report.summary())
+    logger.debug("kiln.torch: %s", report.summary())
     return lowered, report

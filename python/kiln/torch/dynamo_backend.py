@@ -1,0 +1,197 @@
+"""The ``torch.compile`` backend "kiln".
+
+    model = torch.compile(model, backend="kiln", options={"target": "cpu"})
+
+It is registered when ``kiln.torch`` is imported and through the
+``torch_dynamo_backends`` entry point (pyproject.toml), so the name works
+without the import too. Dynamo splits the model into graphs at graph breaks
+(data-dependent control flow, unsupported Python) and hands each graph here;
+the Python between graphs runs as usual.
+
+Each graph becomes a :class:`KilnDynamoGraph`. On a call it looks up the
+inputs' shape signature (shapes, dtypes, devices and the values of integer
+inputs) and, the first time it sees one, exports the graph with those
+inputs and compiles it exactly as ``kiln.torch.compile`` does (same
+decompositions, converters and fallback partitioning), then caches the
+result, so a new input shape compiles once and is reused after. Parameters
+and buffers are frozen into the compiled program by default (inference
+weights, constant-folded); an in-place change of one changes its version and
+the next call compiles again. A graph that cannot be lowered at all (it
+mutates its inputs, torch.export refuses it) runs eagerly, with a warning.
+
+Options (an unknown key is an error): target ("cpu"), precision ("fp32"),
+min_subgraph_size (1), freeze_parameters (True), cache_size (16 shape
+signatures per graph, least recently used dropped first), compile_options
+(dict for ``kiln.program.compile``).
+"""
+
+import collections
+import logging
+import threading
+import warnings
+
+import torch
+
+import kiln
+
+from .dtypes import PRECISIONS
+from .export_compiler import compile_module
+
+logger = logging.getLogger("kiln.torch")
+
+DEFAULT_OPTIONS = {
+    "target": "cpu",
+    "precision": "fp32",
+    "min_subgraph_size": 1,
+    "freeze_parameters": True,
+    "cache_size": 16,
+    "compile_options": None,
+}
+
+BACKEND_NAME = "kiln"
+
+
+def validate_options(options):
+    """The backend options with defaults filled in; raises on unknown keys or bad values."""
+    if options is None:
+        options = {}
+    if not isinstance(options, dict):
+        raise kiln.KilnTypeError(f"kiln backend: options must be a dict, got {type(options).__name__}")
+    unknown = sorted(set(options) - set(DEFAULT_OPTIONS))
+    if unknown:
+        raise kiln.InvalidArgumentError(
+            f"kiln backend: unknown option(s) {', '.join(map(repr, unknown))}; "
+            f"the options are: {', '.join(DEFAULT_OPTIONS)}"
+        )
+    merged = {**DEFAULT_OPTIONS, **options}
+    if not isinstance(merged["target"], str) or merged["target"] not in kiln.get_target_names():
+        raise kiln.InvalidArgumentError(
+            f"kiln backend: option 'target' must be one of {kiln.get_target_names()}, got {merged['target']!r}"
+        )
+    if merged["precision"] not in PRECISIONS:
+        raise kiln.InvalidArgumentError(
+            f"kiln backend: option 'precision' must be one of {sorted(PRECISIONS)}, got {merged['precision']!r}"
+        )
+    for name in ("min_subgraph_size", "cache_size"):
+        value = merged[name]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise kiln.InvalidArgumentError(f"kiln backend: option '{name}' must be a positive int, got {value!r}")
+    if not isinstance(merged["freeze_parameters"], bool):
+        raise kiln.KilnTypeError(
+            f"kiln backend: option 'freeze_parameters' must be a bool, got {merged['freeze_parameters']!r}"
+        )
+    if merged["compile_options"] is not None and not isinstance(merged["compile_options"], dict):
+        raise kiln.KilnTypeError("kiln backend: option 'compile_options' must be a dict")
+    return merged
+
+
+def _is_weight(example):
+    """Parameters and buffers: dynamo marks them as static inputs."""
+    return isinstance(example, torch.nn.Parameter) or getattr(example, "_dynamo_static_input_type", None) is not None
+
+
+class _FrozenGraph(torch.nn.Module):
+    """A dynamo graph with its weights as buffers, called with the other inputs."""
+
+    def __init__(self, gm, weights, count):
+        super().__init__()
+        self.gm = gm
+        self.count = count
+        self.weight_positions = sorted(weights)
+        for k, position in enumerate(self.weight_positions):
+            self.register_buffer(f"weight_{k}", weights[position])
+
+    def forward(self, *inputs):
+        args, rest = [], iter(inputs)
+        for position in range(self.count):
+            if position in self.weight_positions:
+                args.append(getattr(self, f"weight_{self.weight_positions.index(position)}"))
+            else:
+                args.append(next(rest))
+        return self.gm(*args)
+
+
+def _signature(value, frozen):
+    if isinstance(value, torch.Tensor):
+        key = (tuple(value.shape), value.dtype, value.device.type, value.requires_grad)
+        # A frozen weight is identified by its memory and version (bumped by in-place writes).
+        return key + ((value.data_ptr(), value._version) if frozen else ())
+    if isinstance(value, (int, float, bool)):
+        return (type(value), value)
+    return (type(value),)
+
+
+def _shapes(values):
+    return ", ".join(str(list(v.shape)) if isinstance(v, torch.Tensor) else repr(v) for v in values)
+
+
+class KilnDynamoGraph:
+    """What the backend returns for one dynamo graph: compiles per shape signature."""
+
+    def __init__(self, gm, example_inputs, options):
+        self.gm = gm
+        self.options = options
+        frozen = options["freeze_parameters"]
+        self.weight_positions = {i for i, e in enumerate(example_inputs) if frozen and _is_weight(e)}
+        self.compiled = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    @property
+    def reports(self):
+        """{shape signature: LoweringReport} of every compiled signature (None: ran eagerly)."""
+        return {k: getattr(v, "report", None) for k, v in self.compiled.items()}
+
+    def __call__(self, *args):
+        key = tuple(_signature(a, i in self.weight_positions) for i, a in enumerate(args))
+        with self.lock:
+            entry = self.compiled.get(key)
+            if entry is None:
+                entry = self._compile(args)
+                self.compiled[key] = entry
+                while len(self.compiled) > self.options["cache_size"]:
+                    self.compiled.popitem(last=False)
+            else:
+                self.compiled.move_to_end(key)
+        if entry is self.gm:
+            return self.gm(*args)
+        dynamic = [a for i, a in enumerate(args) if i not in self.weight_positions]
+        return entry(*dynamic)
+
+    def _compile(self, args):
+        weights = {i: args[i].detach() for i in self.weight_positions}
+        module = _FrozenGraph(self.gm, weights, len(args))
+        dynamic = tuple(a for i, a in enumerate(args) if i not in self.weight_positions)
+        try:
+            return compile_module(
+                module,
+                dynamic,
+                None,
+                target=self.options["target"],
+                precision=self.options["precision"],
+                min_subgraph_size=self.options["min_subgraph_size"],
+                verify=False,
+                compile_options=self.options["compile_options"],
+                caller=f"kiln backend (graph of {len(self.gm.graph.nodes)} nodes, inputs {_shapes(dynamic)})",
+            )
+        except kiln.UnsupportedError as e:
+            warnings.warn(f"kiln backend: a graph runs eagerly in PyTorch: {e}")
+            return self.gm
+
+
+def kiln_backend(gm, example_inputs, options=None, mode=None):
+    """The torch.compile backend: returns a callable that runs `gm` with Kiln."""
+    return KilnDynamoGraph(gm, example_inputs, validate_options(options))
+
+
+def register():
+    """Registers kiln_backend as "kiln" unless dynamo already knows the name.
+
+    When the entry point is how dynamo found the backend, it registers the
+    function itself right after importing this module, so registering here
+    as well would be a duplicate.
+    """
+    from torch._dynamo.backends import registry
+
+    if BACKEND_NAME in registry._COMPILER_FNS or registry._BACKENDS.get(BACKEND_NAME) is not None:
+        return
+    registry.register_backend(kiln_backend, name=BACKEND_NAME)

@@ -1,0 +1,239 @@
+"""The torch.compile backend "kiln": graph breaks, fallback partitioning,
+one compilation per input shape signature, option checks, frozen weights,
+and the torch_dynamo_backends entry point."""
+
+import importlib.util
+import pathlib
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn as nn
+
+import kiln
+import kiln.torch
+from kiln.torch import KilnDynamoGraph, kiln_backend
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")  # raised inside torch.export
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def spying_backend(graphs, **fixed):
+    """A backend that records the KilnDynamoGraph of each dynamo graph."""
+
+    def backend(gm, example_inputs, **kwargs):
+        graph = kiln_backend(gm, example_inputs, **{**kwargs, **fixed})
+        graphs.append(graph)
+        return graph
+
+    return backend
+
+
+class Gate(nn.Module):
+    """Data-dependent control flow: dynamo breaks the graph at the `if`."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.out = nn.Linear(6, 3)
+
+    def forward(self, x):
+        h = torch.relu(self.fc(x))
+        if x.sum() > 0:
+            h = torch.tanh(h) * 2
+        else:
+            h = torch.special.i0(h) - h  # i0 has no converter: it falls back
+        return self.out(h).softmax(-1)
+
+
+def test_backend_name_is_registered():
+    assert "kiln" in torch._dynamo.list_backends()
+    kiln.torch.dynamo_backend.register()  # a second registration is a no-op
+
+
+def test_matches_eager():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4)).eval()
+    compiled = torch.compile(model, backend="kiln")
+    x = torch.randn(5, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-3, atol=1e-4)
+
+
+def test_graph_breaks_and_data_dependent_control_flow():
+    torch.manual_seed(0)
+    model = Gate().eval()
+    graphs = []
+    compiled = torch.compile(model, backend=spying_backend(graphs))
+    g = torch.Generator().manual_seed(1)
+    inputs = [torch.rand(4, 6, generator=g) * s for s in (1.0, -1.0, 2.0, -3.0)]
+    branches = set()
+    with torch.no_grad():
+        for x in inputs:
+            branches.add(bool(x.sum() > 0))
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-3, atol=1e-4)
+    assert branches == {True, False}
+    assert len(graphs) >= 3  # before the branch, and each branch's continuation
+    reports = [r for g in graphs for r in g.reports.values()]
+    assert any(r.fallback_ops.get("aten.i0.default") for r in reports)
+    assert all(r.subgraphs >= 1 for r in reports)
+
+
+def test_compiles_once_per_shape_signature(monkeypatch):
+    calls = []
+    real = kiln.torch.dynamo_backend.compile_module
+
+    def counting(*args, **kwargs):
+        calls.append([a.shape for a in args[1] if isinstance(a, torch.Tensor)][0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kiln.torch.dynamo_backend, "compile_module", counting)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).eval()
+    graphs = []
+    compiled = torch.compile(model, backend=spying_backend(graphs), dynamic=True)
+    with torch.no_grad():
+        for n in [2, 3, 2, 5, 3, 3]:
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-3, atol=1e-4)
+    assert [s[0] for s in calls] == [2, 3, 5]
+    assert len(graphs) == 1 and len(graphs[0].compiled) == 3
+
+
+def test_cache_size_drops_least_recently_used():
+    model = nn.Sequential(nn.Linear(4, 4)).eval()
+    graphs = []
+    compiled = torch.compile(model, backend=spying_backend(graphs, options={"cache_size": 2}), dynamic=True)
+    with torch.no_grad():
+        for n in [2, 3, 4, 3]:
+            compiled(torch.randn(n, 4))
+    assert [key[-1][0][0] for key in graphs[0].compiled] == [4, 3]
+
+
+def test_options_are_validated():
+    model = nn.Linear(3, 3)
+    x = torch.randn(2, 3)
+    for options, error, message in [
+        ({"bogus": 1}, kiln.InvalidArgumentError, "unknown option.*'bogus'.*the options are: target"),
+        ({"target": "gpu"}, kiln.InvalidArgumentError, "option 'target'"),
+        ({"precision": "int4"}, kiln.InvalidArgumentError, "option 'precision'"),
+        ({"min_subgraph_size": 0}, kiln.InvalidArgumentError, "min_subgraph_size"),
+        ({"freeze_parameters": "yes"}, kiln.KilnTypeError, "freeze_parameters"),
+    ]:
+        torch._dynamo.reset()
+        with pytest.raises(torch._dynamo.exc.BackendCompilerFailed) as info:
+            torch.compile(model, backend="kiln", options=options)(x)
+        assert isinstance(info.value.inner_exception, error)
+        assert re.search(message, str(info.value.inner_exception))
+
+
+@pytest.mark.parametrize("options", [{"target": "ref"}, {"precision": "fp16"}, {"min_subgraph_size": 2}])
+def test_valid_options(options):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh()).eval()
+    compiled = torch.compile(model, backend="kiln", options=options)
+    x = torch.randn(3, 8)
+    tol = 1e-2 if options.get("precision") == "fp16" else 1e-4
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-3 if tol < 1e-3 else tol, atol=tol)
+
+
+def test_frozen_weights_follow_in_place_updates():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2).eval()
+    compiled = torch.compile(model, backend="kiln")
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        before = compiled(x)
+        model.weight.mul_(2)
+        after = compiled(x)
+        torch.testing.assert_close(after, model(x), rtol=1e-3, atol=1e-4)
+    assert not torch.allclose(before, after)
+
+
+def test_weights_as_inputs_when_not_frozen():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2).eval()
+    graphs = []
+    compiled = torch.compile(model, backend=spying_backend(graphs, options={"freeze_parameters": False}))
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        compiled(x)
+        model.bias.add_(1)
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-3, atol=1e-4)
+    assert len(graphs[0].compiled) == 1  # the new bias is an input, not a new compilation
+
+
+def test_graph_that_mutates_its_input_runs_eagerly():
+    def bump(x):
+        x.add_(1)
+        return x * 2
+
+    compiled = torch.compile(bump, backend="kiln")
+    x = torch.zeros(3)
+    with pytest.warns(UserWarning, match="runs eagerly"):
+        y = compiled(x)
+    assert torch.equal(x, torch.ones(3)) and torch.equal(y, torch.full((3,), 2.0))
+
+
+def test_backend_returns_a_kiln_graph():
+    gm = torch.fx.symbolic_trace(lambda x: x + 1)
+    assert isinstance(kiln_backend(gm, [torch.randn(2)]), KilnDynamoGraph)
+
+
+def _load_link_script():
+    spec = importlib.util.spec_from_file_location("link_dev_install", REPO / "scripts" / "link_dev_install.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_entry_point_resolves_without_importing_kiln_torch(tmp_path):
+    info = _load_link_script().write_dist_info(tmp_path, REPO)
+    assert "kiln = kiln.torch.dynamo_backend:kiln_backend" in (info / "entry_points.txt").read_text()
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.path[:0] = [{str(REPO / "python")!r}, {str(tmp_path)!r}]
+        import torch
+        assert "kiln.torch" not in sys.modules
+        f = torch.compile(lambda x: torch.relu(x) * 2 + 1, backend="kiln")
+        x = torch.randn(4)
+        assert torch.allclose(f(x), torch.relu(x) * 2 + 1)
+        assert "kiln.torch" in sys.modules
+        import importlib.metadata
+        (ep,) = [e for e in importlib.metadata.entry_points(group="torch_dynamo_backends") if e.name == "kiln"]
+        import kiln.torch
+        assert ep.load() is kiln.torch.kiln_backend
+        print("ok")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_dist_info_is_idempotent_and_replaces_stale_versions(tmp_path):
+    script = _load_link_script()
+    stale = tmp_path / "kiln-0.0.1.dist-info"
+    stale.mkdir()
+    (stale / "INSTALLER").write_text(script.INSTALLER + "\n")
+    foreign = tmp_path / "kiln-0.0.2.dist-info"
+    foreign.mkdir()
+    (foreign / "INSTALLER").write_text("pip\n")
+    first = script.write_dist_info(tmp_path, REPO)
+    before = {p.name: p.read_text() for p in first.iterdir()}
+    second = script.write_dist_info(tmp_path, REPO)
+    assert first == second and before == {p.name: p.read_text() for p in second.iterdir()}
+    assert not stale.exists() and foreign.exists()
