@@ -134,3 +134,11 @@ def test_logical_not(dtype):
 @pytest.mark.parametrize("dtype", [torch.bool, torch.int32, torch.int64, torch.uint8])
 def test_bitwise_not(dtype):
     assert_converted(torch.bitwise_not, (make((3, 4), dtype),), [aten.bitwise_not.default])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_atan2_in_every_quadrant_and_on_the_axes(dtype):
+    y = torch.tensor([1.0, 1.0, -1.0, -1.0, 0.0, 0.0, 2.0, -2.0, 0.0, 0.5], dtype=dtype)
+    x = torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 0.0, 0.0, 0.0, -3.0], dtype=dtype)
+    assert_converted(torch.atan2, (y, x), [aten.atan2.default])
+    assert_converted(torch.atan2, (make((3, 4), dtype, seed=1), make((4,), dtype, seed=2)), [aten.atan2.default])

@@ -61,3 +61,16 @@ def test_group_norm(shape, groups, affine, dtype):
         (make(shape, dtype, seed=1),),
         [aten.native_group_norm.default],
     )
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 4)])
+def test_instance_norm_as_exported(shape, affine):
+    w = make((3,), seed=2) if affine else None
+    b = make((3,), seed=3) if affine else None
+    assert_converted(
+        lambda x: F.instance_norm(x, weight=w, bias=b, eps=1e-5),
+        (make(shape, seed=1),),
+        [aten._native_batch_norm_legit.no_stats],
+        decompose="export",
+    )

@@ -82,3 +82,20 @@ def test_adaptive_max_pool(output_size):
         (make((1, 2, 5, 4, 6)),),
         [aten.adaptive_max_pool3d.default],
     )
+
+
+@pytest.mark.parametrize("count_include_pad", [True, False])
+def test_window_larger_than_the_input(count_include_pad):
+    """EfficientNet's pooler: kernel 7 over a 2x2 map with ceil_mode gives one output."""
+    x = make((1, 3, 2, 2))
+    assert_converted(
+        lambda t: F.avg_pool2d(t, 7, ceil_mode=True, count_include_pad=count_include_pad),
+        (x,),
+        [aten.avg_pool2d.default],
+    )
+    assert_converted(lambda t: F.max_pool2d(t, 5, ceil_mode=True), (x,), [aten.max_pool2d_with_indices.default])
+    assert_converted(
+        lambda t: F.avg_pool2d(t, 5, padding=1, ceil_mode=True, count_include_pad=count_include_pad),
+        (make((1, 2, 2, 3)),),
+        [aten.avg_pool2d.default],
+    )

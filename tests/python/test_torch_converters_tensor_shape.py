@@ -113,3 +113,27 @@ def test_identity_copies():
     x = make((2, 3))
     assert_converted(lambda a: a.clone() + 1, (x,), [aten.clone.default], decompose=False)
     assert_converted(lambda a: torch.ops.aten.alias(a) + 1, (x,), [aten.alias.default], decompose=False)
+
+
+@pytest.mark.parametrize("dimension, size, step", [(0, 2, 1), (1, 3, 2), (-1, 4, 1), (2, 2, 3)])
+def test_unfold(dimension, size, step):
+    assert_converted(lambda x: x.unfold(dimension, size, step) + 0, (make((3, 5, 6)),), [aten.unfold.default])
+
+
+@pytest.mark.parametrize(
+    "size, stride, offset",
+    [
+        ((1, 4, 1, 1), (4, 1, 4, 4), 0),  # what Swin's pooler leaves: a reshape
+        ((2, 3), (1, 2), 0),  # a transposed read
+        ((3, 2), (4, 1), 1),  # a strided window with an offset
+        ((2, 2, 2), (5, 1, 2), 1),
+        ((5,), (1,), 3),  # a contiguous run: a slice
+    ],
+)
+def test_as_strided(size, stride, offset):
+    assert_converted(
+        lambda x: torch.as_strided(x, size, stride, offset) * 2,
+        (make((2, 3, 2)),),
+        [aten.as_strided.default],
+        decompose=False,
+    )

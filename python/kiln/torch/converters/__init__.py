@@ -19,7 +19,9 @@ from . import (  # noqa: F401  (imported to register their converters)
     pooling,
     python_operators,
     reduction,
+    resize,
     softmax,
+    sorting,
     tensor_shape,
     type_conversion,
 )

@@ -104,6 +104,22 @@ def exp2(ctx, x):
     return ctx.add("exp", [ctx.add("mul", [x, ctx.scalar(math.log(2.0), x.dtype)])])
 
 
+@converter(aten.atan2.default)
+def atan2(ctx, y, x):
+    dtype = ctx.out_dtype
+    y, x = ctx.cast(y, dtype), ctx.cast(x, dtype)
+    zero, pi = ctx.scalar(0, dtype), ctx.scalar(math.pi, dtype)
+    base = ctx.add("atan", [ctx.add("div", [y, x])])
+    # x < 0: add pi towards y's side (y = +0 counts as upper); x = 0: +-pi/2 or 0.
+    upper = ctx.add("not", [ctx.add("less", [y, zero])])
+    shift = ctx.where(upper, pi, ctx.add("neg", [pi]))
+    left = ctx.add("add", [base, shift])
+    result = ctx.where(ctx.add("less", [x, zero]), left, base)
+    vertical = ctx.add("mul", [ctx.add("sign", [y]), ctx.scalar(math.pi / 2, dtype)])
+    on_axis = ctx.add("equal", [x, zero])
+    return ctx.broadcast(ctx.where(on_axis, vertical, result), ctx.out_shape)
+
+
 @converter(aten.clamp.default, aten.clamp.Tensor)
 def clamp(ctx, x, min=None, max=None):
     dtype = ctx.out_dtype

@@ -1,7 +1,9 @@
 """Normalizations: layer norm (native_layer_norm), batch norm in inference
 form (_native_batch_norm_legit_no_training, native_batch_norm with
-training=False) and group norm (native_group_norm, written as a layer norm
-over each group followed by the per-channel affine).
+training=False), batch statistics without running ones
+(_native_batch_norm_legit.no_stats, which instance norm becomes) and
+group norm (native_group_norm, written as a layer norm over each group
+followed by the per-channel affine).
 
 The saved mean / inverse deviation outputs exist for training only; Kiln
 does not compute them, so a graph that uses them keeps the op in PyTorch.
@@ -55,6 +57,28 @@ def native_batch_norm(ctx, x, weight, bias, running_mean, running_var, training,
     if training:
         ctx.refuse("batch norm in training mode (call model.eval())")
     return _batch_norm(ctx, x, weight, bias, running_mean, running_var, eps)
+
+
+@converter(aten._native_batch_norm_legit.no_stats)
+def batch_norm_batch_statistics(ctx, x, weight, bias, training, momentum, eps):
+    """Normalization by the batch's own statistics (instance norm is written
+    this way): per channel over the batch and spatial dims, biased variance."""
+    dtype = ctx.out_dtype
+    x = ctx.cast(x, dtype)
+    if x.ndim < 2:
+        ctx.refuse(f"batch norm of a rank-{x.ndim} input")
+    axes = [0] + list(range(2, x.ndim))
+    mean = ctx.add("reduce_mean", [x], axes=axes, keepdims=True)
+    centered = ctx.add("sub", [x, mean])
+    var = ctx.add("reduce_mean", [ctx.add("mul", [centered, centered])], axes=axes, keepdims=True)
+    scale = ctx.add("rsqrt", [ctx.add("add", [var, ctx.scalar(float(eps), dtype)])])
+    y = ctx.add("mul", [centered, scale])
+    per_channel = [x.shape[1]] + [1] * (x.ndim - 2)
+    if weight is not None:
+        y = ctx.add("mul", [y, ctx.reshape(ctx.cast(weight, dtype), per_channel)])
+    if bias is not None:
+        y = ctx.add("add", [y, ctx.reshape(ctx.cast(bias, dtype), per_channel)])
+    return y, None, None
 
 
 @converter(aten.native_group_norm.default)

@@ -29,11 +29,28 @@ def _unbatched(ctx, y, added):
     return ctx.add("squeeze", [y], axes=[0]) if added else y
 
 
+def _clipped_kernel(ctx, x, kernel, padding, dilation):
+    """PyTorch (with ceil_mode) accepts a window larger than the padded input
+    when it gives one output, which then covers the whole padded input (the
+    average divides by that padded extent); Kiln wants the window to fit."""
+    spatial = len(kernel)
+    out = ctx.out_shape[-spatial:]
+    clipped = list(kernel)
+    for d in range(spatial):
+        padded = x.shape[x.ndim - spatial + d] + 2 * padding[d]
+        if dilation[d] * (kernel[d] - 1) + 1 > padded:
+            if out[d] != 1 or dilation[d] != 1:
+                ctx.refuse(f"a pooling window of {kernel[d]} over {padded} padded elements")
+            clipped[d] = padded
+    return clipped
+
+
 def _pool(ctx, x, spatial, mode, kernel_size, stride, padding, dilation, ceil_mode, count_include_pad=False):
     kernel = expand_list(kernel_size, spatial, "kernel_size")
     stride = expand_list(stride, spatial, "stride") if stride else kernel
     padding = expand_list(padding, spatial, "padding")
     dilation = expand_list(dilation, spatial, "dilation")
+    kernel = _clipped_kernel(ctx, x, kernel, padding, dilation)
     xb, added = _batched(ctx, x, spatial)
     y = ctx.add(
         "pooling",

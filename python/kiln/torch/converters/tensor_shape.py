@@ -135,6 +135,53 @@ def flip(ctx, x, dims):
     return x
 
 
+@converter(aten.unfold.default)
+def unfold(ctx, x, dimension, size, step):
+    """Windows of `size` every `step` along `dimension`, as a new last dim."""
+    axis = normalize_dim(dimension, x.ndim)
+    extent = x.shape[axis] if x.ndim else 1
+    count = (extent - size) // step + 1
+    if x.ndim == 0 or count < 1:
+        ctx.refuse(f"unfold of a dim of {extent} into windows of {size}")
+    windows = torch.arange(count)[:, None] * step + torch.arange(size)[None, :]
+    y = ctx.add("gather", [x, ctx.constant(windows)], axis=axis)  # [..., count, size, ...]
+    order = list(range(y.ndim))
+    order.append(order.pop(axis + 1))
+    return ctx.transpose(y, order)
+
+
+def _extent(shape, strides, offset):
+    """Storage slots a strided view reaches."""
+    return offset + sum((n - 1) * s for n, s in zip(shape, strides)) + 1
+
+
+@converter(aten.as_strided.default)
+def as_strided(ctx, x, size, stride, storage_offset=None):
+    """A strided view of x's memory, as a gather of x's elements; a reshape
+    when it picks them in order. Positions come from x's own layout in eager
+    PyTorch (its metadata's strides)."""
+    source = ctx.node.args[0].meta.get("val")
+    if not isinstance(source, torch.Tensor):
+        ctx.refuse("as_strided of a value without metadata")
+    base = source.storage_offset() if storage_offset is None else storage_offset
+    if source.numel() == 0 or min(size, default=1) == 0:
+        ctx.refuse("as_strided with empty tensors")
+    # Storage slot -> logical index of x's element there (-1: none).
+    slots = max(_extent(source.shape, source.stride(), source.storage_offset()), _extent(size, stride, base))
+    storage = torch.full((slots,), -1, dtype=torch.int64)
+    storage.as_strided(source.shape, source.stride(), source.storage_offset()).copy_(
+        torch.arange(source.numel()).reshape(source.shape)
+    )
+    picked = storage.as_strided(list(size), list(stride), base)
+    if bool((picked < 0).any()):
+        ctx.refuse("as_strided reads memory that is not part of its input")
+    flat = ctx.reshape(x, [x.numel()])
+    first = int(picked.flatten()[0])
+    if torch.equal(picked.flatten(), torch.arange(first, first + picked.numel())):
+        return ctx.reshape(ctx.slice(flat, 0, first, first + picked.numel()), size)
+    return ctx.add("gather", [flat, ctx.constant(picked.contiguous())], axis=0)
+
+
 @converter(aten.constant_pad_nd.default)
 def constant_pad_nd(ctx, x, pad, value=0):
     pad = list(pad)
