@@ -11,9 +11,7 @@
 namespace kiln {
 
 class instruction;
-class module;
 using instruction_ref = std::list<instruction>::iterator;
-using module_ref = module*;
 
 class instruction {
 public:
@@ -26,6 +24,7 @@ public:
     const shape& get_shape() const { return result_; }
     const std::vector<instruction_ref>& inputs() const { return inputs_; }
     const std::vector<instruction_ref>& outputs() const { return outputs_; }
+    // Modules the op takes as arguments (the branches of an if, a loop's body).
     const std::vector<module_ref>& module_inputs() const { return module_inputs_; }
     const literal& get_literal() const { return literal_; }
 

@@ -5,6 +5,7 @@
 #include <iosfwd>
 #include <list>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -32,9 +33,10 @@ public:
     instruction_ref insert_literal(instruction_ref pos, literal lit);
     instruction_ref add_return(const std::vector<instruction_ref>& inputs);
 
-    // Gives `ins` a new op and inputs (the result shape must stay the same
-    // unless it has no users).
-    void replace_instruction(instruction_ref ins, const operation& op, const std::vector<instruction_ref>& inputs);
+    // Gives `ins` a new op, inputs and module arguments (the result shape must
+    // stay the same unless it has no users).
+    void replace_instruction(instruction_ref ins, const operation& op, const std::vector<instruction_ref>& inputs,
+                             const std::vector<module_ref>& module_inputs = {});
     // Makes every user of `ins` use `replacement` instead.
     void replace_all_uses(instruction_ref ins, instruction_ref replacement);
     // Replaces one input of `ins`.
@@ -57,6 +59,13 @@ public:
     instruction_ref get_return();
     std::vector<shape> get_output_shapes() const;
 
+    // The modules this one's instructions take as arguments, directly or
+    // through others; each once, after the modules it uses. Raises an error
+    // when a module would (indirectly) run itself.
+    std::vector<const module*> submodules() const;
+    // Points module arguments at other modules (after copying a program).
+    void remap_module_inputs(const std::unordered_map<const module*, module_ref>& mapping);
+
     // Text form, one instruction a line (DESIGN.md section 3).
     void print(std::ostream& os) const;
     // Printed name of each instruction: the parameter name or "@index".
@@ -69,6 +78,10 @@ private:
     std::string name_;
     std::list<instruction> instructions_;
 };
+
+// A copy of `m` (first) and of its submodules, with the copies' module
+// arguments pointing at the copies: a self-contained unit an executable can own.
+std::vector<std::unique_ptr<module>> copy_with_submodules(const module& m);
 
 std::string to_string(const module& m);
 std::ostream& operator<<(std::ostream& os, const module& m);

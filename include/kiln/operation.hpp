@@ -2,7 +2,10 @@
 // operation: a value type holding one op struct behind a small virtual
 // interface. Op structs derive from op_base, declare `name()`,
 // `compute_shape(inputs)`, `compute(result, inputs)` and their attributes
-// through `reflect`.
+// through `reflect`. Control-flow ops also take modules as arguments (the
+// branches of an if, the body of a loop) and override the *_with_modules
+// pair of methods.
+#include <functional>
 #include <memory>
 #include <string>
 #include <typeinfo>
@@ -15,6 +18,15 @@
 
 namespace kiln {
 
+class module;
+using module_ref = module*;
+
+// Runs module argument `index` of the instruction being computed with
+// `inputs` bound to the module's parameters in their order, and returns the
+// module's outputs, each owned and standard-strided. Targets give one to the
+// compute of ops that take modules, so each target runs submodules its own way.
+using module_runner = std::function<std::vector<argument>(std::size_t index, const std::vector<argument>& inputs)>;
+
 // Defaults an op struct may override.
 struct op_base {
     template <class Self, class F>
@@ -24,6 +36,14 @@ struct op_base {
     // For aliasing ops: the result as a view of the aliased input.
     argument compute_alias(const shape&, const std::vector<argument>&) const {
         fail(error_kind::not_implemented, "op does not produce a view");
+    }
+    // Control flow: the result shape given the module arguments, and the
+    // compute that runs them through `run`. Ops without modules keep these.
+    shape compute_shape_with_modules(const std::vector<shape>&, const std::vector<module_ref>&) const {
+        fail("this op takes no module arguments");
+    }
+    void compute_with_modules(const argument&, const std::vector<argument>&, const module_runner&) const {
+        fail(error_kind::runtime, "this op takes no module arguments");
     }
 };
 
@@ -35,14 +55,24 @@ public:
 
     std::string name() const { return self().name(); }
     shape compute_shape(const std::vector<shape>& inputs) const { return self().compute_shape(inputs); }
+    // With module arguments: an op that takes none accepts an empty list only.
+    shape compute_shape(const std::vector<shape>& inputs, const std::vector<module_ref>& modules) const {
+        return modules.empty() ? self().compute_shape(inputs) : self().compute_shape_with_modules(inputs, modules);
+    }
     // Writes the op's result into `result`, whose memory the caller provides.
     void compute(const argument& result, const std::vector<argument>& inputs) const { self().compute(result, inputs); }
+    // compute of an op with module arguments, which it runs through `run`.
+    void compute(const argument& result, const std::vector<argument>& inputs, const module_runner& run) const {
+        self().compute_with_modules(result, inputs, run);
+    }
     int output_alias(const std::vector<shape>& inputs) const { return self().output_alias(inputs); }
     argument compute_alias(const shape& out, const std::vector<argument>& inputs) const {
         return self().compute_alias(out, inputs);
     }
     // Convenience for ref and constant folding: allocates the result (or makes the view).
     argument evaluate(const shape& out, const std::vector<argument>& inputs) const;
+    // evaluate of an op with module arguments.
+    argument evaluate(const shape& out, const std::vector<argument>& inputs, const module_runner& run) const;
 
     value attributes() const { return self().attributes(); }
     // A copy with the attributes named in the map `attrs` replaced.
@@ -65,6 +95,10 @@ private:
         virtual std::string name() const = 0;
         virtual shape compute_shape(const std::vector<shape>& inputs) const = 0;
         virtual void compute(const argument& result, const std::vector<argument>& inputs) const = 0;
+        virtual shape compute_shape_with_modules(const std::vector<shape>& inputs,
+                                                 const std::vector<module_ref>& modules) const = 0;
+        virtual void compute_with_modules(const argument& result, const std::vector<argument>& inputs,
+                                          const module_runner& run) const = 0;
         virtual int output_alias(const std::vector<shape>& inputs) const = 0;
         virtual argument compute_alias(const shape& out, const std::vector<argument>& inputs) const = 0;
         virtual value attributes() const = 0;
@@ -78,6 +112,14 @@ private:
         shape compute_shape(const std::vector<shape>& inputs) const override { return op.compute_shape(inputs); }
         void compute(const argument& result, const std::vector<argument>& inputs) const override {
             op.compute(result, inputs);
+        }
+        shape compute_shape_with_modules(const std::vector<shape>& inputs,
+                                         const std::vector<module_ref>& modules) const override {
+            return op.compute_shape_with_modules(inputs, modules);
+        }
+        void compute_with_modules(const argument& result, const std::vector<argument>& inputs,
+                                  const module_runner& run) const override {
+            op.compute_with_modules(result, inputs, run);
         }
         int output_alias(const std::vector<shape>& inputs) const override { return op.output_alias(inputs); }
         argument compute_alias(const shape& out, const std::vector<argument>& inputs) const override {

@@ -22,6 +22,19 @@ public:
     shape(dtype type, std::vector<std::size_t> lens);
     shape(dtype type, std::vector<std::size_t> lens, std::vector<std::size_t> strides);
 
+    // The results of an op with several outputs (control flow: if, loop) as
+    // one value. The elements lie one after another in one buffer, each
+    // standard-strided at a 64-byte aligned offset, so everything that only
+    // sees memory (executors, memory planning) treats a tuple as the uint8
+    // vector of its packed bytes; get_tuple_elem takes element i out as a
+    // view. Elements are not tuples themselves; a tuple has at least one.
+    static shape tuple(const std::vector<shape>& elements);
+    bool is_tuple() const { return !sub_shapes_.empty(); }
+    // The element shapes of a tuple (empty for a tensor).
+    const std::vector<shape>& sub_shapes() const { return sub_shapes_; }
+    // Byte offset of element i in a tuple's buffer.
+    std::size_t tuple_offset(std::size_t i) const;
+
     dtype type() const { return type_; }
     const std::vector<std::size_t>& lens() const { return lens_; }
     const std::vector<std::size_t>& strides() const { return strides_; }
@@ -63,9 +76,10 @@ private:
     dtype type_ = dtype::float_type;
     std::vector<std::size_t> lens_;
     std::vector<std::size_t> strides_;
+    std::vector<shape> sub_shapes_;
 };
 
-// "float_type, {3, 4}, {4, 1}"
+// "float_type, {3, 4}, {4, 1}"; a tuple: "tuple{float_type, {3}, {1}; bool_type, {}, {}}"
 std::string to_string(const shape& s);
 std::ostream& operator<<(std::ostream& os, const shape& s);
 std::string to_string(const std::vector<std::size_t>& v);  // "{3, 4}"

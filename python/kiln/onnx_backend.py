@@ -12,15 +12,18 @@ Kiln's shapes are static, so a model whose inputs have symbolic dimensions is
 compiled when it first runs, for the shapes of the inputs it gets, and again
 whenever those shapes change. Likewise a model in which an input decides a
 shape (the shape of a Reshape, the axes of a Reduce, the scales of a Resize,
-...) is compiled for the values of its shape-like inputs (vectors of integers,
-or vectors no node takes as its data input), which become constants of that
-program; other values compile another program (prepare's
-specialize_inputs=False turns this off).
+the limits of a Range, a Loop's trip count, ...) is compiled for the values
+of its shape-like inputs, which become constants of that program: vectors of
+integers, vectors no node takes as its data input, and the scalars and
+vectors that Kiln's error names as what a shape is computed from. Other
+values compile another program (prepare's specialize_inputs=False turns this
+off). Inputs of higher rank are data and never compiled in.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Sequence, Tuple
+import re
+from typing import Any, Dict, Sequence, Set, Tuple
 
 import numpy as np
 import onnx
@@ -51,6 +54,15 @@ def _needs_constant(error: Exception) -> bool:
     return isinstance(error, kiln.UnsupportedError) and "must be a constant known at import time" in str(error)
 
 
+# The importer's "must be a constant" error ends with the graph inputs the value is computed from.
+_COMPUTED_FROM = re.compile(r"it is computed from the graph inputs? ('[^']*'(?:, '[^']*')*)")
+
+
+def _inputs_named_by(error: Exception) -> Set[str]:
+    match = _COMPUTED_FROM.search(str(error))
+    return set(re.findall(r"'([^']*)'", match.group(1))) if match else set()
+
+
 class KilnBackendRep(BackendRep):
     """A model compiled for one Kiln target; ``run`` returns numpy arrays in
     the order of the graph's outputs."""
@@ -79,6 +91,8 @@ class KilnBackendRep(BackendRep):
             and len(v.type.tensor_type.shape.dim) <= 1
             and (v.type.tensor_type.elem_type in _INTEGER_TYPES or v.name not in first_inputs)
         }
+        # Inputs Kiln's errors named as deciding a shape (compiled in when of rank <= 1).
+        self._shape_deciding: Set[str] = set()
         if all(_is_static(v) for v in self._inputs):
             try:
                 self._program_for(None, {})
@@ -86,6 +100,13 @@ class KilnBackendRep(BackendRep):
                 if not (specialize and _needs_constant(e)):
                     raise
                 self._specialize = True
+                self._learn_shape_deciding(e)
+
+    def _learn_shape_deciding(self, error: Exception) -> bool:
+        """Records the inputs `error` names as deciding a shape; False when it names none not known yet."""
+        new = (_inputs_named_by(error) & set(self.input_names)) - self._shape_deciding
+        self._shape_deciding |= new
+        return bool(new)
 
     def _program_for(self, shapes, frozen: Dict[str, np.ndarray]):
         """The program compiled for these input shapes (None: the declared
@@ -128,9 +149,15 @@ class KilnBackendRep(BackendRep):
     def _select_program(self, feeds: Dict[str, np.ndarray]):
         """(program, feeds it takes) for these inputs."""
         if self._specialize:
-            frozen = {n: v for n, v in feeds.items() if n in self._shape_like}
-            rest = {n: v for n, v in feeds.items() if n not in frozen}
-            return self._program_for({n: tuple(v.shape) for n, v in rest.items()}, frozen), rest
+            while True:
+                frozen = {n: v for n, v in feeds.items()
+                          if n in self._shape_like or (n in self._shape_deciding and v.ndim <= 1)}
+                rest = {n: v for n, v in feeds.items() if n not in frozen}
+                try:
+                    return self._program_for({n: tuple(v.shape) for n, v in rest.items()}, frozen), rest
+                except kiln.UnsupportedError as e:
+                    if not (_needs_constant(e) and self._learn_shape_deciding(e)):
+                        raise
         program = self._programs.get((None, ()))
         if program is not None and all(
             tuple(program.get_parameter_shapes()[n].lens) == feeds[n].shape
@@ -144,6 +171,7 @@ class KilnBackendRep(BackendRep):
             if not (self._may_specialize and _needs_constant(e)):
                 raise
             self._specialize = True
+            self._learn_shape_deciding(e)
             return self._select_program(feeds)
 
     def run(self, inputs: Any, **kwargs: Any) -> Tuple[Any, ...]:

@@ -100,11 +100,15 @@ void bind_module(nb::module_& m) {
             nb::arg("data"))
         .def(
             "add_instruction",
-            [](module& self, const operation& op, nb::handle inputs) {
+            [](module& self, const operation& op, nb::handle inputs, const std::vector<module*>& modules) {
                 auto refs = checked_inputs(&self, inputs, "add_instruction(" + op.name() + ")");
-                return instruction_handle(&self, self.add_instruction(op, refs));
+                for (const module* sub : modules)
+                    if (sub == &self)
+                        fail("add_instruction(" + op.name() + "): a module cannot take itself as an argument");
+                return instruction_handle(&self, self.add_instruction(op, refs, modules));
             },
-            nb::arg("op"), nb::arg("inputs") = nb::list())
+            nb::arg("op"), nb::arg("inputs") = nb::list(), nb::arg("modules") = std::vector<module*>{},
+            "Adds op(inputs); control-flow ops (if, loop) also take modules (their branches or body).")
         .def(
             "add_return",
             [](module& self, nb::handle outputs) {

@@ -143,13 +143,23 @@ void bind_program(nb::module_& m) {
     nb::class_<program>(m, "program", "A model: a main module and, after compile(), its executable.")
         .def(nb::init<>())
         .def("get_main_module", nb::overload_cast<>(&program::get_main_module), nb::rv_policy::reference_internal)
+        .def("create_module", &program::create_module, nb::arg("name"), nb::rv_policy::reference_internal,
+             "A new empty module, for the branches or body that a control-flow instruction takes.")
+        .def(
+            "get_module",
+            [](program& p, const std::string& name) {
+                module* m = p.get_module(name);
+                if (m == nullptr) fail("program has no module named '" + name + "'");
+                return m;
+            },
+            nb::arg("name"), nb::rv_policy::reference_internal)
         .def("compile", compile_program, nb::arg("target"), nb::arg("options"),
              "Optimizes the graph for `target` and builds its executable. Options: offload_copy, threads, "
              "trace_passes, disabled_passes, verify_passes.")
         .def("run", run_program, nb::arg("inputs"),
              "Runs the compiled program on {name: array}; returns the outputs as a list of kiln.argument.")
-        .def("perf_report", perf_program, nb::arg("inputs") = nb::none(), nb::arg("runs") = 20,
-             nb::arg("warmup") = 3, nb::arg("batch") = 1,
+        .def("perf_report", perf_program, nb::arg("inputs") = nb::none(), nb::arg("runs") = 20, nb::arg("warmup") = 3,
+             nb::arg("batch") = 1,
              "Profiles the compiled program: per-instruction and per-op times, rate, latency percentiles, "
              "overhead outside kernels; 'text' holds the report as `kiln perf` prints it.")
         .def("is_compiled", &program::is_compiled)

@@ -35,6 +35,7 @@ shape make_shape(nb::handle type, const std::vector<std::int64_t>& lens,
 }
 
 std::string shape_repr(const shape& s) {
+    if (s.is_tuple()) return "<kiln.shape " + to_string(s) + ">";
     auto list = [](const std::vector<std::size_t>& v) {
         std::string out = "[";
         for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
@@ -67,6 +68,9 @@ void bind_shape(nb::module_& m) {
         .def("scalar", &shape::scalar)
         .def("packed", &shape::packed)
         .def("as_standard", &shape::as_standard)
+        .def("is_tuple", &shape::is_tuple, "The several results of a control-flow op, packed in one buffer.")
+        .def_prop_ro(
+            "sub_shapes", [](const shape& s) { return s.sub_shapes(); }, "The element shapes of a tuple.")
         .def(nb::self == nb::self)
         .def(nb::self != nb::self)
         .def("__hash__", [](const shape& s) { return std::hash<std::string>{}(to_string(s)); })

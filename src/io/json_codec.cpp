@@ -100,11 +100,29 @@ value json_to_value(const json& j) {
 }
 
 json shape_to_json(const shape& s) {
+    if (s.is_tuple()) {
+        json elements = json::array();
+        for (const auto& e : s.sub_shapes()) elements.push_back(shape_to_json(e));
+        return json{{"tuple", std::move(elements)}};
+    }
     return json{{"type", to_string(s.type())}, {"lens", s.lens()}, {"strides", s.strides()}};
 }
 
 shape json_to_shape(const json& j) {
     if (!j.is_object()) bad(std::string("a shape must be an object, got ") + j.type_name());
+    if (const json* elements = optional_member(j, "tuple")) {
+        if (!elements->is_array() || elements->empty()) bad("'tuple' must be a non-empty array of shapes");
+        std::vector<shape> subs;
+        std::size_t total = 0;
+        for (const auto& e : *elements) {
+            if (e.is_object() && e.contains("tuple")) bad("a tuple element cannot be a tuple");
+            subs.push_back(json_to_shape(e));
+            // Each element is bounded below; their sum (with alignment) must be too.
+            total += subs.back().bytes() + 64;
+            if (total > (std::size_t{1} << 62)) bad("tuple shape is too large");
+        }
+        return shape::tuple(subs);
+    }
     std::string type_name = get_string(j, "type");
     dtype type{};
     try {

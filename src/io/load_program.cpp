@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 
 #include "io/file_header.hpp"
 #include "io/json_codec.hpp"
@@ -103,6 +105,46 @@ void read_module(const io::json& j, module& m, program& p, const data_section& d
     }
 }
 
+// Bounds the recursion below on malformed files.
+constexpr std::size_t max_module_nesting = 256;
+
+// Module indices in an order where every module comes after the modules its
+// instructions take as arguments: an instruction's shape needs their outputs.
+std::vector<std::size_t> reading_order(const io::json& modules) {
+    std::map<std::string, std::size_t> index;
+    for (std::size_t i = 0; i < modules.size(); ++i) index[io::get_string(modules[i], "name")] = i;
+    std::vector<std::vector<std::size_t>> uses(modules.size());
+    for (std::size_t i = 0; i < modules.size(); ++i)
+        for (const auto& ins : io::get_array(modules[i], "instructions")) {
+            const io::json* mods = ins.is_object() ? io::optional_member(ins, "modules") : nullptr;
+            if (mods == nullptr || !mods->is_array()) continue;  // read_instruction reports it
+            for (const auto& name : *mods)
+                if (name.is_string() && index.count(name.get<std::string>()))
+                    uses[i].push_back(index.at(name.get<std::string>()));
+        }
+    enum class mark { unseen, active, done };
+    std::vector<mark> marks(modules.size(), mark::unseen);
+    std::vector<std::size_t> order;
+    std::size_t depth = 0;
+    std::function<void(std::size_t)> visit = [&](std::size_t i) {
+        if (++depth > max_module_nesting)
+            bad("modules nested more than " + std::to_string(max_module_nesting) + " levels deep");
+        marks[i] = mark::active;
+        for (std::size_t u : uses[i]) {
+            if (marks[u] == mark::active)
+                bad("module '" + io::get_string(modules[u], "name") +
+                    "' takes itself as an argument (through module '" + io::get_string(modules[i], "name") + "')");
+            if (marks[u] == mark::unseen) visit(u);
+        }
+        marks[i] = mark::done;
+        order.push_back(i);
+        --depth;
+    };
+    for (std::size_t i = 0; i < modules.size(); ++i)
+        if (marks[i] == mark::unseen) visit(i);
+    return order;
+}
+
 program read_program(const io::json& meta, const io::file_header& h, const data_section& data) {
     if (!meta.is_object()) bad("the metadata is not a JSON object");
     const io::json& modules = io::get_array(meta, "modules");
@@ -119,8 +161,8 @@ program read_program(const io::json& meta, const io::file_header& h, const data_
         }
         targets.push_back(m);
     }
-    for (std::size_t i = 0; i < targets.size(); ++i) read_module(modules[i], *targets[i], p, data);
-    for (const module* m : p.get_modules()) verify_module(*m, "in the loaded program");
+    for (std::size_t i : reading_order(modules)) read_module(modules[i], *targets[i], p, data);
+    verify_program(p, "in the loaded program");
 
     const io::json* compiled = io::optional_member(meta, "compiled");
     if ((compiled != nullptr) != ((h.flags & io::flag_compiled) != 0))

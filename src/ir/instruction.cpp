@@ -26,7 +26,7 @@ std::vector<shape> instruction::input_shapes() const {
 
 shape instruction::recompute_shape() const {
     if (is_literal()) return literal_.get_shape();
-    return op_.compute_shape(input_shapes());
+    return op_.compute_shape(input_shapes(), module_inputs_);
 }
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 #include "kiln/module.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <ostream>
 #include <sstream>
 
@@ -80,7 +81,7 @@ instruction_ref module::insert_instruction(instruction_ref pos, const operation&
     for (const auto& in : inputs) shapes.push_back(in->get_shape());
     shape result;
     try {
-        result = op.compute_shape(shapes);
+        result = op.compute_shape(shapes, module_inputs);
     } catch (const error& e) {
         throw error(e.kind(), std::string("cannot add '") + to_string(op) + "' to module '" + name_ + "': " +
                                   e.what() + " (" + describe_inputs(inputs) + ")");
@@ -94,10 +95,11 @@ instruction_ref module::add_return(const std::vector<instruction_ref>& inputs) {
     return insert(end(), instruction(op::return_op{}, shape{}, inputs));
 }
 
-void module::replace_instruction(instruction_ref ins, const operation& op, const std::vector<instruction_ref>& inputs) {
+void module::replace_instruction(instruction_ref ins, const operation& op, const std::vector<instruction_ref>& inputs,
+                                 const std::vector<module_ref>& module_inputs) {
     std::vector<shape> shapes;
     for (const auto& in : inputs) shapes.push_back(in->get_shape());
-    shape result = op.compute_shape(shapes);
+    shape result = op.compute_shape(shapes, module_inputs);
     if (result != ins->result_ && !ins->outputs_.empty())
         fail(error_kind::runtime, "replace_instruction: new shape " + to_string(result) + " differs from " +
                                       to_string(ins->result_) + " and the instruction has users");
@@ -108,6 +110,7 @@ void module::replace_instruction(instruction_ref ins, const operation& op, const
     ins->op_ = op;
     ins->result_ = result;
     ins->inputs_ = inputs;
+    ins->module_inputs_ = module_inputs;
     for (auto& in : ins->inputs_) in->outputs_.push_back(ins);
 }
 
@@ -140,6 +143,50 @@ void module::remove_instruction(instruction_ref ins) {
         outs.erase(std::remove(outs.begin(), outs.end(), ins), outs.end());
     }
     instructions_.erase(ins);
+}
+
+void module::remap_module_inputs(const std::unordered_map<const module*, module_ref>& mapping) {
+    for (auto& ins : instructions_)
+        for (auto& sub : ins.module_inputs_) {
+            auto it = mapping.find(sub);
+            if (it == mapping.end())
+                fail(error_kind::runtime, "remap_module_inputs: no replacement for module '" + sub->name() + "'");
+            sub = it->second;
+        }
+}
+
+std::vector<const module*> module::submodules() const {
+    // Depth-first from this module; each module once, after the modules it uses.
+    std::vector<const module*> order;
+    std::vector<const module*> active{this};
+    std::function<void(const module&)> visit = [&](const module& m) {
+        for (const auto& ins : m.instructions_)
+            for (const module* sub : ins.module_inputs_) {
+                if (std::find(active.begin(), active.end(), sub) != active.end())
+                    fail(error_kind::runtime, "module '" + sub->name() +
+                                                  "' takes itself as an argument (through module '" + m.name() +
+                                                  "'): modules cannot be recursive");
+                if (std::find(order.begin(), order.end(), sub) != order.end()) continue;
+                active.push_back(sub);
+                visit(*sub);
+                active.pop_back();
+                order.push_back(sub);
+            }
+    };
+    visit(*this);
+    return order;
+}
+
+std::vector<std::unique_ptr<module>> copy_with_submodules(const module& m) {
+    std::vector<std::unique_ptr<module>> copies;
+    std::unordered_map<const module*, module_ref> mapping;
+    copies.push_back(std::make_unique<module>(m));
+    for (const module* sub : m.submodules()) {
+        copies.push_back(std::make_unique<module>(*sub));
+        mapping[sub] = copies.back().get();
+    }
+    for (auto& c : copies) c->remap_module_inputs(mapping);
+    return copies;
 }
 
 instruction_ref module::get_parameter(const std::string& name) {

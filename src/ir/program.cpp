@@ -2,6 +2,7 @@
 
 #include <ostream>
 #include <sstream>
+#include <unordered_map>
 
 #include "kiln/verifier.hpp"
 
@@ -15,10 +16,10 @@ program& program::operator=(const program& other) {
     if (this == &other) return *this;
     modules_.clear();
     for (const auto& m : other.modules_) modules_.push_back(std::make_unique<module>(*m));
-    // Module inputs of instructions still point into `other`: remap them by name.
-    for (auto& m : modules_)
-        for (auto& ins : *m)
-            for (auto& sub : const_cast<std::vector<module_ref>&>(ins.module_inputs())) sub = get_module(sub->name());
+    // Module arguments of instructions still point into `other`: remap them.
+    std::unordered_map<const module*, module_ref> mapping;
+    for (std::size_t i = 0; i < modules_.size(); ++i) mapping[other.modules_[i].get()] = modules_[i].get();
+    for (auto& m : modules_) m->remap_module_inputs(mapping);
     target_name_ = other.target_name_;
     options_ = other.options_;
     executable_ = other.executable_;
@@ -51,8 +52,13 @@ void program::compile(const target& t, const compile_options& options) {
     if (is_compiled())
         fail("program is already compiled for target '" + target_name_ + "'; compile a copy of the original instead");
     module& main = *get_main_module();
-    verify_module(main, "before compile");
-    run_passes(main, t.get_passes(options), options);
+    verify_program(*this, "before compile");
+    pass_list passes = t.get_passes(options);
+    // Submodules (branches, loop bodies) are optimized like main. Passes keep
+    // a module's parameters and output shapes, so the order does not matter
+    // to the instructions that take them.
+    for (const module* sub : main.submodules()) run_passes(*get_module(sub->name()), passes, options);
+    run_passes(main, passes, options);
     executable_ = t.lower(main, options);
     target_name_ = t.name();
     options_ = options;
@@ -60,7 +66,7 @@ void program::compile(const target& t, const compile_options& options) {
 
 void program::lower_compiled(const std::string& target_name, const compile_options& options) {
     const target& t = get_target(target_name);
-    verify_module(*get_main_module(), "in a compiled program");
+    verify_program(*this, "in a compiled program");
     executable_ = t.lower(*get_main_module(), options);
     target_name_ = target_name;
     options_ = options;

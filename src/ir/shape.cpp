@@ -19,6 +19,45 @@ shape::shape(dtype type, std::vector<std::size_t> lens, std::vector<std::size_t>
              " strides");
 }
 
+namespace {
+// Tuple elements start at offsets aligned like owned buffers (argument.hpp).
+constexpr std::size_t tuple_alignment = 64;
+
+std::size_t align_up(std::size_t n) {
+    return (n + tuple_alignment - 1) / tuple_alignment * tuple_alignment;
+}
+
+// Offset of each element and, last, the total size.
+std::vector<std::size_t> tuple_layout(const std::vector<shape>& elements) {
+    std::vector<std::size_t> offsets;
+    std::size_t end = 0;
+    for (const auto& e : elements) {
+        offsets.push_back(offsets.empty() ? 0 : align_up(end));
+        end = offsets.back() + e.bytes();
+    }
+    offsets.push_back(end);
+    return offsets;
+}
+}  // namespace
+
+shape shape::tuple(const std::vector<shape>& elements) {
+    if (elements.empty()) fail("shape::tuple: a tuple needs at least one element");
+    std::vector<shape> standard;
+    for (const auto& e : elements) {
+        if (e.is_tuple()) fail("shape::tuple: an element of a tuple cannot be a tuple");
+        standard.push_back(e.as_standard());
+    }
+    shape s(dtype::uint8_type, {tuple_layout(standard).back()});
+    s.sub_shapes_ = std::move(standard);
+    return s;
+}
+
+std::size_t shape::tuple_offset(std::size_t i) const {
+    if (i >= sub_shapes_.size())
+        fail("tuple_offset: element " + std::to_string(i) + " of a tuple of " + std::to_string(sub_shapes_.size()));
+    return tuple_layout(sub_shapes_)[i];
+}
+
 std::vector<std::size_t> shape::standard_strides(const std::vector<std::size_t>& lens) {
     std::vector<std::size_t> strides(lens.size());
     std::size_t step = 1;
@@ -98,10 +137,13 @@ std::vector<std::size_t> shape::multi(std::size_t i) const {
 
 shape shape::with_type(dtype t) const { return {t, lens_, strides_}; }
 
-shape shape::as_standard() const { return {type_, lens_}; }
+shape shape::as_standard() const {
+    if (is_tuple()) return *this;  // already packed
+    return {type_, lens_};
+}
 
 bool operator==(const shape& a, const shape& b) {
-    return a.type_ == b.type_ && a.lens_ == b.lens_ && a.strides_ == b.strides_;
+    return a.type_ == b.type_ && a.lens_ == b.lens_ && a.strides_ == b.strides_ && a.sub_shapes_ == b.sub_shapes_;
 }
 
 std::string to_string(const std::vector<std::size_t>& v) {
@@ -111,6 +153,11 @@ std::string to_string(const std::vector<std::size_t>& v) {
 }
 
 std::string to_string(const shape& s) {
+    if (s.is_tuple()) {
+        std::string out = "tuple{";
+        for (std::size_t i = 0; i < s.sub_shapes().size(); ++i) out += (i ? "; " : "") + to_string(s.sub_shapes()[i]);
+        return out + "}";
+    }
     return to_string(s.type()) + ", " + to_string(s.lens()) + ", " + to_string(s.strides());
 }
 

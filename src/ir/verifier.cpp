@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "kiln/program.hpp"
+
 namespace kiln {
 
 void verify_module(const module& m, const std::string& context) {
@@ -43,11 +45,39 @@ void verify_module(const module& m, const std::string& context) {
                 bad(ins, "result shape " + to_string(ins.get_shape()) + " differs from compute_shape " +
                              to_string(expected));
         }
+        if (ins.get_shape().is_tuple())
+            for (const auto& user : ins.outputs())
+                if (user->name() != "get_tuple_elem")
+                    bad(ins, "is a tuple read by " + names.at(&*user) + " (" + user->name() +
+                                 "); only get_tuple_elem reads tuples");
         defined.insert(&ins);
     }
     if (returns != 1)
         fail(error_kind::runtime, "verifier: module '" + m.name() + "' has " + std::to_string(returns) +
                                       " returns, expected exactly one" + (context.empty() ? "" : " " + context));
+}
+
+void verify_program(const program& p, const std::string& context) {
+    const auto modules = p.get_modules();
+    const module* main = p.get_main_module();
+    const std::string suffix = context.empty() ? "" : " " + context;
+    for (const module* m : modules) {
+        verify_module(*m, context);
+        auto names = m->instruction_names();
+        for (const auto& ins : *m)
+            for (const module* sub : ins.module_inputs()) {
+                std::string where =
+                    "verifier: module '" + m->name() + "', instruction " + names.at(&ins) + " (" + ins.name() + ")";
+                if (std::find(modules.begin(), modules.end(), sub) == modules.end())
+                    fail(error_kind::runtime, where + " takes a module that is not part of the program" + suffix);
+                if (sub == main) fail(error_kind::runtime, where + " takes the main module as an argument" + suffix);
+            }
+    }
+    try {
+        for (const module* m : modules) (void)m->submodules();
+    } catch (const error& e) {
+        fail(error_kind::runtime, std::string("verifier: ") + e.what() + suffix);
+    }
 }
 
 }  // namespace kiln

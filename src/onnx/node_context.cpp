@@ -1,4 +1,6 @@
+#include <cctype>
 #include <limits>
+#include <set>
 
 #include "kiln/op_registry.hpp"
 #include "onnx/onnx_parser.hpp"
@@ -129,11 +131,78 @@ std::optional<literal> node_context::constant(instruction_ref ins) const {
     return ins->get_literal();
 }
 
+namespace {
+// Names of the parameters `ins` is computed from, sorted.
+std::vector<std::string> parameters_behind(instruction_ref ins) {
+    std::set<std::string> names;
+    std::vector<const instruction*> stack{&*ins};
+    std::set<const instruction*> seen{&*ins};
+    while (!stack.empty()) {
+        const instruction* cur = stack.back();
+        stack.pop_back();
+        if (cur->is_param()) names.insert(cur->param_name());
+        for (const auto& in : cur->inputs())
+            if (seen.insert(&*in).second) stack.push_back(&*in);
+    }
+    return {names.begin(), names.end()};
+}
+}  // namespace
+
+void node_context::fail_not_constant(instruction_ref ins, const std::string& what, const std::string& why) const {
+    std::string message = what + " must be a constant known at import time (" + why + ")";
+    // Only the main module's parameters are graph inputs.
+    auto inputs = parser_.in_main_module() && ins != mod().end() ? parameters_behind(ins) : std::vector<std::string>{};
+    if (!inputs.empty()) {
+        message += "; it is computed from the graph input" + std::string(inputs.size() > 1 ? "s " : " ");
+        for (std::size_t i = 0; i < inputs.size(); ++i) message += (i ? ", '" : "'") + inputs[i] + "'";
+    }
+    fail(error_kind::not_implemented, message);
+}
+
+const onnx::GraphProto& node_context::get_graph(const std::string& name) const {
+    const auto* attr = find_attribute(name, onnx::AttributeProto::GRAPH);
+    if (attr == nullptr) fail(error_kind::invalid_argument, "required graph attribute '" + name + "' is missing");
+    return attr->g();
+}
+
+std::vector<instruction_ref> node_context::parse_inline(const onnx::GraphProto& graph) const {
+    return parser_.parse_inline(graph);
+}
+
+node_context::subgraphs node_context::parse_subgraphs(const std::vector<std::string>& attributes,
+                                                      const std::vector<formal_inputs_fn>& formal_inputs) const {
+    std::vector<const onnx::GraphProto*> graphs;
+    std::vector<std::string> names;
+    std::string base = node_.name();
+    if (base.empty())
+        for (char c : node_.op_type()) base += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const auto& a : attributes) {
+        graphs.push_back(&get_graph(a));
+        names.push_back(base + "." + a);
+    }
+    return parser_.parse_subgraphs(graphs, names, formal_inputs);
+}
+
+instruction_ref node_context::add_with_modules(const std::string& name, const std::vector<instruction_ref>& inputs,
+                                               const value& attributes, const std::vector<module_ref>& modules) const {
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        if (inputs[i] == mod().end())
+            fail(error_kind::invalid_argument,
+                 "input " + std::to_string(i) + " of '" + name + "' is empty (an omitted optional input)");
+    return mod().add_instruction(make_op(name, attributes), inputs, modules);
+}
+
+std::vector<instruction_ref> node_context::tuple_elements(instruction_ref tuple, std::size_t n) const {
+    std::vector<instruction_ref> out;
+    for (std::size_t i = 0; i < n; ++i)
+        out.push_back(mod().add_instruction(
+            make_op("get_tuple_elem", value_map{{"index", static_cast<std::int64_t>(i)}}), {tuple}));
+    return out;
+}
+
 std::vector<std::int64_t> node_context::constant_ints(instruction_ref ins, const std::string& what) const {
     auto lit = constant(ins);
-    if (!lit)
-        fail(error_kind::not_implemented,
-             what + " must be a constant known at import time (Kiln's shapes are static)");
+    if (!lit) fail_not_constant(ins, what, "Kiln's shapes are static");
     if (!is_integral(lit->get_shape().type()))
         fail(error_kind::type_error, what + " must hold integers, not " + to_string(lit->get_shape().type()));
     return lit->to_vector<std::int64_t>();

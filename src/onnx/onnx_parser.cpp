@@ -1,5 +1,6 @@
 #include "onnx/onnx_parser.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -40,17 +41,61 @@ void onnx_parser::read_opsets(const onnx::ModelProto& model) {
         fail(error_kind::parse_error, source_ + ": the model imports no version of the default ONNX opset");
 }
 
-// Lists every node without a parser at once, so a user sees the whole gap.
+namespace {
+// Calls f(node, index) for every node of `graph` and of the graphs nested in its nodes' attributes.
+template <class F>
+void for_each_node(const onnx::GraphProto& graph, F&& f) {
+    for (int i = 0; i < graph.node_size(); ++i) {
+        const auto& node = graph.node(i);
+        f(node, static_cast<std::size_t>(i));
+        for (const auto& attr : node.attribute()) {
+            if (attr.has_g()) for_each_node(attr.g(), f);
+            for (const auto& g : attr.graphs()) for_each_node(g, f);
+        }
+    }
+}
+}  // namespace
+
+std::vector<std::string> free_names(const onnx::GraphProto& graph) {
+    std::set<std::string> defined;
+    for (const auto& v : graph.input()) defined.insert(v.name());
+    for (const auto& t : graph.initializer()) defined.insert(t.name());
+    for (const auto& node : graph.node())
+        for (const auto& out : node.output()) defined.insert(out);
+    std::vector<std::string> order;
+    std::set<std::string> seen;
+    auto use = [&](const std::string& name) {
+        if (!name.empty() && !defined.contains(name) && seen.insert(name).second) order.push_back(name);
+    };
+    for (const auto& node : graph.node()) {
+        for (const auto& in : node.input()) use(in);
+        for (const auto& attr : node.attribute()) {
+            if (attr.has_g())
+                for (const auto& n : free_names(attr.g())) use(n);
+            for (const auto& g : attr.graphs())
+                for (const auto& n : free_names(g)) use(n);
+        }
+    }
+    for (const auto& out : graph.output()) use(out.name());
+    return order;
+}
+
+void onnx_parser::read_value_infos(const onnx::GraphProto& graph) {
+    for (const auto& v : graph.input()) value_infos_[v.name()] = &v;
+    for (const auto& v : graph.output()) value_infos_[v.name()] = &v;
+    for (const auto& v : graph.value_info()) value_infos_[v.name()] = &v;
+}
+
+// Lists every node without a parser at once (subgraphs included), so a user sees the whole gap.
 void onnx_parser::check_supported(const onnx::GraphProto& graph) const {
     const auto& parsers = get_parsers();
     std::map<std::string, std::vector<std::string>> missing;
-    for (int i = 0; i < graph.node_size(); ++i) {
-        const auto& node = graph.node(i);
+    for_each_node(graph, [&](const onnx::NodeProto& node, std::size_t index) {
         bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
-        if (default_domain && parsers.contains(node.op_type())) continue;
+        if (default_domain && parsers.contains(node.op_type())) return;
         std::string type = default_domain ? node.op_type() : node.domain() + "::" + node.op_type();
-        missing[type].push_back(describe_node(node, static_cast<std::size_t>(i)));
-    }
+        missing[type].push_back(describe_node(node, index));
+    });
     if (missing.empty() || options_.skip_unknown_operators) return;
     std::string text;
     for (const auto& [type, nodes] : missing) {
@@ -66,7 +111,7 @@ void onnx_parser::add_initializers(const onnx::GraphProto& graph) {
     for (const auto& init : graph.initializer()) {
         if (init.name().empty()) fail(error_kind::parse_error, source_ + ": an initializer has no name");
         try {
-            values_[init.name()] = mod().add_literal(tensor_to_literal(init, model_dir_));
+            scope_->values[init.name()] = mod().add_literal(tensor_to_literal(init, model_dir_));
         } catch (const error& e) {
             throw error(e.kind(), source_ + ": initializer: " + e.what());
         }
@@ -97,13 +142,19 @@ void onnx_parser::add_inputs(const onnx::GraphProto& graph) {
     for (const auto& input : graph.input()) {
         names.insert(input.name());
         // Inputs that also have an initializer are weights with a default value.
-        if (values_.contains(input.name())) continue;
-        values_[input.name()] = mod().add_parameter(input.name(), input_shape(input));
+        if (scope_->values.contains(input.name())) continue;
+        scope_->values[input.name()] = mod().add_parameter(input.name(), input_shape(input));
     }
     for (const auto& [name, dims] : options_.map_input_dims)
         if (!names.contains(name))
             fail(error_kind::invalid_argument, source_ + ": map_input_dims names '" + name +
                                                    "', which is not an input of the graph");
+}
+
+std::optional<instruction_ref> onnx_parser::lookup(const std::string& name) const {
+    for (const graph_scope* s = scope_; s != nullptr; s = s->enclosing)
+        if (auto it = s->values.find(name); it != s->values.end()) return it->second;
+    return std::nullopt;
 }
 
 void onnx_parser::parse_node(const onnx::NodeProto& node, std::size_t index) {
@@ -121,8 +172,8 @@ void onnx_parser::parse_node(const onnx::NodeProto& node, std::size_t index) {
             args.push_back(mod().end());
             continue;
         }
-        if (auto it = values_.find(name); it != values_.end()) {
-            args.push_back(it->second);
+        if (auto found = lookup(name)) {
+            args.push_back(*found);
         } else if (auto skipped = skipped_values_.find(name); skipped != skipped_values_.end()) {
             fail(error_kind::not_implemented,
                  "input '" + name + "' comes from the skipped unsupported node " + skipped->second);
@@ -138,44 +189,151 @@ void onnx_parser::parse_node(const onnx::NodeProto& node, std::size_t index) {
         if (name.empty()) continue;
         if (static_cast<std::size_t>(i) >= results.size())
             fail(error_kind::not_implemented, "output " + std::to_string(i) + " ('" + name + "') is not supported");
-        values_[name] = results[static_cast<std::size_t>(i)];
+        scope_->values[name] = results[static_cast<std::size_t>(i)];
     }
 }
 
-void onnx_parser::add_outputs(const onnx::GraphProto& graph) {
-    std::vector<instruction_ref> outputs;
-    for (const auto& out : graph.output()) {
-        if (auto it = values_.find(out.name()); it != values_.end()) {
-            outputs.push_back(it->second);
-        } else if (!skipped_values_.contains(out.name())) {
-            fail(error_kind::parse_error, source_ + ": graph output '" + out.name() + "' is never computed");
+// `where` prefixes errors: the source for the main graph, the subgraph otherwise.
+void onnx_parser::parse_nodes(const onnx::GraphProto& graph, const std::string& where) {
+    for (int i = 0; i < graph.node_size(); ++i) {
+        const auto& node = graph.node(i);
+        try {
+            parse_node(node, static_cast<std::size_t>(i));
+        } catch (const error& e) {
+            if (options_.print_program_on_error && scope_ == &main_scope_)
+                std::cerr << "Program before the failing node:\n" << prog_ << '\n';
+            throw error(e.kind(),
+                        where + "ONNX node " + describe_node(node, static_cast<std::size_t>(i)) + ": " + e.what());
         }
     }
-    if (outputs.empty()) fail(error_kind::parse_error, source_ + ": the graph has no outputs Kiln can compute");
-    mod().add_return(outputs);
+}
+
+std::vector<instruction_ref> onnx_parser::graph_outputs(const onnx::GraphProto& graph) {
+    std::vector<instruction_ref> outputs;
+    for (const auto& out : graph.output()) {
+        if (auto found = lookup(out.name())) {
+            outputs.push_back(*found);
+        } else if (!skipped_values_.contains(out.name())) {
+            fail(error_kind::parse_error, "graph output '" + out.name() + "' is never computed");
+        }
+    }
+    return outputs;
+}
+
+namespace {
+// Restores the parser's scope when a subgraph is done (or fails).
+class scope_guard {
+public:
+    scope_guard(graph_scope*& current, graph_scope& next) : current_(current), saved_(current) { current_ = &next; }
+    ~scope_guard() { current_ = saved_; }
+    scope_guard(const scope_guard&) = delete;
+    scope_guard& operator=(const scope_guard&) = delete;
+
+private:
+    graph_scope*& current_;
+    graph_scope* saved_;
+};
+
+// Outer constants up to this size are copied into subgraph modules (where
+// shape inputs must stay constant); larger ones are passed in as parameters.
+constexpr std::size_t max_copied_constant_bytes = std::size_t{1} << 20;
+
+std::string subgraph_where(const onnx::GraphProto& graph) {
+    return "subgraph" + (graph.name().empty() ? std::string() : " '" + graph.name() + "'") + ", ";
+}
+}  // namespace
+
+std::vector<instruction_ref> onnx_parser::parse_inline(const onnx::GraphProto& graph) {
+    if (graph.input_size() != 0)
+        fail(error_kind::invalid_argument,
+             "an inlined branch takes no inputs, but the graph declares " + std::to_string(graph.input_size()));
+    graph_scope inner{scope_->mod, {}, scope_};
+    scope_guard guard(scope_, inner);
+    read_value_infos(graph);
+    add_initializers(graph);
+    parse_nodes(graph, subgraph_where(graph));
+    return graph_outputs(graph);
+}
+
+std::string onnx_parser::unique_module_name(const std::string& base) const {
+    std::string name = base;
+    for (int k = 2; prog_.get_module(name) != nullptr; ++k) name = base + "_" + std::to_string(k);
+    return name;
+}
+
+node_context::subgraphs onnx_parser::parse_subgraphs(const std::vector<const onnx::GraphProto*>& graphs,
+                                                     const std::vector<std::string>& module_names,
+                                                     const std::vector<node_context::formal_inputs_fn>& formal_inputs) {
+    // Outer values the graphs use: one capture list shared by all of them.
+    std::vector<std::string> names;
+    for (const auto* g : graphs)
+        for (const auto& n : free_names(*g))
+            if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    node_context::subgraphs result;
+    std::vector<std::string> captured_names;
+    std::vector<std::pair<std::string, literal>> copied;
+    for (const auto& n : names) {
+        auto outer = lookup(n);
+        if (!outer) {
+            if (auto skipped = skipped_values_.find(n); skipped != skipped_values_.end())
+                fail(error_kind::not_implemented,
+                     "a subgraph uses '" + n + "', which comes from the skipped unsupported node " + skipped->second);
+            fail(error_kind::parse_error, "a subgraph uses '" + n + "', which no enclosing graph defines");
+        }
+        if ((*outer)->is_literal() && (*outer)->get_shape().bytes() <= max_copied_constant_bytes) {
+            copied.emplace_back(n, (*outer)->get_literal());
+        } else {
+            captured_names.push_back(n);
+            result.captured.push_back(*outer);
+        }
+    }
+    for (std::size_t i = 0; i < graphs.size(); ++i) {
+        const onnx::GraphProto& graph = *graphs[i];
+        read_value_infos(graph);
+        module* m = prog_.create_module(unique_module_name(module_names[i]));
+        graph_scope inner{m, {}, nullptr};
+        scope_guard guard(scope_, inner);
+        auto formals = formal_inputs[i](*m);
+        if (formals.size() != static_cast<std::size_t>(graph.input_size()))
+            fail(error_kind::invalid_argument, subgraph_where(graph) + "the graph declares " +
+                                                   std::to_string(graph.input_size()) + " inputs, expected " +
+                                                   std::to_string(formals.size()));
+        for (std::size_t k = 0; k < formals.size(); ++k)
+            inner.values[graph.input(static_cast<int>(k)).name()] = formals[k];
+        for (std::size_t k = 0; k < captured_names.size(); ++k) {
+            std::string param = captured_names[k];
+            for (int n = 2; m->has_parameter(param); ++n) param = captured_names[k] + "_" + std::to_string(n);
+            inner.values[captured_names[k]] = m->add_parameter(param, result.captured[k]->get_shape().as_standard());
+        }
+        for (const auto& [n, lit] : copied) inner.values[n] = m->add_literal(lit);
+        add_initializers(graph);
+        parse_nodes(graph, subgraph_where(graph));
+        auto outputs = graph_outputs(graph);
+        if (outputs.empty()) fail(error_kind::parse_error, subgraph_where(graph) + "the graph has no outputs");
+        m->add_return(outputs);
+        result.modules.push_back(m);
+    }
+    return result;
 }
 
 program onnx_parser::parse(const onnx::ModelProto& model) {
     if (!model.has_graph()) fail(error_kind::parse_error, source_ + ": the model has no graph");
     const auto& graph = model.graph();
     read_opsets(model);
-    for (const auto& v : graph.input()) value_infos_[v.name()] = &v;
-    for (const auto& v : graph.output()) value_infos_[v.name()] = &v;
-    for (const auto& v : graph.value_info()) value_infos_[v.name()] = &v;
+    read_value_infos(graph);
     check_supported(graph);
+    main_scope_.mod = prog_.get_main_module();
     add_initializers(graph);
     add_inputs(graph);
-    for (int i = 0; i < graph.node_size(); ++i) {
-        const auto& node = graph.node(i);
-        try {
-            parse_node(node, static_cast<std::size_t>(i));
-        } catch (const error& e) {
-            if (options_.print_program_on_error) std::cerr << "Program before the failing node:\n" << prog_ << '\n';
-            throw error(e.kind(), source_ + ": ONNX node " + describe_node(node, static_cast<std::size_t>(i)) +
-                                      ": " + e.what());
-        }
+    parse_nodes(graph, source_ + ": ");
+    std::vector<instruction_ref> outputs;
+    try {
+        outputs = graph_outputs(graph);
+    } catch (const error& e) {
+        throw error(e.kind(), source_ + ": " + e.what());
     }
-    add_outputs(graph);
+    if (outputs.empty()) fail(error_kind::parse_error, source_ + ": the graph has no outputs Kiln can compute");
+    mod().add_return(outputs);
     return std::move(prog_);
 }
 

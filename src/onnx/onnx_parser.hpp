@@ -60,6 +60,37 @@ public:
     std::vector<std::int64_t> constant_ints(instruction_ref ins, const std::string& what) const;
 
     [[noreturn]] void fail(error_kind kind, const std::string& message) const;
+    // The error for an input that must be known at import time. When it is
+    // computed from graph inputs the message names them ("computed from the
+    // graph inputs 'a', 'b'"), which lets kiln.onnx_backend compile the model
+    // for their values.
+    [[noreturn]] void fail_not_constant(instruction_ref ins, const std::string& what, const std::string& why) const;
+
+    // Control flow. A required GRAPH attribute (If's branches, Loop's body).
+    const onnx::GraphProto& get_graph(const std::string& name) const;
+    // Parses `graph` into the current module as if its nodes stood in place
+    // of this node (a branch of an If whose condition is constant) and
+    // returns its outputs.
+    std::vector<instruction_ref> parse_inline(const onnx::GraphProto& graph) const;
+    // Parses each graph into a new module named after this node and the
+    // graph's attribute. `formal_inputs[i]` adds the leading parameters (and
+    // any instructions computed from them) bound to graph i's inputs in
+    // order. Outer values the graphs use become trailing parameters, the same
+    // list for every graph; `captured` are the outer values to pass for them.
+    // Small outer constants are copied into the modules instead, so that they
+    // stay constant there.
+    struct subgraphs {
+        std::vector<module_ref> modules;
+        std::vector<instruction_ref> captured;
+    };
+    using formal_inputs_fn = std::function<std::vector<instruction_ref>(module&)>;
+    subgraphs parse_subgraphs(const std::vector<std::string>& attributes,
+                              const std::vector<formal_inputs_fn>& formal_inputs) const;
+    // Adds op `name` taking `modules` as arguments (no folding).
+    instruction_ref add_with_modules(const std::string& name, const std::vector<instruction_ref>& inputs,
+                                     const value& attributes, const std::vector<module_ref>& modules) const;
+    // The n elements of a tuple-valued instruction.
+    std::vector<instruction_ref> tuple_elements(instruction_ref tuple, std::size_t n) const;
 
 private:
     const onnx::AttributeProto* find_attribute(const std::string& name, int expected_type) const;
@@ -81,27 +112,50 @@ using parser_table = std::unordered_map<std::string, parse_function>;
 // Every op family's parse functions (parser_table.cpp lists the families).
 const parser_table& get_parsers();
 
+// Values visible while parsing one graph. A subgraph parsed into its own
+// module has its own scope, which reaches outer values only through the
+// parameters made for them; a branch inlined into the enclosing module looks
+// up what it does not define in the enclosing scope.
+struct graph_scope {
+    module* mod = nullptr;
+    std::unordered_map<std::string, instruction_ref> values;
+    const graph_scope* enclosing = nullptr;
+};
+
 class onnx_parser {
 public:
     onnx_parser(const onnx_options& options, std::filesystem::path model_dir, std::string source);
 
     program parse(const onnx::ModelProto& model);
 
-    module& mod() { return *prog_.get_main_module(); }
+    // The module of the graph being parsed.
+    module& mod() { return *scope_->mod; }
+    bool in_main_module() const { return scope_->mod == prog_.get_main_module(); }
     const std::filesystem::path& model_dir() const { return model_dir_; }
     // Version of `domain`'s opset the model imports, or nullopt.
     std::optional<std::int64_t> opset_version(const std::string& domain) const;
     // Declared type of a graph value (inputs, outputs, value_info), or nullptr.
     const onnx::ValueInfoProto* find_value_info(const std::string& name) const;
 
+    // See node_context::parse_inline and parse_subgraphs.
+    std::vector<instruction_ref> parse_inline(const onnx::GraphProto& graph);
+    node_context::subgraphs parse_subgraphs(const std::vector<const onnx::GraphProto*>& graphs,
+                                            const std::vector<std::string>& module_names,
+                                            const std::vector<node_context::formal_inputs_fn>& formal_inputs);
+
 private:
     void read_opsets(const onnx::ModelProto& model);
+    void read_value_infos(const onnx::GraphProto& graph);
     void check_supported(const onnx::GraphProto& graph) const;
     void add_initializers(const onnx::GraphProto& graph);
     void add_inputs(const onnx::GraphProto& graph);
+    void parse_nodes(const onnx::GraphProto& graph, const std::string& where);
     void parse_node(const onnx::NodeProto& node, std::size_t index);
-    void add_outputs(const onnx::GraphProto& graph);
+    std::vector<instruction_ref> graph_outputs(const onnx::GraphProto& graph);
     shape input_shape(const onnx::ValueInfoProto& input) const;
+    // The value called `name` in the current scope or those it inlines into, or nullopt.
+    std::optional<instruction_ref> lookup(const std::string& name) const;
+    std::string unique_module_name(const std::string& base) const;
 
     onnx_options options_;
     std::filesystem::path model_dir_;
@@ -109,10 +163,15 @@ private:
     program prog_;
     std::unordered_map<std::string, std::int64_t> opsets_;
     std::unordered_map<std::string, const onnx::ValueInfoProto*> value_infos_;
-    std::unordered_map<std::string, instruction_ref> values_;
+    graph_scope main_scope_;
+    graph_scope* scope_ = &main_scope_;
     // Outputs of nodes dropped by skip_unknown_operators, with the node that made them.
     std::unordered_map<std::string, std::string> skipped_values_;
 };
+
+// Names a graph (or a graph nested in it) uses but does not define: the
+// outer values it captures, in order of first use.
+std::vector<std::string> free_names(const onnx::GraphProto& graph);
 
 // "Conv 'conv1'" or "Conv #3" when the node has no name.
 std::string describe_node(const onnx::NodeProto& node, std::size_t index);

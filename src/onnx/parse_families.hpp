@@ -29,5 +29,6 @@ void add_cumprod_bitcast_parsers(parser_table& table);  // CumProd, BitCast
 void add_dft_parsers(parser_table& table);            // DFT
 void add_recurrent_parsers(parser_table& table);      // RNN, GRU, LSTM
 void add_image_ops_parsers(parser_table& table);      // Hann/Hamming/BlackmanWindow, Col2Im, AffineGrid, TensorScatter
+void add_control_parsers(parser_table& table);        // If, Loop, Scan
 
 }  // namespace kiln::onnx_import

@@ -16,9 +16,7 @@ std::vector<double> constant_floats(const node_context& ctx, const args_t& args,
                                     const std::string& what) {
     if (!ctx.has_input(args, i)) return {};
     auto lit = ctx.constant(args[i]);
-    if (!lit)
-        ctx.fail(error_kind::not_implemented,
-                 what + " must be a constant known at import time (Kiln's shapes are static)");
+    if (!lit) ctx.fail_not_constant(args[i], what, "Kiln's shapes are static");
     return lit->to_vector<double>();
 }
 

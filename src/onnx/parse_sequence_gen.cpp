@@ -24,9 +24,7 @@ std::int64_t normalize_axis(const node_context& ctx, std::int64_t axis, std::siz
 // A constant input's value, or a clear error for a data-dependent one.
 literal required_constant(const node_context& ctx, instruction_ref ins, const std::string& what) {
     auto lit = ctx.constant(ins);
-    if (!lit)
-        ctx.fail(error_kind::not_implemented,
-                 what + " must be a constant known at import time: a data-dependent output shape is not supported");
+    if (!lit) ctx.fail_not_constant(ins, what, "a data-dependent output shape is not supported");
     return *lit;
 }
 

@@ -32,6 +32,7 @@ parser_table build_parsers() {
     add_dft_parsers(table);
     add_recurrent_parsers(table);
     add_image_ops_parsers(table);
+    add_control_parsers(table);
     return table;
 }
 }  // namespace

@@ -5,25 +5,26 @@
 
 #include "kiln/builtin_ops.hpp"
 #include "kiln/op_registry.hpp"
+#include "ops/bitcast.hpp"
+#include "ops/control.hpp"
 #include "ops/conv.hpp"
 #include "ops/conv_transpose.hpp"
-#include "ops/elementwise.hpp"
-#include "ops/index.hpp"
-#include "ops/index_scatter.hpp"
-#include "ops/topk.hpp"
 #include "ops/cumsum.hpp"
-#include "ops/bitcast.hpp"
-#include "ops/grid_sample.hpp"
-#include "ops/roi_align.hpp"
 #include "ops/deform_conv.hpp"
 #include "ops/dft.hpp"
+#include "ops/elementwise.hpp"
+#include "ops/grid_sample.hpp"
+#include "ops/index.hpp"
+#include "ops/index_scatter.hpp"
+#include "ops/linalg.hpp"
 #include "ops/norm.hpp"
 #include "ops/pool.hpp"
 #include "ops/quant.hpp"
-#include "ops/shape_ops.hpp"
-#include "ops/linalg.hpp"
 #include "ops/reduce.hpp"
 #include "ops/resize.hpp"
+#include "ops/roi_align.hpp"
+#include "ops/shape_ops.hpp"
+#include "ops/topk.hpp"
 #include "ops/transcendental.hpp"
 
 namespace kiln {
@@ -59,6 +60,10 @@ op_registry build_registry() {
     r.add<op::param>();
     r.add<op::literal_op>();
     r.add<op::return_op>();
+    // control flow
+    r.add<op::if_op>();
+    r.add<op::loop>();
+    r.add<op::get_tuple_elem>();
     // elementwise
     r.add<op::abs>();
     r.add<op::neg>();

@@ -188,23 +188,31 @@ TEST(serialize, compiled_program_reloads_without_recompiling) {
 
 TEST(serialize, sub_modules_are_referenced_by_name) {
     program p = small_program();
-    module* sub = p.create_module("body");
-    auto z = sub->add_parameter("z", shape{dtype::float_type, {2}});
-    sub->add_return({sub->add_instruction(make_op("neg"), {z})});
-    // Attach the sub-module to an instruction of main (an op ignoring its module inputs).
+    // Created after main, so the file lists main (which uses them) first.
+    module* then_branch = p.create_module("then");
+    module* else_branch = p.create_module("else");
+    for (module* b : {then_branch, else_branch}) {
+        auto z = b->add_parameter("z", shape{dtype::float_type, {2, 3}});
+        b->add_return({b->add_instruction(make_op(b == then_branch ? "neg" : "abs"), {z})});
+    }
     module* m = p.get_main_module();
-    auto ret = m->get_return();
     auto x = m->get_parameter("x");
-    m->insert_instruction(ret, make_op("abs"), {x}, {sub});
+    auto ret = m->get_return();
+    auto c = m->insert_literal(ret, literal(shape{dtype::bool_type}, std::vector<int>{0}));
+    auto t = m->insert_instruction(ret, make_op("if"), {c, x}, {then_branch, else_branch});
+    auto e = m->insert_instruction(ret, make_op("get_tuple_elem", value_map{{"index", 0}}), {t});
+    m->replace_instruction(ret, ret->get_operator(), {e, ret->inputs()[1]});
     std::string bytes = save_buffer(p);
     program q = load_buffer(bytes.data(), bytes.size());
-    ASSERT_NE(q.get_module("body"), nullptr);
+    ASSERT_NE(q.get_module("then"), nullptr);
     EXPECT_EQ(to_string(q), to_string(p));
     bool found = false;
     for (const auto& ins : *q.get_main_module())
         if (!ins.module_inputs().empty()) {
             found = true;
-            EXPECT_EQ(ins.module_inputs()[0], q.get_module("body"));
+            EXPECT_EQ(ins.module_inputs()[0], q.get_module("then"));
+            EXPECT_EQ(ins.module_inputs()[1], q.get_module("else"));
+            EXPECT_TRUE(ins.get_shape().is_tuple());
         }
     EXPECT_TRUE(found);
     EXPECT_EQ(save_buffer(q), bytes);

@@ -10,7 +10,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     try {
         kiln::program p = kiln::parse_onnx_buffer(data, size);
-        kiln::verify_module(*p.get_main_module());
+        kiln::verify_program(p);
     } catch (const kiln::error&) {
         // Rejected with a clear error: the expected outcome for most inputs.
     }

@@ -5,6 +5,21 @@
 
 namespace kiln {
 
+namespace {
+// Runs a control-flow step's module arguments with their own plans.
+module_runner module_runner_for(const plan_step& step) {
+    return [&step](std::size_t index, const std::vector<argument>& inputs) {
+        const auto& names = step.module_parameters.at(index);
+        if (names.size() != inputs.size())
+            fail(error_kind::runtime, "a module of " + step.op.name() + " takes " + std::to_string(names.size()) +
+                                          " inputs, got " + std::to_string(inputs.size()));
+        parameter_map params;
+        for (std::size_t i = 0; i < names.size(); ++i) params.emplace(names[i], inputs[i]);
+        return step.modules.at(index)->run(params);
+    };
+}
+}  // namespace
+
 struct cpu_executable::context {
     std::shared_ptr<std::byte> arena;
     std::vector<std::vector<argument>> step_inputs;
@@ -87,7 +102,10 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         const auto& step = steps_[s];
         auto start = timings ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         try {
-            step.op.compute(ctx->step_outputs[s], ctx->step_inputs[s]);
+            if (step.modules.empty())
+                step.op.compute(ctx->step_outputs[s], ctx->step_inputs[s]);
+            else
+                step.op.compute(ctx->step_outputs[s], ctx->step_inputs[s], module_runner_for(step));
         } catch (const error& e) {
             throw error(e.kind(), "instruction " + step.instruction + " (" + step.op.name() + "): " + e.what());
         }

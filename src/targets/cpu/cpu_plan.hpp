@@ -37,6 +37,11 @@ struct plan_step {
     std::string instruction;  // printed name, "@12"
     std::vector<value_location> inputs;
     value_location output;
+    // Control flow: the instruction's module arguments, each lowered to its
+    // own executable that the op runs through a module_runner, with the
+    // module's parameter names in order.
+    std::vector<std::shared_ptr<const executable>> modules;
+    std::vector<std::vector<std::string>> module_parameters;
 };
 
 class cpu_executable final : public executable {

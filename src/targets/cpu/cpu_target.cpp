@@ -94,7 +94,12 @@ private:
         }
         value_location out{root, 0, ins.get_shape()};
         locations_[&ins] = out;
-        steps_.push_back({ins.get_operator(), names_.at(&ins), std::move(inputs), out});
+        plan_step s{ins.get_operator(), names_.at(&ins), std::move(inputs), out, {}, {}};
+        for (const module* sub : ins.module_inputs()) {
+            s.modules.push_back(plan_builder(*sub).build());
+            s.module_parameters.push_back(sub->get_parameter_names());
+        }
+        steps_.push_back(std::move(s));
     }
 
     const module& module_;

@@ -18,7 +18,8 @@ argument as_owned_output(const argument& a, const std::vector<const void*>& fore
 
 class ref_executable final : public executable {
 public:
-    explicit ref_executable(const module& m) : module_(m) {}
+    // Owns copies of the module and its submodules: the program may change or go away.
+    explicit ref_executable(const module& m) : modules_(copy_with_submodules(m)), module_(*modules_.front()) {}
     std::vector<argument> run(const parameter_map& inputs) const override { return evaluate_module(module_, inputs); }
 
     std::vector<argument> run_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const override {
@@ -33,8 +34,29 @@ public:
     }
 
 private:
-    module module_;
+    std::vector<std::unique_ptr<module>> modules_;
+    const module& module_;
 };
+
+// Binds positional inputs to the parameters of `m` in their order.
+parameter_map bind_parameters(const module& m, const std::vector<argument>& inputs) {
+    auto names = m.get_parameter_names();
+    if (names.size() != inputs.size())
+        fail(error_kind::runtime, "module '" + m.name() + "' takes " + std::to_string(names.size()) + " inputs, got " +
+                                      std::to_string(inputs.size()));
+    parameter_map params;
+    for (std::size_t i = 0; i < names.size(); ++i) params.emplace(names[i], inputs[i]);
+    return params;
+}
+
+argument evaluate_instruction(const instruction& ins, const std::vector<argument>& args) {
+    if (ins.module_inputs().empty()) return ins.get_operator().evaluate(ins.get_shape(), args);
+    module_runner run = [&](std::size_t index, const std::vector<argument>& inputs) {
+        const module& sub = *ins.module_inputs().at(index);
+        return evaluate_module(sub, bind_parameters(sub, inputs));
+    };
+    return ins.get_operator().evaluate(ins.get_shape(), args, run);
+}
 
 }  // namespace
 
@@ -64,7 +86,7 @@ std::vector<argument> evaluate_module(const module& m, const parameter_map& inpu
             args.reserve(ins.inputs().size());
             for (const auto& in : ins.inputs()) args.push_back(values.at(&*in));
             try {
-                result = ins.get_operator().evaluate(ins.get_shape(), args);
+                result = evaluate_instruction(ins, args);
             } catch (const error& e) {
                 throw error(e.kind(), "instruction " + names.at(&ins) + " (" + ins.name() + "): " + e.what());
             }

@@ -83,10 +83,54 @@ def cases():
     yield "reshape_shape_not_constant.onnx", model(
         [helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape_node")],
         [value("x", [2, 3]), value("s", [2], TensorProto.INT64)], [value("y", [3, 2])]).SerializeToString()
+    yield from control_flow_cases()
+
+
+def branch(name, nodes, outputs):
+    return helper.make_graph(nodes, name, [], outputs)
+
+
+def loop_body(nodes, outputs):
+    inputs = [value("i", [], TensorProto.INT64), value("cond_in", [], TensorProto.BOOL), value("acc_in", [2])]
+    return helper.make_graph(nodes, "body", inputs, outputs)
+
+
+def control_flow_cases():
+    then_graph = branch("then", [helper.make_node("Identity", ["x"], ["t"])], [value("t", [2])])
+    else_graph = branch("else", [helper.make_node("ReduceSum", ["x"], ["e"], keepdims=0)], [value("e", [])])
+    yield "if_branch_shapes_differ.onnx", model(
+        [helper.make_node("If", ["c"], ["y"], name="if_node", then_branch=then_graph, else_branch=else_graph)],
+        [value("c", [], TensorProto.BOOL), value("x", [2])], [value("y", None)]).SerializeToString()
+    body = loop_body([helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+                      helper.make_node("Identity", ["acc_in"], ["acc_out"]),
+                      helper.make_node("Identity", ["acc_in"], ["scan"])],
+                     [value("cond_out", [], TensorProto.BOOL), value("acc_out", [2]), value("scan", [2])])
+    yield "loop_scan_without_trip_count.onnx", model(
+        [helper.make_node("Loop", ["", "c", "x"], ["y", "z"], name="loop_node", body=body)],
+        [value("c", [], TensorProto.BOOL), value("x", [2])], [value("y", [2]), value("z", None)]).SerializeToString()
+    uses_missing = branch("then", [helper.make_node("Neg", ["nowhere"], ["t"])], [value("t", [2])])
+    yield "subgraph_undefined_value.onnx", model(
+        [helper.make_node("If", ["c"], ["y"], name="if_node", then_branch=uses_missing, else_branch=then_graph)],
+        [value("c", [], TensorProto.BOOL), value("x", [2])], [value("y", [2])]).SerializeToString()
+
+
+def valid_control_flow_model():
+    """A Loop whose body holds an If reading a main-graph value: a fuzzing seed that reaches the subgraph code."""
+    then_graph = branch("then", [helper.make_node("Add", ["acc_in", "x"], ["t"])], [value("t", [2])])
+    else_graph = branch("else", [helper.make_node("Sub", ["acc_in", "x"], ["e"])], [value("e", [2])])
+    body = loop_body([helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+                      helper.make_node("If", ["cond_in"], ["acc_out"], then_branch=then_graph, else_branch=else_graph),
+                      helper.make_node("Identity", ["acc_out"], ["scan"])],
+                     [value("cond_out", [], TensorProto.BOOL), value("acc_out", [2]), value("scan", [2])])
+    m = numpy_helper.from_array(np.array(3, dtype=np.int64), "m")
+    return model([helper.make_node("Loop", ["m", "c", "x"], ["y", "z"], body=body)],
+                 [value("c", [], TensorProto.BOOL), value("x", [2])], [value("y", [2]), value("z", [3, 2])], [m])
 
 
 if __name__ == "__main__":
     for name, data in cases():
         (HERE / name).write_bytes(data)
-    (HERE.parent.parent / "fuzz" / "seeds" / "valid_matmul.onnx").write_bytes(valid_model().SerializeToString())
+    seeds = HERE.parent.parent / "fuzz" / "seeds"
+    (seeds / "valid_matmul.onnx").write_bytes(valid_model().SerializeToString())
+    (seeds / "valid_control_flow.onnx").write_bytes(valid_control_flow_model().SerializeToString())
     print(f"wrote {len(list(cases()))} files to {HERE}")
