@@ -14,7 +14,7 @@ import kiln
 from kiln_testing import TARGETS, check_node_case, onnx_node_cases
 
 NODE_CASE_PATTERN = re.compile(
-    r"test_(if|loop11|range_.*_expanded|affine_grid_.*_expanded)$")
+    r"test_(if|loop11|scan9?_.*|range_.*_expanded|affine_grid_.*_expanded|linear_attention_.*_expanded)$")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -253,6 +253,76 @@ def test_backend_compiles_a_run_time_trip_count_per_value():
             got = rep.run(feeds)
             for g, e in zip(got, onnxruntime_outputs(model, feeds)):
                 np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------- Scan
+
+
+def scan_model(opset=21, input_axes=(0, 1), input_directions=(0, 1), output_axes=(0, -1), output_directions=(1, 0)):
+    """Two states (a running sum and a running max), two scan inputs read along
+    different axes and directions, two scan outputs; `w` is captured from the outer graph."""
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["u", "w"], ["uw"]),
+         helper.make_node("Add", ["uw", "v"], ["step"]),
+         helper.make_node("Add", ["sum_in", "step"], ["sum_out"]),
+         helper.make_node("Max", ["max_in", "step"], ["max_out"]),
+         helper.make_node("Sub", ["sum_out", "max_out"], ["gap"]),
+         helper.make_node("Neg", ["step"], ["neg_step"])],
+        "body",
+        [info("sum_in", FLOAT, [3]), info("max_in", FLOAT, [3]), info("u", FLOAT, [3]), info("v", FLOAT, [3])],
+        [info("sum_out", FLOAT, [3]), info("max_out", FLOAT, [3]), info("gap", FLOAT, [3]),
+         info("neg_step", FLOAT, [3])])
+    node = helper.make_node("Scan", ["s0", "m0", "x", "y"], ["s", "m", "gaps", "steps"], name="scan", body=body,
+                            num_scan_inputs=2, scan_input_axes=list(input_axes),
+                            scan_input_directions=list(input_directions), scan_output_axes=list(output_axes),
+                            scan_output_directions=list(output_directions))
+    x_shape = [4, 3] if input_axes[0] == 0 else [3, 4]
+    y_shape = [3, 4] if input_axes[1] == 1 else [4, 3]
+    return make_model([helper.make_node("Exp", ["z"], ["w"]), node],
+                      [info("s0", FLOAT, [3]), info("m0", FLOAT, [3]), info("x", FLOAT, x_shape),
+                       info("y", FLOAT, y_shape), info("z", FLOAT, [3])],
+                      [info("s"), info("m"), info("gaps"), info("steps")], opset=opset)
+
+
+@pytest.mark.parametrize("axes,directions,out_axes,out_directions", [
+    ((0, 1), (0, 1), (0, -1), (1, 0)),
+    ((1, 0), (1, 0), (1, 0), (0, 1)),
+    ((0, 0), (0, 0), (0, 0), (0, 0)),
+])
+def test_scan_axes_and_directions_match_onnxruntime(axes, directions, out_axes, out_directions):
+    model = scan_model(input_axes=axes, input_directions=directions, output_axes=out_axes,
+                       output_directions=out_directions)
+    feeds = {n: RNG.standard_normal([d.dim_value for d in v.type.tensor_type.shape.dim]).astype(np.float32)
+             for n, v in ((v.name, v) for v in model.graph.input)}
+    check_against_onnxruntime(model, feeds)
+    text = str(kiln_program(model))
+    assert re.search(r"loop\[carried=2,iterations=4\]", text) and "scan.body" in text, text
+
+
+def test_scan_opset_8_scans_each_batch_entry():
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "x_t"], ["acc_out"]), helper.make_node("Mul", ["acc_out", "x_t"], ["y_t"])],
+        "body", [info("acc_in", FLOAT, [2]), info("x_t", FLOAT, [2])], [info("acc_out", FLOAT, [2]), info("y_t", FLOAT, [2])])
+    node = helper.make_node("Scan", ["", "acc0", "x"], ["acc", "y"], name="scan8", body=body, num_scan_inputs=1,
+                            directions=[1])
+    model = make_model([node], [info("acc0", FLOAT, [3, 2]), info("x", FLOAT, [3, 5, 2])], [info("acc"), info("y")],
+                       opset=8)
+    feeds = {"acc0": RNG.standard_normal((3, 2)).astype(np.float32),
+             "x": RNG.standard_normal((3, 5, 2)).astype(np.float32)}
+    check_against_onnxruntime(model, feeds)
+
+
+def test_scan_errors_name_the_node():
+    model = scan_model()
+    model.graph.input[3].type.tensor_type.shape.dim[1].dim_value = 5  # y scans 5 steps, x 4
+    with pytest.raises(kiln.KilnError, match=r"ONNX node Scan 'scan': scan input 1 has 5 steps along its axis but "
+                                             r"scan input 0 has 4"):
+        kiln_program(model)
+    model = scan_model()
+    model.graph.node[1].attribute[-1].ints[:] = [0]  # scan_output_directions with one entry for two outputs
+    with pytest.raises(kiln.KilnError, match=r"ONNX node Scan 'scan': scan_output_directions has 1 entries, "
+                                             r"expected 2"):
+        kiln_program(model)
 
 
 # ------------------------------------------------------- the builder API
