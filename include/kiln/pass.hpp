@@ -19,6 +19,10 @@ using pass_list = std::vector<std::shared_ptr<const pass>>;
 
 struct compile_options;
 
+// The pass names that options.disabled_passes and KILN_DISABLE_PASSES
+// (comma-separated) disable.
+std::vector<std::string> disabled_pass_names(const compile_options& options);
+
 // Runs `passes` over `m` in order, honouring options.trace_passes,
 // options.disabled_passes and the KILN_TRACE_PASSES / KILN_DISABLE_PASSES
 // environment variables; verifies the module after each pass when

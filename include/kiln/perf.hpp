@@ -33,7 +33,8 @@ struct perf_report {
 };
 
 // Runs `p` (compiled) `warmup` times untimed, then `runs` times timed.
-// `batch` only scales the reported rate.
+// `batch` is the number of inferences one run computes and scales the rate;
+// above 1 it must be the leading dimension of some input.
 perf_report measure_performance(const program& p, const parameter_map& inputs, std::size_t runs,
                                 std::size_t warmup = 3, std::size_t batch = 1);
 

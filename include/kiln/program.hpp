@@ -38,6 +38,8 @@ public:
     std::vector<argument> eval(const parameter_map& inputs) const;
     // eval that also records each instruction's kernel time (for profiling).
     std::vector<argument> eval_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const;
+    // eval that hands each executed instruction's inputs and output to `observe`.
+    std::vector<argument> eval_observed(const parameter_map& inputs, const step_observer& observe) const;
 
     std::vector<std::string> get_parameter_names() const;
     std::map<std::string, shape> get_parameter_shapes() const;
@@ -55,6 +57,11 @@ private:
     compile_options options_;
     std::shared_ptr<const executable> executable_;
 };
+
+// Checks `inputs` against the parameters of `m` (every one present, no
+// unknown names, dtype and lens as declared) and returns them with standard
+// strides, copying the ones that are not.
+parameter_map check_inputs(const module& m, const parameter_map& inputs);
 
 std::string to_string(const program& p);
 std::ostream& operator<<(std::ostream& os, const program& p);

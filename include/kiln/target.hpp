@@ -3,6 +3,7 @@
 // pipeline, lowers the optimized module into an executable and says where
 // memory lives, so that a device target fits beside the host ones.
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -38,6 +39,18 @@ struct step_timing {
     double seconds = 0;
 };
 
+// One executed instruction of a run, as an observer sees it. The arguments
+// are views of the target's memory (on a device target, bring them to the
+// host with target::copy_from), valid only during the observer call.
+struct executed_step {
+    const std::string& instruction;  // printed name in the compiled module, e.g. "@12"
+    const operation& op;             // for target-only ops too: its compute is the reference
+    const std::vector<argument>& inputs;
+    const argument& output;
+};
+
+using step_observer = std::function<void(const executed_step&)>;
+
 // The compiled form of a module on one target.
 class executable {
 public:
@@ -47,6 +60,9 @@ public:
     virtual std::vector<argument> run(const parameter_map& inputs) const = 0;
     // Like run, and appends the time of each executed instruction to `timings`.
     virtual std::vector<argument> run_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const = 0;
+    // Like run, and calls `observe` after each executed instruction with the
+    // inputs it read and the output it wrote (for per-instruction checking).
+    virtual std::vector<argument> run_observed(const parameter_map& inputs, const step_observer& observe) const = 0;
     // Bytes of intermediate memory the plan needs per concurrent run.
     virtual std::size_t planned_memory_bytes() const { return 0; }
 };

@@ -46,6 +46,7 @@ from ._core import (
     save_buffer,
     shape,
     target,
+    verify,
 )
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "save_buffer",
     "shape",
     "target",
+    "verify",
     "KilnError",
     "InvalidArgumentError",
     "KilnTypeError",

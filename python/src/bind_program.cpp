@@ -16,6 +16,8 @@ bool bool_option(const std::string& name, nb::handle v) {
     return v.ptr() == Py_True;
 }
 
+}  // namespace
+
 compile_options to_compile_options(const nb::kwargs& kwargs) {
     compile_options options;
     for (auto [key, v] : kwargs) {
@@ -69,6 +71,16 @@ parameter_map to_parameter_map(nb::handle inputs) {
     return out;
 }
 
+parameter_map inputs_or_generated(const program& p, nb::handle inputs) {
+    parameter_map params = inputs.is_none() ? parameter_map{} : to_parameter_map(inputs);
+    unsigned long seed = 0;
+    for (const auto& [name, s] : p.get_parameter_shapes())
+        if (!params.count(name)) params.emplace(name, generate_argument(s, seed++));
+    return params;
+}
+
+namespace {
+
 std::vector<argument> run_program(const program& p, nb::handle inputs) {
     parameter_map params = to_parameter_map(inputs);
     // Kernels do not touch Python objects; let other Python threads run meanwhile.
@@ -78,10 +90,7 @@ std::vector<argument> run_program(const program& p, nb::handle inputs) {
 
 // Inputs not given get generate_argument data, as `kiln perf` does.
 nb::dict perf_program(const program& p, nb::handle inputs, std::size_t runs, std::size_t warmup, std::size_t batch) {
-    parameter_map params = inputs.is_none() ? parameter_map{} : to_parameter_map(inputs);
-    unsigned long seed = 0;
-    for (const auto& [name, s] : p.get_parameter_shapes())
-        if (!params.count(name)) params.emplace(name, generate_argument(s, seed++));
+    parameter_map params = inputs_or_generated(p, inputs);
     perf_report r;
     {
         nb::gil_scoped_release release;

@@ -19,6 +19,18 @@ void bind_module(nb::module_& m);
 void bind_program(nb::module_& m);
 void bind_serialize(nb::module_& m);
 void bind_onnx(nb::module_& m);
+void bind_verify(nb::module_& m);
+
+// Keyword arguments of compile() (offload_copy, threads, trace_passes,
+// disabled_passes, verify_passes) as compile_options.
+compile_options to_compile_options(const nb::kwargs& kwargs);
+// A kiln.target or a target name.
+const target& to_target(nb::handle t);
+// {name: array} as a parameter_map of zero-copy arguments.
+parameter_map to_parameter_map(nb::handle inputs);
+// `inputs` ({name: array} or None) with every parameter of `p` not given
+// filled with generate_argument data (seeds 0, 1, ... in name order).
+parameter_map inputs_or_generated(const program& p, nb::handle inputs);
 
 // A kiln.argument, or a zero-copy view of a numpy array / buffer / DLPack
 // object that keeps the Python object alive. `what` names the value in errors.

@@ -14,4 +14,5 @@ NB_MODULE(_core, m) {
     bind_program(m);
     bind_serialize(m);
     bind_onnx(m);
+    bind_verify(m);
 }

@@ -24,9 +24,15 @@ int compile_command(const std::string& model, const std::string& output, const s
 // Prints each output's shape, min/max/mean and first values; writes
 // output_<i>.npy files into `save_dir` when it is not empty.
 int run_command(const run_settings& settings, const std::string& save_dir);
-// Runs the target and the reference interpreter on the same inputs and
-// compares every output; 0 when all match within rtol/atol, 1 otherwise.
-int verify_command(const run_settings& settings, double rtol, double atol);
+enum class verify_mode {
+    outputs,          // the target's outputs against the unoptimized model on ref
+    per_instruction,  // and every instruction against its reference compute
+    bisect,           // the pipeline pass by pass, then the lowered program
+};
+
+// Compares the target with the reference interpreter on the same inputs; 0
+// when everything matches within rtol/atol, 1 otherwise.
+int verify_command(const run_settings& settings, double rtol, double atol, verify_mode mode);
 
 // Times `runs` runs after warm-up and prints per-instruction times, a summary
 // by op kind, rate, latency percentiles and overhead outside kernels. `batch`

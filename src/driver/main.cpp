@@ -55,11 +55,30 @@ int main(int argc, char** argv) {
     run->add_option("--save-outputs", save_dir, "Folder to write output_<i>.npy files into");
     run->callback([&] { action = [&] { return kiln::driver::run_command(settings, save_dir); }; });
 
-    auto* verify = app.add_subcommand("verify", "Compare a target's outputs with the reference target's");
+    auto* verify = app.add_subcommand(
+        "verify", "Compare a target with the reference target: outputs, per instruction or pass by pass");
     add_run_options(*verify, settings);
     verify->add_option("--rtol", rtol, "Relative tolerance")->capture_default_str()->check(CLI::NonNegativeNumber);
     verify->add_option("--atol", atol, "Absolute tolerance")->capture_default_str()->check(CLI::NonNegativeNumber);
-    verify->callback([&] { action = [&] { return kiln::driver::verify_command(settings, rtol, atol); }; });
+    bool per_instruction = false, bisect = false;
+    auto* per_instruction_flag = verify->add_flag(
+        "--per-instruction", per_instruction,
+        "Also check every instruction the target runs against its op's reference compute on the same inputs "
+        "and name the first that diverges");
+    verify
+        ->add_flag("--bisect", bisect,
+                   "Run the target's passes one at a time, check each result on ref against the unoptimized "
+                   "model, then the lowered program, and name the first that breaks the numbers")
+        ->excludes(per_instruction_flag);
+    verify->callback([&] {
+        action = [&] {
+            using kiln::driver::verify_mode;
+            verify_mode mode = bisect            ? verify_mode::bisect
+                               : per_instruction ? verify_mode::per_instruction
+                                                 : verify_mode::outputs;
+            return kiln::driver::verify_command(settings, rtol, atol, mode);
+        };
+    });
 
     std::size_t batch = 1, runs = 20;
     auto* perf = app.add_subcommand("perf", "Profile a model: per-instruction times, op summary, rate, latency");

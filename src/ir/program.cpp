@@ -82,16 +82,25 @@ std::vector<argument> program::eval_profiled(const parameter_map& inputs, std::v
     return executable_->run_profiled(checked, timings);
 }
 
+std::vector<argument> program::eval_observed(const parameter_map& inputs, const step_observer& observe) const {
+    parameter_map checked = checked_inputs(inputs);
+    return executable_->run_observed(checked, observe);
+}
+
 parameter_map program::checked_inputs(const parameter_map& inputs) const {
     if (!is_compiled())
         fail("program is not compiled: call compile(get_target(\"cpu\")) (or \"ref\") before running it");
-    const module& main = *get_main_module();
+    return check_inputs(*get_main_module(), inputs);
+}
+
+parameter_map check_inputs(const module& main, const parameter_map& inputs) {
     auto shapes = main.get_parameter_shapes();
     for (const auto& [name, arg] : inputs)
         if (!shapes.count(name)) {
             std::string known;
             for (const auto& [n, s] : shapes) known += (known.empty() ? "" : ", ") + n;
-            fail("unknown parameter '" + name + "'; the program's parameters are: " + (known.empty() ? "(none)" : known));
+            fail("unknown parameter '" + name +
+                 "'; the program's parameters are: " + (known.empty() ? "(none)" : known));
         }
     parameter_map checked;
     for (const auto& [name, expected] : shapes) {

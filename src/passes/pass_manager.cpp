@@ -35,10 +35,15 @@ bool env_flag(const char* name) {
 
 }  // namespace
 
-void run_passes(module& m, const pass_list& passes, const compile_options& options) {
-    bool trace = options.trace_passes || env_flag("KILN_TRACE_PASSES");
+std::vector<std::string> disabled_pass_names(const compile_options& options) {
     std::vector<std::string> disabled = options.disabled_passes;
     for (auto& n : split_names(std::getenv("KILN_DISABLE_PASSES"))) disabled.push_back(n);
+    return disabled;
+}
+
+void run_passes(module& m, const pass_list& passes, const compile_options& options) {
+    bool trace = options.trace_passes || env_flag("KILN_TRACE_PASSES");
+    const std::vector<std::string> disabled = disabled_pass_names(options);
 
     for (const auto& p : passes) {
         const std::string name = p->name();

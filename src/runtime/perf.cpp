@@ -17,12 +17,28 @@ double percentile(std::vector<double> sorted, double q) {
     return sorted[std::min(sorted.size(), std::max<std::size_t>(rank, 1)) - 1];
 }
 
+// A rate scaled by a batch the program does not compute would be fiction.
+void check_batch(const program& p, std::size_t batch) {
+    if (batch == 0) fail("perf: the batch must be at least 1");
+    if (batch == 1) return;
+    std::string shapes;
+    for (const auto& [name, s] : p.get_parameter_shapes()) {
+        if (!s.lens().empty() && s.lens().front() == batch) return;
+        shapes += (shapes.empty() ? "" : ", ") + name + " " + to_string(s.lens());
+    }
+    fail("perf: batch " + std::to_string(batch) + " does not match the program: no input has a leading dimension of " +
+         std::to_string(batch) + " (" + (shapes.empty() ? "no inputs" : shapes) +
+         "); the batch is what one run computes (an ONNX model's symbolic input dimensions take it from "
+         "--batch), and the rate counts it");
+}
+
 }  // namespace
 
 perf_report measure_performance(const program& p, const parameter_map& inputs, std::size_t runs, std::size_t warmup,
                                 std::size_t batch) {
     if (!p.is_compiled()) fail("perf: the program must be compiled first");
     if (runs == 0) fail("perf: the number of runs must be at least 1");
+    check_batch(p, batch);
     for (std::size_t i = 0; i < warmup; ++i) p.eval(inputs);
 
     perf_report r;
@@ -36,7 +52,8 @@ perf_report measure_performance(const program& p, const parameter_map& inputs, s
         std::vector<step_timing> timings;
         auto start = std::chrono::steady_clock::now();
         p.eval_profiled(inputs, timings);
-        latencies.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+        latencies.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
         if (i == 0) {
             first = timings;
             step_sums.assign(timings.size(), 0);

@@ -21,7 +21,7 @@ TEST(perf, report_lists_every_instruction_and_consistent_totals) {
     for (const auto* t : {"ref", "cpu"}) {
         program p = two_op_program(t);
         parameter_map inputs{{"x", generate_argument(shape{dtype::float_type, {64, 64}}, 1)}};
-        perf_report r = measure_performance(p, inputs, 5, 1, 4);
+        perf_report r = measure_performance(p, inputs, 5, 1, 64);  // a batch of 64 rows
         ASSERT_EQ(r.instructions.size(), 2u) << t;
         EXPECT_EQ(r.instructions[0].op, "dot");
         EXPECT_EQ(r.instructions[1].op, "relu");
@@ -33,7 +33,7 @@ TEST(perf, report_lists_every_instruction_and_consistent_totals) {
         EXPECT_LE(r.median_ms, r.p90_ms);
         EXPECT_LE(r.p90_ms, r.p99_ms);
         EXPECT_LE(r.p99_ms, r.max_ms);
-        EXPECT_NEAR(r.rate, 4 * 1e3 / r.mean_ms, 1e-6 * r.rate);
+        EXPECT_NEAR(r.rate, 64 * 1e3 / r.mean_ms, 1e-6 * r.rate);
         EXPECT_LE(r.kernel_ms, r.mean_ms);
         std::string text = format_perf_report(r);
         EXPECT_NE(text.find("Summary by op kind"), std::string::npos);
@@ -48,4 +48,19 @@ TEST(perf, needs_a_compiled_program_and_runs) {
     EXPECT_THROW(measure_performance(p, {}, 3), error);
     program c = two_op_program("cpu");
     EXPECT_THROW(measure_performance(c, {{"x", argument(shape{dtype::float_type, {64, 64}})}}, 0), error);
+}
+
+TEST(perf, a_batch_must_be_what_the_program_computes) {
+    program p = two_op_program("cpu");
+    parameter_map inputs{{"x", generate_argument(shape{dtype::float_type, {64, 64}}, 1)}};
+    // No input has a leading dimension of 8: a rate for 8 inferences per run would be made up.
+    try {
+        measure_performance(p, inputs, 1, 0, 8);
+        FAIL() << "expected an error";
+    } catch (const error& e) {
+        EXPECT_NE(std::string(e.what()).find("batch 8 does not match the program"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("x {64, 64}"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(measure_performance(p, inputs, 1, 0, 0), error);
+    EXPECT_EQ(measure_performance(p, inputs, 1, 0, 1).batch, 1u);
 }

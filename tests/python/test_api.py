@@ -339,9 +339,10 @@ def test_perf_report(target_name):
 
     p = build_program({"x": ("float", (32, 32))}, body)
     p.compile(kiln.get_target(target_name))
-    report = p.perf_report(runs=4, warmup=1, batch=2)
+    report = p.perf_report(runs=4, warmup=1, batch=32)
     assert [i["op"] for i in report["instructions"]] == ["dot", "relu"]
-    assert report["runs"] == 4 and report["batch"] == 2
+    assert report["runs"] == 4 and report["batch"] == 32
+    assert abs(report["rate"] - 32 * 1e3 / report["mean_ms"]) <= 1e-6 * report["rate"]
     assert report["min_ms"] <= report["median_ms"] <= report["p99_ms"] <= report["max_ms"]
     assert abs(sum(i["share"] for i in report["instructions"]) - 1) < 1e-9
     assert "Summary by op kind" in report["text"]

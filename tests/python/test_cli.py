@@ -6,6 +6,7 @@ built with the Python API and saved as .kiln files.
 
 import os
 import pathlib
+import re
 import subprocess
 
 import numpy as np
@@ -25,8 +26,10 @@ def built_cli():
     assert os.access(CLI, os.X_OK), f"kiln command not built at {CLI} (run make, or set KILN_CLI)"
 
 
-def kiln_cli(*args, cwd=None):
-    result = subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=120)
+def kiln_cli(*args, cwd=None, env=None):
+    full_env = {**os.environ, **env} if env else None
+    result = subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=120,
+                            env=full_env)
     # A signal (negative status) means a crash, which no input may cause.
     assert result.returncode >= 0, f"kiln crashed: {result.stderr}"
     return result
@@ -155,6 +158,67 @@ def test_verify_passes_for_a_correct_target(model, target):
     assert "PASSED" in r.stdout
 
 
+@pytest.fixture
+def scaled_model(tmp_path):
+    """(x * 1.1) * 1.3 with x float[16, 16]: simplify_algebra reassociates it to
+    x * (1.1 * 1.3), which rounds differently from the unoptimized model."""
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", [16, 16]))
+    a = m.add_instruction(kiln.op("mul"), [x, m.add_literal(np.full((16, 16), 1.1, np.float32))])
+    m.add_return([m.add_instruction(kiln.op("mul"), [a, m.add_literal(np.full((16, 16), 1.3, np.float32))])])
+    path = tmp_path / "scaled.kiln"
+    kiln.save(p, str(path))
+    return path
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu"])
+def test_verify_per_instruction_passes_for_a_correct_target(model, target):
+    r = kiln_cli("verify", model, "--target", target, "--per-instruction", "--rtol", "0", "--atol", "0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"checked 2 instructions of target {target}" in r.stdout
+    assert f"verify {target} per instruction: PASSED" in r.stdout
+
+
+def test_verify_bisect_passes_for_a_correct_pipeline(model):
+    r = kiln_cli("verify", model, "--bisect")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for text in ("1/", "dead_code_elimination", "constant_propagation", "lowered for cpu",
+                 "every pass and the lowered program keep the numbers", "by bisection: PASSED"):
+        assert text in r.stdout, text
+
+
+def test_verify_tools_trace_a_rounding_change_to_its_pass(scaled_model):
+    # Within the default tolerance the reassociation is accepted.
+    assert kiln_cli("verify", scaled_model).returncode == 0
+    strict = ("--rtol", "0", "--atol", "0")
+    r = kiln_cli("verify", scaled_model, *strict)
+    assert r.returncode == 1 and "MISMATCH" in r.stdout and "FAILED" in r.stdout, r.stdout
+    # Every instruction matches its reference compute, so the tool points at the passes.
+    r = kiln_cli("verify", scaled_model, "--per-instruction", *strict)
+    assert r.returncode == 1, r.stdout
+    assert "verify cpu per instruction: PASSED" in r.stdout
+    assert "a pass changed the numbers; `kiln verify --bisect` names it" in r.stdout
+    r = kiln_cli("verify", scaled_model, "--bisect", *strict)
+    assert r.returncode == 1, r.stdout
+    assert "first pass that breaks the numbers: simplify_algebra" in r.stdout
+    assert "first diverging output 0: max abs error" in r.stdout
+    assert "lowered for cpu" not in r.stdout  # it stops at the culprit
+    # Disabling the pass through the documented environment variable clears it.
+    r = kiln_cli("verify", scaled_model, "--bisect", *strict, env={"KILN_DISABLE_PASSES": "simplify_algebra"})
+    assert r.returncode == 0, r.stdout
+    assert "simplify_algebra" in r.stdout and "disabled" in r.stdout
+
+
+def test_verify_modes_reject_bad_combinations(model, tmp_path):
+    expect_error(kiln_cli("verify", model, "--bisect", "--per-instruction"), "excludes")
+    compiled = tmp_path / "compiled.kiln"
+    assert kiln_cli("compile", model, "-o", compiled).returncode == 0
+    expect_error(kiln_cli("verify", compiled, "--bisect"), "passes have already run")
+    r = kiln_cli("verify", compiled, "--per-instruction")
+    assert r.returncode == 0 and "optimized module" in r.stdout, r.stdout
+
+
 def test_verify_rejects_negative_tolerance(model):
     expect_error(kiln_cli("verify", model, "--rtol", "-1"))
 
@@ -224,3 +288,35 @@ def test_perf_prints_the_report(model):
                  "overhead outside kernels", "batch 2"):
         assert text in r.stdout, text
     assert kiln_cli("perf", model, "-n", 0).returncode == 2
+
+
+def perf_figures(stdout):
+    """Rate and mean latency from a perf report."""
+    rate = re.search(r"^Rate: ([0-9.]+) inferences/s$", stdout, re.M)
+    mean = re.search(r"^Latency: .* mean ([0-9.]+) ms,", stdout, re.M)
+    assert rate and mean, stdout
+    return float(rate.group(1)), float(mean.group(1))
+
+
+def test_perf_batch_sets_symbolic_onnx_dimensions_and_the_rate(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    for batch_dim, name in (("N", "symbolic.onnx"), (1, "fixed.onnx")):
+        graph = helper.make_graph(
+            [helper.make_node("Relu", ["x"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch_dim, 1 << 16])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch_dim, 1 << 16])])
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(tmp_path / name))
+    r = kiln_cli("perf", tmp_path / "symbolic.onnx", "--batch", 8, "-n", 3)
+    assert r.returncode == 0, r.stderr
+    assert "Runs: 3 (batch 8)" in r.stdout
+    rate, mean = perf_figures(r.stdout)
+    assert rate == pytest.approx(8 * 1e3 / mean, rel=5e-3)  # the mean is printed rounded
+    # A fixed batch of 1 cannot run 8 inferences per run: no made-up rate.
+    expect_error(kiln_cli("perf", tmp_path / "fixed.onnx", "--batch", 8, "-n", 3),
+                 "batch 8 does not match the program", "x {1, 65536}")
+    r = kiln_cli("perf", tmp_path / "fixed.onnx", "-n", 3)
+    assert r.returncode == 0, r.stderr
+    rate, mean = perf_figures(r.stdout)
+    assert rate == pytest.approx(1e3 / mean, rel=5e-3)

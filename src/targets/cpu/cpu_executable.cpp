@@ -67,7 +67,8 @@ void cpu_executable::release(std::unique_ptr<context> c) const {
     pool_.push_back(std::move(c));
 }
 
-std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::vector<step_timing>* timings) const {
+std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::vector<step_timing>* timings,
+                                              const step_observer* observe) const {
     auto ctx = acquire();
     struct release_on_exit {
         const cpu_executable* self;
@@ -112,6 +113,7 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         if (timings)
             timings->push_back({step.instruction, step.op.name(),
                                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
+        if (observe) (*observe)({step.instruction, step.op, ctx->step_inputs[s], ctx->step_outputs[s]});
     }
 
     std::vector<argument> results;

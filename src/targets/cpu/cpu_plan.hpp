@@ -49,15 +49,19 @@ public:
     cpu_executable(std::vector<plan_root> roots, std::vector<plan_step> steps, std::vector<value_location> outputs,
                    std::size_t arena_bytes);
     ~cpu_executable() override;
-    std::vector<argument> run(const parameter_map& inputs) const override { return execute(inputs, nullptr); }
+    std::vector<argument> run(const parameter_map& inputs) const override { return execute(inputs, nullptr, nullptr); }
     std::vector<argument> run_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const override {
-        return execute(inputs, &timings);
+        return execute(inputs, &timings, nullptr);
+    }
+    std::vector<argument> run_observed(const parameter_map& inputs, const step_observer& observe) const override {
+        return execute(inputs, nullptr, &observe);
     }
     std::size_t planned_memory_bytes() const override { return arena_bytes_; }
 
 private:
     struct context;  // one arena and the prebuilt arguments that point into it
-    std::vector<argument> execute(const parameter_map& inputs, std::vector<step_timing>* timings) const;
+    std::vector<argument> execute(const parameter_map& inputs, std::vector<step_timing>* timings,
+                                  const step_observer* observe) const;
     std::unique_ptr<context> make_context() const;
     std::unique_ptr<context> acquire() const;
     void release(std::unique_ptr<context> c) const;

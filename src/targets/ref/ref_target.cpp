@@ -33,6 +33,19 @@ public:
         });
     }
 
+    std::vector<argument> run_observed(const parameter_map& inputs, const step_observer& observe) const override {
+        auto names = module_.instruction_names();
+        // evaluate_module keeps every value alive until it returns, so sharing them here is cheap.
+        std::unordered_map<const instruction*, argument> values;
+        return evaluate_module(module_, inputs, [&](const instruction& ins, const argument& result) {
+            values.emplace(&ins, result);
+            if (ins.is_param() || ins.is_literal()) return;
+            std::vector<argument> args;
+            for (const auto& in : ins.inputs()) args.push_back(values.at(&*in));
+            observe({names.at(&ins), ins.get_operator(), args, result});
+        });
+    }
+
 private:
     std::vector<std::unique_ptr<module>> modules_;
     const module& module_;
@@ -49,6 +62,8 @@ parameter_map bind_parameters(const module& m, const std::vector<argument>& inpu
     return params;
 }
 
+}  // namespace
+
 argument evaluate_instruction(const instruction& ins, const std::vector<argument>& args) {
     if (ins.module_inputs().empty()) return ins.get_operator().evaluate(ins.get_shape(), args);
     module_runner run = [&](std::size_t index, const std::vector<argument>& inputs) {
@@ -57,8 +72,6 @@ argument evaluate_instruction(const instruction& ins, const std::vector<argument
     };
     return ins.get_operator().evaluate(ins.get_shape(), args, run);
 }
-
-}  // namespace
 
 std::vector<argument> evaluate_module(const module& m, const parameter_map& inputs,
                                       const std::function<void(const instruction&, const argument&)>& observe) {

@@ -13,6 +13,10 @@ namespace kiln {
 std::vector<argument> evaluate_module(const module& m, const parameter_map& inputs,
                                       const std::function<void(const instruction&, const argument&)>& observe = {});
 
+// The reference value of one instruction on `args`: its op's compute, with
+// module arguments (control flow) run by evaluate_module.
+argument evaluate_instruction(const instruction& ins, const std::vector<argument>& args);
+
 class ref_target final : public target {
 public:
     std::string name() const override { return "ref"; }

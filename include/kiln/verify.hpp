@@ -1,0 +1,131 @@
+#pragma once
+// Checking a target against the reference target: its outputs, every
+// instruction on its own (which one diverges first), and every pass of its
+// pipeline (which one first breaks the numbers).
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "kiln/program.hpp"
+
+namespace kiln {
+
+// allclose-style: |got - expected| <= atol + rtol * |expected|; NaN matches
+// NaN and equal infinities match.
+struct tolerance {
+    double rtol = 1e-4;
+    double atol = 1e-5;
+};
+
+// How one value differs from the value expected of it.
+struct value_comparison {
+    shape got_shape;
+    shape expected_shape;
+    bool same_shape = true;  // dtype and lens agree; when not, no element is compared
+    std::size_t elements = 0;
+    std::size_t mismatches = 0;      // elements outside the tolerance
+    std::size_t first_mismatch = 0;  // row-major index
+    double got_at_first = 0;
+    double expected_at_first = 0;
+    double max_abs_error = 0;
+    double max_rel_error = 0;
+    bool ok() const { return same_shape && mismatches == 0; }
+};
+
+value_comparison compare_values(const argument& got, const argument& expected, const tolerance& tol = {});
+
+// "max abs error 2e-07, max rel error 1e-06: ok", or the mismatch count and
+// the first bad element, or the two shapes when they differ.
+std::string describe(const value_comparison& c);
+
+// ---- outputs -------------------------------------------------------------
+
+struct output_report {
+    std::string target;
+    tolerance tol;
+    std::vector<value_comparison> outputs;
+    bool passed() const;
+};
+
+// Runs `compiled` and the reference interpreter on `reference` (normally the
+// main module before optimization) with the same inputs and compares every
+// output.
+output_report verify_outputs(const program& compiled, const module& reference, const parameter_map& inputs,
+                             const tolerance& tol = {});
+std::string format_output_report(const output_report& r);
+
+// ---- per instruction -----------------------------------------------------
+
+struct instruction_divergence {
+    std::string instruction;               // printed name in the compiled module, "@12"
+    std::string op;                        // the op with its attributes
+    std::vector<std::string> input_names;  // the instructions it reads (empty when not in the module)
+    std::vector<shape> input_shapes;
+    shape output_shape;
+    // -1: the result differs from the op's reference compute on the very
+    // inputs the target gave it (a wrong kernel). i >= 0: input i differs
+    // from the value its producer had when it was computed (memory
+    // overwritten in between, or a view placed wrongly); `difference`, `got`
+    // and `expected` then describe that input.
+    int changed_input = -1;
+    value_comparison difference;
+    // Only for the first divergence of a report: copies of what the target
+    // gave the instruction, what it produced and what ref expects.
+    std::vector<argument> inputs;
+    argument got;
+    argument expected;
+};
+
+struct per_instruction_report {
+    std::string target;
+    tolerance tol;
+    std::size_t checked = 0;                          // instructions the target ran
+    std::vector<instruction_divergence> divergences;  // in execution order
+    // Each returned output against the value its instruction had in the run.
+    std::vector<value_comparison> outputs;
+    bool passed() const;
+};
+
+// Runs `compiled` once, and checks each instruction it executes against its
+// op's reference compute applied to the inputs the target gave it, so a
+// divergence is pinned to the instruction that introduced it instead of
+// every instruction after it. Also checks that each instruction received
+// the values its producers computed.
+per_instruction_report verify_per_instruction(const program& compiled, const parameter_map& inputs,
+                                              const tolerance& tol = {});
+std::string format_per_instruction_report(const per_instruction_report& r);
+
+// ---- pass bisection ------------------------------------------------------
+
+struct bisect_stage {
+    std::size_t position = 0;               // 1-based place in the pipeline; pipeline size + 1 for the lowering
+    std::string pass;                       // pass name; empty for the lowering
+    bool lowering = false;                  // the target's compiled program rather than a pass
+    bool disabled = false;                  // skipped by disabled_passes / KILN_DISABLE_PASSES
+    std::string failure;                    // error from the pass, the verifier or the run; empty when none
+    std::vector<value_comparison> outputs;  // against the unoptimized module on ref
+    bool ok() const;
+};
+
+struct bisect_report {
+    std::string target;
+    tolerance tol;
+    std::vector<std::string> pipeline;  // the target's passes in order
+    // In order, ending at the first stage that breaks the numbers; when none
+    // does, every pass and then the lowering.
+    std::vector<bisect_stage> stages;
+    bool passed() const;
+    // The first stage that breaks the numbers, or nullptr.
+    const bisect_stage* first_failure() const;
+};
+
+// Runs `t`'s pipeline on a copy of the main module of `uncompiled` one pass
+// at a time (verifying the module after each), evaluates each result on ref
+// and compares it with the unoptimized module on ref; then lowers the
+// optimized module with `t` and compares its run too. Stops at the first
+// stage whose outputs leave the tolerance.
+bisect_report bisect_passes(const program& uncompiled, const target& t, const parameter_map& inputs,
+                            const tolerance& tol = {}, const compile_options& options = {});
+std::string format_bisect_report(const bisect_report& r);
+
+}  // namespace kiln
