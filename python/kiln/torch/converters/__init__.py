@@ -12,6 +12,8 @@ from . import (  # noqa: F401  (imported to register their converters)
     comparison,
     convolution,
     creation,
+    grid_sample,
+    index_update,
     indexing,
     linear_algebra,
     math_functions,
