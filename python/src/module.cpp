@@ -6,6 +6,10 @@ NB_MODULE(_core, m) {
     using namespace kiln::python;
     m.doc() = "Kiln graph compiler: native bindings";
     m.attr("__version__") = kiln::version;
+    // Tensors of other libraries (torch.from_dlpack of an output) keep Kiln
+    // arguments alive and may be freed after this module at interpreter exit;
+    // nanobind would report those as leaks.
+    nb::set_leak_warnings(false);
     bind_errors(m);
     bind_shape(m);
     bind_argument(m);

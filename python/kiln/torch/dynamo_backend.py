@@ -25,12 +25,10 @@ signatures per graph, least recently used dropped first), compile_options
 (dict for ``kiln.program.compile``).
 """
 
-import atexit
 import collections
 import logging
 import threading
 import warnings
-import weakref
 
 import torch
 
@@ -127,18 +125,6 @@ def _shapes(values):
     return ", ".join(str(list(v.shape)) if isinstance(v, torch.Tensor) else repr(v) for v in values)
 
 
-# Dynamo keeps compiled graphs in caches that outlive the interpreter's own
-# cleanup; their programs are released at exit (nanobind reports Kiln objects
-# still alive when it shuts down).
-_LIVE_GRAPHS = weakref.WeakSet()
-
-
-@atexit.register
-def _release_programs():
-    for graph in list(_LIVE_GRAPHS):
-        graph.compiled.clear()
-
-
 class KilnDynamoGraph:
     """What the backend returns for one dynamo graph: compiles per shape signature."""
 
@@ -149,7 +135,6 @@ class KilnDynamoGraph:
         self.weight_positions = {i for i, e in enumerate(example_inputs) if frozen and _is_weight(e)}
         self.compiled = collections.OrderedDict()
         self.lock = threading.Lock()
-        _LIVE_GRAPHS.add(self)
 
     @property
     def reports(self):
