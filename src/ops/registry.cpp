@@ -9,6 +9,9 @@
 #include "ops/control.hpp"
 #include "ops/conv.hpp"
 #include "ops/conv_transpose.hpp"
+#include "ops/blocked_layout.hpp"
+#include "ops/fused_convolution.hpp"
+#include "ops/fused_dot.hpp"
 #include "ops/cumsum.hpp"
 #include "ops/deform_conv.hpp"
 #include "ops/dft.hpp"
@@ -165,6 +168,11 @@ op_registry build_registry() {
     r.add<op::log_softmax>();
     r.add<op::batch_norm_inference>();
     r.add<op::layer_norm>();
+    // fused (made by the optimizer: kernels with post-ops, layout changes)
+    r.add<op::fused_convolution>();
+    r.add<op::fused_dot>();
+    r.add<op::to_blocked>();
+    r.add<op::from_blocked>();
     return r;
 }
 

@@ -1,6 +1,8 @@
 #include <chrono>
 #include <cstring>
 
+#include <omp.h>
+
 #include "targets/cpu/cpu_plan.hpp"
 
 namespace kiln {
@@ -22,20 +24,28 @@ module_runner module_runner_for(const plan_step& step) {
 
 struct cpu_executable::context {
     std::shared_ptr<std::byte> arena;
+    std::shared_ptr<std::byte> scratch;
     std::vector<std::vector<argument>> step_inputs;
     std::vector<argument> step_outputs;
     std::vector<std::byte*> root_base;
 };
 
 cpu_executable::cpu_executable(std::vector<plan_root> roots, std::vector<plan_step> steps,
-                               std::vector<value_location> outputs, std::size_t arena_bytes)
-    : roots_(std::move(roots)), steps_(std::move(steps)), outputs_(std::move(outputs)), arena_bytes_(arena_bytes) {}
+                               std::vector<value_location> outputs, std::size_t arena_bytes, int threads)
+    : roots_(std::move(roots)),
+      steps_(std::move(steps)),
+      outputs_(std::move(outputs)),
+      arena_bytes_(arena_bytes),
+      threads_(threads) {
+    for (const auto& step : steps_) scratch_bytes_ = std::max(scratch_bytes_, step.kernel->scratch_bytes());
+}
 
 cpu_executable::~cpu_executable() = default;
 
 std::unique_ptr<cpu_executable::context> cpu_executable::make_context() const {
     auto c = std::make_unique<context>();
     c->arena = allocate_aligned(arena_bytes_);
+    c->scratch = allocate_aligned(scratch_bytes_);
     c->root_base.resize(roots_.size(), nullptr);
     for (std::size_t r = 0; r < roots_.size(); ++r) {
         if (roots_[r].kind == root_kind::arena) c->root_base[r] = c->arena.get() + roots_[r].arena_offset;
@@ -99,12 +109,15 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
             ctx->step_outputs[s].rebind(ctx->root_base[step.output.root] + step.output.byte_offset);
     }
 
+    // OpenMP's thread count is per calling thread, so concurrent runs with
+    // different programs do not disturb each other.
+    if (threads_ > 0) omp_set_num_threads(threads_);
     for (std::size_t s = 0; s < steps_.size(); ++s) {
         const auto& step = steps_[s];
         auto start = timings ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         try {
             if (step.modules.empty())
-                step.op.compute(ctx->step_outputs[s], ctx->step_inputs[s]);
+                step.kernel->run(ctx->step_outputs[s], ctx->step_inputs[s], ctx->scratch.get());
             else
                 step.op.compute(ctx->step_outputs[s], ctx->step_inputs[s], module_runner_for(step));
         } catch (const error& e) {

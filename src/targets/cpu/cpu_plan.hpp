@@ -13,6 +13,7 @@
 
 #include "kiln/target.hpp"
 #include "runtime/memory_planner.hpp"
+#include "targets/cpu/cpu_kernel.hpp"
 
 namespace kiln {
 
@@ -34,6 +35,7 @@ struct plan_root {
 
 struct plan_step {
     operation op;
+    std::shared_ptr<const cpu_kernel> kernel;
     std::string instruction;  // printed name, "@12"
     std::vector<value_location> inputs;
     value_location output;
@@ -47,7 +49,7 @@ struct plan_step {
 class cpu_executable final : public executable {
 public:
     cpu_executable(std::vector<plan_root> roots, std::vector<plan_step> steps, std::vector<value_location> outputs,
-                   std::size_t arena_bytes);
+                   std::size_t arena_bytes, int threads);
     ~cpu_executable() override;
     std::vector<argument> run(const parameter_map& inputs) const override { return execute(inputs, nullptr, nullptr); }
     std::vector<argument> run_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const override {
@@ -70,6 +72,8 @@ private:
     std::vector<plan_step> steps_;
     std::vector<value_location> outputs_;
     std::size_t arena_bytes_;
+    std::size_t scratch_bytes_ = 0;  // the largest any step needs
+    int threads_;                    // 0: all cores
 
     // Concurrent runs each take their own context; finished ones are reused.
     mutable std::mutex pool_mutex_;

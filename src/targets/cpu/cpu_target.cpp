@@ -17,7 +17,8 @@ std::byte* const fake_base = reinterpret_cast<std::byte*>(std::uintptr_t{1} << 4
 
 class plan_builder {
 public:
-    explicit plan_builder(const module& m) : module_(m), names_(m.instruction_names()) {}
+    plan_builder(const module& m, const compile_options& options)
+        : module_(m), names_(m.instruction_names()), options_(options) {}
 
     std::shared_ptr<executable> build() {
         std::unordered_set<const instruction*> returned;
@@ -48,7 +49,7 @@ public:
         memory_plan plan = plan_memory(lifetimes_);
         for (std::size_t i = 0; i < arena_roots_.size(); ++i) roots_[arena_roots_[i]].arena_offset = plan.offsets[i];
         return std::make_shared<cpu_executable>(std::move(roots_), std::move(steps_), std::move(outputs_),
-                                                plan.arena_bytes);
+                                                plan.arena_bytes, options_.threads);
     }
 
 private:
@@ -94,9 +95,13 @@ private:
         }
         value_location out{root, 0, ins.get_shape()};
         locations_[&ins] = out;
-        plan_step s{ins.get_operator(), names_.at(&ins), std::move(inputs), out, {}, {}};
+        std::vector<shape> input_shapes = ins.input_shapes();
+        std::vector<argument> constants;
+        for (const auto& in : ins.inputs()) constants.push_back(in->is_literal() ? in->get_literal().get_argument() : argument());
+        auto kernel = make_cpu_kernel({ins.get_operator(), input_shapes, ins.get_shape(), constants, options_.threads});
+        plan_step s{ins.get_operator(), std::move(kernel), names_.at(&ins), std::move(inputs), out, {}, {}};
         for (const module* sub : ins.module_inputs()) {
-            s.modules.push_back(plan_builder(*sub).build());
+            s.modules.push_back(plan_builder(*sub, options_).build());
             s.module_parameters.push_back(sub->get_parameter_names());
         }
         steps_.push_back(std::move(s));
@@ -104,6 +109,7 @@ private:
 
     const module& module_;
     std::unordered_map<const instruction*, std::string> names_;
+    const compile_options& options_;
     std::unordered_map<const instruction*, value_location> locations_;
     std::vector<plan_root> roots_;
     std::vector<plan_step> steps_;
@@ -131,8 +137,8 @@ pass_list cpu_target::get_passes(const compile_options&) const {
             std::make_shared<dead_code_elimination>()};
 }
 
-std::shared_ptr<executable> cpu_target::lower(const module& m, const compile_options&) const {
-    return plan_builder(m).build();
+std::shared_ptr<executable> cpu_target::lower(const module& m, const compile_options& options) const {
+    return plan_builder(m, options).build();
 }
 
 }  // namespace kiln

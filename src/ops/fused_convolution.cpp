@@ -1,0 +1,68 @@
+#include "ops/fused_convolution.hpp"
+
+#include "ops/conv.hpp"
+#include "ops/op_helpers.hpp"
+
+namespace kiln::op {
+
+operation fused_convolution::base_convolution() const {
+    convolution c;
+    c.padding = padding;
+    c.stride = stride;
+    c.dilation = dilation;
+    c.group = group;
+    return c;
+}
+
+shape fused_convolution::plain_input_shape(const shape& x) const {
+    return input_layout == tensor_layout::nchw8c ? ops::unblocked_shape(name(), x) : x;
+}
+
+shape fused_convolution::plain_output_shape(const std::vector<shape>& inputs) const {
+    return base_convolution().compute_shape({plain_input_shape(inputs[0]), inputs[1]});
+}
+
+shape fused_convolution::compute_shape(const std::vector<shape>& inputs) const {
+    const std::size_t first = first_post_operand();
+    if (inputs.size() < first)
+        fail(name() + ": expected x, w" + std::string(has_bias ? ", bias" : "") + " and post-op operands, got " +
+             std::to_string(inputs.size()) + " inputs");
+    ops::expect_type(name(), inputs[0], dtype::float_type, "x");
+    if (input_layout == tensor_layout::nchw8c && !inputs[0].standard())
+        fail(name() + ": a blocked input must be standard-strided, got " + to_string(inputs[0]));
+    shape plain = plain_output_shape(inputs);
+    if (has_bias && inputs[2].lens() != std::vector<std::size_t>{plain.lens()[1]})
+        fail(name() + ": bias must be [" + std::to_string(plain.lens()[1]) + "], got " + to_string(inputs[2]));
+    if (has_bias) ops::expect_type(name(), inputs[2], dtype::float_type, "bias");
+    shape out = output_layout == tensor_layout::nchw8c ? ops::blocked_shape(name(), plain) : plain;
+    ops::check_post_ops(name(), post, out, {inputs.begin() + static_cast<std::ptrdiff_t>(first), inputs.end()});
+    return out;
+}
+
+void fused_convolution::compute(const argument& result, const std::vector<argument>& inputs) const {
+    argument x = inputs[0];
+    if (input_layout == tensor_layout::nchw8c) {
+        x = argument(plain_input_shape(inputs[0].get_shape()));
+        ops::unblock_values(inputs[0], x);
+    }
+    shape plain = base_convolution().compute_shape({x.get_shape(), inputs[1].get_shape()});
+    argument y = base_convolution().evaluate(plain, {x, inputs[1]});
+    if (has_bias) {
+        const float* b = inputs[2].data_as<float>();
+        float* p = y.data_as<float>();
+        const auto& l = plain.lens();
+        std::size_t inner = plain.elements() / (l[0] * l[1]);
+        for (std::size_t n = 0, i = 0; n < l[0]; ++n)
+            for (std::size_t m = 0; m < l[1]; ++m)
+                for (std::size_t k = 0; k < inner; ++k) p[i++] += b[m];
+    }
+    if (output_layout == tensor_layout::nchw8c) {
+        ops::block_values(y, result);
+    } else {
+        copy_values(y, result);
+    }
+    std::vector<argument> operands(inputs.begin() + static_cast<std::ptrdiff_t>(first_post_operand()), inputs.end());
+    ops::apply_post_ops(post, result, operands);
+}
+
+}  // namespace kiln::op

@@ -1,0 +1,53 @@
+#pragma once
+// Convolution with an optional per-channel bias and a post-op chain, in
+// plain or blocked layout: what the cpu target's fusion and layout passes
+// turn convolution + add + activation + residual chains into. float32 only.
+//
+// Inputs: x, w [, bias [M]], then one operand per binary post-op (in the
+// output's layout). x and the result are [N, C, ...] plain or, with a
+// blocked layout, [N, C/8, H, W, 8] (ops/blocked_layout.hpp).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/operation.hpp"
+#include "ops/blocked_layout.hpp"
+#include "ops/post_ops.hpp"
+
+namespace kiln::op {
+
+struct fused_convolution : op_base {
+    std::vector<std::int64_t> padding;
+    std::vector<std::int64_t> stride;
+    std::vector<std::int64_t> dilation;
+    std::int64_t group = 1;
+    bool has_bias = false;
+    post_op_chain post;
+    tensor_layout input_layout = tensor_layout::nchw;
+    tensor_layout output_layout = tensor_layout::nchw;
+    template <class Self, class F>
+    static void reflect(Self& self, F&& f) {
+        f(self.padding, "padding");
+        f(self.stride, "stride");
+        f(self.dilation, "dilation");
+        f(self.group, "group");
+        f(self.has_bias, "has_bias");
+        f(self.post.kinds, "post_ops");
+        f(self.post.alpha, "post_alpha");
+        f(self.post.beta, "post_beta");
+        f(self.input_layout, "input_layout");
+        f(self.output_layout, "output_layout");
+    }
+    std::string name() const { return "fused_convolution"; }
+    shape compute_shape(const std::vector<shape>& inputs) const;
+    void compute(const argument& result, const std::vector<argument>& inputs) const;
+
+    // The plain convolution this op starts from.
+    operation base_convolution() const;
+    // The shapes of x and of the convolution's result in the plain layout.
+    shape plain_input_shape(const shape& x) const;
+    shape plain_output_shape(const std::vector<shape>& inputs) const;
+    std::size_t first_post_operand() const { return has_bias ? 3 : 2; }
+};
+
+}  // namespace kiln::op

@@ -1,0 +1,37 @@
+#pragma once
+// A kernel is what the cpu plan runs for one instruction. It is built once,
+// when the module is lowered, and may prepare whatever makes it fast then:
+// a oneDNN primitive, weights reordered into the primitive's layout. Running
+// it allocates nothing; it writes the result into memory the plan provides,
+// and may use `scratch`, a per-run buffer of scratch_bytes().
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "kiln/argument.hpp"
+#include "kiln/operation.hpp"
+
+namespace kiln {
+
+class cpu_kernel {
+public:
+    virtual ~cpu_kernel() = default;
+    virtual void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const = 0;
+    virtual std::size_t scratch_bytes() const { return 0; }
+};
+
+// What a kernel factory knows about the instruction it builds for.
+struct kernel_request {
+    const operation& op;
+    const std::vector<shape>& input_shapes;
+    const shape& output_shape;
+    // The value of each input that is a literal (weights); empty for the others.
+    const std::vector<argument>& constant_inputs;
+    int threads;  // the compile option: 0 means all cores
+};
+
+// The fast kernel for the instruction if the cpu target has one, otherwise
+// the op's reference compute.
+std::shared_ptr<const cpu_kernel> make_cpu_kernel(const kernel_request& request);
+
+}  // namespace kiln

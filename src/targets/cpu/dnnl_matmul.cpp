@@ -1,0 +1,166 @@
+// Matrix products through oneDNN's matmul: numpy.matmul semantics (1-D
+// operands, broadcast batch dimensions, any strides), constant weights
+// reordered once, bias and post-ops applied by the same primitive. A product
+// with 2-D constant weights runs as one large [rows, K] x [K, N] product.
+#include <numeric>
+
+#include "ops/fused_dot.hpp"
+#include "ops/linalg.hpp"
+#include "ops/op_helpers.hpp"
+#include "targets/cpu/cpu_kernels.hpp"
+#include "targets/cpu/dnnl_support.hpp"
+
+namespace kiln {
+
+namespace {
+
+namespace ds = dnnl_support;
+using dims = dnnl::memory::dims;
+
+// An operand as oneDNN matmul sees it: lens and strides of rank `rank`.
+struct strided {
+    std::vector<std::size_t> lens;
+    std::vector<std::size_t> strides;
+};
+
+// 1-D operands become matrices, then leading unit dimensions equalize ranks.
+strided promote(const shape& s, bool left, std::size_t rank) {
+    strided out{s.lens(), s.strides()};
+    if (s.ndim() == 1) {
+        auto pos = left ? out.lens.begin() : out.lens.end();
+        auto spos = left ? out.strides.begin() : out.strides.end();
+        out.lens.insert(pos, 1);
+        out.strides.insert(spos, 0);
+    }
+    while (out.lens.size() < rank) {
+        out.lens.insert(out.lens.begin(), 1);
+        out.strides.insert(out.strides.begin(), 0);
+    }
+    return out;
+}
+
+std::vector<std::size_t> standard_strides(const std::vector<std::size_t>& lens) {
+    std::vector<std::size_t> s(lens.size(), 1);
+    for (std::size_t i = lens.size(); i-- > 1;) s[i - 1] = s[i] * lens[i];
+    return s;
+}
+
+// Leading dimensions [0, rank-1) of a tensor folded into one row dimension,
+// when its strides allow it.
+std::optional<strided> fold_rows(const strided& t) {
+    const std::size_t r = t.lens.size();
+    std::size_t rows = 1;
+    for (std::size_t i = 0; i + 1 < r; ++i) rows *= t.lens[i];
+    std::size_t row_stride = 0;
+    bool all_zero = true;
+    for (std::size_t i = 0; i + 1 < r; ++i) all_zero = all_zero && (t.strides[i] == 0 || t.lens[i] == 1);
+    if (!all_zero) {
+        std::size_t expected = t.strides[r - 2];
+        for (std::size_t i = r - 1; i-- > 0;) {
+            if (t.lens[i] != 1 && t.strides[i] != expected) return std::nullopt;
+            expected *= t.lens[i];
+        }
+        row_stride = t.strides[r - 2];
+    }
+    return strided{{rows, t.lens[r - 1]}, {row_stride, t.strides[r - 1]}};
+}
+
+dnnl::memory::desc desc_of(const strided& t) { return ds::strided_desc(t.lens, t.strides); }
+
+std::shared_ptr<const cpu_kernel> build(const op::fused_dot& fused, const kernel_request& r) {
+    const shape& sa = r.input_shapes[0];
+    const shape& sb = r.input_shapes[1];
+    if (sa.type() != dtype::float_type || r.output_shape.elements() == 0) return nullptr;
+    const std::size_t rank = std::max<std::size_t>({sa.ndim(), sb.ndim(), 2});
+    strided a = promote(sa, true, rank);
+    strided b = promote(sb, false, rank);
+    for (std::size_t i = 0; i + 2 < rank; ++i)
+        if (a.lens[i] == 1 && b.lens[i] != 1) return nullptr;  // oneDNN broadcasts weights' batch, not the source's
+    std::vector<std::size_t> out_lens(a.lens.begin(), a.lens.end() - 1);
+    out_lens.push_back(b.lens.back());
+    strided dst{out_lens, standard_strides(out_lens)};
+
+    std::vector<strided> operands;
+    for (std::size_t i = fused.first_post_operand(); i < r.input_shapes.size(); ++i) {
+        if (r.output_shape.ndim() != out_lens.size()) return nullptr;  // a 1-D product with post-op operands
+        operands.push_back({out_lens, ops::broadcast_strides(r.input_shapes[i], out_lens)});
+    }
+    strided bias{std::vector<std::size_t>(rank, 1), std::vector<std::size_t>(rank, 0)};
+    bias.lens.back() = out_lens.back();
+    bias.strides.back() = 1;
+
+    // Constant 2-D weights: fold the source's batch into rows, one big product.
+    const bool constant_weights = !r.constant_inputs[1].empty();
+    if (constant_weights && rank > 2 && sb.ndim() <= 2) {
+        auto fa = fold_rows(a), fd = fold_rows(dst);
+        std::vector<std::optional<strided>> fo;
+        bool ok = fa && fd;
+        for (const auto& o : operands) {
+            fo.push_back(fold_rows(o));
+            ok = ok && fo.back();
+        }
+        if (ok) {
+            a = *fa;
+            dst = *fd;
+            b = {{b.lens[rank - 2], b.lens[rank - 1]}, {b.strides[rank - 2], b.strides[rank - 1]}};
+            for (std::size_t i = 0; i < operands.size(); ++i) operands[i] = *fo[i];
+            bias = {{1, bias.lens.back()}, {0, 1}};
+        }
+    }
+
+    std::vector<dnnl::memory::desc> operand_descs;
+    for (const auto& o : operands) operand_descs.push_back(desc_of(o));
+    auto post_ops = ds::make_post_ops(fused.post, operand_descs);
+    if (!post_ops) return nullptr;
+    auto attr = ds::user_scratchpad_attr();
+    attr.set_post_ops(*post_ops);
+
+    try {
+        auto src_desc = desc_of(a);
+        auto dst_desc = desc_of(dst);
+        auto b_desc = desc_of(b);
+        auto weights_desc = b_desc;
+        if (constant_weights) {
+            dims wd;
+            for (auto l : b.lens) wd.push_back(static_cast<dnnl::memory::dim>(l));
+            weights_desc = dnnl::memory::desc(wd, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+        }
+        auto bias_desc = desc_of(bias);
+        auto desc = fused.has_bias ? dnnl::matmul::desc(src_desc, weights_desc, bias_desc, dst_desc)
+                                   : dnnl::matmul::desc(src_desc, weights_desc, dst_desc);
+        dnnl::matmul::primitive_desc pd(desc, attr, ds::cpu_engine());
+        std::unordered_map<int, dnnl::memory> fixed;
+        std::vector<std::pair<int, dnnl::memory::desc>> descs{{DNNL_ARG_SRC, src_desc}, {DNNL_ARG_DST, dst_desc}};
+        std::vector<int> slots{0, ds::primitive_kernel::result_slot};
+        if (constant_weights) {
+            fixed.emplace(DNNL_ARG_WEIGHTS, ds::reorder_constant(r.constant_inputs[1], b_desc, pd.weights_desc()));
+        } else {
+            descs.emplace_back(DNNL_ARG_WEIGHTS, b_desc);
+            slots.push_back(1);
+        }
+        if (fused.has_bias) {
+            descs.emplace_back(DNNL_ARG_BIAS, bias_desc);
+            slots.push_back(2);
+        }
+        for (std::size_t k = 0; k < operand_descs.size(); ++k) {
+            descs.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(ds::post_op_index(fused.post, k))) |
+                                   DNNL_ARG_SRC_1,
+                               operand_descs[k]);
+            slots.push_back(static_cast<int>(fused.first_post_operand() + k));
+        }
+        return std::make_shared<ds::primitive_kernel>(dnnl::matmul(pd), std::move(descs), std::move(slots),
+                                                                    std::move(fixed), pd.scratchpad_desc().get_size());
+    } catch (const dnnl::error&) {
+        return nullptr;
+    }
+}
+
+}  // namespace
+
+std::shared_ptr<const cpu_kernel> make_matmul_kernel(const kernel_request& r) {
+    if (const auto* fused = r.op.get_if<op::fused_dot>()) return build(*fused, r);
+    if (r.op.get_if<op::dot>() == nullptr) return nullptr;
+    return build(op::fused_dot{}, r);
+}
+
+}  // namespace kiln

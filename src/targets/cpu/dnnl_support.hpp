@@ -1,0 +1,67 @@
+#pragma once
+// What the oneDNN-backed kernels share: the engine, memory descriptors made
+// from Kiln shapes, post-op chains in oneDNN's terms, and running a
+// primitive on a plan's buffers with a user-provided scratchpad.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstddef>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/argument.hpp"
+#include "ops/post_ops.hpp"
+#include "targets/cpu/cpu_kernel.hpp"
+
+namespace kiln::dnnl_support {
+
+const dnnl::engine& cpu_engine();
+
+// A float32 descriptor with the shape's own lens and strides (a zero
+// stride becomes a unit dimension, which oneDNN broadcasts).
+dnnl::memory::desc plain_desc(const shape& s);
+// The same with the dims given explicitly (e.g. a tensor seen with fewer
+// or more dimensions); `strides` in elements.
+dnnl::memory::desc strided_desc(const std::vector<std::size_t>& dims, const std::vector<std::size_t>& strides);
+// [N, C, H, W] stored as [N, C/8, H, W, 8].
+dnnl::memory::desc blocked_desc(const shape& plain);
+
+// oneDNN's form of a chain, or nothing when a kind has no oneDNN equivalent.
+// `operand_descs` describe the binary operands in the destination's dims.
+std::optional<dnnl::post_ops> make_post_ops(const op::post_op_chain& chain,
+                                            const std::vector<dnnl::memory::desc>& operand_descs);
+
+// Position in the chain of the k-th binary post-op (oneDNN numbers operands by it).
+std::size_t post_op_index(const op::post_op_chain& chain, std::size_t k);
+
+using arg_descs = std::vector<std::pair<int, dnnl::memory::desc>>;
+using fixed_args = std::unordered_map<int, dnnl::memory>;
+
+// A kernel running one primitive; it knows where each of the primitive's
+// arguments comes from at run time.
+class primitive_kernel final : public cpu_kernel {
+public:
+    // `slots` maps a oneDNN argument id to an input index of the instruction
+    // (or result_slot); `fixed` holds arguments prepared once (weights).
+    static constexpr int result_slot = -1;
+    primitive_kernel(dnnl::primitive p, std::vector<std::pair<int, dnnl::memory::desc>> descs, std::vector<int> slots,
+                     std::unordered_map<int, dnnl::memory> fixed, std::size_t scratch_bytes);
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override;
+    std::size_t scratch_bytes() const override { return scratch_bytes_; }
+
+private:
+    dnnl::primitive primitive_;
+    std::vector<std::pair<int, dnnl::memory::desc>> descs_;  // per run-time argument
+    std::vector<int> slots_;                                 // matching descs_
+    std::unordered_map<int, dnnl::memory> fixed_;
+    dnnl::memory::desc scratch_desc_;
+    std::size_t scratch_bytes_ = 0;
+};
+
+// Reorders constant `values` (described by `from`) into a new buffer laid out as `to`.
+dnnl::memory reorder_constant(const argument& values, const dnnl::memory::desc& from, const dnnl::memory::desc& to);
+
+// Scratchpad handled by Kiln, so that concurrent runs use separate memory.
+dnnl::primitive_attr user_scratchpad_attr();
+
+}  // namespace kiln::dnnl_support
