@@ -1,4 +1,5 @@
-// Max and average pooling through oneDNN (float32, no dilation).
+// Average pooling through oneDNN (float32, no dilation). Max pooling stays
+// on the reference kernel: oneDNN's max drops NaNs, ONNX and PyTorch keep them.
 #include "ops/conv.hpp"
 #include "ops/pool.hpp"
 #include "targets/cpu/cpu_kernels.hpp"
@@ -12,7 +13,7 @@ using dims = dnnl::memory::dims;
 std::shared_ptr<const cpu_kernel> make_pooling_kernel(const kernel_request& r) {
     const auto* pool = r.op.get_if<op::pooling>();
     const shape& x = r.input_shapes[0];
-    if (pool == nullptr || x.type() != dtype::float_type) return nullptr;
+    if (pool == nullptr || x.type() != dtype::float_type || pool->mode != op::pooling_mode::average) return nullptr;
     std::vector<std::size_t> spatial(x.lens().begin() + 2, x.lens().end());
     std::vector<std::size_t> kernel = spatial;
     if (!pool->global) kernel.assign(pool->lengths.begin(), pool->lengths.end());
@@ -34,13 +35,10 @@ std::shared_ptr<const cpu_kernel> make_pooling_kernel(const kernel_request& r) {
         pad_l.push_back(pl);
         pad_r.push_back(std::max<dnnl::memory::dim>(pr, 0));
     }
-    dnnl::algorithm alg = dnnl::algorithm::pooling_max;
-    if (pool->mode == op::pooling_mode::average) {
-        // Including the padding ceil_mode adds would divide by too much.
-        if (pool->count_include_pad && extra_padding) return nullptr;
-        alg = pool->count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
-                                      : dnnl::algorithm::pooling_avg_exclude_padding;
-    }
+    // Including the padding ceil_mode adds would divide by too much.
+    if (pool->count_include_pad && extra_padding) return nullptr;
+    const auto alg = pool->count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                             : dnnl::algorithm::pooling_avg_exclude_padding;
     try {
         auto src = ds::plain_desc(x);
         auto dst = ds::plain_desc(r.output_shape);
