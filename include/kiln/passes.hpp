@@ -54,4 +54,13 @@ public:
     void apply(module& m) const override;
 };
 
+// Turns convolution and dot into fused_convolution / fused_dot and folds the
+// bias, activations and residual adds or scales that follow them into the
+// fused op's post-op chain (see fuse_post_ops.cpp for the exact rules).
+class fuse_post_ops final : public pass {
+public:
+    std::string name() const override { return "fuse_post_ops"; }
+    void apply(module& m) const override;
+};
+
 }  // namespace kiln

@@ -29,6 +29,7 @@
 
 #include "kiln/op_registry.hpp"
 #include "kiln/passes.hpp"
+#include "passes/constant_value.hpp"
 #include "passes/rewriter.hpp"
 
 namespace kiln {
@@ -41,48 +42,6 @@ using match::any_of_names;
 using match::match_result;
 using match::matcher;
 using match::name;
-
-// Computed constants are evaluated here only when small; large constants are
-// constant propagation's business.
-constexpr std::size_t max_evaluated_elements = std::size_t{1} << 16;
-
-// The values of a constant: a literal's data, or a small constant subgraph
-// evaluated with the reference compute.
-std::optional<argument> constant_value(const instruction& ins) {
-    if (ins.is_literal()) return ins.get_literal().get_argument();
-    if (!match::is_constant_instruction(ins)) return std::nullopt;
-    // Post-order over the constant subgraph, then evaluate in that order.
-    std::vector<const instruction*> order;
-    std::unordered_set<const instruction*> seen{&ins};
-    std::vector<std::pair<const instruction*, bool>> stack{{&ins, false}};
-    while (!stack.empty()) {
-        auto [cur, expanded] = stack.back();
-        stack.pop_back();
-        if (expanded || cur->is_literal()) {
-            order.push_back(cur);
-            continue;
-        }
-        if (cur->get_shape().elements() > max_evaluated_elements) return std::nullopt;
-        stack.emplace_back(cur, true);
-        for (const auto& in : cur->inputs())
-            if (seen.insert(&*in).second) stack.emplace_back(&*in, false);
-    }
-    std::unordered_map<const instruction*, argument> values;
-    try {
-        for (const instruction* cur : order) {
-            if (cur->is_literal()) {
-                values.emplace(cur, cur->get_literal().get_argument());
-                continue;
-            }
-            std::vector<argument> args;
-            for (const auto& in : cur->inputs()) args.push_back(values.at(&*in));
-            values.emplace(cur, cur->get_operator().evaluate(cur->get_shape(), args));
-        }
-    } catch (const error&) {
-        return std::nullopt;
-    }
-    return values.at(&ins);
-}
 
 template <class Pred>
 bool all_values(const argument& a, Pred pred) {
@@ -248,6 +207,37 @@ rewrite_rule scale_before_dot() {
             }};
 }
 
+// batch_norm_inference(convolution(x, W), scale, bias, mean, var) with
+// constant parameters becomes convolution(x, W * s) + (bias - mean * s),
+// s = scale / sqrt(var + eps): one op less, and the add becomes the
+// convolution's bias in a fused kernel. Not bitwise exact (W * s rounds);
+// every inference compiler folds this way.
+rewrite_rule fold_batch_norm() {
+    auto conv = name("convolution").used_once().args(any().bind("x"), private_weight().bind("w")).bind("conv");
+    auto c = [](const char* n) { return match::is_constant().bind(n); };
+    auto pattern = name("batch_norm_inference").args(conv, c("scale"), c("bias"), c("mean"), c("var"));
+    return {"fold_batch_norm", pattern, [](module& m, const match_result& r) {
+                const shape& out = r.root->get_shape();
+                const auto channels = static_cast<std::int64_t>(out.lens()[1]);
+                const double eps = r.root->get_operator().attributes().find("epsilon")->as_float();
+                auto pos = r.root;
+                auto add = [&](const char* op, instruction_ref a, instruction_ref b) {
+                    return m.insert_instruction(pos, make_op(op), {a, b});
+                };
+                auto reshaped = [&](instruction_ref v, std::size_t rank, std::size_t channel_axis) {
+                    value_list dims;
+                    for (std::size_t i = 0; i < rank; ++i) dims.push_back(value(i == channel_axis ? channels : 1));
+                    return m.insert_instruction(pos, make_op("reshape", value_map{{"dims", dims}}), {v});
+                };
+                auto epsilon = m.insert_literal(pos, literal(shape(out.type(), {1}), std::vector<double>{eps}));
+                auto s = add("div", r.at("scale"), m.insert_instruction(pos, make_op("sqrt"), {add("add", r.at("var"), epsilon)}));
+                auto w = add("mul", r.at("w"), reshaped(s, r.at("w")->get_shape().ndim(), 0));
+                auto b = add("sub", r.at("bias"), add("mul", r.at("mean"), s));
+                auto conv = m.insert_instruction(pos, r.at("conv")->get_operator(), {r.at("x"), w});
+                return replace_with_new(m, r.root, make_op("add"), {conv, reshaped(b, out.ndim(), 1)});
+            }};
+}
+
 }  // namespace
 
 void simplify_algebra::apply(module& m) const {
@@ -257,6 +247,7 @@ void simplify_algebra::apply(module& m) const {
     rules.push_back(reassociate_mul_chain());
     rules.push_back(scale_after_dot());
     rules.push_back(scale_before_dot());
+    rules.push_back(fold_batch_norm());
     rewrite_to_fixed_point(m, rules);
 }
 

@@ -170,3 +170,31 @@ TEST(pass_simplify_algebra, cpu_pipeline_matches_ref_on_a_mixed_graph) {
     m->add_return({m->add_instruction(make_op("tanh"), {tt})});
     expect_cpu_matches_ref(p);
 }
+
+TEST(pass_simplify_algebra, folds_batch_norm_into_convolution_weights_and_a_bias) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({2, 3, 6, 6}));
+    auto w = add_random_literal(m, {4, 3, 3, 3}, 1);
+    auto conv = m.add_instruction(make_op("convolution", value_map{{"padding", ints({1, 1})}}), {x, w});
+    auto scale = add_random_literal(m, {4}, 2);
+    auto bias = add_random_literal(m, {4}, 3);
+    auto mean = add_random_literal(m, {4}, 4);
+    auto var = add_float_literal(m, {4}, {0.5f, 1.0f, 2.0f, 0.25f});
+    auto bn = m.add_instruction(make_op("batch_norm_inference", value_map{{"epsilon", 1e-3}}),
+                                {conv, scale, bias, mean, var});
+    m.add_return({m.add_instruction(make_op("relu"), {bn})});
+    module out = after_passes(m, {std::make_shared<simplify_algebra>(), std::make_shared<constant_propagation>()});
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"convolution", "add", "relu"})) << out;
+    expect_same_outputs(m, out, 1e-5);
+}
+
+TEST(pass_simplify_algebra, keeps_batch_norm_when_the_convolution_has_other_users) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({1, 2, 4, 4}));
+    auto conv = m.add_instruction(make_op("convolution"), {x, add_random_literal(m, {2, 2, 1, 1}, 1)});
+    std::vector<instruction_ref> params{conv};
+    for (unsigned long s = 2; s < 6; ++s) params.push_back(add_float_literal(m, {2}, {1.0f + s, 0.5f}));
+    auto bn = m.add_instruction(make_op("batch_norm_inference"), params);
+    m.add_return({bn, conv});
+    EXPECT_EQ(count_ops(after_pass<simplify_algebra>(m), "batch_norm_inference"), 1u);
+}

@@ -413,6 +413,25 @@ def conv_cases():
         yield Case("convolution", [x, w], ref, attrs=attrs, tol=(1e-4, 1e-4))
 
 
+def fused_cases():
+    """The optimizer's fused ops with all inputs as parameters (test_cpu_kernels covers literal weights)."""
+    x, w, b = generate(np.float32, (1, 8, 6, 6)), generate(np.float32, (8, 8, 3, 3), seed=1), generate(np.float32, (8,))
+    r = generate(np.float32, (1, 8, 6, 6), seed=2)
+    conv = lambda x, w, b, r: np.maximum(conv_reference(x, w, [1, 1], [1, 1], [1, 1], 1) + b.reshape(8, 1, 1) + r, 0)
+    yield Case("fused_convolution", [x, w, b, r], lambda *a: conv(*a).astype(np.float32), tol=(1e-4, 1e-4),
+               attrs={"padding": [1, 1], "has_bias": True, "post_ops": ["add", "relu"], "post_alpha": [0.0, 0.0],
+                      "post_beta": [0.0, 0.0]})
+    a, m = generate(np.float32, (2, 3, 4)), generate(np.float32, (4, 5), seed=1)
+    dot = lambda a, m, b: np.clip(np.matmul(a.astype(np.float64), m) + b, -0.5, 0.5).astype(np.float32)
+    yield Case("fused_dot", [a, m, generate(np.float32, (5,))], dot, tol=(1e-4, 1e-4),
+               attrs={"has_bias": True, "post_ops": ["clip"], "post_alpha": [-0.5], "post_beta": [0.5]})
+    plain = generate(np.float32, (2, 16, 3, 5))
+    to_blocked = lambda x: np.ascontiguousarray(x.reshape(2, 2, 8, 3, 5).transpose(0, 1, 3, 4, 2))
+    yield Case("to_blocked", [plain], to_blocked)
+    yield Case("from_blocked", [to_blocked(plain)],
+               lambda x: np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(2, 16, 3, 5)))
+
+
 def scatter_reference(data, indices, updates, axis, reduction):
     """ScatterElements by a plain loop over the indices (negative ones wrap)."""
     out = data.copy()
@@ -745,7 +764,7 @@ def all_cases():
     for family in [unary_cases, binary_cases, ternary_cases, convert_cases, reduce_cases, arg_reduce_cases,
                    dot_cases, norm_cases, shape_op_cases, conv_cases, pool_cases,
                    index_scatter_cases, quant_cases, transcendental_cases, conv_transpose_cases, resize_cases,
-                   cumprod_bitcast_grid_sample_cases, dft_cases, roi_align_cases, deform_conv_cases]:
+                   cumprod_bitcast_grid_sample_cases, dft_cases, roi_align_cases, deform_conv_cases, fused_cases]:
         yield from family()
 
 

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "kiln/passes.hpp"
+#include "targets/cpu/cpu_passes.hpp"
 #include "targets/cpu/cpu_plan.hpp"
 
 namespace kiln {
@@ -124,15 +125,21 @@ private:
 // Dead code goes first so no pass spends time on it. Constant propagation
 // turns computed constants into literals the simplifiers can read; the
 // simplifiers then create small constant expressions (merged scales and
-// offsets), which a second constant propagation folds. CSE comes after
-// everything that creates instructions, and a final DCE removes what CSE
-// and constant propagation leave unused.
+// offsets, folded batch norms), which a second constant propagation folds.
+// Post-op fusion runs on the simplified graph and makes bias reshapes that
+// a third constant propagation folds into the literals the kernels prepack.
+// The layout pass runs on fused convolutions, after which nothing changes
+// their inputs any more. CSE comes after everything that creates instructions, and a final DCE
+// removes what CSE and constant propagation leave unused.
 pass_list cpu_target::get_passes(const compile_options&) const {
     return {std::make_shared<dead_code_elimination>(),
             std::make_shared<constant_propagation>(),
             std::make_shared<simplify_reshapes>(),
             std::make_shared<simplify_algebra>(),
             std::make_shared<constant_propagation>(),
+            std::make_shared<fuse_post_ops>(),
+            std::make_shared<constant_propagation>(),
+            std::make_shared<propagate_blocked_layout>(),
             std::make_shared<common_subexpression_elimination>(),
             std::make_shared<dead_code_elimination>()};
 }

@@ -71,6 +71,8 @@ std::shared_ptr<const cpu_kernel> build(const op::fused_dot& fused, const kernel
     const shape& sa = r.input_shapes[0];
     const shape& sb = r.input_shapes[1];
     if (sa.type() != dtype::float_type || r.output_shape.elements() == 0) return nullptr;
+    // A matrix-vector product's bias runs along the rows oneDNN sees as [M, 1].
+    if (fused.has_bias && sb.ndim() == 1) return nullptr;
     const std::size_t rank = std::max<std::size_t>({sa.ndim(), sb.ndim(), 2});
     strided a = promote(sa, true, rank);
     strided b = promote(sb, false, rank);

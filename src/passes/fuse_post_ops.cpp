@@ -1,0 +1,170 @@
+// Post-op fusion, as rewrite rules: convolution and dot become their fused
+// forms, which then absorb what follows them when nothing else reads the
+// intermediate value:
+//   - a constant per-output-channel add (conv: [1, M, 1, ...]; dot: [..., N])
+//     becomes the bias, when no post-op is there yet;
+//   - relu, sigmoid, tanh, and clip with scalar constant bounds become
+//     activation post-ops;
+//   - add or mul with another tensor that broadcasts to the result (a
+//     residual, a mask, a scale) becomes a binary post-op.
+// The fused op is inserted where the absorbed consumer was, so every operand
+// it reads is already computed there. float32 only: the fused ops are.
+#include <optional>
+
+#include "kiln/op_registry.hpp"
+#include "kiln/passes.hpp"
+#include "ops/conv.hpp"
+#include "ops/fused_convolution.hpp"
+#include "ops/fused_dot.hpp"
+#include "passes/constant_value.hpp"
+#include "passes/rewriter.hpp"
+
+namespace kiln {
+
+namespace {
+
+using match::any;
+using match::match_result;
+using match::matcher;
+using match::name;
+using op::post_op_kind;
+
+bool is_float32(const shape& s) { return s.type() == dtype::float_type; }
+
+rewrite_rule convolution_to_fused() {
+    auto pattern = name("convolution").shape_is(is_float32).args(any(), match::is_constant());
+    return {"convolution_to_fused", pattern, [](module& m, const match_result& r) {
+                const auto* c = r.root->get_operator().get_if<op::convolution>();
+                op::fused_convolution f;
+                f.padding = c->padding;
+                f.stride = c->stride;
+                f.dilation = c->dilation;
+                f.group = c->group;
+                return replace_with_new(m, r.root, f, r.root->inputs());
+            }};
+}
+
+rewrite_rule dot_to_fused() {
+    auto pattern = name("dot").shape_is(is_float32);
+    return {"dot_to_fused", pattern,
+            [](module& m, const match_result& r) { return replace_with_new(m, r.root, op::fused_dot{}, r.root->inputs()); }};
+}
+
+// A fused op nothing else reads, with its chain.
+matcher fused_producer() { return match::any_of_names({"fused_convolution", "fused_dot"}).used_once(); }
+
+template <class F>
+auto with_fused(const operation& op, F&& change) {
+    if (const auto* c = op.get_if<op::fused_convolution>()) {
+        auto copy = *c;
+        change(copy);
+        return operation(copy);
+    }
+    auto copy = *op.get_if<op::fused_dot>();
+    change(copy);
+    return operation(copy);
+}
+
+bool has_bias_or_post(const operation& op) {
+    if (const auto* c = op.get_if<op::fused_convolution>()) return c->has_bias || !c->post.empty();
+    const auto* d = op.get_if<op::fused_dot>();
+    return d->has_bias || !d->post.empty();
+}
+
+// The channel count when `c` (numpy-aligned to `out`) varies along the
+// channel axis only: axis 1 for a convolution, the last axis for a dot.
+bool is_per_channel(const shape& c, const shape& out, bool convolution) {
+    if (c.ndim() > out.ndim()) return false;
+    const std::size_t axis = convolution ? 1 : out.ndim() - 1;
+    const std::size_t offset = out.ndim() - c.ndim();
+    for (std::size_t i = 0; i < c.ndim(); ++i) {
+        const std::size_t d = offset + i;
+        const std::size_t want = d == axis ? out.lens()[axis] : 1;
+        if (c.lens()[i] != want && !(d == axis && c.lens()[i] == 1 && out.lens()[axis] == 1)) return false;
+    }
+    return convolution ? offset <= 1 : c.ndim() >= 1;
+}
+
+rewrite_rule fuse_bias() {
+    auto pattern = name("add").args_any_order(fused_producer().bind("f"), match::is_constant().bind("c"));
+    return {"fuse_bias", pattern, [](module& m, const match_result& r) {
+                auto f = r.at("f");
+                const bool conv = f->name() == "fused_convolution";
+                if (has_bias_or_post(f->get_operator())) return false;
+                if (conv && f->get_operator().get_if<op::fused_convolution>()->output_layout != op::tensor_layout::nchw)
+                    return false;
+                const shape& out = f->get_shape();
+                if (r.root->get_shape().lens() != out.lens() || !is_per_channel(r.at("c")->get_shape(), out, conv))
+                    return false;
+                const auto channels = static_cast<std::int64_t>(out.lens()[conv ? 1 : out.ndim() - 1]);
+                auto bias = m.insert_instruction(r.root, make_op("reshape", value_map{{"dims", value_list{value(channels)}}}),
+                                                 {r.at("c")});
+                auto fused = with_fused(f->get_operator(), [](auto& op) { op.has_bias = true; });
+                auto inputs = f->inputs();
+                inputs.push_back(bias);
+                return replace_with_new(m, r.root, fused, inputs);
+            }};
+}
+
+std::optional<post_op_kind> activation_kind(const std::string& op) {
+    if (op == "relu") return post_op_kind::relu;
+    if (op == "sigmoid") return post_op_kind::sigmoid;
+    if (op == "tanh") return post_op_kind::tanh;
+    return std::nullopt;
+}
+
+rewrite_rule fuse_activation() {
+    auto pattern = match::any_of_names({"relu", "sigmoid", "tanh"}).args(fused_producer().bind("f"));
+    return {"fuse_activation", pattern, [](module& m, const match_result& r) {
+                auto kind = *activation_kind(r.root->name());
+                auto fused = with_fused(r.at("f")->get_operator(), [&](auto& op) { op.post.append(kind); });
+                return replace_with_new(m, r.root, fused, r.at("f")->inputs());
+            }};
+}
+
+std::optional<double> scalar_constant(instruction_ref ins) {
+    if (ins->get_shape().elements() != 1) return std::nullopt;
+    auto v = constant_value(*ins);
+    if (!v) return std::nullopt;
+    return v->value_at(0);
+}
+
+rewrite_rule fuse_clip() {
+    auto pattern = name("clip").args(fused_producer().bind("f"), match::is_constant().bind("lo"),
+                                     match::is_constant().bind("hi"));
+    return {"fuse_clip", pattern, [](module& m, const match_result& r) {
+                auto lo = scalar_constant(r.at("lo"));
+                auto hi = scalar_constant(r.at("hi"));
+                if (!lo || !hi) return false;
+                auto fused = with_fused(r.at("f")->get_operator(),
+                                        [&](auto& op) { op.post.append(post_op_kind::clip, *lo, *hi); });
+                return replace_with_new(m, r.root, fused, r.at("f")->inputs());
+            }};
+}
+
+rewrite_rule fuse_binary() {
+    auto pattern = match::any_of_names({"add", "mul"}).args_any_order(fused_producer().bind("f"), any().bind("other"));
+    return {"fuse_binary", pattern, [](module& m, const match_result& r) {
+                auto f = r.at("f");
+                auto other = r.at("other");
+                if (other == f || !is_float32(other->get_shape())) return false;
+                if (r.root->get_shape().lens() != f->get_shape().lens()) return false;  // the fused result would broadcast
+                if (const auto* c = f->get_operator().get_if<op::fused_convolution>())
+                    if (c->output_layout != op::tensor_layout::nchw && other->get_shape().lens() != f->get_shape().lens())
+                        return false;
+                const auto kind = r.root->name() == "add" ? post_op_kind::add : post_op_kind::mul;
+                auto fused = with_fused(f->get_operator(), [&](auto& op) { op.post.append(kind); });
+                auto inputs = f->inputs();
+                inputs.push_back(other);
+                return replace_with_new(m, r.root, fused, inputs);
+            }};
+}
+
+}  // namespace
+
+void fuse_post_ops::apply(module& m) const {
+    rewrite_to_fixed_point(m, {convolution_to_fused(), dot_to_fused(), fuse_bias(), fuse_activation(), fuse_clip(),
+                               fuse_binary()});
+}
+
+}  // namespace kiln

@@ -1,0 +1,241 @@
+"""The cpu target's fast kernels (oneDNN convolution, matmul, pooling,
+layout reorders) and the fused ops they run, against numpy in float64.
+
+Weights are literals here, as in real models: the convolution and matmul
+kernels prepack constant weights at compile time, and only then run. Each
+program is also compiled for `ref`, whose reference compute of the same
+fused op must agree.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import kiln
+from test_ops_numpy import conv_reference
+
+RNG = np.random.default_rng(7)
+TOL = dict(rtol=1e-4, atol=1e-4)
+
+UNARY = {
+    "relu": lambda y, a, b: np.maximum(y, 0),
+    "sigmoid": lambda y, a, b: 1 / (1 + np.exp(-y)),
+    "tanh": lambda y, a, b: np.tanh(y),
+    "gelu_erf": lambda y, a, b: 0.5 * y * (1 + np.vectorize(math.erf)(y / math.sqrt(2))),
+    "gelu_tanh": lambda y, a, b: 0.5 * y * (1 + np.tanh(math.sqrt(2 / math.pi) * (y + 0.044715 * y**3))),
+    "clip": lambda y, a, b: np.clip(y, a, b),
+    "swish": lambda y, a, b: y / (1 + np.exp(-y)),
+    "hardswish": lambda y, a, b: y * np.clip(y + 3, 0, 6) / 6,
+}
+
+
+def rand(*shape):
+    return RNG.uniform(-1, 1, shape).astype(np.float32)
+
+
+def apply_post_ops(y, post_ops, alpha, beta, operands):
+    operands = list(operands)
+    for kind, a, b in zip(post_ops, alpha, beta):
+        if kind == "add":
+            y = y + operands.pop(0)
+        elif kind == "mul":
+            y = y * operands.pop(0)
+        else:
+            y = UNARY[kind](y, a, b)
+    return y
+
+
+def run_both(build, feed):
+    """Builds the same program twice, compiles for cpu and ref, returns both outputs."""
+    outs = []
+    for target in ["cpu", "ref"]:
+        p = kiln.program()
+        build(p.get_main_module())
+        p.compile(kiln.get_target(target))
+        outs.append(np.asarray(p.run(feed)[0]))
+    return outs
+
+
+def blocked(x):
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // 8, 8, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def unblocked(x):
+    n, cb, h, w, _ = x.shape
+    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * 8, h, w))
+
+
+CONV_CONFIGS = [  # x, w, stride, padding, dilation, group
+    ((1, 3, 17, 15), (8, 3, 7, 7), [2, 2], [3, 3], [1, 1], 1),
+    ((2, 16, 9, 9), (16, 16, 3, 3), [1, 1], [1, 1], [1, 1], 1),
+    ((1, 16, 8, 8), (32, 16, 1, 1), [1, 1], [0, 0], [1, 1], 1),
+    ((1, 16, 10, 10), (16, 1, 3, 3), [2, 2], [1, 1], [1, 1], 16),
+    ((1, 6, 9, 7), (4, 3, 3, 2), [1, 2], [1, 0], [2, 1], 2),
+    ((2, 5, 12), (7, 5, 3), [2], [1], [1], 1),
+]
+
+
+@pytest.mark.parametrize("config", CONV_CONFIGS, ids=str)
+@pytest.mark.parametrize("post", [[], ["relu"], ["clip"], ["add", "relu"], ["mul", "sigmoid"]], ids=str)
+def test_fused_convolution_plain(config, post):
+    xs, ws, stride, padding, dilation, group = config
+    x, w, bias = rand(*xs), rand(*ws), rand(ws[0])
+    expected = conv_reference(x, w, stride, padding, dilation, group) + bias.reshape([-1] + [1] * (len(xs) - 2))
+    operands = [rand(*expected.shape) if k == "add" else rand(1, ws[0], *[1] * (len(xs) - 2)) for k in post
+                if k in ("add", "mul")]
+    alpha = [-0.25 if k == "clip" else 0.0 for k in post]
+    beta = [0.5 if k == "clip" else 0.0 for k in post]
+    expected = apply_post_ops(expected, post, alpha, beta, operands)
+    attrs = dict(padding=padding, stride=stride, dilation=dilation, group=group, has_bias=True, post_ops=post,
+                 post_alpha=alpha, post_beta=beta)
+
+    def build(m):
+        xp = m.add_parameter("x", kiln.shape("float", list(xs)))
+        ins = [xp, m.add_literal(w), m.add_literal(bias)]
+        ins += [m.add_parameter(f"o{i}", kiln.shape("float", list(o.shape))) for i, o in enumerate(operands)]
+        m.add_return([m.add_instruction(kiln.op("fused_convolution", **attrs), ins)])
+
+    feed = {"x": x, **{f"o{i}": o for i, o in enumerate(operands)}}
+    cpu, ref = run_both(build, feed)
+    np.testing.assert_allclose(cpu, expected, **TOL)
+    np.testing.assert_allclose(ref, expected, **TOL)
+
+
+@pytest.mark.parametrize("input_layout", ["nchw", "nchw8c"])
+@pytest.mark.parametrize("residual", [False, True])
+def test_fused_convolution_blocked(input_layout, residual):
+    channels = 3 if input_layout == "nchw" else 16
+    x, w = rand(2, channels, 11, 10), rand(24, channels, 3, 3)
+    expected = conv_reference(x, w, [1, 1], [1, 1], [1, 1], 1)
+    post = ["add", "relu"] if residual else ["relu"]
+    r = rand(*expected.shape)
+    expected = apply_post_ops(expected, post, [0, 0], [0, 0], [r] if residual else [])
+    attrs = dict(padding=[1, 1], post_ops=post, post_alpha=[0.0] * len(post), post_beta=[0.0] * len(post),
+                 input_layout=input_layout, output_layout="nchw8c")
+    x_in = blocked(x) if input_layout == "nchw8c" else x
+
+    def build(m):
+        ins = [m.add_parameter("x", kiln.shape("float", list(x_in.shape))), m.add_literal(w)]
+        if residual:
+            ins.append(m.add_parameter("r", kiln.shape("float", list(blocked(r).shape))))
+        m.add_return([m.add_instruction(kiln.op("fused_convolution", **attrs), ins)])
+
+    feed = {"x": x_in, "r": blocked(r)} if residual else {"x": x_in}
+    cpu, ref = run_both(build, feed)
+    np.testing.assert_allclose(unblocked(cpu), expected, **TOL)
+    np.testing.assert_allclose(unblocked(ref), expected, **TOL)
+
+
+@pytest.mark.parametrize("op", ["to_blocked", "from_blocked"])
+def test_layout_reorders(op):
+    x = rand(2, 16, 5, 3)
+    source = x if op == "to_blocked" else blocked(x)
+
+    def build(m):
+        m.add_return([m.add_instruction(kiln.op(op), [m.add_parameter("x", kiln.shape("float", list(source.shape)))])])
+
+    cpu, ref = run_both(build, {"x": source})
+    expected = blocked(x) if op == "to_blocked" else x
+    np.testing.assert_array_equal(cpu, expected)
+    np.testing.assert_array_equal(ref, expected)
+
+
+def test_to_blocked_refuses_channels_not_multiple_of_8():
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", [1, 6, 4, 4]))
+    with pytest.raises(kiln.KilnError, match="multiple of 8"):
+        m.add_instruction(kiln.op("to_blocked"), [x])
+
+
+DOT_CONFIGS = [  # a, b, b constant
+    ((3, 4), (4, 5), True),
+    ((2, 7, 16), (16, 9), True),
+    ((2, 3, 4), (2, 4, 5), False),
+    ((1, 3, 4), (2, 4, 6), False),
+    ((4,), (4, 5), True),
+    ((3, 4), (4,), True),
+    ((2, 2, 5, 8), (2, 2, 8, 3), False),
+]
+
+
+@pytest.mark.parametrize("config", DOT_CONFIGS, ids=str)
+@pytest.mark.parametrize("post", [[], ["gelu_erf"], ["add"], ["mul", "tanh"], ["gelu_tanh", "swish", "hardswish"]],
+                         ids=str)
+@pytest.mark.parametrize("has_bias", [False, True])
+def test_fused_dot(config, post, has_bias):
+    sa, sb, constant = config
+    a, b = rand(*sa), rand(*sb)
+    expected = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    if has_bias and expected.ndim == 0:
+        pytest.skip("a vector product has no output column for a bias")
+    bias = rand(expected.shape[-1]) if has_bias else None
+    if has_bias:
+        expected = expected + bias
+    operands = []
+    for k in post:
+        if k == "add":
+            operands.append(rand(*expected.shape))
+        elif k == "mul":
+            operands.append(rand(*expected.shape[-1:]) if expected.ndim else rand())
+    expected = apply_post_ops(expected, post, [0] * len(post), [0] * len(post), operands)
+    attrs = dict(has_bias=has_bias, post_ops=post, post_alpha=[0.0] * len(post), post_beta=[0.0] * len(post))
+
+    def build(m):
+        ins = [m.add_parameter("a", kiln.shape("float", list(sa))),
+               m.add_literal(b) if constant else m.add_parameter("b", kiln.shape("float", list(sb)))]
+        if has_bias:
+            ins.append(m.add_literal(bias))
+        ins += [m.add_parameter(f"o{i}", kiln.shape("float", list(o.shape))) for i, o in enumerate(operands)]
+        m.add_return([m.add_instruction(kiln.op("fused_dot", **attrs), ins)])
+
+    feed = {"a": a, **({} if constant else {"b": b}), **{f"o{i}": o for i, o in enumerate(operands)}}
+    cpu, ref = run_both(build, feed)
+    np.testing.assert_allclose(cpu, expected, **TOL)
+    np.testing.assert_allclose(ref, expected, **TOL)
+
+
+def test_dot_with_transposed_operand():
+    """Attention's Q K^T reads K through a transpose view: strided oneDNN input."""
+    q, k = rand(2, 3, 6, 8), rand(2, 3, 6, 8)
+
+    def build(m):
+        qp = m.add_parameter("q", kiln.shape("float", [2, 3, 6, 8]))
+        kp = m.add_parameter("k", kiln.shape("float", [2, 3, 6, 8]))
+        kt = m.add_instruction(kiln.op("transpose", permutation=[0, 1, 3, 2]), [kp])
+        m.add_return([m.add_instruction(kiln.op("dot"), [qp, kt])])
+
+    cpu, ref = run_both(build, {"q": q, "k": k})
+    expected = q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64)
+    np.testing.assert_allclose(cpu, expected, **TOL)
+    np.testing.assert_allclose(ref, expected, **TOL)
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("include_pad", [False, True])
+def test_average_pooling(ceil_mode, include_pad):
+    x = rand(2, 5, 9, 8)
+    attrs = dict(mode="average", lengths=[3, 3], stride=[2, 2], padding=[1, 1], ceil_mode=ceil_mode,
+                 count_include_pad=include_pad)
+
+    def build(m):
+        m.add_return([m.add_instruction(kiln.op("pooling", **attrs), [m.add_parameter("x", kiln.shape("float", [2, 5, 9, 8]))])])
+
+    cpu, ref = run_both(build, {"x": x})
+    np.testing.assert_allclose(cpu, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_threads_option_gives_the_same_results():
+    x, w = rand(1, 16, 12, 12), rand(32, 16, 3, 3)
+    outs = []
+    for threads in [1, 2]:
+        p = kiln.program()
+        m = p.get_main_module()
+        xp = m.add_parameter("x", kiln.shape("float", [1, 16, 12, 12]))
+        m.add_return([m.add_instruction(kiln.op("convolution", padding=[1, 1]), [xp, m.add_literal(w)])])
+        p.compile(kiln.get_target("cpu"), threads=threads)
+        outs.append(np.asarray(p.run({"x": x})[0]))
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(outs[0], conv_reference(x, w, [1, 1], [1, 1], [1, 1], 1), **TOL)
