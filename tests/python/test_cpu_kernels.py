@@ -239,3 +239,23 @@ def test_threads_option_gives_the_same_results():
         outs.append(np.asarray(p.run({"x": x})[0]))
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(outs[0], conv_reference(x, w, [1, 1], [1, 1], [1, 1], 1), **TOL)
+
+
+@pytest.mark.parametrize("config", [([3, 3], [2, 2], [1, 1], [1, 1], False), ([2, 3], [1, 2], [0, 1], [2, 1], False),
+                                    ([3, 3], [2, 2], [1, 1], [1, 1], True)], ids=str)
+def test_max_pooling_matches_ref_and_keeps_nans(config):
+    lengths, stride, padding, dilation, ceil_mode = config
+    x = rand(2, 3, 9, 8)
+    x[0, 1, 4, 4] = np.nan
+    x[1, 2, 0, 0] = np.nan
+    attrs = dict(mode="max", lengths=lengths, stride=stride, padding=padding, dilation=dilation, ceil_mode=ceil_mode)
+
+    def build(m):
+        xp = m.add_parameter("x", kiln.shape("float", [2, 3, 9, 8]))
+        # A transposed view as input: the kernel reads any strides.
+        xt = m.add_instruction(kiln.op("transpose", permutation=[0, 1, 3, 2]), [xp])
+        m.add_return([m.add_instruction(kiln.op("pooling", **attrs), [xt])])
+
+    cpu, ref = run_both(build, {"x": x})
+    assert np.isnan(cpu).any()
+    np.testing.assert_array_equal(cpu, ref)

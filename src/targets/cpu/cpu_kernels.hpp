@@ -10,8 +10,10 @@ namespace kiln {
 std::shared_ptr<const cpu_kernel> make_convolution_kernel(const kernel_request& r);
 // dot, fused_dot (dnnl_matmul.cpp)
 std::shared_ptr<const cpu_kernel> make_matmul_kernel(const kernel_request& r);
-// pooling (dnnl_pooling.cpp)
+// average pooling (dnnl_pooling.cpp)
 std::shared_ptr<const cpu_kernel> make_pooling_kernel(const kernel_request& r);
+// max pooling (max_pooling.cpp)
+std::shared_ptr<const cpu_kernel> make_max_pooling_kernel(const kernel_request& r);
 // to_blocked, from_blocked (dnnl_reorder.cpp)
 std::shared_ptr<const cpu_kernel> make_reorder_kernel(const kernel_request& r);
 

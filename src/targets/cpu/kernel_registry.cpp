@@ -22,13 +22,18 @@ private:
 
 using kernel_factory = std::shared_ptr<const cpu_kernel> (*)(const kernel_request&);
 
+std::shared_ptr<const cpu_kernel> pooling_kernel(const kernel_request& r) {
+    if (auto kernel = make_pooling_kernel(r)) return kernel;
+    return make_max_pooling_kernel(r);
+}
+
 const std::map<std::string, kernel_factory>& kernel_factories() {
     static const std::map<std::string, kernel_factory> factories{
         {"convolution", make_convolution_kernel},
         {"fused_convolution", make_convolution_kernel},
         {"dot", make_matmul_kernel},
         {"fused_dot", make_matmul_kernel},
-        {"pooling", make_pooling_kernel},
+        {"pooling", pooling_kernel},
         {"to_blocked", make_reorder_kernel},
         {"from_blocked", make_reorder_kernel},
     };
