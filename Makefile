@@ -46,6 +46,12 @@ test-package:
 demo: build
 	@$(PY) examples/demo.py
 
+# Kiln against ONNX Runtime, OpenVINO, PyTorch eager and torch.compile on six
+# real models at batch 1 and 8 (see bench/run_bench.py --help for quick runs);
+# writes bench/results/benchmarks.{md,png,json}.
+bench: build
+	@$(PY) bench/run_bench.py $(BENCH_ARGS)
+
 # libFuzzer on the ONNX importer (clang, ASan + UBSan). New inputs that grow
 # coverage go to build-fuzz/corpus; crashes are written as crash-* files there.
 fuzz-build: setup

@@ -1,18 +1,23 @@
-"""Builds real models from `transformers` code with random weights, exports
-them to ONNX and (with --check) runs `kiln read` and `kiln verify` on each.
+"""Exports the models of model_zoo.py (random weights from a fixed seed) to
+ONNX and (with --check) runs `kiln read` and `kiln verify` on each. The tests
+(tests/python/test_real_models.py) and the benchmarks (bench/) import it with
+scripts/ on sys.path.
 
-Nothing is downloaded: every config is constructed here (the defaults of each
-transformers config class are the published architecture), weights are random
-from a fixed seed, and the Hugging Face hub is forced offline.
+Nothing is downloaded: every config is constructed in model_zoo.py and the
+Hugging Face hub is forced offline.
 
-The .onnx files are cached under <build>/models/, named after the model and a
-version string that changes whenever the exporter, transformers or this
-script's export settings change, so a rerun skips the export. Next to each
-model, <name>-<version>.inputs/ holds the inputs the tests use as .npy files,
-which `kiln verify --input name=path.npy` takes.
+The .onnx files are cached under <build>/models/, named after the model, the
+batch size (when not 1) and a version string that changes whenever the
+exporter, transformers or this script's export settings change, so a rerun
+skips the export. Next to each model, <name>-<version>.inputs/ holds the
+inputs as .npy files (which `kiln verify --input name=path.npy` takes) and
+<name>-<version>.float64/ the torch module's outputs computed in float64.
+<name>-<version>.pt is the torch module itself (batch-independent), which
+the benchmarks run under torch eager and torch.compile.
 
-    .venv/bin/python scripts/export_models.py                 # export all
-    .venv/bin/python scripts/export_models.py bert --check    # export, kiln read + verify
+    .venv/bin/python scripts/export_models.py                     # export all at batch 1
+    .venv/bin/python scripts/export_models.py bert_base --check   # export, kiln read + verify
+    .venv/bin/python scripts/export_models.py resnet50 --batch 8
 """
 import argparse
 import os
@@ -27,93 +32,12 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import numpy as np  # noqa: E402
 
+from model_zoo import MODELS  # noqa: E402
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
-# Bump when the export settings or the model definitions below change.
+# Bump when the export settings or the model definitions in model_zoo.py change.
 EXPORT_REVISION = "2"
 OPSET = 18
-SEQUENCE = 128
-IMAGE = 224
-
-
-def _image_input(rng):
-    return {"pixel_values": rng.standard_normal((1, 3, IMAGE, IMAGE)).astype(np.float32)}
-
-
-def _resnet50():
-    from transformers import ResNetConfig, ResNetForImageClassification
-
-    config = ResNetConfig(
-        embedding_size=64,
-        hidden_sizes=[256, 512, 1024, 2048],
-        depths=[3, 4, 6, 3],
-        layer_type="bottleneck",
-        hidden_act="relu",
-        num_labels=1000,
-    )
-    return ResNetForImageClassification(config), _image_input
-
-
-def _mobilenet_v2():
-    from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
-
-    config = MobileNetV2Config(depth_multiplier=1.0, image_size=IMAGE, num_labels=1001)
-    return MobileNetV2ForImageClassification(config), _image_input
-
-
-def _bert_base():
-    from transformers import BertConfig, BertModel
-
-    config = BertConfig(
-        vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072
-    )
-
-    def inputs(rng):
-        # The last tokens are padding, so the attention mask does something.
-        mask = np.ones((1, SEQUENCE), np.int64)
-        mask[:, SEQUENCE - 16 :] = 0
-        return {
-            "input_ids": rng.integers(0, config.vocab_size, (1, SEQUENCE), dtype=np.int64),
-            "attention_mask": mask,
-            "token_type_ids": (np.arange(SEQUENCE) >= SEQUENCE // 2).astype(np.int64)[None, :],
-        }
-
-    return BertModel(config, add_pooling_layer=True), inputs
-
-
-def _gpt2_small():
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    config = GPT2Config(n_embd=768, n_layer=12, n_head=12, n_positions=1024, vocab_size=50257, use_cache=False)
-
-    def inputs(rng):
-        return {"input_ids": rng.integers(0, config.vocab_size, (1, SEQUENCE), dtype=np.int64)}
-
-    return GPT2LMHeadModel(config), inputs
-
-
-def _vit_b16():
-    from transformers import ViTConfig, ViTForImageClassification
-
-    config = ViTConfig(
-        hidden_size=768,
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        intermediate_size=3072,
-        image_size=IMAGE,
-        patch_size=16,
-        num_labels=1000,
-    )
-    return ViTForImageClassification(config), _image_input
-
-
-# name -> function returning (torch module, function rng -> {input name: array})
-MODELS = {
-    "resnet50": _resnet50,
-    "mobilenet_v2": _mobilenet_v2,
-    "bert_base": _bert_base,
-    "gpt2_small": _gpt2_small,
-    "vit_b16": _vit_b16,
-}
 
 
 def version_tag():
@@ -128,12 +52,22 @@ def model_dir(build_dir=None):
     return pathlib.Path(build_dir or REPO / "build").resolve() / "models"
 
 
-def model_path(name, build_dir=None):
-    return model_dir(build_dir) / f"{name}-{version_tag()}.onnx"
+def model_path(name, build_dir=None, batch=1):
+    # Batch 1 keeps the name it had before batch sizes existed, so caches stay valid.
+    infix = "" if batch == 1 else f"-b{batch}"
+    return model_dir(build_dir) / f"{name}{infix}-{version_tag()}.onnx"
 
 
-def inputs_dir(name, build_dir=None):
-    return model_path(name, build_dir).with_suffix(".inputs")
+def inputs_dir(name, build_dir=None, batch=1):
+    return model_path(name, build_dir, batch).with_suffix(".inputs")
+
+
+def float64_dir(name, build_dir=None, batch=1):
+    return model_path(name, build_dir, batch).with_suffix(".float64")
+
+
+def module_path(name, build_dir=None):
+    return model_path(name, build_dir).with_suffix(".pt")
 
 
 def _seed(name):
@@ -158,39 +92,46 @@ def _calibrate_batch_norms(module, make_inputs, rng):
     for m in norms:
         m.reset_running_stats()
         m.momentum = None  # a cumulative average: one batch sets the statistics
-    batch = [make_inputs(rng) for _ in range(4)]
+    batch = [make_inputs(rng, 1) for _ in range(4)]
     feeds = {k: torch.from_numpy(np.concatenate([b[k] for b in batch])) for k in batch[0]}
     module.train()
     with torch.no_grad():
         module(**feeds)
 
 
-def build(name):
-    """The torch module (eval mode, random weights) and its inputs as numpy arrays."""
+def build(name, batch=1):
+    """The torch module (eval mode, random weights) and its inputs at `batch` as numpy arrays."""
     import torch
 
     torch.manual_seed(_seed(name))
     module, make_inputs = MODELS[name]()
     _calibrate_batch_norms(module, make_inputs, np.random.default_rng(_seed(name) + 1))
     module.eval()
-    if hasattr(module.config, "use_cache"):
-        module.config.use_cache = False
-    return module, make_inputs(np.random.default_rng(_seed(name)))
-
-
-def float64_dir(name, build_dir=None):
-    return model_path(name, build_dir).with_suffix(".float64")
+    config = getattr(module, "config", None)
+    if hasattr(config, "use_cache"):
+        config.use_cache = False
+    return module, make_inputs(np.random.default_rng(_seed(name)), batch)
 
 
 def _load_arrays(folder):
     return {p.stem: np.load(p) for p in sorted(folder.glob("*.npy"))} if folder.is_dir() else {}
 
 
-def float64_outputs(name, build_dir=None):
+def _output_files(folder):
+    return sorted(folder.glob("output_*.npy"), key=lambda p: int(p.stem.split("_")[-1]))
+
+
+def float64_outputs(name, build_dir=None, batch=1, mmap=False):
     """The torch module's outputs computed in float64 on the same inputs: the
-    exact answer that float32 engines (Kiln, ONNX Runtime) approximate."""
-    arrays = _load_arrays(float64_dir(name, build_dir))
-    return [arrays[k] for k in sorted(arrays, key=lambda k: int(k.split("_")[-1]))]
+    exact answer that float32 engines (Kiln, ONNX Runtime) approximate.
+    mmap=True maps the files instead of reading them (GPT-2's logits at batch
+    8 take 400 MB)."""
+    return [np.load(p, mmap_mode="r" if mmap else None) for p in _output_files(float64_dir(name, build_dir, batch))]
+
+
+def flatten_outputs(out):
+    """The tensors a module returned, in the order the ONNX export lists them."""
+    return list(out.to_tuple()) if hasattr(out, "to_tuple") else list(out) if isinstance(out, (tuple, list)) else [out]
 
 
 def _run_float64(module, inputs):
@@ -200,24 +141,30 @@ def _run_float64(module, inputs):
     feeds = {k: torch.from_numpy(v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in inputs.items()}
     with torch.no_grad():
         out = module(**feeds)
-    values = out.to_tuple() if hasattr(out, "to_tuple") else (out,)
-    return [v.numpy() for v in values]
+    return [v.numpy() for v in flatten_outputs(out)]
 
 
-def export(name, build_dir=None, log=print):
+def _is_cached(name, build_dir, batch):
+    return (
+        model_path(name, build_dir, batch).exists()
+        and _load_arrays(inputs_dir(name, build_dir, batch))
+        and _output_files(float64_dir(name, build_dir, batch))
+    )
+
+
+def export(name, build_dir=None, log=print, batch=1):
     """Path of the cached .onnx file and the inputs, exporting on a cache miss."""
-    path = model_path(name, build_dir)
-    in_dir, f64_dir = inputs_dir(name, build_dir), float64_dir(name, build_dir)
-    inputs = _load_arrays(in_dir)
-    if path.exists() and inputs and _load_arrays(f64_dir):
-        return path, inputs
+    path = model_path(name, build_dir, batch)
+    in_dir, f64_dir = inputs_dir(name, build_dir, batch), float64_dir(name, build_dir, batch)
+    if _is_cached(name, build_dir, batch):
+        return path, _load_arrays(in_dir)
     import torch
 
-    module, inputs = build(name)
+    module, inputs = build(name, batch)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     start = time.perf_counter()
-    log(f"exporting {name} to {path}")
+    log(f"exporting {name} at batch {batch} to {path}")
     with torch.no_grad():
         program = torch.onnx.export(
             module,
@@ -230,13 +177,32 @@ def export(name, build_dir=None, log=print):
             verbose=False,
         )
     program.save(str(partial), external_data=False)
+    del program
     for folder, arrays in ((in_dir, inputs), (f64_dir, dict(enumerate(_run_float64(module, inputs))))):
         folder.mkdir(exist_ok=True)
         for k, v in arrays.items():
             np.save(folder / (f"output_{k}.npy" if isinstance(k, int) else f"{k}.npy"), v)
     os.replace(partial, path)
-    log(f"exported {name} in {time.perf_counter() - start:.1f} s")
+    log(f"exported {name} at batch {batch} in {time.perf_counter() - start:.1f} s")
     return path, inputs
+
+
+def save_module(name, build_dir=None, log=print):
+    """Path of the torch module pickled whole (torch.save), built on a cache
+    miss; torch.load(path, weights_only=False) gives it back in eval mode with
+    the weights the ONNX files hold."""
+    path = module_path(name, build_dir)
+    if path.exists():
+        return path
+    import torch
+
+    module, _ = build(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    torch.save(module, partial)
+    os.replace(partial, path)
+    log(f"saved the torch module of {name} to {path}")
+    return path
 
 
 def onnx_ops(path):
@@ -251,15 +217,15 @@ def onnx_ops(path):
     return dict(sorted(counts.items()))
 
 
-def kiln_commands(name, cli, build_dir=None, target="cpu"):
+def kiln_commands(name, cli, build_dir=None, target="cpu", batch=1):
     """The `kiln read` and `kiln verify` command lines for one exported model."""
-    path = model_path(name, build_dir)
-    feeds = [f"--input={p.stem}={p}" for p in sorted(inputs_dir(name, build_dir).glob("*.npy"))]
+    path = model_path(name, build_dir, batch)
+    feeds = [f"--input={p.stem}={p}" for p in sorted(inputs_dir(name, build_dir, batch).glob("*.npy"))]
     return [str(cli), "read", str(path)], [str(cli), "verify", str(path), "--target", target, *feeds]
 
 
-def _check(name, cli, build_dir):
-    read_cmd, verify_cmd = kiln_commands(name, cli, build_dir)
+def _check(name, cli, build_dir, batch):
+    read_cmd, verify_cmd = kiln_commands(name, cli, build_dir, batch=batch)
     results = {}
     for label, cmd in (("read", read_cmd), ("verify", verify_cmd)):
         start = time.perf_counter()
@@ -286,17 +252,23 @@ def main(argv=None):
     parser.add_argument("--check", action="store_true", help="run kiln read and kiln verify on each model")
     parser.add_argument("--ops", action="store_true", help="print the ONNX op types of each model")
     parser.add_argument("--cli", default=str(REPO / "build" / "kiln"), help="the kiln command")
+    parser.add_argument("--batch", type=int, default=1, help="batch size of the exported inputs (default 1)")
+    parser.add_argument("--save-module", action="store_true", help="also save the torch module (for bench/)")
     args = parser.parse_args(argv)
+    if args.batch < 1:
+        parser.error("--batch must be at least 1")
     unknown = [m for m in args.models if m not in MODELS]
     if unknown:
         parser.error(f"unknown model {', '.join(unknown)}; choose from {', '.join(MODELS)}")
     failed = []
     for name in args.models or list(MODELS):
-        path, _ = export(name, args.build_dir)
+        path, _ = export(name, args.build_dir, batch=args.batch)
         print(f"{name}: {path}")
+        if args.save_module:
+            print(f"{name}: {save_module(name, args.build_dir)}")
         if args.ops:
             print("  ops: " + ", ".join(f"{k} x{v}" for k, v in onnx_ops(path).items()))
-        if args.check and any(_check(name, args.cli, args.build_dir).values()):
+        if args.check and any(_check(name, args.cli, args.build_dir, args.batch).values()):
             failed.append(name)
     if failed:
         print("failed: " + ", ".join(failed))

@@ -1,7 +1,7 @@
-"""Real models against ONNX Runtime: ResNet-50, MobileNetV2, BERT-base
-(sequence 128), GPT-2 small and ViT-B/16, built from `transformers` code with
-random weights, exported with torch.onnx.export (the dynamo exporter; see
-scripts/export_models.py) and cached under build/models/.
+"""Real models against ONNX Runtime: ResNet-50, MobileNetV2, DenseNet-121,
+BERT-base (sequence 128), GPT-2 small and ViT-B/16, built from code with
+random weights (scripts/model_zoo.py), exported with torch.onnx.export (the
+dynamo exporter; see scripts/export_models.py) and cached under build/models/.
 
 Kiln on `ref` and `cpu` must match ONNX Runtime within rtol 1e-4 / atol 1e-5 on
 the same inputs (see check_output for the one refinement), and `kiln read` /
@@ -13,10 +13,10 @@ run only them with
 
     .venv/bin/pytest tests/python/test_real_models.py -m slow -rA
 """
-import importlib.util
 import os
 import pathlib
 import subprocess
+import sys
 
 import numpy as np
 import onnxruntime as ort
@@ -32,14 +32,8 @@ CLI = os.environ.get("KILN_CLI", str(BUILD / "kiln"))
 RTOL, ATOL = 1e-4, 1e-5
 
 
-def _load_export_script():
-    spec = importlib.util.spec_from_file_location("export_models", REPO / "scripts" / "export_models.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-export_models = _load_export_script()
+sys.path.insert(0, str(REPO / "scripts"))
+import export_models  # noqa: E402
 
 # Known failures, each flipping to a test failure when it is fixed. A name alone
 # covers every target and the CLI; (name, target) covers one target only.

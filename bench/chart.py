@@ -1,0 +1,54 @@
+"""The benchmark's bar chart: median latency of each engine on each model, one
+panel per batch size, on a log scale (models differ by 100x)."""
+from report import Results, median_seconds
+
+COLORS = {
+    "kiln": "#d62728",
+    "onnxruntime": "#1f77b4",
+    "openvino": "#9467bd",
+    "torch": "#ff7f0e",
+    "torch_compile": "#2ca02c",
+}
+
+
+def write_chart(doc, titles, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    r = Results(doc, titles)
+    batches = [b for b in r.batches if any(m for m, bb in r.rows() if bb == b)]
+    if not batches:
+        return False
+    fig, axes = plt.subplots(len(batches), 1, figsize=(11, 3.6 * len(batches)), squeeze=False)
+    width = 0.8 / max(1, len(r.engines))
+    for ax, batch in zip(axes[:, 0], batches):
+        models = [m for m, b in r.rows() if b == batch]
+        for i, engine in enumerate(r.engines):
+            xs, ys, failed = [], [], []
+            for j, model in enumerate(models):
+                case = r.case(model, batch, engine)
+                t = median_seconds(case) if case else None
+                x = j + (i - (len(r.engines) - 1) / 2) * width
+                if t is not None:
+                    xs.append(x)
+                    ys.append(t * 1e3)
+                elif case is not None:
+                    failed.append(x)
+            ax.bar(xs, ys, width, label=r.engine_title(engine), color=COLORS.get(engine))
+            for x in failed:  # a failed engine gets a cross at the foot of the panel
+                ax.text(x, 0.02, "x", ha="center", va="bottom", color=COLORS.get(engine), fontsize=9,
+                        transform=ax.get_xaxis_transform())
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(models)))
+        ax.set_xticklabels([r.model_title(m).split(" (")[0] for m in models])
+        ax.set_ylabel("median latency (ms, log)")
+        ax.set_title(f"batch {batch}, {r.settings['threads']} threads (lower is better)")
+        ax.grid(axis="y", which="both", alpha=0.3)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, ncol=len(r.engines), fontsize=9, loc="upper center")
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (3.6 * len(batches))))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

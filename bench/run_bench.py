@@ -1,0 +1,391 @@
+"""Kiln against ONNX Runtime, OpenVINO, PyTorch eager and torch.compile on
+real models (ResNet-50, MobileNetV2, DenseNet-121, BERT-base, GPT-2 small,
+ViT-B/16; float32, batch 1 and 8), all limited to the same number of threads.
+
+For each model and batch size, every engine runs in a worker process of its
+own (bench/worker.py): it loads the model, runs it once, and its outputs are
+checked against the torch module's float64 outputs before it is timed (median
+of --runs runs after --warmup warm-up runs). The report gives latencies, each
+engine's ratio to Kiln, Kiln's compile time and achieved GFLOP/s against a
+measured sgemm peak, peak memory, load times and output agreement.
+
+    make bench                                             # the full run, written to bench/results/
+    .venv/bin/python bench/run_bench.py --models resnet50 --batches 1 --runs 3 --warmup 1
+    .venv/bin/python bench/run_bench.py --report-only bench/results/benchmarks.json
+
+A run of every model, engine and batch with at least 20 runs writes
+bench/results/benchmarks.{md,png,json} (the committed results); any smaller
+run writes build/bench/results/ unless --out says otherwise. Models are
+exported on first use and cached under build/models/.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO / "scripts"))
+
+import agreement  # noqa: E402
+import flop_count  # noqa: E402
+import report  # noqa: E402
+import sgemm_peak  # noqa: E402
+from model_zoo import MODELS, TITLES  # noqa: E402
+
+ENGINE_TITLES = {
+    "kiln": "Kiln cpu",
+    "onnxruntime": "ONNX Runtime",
+    "openvino": "OpenVINO",
+    "torch": "PyTorch eager",
+    "torch_compile": "torch.compile",
+}
+ALL_BATCHES = [1, 8]
+FULL_RUNS = 20
+RESULT_STEM = "benchmarks"
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated (default: all): {','.join(MODELS)}")
+    p.add_argument("--engines", default=",".join(ENGINE_TITLES),
+                   help=f"comma-separated (default: all): {','.join(ENGINE_TITLES)}")
+    p.add_argument("--batches", default=",".join(map(str, ALL_BATCHES)), help="comma-separated (default: 1,8)")
+    p.add_argument("--runs", type=int, default=FULL_RUNS, help=f"timed runs per case (default {FULL_RUNS})")
+    p.add_argument("--warmup", type=int, default=3, help="untimed runs first, the checked one included (default 3)")
+    p.add_argument("--threads", type=int, default=2, help="threads for every engine (default 2)")
+    p.add_argument("--out", type=Path, help="folder for the .md, .png and .json results (default: see above)")
+    p.add_argument("--build-dir", type=Path, default=REPO / "build",
+                   help="build folder: models/ cache, sgemm_peak program, logs (default build/)")
+    p.add_argument("--case-timeout", type=float, default=7200.0,
+                   help="seconds one engine may take on one model and batch, all runs included (default 7200)")
+    p.add_argument("--sgemm-reps", type=int, default=10, help="calls per size for the sgemm peak (0: skip it)")
+    p.add_argument("--report-only", type=Path, metavar="JSON", help="rewrite the .md and .png from a saved .json")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress even on a terminal")
+    args = p.parse_args(argv)
+    args.models = _choices(p, "--models", args.models, list(MODELS))
+    args.engines = _choices(p, "--engines", args.engines, list(ENGINE_TITLES))
+    try:
+        args.batches = [int(b) for b in args.batches.split(",") if b]
+    except ValueError:
+        p.error(f"--batches: expected comma-separated integers, got '{args.batches}'")
+    if not args.batches or min(args.batches) < 1:
+        p.error("--batches: batch sizes must be at least 1")
+    if args.runs < 1 or args.warmup < 1 or args.threads < 1:
+        p.error("--runs, --warmup and --threads must be at least 1")
+    return args
+
+
+def _choices(parser, flag, text, allowed):
+    chosen = [x for x in text.split(",") if x]
+    unknown = [x for x in chosen if x not in allowed]
+    if unknown or not chosen:
+        parser.error(f"{flag}: unknown {', '.join(unknown) or '(empty)'}; choose from {', '.join(allowed)}")
+    return [x for x in allowed if x in chosen]  # the canonical order
+
+
+def is_full_run(args):
+    return (args.models == list(MODELS) and args.engines == list(ENGINE_TITLES)
+            and args.batches == ALL_BATCHES and args.runs >= FULL_RUNS)
+
+
+class Progress:
+    """Progress lines on stderr when it is a terminal (and not --quiet); silent otherwise.
+    Problems (a failed engine, disagreeing outputs) are printed either way."""
+
+    def __init__(self, quiet):
+        self.live = sys.stderr.isatty() and not quiet
+        self.transient = False
+
+    def _clear(self):
+        if self.transient:
+            sys.stderr.write("\r\033[K")
+            self.transient = False
+
+    def status(self, text):
+        """A line that the next one replaces."""
+        if self.live:
+            self._clear()
+            sys.stderr.write(text[:150])
+            sys.stderr.flush()
+            self.transient = True
+
+    def line(self, text):
+        if self.live:
+            self._clear()
+            print(text, file=sys.stderr, flush=True)
+
+    def problem(self, text):
+        self._clear()
+        print(text, file=sys.stderr, flush=True)
+
+
+def machine_info():
+    cpu, flags = platform.processor() or "?", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                cpu = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    except OSError:
+        pass
+    isa = ("AVX-512" if "avx512f" in flags else "AVX2+FMA" if {"avx2", "fma"} <= flags else "no AVX2")
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {"cpu": cpu, "cores": os.cpu_count(), "isa": isa, "memory_bytes": memory,
+            "python": platform.python_version(), "load_average_start": round(os.getloadavg()[0], 2)}
+
+
+def model_tools():
+    """What built the models, for the report (package metadata: no heavy imports here)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import export_models
+
+    try:
+        return [f"models from transformers {version('transformers')} and torch.nn, exported with torch.onnx "
+                f"(opset {export_models.OPSET})"]
+    except PackageNotFoundError:
+        return []
+
+
+def worker_env(threads):
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[var] = str(threads)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               PYTHONUNBUFFERED="1")
+    # Workers import kiln the way this process does.
+    import importlib.util
+
+    spec = importlib.util.find_spec("kiln")
+    if spec and spec.origin:
+        kiln_root = str(Path(spec.origin).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [kiln_root, env.get("PYTHONPATH")]))
+    return env
+
+
+# --- model preparation -------------------------------------------------------------------------------------
+
+
+@dataclass
+class PreparedModel:
+    onnx: Path  # the exported graph at the benchmarked batch size
+    inputs: Path  # folder of <input name>.npy
+    torch_module: Path  # the pickled nn.Module (torch engines)
+    reference: Path  # folder of output_<i>.npy: the module's outputs in float64
+
+
+def prepare_model(name, batch, args, progress):
+    """The model's files, exported in a subprocess on a cache miss so that this process never holds torch
+    or a model's weights."""
+    import export_models
+
+    model = PreparedModel(
+        onnx=export_models.model_path(name, args.build_dir, batch),
+        inputs=export_models.inputs_dir(name, args.build_dir, batch),
+        torch_module=export_models.module_path(name, args.build_dir),
+        reference=export_models.float64_dir(name, args.build_dir, batch),
+    )
+    needs_module = bool({"torch", "torch_compile"} & set(args.engines))
+    if not (model.onnx.exists() and any(model.reference.glob("*.npy")) and any(model.inputs.glob("*.npy"))
+            and (model.torch_module.exists() or not needs_module)):
+        progress.status(f"exporting {name} at batch {batch} ...")
+        cmd = [sys.executable, str(REPO / "scripts" / "export_models.py"), name, "--batch", str(batch),
+               "--build-dir", str(args.build_dir)] + (["--save-module"] if needs_module else [])
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=worker_env(args.threads))
+        if proc.returncode != 0:
+            raise RuntimeError(f"exporting {name} at batch {batch} failed: {proc.stderr.strip()[-1500:]}")
+    return model
+
+
+def model_flops(onnx_path, args):
+    """FLOPs of the graph, cached next to the bench logs (counting loads the whole .onnx)."""
+    cache = args.build_dir / "bench" / "flops" / (onnx_path.stem + ".json")
+    if cache.exists():
+        return json.loads(cache.read_text())
+    counted = flop_count.count_flops_file(onnx_path)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(counted))
+    return counted
+
+
+# --- one engine on one model ---------------------------------------------------------------------------------
+
+
+def check_outputs(paths, reference):
+    import numpy as np
+
+    exact = [np.load(p, mmap_mode="r") for p in sorted(reference.glob("output_*.npy"),
+                                                       key=lambda p: int(p.stem.split("_")[-1]))]
+    if not exact:
+        raise FileNotFoundError(f"no reference outputs (output_<i>.npy) in {reference}")
+    got = [np.load(p, mmap_mode="r") for p in paths]
+    checks, problem = agreement.check_outputs(got, exact)
+    return agreement.summarize(checks, problem)
+
+
+def run_case(name, batch, engine, model, args, progress):
+    """Runs bench/worker.py for one engine on a PreparedModel; returns the case record (see report.py)."""
+    label = f"{name} b{batch} {engine}"
+    case = {"model": name, "batch": batch, "engine": engine}
+    out_dir = args.build_dir / "bench" / "outputs" / engine
+    log_path = args.build_dir / "bench" / "logs" / f"{name}-b{batch}-{engine}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, str(HERE / "worker.py"), "--engine", engine, "--onnx", str(model.onnx),
+           "--torch-module", str(model.torch_module), "--inputs", str(model.inputs), "--outputs", str(out_dir),
+           "--threads", str(args.threads), "--warmup", str(args.warmup), "--runs", str(args.runs)]
+    start = time.perf_counter()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                                env=worker_env(args.threads), start_new_session=True)
+        timer = threading.Timer(args.case_timeout, proc.kill)
+        timer.start()
+        try:
+            progress.status(f"{label}: loading ...")
+            for line in proc.stdout:
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                kind = event.pop("event")
+                if kind == "loaded":
+                    case["version"] = event["version"]
+                    progress.status(f"{label}: loaded in {sum(event['phases'].values()):.1f} s, first run ...")
+                elif kind == "ready":
+                    case["phases"] = event["phases"]
+                    progress.status(f"{label}: checking outputs ...")
+                    try:
+                        case["check"] = check_outputs(event["outputs"], model.reference)
+                    except Exception as e:  # a missing reference must not stop the run
+                        case["check"] = {"agrees": False, "relative_error": None, "message": f"check failed: {e}"}
+                    finally:
+                        for p in event["outputs"]:
+                            Path(p).unlink(missing_ok=True)
+                    proc.stdin.write("time\n")
+                    proc.stdin.flush()
+                elif kind == "progress":
+                    progress.status(f"{label}: timed run {event['done']}/{event['total']}")
+                elif kind == "result":
+                    case["times_s"], case["memory"] = event["times_s"], event["memory"]
+                elif kind == "error":
+                    case["error"], case["error_phase"] = event["message"], event["phase"]
+            proc.wait()
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    case["wall_s"] = time.perf_counter() - start
+    if "times_s" not in case and "error" not in case:
+        why = "timed out" if case["wall_s"] >= args.case_timeout else f"exited with status {proc.returncode}"
+        case["error"], case["error_phase"] = f"worker {why}; see {log_path}", "worker"
+    _announce(case, label, progress)
+    return case
+
+
+def _announce(case, label, progress):
+    if case.get("error"):
+        progress.problem(f"{label}: FAILED in {case['error_phase']}: {case['error'][:300]}")
+        return
+    check = case.get("check") or {}
+    if not check.get("agrees"):
+        progress.problem(f"{label}: OUTPUTS DISAGREE with the float64 reference: {check.get('message')}")
+    median = report.median_seconds(case)
+    memory = (case.get("memory") or {}).get("peak_growth_bytes", 0)
+    progress.line(f"{label}: load {sum((case.get('phases') or {}).values()):.1f} s, worst error "
+                  f"{check.get('relative_error') or 0:.1e}, median {report.fmt_ms(median)} ms over "
+                  f"{len(case.get('times_s', []))} runs, peak +{memory / 2**20:.0f} MiB")
+
+
+# --- the whole run -------------------------------------------------------------------------------------------
+
+
+def write_report(doc, out_dir, json_too=True):
+    """Writes benchmarks.json (unless json_too is False), .png and .md under out_dir; returns the .md path."""
+    import chart
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if json_too:
+        (out_dir / f"{RESULT_STEM}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    chart_path = out_dir / f"{RESULT_STEM}.png"
+    has_chart = chart.write_chart(doc, TITLES, chart_path)
+    md_path = out_dir / f"{RESULT_STEM}.md"
+    md_path.write_text(report.render(doc, TITLES, chart_path.name if has_chart else None))
+    return md_path
+
+
+def measure_sgemm(args, progress):
+    if args.sgemm_reps <= 0:
+        return None
+    progress.status("measuring the sgemm peak ...")
+    result = sgemm_peak.measure(args.build_dir / "bench" / "sgemm_peak", args.threads, worker_env(args.threads),
+                                reps=args.sgemm_reps)
+    peak = result["peak_gflops"].get(str(args.threads))
+    progress.line(f"sgemm peak: {peak or 0:.1f} GFLOP/s at {args.threads} threads "
+                  f"({result['peak_gflops'].get('1', 0):.1f} at 1)")
+    for e in result["errors"]:
+        progress.problem(f"sgemm: {e}")
+    return result
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    args.build_dir = args.build_dir.resolve()
+    if args.report_only:
+        doc = json.loads(args.report_only.read_text())
+        print(write_report(doc, args.out or args.report_only.parent, json_too=False))
+        return 0
+    progress = Progress(args.quiet)
+    out_dir = args.out or (HERE / "results" if is_full_run(args) else args.build_dir / "bench" / "results")
+    started = time.perf_counter()
+    doc = {
+        "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "settings": {"threads": args.threads, "runs": args.runs, "warmup": args.warmup, "models": args.models,
+                     "engines": args.engines, "batches": args.batches},
+        "machine": machine_info(),
+        "engine_titles": {e: ENGINE_TITLES[e] for e in args.engines},
+        "versions": {},
+        "model_tools": model_tools(),
+        "flops": {},
+        "cases": [],
+    }
+    doc["sgemm"] = measure_sgemm(args, progress)
+    partial = args.build_dir / "bench" / "partial.json"
+    for name in args.models:
+        for batch in args.batches:
+            try:
+                model = prepare_model(name, batch, args, progress)
+                doc["flops"].setdefault(name, {})[str(batch)] = model_flops(model.onnx, args)["total"]
+            except Exception as e:
+                progress.problem(f"{name} b{batch}: {e}")
+                doc["cases"] += [{"model": name, "batch": batch, "engine": engine, "error": str(e)[:2000],
+                                  "error_phase": "export"} for engine in args.engines]
+                continue
+            for engine in args.engines:
+                case = run_case(name, batch, engine, model, args, progress)
+                if case.get("version"):
+                    doc["versions"][engine] = case["version"]
+                doc["cases"].append(case)
+                partial.parent.mkdir(parents=True, exist_ok=True)
+                partial.write_text(json.dumps(doc, indent=1))
+    doc["machine"]["load_average_end"] = round(os.getloadavg()[0], 2)
+    doc["duration_s"] = time.perf_counter() - started
+    md_path = write_report(doc, out_dir)
+    progress.line(f"results: {md_path} (+ .png, .json) after {doc['duration_s'] / 60:.1f} min")
+    # Kiln failing or computing wrong answers fails the run; other engines' problems are only reported.
+    kiln_bad = [c for c in doc["cases"] if c["engine"] == "kiln" and (c.get("error") or not (c.get("check") or {}).get("agrees"))]
+    return 1 if kiln_bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

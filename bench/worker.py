@@ -1,0 +1,136 @@
+"""One engine on one model at one batch size, in a process of its own so that
+engines cannot share caches, threads or memory, and peak memory is the
+engine's alone. bench/run_bench.py starts it and talks to it in JSON lines:
+
+    worker -> {"event": "loaded", "version": ..., "phases": {...}}
+    worker -> {"event": "ready", "outputs": [paths of .npy files]}   (first run's outputs)
+    parent -> "time\\n" or "stop\\n"                                (after checking those outputs)
+    worker -> {"event": "progress", "done": k, "total": n}           (while timing)
+    worker -> {"event": "result", "times_s": [...], "memory": {...}}
+    worker -> {"event": "error", "phase": ..., "message": ...}       (then exits 1)
+
+The protocol uses a private copy of stdout; the process's own stdout goes to
+stderr, so nothing a library prints can garble it.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _status_bytes(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024  # reported in kB
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def start_peak_memory():
+    """The resident size now, from which the peak is measured. The peak is reset to it where the kernel
+    allows, so that import-time transients do not count. (getrusage's ru_maxrss would not do: it
+    survives exec, so a worker would inherit the peak of the process that forked it.)"""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current resident size (Linux >= 4.0)
+    except OSError:
+        pass
+    return _status_bytes("VmRSS")
+
+
+def peak_memory():
+    return _status_bytes("VmHWM")
+
+
+class Channel:
+    def __init__(self):
+        self.out = os.fdopen(os.dup(1), "w", buffering=1)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+
+    def send(self, event, **fields):
+        self.out.write(json.dumps({"event": event, **fields}) + "\n")
+
+    def receive(self):
+        return sys.stdin.readline().strip()
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description="Runs one engine on one model (started by bench/run_bench.py).")
+    p.add_argument("--engine", required=True)
+    p.add_argument("--onnx", required=True, type=Path)
+    p.add_argument("--torch-module", required=True, type=Path)
+    p.add_argument("--inputs", required=True, type=Path, help="folder of <input name>.npy files")
+    p.add_argument("--outputs", required=True, type=Path, help="folder to write the first run's outputs to")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=3, help="untimed runs, the checked first run included")
+    p.add_argument("--runs", type=int, default=20, help="timed runs")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    channel = Channel()
+    phase = "import"
+    try:
+        import numpy as np
+
+        from engines import ENGINES, ModelFiles
+
+        engine = ENGINES[args.engine](args.threads)
+        version = engine.import_library()
+        feeds = {p.stem: np.load(p) for p in sorted(args.inputs.glob("*.npy"))}
+        # Peak memory is counted from here: what loading, compiling and running the model cost.
+        baseline = start_peak_memory()
+
+        phase = "load"
+        phases = engine.load(ModelFiles(args.onnx, args.torch_module))
+        channel.send("loaded", version=version, phases=phases)
+
+        phase = "first run"
+        start = time.perf_counter()
+        outputs = engine.to_numpy(engine.run(feeds))
+        phases["first_run"] = time.perf_counter() - start
+        args.outputs.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for i, array in enumerate(outputs):
+            paths.append(str(args.outputs / f"output_{i}.npy"))
+            np.save(paths[-1], np.asarray(array))
+        del outputs
+        channel.send("ready", outputs=paths, phases=phases)
+        if channel.receive() != "time":
+            return 0
+
+        phase = "warm-up"
+        for _ in range(args.warmup - 1):
+            engine.run(feeds)
+        phase = "timing"
+        times = []
+        for i in range(args.runs):
+            start = time.perf_counter()
+            engine.run(feeds)
+            times.append(time.perf_counter() - start)
+            channel.send("progress", done=i + 1, total=args.runs)
+        peak = peak_memory()
+        channel.send(
+            "result",
+            times_s=times,
+            memory={"baseline_bytes": baseline, "peak_bytes": peak, "peak_growth_bytes": max(0, peak - baseline)},
+        )
+        return 0
+    except BaseException as e:  # report anything, then exit non-zero
+        detail = traceback.format_exc(limit=-4)
+        print(detail, file=sys.stderr)
+        channel.send("error", phase=phase, message=f"{type(e).__name__}: {e}".strip()[:2000])
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""The benchmark harness's logic without timing anything: the FLOP counter
+against hand-computed counts, the output-agreement check, the report and
+chart writers on a made-up results document, the worker protocol on a tiny
+model (Kiln and ONNX Runtime, one timed run, times not looked at), and
+DenseNet-121's architecture against its published parameter count."""
+import json
+import pathlib
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO / "bench"))
+
+import agreement  # noqa: E402
+import flop_count  # noqa: E402
+import report  # noqa: E402
+import run_bench  # noqa: E402
+
+
+def _weight(name, shape):
+    return numpy_helper.from_array(np.full(shape, 0.5, np.float32), name)
+
+
+def _flop_model():
+    """Conv (2 groups) -> ConvTranspose (stride 2) -> Reshape -> MatMul, and a Gemm with transA on a
+    second input. No value_info: the counter must infer the intermediate shapes."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w_conv"], ["c"], group=2, pads=[1, 1, 1, 1]),
+        helper.make_node("ConvTranspose", ["c", "w_deconv"], ["d"], strides=[2, 2]),
+        helper.make_node("Reshape", ["d", "flat_shape"], ["r"]),
+        helper.make_node("MatMul", ["r", "w_matmul"], ["m"]),
+        helper.make_node("Gemm", ["y", "w_gemm"], ["g"], transA=1),
+    ]
+    inits = [
+        _weight("w_conv", (6, 2, 3, 3)),
+        _weight("w_deconv", (6, 3, 2, 2)),
+        numpy_helper.from_array(np.array([2, 3, 256], np.int64), "flat_shape"),
+        _weight("w_matmul", (256, 5)),
+        _weight("w_gemm", (7, 3)),
+    ]
+    graph = helper.make_graph(
+        nodes, "flops",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 8, 8]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [7, 4])],
+        [helper.make_tensor_value_info("m", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("g", TensorProto.FLOAT, None)],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_flop_count_matches_hand_count():
+    counted = flop_count.count_flops(_flop_model())
+    conv = 2 * 6 * 8 * 8 * (2 * 3 * 3)  # N * C_out * H * W outputs, each (C_in / group) * kh * kw MACs
+    deconv = 2 * 6 * 8 * 8 * (3 * 2 * 2)  # each input element feeds C_out * kh * kw outputs
+    matmul = 2 * 3 * 5 * 256  # [2, 3, 256] x [256, 5]
+    gemm = 4 * 3 * 7  # A is [7, 4] transposed: [4, 7] x [7, 3]
+    assert counted["by_op"] == {"Conv": 2 * conv, "ConvTranspose": 2 * deconv, "MatMul": 2 * matmul, "Gemm": 2 * gemm}
+    assert counted["total"] == 2 * (conv + deconv + matmul + gemm)
+
+
+def test_flop_count_names_the_node_with_an_unknown_shape():
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["c"], name="the_matmul")], "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", 4]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [4, 2])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, None)],
+    )
+    with pytest.raises(flop_count.FlopCountError, match="the_matmul"):
+        flop_count.count_flops(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+
+
+def test_agreement_within_and_beyond_tolerance(monkeypatch):
+    exact = np.linspace(-3.0, 5.0, 1000).reshape(10, 100)
+    close = agreement.check_output(0, (exact * (1 + 1e-6)).astype(np.float32), exact)
+    assert close.agrees and close.relative_error == pytest.approx(1e-6, rel=0.05)
+
+    off = exact.astype(np.float32)
+    off[3, 7] += 0.05  # 1% of the scale (5)
+    monkeypatch.setattr(agreement, "CHUNK_ELEMENTS", 64)  # several slabs, same answer
+    wrong = agreement.check_output(0, off, exact)
+    assert not wrong.agrees and wrong.mismatched == 1
+    assert wrong.max_abs_error == pytest.approx(0.05, rel=1e-3) and wrong.scale == 5.0
+
+    summary = agreement.summarize([close, wrong], "")
+    assert summary["agrees"] is False and "1 elements beyond" in summary["message"]
+
+
+def test_agreement_reports_shape_count_and_nan_problems():
+    exact = np.ones((2, 3))
+    assert "shape [3, 2]" in agreement.check_output(0, np.ones((3, 2), np.float32), exact).problem
+    nan = np.ones((2, 3), np.float32)
+    nan[0, 0] = np.nan
+    assert not agreement.check_output(0, nan, exact).agrees
+    checks, problem = agreement.check_outputs([exact], [exact, exact])
+    assert problem == "1 outputs, expected 2"
+    assert agreement.summarize(checks, problem) == {"agrees": False, "relative_error": None, "message": problem}
+
+
+def _case(model, batch, engine, ms=None, agrees=True, error=None, memory_mib=None, phases=None):
+    case = {"model": model, "batch": batch, "engine": engine}
+    if error:
+        case.update(error=error, error_phase="load")
+        return case
+    case["check"] = {"agrees": agrees, "relative_error": 1e-6 if agrees else 0.5, "message": "" if agrees else "bad"}
+    case["times_s"] = [ms / 1e3 * f for f in (0.9, 1.0, 1.2)]  # median = ms
+    case["memory"] = {"peak_growth_bytes": memory_mib * 2**20}
+    case["phases"] = phases or {"load": 0.5}
+    return case
+
+
+def _results_doc():
+    return {
+        "started": "2026-01-01T00:00:00+00:00",
+        "settings": {"threads": 2, "runs": 3, "warmup": 1, "models": ["resnet50"], "batches": [1, 8],
+                     "engines": ["kiln", "onnxruntime", "torch"]},
+        "machine": {"cpu": "Test CPU", "cores": 2, "isa": "AVX2+FMA", "memory_bytes": 2**33},
+        "engine_titles": {"kiln": "Kiln cpu", "onnxruntime": "ONNX Runtime", "torch": "PyTorch eager"},
+        "versions": {"kiln": "kiln 0.1.0", "torch": "torch 2.13.0"},
+        "sgemm": {"runs": [{"library": "onednn", "threads": 2, "n": 1024, "gflops": 200.0}],
+                  "peak_gflops": {"2": 200.0}, "errors": []},
+        "flops": {"resnet50": {"1": 1e9, "8": 8e9}},
+        "cases": [
+            _case("resnet50", 1, "kiln", 10, memory_mib=100, phases={"parse": 1.0, "compile": 2.0}),
+            _case("resnet50", 1, "onnxruntime", 20, memory_mib=200),
+            _case("resnet50", 1, "torch", error="RuntimeError: no"),
+            _case("resnet50", 8, "kiln", 100, memory_mib=300, phases={"parse": 1.5, "compile": 4.0}),
+            _case("resnet50", 8, "onnxruntime", 50, agrees=False, memory_mib=250),
+            _case("resnet50", 8, "torch", 80, memory_mib=400),
+        ],
+        "duration_s": 60,
+    }
+
+
+def test_report_tables_ratios_and_goals():
+    text = report.render(_results_doc(), {"resnet50": "ResNet-50"}, "chart.png")
+    assert "![latency per model and engine](chart.png)" in text
+    assert "| ResNet-50 | 1 | 10.0 | 20.0 | failed |" in text  # latency (ms)
+    assert "| ResNet-50 | 8 | 100 | 50.0 † | 80.0 |" in text
+    # ratio = engine / Kiln; ONNX Runtime's disagreeing 50 ms is not "the fastest other engine"
+    assert "| ResNet-50 | 1 | 2.00x | - | ONNX Runtime | 2.00x |" in text
+    assert "| ResNet-50 | 8 | 0.50x | 0.80x | PyTorch eager | 0.80x |" in text
+    # Kiln: 1 GFLOP in 10 ms = 100 GFLOP/s = 50% of 200; 8 GFLOP in 100 ms = 80 GFLOP/s = 40%
+    assert "| ResNet-50 | 1 | 1.00 | 2.00 | 3.00 | 1.00 | 100.0 | 50.0% |" in text
+    assert "| ResNet-50 | 8 | 1.50 | 4.00 | 5.50 | 8.00 | 80.0 | 40.0% |" in text
+    assert "| ResNet-50 | 1 | 100 | 200 | - | 0.50x |" in text  # peak memory (MiB), Kiln / ONNX Runtime
+    assert "not met: 80.0 of 200.0 GFLOP/s (40.0%)" in text
+    assert "ResNet-50 b1: 3.00 s (met); ResNet-50 b8: 5.50 s (not met)" in text
+    assert "met on 1 of 2 model/batch pairs" in text
+    assert "- ResNet-50 batch 1, PyTorch eager: failed (load): RuntimeError: no" in text
+    assert "- ResNet-50 batch 8, ONNX Runtime: outputs disagree: bad" in text
+    assert "Versions: kiln 0.1.0, torch 2.13.0." in text
+
+
+def test_chart_and_report_only(tmp_path):
+    doc = _results_doc()
+    (tmp_path / "benchmarks.json").write_text(json.dumps(doc))
+    assert run_bench.main(["--report-only", str(tmp_path / "benchmarks.json")]) == 0
+    assert (tmp_path / "benchmarks.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| ResNet-50 | 8 | 100 | 50.0 † | 80.0 |" in (tmp_path / "benchmarks.md").read_text()
+
+
+def test_arguments_and_full_run_detection():
+    assert run_bench.is_full_run(run_bench.parse_args([]))
+    quick = run_bench.parse_args(["--models", "bert_base,resnet50", "--batches", "1", "--runs", "3"])
+    assert quick.models == ["resnet50", "bert_base"] and quick.batches == [1] and not run_bench.is_full_run(quick)
+    with pytest.raises(SystemExit):
+        run_bench.parse_args(["--engines", "kiln,tvm"])
+
+
+def _tiny_model(folder):
+    """x [2, 8] -> relu(x @ W), saved with its inputs and its float64 outputs as the harness expects."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((8, 4)).astype(np.float32)
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])], "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [numpy_helper.from_array(w, "w")],
+    )
+    model = run_bench.PreparedModel(folder / "tiny.onnx", folder / "inputs", folder / "none.pt", folder / "exact")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9), model.onnx)
+    model.inputs.mkdir()
+    model.reference.mkdir()
+    np.save(model.inputs / "x.npy", x)
+    np.save(model.reference / "output_0.npy", np.maximum(x.astype(np.float64) @ w.astype(np.float64), 0))
+    return model
+
+
+@pytest.mark.parametrize("engine", ["kiln", "onnxruntime"])
+def test_worker_protocol_checks_then_times(tmp_path, engine):
+    model = _tiny_model(tmp_path)
+    args = run_bench.parse_args(["--runs", "2", "--warmup", "1", "--build-dir", str(tmp_path / "build")])
+    progress = run_bench.Progress(quiet=True)
+    case = run_bench.run_case("tiny", 2, engine, model, args, progress)
+    assert "error" not in case, case
+    assert case["check"]["agrees"] and case["check"]["relative_error"] < 1e-5
+    assert len(case["times_s"]) == 2 and case["memory"]["peak_bytes"] >= case["memory"]["baseline_bytes"]
+    assert case["version"].startswith(engine)
+
+    # A wrong reference is reported as disagreement; the engine is still timed.
+    np.save(model.reference / "output_0.npy", np.load(model.reference / "output_0.npy") + 1.0)
+    wrong = run_bench.run_case("tiny", 2, engine, model, args, progress)
+    assert not wrong["check"]["agrees"] and len(wrong["times_s"]) == 2
+
+    # A file the engine cannot read is a failed case, not a crash of the harness.
+    model.onnx.write_bytes(b"not an onnx file")
+    broken = run_bench.run_case("tiny", 2, engine, model, args, progress)
+    assert broken["error_phase"] == "load" and "times_s" not in broken
+
+
+def test_densenet121_has_the_published_parameter_count():
+    import densenet
+    import torch
+
+    model = densenet.densenet121()
+    assert sum(p.numel() for p in model.parameters()) == 7_978_856
+    with torch.no_grad():
+        assert model.eval()(torch.zeros(1, 3, 64, 64)).shape == (1, 1000)
