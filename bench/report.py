@@ -105,7 +105,9 @@ def _cell(results, model, batch, engine):
     t = results.latency(model, batch, engine)
     if t is None:
         return "failed"
-    return fmt_ms(t) + ("" if results.agrees(model, batch, engine) else " †")
+    runs = len(c["times_s"])
+    cut_short = f" (n={runs})" if runs < results.settings["runs"] else ""
+    return fmt_ms(t) + cut_short + ("" if results.agrees(model, batch, engine) else " †")
 
 
 def _table(header, aligns, rows):
@@ -298,7 +300,11 @@ def render(doc, titles, chart_name=None):
     if chart_name:
         out += [f"![latency per model and engine]({chart_name})", ""]
     out += ["## Latency (ms)", "", *latency_table(r), "",
-            "† outputs disagree with the float64 reference (see Problems); the time is shown but not compared.", ""]
+            "† outputs disagree with the float64 reference (see Problems); the time is shown but not compared."]
+    if s.get("time_budget_s"):
+        out.append(f"(n=k): the case's {s['time_budget_s']:.0f} s time budget (--time-budget) ended its timing "
+                   f"after k runs; the median is over those.")
+    out.append("")
     if KILN in r.engines and len(r.engines) > 1:
         out += ["## Each engine's latency relative to Kiln", "",
                 "Engine latency / Kiln latency: above 1x Kiln is faster, below 1x the engine is. "

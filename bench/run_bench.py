@@ -67,6 +67,9 @@ def parse_args(argv):
                    help="build folder: models/ cache, sgemm_peak program, logs (default build/)")
     p.add_argument("--case-timeout", type=float, default=7200.0,
                    help="seconds one engine may take on one model and batch, all runs included (default 7200)")
+    p.add_argument("--time-budget", type=float, default=0.0,
+                   help="seconds after a case's first run when its warm-up and timing stop early, one timed run\n"
+                        "at least (default 0: none); the report shows how many runs such a case got")
     p.add_argument("--sgemm-reps", type=int, default=10, help="calls per size for the sgemm peak (0: skip it)")
     p.add_argument("--report-only", type=Path, metavar="JSON", help="rewrite the .md and .png from a saved .json")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress even on a terminal")
@@ -81,6 +84,8 @@ def parse_args(argv):
         p.error("--batches: batch sizes must be at least 1")
     if args.runs < 1 or args.warmup < 1 or args.threads < 1:
         p.error("--runs, --warmup and --threads must be at least 1")
+    if args.time_budget < 0:
+        p.error("--time-budget must not be negative")
     return args
 
 
@@ -94,7 +99,7 @@ def _choices(parser, flag, text, allowed):
 
 def is_full_run(args):
     return (args.models == list(MODELS) and args.engines == list(ENGINE_TITLES)
-            and args.batches == ALL_BATCHES and args.runs >= FULL_RUNS)
+            and args.batches == ALL_BATCHES and args.runs >= FULL_RUNS and not args.time_budget)
 
 
 class Progress:
@@ -243,7 +248,8 @@ def run_case(name, batch, engine, model, args, progress):
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, str(HERE / "worker.py"), "--engine", engine, "--onnx", str(model.onnx),
            "--torch-module", str(model.torch_module), "--inputs", str(model.inputs), "--outputs", str(out_dir),
-           "--threads", str(args.threads), "--warmup", str(args.warmup), "--runs", str(args.runs)]
+           "--threads", str(args.threads), "--warmup", str(args.warmup), "--runs", str(args.runs),
+           "--time-budget", str(args.time_budget)]
     start = time.perf_counter()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
@@ -277,6 +283,7 @@ def run_case(name, batch, engine, model, args, progress):
                     progress.status(f"{label}: timed run {event['done']}/{event['total']}")
                 elif kind == "result":
                     case["times_s"], case["memory"] = event["times_s"], event["memory"]
+                    case["warmup_runs"] = event["warmup_runs"]
                 elif kind == "error":
                     case["error"], case["error_phase"] = event["message"], event["phase"]
             proc.wait()
@@ -351,7 +358,7 @@ def main(argv=None):
     doc = {
         "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "settings": {"threads": args.threads, "runs": args.runs, "warmup": args.warmup, "models": args.models,
-                     "engines": args.engines, "batches": args.batches},
+                     "engines": args.engines, "batches": args.batches, "time_budget_s": args.time_budget},
         "machine": machine_info(),
         "engine_titles": {e: ENGINE_TITLES[e] for e in args.engines},
         "versions": {},

@@ -72,6 +72,8 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--warmup", type=int, default=3, help="untimed runs, the checked first run included")
     p.add_argument("--runs", type=int, default=20, help="timed runs")
+    p.add_argument("--time-budget", type=float, default=0.0,
+                   help="seconds after which warm-up and timing stop early, one timed run at least (0: none)")
     return p.parse_args(argv)
 
 
@@ -108,20 +110,24 @@ def main(argv=None):
         if channel.receive() != "time":
             return 0
 
+        budget_end = time.perf_counter() + args.time_budget if args.time_budget > 0 else float("inf")
         phase = "warm-up"
-        for _ in range(args.warmup - 1):
+        warmup = 1
+        while warmup < args.warmup and time.perf_counter() < budget_end:
             engine.run(feeds)
+            warmup += 1
         phase = "timing"
         times = []
-        for i in range(args.runs):
+        while len(times) < args.runs and (not times or time.perf_counter() < budget_end):
             start = time.perf_counter()
             engine.run(feeds)
             times.append(time.perf_counter() - start)
-            channel.send("progress", done=i + 1, total=args.runs)
+            channel.send("progress", done=len(times), total=args.runs)
         peak = peak_memory()
         channel.send(
             "result",
             times_s=times,
+            warmup_runs=warmup,
             memory={"baseline_bytes": baseline, "peak_bytes": peak, "peak_growth_bytes": max(0, peak - baseline)},
         )
         return 0

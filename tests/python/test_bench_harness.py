@@ -157,6 +157,15 @@ def test_report_tables_ratios_and_goals():
     assert "Versions: kiln 0.1.0, torch 2.13.0." in text
 
 
+def test_report_marks_cases_cut_short_by_the_time_budget():
+    doc = _results_doc()
+    doc["settings"]["time_budget_s"] = 60
+    doc["cases"][0]["times_s"] = [0.010, 0.012]
+    text = report.render(doc, {"resnet50": "ResNet-50"})
+    assert "| ResNet-50 | 1 | 11.0 (n=2) | 20.0 | failed |" in text
+    assert "60 s time budget" in text
+
+
 def test_chart_and_report_only(tmp_path):
     doc = _results_doc()
     (tmp_path / "benchmarks.json").write_text(json.dumps(doc))
@@ -213,6 +222,14 @@ def test_worker_protocol_checks_then_times(tmp_path, engine):
     model.onnx.write_bytes(b"not an onnx file")
     broken = run_bench.run_case("tiny", 2, engine, model, args, progress)
     assert broken["error_phase"] == "load" and "times_s" not in broken
+
+
+def test_time_budget_ends_warm_up_and_timing_early(tmp_path):
+    model = _tiny_model(tmp_path)
+    args = run_bench.parse_args(["--runs", "50", "--warmup", "5", "--time-budget", "1e-9",
+                                 "--build-dir", str(tmp_path / "build")])
+    case = run_bench.run_case("tiny", 2, "onnxruntime", model, args, run_bench.Progress(quiet=True))
+    assert case["check"]["agrees"] and len(case["times_s"]) == 1 and case["warmup_runs"] == 1
 
 
 def test_densenet121_has_the_published_parameter_count():
