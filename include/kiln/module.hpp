@@ -24,6 +24,10 @@ public:
     const std::string& name() const { return name_; }
 
     instruction_ref add_parameter(const std::string& name, const shape& s);
+    // A parameter placed before `pos`: parameters bind to a control-flow
+    // instruction's inputs in module order, so a front end that discovers
+    // captured values late can still put each at its position.
+    instruction_ref insert_parameter(instruction_ref pos, const std::string& name, const shape& s);
     instruction_ref add_literal(literal lit);
     instruction_ref add_instruction(const operation& op, const std::vector<instruction_ref>& inputs,
                                     const std::vector<module_ref>& module_inputs = {});

@@ -87,10 +87,17 @@ void bind_module(nb::module_& m) {
         .def_prop_ro("name", &module::name)
         .def(
             "add_parameter",
-            [](module& self, const std::string& name, const shape& s) {
-                return instruction_handle(&self, self.add_parameter(name, s));
+            [](module& self, const std::string& name, const shape& s, nb::handle before) {
+                if (before.is_none()) return instruction_handle(&self, self.add_parameter(name, s));
+                if (!nb::isinstance<instruction_handle>(before))
+                    fail(error_kind::type_error,
+                         "add_parameter: 'before' must be a kiln.instruction, got " + python_type_name(before));
+                auto pos = nb::cast<const instruction_handle&>(before).checked(&self);
+                return instruction_handle(&self, self.insert_parameter(pos, name, s));
             },
-            nb::arg("name"), nb::arg("shape"))
+            nb::arg("name"), nb::arg("shape"), nb::arg("before") = nb::none(),
+            "Adds a parameter at the end, or before instruction `before` (parameters bind to a control-flow "
+            "instruction's captured inputs in module order).")
         .def(
             "add_literal",
             [](module& self, nb::handle data) {

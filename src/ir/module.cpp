@@ -46,12 +46,16 @@ bool module::has_instruction(const instruction* ins) const {
 }
 
 instruction_ref module::add_parameter(const std::string& name, const shape& s) {
+    return insert_parameter(end(), name, s);
+}
+
+instruction_ref module::insert_parameter(instruction_ref pos, const std::string& name, const shape& s) {
     if (name.empty()) fail("add_parameter: a parameter needs a name");
     if (has_parameter(name)) fail("add_parameter: module '" + name_ + "' already has a parameter named '" + name + "'");
     op::param p;
     p.name_ = name;
     p.param_shape = s;
-    return insert(end(), instruction(p, s, {}));
+    return insert(pos, instruction(p, s, {}));
 }
 
 instruction_ref module::add_literal(literal lit) { return insert_literal(end(), std::move(lit)); }

@@ -35,6 +35,17 @@ TEST(module, user_lists_follow_edits) {
     EXPECT_THROW(m.remove_instruction(b), error);  // still used by the return
 }
 
+TEST(module, insert_parameter_places_it_before_an_instruction) {
+    module m;
+    auto y = m.add_parameter("y", f32({2}));
+    auto n = m.add_instruction(make_op("neg"), {y});
+    auto x = m.insert_parameter(y, "x", f32({2}));
+    m.add_return({m.add_instruction(make_op("add"), {x, n})});
+    EXPECT_EQ(m.get_parameter_names(), (std::vector<std::string>{"x", "y"}));
+    verify_module(m);
+    expect_error_containing([&] { m.insert_parameter(n, "y", f32({1})); }, "already has a parameter named 'y'");
+}
+
 TEST(module, copy_is_deep_and_independent) {
     module m;
     auto x = m.add_parameter("x", f32({2}));

@@ -117,14 +117,91 @@ def test_offload_copy_false_survives_save_and_load(tmp_path):
     assert "main:#output_0" in migraphx.load(tmp_path / "p.mxr").get_parameter_names()
 
 
-def test_create_module_and_module_arguments_are_unsupported():
+def if_program(then_body, else_body, lens=(2, 3)):
+    """cond ? then_body(then_module, x, y) : else_body(else_module, x, y), MIGraphX style:
+    the branches use the main module's x and y directly."""
     p = migraphx.program()
-    with pytest.raises(kiln.UnsupportedError, match="create_module"):
-        p.create_module("If_0_if")
+    mm = p.get_main_module()
+    cond = mm.add_parameter("cond", migraphx.shape(type="bool", lens=[1], strides=[0]))
+    x = mm.add_parameter("x", migraphx.shape(lens=list(lens)))
+    y = mm.add_parameter("y", migraphx.shape(lens=list(lens)))
+    then_mod, else_mod = p.create_module("then"), p.create_module("else")
+    then_mod.add_return([then_body(then_mod, x, y)])
+    else_mod.add_return([else_body(else_mod, x, y)])
+    branch = mm.add_instruction(migraphx.op("if"), [cond], [then_mod, else_mod])
+    mm.add_return([mm.add_instruction(migraphx.op("get_tuple_elem", index=0), [branch])])
+    return p
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu"])
+def test_if_branches_use_outer_values_in_any_order(target):
+    p = if_program(
+        lambda m, x, y: m.add_instruction(migraphx.op("sub"), [y, x]),
+        lambda m, x, y: m.add_instruction(migraphx.op("mul"), [x, m.add_instruction(migraphx.op("relu"), [x])]),
+    )
+    p.compile(migraphx.get_target(target))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    y = np.full((2, 3), 10, np.float32)
+    np.testing.assert_array_equal(np.array(p.run({"cond": np.array(True), "x": x, "y": y})[0]), y - x)
+    np.testing.assert_array_equal(np.array(p.run({"cond": np.array([False]), "x": x, "y": y})[0]),
+                                  x * np.maximum(x, 0))
+
+
+def test_if_branch_capturing_a_literal_and_a_computed_value():
+    p = migraphx.program()
+    mm = p.get_main_module()
+    cond = mm.add_parameter("cond", migraphx.shape(type="bool", lens=[1]))
+    x = mm.add_parameter("x", migraphx.shape(lens=[4]))
+    scale = mm.add_literal(np.float32([1, 2, 3, 4]))
+    shifted = mm.add_instruction(migraphx.op("add"), [x, scale])
+    then_mod, else_mod = p.create_module("t"), p.create_module("e")
+    then_mod.add_return([then_mod.add_instruction(migraphx.op("mul"), [shifted, scale])])
+    else_mod.add_return([else_mod.add_instruction(migraphx.op("neg"), [x])])
+    out = mm.add_instruction(migraphx.op("if"), [cond], [then_mod, else_mod])
+    mm.add_return([mm.add_instruction(migraphx.op("get_tuple_elem", index=0), [out])])
+    p.compile(migraphx.get_target("cpu"))
+    xv = np.float32([0.5, -1, 2, 3])
+    np.testing.assert_allclose(np.array(p.run({"cond": np.array([True]), "x": xv})[0]), (xv + [1, 2, 3, 4]) *
+                               np.float32([1, 2, 3, 4]))
+    np.testing.assert_array_equal(np.array(p.run({"cond": np.array([False]), "x": xv})[0]), -xv)
+
+
+def test_nested_if_captures_through_the_middle_module():
+    p = migraphx.program()
+    mm = p.get_main_module()
+    c1 = mm.add_parameter("c1", migraphx.shape(type="bool", lens=[1]))
+    c2 = mm.add_parameter("c2", migraphx.shape(type="bool", lens=[1]))
+    x = mm.add_parameter("x", migraphx.shape(lens=[3]))
+    inner_t, inner_e = p.create_module("inner_t"), p.create_module("inner_e")
+    inner_t.add_return([inner_t.add_instruction(migraphx.op("exp"), [x])])
+    inner_e.add_return([inner_e.add_instruction(migraphx.op("abs"), [x])])
+    outer_t, outer_e = p.create_module("outer_t"), p.create_module("outer_e")
+    inner = outer_t.add_instruction(migraphx.op("if"), [c2], [inner_t, inner_e])
+    outer_t.add_return([outer_t.add_instruction(migraphx.op("get_tuple_elem", index=0), [inner])])
+    outer_e.add_return([outer_e.add_instruction(migraphx.op("neg"), [x])])
+    out = mm.add_instruction(migraphx.op("if"), [c1], [outer_t, outer_e])
+    mm.add_return([mm.add_instruction(migraphx.op("get_tuple_elem", index=0), [out])])
+    p.compile(migraphx.get_target("ref"))
+    xv = np.float32([-1, 0, 2])
+    for a, b, expected in [(True, True, np.exp(xv)), (True, False, np.abs(xv)), (False, True, -xv)]:
+        got = np.array(p.run({"c1": np.array([a]), "c2": np.array([b]), "x": xv})[0])
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_outer_values_in_different_orders_per_branch_are_refused():
+    def both(m, first, second):
+        return m.add_instruction(migraphx.op("sub"), [first, second])
+
+    with pytest.raises(kiln.UnsupportedError, match="different orders"):
+        if_program(lambda m, x, y: both(m, x, y), lambda m, x, y: both(m, y, x))
+
+
+def test_module_arguments_must_be_modules():
+    p = migraphx.program()
     mm = p.get_main_module()
     x = mm.add_parameter("x", migraphx.shape(lens=[2]))
-    with pytest.raises(kiln.UnsupportedError, match="module arguments"):
-        mm.add_instruction(migraphx.op("relu"), [x], [mm])
+    with pytest.raises(kiln.KilnTypeError, match="migraphx modules"):
+        mm.add_instruction(migraphx.op("if"), [x], ["then"])
 
 
 def test_kiln_extras_pass_through():

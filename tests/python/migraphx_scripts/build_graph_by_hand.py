@@ -1,6 +1,6 @@
 """MIGraphX-style graph construction: parameters, literals and operators
-added to the main module by hand, compiled for "ref" and "cpu", checked
-against numpy.
+added to the main module by hand (and an if with branch modules), compiled
+for "ref" and "cpu", checked against numpy.
 
 Written against the MIGraphX Python API; only the import line names Kiln.
 """
@@ -57,6 +57,25 @@ def dense_program():
     return p
 
 
+def if_then_else_program():
+    # The branches read the main module's x and y directly, as MIGraphX allows.
+    param_shape = migraphx.shape(lens=[3, 3], type="float")
+    cond_shape = migraphx.shape(type="bool", lens=[1], strides=[0])
+    p = migraphx.program()
+    mm = p.get_main_module()
+    cond = mm.add_parameter("cond", cond_shape)
+    x = mm.add_parameter("x", param_shape)
+    y = mm.add_parameter("y", param_shape)
+    then_mod = p.create_module("If_0_if")
+    then_mod.add_return([then_mod.add_instruction(migraphx.op("identity"), [x])])
+    else_mod = p.create_module("If_0_else")
+    else_mod.add_return([else_mod.add_instruction(migraphx.op("identity"), [y])])
+    if_ins = mm.add_instruction(migraphx.op("if"), [cond], [then_mod, else_mod])
+    ret = mm.add_instruction(migraphx.op("get_tuple_elem", **{"index": 0}), [if_ins])
+    mm.add_return([ret])
+    return p
+
+
 def main():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
@@ -80,6 +99,14 @@ def main():
         assert half.get_shape().type() == migraphx.shape.type_t.half_type
         np.testing.assert_allclose(np.array(half).astype(np.float32), soft, rtol=2e-3, atol=1e-3)
         np.testing.assert_allclose(np.array(mean), shifted.mean(axis=1, keepdims=True), rtol=1e-5)
+
+    params = {"x": np.arange(9).reshape(3, 3).astype(np.float32)}
+    params["y"] = 2 * params["x"]
+    for cond, expected in [(1, params["x"]), (0, params["y"])]:
+        p = if_then_else_program()
+        p.compile(migraphx.get_target("ref"))
+        params["cond"] = np.array([cond]).reshape(()).astype(bool)
+        assert np.array_equal(p.run(params)[-1], expected)
 
     # Literal-only program, as in MIGraphX's numpy test: tolist() is flat.
     p = migraphx.program()

@@ -17,8 +17,11 @@ graph building, parse_onnx keyword options, save/load with a format
 argument, quantize_*). Where Kiln differs, it says so with a Kiln error:
 
 - targets are "cpu" and "ref"; "gpu" raises kiln.UnsupportedError naming them;
-- parse_tf, dynamic (non-fixed) dimensions, hand-built control flow and fp8
-  raise kiln.UnsupportedError;
+- parse_tf, dynamic (non-fixed) dimensions and fp8 raise
+  kiln.UnsupportedError;
+- hand-built control flow (program.create_module, add_instruction with
+  mod_args for ``if``; ``loop`` with Kiln's attributes) works; outer values a
+  branch uses become its parameters, passed as the ``if``'s trailing inputs;
 - save/load write Kiln's .kiln format whatever the format argument says;
 - fast_math / exhaustive_tune are accepted and change nothing;
 - the *_gpu memory helpers work on host memory (Kiln's targets are host-only).

@@ -23,12 +23,20 @@ def get_target(name):
     return kiln.get_target(name)
 
 
-def _kiln_params(params):
+def _kiln_params(params, parameter_shapes):
     if not isinstance(params, dict):
         raise kiln.KilnTypeError(
             f"run: expected a dict mapping parameter names to arguments, got {type(params).__name__}"
         )
-    return params
+    out = dict(params)
+    # MIGraphX's scalar shape is lens {1} (stride 0) and takes a 0-d buffer
+    # too; Kiln matches lens exactly, so one-element values get the lens.
+    for name, value in params.items():
+        s = parameter_shapes.get(name)
+        if s is not None and s.elements() == 1 and hasattr(value, "shape") and not isinstance(value, kiln.argument):
+            if tuple(value.shape) != tuple(s.lens) and np.size(value) == 1:
+                out[name] = np.asarray(value).reshape(s.lens)
+    return out
 
 
 def _output_parameter_name(index):
@@ -55,11 +63,13 @@ class program:
 
     def __init__(self):
         self._kiln = kiln.program()
+        self._captures = {}  # module name -> outer values its instructions use (see _module.py)
 
     @classmethod
     def from_kiln(cls, kiln_program):
         p = cls.__new__(cls)
         p._kiln = kiln_program
+        p._captures = {}
         return p
 
     def to_kiln(self):
@@ -69,10 +79,9 @@ class program:
         return module(self._kiln.get_main_module(), self)
 
     def create_module(self, name):
-        raise unsupported(
-            f"create_module('{name}'): programs built by hand have one module in Kiln; control flow "
-            "(If, Loop) comes from ONNX import"
-        )
+        """A new empty module, for the branches of an ``if`` or the body of a
+        ``loop`` (given as add_instruction's mod_args)."""
+        return module(self._kiln.create_module(name), self)
 
     def compile(self, t, offload_copy=True, fast_math=True, exhaustive_tune=False):
         """Optimizes the program for target `t` and builds its executable.
@@ -98,7 +107,7 @@ class program:
         named "main:#output_<i>" as in MIGraphX: run writes each output into
         the buffer given under that name and returns those buffers.
         """
-        params = _kiln_params(params)
+        params = _kiln_params(params, self._kiln.get_parameter_shapes())
         names = self._output_parameter_names()
         buffers = {n: params[n] for n in names if n in params}
         inputs = {k: v for k, v in params.items() if k not in buffers} if buffers else params
