@@ -99,6 +99,21 @@ class CompiledModule(torch.nn.Module):
         self.target = target
         self.precision = precision
         self.verification = None
+        self._set_fast_paths()
+
+    def _set_fast_paths(self):
+        # Most models take tensors positionally and return a tensor or a flat
+        # tuple: those calls skip pytree flattening, which costs more than a
+        # small Kiln run.
+        count = len(self.input_specs)
+        self._positional = self.in_spec == pytree.tree_structure((tuple(range(count)), {}))
+        outputs = self.out_spec.num_leaves
+        if self.out_spec == pytree.tree_structure(0):
+            self._output_form = "tensor"
+        elif self.out_spec == pytree.tree_structure(tuple(range(outputs))):
+            self._output_form = "tuple"
+        else:
+            self._output_form = "tree"
 
     @property
     def fallback_ops(self):
@@ -110,6 +125,13 @@ class CompiledModule(torch.nn.Module):
         return self.report.subgraphs
 
     def _flat_inputs(self, args, kwargs):
+        if self._positional and not kwargs and len(args) == len(self.input_specs):
+            for s, value in zip(self.input_specs, args):
+                if not isinstance(value, torch.Tensor):
+                    break
+                s.check(value)
+            else:
+                return args
         flat, spec = pytree.tree_flatten((args, kwargs))
         names = ", ".join(s.name for s in self.input_specs)
         if len(flat) != len(self.input_specs):
@@ -126,7 +148,12 @@ class CompiledModule(torch.nn.Module):
         return flat
 
     def forward(self, *args, **kwargs):
-        outputs = self.lowered(*self._flat_inputs(args, kwargs))
+        # forward directly: GraphModule.__call__ only adds error rewriting.
+        outputs = self.lowered.forward(*self._flat_inputs(args, kwargs))
+        if self._output_form == "tuple":
+            return tuple(outputs)
+        if self._output_form == "tensor":
+            return outputs[0]
         return pytree.tree_unflatten(list(outputs), self.out_spec)
 
     def extra_repr(self):
@@ -143,3 +170,4 @@ class CompiledModule(torch.nn.Module):
         state["in_spec"] = pytree.treespec_loads(state["in_spec"])
         state["out_spec"] = pytree.treespec_loads(state["out_spec"])
         self.__dict__.update(state)
+        self._set_fast_paths()
