@@ -226,6 +226,24 @@ def test_non_tensor_inputs_are_specialized_and_checked():
         c(x, 5, {"shift": torch.ones(3)})
 
 
+def test_constants_buffers_and_plain_tensor_attributes():
+    class Constants(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("persistent", torch.arange(4.0))
+            self.register_buffer("scratch", torch.full((4,), 2.0), persistent=False)
+            self.table = torch.tensor([1.0, -1.0, 0.5, 3.0])  # neither parameter nor buffer
+
+        def forward(self, x):
+            return x * self.persistent + self.scratch - self.table + torch.tensor([0.0, 1.0, 2.0, 3.0])
+
+    model = Constants()
+    x = torch.randn(2, 4)
+    c = kiln.torch.compile(model, (x,))
+    assert c.num_subgraphs == 1 and not c.fallback_ops
+    torch.testing.assert_close(c(x), model(x))
+
+
 def test_same_tensor_passed_twice_is_not_merged():
     class Add(nn.Module):
         def forward(self, a, b):
