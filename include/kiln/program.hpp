@@ -25,6 +25,9 @@ public:
     module* get_module(const std::string& name);
     const module* get_module(const std::string& name) const;
     std::vector<const module*> get_modules() const;
+    // Removes modules (never main) that no other module takes as an
+    // argument, such as the leftovers of an import that changed course.
+    void remove_modules(const std::vector<const module*>& modules);
 
     // Optimizes the main module with the target's passes and lowers it.
     void compile(const target& t, const compile_options& options = {});

@@ -1,5 +1,6 @@
 #include "kiln/program.hpp"
 
+#include <algorithm>
 #include <ostream>
 #include <sstream>
 #include <unordered_map>
@@ -46,6 +47,20 @@ std::vector<const module*> program::get_modules() const {
     std::vector<const module*> out;
     for (const auto& m : modules_) out.push_back(m.get());
     return out;
+}
+
+void program::remove_modules(const std::vector<const module*>& modules) {
+    auto doomed = [&](const module* m) { return std::find(modules.begin(), modules.end(), m) != modules.end(); };
+    for (const module* m : modules)
+        if (m == get_main_module()) fail("remove_modules: the main module cannot be removed");
+    for (const auto& m : modules_) {
+        if (doomed(m.get())) continue;
+        for (const auto& ins : *m)
+            for (const module* sub : ins.module_inputs())
+                if (doomed(sub))
+                    fail("remove_modules: module '" + sub->name() + "' is still used by module '" + m->name() + "'");
+    }
+    std::erase_if(modules_, [&](const std::unique_ptr<module>& m) { return doomed(m.get()); });
 }
 
 void program::compile(const target& t, const compile_options& options) {

@@ -165,8 +165,9 @@ const onnx::GraphProto& node_context::get_graph(const std::string& name) const {
     return attr->g();
 }
 
-std::vector<instruction_ref> node_context::parse_inline(const onnx::GraphProto& graph) const {
-    return parser_.parse_inline(graph);
+std::vector<instruction_ref> node_context::parse_inline(const onnx::GraphProto& graph,
+                                                        const std::vector<instruction_ref>& inputs) const {
+    return parser_.parse_inline(graph, inputs);
 }
 
 node_context::subgraphs node_context::parse_subgraphs(const std::vector<std::string>& attributes,

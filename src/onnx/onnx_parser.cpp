@@ -243,11 +243,14 @@ std::string subgraph_where(const onnx::GraphProto& graph) {
 }
 }  // namespace
 
-std::vector<instruction_ref> onnx_parser::parse_inline(const onnx::GraphProto& graph) {
-    if (graph.input_size() != 0)
-        fail(error_kind::invalid_argument,
-             "an inlined branch takes no inputs, but the graph declares " + std::to_string(graph.input_size()));
+std::vector<instruction_ref> onnx_parser::parse_inline(const onnx::GraphProto& graph,
+                                                       const std::vector<instruction_ref>& inputs) {
+    if (static_cast<std::size_t>(graph.input_size()) != inputs.size())
+        fail(error_kind::invalid_argument, subgraph_where(graph) + "the graph declares " +
+                                               std::to_string(graph.input_size()) + " inputs, expected " +
+                                               std::to_string(inputs.size()));
     graph_scope inner{scope_->mod, {}, scope_};
+    for (std::size_t k = 0; k < inputs.size(); ++k) inner.values[graph.input(static_cast<int>(k)).name()] = inputs[k];
     scope_guard guard(scope_, inner);
     read_value_infos(graph);
     add_initializers(graph);
@@ -264,6 +267,22 @@ std::string onnx_parser::unique_module_name(const std::string& base) const {
 node_context::subgraphs onnx_parser::parse_subgraphs(const std::vector<const onnx::GraphProto*>& graphs,
                                                      const std::vector<std::string>& module_names,
                                                      const std::vector<node_context::formal_inputs_fn>& formal_inputs) {
+    // On failure no half-built module stays behind: the caller may recover
+    // (a Loop unrolls instead) and the program must still verify.
+    const std::size_t before = prog_.get_modules().size();
+    try {
+        return parse_subgraphs_into_modules(graphs, module_names, formal_inputs);
+    } catch (...) {
+        auto modules = prog_.get_modules();
+        prog_.remove_modules(
+            std::vector<const module*>(modules.begin() + static_cast<std::ptrdiff_t>(before), modules.end()));
+        throw;
+    }
+}
+
+node_context::subgraphs onnx_parser::parse_subgraphs_into_modules(
+    const std::vector<const onnx::GraphProto*>& graphs, const std::vector<std::string>& module_names,
+    const std::vector<node_context::formal_inputs_fn>& formal_inputs) {
     // Outer values the graphs use: one capture list shared by all of them.
     std::vector<std::string> names;
     for (const auto* g : graphs)

@@ -69,9 +69,11 @@ public:
     // Control flow. A required GRAPH attribute (If's branches, Loop's body).
     const onnx::GraphProto& get_graph(const std::string& name) const;
     // Parses `graph` into the current module as if its nodes stood in place
-    // of this node (a branch of an If whose condition is constant) and
+    // of this node (a branch of an If whose condition is constant, an
+    // iteration of an unrolled Loop) with its inputs bound to `inputs`, and
     // returns its outputs.
-    std::vector<instruction_ref> parse_inline(const onnx::GraphProto& graph) const;
+    std::vector<instruction_ref> parse_inline(const onnx::GraphProto& graph,
+                                              const std::vector<instruction_ref>& inputs = {}) const;
     // Parses each graph into a new module named after this node and the
     // graph's attribute. `formal_inputs[i]` adds the leading parameters (and
     // any instructions computed from them) bound to graph i's inputs in
@@ -138,7 +140,8 @@ public:
     const onnx::ValueInfoProto* find_value_info(const std::string& name) const;
 
     // See node_context::parse_inline and parse_subgraphs.
-    std::vector<instruction_ref> parse_inline(const onnx::GraphProto& graph);
+    std::vector<instruction_ref> parse_inline(const onnx::GraphProto& graph,
+                                              const std::vector<instruction_ref>& inputs);
     node_context::subgraphs parse_subgraphs(const std::vector<const onnx::GraphProto*>& graphs,
                                             const std::vector<std::string>& module_names,
                                             const std::vector<node_context::formal_inputs_fn>& formal_inputs);
@@ -156,6 +159,9 @@ private:
     // The value called `name` in the current scope or those it inlines into, or nullopt.
     std::optional<instruction_ref> lookup(const std::string& name) const;
     std::string unique_module_name(const std::string& base) const;
+    node_context::subgraphs parse_subgraphs_into_modules(
+        const std::vector<const onnx::GraphProto*>& graphs, const std::vector<std::string>& module_names,
+        const std::vector<node_context::formal_inputs_fn>& formal_inputs);
 
     onnx_options options_;
     std::filesystem::path model_dir_;

@@ -46,6 +46,44 @@ args_t parse_if(const node_context& ctx, const args_t& args) {
     return ctx.tuple_elements(result, result->get_shape().sub_shapes().size());
 }
 
+// Unrolling copies the body once per iteration; longer loops stay loops.
+constexpr std::int64_t max_unrolled_iterations = 256;
+
+// The Loop's iterations inlined one after another, with the iteration number
+// and the condition as constants; the condition each iteration computes must
+// fold to a constant too.
+args_t unroll_loop(const node_context& ctx, const onnx::GraphProto& body, const args_t& args, std::int64_t trip_count,
+                   bool condition, std::size_t scan_outputs) {
+    args_t state(args.begin() + 2, args.end());
+    std::vector<args_t> rows(scan_outputs);
+    std::int64_t i = 0;
+    for (; i < trip_count && condition; ++i) {
+        args_t inputs{ctx.add_scalar(dtype::int64_type, static_cast<double>(i)),
+                      ctx.add_literal(literal(shape{dtype::bool_type}, std::vector<int>{1}))};
+        inputs.insert(inputs.end(), state.begin(), state.end());
+        auto outs = ctx.parse_inline(body, inputs);
+        if (outs.size() != 1 + state.size() + scan_outputs)
+            ctx.fail(error_kind::invalid_argument, "the body returned " + std::to_string(outs.size()) + " values");
+        auto next = constant_flag(ctx, outs[0], "the body's condition output");
+        if (!next)
+            ctx.fail(error_kind::not_implemented,
+                     "the body needs its iteration number at import time, so the Loop is unrolled, but the condition "
+                     "it computes in iteration " +
+                         std::to_string(i) + " is a run-time value");
+        condition = *next;
+        std::copy(outs.begin() + 1, outs.begin() + 1 + static_cast<std::ptrdiff_t>(state.size()), state.begin());
+        for (std::size_t k = 0; k < scan_outputs; ++k)
+            rows[k].push_back(ctx.add("unsqueeze", {outs[1 + state.size() + k]},
+                                      value_map{{"axes", int_list(std::vector<std::int64_t>{0})}}));
+    }
+    if (scan_outputs > 0 && i == 0)
+        ctx.fail(error_kind::not_implemented,
+                 "the unrolled Loop runs no iteration, so the shapes of its scan outputs are unknown");
+    args_t results = state;
+    for (auto& r : rows) results.push_back(r.size() == 1 ? r[0] : ctx.add("concat", r, value_map{{"axis", 0}}));
+    return results;
+}
+
 // Loop(M, cond, v_initial...) with body (iteration_num, condition, v...) ->
 // (condition, v..., scan_outputs...). Scan outputs have one row per
 // iteration, so with them the trip count must be known at import (and a
@@ -81,17 +119,18 @@ args_t parse_loop(const node_context& ctx, const args_t& args) {
     }
     instruction_ref trip_count;
     std::int64_t iterations = 0;
+    std::optional<std::int64_t> constant_trip_count;
     if (ctx.has_input(args, 0)) {
         const shape& s = args[0]->get_shape();
         if (s.type() != dtype::int64_type || s.elements() != 1)
             ctx.fail(error_kind::type_error, "the trip count M must be one int64 value, got " + to_string(s));
         trip_count = args[0];
+        if (auto m = ctx.constant(args[0])) constant_trip_count = m->to_vector<std::int64_t>()[0];
         if (scan_outputs > 0) {
-            auto m = ctx.constant(args[0]);
-            if (!m)
+            if (!constant_trip_count)
                 ctx.fail_not_constant(args[0], "the trip count M",
                                       "the Loop has scan outputs, whose length is the number of iterations");
-            iterations = std::max<std::int64_t>(0, m->to_vector<std::int64_t>()[0]);
+            iterations = std::max<std::int64_t>(0, *constant_trip_count);
         }
     } else {
         if (scan_outputs > 0)
@@ -112,7 +151,21 @@ args_t parse_loop(const node_context& ctx, const args_t& args) {
             params.push_back(m.add_parameter("carried_" + std::to_string(i), carried_shapes[i]));
         return params;
     };
-    auto sub = ctx.parse_subgraphs({"body"}, {formal_inputs});
+    node_context::subgraphs sub;
+    try {
+        sub = ctx.parse_subgraphs({"body"}, {formal_inputs});
+    } catch (const error& e) {
+        // A body that needs the iteration number (or a value computed from
+        // it) at import time, such as a Slice at the iteration, cannot run
+        // as a module, where the iteration is a run-time value. A short loop
+        // whose trip count and condition are known is unrolled instead.
+        const bool needs_constant = e.kind() == error_kind::not_implemented &&
+                                    std::string(e.what()).find("known at import time") != std::string::npos;
+        if (!needs_constant || !constant_trip_count || !initial_condition ||
+            *constant_trip_count > max_unrolled_iterations)
+            throw;
+        return unroll_loop(ctx, body, args, *constant_trip_count, *initial_condition, scan_outputs);
+    }
     args_t inputs{trip_count, condition};
     inputs.insert(inputs.end(), args.begin() + 2, args.end());
     inputs.insert(inputs.end(), sub.captured.begin(), sub.captured.end());

@@ -34,7 +34,12 @@ parse_function plain_reduce(std::string op, std::int64_t axes_input_opset) {
     return [op, axes_input_opset](const node_context& ctx, const args_t& args) -> args_t {
         auto axes = reduce_axes(ctx, args, axes_input_opset);
         if (!axes) return {args[0]};
-        return {reduce(ctx, op, args[0], *axes)};
+        // ReduceMax / ReduceMin of bool (opset 20) are any / all: max / min of
+        // 0 and 1, and the empty set gives false / true as uint8's 0 / 255 do.
+        bool as_bytes = args[0]->get_shape().type() == dtype::bool_type && (op == "reduce_max" || op == "reduce_min");
+        if (!as_bytes) return {reduce(ctx, op, args[0], *axes)};
+        auto bytes = ctx.add("convert", {args[0]}, value_map{{"target_type", "uint8_type"}});
+        return {ctx.add("convert", {reduce(ctx, op, bytes, *axes)}, value_map{{"target_type", "bool_type"}})};
     };
 }
 

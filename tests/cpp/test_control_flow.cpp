@@ -321,3 +321,15 @@ TEST(control_flow, copies_of_programs_own_their_modules) {
     auto got = copy.eval(if_inputs(false, {1, -2, 3}));
     for (std::size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(values_equal(got[i], expected[i]));
 }
+
+TEST(control_flow, remove_modules_refuses_main_and_modules_in_use) {
+    program p = if_program();
+    expect_error_containing([&] { p.remove_modules({p.get_module("then")}); }, "still used by module 'main'");
+    expect_error_containing([&] { p.remove_modules({p.get_main_module()}); }, "main module cannot be removed");
+    module* spare = p.create_module("spare");
+    spare->add_return({spare->add_literal(literal(vec3, std::vector<float>{1, 2, 3}))});
+    p.remove_modules({spare});
+    EXPECT_EQ(p.get_module("spare"), nullptr);
+    EXPECT_EQ(p.get_modules().size(), 3u);
+    EXPECT_NO_THROW(verify_program(p));
+}

@@ -18,8 +18,7 @@ NODE_CASE_PATTERN = re.compile(
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("case", onnx_node_cases(NODE_CASE_PATTERN, failures={
-    "test_loop11": "the body slices at the iteration number, a run-time value in a loop op"}))
+@pytest.mark.parametrize("case", onnx_node_cases(NODE_CASE_PATTERN))
 def test_onnx_node_case(case, target):
     check_node_case(case, target, sixteen_bit_rtol=2.0**-9)
 
@@ -236,6 +235,40 @@ def test_loop_errors_name_the_node():
     model = make_model([node], [info("M", TensorProto.INT64, []), info("acc0", FLOAT, [2])], [info("a"), info("b")])
     with pytest.raises(kiln.KilnError, match=r"ONNX node Loop 'arity': the body takes 3 inputs, expected 2 \+ 2"):
         kiln_program(model)
+
+
+def slicing_loop(trip_count=3, scan=True):
+    """The body slices x at the iteration number, which must be known at import: the Loop is unrolled."""
+    nodes = [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+             helper.make_node("Unsqueeze", ["i", "zero"], ["start"]),
+             helper.make_node("Add", ["start", "one"], ["end"]),
+             helper.make_node("Slice", ["x", "start", "end"], ["row"]),
+             helper.make_node("Add", ["acc_in", "row"], ["acc_out"]),
+             helper.make_node("Mul", ["acc_out", "row"], ["trace"])]
+    body = loop_body(nodes if scan else nodes[:-1], ["acc"], ["trace"] if scan else [])
+    node = helper.make_node("Loop", ["M", "", "acc0"], ["acc", "trace"] if scan else ["acc"], name="rows", body=body)
+    inits = [helper.make_tensor("zero", TensorProto.INT64, [1], [0]), helper.make_tensor("one", TensorProto.INT64, [1], [1])]
+    if trip_count is not None:
+        inits.append(helper.make_tensor("M", TensorProto.INT64, [], [trip_count]))
+    inputs = [info("x", FLOAT, [4, 2]), info("acc0", FLOAT, [1, 2])]
+    if trip_count is None:
+        inputs.append(info("M", TensorProto.INT64, []))
+    return make_model([node], inputs, [info("acc"), info("trace")] if scan else [info("acc")], inits)
+
+
+def test_loop_needing_its_iteration_number_at_import_is_unrolled():
+    model = slicing_loop()
+    feeds = {"x": RNG.standard_normal((4, 2)).astype(np.float32), "acc0": RNG.standard_normal((1, 2)).astype(np.float32)}
+    check_against_onnxruntime(model, feeds)
+    text = str(kiln_program(model))
+    # No loop, and no module left over from the attempt to build one.
+    assert "loop[" not in text and text.count("module:") == 1, text
+
+
+def test_loop_that_cannot_be_unrolled_names_what_is_missing():
+    with pytest.raises(kiln.UnsupportedError, match=r"ONNX node Loop 'rows':.*ONNX node Slice #3: the starts input "
+                                                    r"must be a constant known at import time"):
+        kiln_program(slicing_loop(trip_count=None, scan=False))
 
 
 def test_backend_compiles_a_run_time_trip_count_per_value():

@@ -196,11 +196,25 @@ def test_clear_errors_for_non_constant_scales_and_bad_groups():
         kiln.parse_onnx_buffer(model.SerializeToString())
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("op,numpy_op", [("ReduceMax", np.any), ("ReduceMin", np.all)])
+@pytest.mark.parametrize("shape,axes,keepdims", [((3, 4), [1], 1), ((2, 3, 4), [0, 2], 0), ((2, 0, 3), [1], 1)])
+def test_bool_reduce_max_min_are_any_all(op, numpy_op, shape, axes, keepdims, target):
+    x = np.random.default_rng(4).random(shape) < 0.4
+    node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims)
+    model = make_model(node, {"x": x}, opset=20, initializers=[("axes", np.array(axes, np.int64))])
+    (got,) = run_kiln(model, {"x": x}, target)
+    expected = numpy_op(x, axis=tuple(axes), keepdims=bool(keepdims))
+    assert got.dtype == np.bool_ and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
 # The onnx package's node cases for the ops these parsers add.
 NODE_CASE_PATTERN = re.compile(
     r"test_(layer_normalization|instancenorm|group_normalization|mvn|lpnormalization|lrn|tan|asin|acos|atan|sinh|"
     r"cosh|asinh|acosh|atanh|isnan|isinf|mish|celu|shrink|softplus|softsign|bitshift|bitwise|castlike|hardmax|"
-    r"depthtospace|spacetodepth|lppool|globallppool|convtranspose|resize|upsample)")
+    r"depthtospace|spacetodepth|lppool|globallppool|convtranspose|resize|upsample|"
+    r"reduce_(max|min)_(bool|empty_set_bool))")
 
 
 @pytest.mark.parametrize("target", TARGETS)
