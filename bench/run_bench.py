@@ -23,6 +23,7 @@ import datetime
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import threading
@@ -345,6 +346,11 @@ def measure_sgemm(args, progress):
     return result
 
 
+def _exit_on_sigterm(signum, frame):
+    # Unwinds through run_case's cleanup, which kills the worker (it has a session of its own).
+    raise SystemExit(128 + signum)
+
+
 def main(argv=None):
     args = parse_args(argv)
     args.build_dir = args.build_dir.resolve()
@@ -352,6 +358,7 @@ def main(argv=None):
         doc = json.loads(args.report_only.read_text())
         print(write_report(doc, args.out or args.report_only.parent, json_too=False))
         return 0
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     progress = Progress(args.quiet)
     out_dir = args.out or (HERE / "results" if is_full_run(args) else args.build_dir / "bench" / "results")
     started = time.perf_counter()
