@@ -332,3 +332,14 @@ def test_migraphx_backend_verbose_and_save_mxr(tmp_path, monkeypatch, capsys):
     assert "Kiln subgraph(s)" in capsys.readouterr().out
     saved = sorted(tmp_path.glob("graph*_kiln_subgraph_*.mxr"))
     assert saved and migraphx.load(saved[0]).is_compiled()
+
+
+def test_dtype_tables_round_trip_and_name_unknown_types():
+    utils = torch_migraphx.fx.utils
+    for dtype, name in utils.TYPE_MAP.items():
+        assert utils.torch_dtype_from_mgx(utils.torch_dtype_to_mgx(dtype)) is dtype
+        assert migraphx.shape(type=name, lens=[1]).type_string() == name  # every name is a Kiln type
+    with pytest.raises(kiln.KilnTypeError, match="complex64"):
+        utils.torch_dtype_to_mgx(torch.complex64)
+    with pytest.raises(kiln.KilnTypeError, match="fp8"):
+        utils.torch_dtype_from_mgx("fp8e4m3fnuz_type")

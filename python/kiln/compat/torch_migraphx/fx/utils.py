@@ -4,6 +4,8 @@ from enum import Enum
 
 import torch
 
+import kiln
+
 
 class LowerPrecision(Enum):
     FP32 = "fp32"
@@ -23,13 +25,20 @@ TYPE_MAP = {
     torch.int16: "int16_type",
     torch.int32: "int32_type",
     torch.int64: "int64_type",
+    torch.uint16: "uint16_type",
+    torch.uint32: "uint32_type",
+    torch.uint64: "uint64_type",
 }
 INV_TYPE_MAP = {v: k for k, v in TYPE_MAP.items()}
 
 
 def torch_dtype_to_mgx(dtype):
+    if dtype not in TYPE_MAP:
+        raise kiln.KilnTypeError(f"torch dtype {dtype} has no MIGraphX type")
     return TYPE_MAP[dtype]
 
 
 def torch_dtype_from_mgx(type_string):
+    if type_string not in INV_TYPE_MAP:
+        raise kiln.KilnTypeError(f"MIGraphX type {type_string!r} has no torch dtype")
     return INV_TYPE_MAP[type_string]
