@@ -16,7 +16,7 @@ using kiln::driver::run_settings;
 constexpr int error_status = 2;
 
 void add_run_options(CLI::App& cmd, run_settings& s) {
-    cmd.add_option("FILE", s.model, "Model file (.kiln)")->required();
+    cmd.add_option("FILE", s.model, "Model file (.kiln or .onnx)")->required();
     cmd.add_option("--target", s.target, "Target to run on: ref or cpu (default: the file's, else cpu)");
     cmd.add_option("--input", s.inputs, "Input as name=path.npy (repeatable); others get random data");
     cmd.add_option("--seed", s.seed, "Seed for random inputs")->capture_default_str();
@@ -41,11 +41,11 @@ int main(int argc, char** argv) {
     double rtol = 1e-4, atol = 1e-5;
 
     auto* read = app.add_subcommand("read", "Print a model's IR");
-    read->add_option("FILE", model, "Model file (.kiln)")->required();
+    read->add_option("FILE", model, "Model file (.kiln or .onnx)")->required();
     read->callback([&] { action = [&] { return kiln::driver::read_command(model); }; });
 
     auto* compile = app.add_subcommand("compile", "Compile a model for a target and save it as .kiln");
-    compile->add_option("FILE", model, "Model file (.kiln)")->required();
+    compile->add_option("FILE", model, "Model file (.kiln or .onnx)")->required();
     compile->add_option("-o,--output", output, "Compiled .kiln file to write")->required();
     compile->add_option("--target", target, "Target: ref or cpu")->capture_default_str();
     compile->callback([&] { action = [&] { return kiln::driver::compile_command(model, output, target); }; });
@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
     perf->callback([&] { action = [&] { return kiln::driver::perf_command(settings, batch, runs); }; });
 
     auto* params = app.add_subcommand("params", "List a model's inputs and outputs with their shapes");
-    params->add_option("FILE", model, "Model file (.kiln)")->required();
+    params->add_option("FILE", model, "Model file (.kiln or .onnx)")->required();
     params->callback([&] { action = [&] { return kiln::driver::params_command(model); }; });
 
     auto* ops = app.add_subcommand("ops", "List the operators Kiln knows");
