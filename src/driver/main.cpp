@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "driver/commands.hpp"
+#include "driver/openmp_wait_policy.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/version.hpp"
 
@@ -30,6 +31,7 @@ int report(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    kiln::driver::reexec_with_passive_openmp_wait(argv);
     CLI::App app{"Kiln: compile and run ML inference graphs"};
     app.name("kiln");
     app.set_version_flag("--version", kiln::version);

@@ -1,0 +1,53 @@
+"""Kiln's OpenMP runtime waits passively unless the user chose a policy.
+
+libgomp prints the settings it loaded with when OMP_DISPLAY_ENV=verbose; its
+default spin count is 300000, passive waiting is a spin count of 0. Checked in
+fresh processes, since a policy is read once, when the runtime loads.
+"""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CLI = os.environ.get("KILN_CLI", str(REPO / "build" / "kiln"))
+
+
+def loaded_spin_counts(command, **env_overrides):
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env.update(OMP_DISPLAY_ENV="verbose", **env_overrides)
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout, re.findall(r"GOMP_SPINCOUNT = '(\d+)'", result.stderr)
+
+
+IMPORT_KILN = [sys.executable, "-c", "import os, kiln; print(os.environ.get('OMP_WAIT_POLICY'))"]
+
+
+def test_python_package_loads_openmp_passive_and_leaves_the_environment_alone():
+    stdout, spins = loaded_spin_counts(IMPORT_KILN)
+    assert spins == ["0"]
+    assert stdout.strip() == "None"  # a PyTorch imported later keeps its own default
+
+
+@pytest.mark.parametrize("variable,value,expected", [("GOMP_SPINCOUNT", "1234", "1234"),
+                                                     ("OMP_WAIT_POLICY", "ACTIVE", None)])
+def test_users_choice_wins(variable, value, expected):
+    _, spins = loaded_spin_counts(IMPORT_KILN, **{variable: value})
+    assert len(spins) == 1 and spins[0] != "0"
+    if expected:
+        assert spins == [expected]
+
+
+def test_cli_runs_with_openmp_passive():
+    _, spins = loaded_spin_counts([CLI, "--version"])
+    assert spins[-1] == "0"  # the process that runs the command
+
+
+def test_cli_keeps_the_users_choice():
+    stdout, spins = loaded_spin_counts([CLI, "--version"], GOMP_SPINCOUNT="777")
+    assert spins == ["777"] and stdout.strip()
