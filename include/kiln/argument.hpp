@@ -110,6 +110,9 @@ public:
     // Copies `values` converted to the dtype of `s`.
     template <class T>
     literal(const shape& s, const std::vector<T>& values);
+    // Builds the constant in place: `fill` writes every byte of a new
+    // standard-strided buffer for `s`, so a large tensor is copied only once.
+    literal(const shape& s, const std::function<void(std::byte*)>& fill);
 
     const shape& get_shape() const { return data_.get_shape(); }
     // A view of the constant. Kernels must not write through it.

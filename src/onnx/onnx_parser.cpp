@@ -1,13 +1,13 @@
 #include "onnx/onnx_parser.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <map>
 #include <set>
 
 #include "kiln/op_registry.hpp"
+#include "onnx/mapped_file.hpp"
 #include "onnx/onnx_tensor.hpp"
 
 namespace kiln::onnx_import {
@@ -385,11 +385,7 @@ program parse_onnx(const std::string& path, const onnx_options& options) {
     // Checked before reading so that a huge file is never loaded.
     if (size > static_cast<std::uintmax_t>(std::numeric_limits<int>::max()))
         fail(error_kind::parse_error, path + ": larger than the 2 GiB protobuf limit; store weights as external data");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail(error_kind::file_not_found, "parse_onnx: cannot open " + path);
-    std::string bytes(static_cast<std::size_t>(size), '\0');
-    in.read(bytes.data(), static_cast<std::streamsize>(size));
-    if (!in) fail(error_kind::parse_error, "parse_onnx: cannot read " + path);
+    onnx_import::mapped_file bytes(path);
     auto dir = std::filesystem::absolute(std::filesystem::path(path)).parent_path();
     return onnx_import::parse_model_bytes(bytes.data(), bytes.size(), options, dir, path);
 }

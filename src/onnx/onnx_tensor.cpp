@@ -83,7 +83,9 @@ std::filesystem::path resolve_external(const onnx::TensorProto& t, const std::st
     return full;
 }
 
-std::string read_external(const onnx::TensorProto& t, std::size_t expected, const std::filesystem::path& model_dir) {
+// Reads the tensor's `expected` bytes of external data into `out`.
+void read_external(const onnx::TensorProto& t, std::size_t expected, const std::filesystem::path& model_dir,
+                   std::byte* out) {
     std::string location;
     std::uint64_t offset = 0;
     std::uint64_t length = expected;
@@ -120,11 +122,9 @@ std::string read_external(const onnx::TensorProto& t, std::size_t expected, cons
                                           std::to_string(file_size) + " bytes, too few for " +
                                           std::to_string(expected) + " bytes at offset " + std::to_string(offset));
     std::ifstream in(path, std::ios::binary);
-    std::string bytes(expected, '\0');
     in.seekg(static_cast<std::streamoff>(offset));
-    in.read(bytes.data(), static_cast<std::streamsize>(expected));
+    in.read(reinterpret_cast<char*>(out), static_cast<std::streamsize>(expected));
     if (!in) fail(error_kind::parse_error, tensor_label(t) + ": cannot read external data from " + path.string());
-    return bytes;
 }
 
 }  // namespace
@@ -204,23 +204,27 @@ literal tensor_to_literal(const onnx::TensorProto& t, const std::filesystem::pat
     std::vector<std::int64_t> dims(t.dims().begin(), t.dims().end());
     shape s = checked_shape(type, dims, label);
     const std::size_t bytes = s.elements() * s.element_size();
-    argument data(s);
-    if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-        std::string raw = read_external(t, bytes, model_dir);
-        std::memcpy(data.data(), raw.data(), bytes);
-    } else if (t.has_raw_data()) {
-        if (t.raw_data().size() != bytes)
+    // Each branch fills the literal's own buffer: weights are copied once.
+    if (t.data_location() == onnx::TensorProto::EXTERNAL)
+        return literal(s, [&](std::byte* out) { read_external(t, bytes, model_dir, out); });
+    if (t.has_raw_data()) {
+        const std::string& raw = t.raw_data();
+        if (raw.size() != bytes)
             fail(error_kind::parse_error, label + " declares shape " + to_string(s.lens()) + " (" +
                                               std::to_string(bytes) + " bytes) but raw_data holds " +
-                                              std::to_string(t.raw_data().size()) + " bytes");
-        // ONNX stores raw data little-endian, as the host does; bools are one byte.
-        std::memcpy(data.data(), t.raw_data().data(), bytes);
-        if (type == dtype::bool_type)
-            for (std::size_t i = 0; i < bytes; ++i) data.data_as<bool>()[i] = t.raw_data()[i] != 0;
-    } else {
-        copy_typed_data(t, type, s.elements(), data.data());
+                                              std::to_string(raw.size()) + " bytes");
+        return literal(s, [&](std::byte* out) {
+            // ONNX stores raw data little-endian, as the host does; bools are
+            // one byte, of which any nonzero value means true.
+            if (type == dtype::bool_type) {
+                bool* flags = reinterpret_cast<bool*>(out);
+                for (std::size_t i = 0; i < bytes; ++i) flags[i] = raw[i] != 0;
+            } else {
+                std::memcpy(out, raw.data(), bytes);
+            }
+        });
     }
-    return literal(data);
+    return literal(s, [&](std::byte* out) { copy_typed_data(t, type, s.elements(), out); });
 }
 
 }  // namespace kiln::onnx_import

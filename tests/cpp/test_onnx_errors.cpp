@@ -64,6 +64,31 @@ TEST_F(onnx_files, reads_a_model_file) {
     EXPECT_EQ(p.get_parameter_names(), std::vector<std::string>{"x"});
 }
 
+TEST_F(onnx_files, large_initializers_in_the_file_and_beside_it_are_read_exactly) {
+    // Several MiB each, beyond the sizes that take small-buffer paths.
+    const std::size_t n = std::size_t{3} << 20;
+    std::vector<float> inside(n), beside(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        inside[i] = static_cast<float>(i % 1000) * 0.5f - 7.0f;
+        beside[i] = static_cast<float>(i % 777) * -0.25f;
+    }
+    write("model/beside.bin", test::raw_bytes<float>(beside));
+    onnx_model_builder b;
+    b.output("a").output("b");
+    b.initializer("a", float_type, {static_cast<std::int64_t>(n)}).set_raw_data(test::raw_bytes<float>(inside));
+    auto& w = b.initializer("b", float_type, {static_cast<std::int64_t>(n)});
+    w.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* entry = w.add_external_data();
+    entry->set_key("location");
+    entry->set_value("beside.bin");
+    program p = parse_onnx(write("model/big.onnx", b.bytes()));
+    auto ret = p.get_main_module()->get_return();
+    ASSERT_EQ(ret->inputs().size(), 2u);
+    ASSERT_TRUE(ret->inputs()[0]->is_literal() && ret->inputs()[1]->is_literal()) << p;
+    EXPECT_EQ(ret->inputs()[0]->get_literal().to_vector<float>(), inside);
+    EXPECT_EQ(ret->inputs()[1]->get_literal().to_vector<float>(), beside);
+}
+
 TEST_F(onnx_files, missing_file_is_file_not_found) {
     auto e = error_from([&] { parse_onnx((dir_ / "nope.onnx").string()); });
     EXPECT_EQ(e.kind(), error_kind::file_not_found);

@@ -1,0 +1,64 @@
+#include "onnx/mapped_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "kiln/errors.hpp"
+
+namespace kiln::onnx_import {
+
+namespace {
+// Closes the descriptor on every path out of the constructor.
+struct fd_closer {
+    int fd;
+    ~fd_closer() { ::close(fd); }
+};
+
+// Reads all `size` bytes of `fd` into `out` (read may return fewer per call).
+bool read_all(int fd, char* out, std::size_t size) {
+    std::size_t done = 0;
+    while (done < size) {
+        ssize_t n = ::read(fd, out + done, size - done);
+        if (n <= 0) return false;
+        done += static_cast<std::size_t>(n);
+    }
+    return true;
+}
+}  // namespace
+
+mapped_file::mapped_file(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(error_kind::file_not_found, "parse_onnx: cannot open " + path);
+    fd_closer closer{fd};
+    struct stat info {};
+    if (::fstat(fd, &info) != 0) fail(error_kind::file_not_found, "parse_onnx: cannot read the size of " + path);
+    size_ = static_cast<std::size_t>(info.st_size);
+    if (size_ == 0) return;
+    // MAP_POPULATE maps the whole file up front rather than a page per fault.
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (p != MAP_FAILED) {
+        data_ = p;
+        mapped_ = true;
+        return;
+    }
+    // Some file systems cannot map files: read them instead.
+    data_ = std::malloc(size_);
+    if (data_ == nullptr) fail(error_kind::runtime, "parse_onnx: out of memory reading " + path);
+    if (!read_all(fd, static_cast<char*>(data_), size_)) {
+        std::free(data_);
+        fail(error_kind::parse_error, "parse_onnx: cannot read " + path);
+    }
+}
+
+mapped_file::~mapped_file() {
+    if (mapped_)
+        ::munmap(data_, size_);
+    else
+        std::free(data_);
+}
+
+}  // namespace kiln::onnx_import

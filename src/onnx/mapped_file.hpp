@@ -1,0 +1,27 @@
+#pragma once
+// mapped_file: the bytes of a whole file, read-only, for as long as the object
+// lives. Model files run to hundreds of MiB; mapping them hands protobuf the
+// page cache directly instead of copying every byte into a fresh buffer.
+#include <cstddef>
+#include <string>
+
+namespace kiln::onnx_import {
+
+class mapped_file {
+public:
+    // Raises a Kiln error naming `path` when it cannot be opened or read.
+    explicit mapped_file(const std::string& path);
+    ~mapped_file();
+    mapped_file(const mapped_file&) = delete;
+    mapped_file& operator=(const mapped_file&) = delete;
+
+    const void* data() const { return data_; }
+    std::size_t size() const { return size_; }
+
+private:
+    void* data_ = nullptr;
+    std::size_t size_ = 0;
+    bool mapped_ = false;  // false: data_ is a heap copy (files mmap refuses)
+};
+
+}  // namespace kiln::onnx_import
