@@ -8,6 +8,7 @@
 
 #include "kiln/op_registry.hpp"
 #include "onnx/mapped_file.hpp"
+#include "onnx/model_reader.hpp"
 #include "onnx/onnx_tensor.hpp"
 
 namespace kiln::onnx_import {
@@ -107,11 +108,15 @@ void onnx_parser::check_supported(const onnx::GraphProto& graph) const {
                                           "those nodes):" + text);
 }
 
-void onnx_parser::add_initializers(const onnx::GraphProto& graph) {
-    for (const auto& init : graph.initializer()) {
+void onnx_parser::add_initializers(const onnx::GraphProto& graph,
+                                   const std::vector<std::optional<std::string_view>>& raw_data) {
+    for (int i = 0; i < graph.initializer_size(); ++i) {
+        const auto& init = graph.initializer(i);
         if (init.name().empty()) fail(error_kind::parse_error, source_ + ": an initializer has no name");
+        auto k = static_cast<std::size_t>(i);
         try {
-            scope_->values[init.name()] = mod().add_literal(tensor_to_literal(init, model_dir_));
+            auto lit = tensor_to_literal(init, model_dir_, k < raw_data.size() ? raw_data[k] : std::nullopt);
+            scope_->values[init.name()] = mod().add_literal(std::move(lit));
         } catch (const error& e) {
             throw error(e.kind(), source_ + ": initializer: " + e.what());
         }
@@ -335,14 +340,15 @@ node_context::subgraphs onnx_parser::parse_subgraphs_into_modules(
     return result;
 }
 
-program onnx_parser::parse(const onnx::ModelProto& model) {
+program onnx_parser::parse(const onnx::ModelProto& model,
+                           const std::vector<std::optional<std::string_view>>& initializer_raw_data) {
     if (!model.has_graph()) fail(error_kind::parse_error, source_ + ": the model has no graph");
     const auto& graph = model.graph();
     read_opsets(model);
     read_value_infos(graph);
     check_supported(graph);
     main_scope_.mod = prog_.get_main_module();
-    add_initializers(graph);
+    add_initializers(graph, initializer_raw_data);
     add_inputs(graph);
     parse_nodes(graph, source_ + ": ");
     std::vector<instruction_ref> outputs;
@@ -363,11 +369,11 @@ program parse_model_bytes(const void* data, std::size_t size, const onnx_options
     if (size == 0) fail(error_kind::parse_error, source + ": empty input, not an ONNX model");
     if (size > static_cast<std::size_t>(std::numeric_limits<int>::max()))
         fail(error_kind::parse_error, source + ": larger than the 2 GiB protobuf limit; store weights as external data");
-    onnx::ModelProto model;
-    if (!model.ParseFromArray(data, static_cast<int>(size)))
+    loaded_model loaded;
+    if (!read_model(data, size, loaded))
         fail(error_kind::parse_error, source + ": not a valid ONNX model (malformed or truncated protobuf)");
     onnx_parser parser(options, model_dir, source);
-    return parser.parse(model);
+    return parser.parse(loaded.model, loaded.initializer_raw_data);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -128,7 +129,10 @@ class onnx_parser {
 public:
     onnx_parser(const onnx_options& options, std::filesystem::path model_dir, std::string source);
 
-    program parse(const onnx::ModelProto& model);
+    // `initializer_raw_data[i]`, where present, is the raw_data of the main
+    // graph's initializer i (see read_model).
+    program parse(const onnx::ModelProto& model,
+                  const std::vector<std::optional<std::string_view>>& initializer_raw_data = {});
 
     // The module of the graph being parsed.
     module& mod() { return *scope_->mod; }
@@ -150,7 +154,8 @@ private:
     void read_opsets(const onnx::ModelProto& model);
     void read_value_infos(const onnx::GraphProto& graph);
     void check_supported(const onnx::GraphProto& graph) const;
-    void add_initializers(const onnx::GraphProto& graph);
+    void add_initializers(const onnx::GraphProto& graph,
+                          const std::vector<std::optional<std::string_view>>& raw_data = {});
     void add_inputs(const onnx::GraphProto& graph);
     void parse_nodes(const onnx::GraphProto& graph, const std::string& where);
     void parse_node(const onnx::NodeProto& node, std::size_t index);

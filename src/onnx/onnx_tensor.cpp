@@ -198,7 +198,8 @@ shape checked_shape(dtype t, const std::vector<std::int64_t>& dims, const std::s
     return {t, lens};
 }
 
-literal tensor_to_literal(const onnx::TensorProto& t, const std::filesystem::path& model_dir) {
+literal tensor_to_literal(const onnx::TensorProto& t, const std::filesystem::path& model_dir,
+                          std::optional<std::string_view> raw_data) {
     const std::string label = tensor_label(t);
     dtype type = to_dtype(t.data_type(), label);
     std::vector<std::int64_t> dims(t.dims().begin(), t.dims().end());
@@ -207,8 +208,8 @@ literal tensor_to_literal(const onnx::TensorProto& t, const std::filesystem::pat
     // Each branch fills the literal's own buffer: weights are copied once.
     if (t.data_location() == onnx::TensorProto::EXTERNAL)
         return literal(s, [&](std::byte* out) { read_external(t, bytes, model_dir, out); });
-    if (t.has_raw_data()) {
-        const std::string& raw = t.raw_data();
+    if (raw_data || t.has_raw_data()) {
+        const std::string_view raw = raw_data ? *raw_data : std::string_view(t.raw_data());
         if (raw.size() != bytes)
             fail(error_kind::parse_error, label + " declares shape " + to_string(s.lens()) + " (" +
                                               std::to_string(bytes) + " bytes) but raw_data holds " +

@@ -3,7 +3,9 @@
 // tensors) into literals, with every size checked before memory is allocated.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/argument.hpp"
@@ -27,6 +29,9 @@ shape checked_shape(dtype t, const std::vector<std::int64_t>& dims, const std::s
 
 // The tensor's values as a literal. External data is read from files relative
 // to `model_dir`; locations that are absolute or leave that folder are refused.
-literal tensor_to_literal(const onnx::TensorProto& tensor, const std::filesystem::path& model_dir);
+// `raw_data`, when given, stands for the tensor's raw_data field (which
+// read_model leaves in the model's bytes).
+literal tensor_to_literal(const onnx::TensorProto& tensor, const std::filesystem::path& model_dir,
+                          std::optional<std::string_view> raw_data = std::nullopt);
 
 }  // namespace kiln::onnx_import
