@@ -102,10 +102,21 @@ std::vector<T> argument::to_vector() const {
 }
 
 // literal: an immutable constant held by the graph. Always standard-strided.
+//
+// A compiled program's kernels often keep a literal in a layout of their own
+// (convolution weights packed for the primitive). Holding the original bytes
+// as well would double the weights' memory, so such a literal can be handed
+// over: it keeps its shape and its value but drops its bytes, and restores
+// them from the kernel's copy whenever someone asks (saving or printing the
+// program, verifying it). Copies of a literal share its bytes, and so share
+// the hand-over too.
 class literal {
 public:
+    // Produces the values of a handed-over literal, in a new standard buffer.
+    using restore_function = std::function<argument()>;
+
     literal() = default;
-    // Takes the values of `a` (copied into a standard layout when needed).
+    // Copies the values of `a` (into a standard layout).
     explicit literal(const argument& a);
     // Copies `values` converted to the dtype of `s`.
     template <class T>
@@ -114,27 +125,41 @@ public:
     // standard-strided buffer for `s`, so a large tensor is copied only once.
     literal(const shape& s, const std::function<void(std::byte*)>& fill);
 
-    const shape& get_shape() const { return data_.get_shape(); }
-    // A view of the constant. Kernels must not write through it.
-    const argument& get_argument() const { return data_; }
-    bool empty() const { return data_.get_shape().ndim() == 0 && data_.data() == nullptr; }
+    const shape& get_shape() const { return shape_; }
+    // The values, standard-strided. Kernels must not write through them. A
+    // handed-over literal restores them into a new buffer on every call.
+    argument get_argument() const;
+    bool empty() const { return storage_ == nullptr; }
     template <class T>
     std::vector<T> to_vector() const {
-        return data_.to_vector<T>();
+        return get_argument().to_vector<T>();
     }
 
+    // Drops the bytes; from now on `restore` produces them, and it must give
+    // exactly the values the literal had. The value does not change, so this
+    // is const, like evicting a cache entry. A later hand-over replaces it.
+    void hand_over(restore_function restore) const;
+    // False once handed over.
+    bool holds_bytes() const;
+
 private:
-    argument data_;
+    struct storage;
+    // Takes `standard_values` as the literal's bytes (no copy).
+    void adopt(argument standard_values);
+
+    shape shape_;
+    std::shared_ptr<storage> storage_;
 };
 
 template <class T>
-literal::literal(const shape& s, const std::vector<T>& values) : data_(s.as_standard()) {
+literal::literal(const shape& s, const std::vector<T>& values) {
+    argument data(s.as_standard());
     if (values.size() != s.elements())
         fail("literal: shape " + to_string(s) + " holds " + std::to_string(s.elements()) + " elements but " +
              std::to_string(values.size()) + " values were given");
     visit_type(s.type(), [&](auto tag) {
         using D = typename decltype(tag)::type;
-        D* p = data_.data_as<D>();
+        D* p = data.data_as<D>();
         for (std::size_t i = 0; i < values.size(); ++i) {
             if constexpr (std::is_same_v<D, half> || std::is_same_v<D, bfloat16>)
                 p[i] = D(static_cast<float>(values[i]));
@@ -142,6 +167,7 @@ literal::literal(const shape& s, const std::vector<T>& values) : data_(s.as_stan
                 p[i] = convert_element<D>(values[i]);
         }
     });
+    adopt(std::move(data));
 }
 
 }  // namespace kiln

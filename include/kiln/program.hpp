@@ -49,6 +49,11 @@ public:
     std::vector<shape> get_output_shapes() const;
     // Intermediate memory planned per run by the compiled program (0 before compile).
     std::size_t planned_memory_bytes() const;
+    // Bytes the program's literals hold themselves, each buffer once. A literal
+    // handed over to kernels that keep their own copy holds none.
+    std::size_t held_literal_bytes() const;
+    // Bytes of constants the compiled program's kernels keep in their own layouts.
+    std::size_t kernel_constant_bytes() const;
 
     void print(std::ostream& os) const;
 

@@ -65,6 +65,8 @@ public:
     virtual std::vector<argument> run_observed(const parameter_map& inputs, const step_observer& observe) const = 0;
     // Bytes of intermediate memory the plan needs per concurrent run.
     virtual std::size_t planned_memory_bytes() const { return 0; }
+    // Bytes of constants the kernels keep in layouts of their own (packed weights).
+    virtual std::size_t kernel_constant_bytes() const { return 0; }
 };
 
 class target {

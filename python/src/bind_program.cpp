@@ -190,6 +190,11 @@ void bind_program(nb::module_& m) {
         .def("get_parameter_shapes", &program::get_parameter_shapes)
         .def("get_output_shapes", &program::get_output_shapes)
         .def("planned_memory_bytes", &program::planned_memory_bytes)
+        .def("held_literal_bytes", &program::held_literal_bytes,
+             "Bytes the program's literals hold themselves (each buffer once); after compile, weights handed over to "
+             "kernels that keep their own packed copy hold none.")
+        .def("kernel_constant_bytes", &program::kernel_constant_bytes,
+             "Bytes of constants (packed weights) the compiled program's kernels keep in their own layouts.")
         .def("print", [](const program& p) { nb::print(to_string(p).c_str(), nb::str("")); })
         .def("__str__", [](const program& p) { return to_string(p); })
         .def("__copy__", [](const program& p) { return program(p); })

@@ -14,9 +14,10 @@ namespace kiln {
 
 namespace {
 
-// A literal's bytes and where they go in the data section.
+// A literal's values and where they go in the data section. Held here, as
+// a handed-over literal restores them into a buffer only the saver keeps.
 struct data_entry {
-    const std::byte* bytes;
+    argument values;
     std::size_t size;
     std::uint64_t offset;
 };
@@ -51,12 +52,13 @@ private:
         if (ins.is_param()) {
             j["name"] = ins.param_name();
         } else if (ins.is_literal()) {
-            const argument& a = ins.get_literal().get_argument();
-            data_entry e{a.data(), a.get_shape().bytes(), io::align_up(data_size_)};
+            argument a = ins.get_literal().get_argument();
+            const std::size_t bytes = a.get_shape().bytes();
+            data_entry e{std::move(a), bytes, io::align_up(data_size_)};
             data_size_ = e.offset + e.size;
-            data_.push_back(e);
             j["offset"] = e.offset;
             j["bytes"] = e.size;
+            data_.push_back(std::move(e));
         } else {
             value attrs = ins.get_operator().attributes();
             if (!(attrs.is_map() && attrs.as_map().empty())) j["attributes"] = io::value_to_json(attrs);
@@ -96,7 +98,7 @@ std::string save_buffer(const program& p) {
     auto* bytes = reinterpret_cast<unsigned char*>(out.data());
     std::memcpy(bytes + h.metadata_offset, metadata.data(), metadata.size());
     for (const auto& e : writer.data())
-        if (e.size > 0) std::memcpy(bytes + h.data_offset + e.offset, e.bytes, e.size);
+        if (e.size > 0) std::memcpy(bytes + h.data_offset + e.offset, e.values.data(), e.size);
     io::write_header(h, bytes, out.size());
     return out;
 }

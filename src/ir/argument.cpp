@@ -32,7 +32,9 @@ std::shared_ptr<std::byte> allocate_aligned(std::size_t bytes) {
     if (bytes >= mapped_allocation_bytes) {
         // Large buffers come straight from the kernel: already zero, page
         // aligned, and populated in one call, which costs less than a page
-        // fault per 4 KiB followed by a memset (weights of big models).
+        // fault per 4 KiB followed by a memset (weights of big models). Freeing
+        // one returns its memory to the system at once, where malloc would keep
+        // freed heap pages resident: weights dropped while compiling leave.
         void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
         if (p != MAP_FAILED) return {static_cast<std::byte*>(p), [bytes](std::byte* q) { munmap(q, bytes); }};
     }
@@ -133,12 +135,6 @@ std::string format_values(const argument& a, std::size_t max_values) {
     if (n > max_values) os << ", ... (" << n << " values)";
     os << "}";
     return os.str();
-}
-
-literal::literal(const argument& a) : data_(a.contiguous()) {}
-
-literal::literal(const shape& s, const std::function<void(std::byte*)>& fill) : data_(s.as_standard()) {
-    fill(data_.data());
 }
 
 }  // namespace kiln

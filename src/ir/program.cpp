@@ -4,6 +4,7 @@
 #include <ostream>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "kiln/verifier.hpp"
 
@@ -141,6 +142,20 @@ std::map<std::string, shape> program::get_parameter_shapes() const { return get_
 std::vector<shape> program::get_output_shapes() const { return get_main_module()->get_output_shapes(); }
 
 std::size_t program::planned_memory_bytes() const { return executable_ ? executable_->planned_memory_bytes() : 0; }
+
+std::size_t program::held_literal_bytes() const {
+    std::unordered_set<const std::byte*> counted;
+    std::size_t bytes = 0;
+    for (const auto& m : modules_)
+        for (const auto& ins : *m)
+            if (ins.is_literal() && ins.get_literal().holds_bytes()) {
+                argument values = ins.get_literal().get_argument();
+                if (counted.insert(values.data()).second) bytes += values.get_shape().bytes();
+            }
+    return bytes;
+}
+
+std::size_t program::kernel_constant_bytes() const { return executable_ ? executable_->kernel_constant_bytes() : 0; }
 
 void program::print(std::ostream& os) const {
     for (std::size_t i = 0; i < modules_.size(); ++i) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 
 #include "kiln/errors.hpp"
@@ -52,6 +53,14 @@ mapped_file::mapped_file(const std::string& path) {
         std::free(data_);
         fail(error_kind::parse_error, "parse_onnx: cannot read " + path);
     }
+}
+
+void mapped_file::release(const void* begin, std::size_t size) const {
+    if (!mapped_ || size == 0) return;
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto start = (reinterpret_cast<std::uintptr_t>(begin) + page - 1) / page * page;
+    const auto end = (reinterpret_cast<std::uintptr_t>(begin) + size) / page * page;
+    if (start < end) ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
 }
 
 mapped_file::~mapped_file() {

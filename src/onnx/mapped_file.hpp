@@ -17,6 +17,10 @@ public:
 
     const void* data() const { return data_; }
     std::size_t size() const { return size_; }
+    // The bytes in [begin, begin + size) will not be read again: the whole
+    // pages among them leave the process's resident memory (a mapped file's
+    // pages count in it; the file keeps them, so a later read still works).
+    void release(const void* begin, std::size_t size) const;
 
 private:
     void* data_ = nullptr;

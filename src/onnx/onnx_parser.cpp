@@ -109,14 +109,16 @@ void onnx_parser::check_supported(const onnx::GraphProto& graph) const {
 }
 
 void onnx_parser::add_initializers(const onnx::GraphProto& graph,
-                                   const std::vector<std::optional<std::string_view>>& raw_data) {
+                                   const std::vector<std::optional<std::string_view>>& raw_data,
+                                   const std::function<void(std::string_view)>& copied) {
     for (int i = 0; i < graph.initializer_size(); ++i) {
         const auto& init = graph.initializer(i);
         if (init.name().empty()) fail(error_kind::parse_error, source_ + ": an initializer has no name");
         auto k = static_cast<std::size_t>(i);
         try {
-            auto lit = tensor_to_literal(init, model_dir_, k < raw_data.size() ? raw_data[k] : std::nullopt);
-            scope_->values[init.name()] = mod().add_literal(std::move(lit));
+            auto raw = k < raw_data.size() ? raw_data[k] : std::nullopt;
+            scope_->values[init.name()] = mod().add_literal(tensor_to_literal(init, model_dir_, raw));
+            if (raw && copied) copied(*raw);
         } catch (const error& e) {
             throw error(e.kind(), source_ + ": initializer: " + e.what());
         }
@@ -341,14 +343,15 @@ node_context::subgraphs onnx_parser::parse_subgraphs_into_modules(
 }
 
 program onnx_parser::parse(const onnx::ModelProto& model,
-                           const std::vector<std::optional<std::string_view>>& initializer_raw_data) {
+                           const std::vector<std::optional<std::string_view>>& initializer_raw_data,
+                           const std::function<void(std::string_view)>& copied) {
     if (!model.has_graph()) fail(error_kind::parse_error, source_ + ": the model has no graph");
     const auto& graph = model.graph();
     read_opsets(model);
     read_value_infos(graph);
     check_supported(graph);
     main_scope_.mod = prog_.get_main_module();
-    add_initializers(graph, initializer_raw_data);
+    add_initializers(graph, initializer_raw_data, copied);
     add_inputs(graph);
     parse_nodes(graph, source_ + ": ");
     std::vector<instruction_ref> outputs;
@@ -364,8 +367,12 @@ program onnx_parser::parse(const onnx::ModelProto& model,
 
 namespace {
 
+// `file`, when the bytes are a mapped model file, drops each initializer's
+// pages once its literal holds a copy: mapped pages count in the process's
+// memory, and keeping them would hold the weights twice while parsing.
 program parse_model_bytes(const void* data, std::size_t size, const onnx_options& options,
-                          const std::filesystem::path& model_dir, const std::string& source) {
+                          const std::filesystem::path& model_dir, const std::string& source,
+                          const mapped_file* file = nullptr) {
     if (size == 0) fail(error_kind::parse_error, source + ": empty input, not an ONNX model");
     if (size > static_cast<std::size_t>(std::numeric_limits<int>::max()))
         fail(error_kind::parse_error, source + ": larger than the 2 GiB protobuf limit; store weights as external data");
@@ -373,7 +380,9 @@ program parse_model_bytes(const void* data, std::size_t size, const onnx_options
     if (!read_model(data, size, loaded))
         fail(error_kind::parse_error, source + ": not a valid ONNX model (malformed or truncated protobuf)");
     onnx_parser parser(options, model_dir, source);
-    return parser.parse(loaded.model, loaded.initializer_raw_data);
+    std::function<void(std::string_view)> copied;
+    if (file != nullptr) copied = [file](std::string_view bytes) { file->release(bytes.data(), bytes.size()); };
+    return parser.parse(loaded.model, loaded.initializer_raw_data, copied);
 }
 
 }  // namespace
@@ -393,7 +402,7 @@ program parse_onnx(const std::string& path, const onnx_options& options) {
         fail(error_kind::parse_error, path + ": larger than the 2 GiB protobuf limit; store weights as external data");
     onnx_import::mapped_file bytes(path);
     auto dir = std::filesystem::absolute(std::filesystem::path(path)).parent_path();
-    return onnx_import::parse_model_bytes(bytes.data(), bytes.size(), options, dir, path);
+    return onnx_import::parse_model_bytes(bytes.data(), bytes.size(), options, dir, path, &bytes);
 }
 
 program parse_onnx_buffer(const void* data, std::size_t size, const onnx_options& options) {

@@ -130,9 +130,11 @@ public:
     onnx_parser(const onnx_options& options, std::filesystem::path model_dir, std::string source);
 
     // `initializer_raw_data[i]`, where present, is the raw_data of the main
-    // graph's initializer i (see read_model).
+    // graph's initializer i (see read_model). `copied`, when given, is told
+    // each of those once its literal holds a copy, so that the bytes can go.
     program parse(const onnx::ModelProto& model,
-                  const std::vector<std::optional<std::string_view>>& initializer_raw_data = {});
+                  const std::vector<std::optional<std::string_view>>& initializer_raw_data = {},
+                  const std::function<void(std::string_view)>& copied = {});
 
     // The module of the graph being parsed.
     module& mod() { return *scope_->mod; }
@@ -155,7 +157,8 @@ private:
     void read_value_infos(const onnx::GraphProto& graph);
     void check_supported(const onnx::GraphProto& graph) const;
     void add_initializers(const onnx::GraphProto& graph,
-                          const std::vector<std::optional<std::string_view>>& raw_data = {});
+                          const std::vector<std::optional<std::string_view>>& raw_data = {},
+                          const std::function<void(std::string_view)>& copied = {});
     void add_inputs(const onnx::GraphProto& graph);
     void parse_nodes(const onnx::GraphProto& graph, const std::string& where);
     void parse_node(const onnx::NodeProto& node, std::size_t index);

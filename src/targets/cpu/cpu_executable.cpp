@@ -42,6 +42,15 @@ cpu_executable::cpu_executable(std::vector<plan_root> roots, std::vector<plan_st
 
 cpu_executable::~cpu_executable() = default;
 
+std::size_t cpu_executable::kernel_constant_bytes() const {
+    std::size_t bytes = 0;
+    for (const auto& step : steps_) {
+        bytes += step.kernel->own_copy_bytes();
+        for (const auto& sub : step.modules) bytes += sub->kernel_constant_bytes();
+    }
+    return bytes;
+}
+
 std::unique_ptr<cpu_executable::context> cpu_executable::make_context() const {
     auto c = std::make_unique<context>();
     c->arena = allocate_aligned(arena_bytes_);
@@ -86,8 +95,10 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         ~release_on_exit() { self->release(std::move(*c)); }
     } guard{this, &ctx};
 
-    // Bind this run's parameters and fresh output buffers.
+    // Bind this run's parameters and fresh output buffers. An observer sees
+    // every input, so it gets the values of handed-over literals too.
     std::vector<argument> output_buffers(roots_.size());
+    std::vector<argument> restored_literals(roots_.size());
     for (std::size_t r = 0; r < roots_.size(); ++r) {
         const auto& root = roots_[r];
         if (root.kind == root_kind::parameter) {
@@ -95,10 +106,14 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         } else if (root.kind == root_kind::output) {
             output_buffers[r] = argument(root.output_shape);
             ctx->root_base[r] = output_buffers[r].data();
+        } else if (root.handed_over_literal()) {
+            if (observe) restored_literals[r] = root.literal_source.get_argument();
+            ctx->root_base[r] = restored_literals[r].data();
         }
     }
     auto is_bound_per_run = [&](std::size_t r) {
-        return roots_[r].kind == root_kind::parameter || roots_[r].kind == root_kind::output;
+        return roots_[r].kind == root_kind::parameter || roots_[r].kind == root_kind::output ||
+               roots_[r].handed_over_literal();
     };
     for (std::size_t s = 0; s < steps_.size(); ++s) {
         const auto& step = steps_[s];

@@ -18,6 +18,16 @@ public:
     virtual ~cpu_kernel() = default;
     virtual void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const = 0;
     virtual std::size_t scratch_bytes() const { return 0; }
+    // Whether the kernel made its own copy of constant input `index` when it
+    // was built (weights in the primitive's layout) and never reads that
+    // input while running: the plan may then drop the literal's bytes.
+    virtual bool keeps_own_copy(std::size_t /*index*/) const { return false; }
+    // Writes the values of such an input, restored from the kernel's copy,
+    // into `into`: new memory with the input's shape and strides (for saving,
+    // printing and verifying the program).
+    virtual void restore_constant(std::size_t index, const argument& into) const;
+    // Bytes of the kernel's own copies of constants.
+    virtual std::size_t own_copy_bytes() const { return 0; }
 };
 
 // What a kernel factory knows about the instruction it builds for.

@@ -28,9 +28,15 @@ struct value_location {
 struct plan_root {
     root_kind kind = root_kind::arena;
     std::string parameter_name;   // parameter roots
-    argument literal_value;       // literal roots
+    // Literal roots: the literal, and its bytes unless it was handed over to
+    // the kernels that use it (then they never read the root, and only an
+    // observed run restores the values into it).
+    literal literal_source;
+    argument literal_value;
     std::size_t arena_offset = 0;  // arena roots
     shape output_shape;           // output roots
+
+    bool handed_over_literal() const { return kind == root_kind::literal && literal_value.data() == nullptr; }
 };
 
 struct plan_step {
@@ -59,6 +65,7 @@ public:
         return execute(inputs, nullptr, &observe);
     }
     std::size_t planned_memory_bytes() const override { return arena_bytes_; }
+    std::size_t kernel_constant_bytes() const override;
 
 private:
     struct context;  // one arena and the prebuilt arguments that point into it

@@ -7,6 +7,7 @@
 #include "kiln/passes.hpp"
 #include "targets/cpu/cpu_passes.hpp"
 #include "targets/cpu/cpu_plan.hpp"
+#include "targets/cpu/literal_hand_over.hpp"
 
 namespace kiln {
 
@@ -19,7 +20,7 @@ std::byte* const fake_base = reinterpret_cast<std::byte*>(std::uintptr_t{1} << 4
 class plan_builder {
 public:
     plan_builder(const module& m, const compile_options& options)
-        : module_(m), names_(m.instruction_names()), options_(options) {}
+        : module_(m), names_(m.instruction_names()), options_(options), hand_over_(m) {}
 
     std::shared_ptr<executable> build() {
         std::unordered_set<const instruction*> returned;
@@ -36,7 +37,7 @@ public:
             } else if (ins.is_literal()) {
                 plan_root r;
                 r.kind = root_kind::literal;
-                r.literal_value = ins.get_literal().get_argument();
+                r.literal_source = ins.get_literal();
                 locations_[&ins] = {add_root(std::move(r)), 0, ins.get_shape()};
             } else if (ins.is_return()) {
                 for (const auto& in : ins.inputs()) {
@@ -47,6 +48,10 @@ public:
                 add_instruction(ins, returned.count(&ins) > 0);
             }
         }
+        // Literals still holding their bytes are read from them at run time.
+        for (auto& root : roots_)
+            if (root.kind == root_kind::literal && root.literal_source.holds_bytes())
+                root.literal_value = root.literal_source.get_argument();
         memory_plan plan = plan_memory(lifetimes_);
         for (std::size_t i = 0; i < arena_roots_.size(); ++i) roots_[arena_roots_[i]].arena_offset = plan.offsets[i];
         return std::make_shared<cpu_executable>(std::move(roots_), std::move(steps_), std::move(outputs_),
@@ -97,9 +102,18 @@ private:
         value_location out{root, 0, ins.get_shape()};
         locations_[&ins] = out;
         std::vector<shape> input_shapes = ins.input_shapes();
+        // Literals, and views of them (a transposed weight matrix), are constants the kernel may prepare.
         std::vector<argument> constants;
-        for (const auto& in : ins.inputs()) constants.push_back(in->is_literal() ? in->get_literal().get_argument() : argument());
+        for (std::size_t i = 0; i < ins.inputs().size(); ++i) {
+            const instruction* lit = hand_over_.literal_behind(*ins.inputs()[i]);
+            constants.push_back(lit == nullptr ? argument()
+                                               : lit->get_literal().get_argument().reshaped(
+                                                     inputs[i].value_shape, inputs[i].byte_offset));
+        }
         auto kernel = make_cpu_kernel({ins.get_operator(), input_shapes, ins.get_shape(), constants, options_.threads});
+        constants.clear();
+        for (std::size_t i = 0; i < ins.inputs().size(); ++i)
+            hand_over_.kernel_built(*ins.inputs()[i], inputs[i].byte_offset, kernel, i);
         plan_step s{ins.get_operator(), std::move(kernel), names_.at(&ins), std::move(inputs), out, {}, {}};
         for (const module* sub : ins.module_inputs()) {
             s.modules.push_back(plan_builder(*sub, options_).build());
@@ -118,6 +132,7 @@ private:
     std::vector<buffer_lifetime> lifetimes_;
     std::vector<std::size_t> arena_roots_;  // root index of each lifetime
     std::unordered_map<std::size_t, std::size_t> lifetime_of_root_;
+    literal_hand_over hand_over_;
 };
 
 }  // namespace

@@ -45,7 +45,8 @@ dnnl::memory::desc operand_desc(const shape& operand, const shape& result, op::t
 std::shared_ptr<const cpu_kernel> build(const op::fused_convolution& conv, const kernel_request& r) {
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
-    if (x.type() != dtype::float_type || r.constant_inputs[1].empty()) return nullptr;
+    // Constant weights are packed once; the reorder reads them as standard.
+    if (x.type() != dtype::float_type || r.constant_inputs[1].empty() || !w.standard()) return nullptr;
     if (conv.output_layout == op::tensor_layout::nchw8c && conv.post.binary_count() > 0)
         for (std::size_t i = conv.first_post_operand(); i < r.input_shapes.size(); ++i)
             if (r.input_shapes[i].lens() != r.output_shape.lens()) return nullptr;
@@ -88,10 +89,9 @@ std::shared_ptr<const cpu_kernel> build(const op::fused_convolution& conv, const
                                                           dnnl::algorithm::convolution_direct, src, any_weights, dst,
                                                           strides, dil, pad_l, pad_r);
         dnnl::convolution_forward::primitive_desc pd(desc, attr, ds::cpu_engine());
-        std::unordered_map<int, dnnl::memory> fixed;
-        fixed.emplace(DNNL_ARG_WEIGHTS,
-                      ds::reorder_constant(r.constant_inputs[1], weights_desc(w, group, plain_weights_tag(spatial, group > 1)),
-                                           pd.weights_desc()));
+        const auto plain_weights = weights_desc(w, group, plain_weights_tag(spatial, group > 1));
+        dnnl::memory packed = ds::reorder_constant(r.constant_inputs[1], plain_weights, pd.weights_desc());
+        std::unordered_map<int, dnnl::memory> fixed{{DNNL_ARG_WEIGHTS, packed}};
         std::vector<std::pair<int, dnnl::memory::desc>> descs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
         std::vector<int> slots{0, ds::primitive_kernel::result_slot};
         if (conv.has_bias) {
@@ -103,8 +103,9 @@ std::shared_ptr<const cpu_kernel> build(const op::fused_convolution& conv, const
                                operands[k]);
             slots.push_back(static_cast<int>(conv.first_post_operand() + k));
         }
-        return std::make_shared<ds::primitive_kernel>(
-            dnnl::convolution_forward(pd), std::move(descs), std::move(slots), std::move(fixed), pd.scratchpad_desc().get_size());
+        return std::make_shared<ds::primitive_kernel>(dnnl::convolution_forward(pd), std::move(descs), std::move(slots),
+                                                      std::move(fixed), pd.scratchpad_desc().get_size(),
+                                                      std::vector<ds::kept_constant>{{1, packed, plain_weights}});
     } catch (const dnnl::error&) {
         return nullptr;  // no oneDNN implementation for these shapes: the reference kernel runs
     }

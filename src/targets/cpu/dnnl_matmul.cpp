@@ -3,6 +3,7 @@
 // reordered once, bias and post-ops applied by the same primitive. A product
 // with 2-D constant weights runs as one large [rows, K] x [K, N] product.
 #include <numeric>
+#include <string>
 
 #include "ops/fused_dot.hpp"
 #include "ops/linalg.hpp"
@@ -128,14 +129,37 @@ std::shared_ptr<const cpu_kernel> build(const op::fused_dot& fused, const kernel
             weights_desc = dnnl::memory::desc(wd, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
         }
         auto bias_desc = desc_of(bias);
-        auto desc = fused.has_bias ? dnnl::matmul::desc(src_desc, weights_desc, bias_desc, dst_desc)
-                                   : dnnl::matmul::desc(src_desc, weights_desc, dst_desc);
-        dnnl::matmul::primitive_desc pd(desc, attr, ds::cpu_engine());
+        auto make_pd = [&](const dnnl::memory::desc& weights) {
+            auto desc = fused.has_bias ? dnnl::matmul::desc(src_desc, weights, bias_desc, dst_desc)
+                                       : dnnl::matmul::desc(src_desc, weights, dst_desc);
+            return dnnl::matmul::primitive_desc(desc, attr, ds::cpu_engine());
+        };
+        dnnl::matmul::primitive_desc pd = make_pd(weights_desc);
+        // Constant weights that the chosen implementation reads as they are
+        // (a plain gemm, which packs panels itself) are used in place: a copy
+        // in "its" layout would only duplicate them.
+        bool in_place = false;
+        if (constant_weights) {
+            try {
+                auto as_given = make_pd(b_desc);
+                in_place = std::string(as_given.impl_info_str()) == pd.impl_info_str();
+                if (in_place) pd = as_given;
+            } catch (const dnnl::error&) {
+                // no implementation reads them as given: they are copied
+            }
+        }
         std::unordered_map<int, dnnl::memory> fixed;
         std::vector<std::pair<int, dnnl::memory::desc>> descs{{DNNL_ARG_SRC, src_desc}, {DNNL_ARG_DST, dst_desc}};
         std::vector<int> slots{0, ds::primitive_kernel::result_slot};
-        if (constant_weights) {
-            fixed.emplace(DNNL_ARG_WEIGHTS, ds::reorder_constant(r.constant_inputs[1], b_desc, pd.weights_desc()));
+        std::vector<ds::kept_constant> kept;
+        std::vector<argument> read_in_place;
+        if (in_place) {
+            fixed.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(b_desc, ds::cpu_engine(), r.constant_inputs[1].data()));
+            read_in_place.push_back(r.constant_inputs[1]);
+        } else if (constant_weights) {
+            dnnl::memory packed = ds::reorder_constant(r.constant_inputs[1], b_desc, pd.weights_desc());
+            fixed.emplace(DNNL_ARG_WEIGHTS, packed);
+            kept.push_back({1, packed, b_desc});
         } else {
             descs.emplace_back(DNNL_ARG_WEIGHTS, b_desc);
             slots.push_back(1);
@@ -151,7 +175,8 @@ std::shared_ptr<const cpu_kernel> build(const op::fused_dot& fused, const kernel
             slots.push_back(static_cast<int>(fused.first_post_operand() + k));
         }
         return std::make_shared<ds::primitive_kernel>(dnnl::matmul(pd), std::move(descs), std::move(slots),
-                                                                    std::move(fixed), pd.scratchpad_desc().get_size());
+                                                      std::move(fixed), pd.scratchpad_desc().get_size(), std::move(kept),
+                                                      std::move(read_in_place));
     } catch (const dnnl::error&) {
         return nullptr;
     }

@@ -75,12 +75,15 @@ dnnl::primitive_attr user_scratchpad_attr() {
 
 primitive_kernel::primitive_kernel(dnnl::primitive p, std::vector<std::pair<int, dnnl::memory::desc>> descs,
                                    std::vector<int> slots, std::unordered_map<int, dnnl::memory> fixed,
-                                   std::size_t scratch_bytes)
+                                   std::size_t scratch_bytes, std::vector<kept_constant> kept,
+                                   std::vector<argument> read_in_place)
     : primitive_(std::move(p)),
       descs_(std::move(descs)),
       slots_(std::move(slots)),
       fixed_(std::move(fixed)),
-      scratch_bytes_(scratch_bytes) {
+      scratch_bytes_(scratch_bytes),
+      kept_(std::move(kept)),
+      read_in_place_(std::move(read_in_place)) {
     if (scratch_bytes_ > 0) scratch_desc_ = dnnl::memory::desc({static_cast<dnnl::memory::dim>(scratch_bytes_)}, dt::u8, {1});
 }
 
@@ -97,6 +100,31 @@ void primitive_kernel::run(const argument& result, const std::vector<argument>& 
     thread_local dnnl::stream stream(cpu_engine());
     primitive_.execute(stream, args);
     stream.wait();
+}
+
+bool primitive_kernel::keeps_own_copy(std::size_t index) const {
+    for (const auto& k : kept_)
+        if (k.input == index) return true;
+    return false;
+}
+
+std::size_t primitive_kernel::own_copy_bytes() const {
+    std::size_t bytes = 0;
+    for (const auto& k : kept_) bytes += k.copy.get_desc().get_size();
+    return bytes;
+}
+
+void primitive_kernel::restore_constant(std::size_t index, const argument& into) const {
+    for (const auto& k : kept_) {
+        if (k.input != index) continue;
+        dnnl::memory plain(k.plain, cpu_engine(), into.data());
+        dnnl::memory copy = k.copy;  // a handle: oneDNN's reorder takes non-const ones
+        dnnl::stream stream(cpu_engine());
+        dnnl::reorder(copy, plain).execute(stream, copy, plain);
+        stream.wait();
+        return;
+    }
+    cpu_kernel::restore_constant(index, into);
 }
 
 dnnl::memory reorder_constant(const argument& values, const dnnl::memory::desc& from, const dnnl::memory::desc& to) {

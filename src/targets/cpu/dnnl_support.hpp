@@ -37,6 +37,15 @@ std::size_t post_op_index(const op::post_op_chain& chain, std::size_t k);
 using arg_descs = std::vector<std::pair<int, dnnl::memory::desc>>;
 using fixed_args = std::unordered_map<int, dnnl::memory>;
 
+// A constant input the primitive reads from its own reordered copy: where
+// the copy is and how the input's values are laid out (its shape and
+// strides), so that they can be restored from it.
+struct kept_constant {
+    std::size_t input = 0;  // index among the instruction's inputs
+    dnnl::memory copy;
+    dnnl::memory::desc plain;
+};
+
 // A kernel running one primitive; it knows where each of the primitive's
 // arguments comes from at run time.
 class primitive_kernel final : public cpu_kernel {
@@ -44,10 +53,16 @@ public:
     // `slots` maps a oneDNN argument id to an input index of the instruction
     // (or result_slot); `fixed` holds arguments prepared once (weights).
     static constexpr int result_slot = -1;
+    // `kept` are the constants the kernel copied; `read_in_place` the
+    // constants `fixed` points into, kept alive by the kernel.
     primitive_kernel(dnnl::primitive p, std::vector<std::pair<int, dnnl::memory::desc>> descs, std::vector<int> slots,
-                     std::unordered_map<int, dnnl::memory> fixed, std::size_t scratch_bytes);
+                     std::unordered_map<int, dnnl::memory> fixed, std::size_t scratch_bytes,
+                     std::vector<kept_constant> kept = {}, std::vector<argument> read_in_place = {});
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override;
     std::size_t scratch_bytes() const override { return scratch_bytes_; }
+    bool keeps_own_copy(std::size_t index) const override;
+    void restore_constant(std::size_t index, const argument& into) const override;
+    std::size_t own_copy_bytes() const override;
 
 private:
     dnnl::primitive primitive_;
@@ -56,6 +71,8 @@ private:
     std::unordered_map<int, dnnl::memory> fixed_;
     dnnl::memory::desc scratch_desc_;
     std::size_t scratch_bytes_ = 0;
+    std::vector<kept_constant> kept_;
+    std::vector<argument> read_in_place_;
 };
 
 // Reorders constant `values` (described by `from`) into a new buffer laid out as `to`.

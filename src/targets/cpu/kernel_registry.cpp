@@ -42,6 +42,10 @@ const std::map<std::string, kernel_factory>& kernel_factories() {
 
 }  // namespace
 
+void cpu_kernel::restore_constant(std::size_t index, const argument&) const {
+    fail(error_kind::runtime, "this kernel keeps no copy of its input " + std::to_string(index));
+}
+
 std::shared_ptr<const cpu_kernel> make_cpu_kernel(const kernel_request& request) {
     auto it = kernel_factories().find(request.op.name());
     if (it != kernel_factories().end())

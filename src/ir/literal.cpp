@@ -1,0 +1,59 @@
+// literal's storage: its bytes, or once handed over, how to restore them.
+#include <mutex>
+
+#include "kiln/argument.hpp"
+
+namespace kiln {
+
+struct literal::storage {
+    std::mutex mutex;
+    argument bytes;            // empty once handed over
+    restore_function restore;  // set by the hand-over
+};
+
+literal::literal(const argument& a) { adopt(a.contiguous()); }
+
+literal::literal(const shape& s, const std::function<void(std::byte*)>& fill) {
+    argument values(s.as_standard());
+    fill(values.data());
+    adopt(std::move(values));
+}
+
+void literal::adopt(argument standard_values) {
+    shape_ = standard_values.get_shape();
+    storage_ = std::make_shared<storage>();
+    storage_->bytes = std::move(standard_values);
+}
+
+argument literal::get_argument() const {
+    if (storage_ == nullptr) return {};
+    restore_function restore;
+    {
+        std::lock_guard<std::mutex> lock(storage_->mutex);
+        if (!storage_->restore) return storage_->bytes;
+        restore = storage_->restore;
+    }
+    argument values = restore();
+    if (values.get_shape().lens() != shape_.lens() || values.get_shape().type() != shape_.type() ||
+        !values.get_shape().standard())
+        fail(error_kind::runtime, "a handed-over literal of shape " + to_string(shape_) + " was restored as " +
+                                      to_string(values.get_shape()));
+    return values;
+}
+
+void literal::hand_over(restore_function restore) const {
+    if (storage_ == nullptr || !restore) return;
+    std::lock_guard<std::mutex> lock(storage_->mutex);
+    // The latest hand-over wins, so an earlier compiled program's kernels
+    // are not kept alive by the literal once that program is gone.
+    storage_->restore = std::move(restore);
+    storage_->bytes = argument();
+}
+
+bool literal::holds_bytes() const {
+    if (storage_ == nullptr) return false;
+    std::lock_guard<std::mutex> lock(storage_->mutex);
+    return !storage_->restore;
+}
+
+}  // namespace kiln

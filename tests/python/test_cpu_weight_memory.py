@@ -1,0 +1,198 @@
+"""A compiled cpu program holds its weights once.
+
+The convolution kernels reorder constant weights into their own layout at
+compile time; the literal they came from is then handed over to them (it
+keeps its value, restored from the kernel's copy on demand) unless something
+else still reads its bytes. A matmul whose implementation reads its weights
+as they are (a plain gemm) uses the literal in place instead. Saving,
+printing and verifying a compiled program must still see the original values.
+"""
+
+import copy
+import subprocess
+
+import numpy as np
+import pytest
+
+import kiln
+from test_cli import CLI
+from test_ops_numpy import conv_reference
+
+
+def exact_values(*shape):
+    """Multiples of 1/8 in [-1, 1]: exact in float32 and printed the same by C++ and Python."""
+    n = int(np.prod(shape))
+    return ((np.arange(n) * 7 % 17 - 8) / 8).astype(np.float32).reshape(shape)
+
+
+W_CONV1 = exact_values(16, 3, 3, 3)
+W_DEPTHWISE = exact_values(16, 1, 3, 3)
+W_CONV2 = exact_values(12, 16, 1, 1)  # 12 output channels: the packed layout pads them
+W_DOT = exact_values(12 * 4 * 4, 10)
+WEIGHTS = [W_CONV1, W_DEPTHWISE, W_CONV2, W_DOT]
+X = np.random.default_rng(3).uniform(-1, 1, (2, 3, 8, 8)).astype(np.float32)
+
+
+def conv_net(share_dot_weights_with_an_add=False):
+    """conv 3x3 -> relu -> depthwise 3x3 -> conv 1x1 -> flatten -> dot: every weight a literal."""
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", list(X.shape)))
+    y = m.add_instruction(kiln.op("convolution", padding=[1, 1]), [x, m.add_literal(W_CONV1)])
+    y = m.add_instruction(kiln.op("relu"), [y])
+    y = m.add_instruction(kiln.op("convolution", padding=[1, 1], stride=[2, 2], group=16),
+                          [y, m.add_literal(W_DEPTHWISE)])
+    y = m.add_instruction(kiln.op("convolution"), [y, m.add_literal(W_CONV2)])
+    y = m.add_instruction(kiln.op("flatten", axis=1), [y])
+    w = m.add_literal(W_DOT)
+    out = [m.add_instruction(kiln.op("dot"), [y, w])]
+    if share_dot_weights_with_an_add:  # the weights also feed an op with no packed copy
+        z = m.add_parameter("z", kiln.shape("float", list(W_DOT.shape)))
+        out.append(m.add_instruction(kiln.op("add"), [w, z]))
+    m.add_return(out)
+    return p
+
+
+def expected_output(x):
+    y = np.maximum(conv_reference(x, W_CONV1, [1, 1], [1, 1], [1, 1], 1), 0)
+    y = conv_reference(y, W_DEPTHWISE, [2, 2], [1, 1], [1, 1], 16)
+    y = conv_reference(y, W_CONV2, [1, 1], [0, 0], [1, 1], 1)
+    return y.reshape(len(x), -1) @ W_DOT
+
+
+def weight_bytes():
+    return sum(w.nbytes for w in WEIGHTS)
+
+
+def assert_held_once(p, weights):
+    """Literals plus the kernels' own copies come to one copy of the weights (and some padding), not two."""
+    held = p.held_literal_bytes() + p.kernel_constant_bytes()
+    assert weights <= held < 1.5 * weights, (p.held_literal_bytes(), p.kernel_constant_bytes(), weights)
+
+
+def test_compiled_weights_are_held_once_by_the_kernels():
+    p = conv_net()
+    assert p.held_literal_bytes() == weight_bytes()
+    p.compile(kiln.get_target("cpu"))
+    # The convolutions' literals hold nothing: their kernels hold the packed weights.
+    assert p.held_literal_bytes() <= W_DOT.nbytes
+    assert p.kernel_constant_bytes() >= W_CONV1.nbytes + W_DEPTHWISE.nbytes + W_CONV2.nbytes
+    assert_held_once(p, weight_bytes())
+    np.testing.assert_allclose(np.asarray(p.run({"x": X})[0]), expected_output(X), rtol=1e-4, atol=1e-4)
+
+
+def test_weights_also_read_by_a_reference_kernel_keep_their_bytes():
+    p = conv_net(share_dot_weights_with_an_add=True)
+    p.compile(kiln.get_target("cpu"))
+    assert p.held_literal_bytes() == W_DOT.nbytes
+    assert_held_once(p, weight_bytes())
+    z = np.full(W_DOT.shape, 0.5, np.float32)
+    out = [np.asarray(o) for o in p.run({"x": X, "z": z})]
+    np.testing.assert_allclose(out[0], expected_output(X), rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(out[1], W_DOT + z)
+
+
+def test_a_returned_weight_keeps_its_bytes():
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", [2, W_DOT.shape[0]]))
+    w = m.add_literal(W_DOT)
+    m.add_return([m.add_instruction(kiln.op("dot"), [x, w]), w])
+    p.compile(kiln.get_target("cpu"))
+    a = np.ones((2, W_DOT.shape[0]), np.float32)
+    product, weights = (np.asarray(o) for o in p.run({"x": a}))
+    np.testing.assert_array_equal(weights, W_DOT)
+    np.testing.assert_allclose(product, a @ W_DOT, rtol=1e-5)
+
+
+def test_saving_a_compiled_program_writes_the_original_weights():
+    p = conv_net()
+    p.compile(kiln.get_target("cpu"))
+    before = np.asarray(p.run({"x": X})[0])
+    data = kiln.save_buffer(p)
+    # The data section holds each weight's bytes as given, restored from the packed copies.
+    for w in WEIGHTS:
+        assert w.tobytes() in data
+    assert kiln.save_buffer(p) == data  # restoring changes nothing
+    loaded = kiln.load_buffer(data)
+    assert loaded.is_compiled()
+    assert_held_once(loaded, weight_bytes())
+    np.testing.assert_array_equal(np.asarray(loaded.run({"x": X})[0]), before)
+    np.testing.assert_array_equal(np.asarray(p.run({"x": X})[0]), before)
+
+
+def test_printing_a_compiled_program_shows_the_weights():
+    p = conv_net()
+    p.compile(kiln.get_target("cpu"))
+    text = str(p)
+    first_values = ", ".join("%g" % v for v in W_CONV1.reshape(-1)[:6])
+    assert "@literal{" + first_values in text
+
+
+def test_verify_per_instruction_sees_the_handed_over_weights():
+    p = conv_net()
+    p.compile(kiln.get_target("cpu"))
+    r = kiln.verify(p, inputs={"x": X}, per_instruction=True)
+    assert r["passed"], r["text"]
+    assert r["divergences"] == []
+
+
+def test_kiln_verify_of_a_saved_compiled_program(tmp_path):
+    p = conv_net()
+    p.compile(kiln.get_target("cpu"))
+    path = tmp_path / "compiled.kiln"
+    kiln.save(p, str(path))
+    result = subprocess.run([CLI, "verify", str(path), "--per-instruction"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASSED" in result.stdout
+
+
+def test_compiling_a_copy_leaves_the_original_correct():
+    original = conv_net()
+    compiled = copy.copy(original)
+    compiled.compile(kiln.get_target("cpu"))
+    # The copies share the weights, so the original's were handed over too; its values stay the same.
+    assert original.held_literal_bytes() <= W_DOT.nbytes
+    for target in ["ref", "cpu"]:
+        again = copy.copy(original)
+        again.compile(kiln.get_target(target))
+        np.testing.assert_allclose(np.asarray(again.run({"x": X})[0]), expected_output(X), rtol=1e-4, atol=1e-4)
+    assert original.held_literal_bytes() <= W_DOT.nbytes
+    assert_held_once(compiled, weight_bytes())
+    for w in WEIGHTS:
+        assert w.tobytes() in kiln.save_buffer(original)
+
+
+def transposed_weights_program(also_sliced):
+    """dot(x, transpose(W)) with W [10, 192], and if asked also dot(x, transpose(W[:6]))."""
+    w_rows = W_DOT.T.copy()  # [10, 192]
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", [3, 192]))
+    w = m.add_literal(w_rows)
+    out = [m.add_instruction(kiln.op("dot"), [x, m.add_instruction(kiln.op("transpose", permutation=[1, 0]), [w])])]
+    if also_sliced:  # a view that does not cover W: restoring through it would miss rows
+        part = m.add_instruction(kiln.op("slice", axes=[0], starts=[0], ends=[6]), [w])
+        out.append(m.add_instruction(kiln.op("dot"),
+                                     [x, m.add_instruction(kiln.op("transpose", permutation=[1, 0]), [part])]))
+    m.add_return(out)
+    return p, w_rows
+
+
+@pytest.mark.parametrize("also_sliced", [False, True])
+def test_weights_seen_through_views(also_sliced):
+    p, w_rows = transposed_weights_program(also_sliced)
+    p.compile(kiln.get_target("cpu"))
+    if also_sliced:  # a view that does not cover W: restoring through it would miss rows
+        assert p.held_literal_bytes() == w_rows.nbytes
+    else:
+        assert_held_once(p, w_rows.nbytes)
+    a = np.random.default_rng(5).uniform(-1, 1, (3, 192)).astype(np.float32)
+    out = [np.asarray(o) for o in p.run({"x": a})]
+    np.testing.assert_allclose(out[0], a.astype(np.float64) @ w_rows.T, rtol=1e-5, atol=1e-5)
+    if also_sliced:
+        np.testing.assert_allclose(out[1], a.astype(np.float64) @ w_rows[:6].T, rtol=1e-5, atol=1e-5)
+    assert w_rows.tobytes() in kiln.save_buffer(p)
+    r = kiln.verify(p, inputs={"x": a}, per_instruction=True)
+    assert r["passed"], r["text"]
