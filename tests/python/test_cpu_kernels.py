@@ -128,6 +128,53 @@ def test_fused_convolution_blocked(input_layout, residual):
     np.testing.assert_allclose(unblocked(ref), expected, **TOL)
 
 
+# Convolutions the cpu target splits for float32 accuracy: k x k over blocked
+# input (im2col + 1 x 1) and image-like inputs of 2 to 7 plain channels under
+# windows of 16 taps or more (one convolution per channel). Padding is [top,
+# left, bottom, right].
+SPLIT_CONV_CONFIGS = [  # x, w, stride, padding, dilation
+    ((2, 16, 11, 10), (24, 16, 3, 3), [2, 2], [1, 1, 1, 1], [1, 1]),
+    ((1, 8, 12, 9), (16, 8, 3, 5), [1, 2], [2, 1, 0, 2], [2, 1]),
+    ((1, 16, 7, 7), (8, 16, 5, 5), [1, 1], [2, 2, 2, 2], [1, 1]),
+    ((2, 3, 17, 15), (16, 3, 7, 7), [2, 2], [3, 3, 3, 3], [1, 1]),
+    ((1, 2, 9, 9), (8, 2, 5, 4), [1, 1], [1, 0, 0, 1], [1, 1]),
+    ((2, 7, 10, 8), (16, 7, 5, 4), [2, 1], [2, 2, 2, 2], [1, 2]),
+]
+
+
+@pytest.mark.parametrize("config", SPLIT_CONV_CONFIGS, ids=str)
+@pytest.mark.parametrize("post", [["relu"], ["add", "relu"]], ids=str)
+@pytest.mark.parametrize("has_bias", [False, True])
+@pytest.mark.parametrize("output_layout", ["nchw", "nchw8c"])
+def test_fused_convolution_split_for_accuracy(config, post, has_bias, output_layout):
+    xs, ws, stride, padding, dilation = config
+    x, w, bias = rand(*xs), rand(*ws), rand(ws[0])
+    padded = np.pad(x, [(0, 0), (0, 0), (padding[0], padding[2]), (padding[1], padding[3])])
+    expected = conv_reference(padded, w, stride, [0, 0], dilation, 1)
+    if has_bias:
+        expected = expected + bias.reshape(1, -1, 1, 1)
+    r = rand(*expected.shape)
+    expected = apply_post_ops(expected, post, [0, 0], [0, 0], [r])
+    input_layout = "nchw8c" if xs[1] % 8 == 0 else "nchw"
+    attrs = dict(padding=padding, stride=stride, dilation=dilation, has_bias=has_bias, post_ops=post,
+                 post_alpha=[0.0] * len(post), post_beta=[0.0] * len(post), input_layout=input_layout,
+                 output_layout=output_layout)
+    x_in = blocked(x) if input_layout == "nchw8c" else x
+    r_in = blocked(r) if output_layout == "nchw8c" else r
+
+    def build(m):
+        ins = [m.add_parameter("x", kiln.shape("float", list(x_in.shape))), m.add_literal(w)]
+        if has_bias:
+            ins.append(m.add_literal(bias))
+        if "add" in post:
+            ins.append(m.add_parameter("r", kiln.shape("float", list(r_in.shape))))
+        m.add_return([m.add_instruction(kiln.op("fused_convolution", **attrs), ins)])
+
+    feed = {"x": x_in, "r": r_in} if "add" in post else {"x": x_in}
+    for got in run_both(build, feed):
+        np.testing.assert_allclose(unblocked(got) if output_layout == "nchw8c" else got, expected, **TOL)
+
+
 @pytest.mark.parametrize("op", ["to_blocked", "from_blocked"])
 def test_layout_reorders(op):
     x = rand(2, 16, 5, 3)

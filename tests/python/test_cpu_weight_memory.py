@@ -196,3 +196,30 @@ def test_weights_seen_through_views(also_sliced):
     assert w_rows.tobytes() in kiln.save_buffer(p)
     r = kiln.verify(p, inputs={"x": a}, per_instruction=True)
     assert r["passed"], r["text"]
+
+
+def test_convolutions_split_for_accuracy_hold_their_weights_once():
+    """A 5x5 convolution of a 3-channel image (one convolution per channel) and a 3x3 one over blocked input
+    (im2col + 1x1) keep their weights rearranged; the literals still save, print and verify as given."""
+    w_image, w_blocked = exact_values(16, 3, 5, 5), exact_values(16, 16, 3, 3)
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", [2, 3, 12, 12]))
+    y = m.add_instruction(kiln.op("convolution", padding=[2, 2]), [x, m.add_literal(w_image)])
+    y = m.add_instruction(kiln.op("relu"), [y])
+    m.add_return([m.add_instruction(kiln.op("convolution", padding=[1, 1]), [y, m.add_literal(w_blocked)])])
+    p.compile(kiln.get_target("cpu"))
+    weights = w_image.nbytes + w_blocked.nbytes
+    assert p.held_literal_bytes() == 0
+    assert_held_once(p, weights)
+    x_value = np.random.default_rng(4).uniform(-1, 1, (2, 3, 12, 12)).astype(np.float32)
+    expected = np.maximum(conv_reference(x_value, w_image, [1, 1], [2, 2], [1, 1], 1), 0)
+    expected = conv_reference(expected, w_blocked, [1, 1], [1, 1], [1, 1], 1)
+    before = np.asarray(p.run({"x": x_value})[0])
+    np.testing.assert_allclose(before, expected, rtol=1e-4, atol=1e-4)
+    data = kiln.save_buffer(p)
+    assert w_image.tobytes() in data and w_blocked.tobytes() in data
+    np.testing.assert_array_equal(np.asarray(kiln.load_buffer(data).run({"x": x_value})[0]), before)
+    assert "@literal{" + ", ".join("%g" % v for v in w_blocked.reshape(-1)[:6]) in str(p)
+    r = kiln.verify(p, inputs={"x": x_value}, per_instruction=True)
+    assert r["passed"], r["text"]

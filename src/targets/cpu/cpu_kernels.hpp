@@ -2,12 +2,22 @@
 // The cpu target's kernel factories, one per file. Each returns nullptr when
 // it cannot handle the instruction (a dtype, layout or shape it does not
 // cover); the plan then runs the op's reference compute.
+#include "ops/fused_convolution.hpp"
 #include "targets/cpu/cpu_kernel.hpp"
 
 namespace kiln {
 
 // convolution, fused_convolution (dnnl_convolution.cpp)
 std::shared_ptr<const cpu_kernel> make_convolution_kernel(const kernel_request& r);
+// k x k fused_convolution on blocked input as im2col + 1 x 1 convolution,
+// for float32 accuracy (im2col_convolution.cpp)
+std::shared_ptr<const cpu_kernel> make_im2col_convolution_kernel(const op::fused_convolution& conv,
+                                                                 const kernel_request& r);
+// fused_convolution of an image-like input (2 to 7 plain channels, a window
+// of 16 taps or more) as one convolution per channel, for float32 accuracy
+// (channel_split_convolution.cpp)
+std::shared_ptr<const cpu_kernel> make_channel_split_convolution_kernel(const op::fused_convolution& conv,
+                                                                        const kernel_request& r);
 // dot, fused_dot (dnnl_matmul.cpp)
 std::shared_ptr<const cpu_kernel> make_matmul_kernel(const kernel_request& r);
 // average pooling (dnnl_pooling.cpp)

@@ -114,7 +114,11 @@ std::shared_ptr<const cpu_kernel> build(const op::fused_convolution& conv, const
 }  // namespace
 
 std::shared_ptr<const cpu_kernel> make_convolution_kernel(const kernel_request& r) {
-    if (const auto* fused = r.op.get_if<op::fused_convolution>()) return build(*fused, r);
+    if (const auto* fused = r.op.get_if<op::fused_convolution>()) {
+        if (auto kernel = make_im2col_convolution_kernel(*fused, r)) return kernel;
+        if (auto kernel = make_channel_split_convolution_kernel(*fused, r)) return kernel;
+        return build(*fused, r);
+    }
     const auto* plain = r.op.get_if<op::convolution>();
     if (plain == nullptr) return nullptr;
     op::fused_convolution conv;
