@@ -4,7 +4,10 @@
 // [N, C/8, H, W, 8], eight channels innermost. Kiln keeps such values as
 // ordinary standard 5-D tensors, so views, elementwise ops and the memory
 // planner need no notion of layout; only ops that know the layout (the
-// fused convolution and pooling, to_blocked, from_blocked) interpret them.
+// fused convolution, to_blocked, from_blocked) interpret them. Pooling over
+// H and W of a blocked tensor is 3-D pooling of the 5-D one with a unit
+// window over the last dimension, and per-channel operands of elementwise
+// ops are [1, C/8, 1, 1, 8]: ordinary ops on ordinary tensors.
 // C must be a multiple of 8: no padding channels, so elementwise ops on two
 // blocked tensors of one shape stay correct.
 #include <cstddef>

@@ -238,6 +238,38 @@ rewrite_rule fold_batch_norm() {
             }};
 }
 
+// batch_norm_inference(x, scale, bias, mean, var) with constant parameters
+// that fold_batch_norm leaves (x is no convolution of its own: DenseNet's
+// batch norm before each convolution) becomes x * s + (bias - mean * s),
+// s = scale / sqrt(var + eps): per-channel elementwise ops, which fuse with
+// their neighbours and run in the cpu target's blocked layout. Not bitwise
+// exact (x * s + t rounds differently).
+rewrite_rule decompose_batch_norm() {
+    auto c = [](const char* n) { return match::is_constant().bind(n); };
+    auto pattern = name("batch_norm_inference").args(any().bind("x"), c("scale"), c("bias"), c("mean"), c("var"));
+    return {"decompose_batch_norm", pattern, [](module& m, const match_result& r) {
+                const shape& out = r.root->get_shape();
+                if (!is_floating(out.type())) return false;
+                const auto channels = static_cast<std::int64_t>(out.lens()[1]);
+                const double eps = r.root->get_operator().attributes().find("epsilon")->as_float();
+                auto pos = r.root;
+                auto add = [&](const char* op, instruction_ref a, instruction_ref b) {
+                    return m.insert_instruction(pos, make_op(op), {a, b});
+                };
+                // [C] as [1, C, 1, ...]: it broadcasts along axis 1 of x.
+                auto per_channel = [&](instruction_ref v) {
+                    value_list dims;
+                    for (std::size_t i = 0; i < out.ndim(); ++i) dims.push_back(value(i == 1 ? channels : 1));
+                    return m.insert_instruction(pos, make_op("reshape", value_map{{"dims", dims}}), {v});
+                };
+                auto epsilon = m.insert_literal(pos, literal(shape(out.type(), {1}), std::vector<double>{eps}));
+                auto s = add("div", r.at("scale"), m.insert_instruction(pos, make_op("sqrt"), {add("add", r.at("var"), epsilon)}));
+                auto t = add("sub", r.at("bias"), add("mul", r.at("mean"), s));
+                auto scaled = add("mul", r.at("x"), per_channel(s));
+                return replace_with_new(m, r.root, make_op("add"), {scaled, per_channel(t)});
+            }};
+}
+
 }  // namespace
 
 void simplify_algebra::apply(module& m) const {
@@ -248,6 +280,7 @@ void simplify_algebra::apply(module& m) const {
     rules.push_back(scale_after_dot());
     rules.push_back(scale_before_dot());
     rules.push_back(fold_batch_norm());
+    rules.push_back(decompose_batch_norm());  // after the fold, which it must not pre-empt
     rewrite_to_fixed_point(m, rules);
 }
 

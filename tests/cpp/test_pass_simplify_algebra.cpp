@@ -188,13 +188,39 @@ TEST(pass_simplify_algebra, folds_batch_norm_into_convolution_weights_and_a_bias
     expect_same_outputs(m, out, 1e-5);
 }
 
-TEST(pass_simplify_algebra, keeps_batch_norm_when_the_convolution_has_other_users) {
+TEST(pass_simplify_algebra, decomposes_batch_norm_when_the_convolution_has_other_users) {
     module m;
     auto x = m.add_parameter("x", float_shape({1, 2, 4, 4}));
-    auto conv = m.add_instruction(make_op("convolution"), {x, add_random_literal(m, {2, 2, 1, 1}, 1)});
+    auto w = add_random_literal(m, {2, 2, 1, 1}, 1);
+    auto conv = m.add_instruction(make_op("convolution"), {x, w});
     std::vector<instruction_ref> params{conv};
     for (unsigned long s = 2; s < 6; ++s) params.push_back(add_float_literal(m, {2}, {1.0f + s, 0.5f}));
     auto bn = m.add_instruction(make_op("batch_norm_inference"), params);
     m.add_return({bn, conv});
-    EXPECT_EQ(count_ops(after_pass<simplify_algebra>(m), "batch_norm_inference"), 1u);
+    // The weights stay as they are (the other user reads the convolution); the batch norm becomes x * s + t.
+    module out = after_passes(m, {std::make_shared<simplify_algebra>(), std::make_shared<constant_propagation>()});
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"convolution", "mul", "add"})) << out;
+    for (const auto& ins : out) {
+        if (ins.name() == "convolution") {
+            EXPECT_EQ(ins.inputs()[1]->get_literal().to_vector<float>(), w->get_literal().to_vector<float>());
+        }
+    }
+    expect_same_outputs(m, out, 1e-5);
+}
+
+TEST(pass_simplify_algebra, decomposes_batch_norm_before_a_convolution_into_a_per_channel_scale_and_shift) {
+    // DenseNet's layer: concat -> batch norm -> relu -> convolution.
+    module m;
+    auto x = m.add_parameter("x", float_shape({2, 3, 5, 5}));
+    auto y = m.add_parameter("y", float_shape({2, 2, 5, 5}));
+    auto both = m.add_instruction(make_op("concat", value_map{{"axis", std::int64_t{1}}}), {x, y});
+    auto bn = m.add_instruction(make_op("batch_norm_inference", value_map{{"epsilon", 1e-3}}),
+                                {both, add_random_literal(m, {5}, 2), add_random_literal(m, {5}, 3),
+                                 add_random_literal(m, {5}, 4), add_float_literal(m, {5}, {0.5f, 1, 2, 0.25f, 3})});
+    auto relu = m.add_instruction(make_op("relu"), {bn});
+    m.add_return({m.add_instruction(make_op("convolution"), {relu, add_random_literal(m, {4, 5, 1, 1}, 5)})});
+    module out = after_passes(m, {std::make_shared<simplify_algebra>(), std::make_shared<constant_propagation>()});
+    EXPECT_EQ(count_ops(out, "batch_norm_inference"), 0u) << out;
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"concat", "mul", "add", "relu", "convolution"})) << out;
+    expect_same_outputs(m, out, 1e-5);
 }

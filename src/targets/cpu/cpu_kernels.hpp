@@ -24,6 +24,8 @@ std::shared_ptr<const cpu_kernel> make_matmul_kernel(const kernel_request& r);
 std::shared_ptr<const cpu_kernel> make_pooling_kernel(const kernel_request& r);
 // max pooling (max_pooling.cpp)
 std::shared_ptr<const cpu_kernel> make_max_pooling_kernel(const kernel_request& r);
+// concat of standard tensors (concat_kernel.cpp)
+std::shared_ptr<const cpu_kernel> make_concat_kernel(const kernel_request& r);
 // to_blocked, from_blocked (dnnl_reorder.cpp)
 std::shared_ptr<const cpu_kernel> make_reorder_kernel(const kernel_request& r);
 

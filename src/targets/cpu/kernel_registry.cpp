@@ -36,6 +36,7 @@ const std::map<std::string, kernel_factory>& kernel_factories() {
         {"pooling", pooling_kernel},
         {"to_blocked", make_reorder_kernel},
         {"from_blocked", make_reorder_kernel},
+        {"concat", make_concat_kernel},
     };
     return factories;
 }

@@ -1,10 +1,14 @@
 // 2-D max pooling on float32 NCHW, Kiln's own kernel: oneDNN's drops NaNs,
 // and ONNX and PyTorch propagate them. Planes run in parallel; within a
 // plane, each output scans the part of its window inside the input (a
-// window entirely in padding yields -inf, as the reference does).
+// window entirely in padding yields -inf, as the reference does). The
+// blocked layout [N, C/8, H, W, 8] arrives as 3-D pooling with a unit window
+// over the eight channels of a block (see propagate_blocked_layout); there
+// a plane is a block, and each window position is eight adjacent floats.
 #include <cmath>
 #include <limits>
 
+#include "ops/blocked_layout.hpp"
 #include "ops/conv.hpp"
 #include "ops/pool.hpp"
 #include "targets/cpu/cpu_kernels.hpp"
@@ -60,18 +64,77 @@ private:
     ops::window w_;
 };
 
+// The same over [N, C/8, H, W, 8] (standard strides), eight channels at a time.
+class blocked_max_pooling_kernel final : public cpu_kernel {
+public:
+    explicit blocked_max_pooling_kernel(ops::window w) : w_(std::move(w)) {}
+
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
+        const auto& xl = inputs[0].get_shape().lens();
+        const auto& yl = result.get_shape().lens();
+        const std::size_t h = xl[2], w = xl[3], oh_count = yl[2], ow_count = yl[3];
+        const auto planes = static_cast<std::ptrdiff_t>(xl[0] * xl[1]);
+        const float* x = inputs[0].data_as<float>();
+        float* y = result.data_as<float>();
+#pragma omp parallel for schedule(static)
+        for (std::ptrdiff_t p = 0; p < planes; ++p) {
+            const float* plane = x + static_cast<std::size_t>(p) * h * w * lanes;
+            float* out = y + static_cast<std::size_t>(p) * oh_count * ow_count * lanes;
+            for (std::size_t oh = 0; oh < oh_count; ++oh)
+                for (std::size_t ow = 0; ow < ow_count; ++ow)
+                    window_max(plane, h, w, oh, ow, out + (oh * ow_count + ow) * lanes);
+        }
+    }
+
+private:
+    static constexpr std::size_t lanes = ops::channel_block;
+
+    void window_max(const float* plane, std::size_t h, std::size_t w, std::size_t oh, std::size_t ow,
+                    float* out) const {
+        float best[lanes];
+        for (std::size_t k = 0; k < lanes; ++k) best[k] = -std::numeric_limits<float>::infinity();
+        const auto h0 = static_cast<std::ptrdiff_t>(oh * w_.stride[0]) - static_cast<std::ptrdiff_t>(w_.pad_begin[0]);
+        const auto w0 = static_cast<std::ptrdiff_t>(ow * w_.stride[1]) - static_cast<std::ptrdiff_t>(w_.pad_begin[1]);
+        for (std::size_t i = 0; i < w_.kernel[0]; ++i) {
+            const auto r = h0 + static_cast<std::ptrdiff_t>(i * w_.dilation[0]);
+            if (r < 0 || r >= static_cast<std::ptrdiff_t>(h)) continue;
+            for (std::size_t j = 0; j < w_.kernel[1]; ++j) {
+                const auto col = w0 + static_cast<std::ptrdiff_t>(j * w_.dilation[1]);
+                if (col < 0 || col >= static_cast<std::ptrdiff_t>(w)) continue;
+                const float* v = plane + (static_cast<std::size_t>(r) * w + static_cast<std::size_t>(col)) * lanes;
+                // A NaN wins and then stays: nothing compares greater than it.
+                for (std::size_t k = 0; k < lanes; ++k) best[k] = (v[k] > best[k] || v[k] != v[k]) ? v[k] : best[k];
+            }
+        }
+        for (std::size_t k = 0; k < lanes; ++k) out[k] = best[k];
+    }
+
+    ops::window w_;
+};
+
+// Whether a 3-D window over [N, C/8, H, W, 8] is 2-D pooling of the blocked
+// layout: one element, no padding and stride 1 along the block's channels.
+bool blocked_layout_window(const shape& x, const ops::window& w) {
+    return x.ndim() == 5 && x.standard() && x.lens()[4] == ops::channel_block && w.kernel[2] == 1 &&
+           w.stride[2] == 1 && w.pad_begin[2] == 0 && w.pad_end[2] == 0;
+}
+
 }  // namespace
 
 std::shared_ptr<const cpu_kernel> make_max_pooling_kernel(const kernel_request& r) {
     const auto* pool = r.op.get_if<op::pooling>();
     const shape& x = r.input_shapes[0];
-    if (pool == nullptr || pool->mode != op::pooling_mode::max || x.type() != dtype::float_type || x.ndim() != 4)
+    if (pool == nullptr || pool->mode != op::pooling_mode::max || x.type() != dtype::float_type ||
+        (x.ndim() != 4 && x.ndim() != 5))
         return nullptr;
     std::vector<std::size_t> spatial(x.lens().begin() + 2, x.lens().end());
-    if (pool->global) return std::make_shared<max_pooling_kernel>(ops::make_window(pool->name(), spatial, {}, {}, {}));
-    std::vector<std::size_t> kernel(pool->lengths.begin(), pool->lengths.end());
-    return std::make_shared<max_pooling_kernel>(
-        ops::make_window(pool->name(), kernel, pool->padding, pool->stride, pool->dilation));
+    ops::window w = pool->global ? ops::make_window(pool->name(), spatial, {}, {}, {})
+                                 : ops::make_window(pool->name(),
+                                                    std::vector<std::size_t>(pool->lengths.begin(), pool->lengths.end()),
+                                                    pool->padding, pool->stride, pool->dilation);
+    if (x.ndim() == 4) return std::make_shared<max_pooling_kernel>(std::move(w));
+    if (blocked_layout_window(x, w)) return std::make_shared<blocked_max_pooling_kernel>(std::move(w));
+    return nullptr;
 }
 
 }  // namespace kiln

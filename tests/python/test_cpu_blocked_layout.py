@@ -1,0 +1,275 @@
+"""The cpu target's blocked (nChw8c) layout beyond convolutions: pooling,
+spatial reductions, elementwise ops with per-channel operands, batch norm
+before a convolution and channel concatenation stay blocked between
+convolutions, so that no reorder runs in between. Each op sits between two
+convolutions; results are checked against numpy in float64 and against the
+`ref` target, and the compiled IR against reorders.
+"""
+
+import numpy as np
+import pytest
+
+import kiln
+from test_ops_numpy import conv_reference, pool_reference
+
+RNG = np.random.default_rng(11)
+TOL = dict(rtol=1e-4, atol=1e-4)
+C = 16
+
+
+def rand(*shape):
+    return RNG.uniform(-1, 1, shape).astype(np.float32)
+
+
+W_IN = rand(C, C, 3, 3)
+W_OUT = rand(8, C, 1, 1)
+
+
+def conv_in(x):
+    return conv_reference(x, W_IN, [1, 1], [1, 1], [1, 1], 1)
+
+
+def conv_out(y):
+    return conv_reference(y, W_OUT, [1, 1], [0, 0], [1, 1], 1)
+
+
+def sandwich(x_shape, middle):
+    """conv 3x3 -> middle(module, value) -> conv 1x1, as a program with parameter x."""
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", list(x_shape)))
+    y = m.add_instruction(kiln.op("convolution", padding=[1, 1]), [x, m.add_literal(W_IN)])
+    y = middle(m, y)
+    m.add_return([m.add_instruction(kiln.op("convolution"), [y, m.add_literal(W_OUT)])])
+    return p
+
+
+def compiled_outputs(build, feed):
+    """(cpu output, ref output, the cpu program's text)."""
+    outs, text = [], ""
+    for target in ["cpu", "ref"]:
+        p = build()
+        p.compile(kiln.get_target(target))
+        outs.append(np.asarray(p.run(feed)[0]))
+        if target == "cpu":
+            text = str(p)
+    return outs[0], outs[1], text
+
+
+def assert_no_reorder_between(text):
+    # One to_blocked for the input, one from_blocked for the result: none in between.
+    assert text.count("to_blocked(") == 1, text
+    assert text.count("from_blocked(") == 1, text
+
+
+def check(build, feed, expected, rtol=TOL["rtol"], atol=TOL["atol"]):
+    cpu, ref, text = compiled_outputs(build, feed)
+    assert_no_reorder_between(text)
+    np.testing.assert_allclose(cpu, expected, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(ref, expected, rtol=rtol, atol=atol)
+    return cpu, ref
+
+
+POOLS = [  # mode, lengths, stride, padding
+    ("max", [3, 3], [2, 2], [1, 1]),
+    ("max", [2, 2], [2, 2], [0, 0]),
+    ("average", [2, 2], [2, 2], [0, 0]),
+    ("average", [3, 3], [1, 1], [1, 1]),
+]
+
+
+@pytest.mark.parametrize("config", POOLS, ids=str)
+@pytest.mark.parametrize("include_pad", [False, True])
+def test_pooling_runs_blocked(config, include_pad):
+    mode, lengths, stride, padding = config
+    x = rand(2, C, 9, 10)
+    attrs = dict(mode=mode, lengths=lengths, stride=stride, padding=padding, count_include_pad=include_pad)
+
+    def middle(m, y):
+        return m.add_instruction(kiln.op("pooling", **attrs), [y])
+
+    expected = conv_out(pool_reference(conv_in(x), mode, lengths, stride, padding, include_pad))
+    _, _, text = compiled_outputs(lambda: sandwich(x.shape, middle), {"x": x})
+    assert "lengths={%d, %d, 1}" % tuple(lengths) in text  # 3-D pooling of the blocked tensor
+    check(lambda: sandwich(x.shape, middle), {"x": x}, expected)
+
+
+@pytest.mark.parametrize("mode", ["max", "average"])
+@pytest.mark.parametrize("dilation_or_ceil", ["dilation", "ceil_mode"])
+def test_pooling_with_dilation_or_ceil_mode_matches_ref(mode, dilation_or_ceil):
+    x = rand(1, C, 10, 9)
+    attrs = dict(mode=mode, lengths=[3, 3], stride=[2, 2], padding=[1, 1])
+    if dilation_or_ceil == "dilation":
+        attrs["dilation"] = [2, 1]
+    else:
+        attrs["ceil_mode"] = True
+
+    def build():
+        return sandwich(x.shape, lambda m, y: m.add_instruction(kiln.op("pooling", **attrs), [y]))
+
+    cpu, ref, text = compiled_outputs(build, {"x": x})
+    assert_no_reorder_between(text)
+    np.testing.assert_allclose(cpu, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["max", "average"])
+def test_global_pooling_runs_blocked(mode):
+    x = rand(2, C, 7, 6)
+
+    def middle(m, y):
+        return m.add_instruction(kiln.op("pooling", mode=mode, **{"global": True}), [y])
+
+    y = conv_in(x)
+    pooled = y.max(axis=(2, 3), keepdims=True) if mode == "max" else y.mean(axis=(2, 3), keepdims=True)
+    check(lambda: sandwich(x.shape, middle), {"x": x}, conv_out(pooled))
+
+
+def blocked(x):
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // 8, 8, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def unblocked(x):
+    n, cb, h, w, _ = x.shape
+    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * 8, h, w))
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+def test_blocked_max_pooling_kernel_keeps_nans(ceil_mode):
+    """The form the layout pass gives max pooling: 3-D pooling of [N, C/8, H, W, 8], one-element window on the last."""
+    x = rand(2, C, 8, 9)
+    x[0, 3, 2, 5] = np.nan
+    x[1, 12, 7, 8] = np.nan
+    attrs = dict(mode="max", lengths=[3, 3, 1], stride=[2, 2, 1], padding=[1, 1, 0, 1, 1, 0], ceil_mode=ceil_mode)
+    outs = []
+    for target in ["cpu", "ref"]:
+        p = kiln.program()
+        m = p.get_main_module()
+        xp = m.add_parameter("x", kiln.shape("float", list(blocked(x).shape)))
+        m.add_return([m.add_instruction(kiln.op("pooling", **attrs), [xp])])
+        p.compile(kiln.get_target(target))
+        outs.append(unblocked(np.asarray(p.run({"x": blocked(x)})[0])))
+    cpu, ref = outs
+    np.testing.assert_array_equal(cpu, ref)
+    if not ceil_mode:
+        expected = pool_reference(x, "max", [3, 3], [2, 2], [1, 1], False)
+        np.testing.assert_array_equal(np.isnan(cpu), np.isnan(expected))
+        np.testing.assert_allclose(cpu, expected, rtol=0, atol=0)
+    assert np.isnan(cpu[0, 3]).sum() >= 1 and np.isnan(cpu[1, 12]).sum() >= 1
+    assert np.isnan(cpu).sum() == np.isnan(cpu[0, 3]).sum() + np.isnan(cpu[1, 12]).sum()
+
+
+@pytest.mark.parametrize("op", ["reduce_mean", "reduce_max", "reduce_sum"])
+@pytest.mark.parametrize("keepdims", [True, False])
+def test_spatial_reductions_read_the_blocked_tensor(op, keepdims):
+    x = rand(2, C, 5, 6)
+
+    def build():
+        p = kiln.program()
+        m = p.get_main_module()
+        xp = m.add_parameter("x", kiln.shape("float", list(x.shape)))
+        y = m.add_instruction(kiln.op("convolution", padding=[1, 1]), [xp, m.add_literal(W_IN)])
+        m.add_return([m.add_instruction(kiln.op(op, axes=[-1, -2], keepdims=keepdims), [y])])
+        return p
+
+    y = conv_in(x)
+    numpy_op = {"reduce_mean": np.mean, "reduce_max": np.max, "reduce_sum": np.sum}[op]
+    expected = numpy_op(y, axis=(2, 3), keepdims=keepdims)
+    cpu, ref, text = compiled_outputs(build, {"x": x})
+    assert "%s[axes={2, 3}" % op in text, text  # reduced in the blocked layout
+    np.testing.assert_allclose(cpu, expected, **TOL)
+    np.testing.assert_allclose(ref, expected, **TOL)
+
+
+def test_elementwise_ops_with_per_channel_operands_run_blocked():
+    x = rand(2, C, 6, 5)
+    scale, shift, limit = rand(1, C, 1, 1), rand(C, 1, 1), np.float32(0.25)
+
+    def middle(m, y):
+        y = m.add_instruction(kiln.op("mul"), [y, m.add_literal(scale)])
+        y = m.add_instruction(kiln.op("add"), [m.add_literal(shift), y])
+        y = m.add_instruction(kiln.op("sub"), [y, m.add_literal(np.array([limit]))])
+        return m.add_instruction(kiln.op("relu"), [y])
+
+    expected = conv_out(np.maximum(conv_in(x) * scale + shift - limit, 0))
+    check(lambda: sandwich(x.shape, middle), {"x": x}, expected)
+
+
+def test_an_operand_of_another_shape_keeps_the_op_plain():
+    x = rand(1, C, 4, 4)
+    row = rand(4) + 2  # broadcasts along W, not along the channels
+
+    def middle(m, y):
+        return m.add_instruction(kiln.op("div"), [y, m.add_literal(row)])
+
+    cpu, ref, text = compiled_outputs(lambda: sandwich(x.shape, middle), {"x": x})
+    assert text.count("from_blocked(") == 2  # before the division, and at the end
+    np.testing.assert_allclose(cpu, conv_out(conv_in(x) / row), **TOL)
+    np.testing.assert_allclose(ref, cpu, **TOL)
+
+
+def test_batch_norm_before_a_convolution_runs_blocked():
+    """DenseNet's layer: concat -> batch norm -> relu -> convolution."""
+    x = rand(2, C, 6, 6)
+    gamma, beta, mean = rand(2 * C), rand(2 * C), rand(2 * C)
+    var = RNG.uniform(0.5, 2, 2 * C).astype(np.float32)
+    w_out = rand(8, 2 * C, 1, 1)
+
+    def build():
+        p = kiln.program()
+        m = p.get_main_module()
+        xp = m.add_parameter("x", kiln.shape("float", list(x.shape)))
+        a = m.add_instruction(kiln.op("convolution", padding=[1, 1]), [xp, m.add_literal(W_IN)])
+        both = m.add_instruction(kiln.op("concat", axis=1), [a, a])
+        params = [m.add_literal(v) for v in (gamma, beta, mean, var)]
+        y = m.add_instruction(kiln.op("batch_norm_inference", epsilon=1e-5), [both] + params)
+        y = m.add_instruction(kiln.op("relu"), [y])
+        m.add_return([m.add_instruction(kiln.op("convolution"), [y, m.add_literal(w_out)])])
+        return p
+
+    a = conv_in(x)
+    both = np.concatenate([a, a], axis=1)
+    c = lambda v: v.reshape(1, -1, 1, 1).astype(np.float64)  # noqa: E731
+    y = np.maximum((both - c(mean)) / np.sqrt(c(var) + 1e-5) * c(gamma) + c(beta), 0)
+    expected = conv_reference(y, w_out, [1, 1], [0, 0], [1, 1], 1)
+    cpu, ref, text = compiled_outputs(build, {"x": x})
+    assert_no_reorder_between(text)
+    assert "batch_norm_inference" not in text  # a per-channel scale and shift instead
+    np.testing.assert_allclose(cpu, expected, **TOL)
+    np.testing.assert_allclose(ref, expected, **TOL)
+
+
+CONCATS = [  # input shapes, axis
+    ([(2, 3, 4), (2, 5, 4)], 1),
+    ([(2, 3, 4), (2, 3, 1), (2, 3, 6)], -1),
+    ([(1, 4), (3, 4)], 0),
+    ([(8, 64, 64), (8, 64, 64)], 1),  # large enough for the threads to share it
+]
+
+
+@pytest.mark.parametrize("config", CONCATS, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_concat_kernel(config, dtype):
+    shapes, axis = config
+    arrays = [(RNG.uniform(-100, 100, s)).astype(dtype) for s in shapes]
+    kiln_type = {np.float32: "float", np.int64: "int64"}[dtype]
+
+    p = kiln.program()
+    m = p.get_main_module()
+    params = [m.add_parameter(f"x{i}", kiln.shape(kiln_type, list(s))) for i, s in enumerate(shapes)]
+    m.add_return([m.add_instruction(kiln.op("concat", axis=axis), params)])
+    p.compile(kiln.get_target("cpu"))
+    out = np.asarray(p.run({f"x{i}": a for i, a in enumerate(arrays)})[0])
+    np.testing.assert_array_equal(out, np.concatenate(arrays, axis=axis))
+
+
+def test_concat_of_strided_views_matches_numpy():
+    x = rand(3, 4)
+
+    p = kiln.program()
+    m = p.get_main_module()
+    xp = m.add_parameter("x", kiln.shape("float", [3, 4]))
+    t = m.add_instruction(kiln.op("transpose", permutation=[1, 0]), [xp])
+    m.add_return([m.add_instruction(kiln.op("concat", axis=0), [t, t])])
+    p.compile(kiln.get_target("cpu"))
+    np.testing.assert_array_equal(np.asarray(p.run({"x": x})[0]), np.concatenate([x.T, x.T], axis=0))
