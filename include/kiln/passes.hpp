@@ -63,4 +63,21 @@ public:
     void apply(module& m) const override;
 };
 
+// Replaces the decompositions of GELU that exporters write (erf and tanh
+// forms, any association of the products) by the gelu op.
+class fuse_gelu final : public pass {
+public:
+    std::string name() const override { return "fuse_gelu"; }
+    void apply(module& m) const override;
+};
+
+// Turns groups of elementwise instructions (chains and trees, numpy
+// broadcasts included) into single fused_pointwise instructions; see
+// fuse_pointwise.cpp for which groups form.
+class fuse_pointwise final : public pass {
+public:
+    std::string name() const override { return "fuse_pointwise"; }
+    void apply(module& m) const override;
+};
+
 }  // namespace kiln

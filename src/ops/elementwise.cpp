@@ -190,6 +190,24 @@ void clip::compute(const argument& result, const std::vector<argument>& inputs) 
     });
 }
 
+shape gelu::compute_shape(const std::vector<shape>& inputs) const {
+    return unary_shape(name(), inputs, accepts::floating);
+}
+void gelu::compute(const argument& result, const std::vector<argument>& inputs) const {
+    // In double, rounded once: the reference other kernels are checked against.
+    const bool tanh_form = approximate == gelu_approximation::tanh;
+    apply_unary(
+        [tanh_form](auto x_in) {
+            using T = decltype(x_in);
+            const double x = static_cast<double>(static_cast<compute_t<T>>(x_in));
+            // 1 + tanh(u) = 2 / (1 + e^-2u) and 1 + erf(v) = erfc(-v) lose nothing for negative x.
+            const double y = tanh_form ? x / (1.0 + std::exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x)))
+                                       : 0.5 * x * std::erfc(-x * 0.7071067811865476);
+            return T(static_cast<compute_t<T>>(y));
+        },
+        result, inputs[0]);
+}
+
 shape convert::compute_shape(const std::vector<shape>& inputs) const {
     ops::expect_inputs(name(), inputs, 1);
     return {target_type, inputs[0].lens()};

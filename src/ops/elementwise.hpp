@@ -1,6 +1,7 @@
 #pragma once
 // Elementwise ops: unary math, binary arithmetic and comparisons with numpy
 // broadcasting, where, convert and clip. Results are standard-strided.
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,27 @@ struct mod : op_base {
         f(self.fmod, "fmod");
     }
     std::string name() const { return "mod"; }
+    shape compute_shape(const std::vector<shape>& inputs) const;
+    void compute(const argument& result, const std::vector<argument>& inputs) const;
+};
+
+enum class gelu_approximation { none, tanh };
+inline std::span<const char* const> enum_names(gelu_approximation) {
+    static constexpr const char* names[] = {"none", "tanh"};
+    return names;
+}
+
+// Gaussian error linear unit, floating types: 0.5 x (1 + erf(x / sqrt 2)),
+// or with approximate=tanh 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+// What fuse_gelu makes of the exporters' decompositions; a post-op a fused
+// matmul can apply (post_op_kind gelu_erf / gelu_tanh).
+struct gelu : op_base {
+    gelu_approximation approximate = gelu_approximation::none;
+    template <class Self, class F>
+    static void reflect(Self& self, F&& f) {
+        f(self.approximate, "approximate");
+    }
+    std::string name() const { return "gelu"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     void compute(const argument& result, const std::vector<argument>& inputs) const;
 };

@@ -12,6 +12,7 @@
 #include "ops/blocked_layout.hpp"
 #include "ops/fused_convolution.hpp"
 #include "ops/fused_dot.hpp"
+#include "ops/fused_pointwise.hpp"
 #include "ops/cumsum.hpp"
 #include "ops/deform_conv.hpp"
 #include "ops/dft.hpp"
@@ -103,6 +104,7 @@ op_registry build_registry() {
     r.add<op::where>();
     r.add<op::clip>();
     r.add<op::convert>();
+    r.add<op::gelu>();
     // transcendental
     r.add<op::tan>();
     r.add<op::asin>();
@@ -171,6 +173,7 @@ op_registry build_registry() {
     // fused (made by the optimizer: kernels with post-ops, layout changes)
     r.add<op::fused_convolution>();
     r.add<op::fused_dot>();
+    r.add<op::fused_pointwise>();
     r.add<op::to_blocked>();
     r.add<op::from_blocked>();
     return r;

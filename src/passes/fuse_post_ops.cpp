@@ -3,8 +3,8 @@
 // intermediate value:
 //   - a constant per-output-channel add (conv: [1, M, 1, ...]; dot: [..., N])
 //     becomes the bias, when no post-op is there yet;
-//   - relu, sigmoid, tanh, and clip with scalar constant bounds become
-//     activation post-ops;
+//   - relu, sigmoid, tanh, gelu (what fuse_gelu recognizes, both forms),
+//     and clip with scalar constant bounds become activation post-ops;
 //   - add or mul with another tensor that broadcasts to the result (a
 //     residual, a mask, a scale) becomes a binary post-op.
 // The fused op is inserted where the absorbed consumer was, so every operand
@@ -14,6 +14,7 @@
 #include "kiln/op_registry.hpp"
 #include "kiln/passes.hpp"
 #include "ops/conv.hpp"
+#include "ops/elementwise.hpp"
 #include "ops/fused_convolution.hpp"
 #include "ops/fused_dot.hpp"
 #include "passes/constant_value.hpp"
@@ -106,17 +107,19 @@ rewrite_rule fuse_bias() {
             }};
 }
 
-std::optional<post_op_kind> activation_kind(const std::string& op) {
-    if (op == "relu") return post_op_kind::relu;
-    if (op == "sigmoid") return post_op_kind::sigmoid;
-    if (op == "tanh") return post_op_kind::tanh;
+std::optional<post_op_kind> activation_kind(const operation& op) {
+    if (op.name() == "relu") return post_op_kind::relu;
+    if (op.name() == "sigmoid") return post_op_kind::sigmoid;
+    if (op.name() == "tanh") return post_op_kind::tanh;
+    if (const auto* g = op.get_if<op::gelu>())
+        return g->approximate == op::gelu_approximation::tanh ? post_op_kind::gelu_tanh : post_op_kind::gelu_erf;
     return std::nullopt;
 }
 
 rewrite_rule fuse_activation() {
-    auto pattern = match::any_of_names({"relu", "sigmoid", "tanh"}).args(fused_producer().bind("f"));
+    auto pattern = match::any_of_names({"relu", "sigmoid", "tanh", "gelu"}).args(fused_producer().bind("f"));
     return {"fuse_activation", pattern, [](module& m, const match_result& r) {
-                auto kind = *activation_kind(r.root->name());
+                auto kind = *activation_kind(r.root->get_operator());
                 auto fused = with_fused(r.at("f")->get_operator(), [&](auto& op) { op.post.append(kind); });
                 return replace_with_new(m, r.root, fused, r.at("f")->inputs());
             }};

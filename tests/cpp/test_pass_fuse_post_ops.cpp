@@ -88,3 +88,24 @@ TEST(pass_fuse_post_ops, cpu_pipeline_matches_ref_on_a_residual_block) {
     m.add_return({m.add_instruction(make_op("sigmoid"), {b})});
     expect_cpu_matches_ref(p, 1e-4);
 }
+
+// The gelu fuse_gelu makes of an exporter's formula rides on the matmul
+// before it (BERT's and GPT-2's feed-forward layers), in both forms.
+TEST(pass_fuse_post_ops, gelu_after_a_dot_with_bias_becomes_its_post_op) {
+    for (const char* form : {"none", "tanh"}) {
+        program p;
+        module& m = *p.get_main_module();
+        auto x = m.add_parameter("x", float_shape({2, 5, 16}));
+        auto y = m.add_instruction(make_op("dot"), {x, add_random_literal(m, {16, 24}, 1)});
+        y = m.add_instruction(make_op("add"), {y, add_random_literal(m, {24}, 2)});
+        m.add_return({m.add_instruction(make_op("gelu", value_map{{"approximate", form}}), {y})});
+        module out = after_pass<fuse_post_ops>(m);
+        ASSERT_EQ(count_ops(out, "fused_dot"), 1u) << out;
+        EXPECT_EQ(count_ops(out, "gelu"), 0u) << out;
+        EXPECT_EQ(attribute(only(out, "fused_dot"), "has_bias"), "true");
+        EXPECT_EQ(attribute(only(out, "fused_dot"), "post_ops"),
+                  std::string(form) == "tanh" ? "{\"gelu_tanh\"}" : "{\"gelu_erf\"}");
+        expect_same_outputs(m, out, 1e-6);
+        expect_cpu_matches_ref(p, 1e-5);
+    }
+}

@@ -133,7 +133,14 @@ TEST(pass_manager, cpu_compile_optimizes_and_matches_ref) {
     program compiled = p;
     compile_options options;
     options.verify_passes = true;
+    // Without pointwise fusion the simplified graph shows; with it, one op remains.
+    options.disabled_passes = {"fuse_pointwise"};
     compiled.compile(get_target("cpu"), options);
     EXPECT_EQ(op_names(*compiled.get_main_module()), (std::vector<std::string>{"exp", "mul", "add"}))
         << *compiled.get_main_module();
+    program fused = p;
+    options.disabled_passes.clear();
+    fused.compile(get_target("cpu"), options);
+    EXPECT_EQ(op_names(*fused.get_main_module()), (std::vector<std::string>{"fused_pointwise"}))
+        << *fused.get_main_module();
 }

@@ -213,10 +213,22 @@ TEST(verify, outputs_match_the_unoptimized_module_on_ref) {
 
 // ---- per instruction ------------------------------------------------------------
 
+namespace {
+
+// These tests look at separate add, relu, neg and mul steps; pointwise
+// fusion would merge them into one.
+compile_options unfused() {
+    compile_options options;
+    options.disabled_passes = {"fuse_pointwise"};
+    return options;
+}
+
+}  // namespace
+
 TEST(verify, per_instruction_passes_when_nothing_diverges) {
     for (const auto* t : {"ref", "cpu"}) {
         program p = dense_program();
-        p.compile(get_target(t));
+        p.compile(get_target(t), unfused());
         // Default tolerances: oneDNN's matmul rounds differently from the reference dot.
         per_instruction_report r = verify_per_instruction(p, inputs_for(p));
         EXPECT_TRUE(r.passed()) << t << "\n" << format_per_instruction_report(r);
@@ -235,7 +247,7 @@ TEST(verify, per_instruction_names_a_faulty_step_and_not_the_ones_after_it) {
     faulty.tamper = [&](const executed_step& s) {
         if (s.op.name() == "relu") s.output.data_as<float>()[5] += 0.5f;
     };
-    p.compile(faulty);
+    p.compile(faulty, unfused());
     relu_name = name_of(*p.get_main_module(), "relu");
     const std::string add_name = name_of(*p.get_main_module(), "add");
     parameter_map inputs = inputs_for(p);
@@ -280,7 +292,7 @@ TEST(verify, per_instruction_finds_a_value_overwritten_before_its_last_use) {
         if (s.op.name() == "add") add_output = s.output;
         if (s.op.name() == "neg") add_output.data_as<float>()[2] = 1000.0f;  // as a wrong memory plan would
     };
-    p.compile(faulty);
+    p.compile(faulty, unfused());
     const module& m = *p.get_main_module();
     per_instruction_report r = verify_per_instruction(p, inputs_for(p));
     ASSERT_FALSE(r.divergences.empty()) << format_per_instruction_report(r);

@@ -760,11 +760,52 @@ def deform_conv_reference(x, w, offset, bias, mask, stride=(1, 2), pad=(1, 0), g
     return out.astype(x.dtype)
 
 
+def gelu_reference(x, approximate):
+    from math import erf, pi, sqrt, tanh
+
+    if approximate == "tanh":
+        f = lambda v: 0.5 * v * (1 + tanh(sqrt(2 / pi) * (v + 0.044715 * v ** 3)))  # noqa: E731
+    else:
+        f = lambda v: 0.5 * v * (1 + erf(v / sqrt(2)))  # noqa: E731
+    return np.vectorize(f, otypes=[np.float64])(x)
+
+
+def fusion_pass_op_cases():
+    """The ops the fusion passes make (gelu, fused_pointwise)."""
+    for dt in FLOATS:
+        tol = (2e-3, 2e-3) if dt is np.float16 else None
+        for approximate in ["none", "tanh"]:
+            x = (generate(dt, (3, 7)) * 4).astype(dt)
+            yield Case("gelu", [x], in_float64(lambda x, a=approximate: gelu_reference(x, a)),
+                       attrs={"approximate": approximate}, tol=tol)
+    # Programs: values 0..n-1 are the inputs, n + k step k's result.
+    x, y, z = generate(np.float32, (2, 3, 5)), generate(np.float32, (5,), seed=1), generate(np.float32, (3, 1), seed=2)
+    steps = [["mul", [0, 1]], ["erf", [3]], ["add", [4, 2]], ["tanh", [5]]]
+    yield Case("fused_pointwise", [x, y, z], in_float64(lambda x, y, z: np.tanh(erf64(x * y) + z)),
+               attrs={"steps": steps})
+    guard = [["equal", [0, 0]], ["not", [2]], ["where", [3, 1, 0]]]  # NaN -> 0, as exporters guard softmax
+    xn = x.copy()
+    xn[0, 0, :2] = np.nan
+    yield Case("fused_pointwise", [xn, np.zeros((), np.float32)], lambda x, z: np.where(np.isnan(x), z, x),
+               attrs={"steps": guard})
+    half = [["convert", [0], {"target_type": "half_type"}], ["convert", [1], {"target_type": "float_type"}],
+            ["mod", [2, 0], {"fmod": True}]]
+    yield Case("fused_pointwise", [x * 100], lambda x: np.fmod(x.astype(np.float16).astype(np.float32), x),
+               attrs={"steps": half})
+
+
+def erf64(x):
+    from math import erf
+
+    return np.vectorize(erf, otypes=[np.float64])(x)
+
+
 def all_cases():
     for family in [unary_cases, binary_cases, ternary_cases, convert_cases, reduce_cases, arg_reduce_cases,
                    dot_cases, norm_cases, shape_op_cases, conv_cases, pool_cases,
                    index_scatter_cases, quant_cases, transcendental_cases, conv_transpose_cases, resize_cases,
-                   cumprod_bitcast_grid_sample_cases, dft_cases, roi_align_cases, deform_conv_cases, fused_cases]:
+                   cumprod_bitcast_grid_sample_cases, dft_cases, roi_align_cases, deform_conv_cases, fused_cases,
+                   fusion_pass_op_cases]:
         yield from family()
 
 

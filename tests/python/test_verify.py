@@ -43,7 +43,8 @@ def test_outputs_and_every_instruction_match(target_name):
     assert r["target"] == target_name
     assert not p.is_compiled()  # a copy was compiled
     assert [o["ok"] for o in r["outputs"]] == [True]
-    assert r["checked"] == 2 and r["divergences"] == []
+    # cpu fuses the add and the relu into one fused_pointwise.
+    assert r["checked"] == (1 if target_name == "cpu" else 2) and r["divergences"] == []
     assert "verify %s per instruction: PASSED" % target_name in r["text"]
 
 

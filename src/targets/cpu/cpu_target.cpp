@@ -144,7 +144,10 @@ private:
 // Post-op fusion runs on the simplified graph and makes bias reshapes that
 // a third constant propagation folds into the literals the kernels prepack.
 // The layout pass runs on fused convolutions, after which nothing changes
-// their inputs any more. CSE comes after everything that creates instructions, and a final DCE
+// their inputs any more. CSE comes after everything that creates
+// instructions. Pointwise fusion comes last: it takes whatever elementwise
+// chains the kernel fusions before it left, and after CSE, so that
+// duplicates are merged before groups form. A final DCE
 // removes what CSE and constant propagation leave unused.
 pass_list cpu_target::get_passes(const compile_options&) const {
     return {std::make_shared<dead_code_elimination>(),
@@ -152,10 +155,13 @@ pass_list cpu_target::get_passes(const compile_options&) const {
             std::make_shared<simplify_reshapes>(),
             std::make_shared<simplify_algebra>(),
             std::make_shared<constant_propagation>(),
+            // Recognizers of composite ops, before post-op fusion can split them up.
+            std::make_shared<fuse_gelu>(),
             std::make_shared<fuse_post_ops>(),
             std::make_shared<constant_propagation>(),
             std::make_shared<propagate_blocked_layout>(),
             std::make_shared<common_subexpression_elimination>(),
+            std::make_shared<fuse_pointwise>(),
             std::make_shared<dead_code_elimination>()};
 }
 
