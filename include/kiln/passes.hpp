@@ -71,6 +71,14 @@ public:
     void apply(module& m) const override;
 };
 
+// Replaces layer normalization spelled out with reduce_mean, sub, pow,
+// sqrt and div (and the scale and bias after it) by the layer_norm op.
+class fuse_layer_norm final : public pass {
+public:
+    std::string name() const override { return "fuse_layer_norm"; }
+    void apply(module& m) const override;
+};
+
 // Turns groups of elementwise instructions (chains and trees, numpy
 // broadcasts included) into single fused_pointwise instructions; see
 // fuse_pointwise.cpp for which groups form.

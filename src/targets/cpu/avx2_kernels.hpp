@@ -108,6 +108,29 @@ std::size_t pointwise_scratch_bytes(const pw_program& p);
 // inputs[i] points at input i's first element; output is standard-strided.
 void run_pointwise(const pw_program& p, const void* const* inputs, void* output, std::byte* scratch);
 
+// ---- row normalizations (avx2_softmax.cpp, avx2_layer_norm.cpp) ----
+//
+// Both work on `rows` contiguous rows of `length` floats, the result in the
+// same layout; threads take whole rows when there are at least
+// `parallel_rows` of them.
+
+struct row_layout {
+    std::size_t rows = 0;
+    std::size_t length = 0;
+    int threads = 1;
+    std::size_t parallel_rows = 0;
+};
+
+// softmax (or log_softmax) of each row: sums of exponentials in double,
+// shifted by the row's maximum (NaNs ignored by the maximum, as fmax).
+void run_softmax(const row_layout& layout, bool take_log, const float* x, float* y);
+
+// (x - mean) / sqrt(variance + epsilon) * scale + bias per row, mean and
+// biased variance in double over two passes; scale and bias hold `length`
+// values or are null.
+void run_layer_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
+                    float* y);
+
 // ---- vector math over arrays, for tests (avx2_pointwise.cpp) ----
 void exp_array(const float* x, float* y, std::size_t n);
 void tanh_array(const float* x, float* y, std::size_t n);

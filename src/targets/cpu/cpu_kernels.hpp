@@ -28,6 +28,10 @@ std::shared_ptr<const cpu_kernel> make_max_pooling_kernel(const kernel_request& 
 std::shared_ptr<const cpu_kernel> make_concat_kernel(const kernel_request& r);
 // fused_pointwise and the elementwise ops (pointwise_kernel.cpp)
 std::shared_ptr<const cpu_kernel> make_pointwise_kernel(const kernel_request& r);
+// softmax, log_softmax (normalization_kernels.cpp)
+std::shared_ptr<const cpu_kernel> make_softmax_kernel(const kernel_request& r);
+// layer_norm (normalization_kernels.cpp)
+std::shared_ptr<const cpu_kernel> make_layer_norm_kernel(const kernel_request& r);
 // reshape, flatten, contiguous when they copy (strided_copy_kernel.cpp)
 std::shared_ptr<const cpu_kernel> make_strided_copy_kernel(const kernel_request& r);
 // to_blocked, from_blocked (dnnl_reorder.cpp)

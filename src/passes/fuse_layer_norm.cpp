@@ -1,0 +1,118 @@
+// Layer-norm recognition: the decomposition older exporters write (opsets
+// before LayerNormalization, or models that spell it out),
+//
+//   d = x - reduce_mean(x, axes)
+//   y = d / sqrt(reduce_mean(d^2, axes) + eps)      (d^2 as pow(d, 2) or d * d;
+//                                                    / sqrt(v) also as * rsqrt(v))
+//
+// with `axes` the trailing dimensions, becomes layer_norm(x) over them; a
+// following product with a scale and sum with a bias that broadcast over
+// the normalized dimensions become its scale and bias inputs.
+#include <algorithm>
+#include <optional>
+
+#include "kiln/passes.hpp"
+#include "ops/norm.hpp"
+#include "ops/op_helpers.hpp"
+#include "ops/reduce.hpp"
+#include "passes/constant_value.hpp"
+#include "passes/rewriter.hpp"
+
+namespace kiln {
+
+namespace {
+
+std::optional<double> scalar(instruction_ref ins) {
+    if (ins->get_shape().elements() != 1 || !match::is_constant_instruction(*ins)) return std::nullopt;
+    auto v = constant_value(*ins);
+    if (!v) return std::nullopt;
+    return v->value_at(0);
+}
+
+bool is(instruction_ref ins, const char* op) {
+    return ins->name() == op;
+}
+
+// The first normalized axis when `ins` is reduce_mean over the trailing
+// axes with keepdims.
+std::optional<std::size_t> trailing_mean_axis(instruction_ref ins) {
+    const auto* r = ins->get_operator().get_if<op::reduce_mean>();
+    if (r == nullptr || !r->keepdims || r->axes.empty()) return std::nullopt;
+    const std::size_t rank = ins->inputs()[0]->get_shape().ndim();
+    std::vector<std::size_t> axes;
+    try {
+        axes = ops::normalize_axes("reduce_mean", r->axes, rank);
+    } catch (const error&) {
+        return std::nullopt;
+    }
+    std::sort(axes.begin(), axes.end());
+    for (std::size_t i = 0; i < axes.size(); ++i)
+        if (axes[i] != rank - axes.size() + i) return std::nullopt;
+    return axes.front();
+}
+
+bool is_square_of(instruction_ref ins, instruction_ref d) {
+    if (is(ins, "pow")) return ins->inputs()[0] == d && scalar(ins->inputs()[1]) == 2.0;
+    return is(ins, "mul") && ins->inputs()[0] == d && ins->inputs()[1] == d;
+}
+
+// 1 / sqrt(v) as the divisor of a div, or as rsqrt / reciprocal(sqrt) in a mul.
+std::optional<instruction_ref> variance_plus_eps(instruction_ref root, instruction_ref d) {
+    const auto& in = root->inputs();
+    if (in.size() != 2) return std::nullopt;
+    if (is(root, "div") && in[0] == d && is(in[1], "sqrt")) return in[1]->inputs()[0];
+    if (!is(root, "mul")) return std::nullopt;
+    const instruction_ref other = in[0] == d ? in[1] : in[1] == d ? in[0] : root;
+    if (other == root) return std::nullopt;
+    if (is(other, "rsqrt")) return other->inputs()[0];
+    if (is(other, "reciprocal") && is(other->inputs()[0], "sqrt")) return other->inputs()[0]->inputs()[0];
+    return std::nullopt;
+}
+
+rewrite_rule normalize_rule() {
+    auto pattern = match::any_of_names({"div", "mul"}).shape_is([](const shape& s) { return is_floating(s.type()); });
+    return {"layer_norm", pattern, [](module& m, const match::match_result& r) {
+                for (const auto& d : r.root->inputs()) {
+                    if (!is(d, "sub")) continue;
+                    const instruction_ref x = d->inputs()[0], mean = d->inputs()[1];
+                    auto axis = trailing_mean_axis(mean);
+                    if (!axis || mean->inputs()[0] != x) continue;
+                    auto v = variance_plus_eps(r.root, d);
+                    if (!v || !is(*v, "add")) continue;
+                    const auto& vin = (*v)->inputs();
+                    for (int i = 0; i < 2; ++i) {
+                        const instruction_ref var = vin[static_cast<std::size_t>(i)];
+                        auto eps = scalar(vin[static_cast<std::size_t>(1 - i)]);
+                        if (!eps || *eps < 0 || trailing_mean_axis(var) != axis || !is_square_of(var->inputs()[0], d))
+                            continue;
+                        op::layer_norm ln;
+                        ln.axis = static_cast<std::int64_t>(*axis);
+                        ln.epsilon = *eps;
+                        return replace_with_new(m, r.root, ln, {x});
+                    }
+                }
+                return false;
+            }};
+}
+
+// layer_norm(x) * s -> layer_norm(x, s); layer_norm(x, s) + b -> layer_norm(x, s, b).
+rewrite_rule affine_rule(const char* op_name, std::size_t inputs_before) {
+    auto pattern =
+        match::name(op_name).args_any_order(match::name("layer_norm").used_once().bind("ln"), match::any().bind("p"));
+    return {std::string("layer_norm_") + op_name, pattern, [inputs_before](module& m, const match::match_result& r) {
+                const instruction_ref ln = r.at("ln"), p = r.at("p");
+                if (ln->inputs().size() != inputs_before || p == ln) return false;
+                if (r.root->get_shape().lens() != ln->get_shape().lens()) return false;  // p must not broadcast x
+                auto inputs = ln->inputs();
+                inputs.push_back(p);
+                return replace_with_new(m, r.root, ln->get_operator(), inputs);
+            }};
+}
+
+}  // namespace
+
+void fuse_layer_norm::apply(module& m) const {
+    rewrite_to_fixed_point(m, {normalize_rule(), affine_rule("mul", 1), affine_rule("add", 2)});
+}
+
+}  // namespace kiln
