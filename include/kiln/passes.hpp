@@ -79,6 +79,15 @@ public:
     void apply(module& m) const override;
 };
 
+// Replaces scaled dot-product attention, dot(softmax(dot(q, kt) * scale
+// (+ mask)), v) with its scales, mask and NaN guard in the forms exporters
+// write, by fused_attention.
+class fuse_attention final : public pass {
+public:
+    std::string name() const override { return "fuse_attention"; }
+    void apply(module& m) const override;
+};
+
 // Turns groups of elementwise instructions (chains and trees, numpy
 // broadcasts included) into single fused_pointwise instructions; see
 // fuse_pointwise.cpp for which groups form.

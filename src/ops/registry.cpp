@@ -12,6 +12,7 @@
 #include "ops/blocked_layout.hpp"
 #include "ops/fused_convolution.hpp"
 #include "ops/fused_dot.hpp"
+#include "ops/fused_attention.hpp"
 #include "ops/fused_pointwise.hpp"
 #include "ops/cumsum.hpp"
 #include "ops/deform_conv.hpp"
@@ -174,6 +175,7 @@ op_registry build_registry() {
     r.add<op::fused_convolution>();
     r.add<op::fused_dot>();
     r.add<op::fused_pointwise>();
+    r.add<op::fused_attention>();
     r.add<op::to_blocked>();
     r.add<op::from_blocked>();
     return r;

@@ -771,7 +771,7 @@ def gelu_reference(x, approximate):
 
 
 def fusion_pass_op_cases():
-    """The ops the fusion passes make (gelu, fused_pointwise)."""
+    """The ops the fusion passes make (gelu, fused_pointwise, fused_attention)."""
     for dt in FLOATS:
         tol = (2e-3, 2e-3) if dt is np.float16 else None
         for approximate in ["none", "tanh"]:
@@ -792,6 +792,16 @@ def fusion_pass_op_cases():
             ["mod", [2, 0], {"fmod": True}]]
     yield Case("fused_pointwise", [x * 100], lambda x: np.fmod(x.astype(np.float16).astype(np.float32), x),
                attrs={"steps": half})
+    for dt in [np.float32, np.float64]:
+        q, kt = generate(dt, (2, 3, 4)), generate(dt, (2, 4, 5), seed=1)
+        v, mask = generate(dt, (2, 5, 3), seed=2), generate(dt, (3, 5), seed=3)
+
+        def attention(q, kt, v, mask):
+            s = np.matmul(q, kt) * 0.5 + mask
+            e = np.exp(s - s.max(axis=-1, keepdims=True))
+            return np.matmul(e / e.sum(axis=-1, keepdims=True), v)
+
+        yield Case("fused_attention", [q, kt, v, mask], in_float64(attention), attrs={"scale": 0.5, "has_mask": True})
 
 
 def erf64(x):

@@ -131,6 +131,37 @@ void run_softmax(const row_layout& layout, bool take_log, const float* x, float*
 void run_layer_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
                     float* y);
 
+// ---- attention (avx2_attention.cpp) ----
+//
+// softmax(scale * q @ kt + mask) @ v for each batch entry, in tiles of
+// `tile_rows` query rows: the tile's scores stay in a per-thread buffer from
+// the first product to the second. Operands are addressed by element
+// offsets per batch entry and (row, column) strides; kt, v and q are packed
+// per thread when their columns are not contiguous.
+
+struct attention_plan {
+    std::size_t batches = 0;
+    std::size_t sq = 0, sk = 0, d = 0, dv = 0;
+    const std::size_t* q_offsets = nullptr;  // `batches` entries each
+    const std::size_t* kt_offsets = nullptr;
+    const std::size_t* v_offsets = nullptr;
+    const std::size_t* mask_offsets = nullptr;
+    std::size_t q_strides[2] = {};     // over (Sq, D)
+    std::size_t kt_strides[2] = {};    // over (D, Sk)
+    std::size_t v_strides[2] = {};     // over (Sk, Dv)
+    std::size_t mask_strides[2] = {};  // over (Sq, Sk)
+    bool has_mask = false;
+    bool nan_to_zero = false;
+    float scale = 1;
+    std::size_t tile_rows = 48;
+    int threads = 1;
+    bool parallel = false;
+};
+
+std::size_t attention_scratch_bytes(const attention_plan& p);
+void run_attention(const attention_plan& p, const float* q, const float* kt, const float* v, const float* mask,
+                   float* out, std::byte* scratch);
+
 // ---- vector math over arrays, for tests (avx2_pointwise.cpp) ----
 void exp_array(const float* x, float* y, std::size_t n);
 void tanh_array(const float* x, float* y, std::size_t n);

@@ -32,6 +32,8 @@ std::shared_ptr<const cpu_kernel> make_pointwise_kernel(const kernel_request& r)
 std::shared_ptr<const cpu_kernel> make_softmax_kernel(const kernel_request& r);
 // layer_norm (normalization_kernels.cpp)
 std::shared_ptr<const cpu_kernel> make_layer_norm_kernel(const kernel_request& r);
+// fused_attention (attention_kernel.cpp)
+std::shared_ptr<const cpu_kernel> make_attention_kernel(const kernel_request& r);
 // reshape, flatten, contiguous when they copy (strided_copy_kernel.cpp)
 std::shared_ptr<const cpu_kernel> make_strided_copy_kernel(const kernel_request& r);
 // to_blocked, from_blocked (dnnl_reorder.cpp)

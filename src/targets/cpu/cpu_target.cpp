@@ -158,6 +158,7 @@ pass_list cpu_target::get_passes(const compile_options&) const {
             // Recognizers of composite ops, before post-op fusion can split them up.
             std::make_shared<fuse_gelu>(),
             std::make_shared<fuse_layer_norm>(),
+            std::make_shared<fuse_attention>(),
             std::make_shared<fuse_post_ops>(),
             std::make_shared<constant_propagation>(),
             std::make_shared<propagate_blocked_layout>(),

@@ -40,6 +40,7 @@ const std::map<std::string, kernel_factory>& kernel_factories() {
         {"softmax", make_softmax_kernel},
         {"log_softmax", make_softmax_kernel},
         {"layer_norm", make_layer_norm_kernel},
+        {"fused_attention", make_attention_kernel},
         {"reshape", make_strided_copy_kernel},
         {"flatten", make_strided_copy_kernel},
         {"contiguous", make_strided_copy_kernel},

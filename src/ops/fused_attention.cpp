@@ -1,0 +1,68 @@
+#include "ops/fused_attention.hpp"
+
+#include "ops/elementwise.hpp"
+#include "ops/linalg.hpp"
+#include "ops/norm.hpp"
+#include "ops/op_helpers.hpp"
+
+namespace kiln::op {
+
+shape fused_attention::scores_shape(const std::vector<shape>& inputs) const {
+    ops::expect_inputs(name(), inputs, has_mask ? 4 : 3);
+    const char* names[] = {"q", "kt", "v", "mask"};
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        ops::expect_floating(name(), inputs[i], names[i]);
+        if (inputs[i].type() != inputs[0].type())
+            fail(error_kind::type_error, name() + ": " + names[i] + " has dtype " + to_string(inputs[i].type()) +
+                                             " but q has " + to_string(inputs[0].type()));
+    }
+    for (std::size_t i = 0; i < 3; ++i)
+        if (inputs[i].ndim() < 2)
+            fail(name() + ": " + names[i] + " must have at least 2 dimensions, got " + to_string(inputs[i].lens()));
+    try {
+        return dot{}.compute_shape({inputs[0], inputs[1]});
+    } catch (const error& e) {
+        throw error(e.kind(), name() + ": q @ kt: " + e.what());
+    }
+}
+
+shape fused_attention::compute_shape(const std::vector<shape>& inputs) const {
+    const shape scores = scores_shape(inputs);
+    if (has_mask && ops::broadcast_lens(name(), {scores, inputs[3]}) != scores.lens())
+        fail(name() + ": the mask " + to_string(inputs[3].lens()) + " does not broadcast to the scores " +
+             to_string(scores.lens()));
+    try {
+        return dot{}.compute_shape({scores, inputs[2]});
+    } catch (const error& e) {
+        throw error(e.kind(), name() + ": probabilities @ v: " + e.what());
+    }
+}
+
+void fused_attention::compute(const argument& result, const std::vector<argument>& inputs) const {
+    std::vector<shape> shapes;
+    for (const auto& in : inputs) shapes.push_back(in.get_shape());
+    const shape s = scores_shape(shapes);
+    auto apply = [&](const operation& op, const std::vector<argument>& args) {
+        argument out(s);
+        op.compute(out, args);
+        return out;
+    };
+    argument scores = apply(dot{}, {inputs[0], inputs[1]});
+    if (scale != 1) {
+        literal factor(shape{s.type(), {}}, std::vector<double>{scale});
+        scores = apply(mul{}, {scores, factor.get_argument()});
+    }
+    if (has_mask) scores = apply(add{}, {scores, inputs[3]});
+    softmax normalize;
+    normalize.axis = -1;
+    argument probabilities = apply(normalize, {scores});
+    if (nan_to_zero) {
+        argument is_number(s.with_type(dtype::bool_type));
+        equal{}.compute(is_number, {probabilities, probabilities});
+        literal zero(shape{s.type(), {}}, std::vector<double>{0});
+        probabilities = apply(where{}, {is_number, probabilities, zero.get_argument()});
+    }
+    dot{}.compute(result, {probabilities, inputs[2]});
+}
+
+}  // namespace kiln::op

@@ -1,0 +1,39 @@
+#pragma once
+// Scaled dot-product attention as one op: what the fuse_attention pass makes
+// of dot(q, kt) * scale (+ mask) -> softmax -> dot(., v), so that a kernel
+// keeps each block of scores in cache instead of writing [.., Sq, Sk] out
+// three times.
+//
+// Inputs: q [..., Sq, D], kt [..., D, Sk] (keys already transposed, as the
+// first product takes them), v [..., Sk, Dv] and, with has_mask, a mask
+// added to the scores, broadcasting to [..., Sq, Sk]. Batch dimensions
+// broadcast as in dot. Result [..., Sq, Dv]:
+//   softmax(scale * (q @ kt) + mask, last axis) @ v
+// With nan_to_zero, probabilities that come out NaN (a row whose scores are
+// all -inf, say) are 0: the guard exporters put after the softmax.
+#include <string>
+#include <vector>
+
+#include "kiln/operation.hpp"
+
+namespace kiln::op {
+
+struct fused_attention : op_base {
+    double scale = 1;
+    bool has_mask = false;
+    bool nan_to_zero = false;
+    template <class Self, class F>
+    static void reflect(Self& self, F&& f) {
+        f(self.scale, "scale");
+        f(self.has_mask, "has_mask");
+        f(self.nan_to_zero, "nan_to_zero");
+    }
+    std::string name() const { return "fused_attention"; }
+    shape compute_shape(const std::vector<shape>& inputs) const;
+    // The unfused ops' reference computes, one after another.
+    void compute(const argument& result, const std::vector<argument>& inputs) const;
+    // [..., Sq, Sk]
+    shape scores_shape(const std::vector<shape>& inputs) const;
+};
+
+}  // namespace kiln::op

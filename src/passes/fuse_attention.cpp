@@ -1,0 +1,140 @@
+// Attention fusion: the scaled dot-product attention exporters write,
+//
+//   dot(softmax(dot(q * c1, kt * c2) * c (+ mask)), v)
+//
+// becomes fused_attention(q, kt, v [, mask]) with scale = c1 * c2 * c (each
+// scale optional; a division by a constant counts as its reciprocal; the
+// mask may be either operand of the add). The guard exporters write after
+// the softmax, where(not(equal(p, p)), 0, p), which zeroes NaN
+// probabilities, becomes the op's nan_to_zero. The scores, the softmax and
+// the guard must have no other readers: they are not computed any more.
+#include <optional>
+#include <unordered_set>
+
+#include "kiln/passes.hpp"
+#include "ops/fused_attention.hpp"
+#include "ops/norm.hpp"
+#include "ops/op_helpers.hpp"
+#include "passes/constant_value.hpp"
+#include "passes/rewriter.hpp"
+
+namespace kiln {
+
+namespace {
+
+std::optional<double> scalar(instruction_ref ins) {
+    if (ins->get_shape().elements() != 1 || !match::is_constant_instruction(*ins)) return std::nullopt;
+    auto v = constant_value(*ins);
+    if (!v) return std::nullopt;
+    return v->value_at(0);
+}
+
+bool is(instruction_ref ins, const char* op) {
+    return ins->name() == op;
+}
+
+bool used_only_by(instruction_ref ins, const std::unordered_set<const instruction*>& readers) {
+    for (const auto& u : ins->outputs())
+        if (!readers.count(&*u)) return false;
+    return true;
+}
+
+// x * c, c * x or x / c with a scalar constant c: x, and the factor.
+std::optional<std::pair<instruction_ref, double>> unscaled(instruction_ref ins) {
+    if (ins->inputs().size() != 2) return std::nullopt;
+    const auto& in = ins->inputs();
+    if (is(ins, "mul")) {
+        if (auto c = scalar(in[1])) return std::make_pair(in[0], *c);
+        if (auto c = scalar(in[0])) return std::make_pair(in[1], *c);
+    }
+    if (is(ins, "div"))
+        if (auto c = scalar(in[1]); c && *c != 0) return std::make_pair(in[0], 1 / *c);
+    return std::nullopt;
+}
+
+struct scores_match {
+    instruction_ref q, kt;
+    double scale = 1;
+};
+
+// dot(q * c1, kt * c2) * c, every scale optional; intermediates read once.
+std::optional<scores_match> match_scores(instruction_ref s) {
+    scores_match r;
+    if (auto u = unscaled(s); u && s->outputs().size() == 1) {
+        s = u->first;
+        r.scale *= u->second;
+    }
+    if (!is(s, "dot") || s->outputs().size() != 1) return std::nullopt;
+    r.q = s->inputs()[0];
+    r.kt = s->inputs()[1];
+    if (auto u = unscaled(r.q)) {
+        r.q = u->first;
+        r.scale *= u->second;
+    }
+    if (auto u = unscaled(r.kt)) {
+        r.kt = u->first;
+        r.scale *= u->second;
+    }
+    if (r.q->get_shape().ndim() < 2 || r.kt->get_shape().ndim() < 2) return std::nullopt;
+    return r;
+}
+
+bool is_last_axis_softmax(instruction_ref ins) {
+    const auto* s = ins->get_operator().get_if<op::softmax>();
+    if (s == nullptr) return false;
+    const auto rank = static_cast<std::int64_t>(ins->get_shape().ndim());
+    return s->axis == -1 || s->axis == rank - 1;
+}
+
+rewrite_rule attention_rule() {
+    auto pattern = match::name("dot").shape_is([](const shape& s) { return is_floating(s.type()); });
+    return {"attention", pattern, [](module& m, const match::match_result& r) {
+                instruction_ref p = r.root->inputs()[0];
+                const instruction_ref v = r.root->inputs()[1];
+                op::fused_attention a;
+                // The NaN guard: where(not(equal(p, p)), 0, p).
+                if (is(p, "where") && p->outputs().size() == 1) {
+                    const auto& w = p->inputs();
+                    const instruction_ref cond = w[0], zero = w[1], probs = w[2];
+                    const bool guard = is(cond, "not") && cond->outputs().size() == 1 &&
+                                       is(cond->inputs()[0], "equal") && cond->inputs()[0]->outputs().size() == 1 &&
+                                       cond->inputs()[0]->inputs()[0] == probs &&
+                                       cond->inputs()[0]->inputs()[1] == probs && scalar(zero) == 0.0 &&
+                                       used_only_by(probs, {&*cond->inputs()[0], &*p});
+                    if (!guard) return false;
+                    p = probs;
+                    a.nan_to_zero = true;
+                } else if (p->outputs().size() != 1) {
+                    return false;
+                }
+                if (!is_last_axis_softmax(p)) return false;
+                const instruction_ref s = p->inputs()[0];
+                if (s->outputs().size() != 1) return false;
+                std::optional<scores_match> scores;
+                std::optional<instruction_ref> mask;
+                if (is(s, "add")) {
+                    for (int i = 0; i < 2 && !scores; ++i) {
+                        scores = match_scores(s->inputs()[static_cast<std::size_t>(i)]);
+                        mask = s->inputs()[static_cast<std::size_t>(1 - i)];
+                    }
+                } else {
+                    scores = match_scores(s);
+                }
+                if (!scores) return false;
+                a.scale = scores->scale;
+                std::vector<instruction_ref> inputs{scores->q, scores->kt, v};
+                if (mask) {
+                    a.has_mask = true;
+                    inputs.push_back(*mask);
+                }
+                return replace_with_new(m, r.root, a, inputs);
+            }};
+}
+
+}  // namespace
+
+void fuse_attention::apply(module& m) const {
+    rewrite_to_fixed_point(m, {attention_rule()});
+}
+
+}  // namespace kiln

@@ -1,0 +1,182 @@
+#include "pass_test_helpers.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+instruction_ref add(module& m, const std::string& op, std::vector<instruction_ref> inputs, const value& attrs = {}) {
+    return m.add_instruction(make_op(op, attrs), inputs);
+}
+
+instruction_ref scalar(module& m, float v) {
+    return add_float_literal(m, {}, {v});
+}
+
+program as_program(const module& m) {
+    program p;
+    *p.get_main_module() = m;
+    return p;
+}
+
+// The attention BERT's export writes: q and kt each scaled by d^-1/4, an
+// additive mask, softmax, the NaN guard, then the product with v.
+module bert_style(bool with_mask, bool with_guard) {
+    module m;
+    auto q = m.add_parameter("q", float_shape({1, 2, 7, 8}));
+    auto kt = m.add_parameter("kt", float_shape({1, 2, 8, 9}));
+    auto v = m.add_parameter("v", float_shape({1, 2, 9, 5}));
+    auto s = scalar(m, 0.59460356f);  // 8^-1/4
+    auto scores = add(m, "dot", {add(m, "mul", {q, s}), add(m, "mul", {kt, s})});
+    if (with_mask) scores = add(m, "add", {scores, m.add_parameter("mask", float_shape({1, 1, 7, 9}))});
+    auto p = add(m, "softmax", {scores}, value_map{{"axis", -1}});
+    if (with_guard) {
+        auto nan = add(m, "not", {add(m, "equal", {p, p})});
+        p = add(m, "where", {nan, scalar(m, 0), p});
+    }
+    m.add_return({add(m, "dot", {p, v})});
+    return module(m);
+}
+
+}  // namespace
+
+TEST(pass_fuse_attention, bert_style_with_mask_and_nan_guard) {
+    module m = bert_style(true, true);
+    module out = after_pass<fuse_attention>(m);
+    EXPECT_EQ(op_names(out), std::vector<std::string>{"fused_attention"}) << out;
+    const auto& op = std::prev(std::prev(out.end()))->get_operator();
+    EXPECT_EQ(to_string(op), "fused_attention[scale=0.353553368,has_mask=true,nan_to_zero=true]");
+    expect_same_outputs(m, out, 1e-5);
+    expect_cpu_matches_ref(as_program(m), 1e-5);
+}
+
+TEST(pass_fuse_attention, without_mask_or_guard) {
+    for (bool mask : {false, true}) {
+        module m = bert_style(mask, false);
+        module out = after_pass<fuse_attention>(m);
+        EXPECT_EQ(op_names(out), std::vector<std::string>{"fused_attention"}) << out;
+        expect_same_outputs(m, out, 1e-5);
+        expect_cpu_matches_ref(as_program(m), 1e-5);
+    }
+}
+
+TEST(pass_fuse_attention, gpt2_style_division_and_constant_causal_mask_first) {
+    module m;
+    auto q = m.add_parameter("q", float_shape({3, 11, 16}));
+    auto kt = m.add_parameter("kt", float_shape({3, 16, 11}));
+    auto v = m.add_parameter("v", float_shape({3, 11, 16}));
+    std::vector<float> causal(11 * 11);
+    for (std::size_t i = 0; i < 11; ++i)
+        for (std::size_t j = 0; j < 11; ++j) causal[i * 11 + j] = j <= i ? 0.0f : -3.4e38f;
+    auto mask = add_float_literal(m, {11, 11}, causal);
+    auto scores = add(m, "div", {add(m, "dot", {q, kt}), scalar(m, 4)});
+    auto p = add(m, "softmax", {add(m, "add", {mask, scores})}, value_map{{"axis", 2}});
+    m.add_return({add(m, "dot", {p, v})});
+    module out = after_pass<fuse_attention>(m);
+    EXPECT_EQ(op_names(out), std::vector<std::string>{"fused_attention"}) << out;
+    EXPECT_EQ(to_string(std::prev(std::prev(out.end()))->get_operator()),
+              "fused_attention[scale=0.25,has_mask=true,nan_to_zero=false]");
+    expect_same_outputs(m, out, 1e-5);
+    expect_cpu_matches_ref(as_program(m), 1e-5);
+}
+
+TEST(pass_fuse_attention, probabilities_read_elsewhere_or_another_axis_are_left_alone) {
+    {
+        module m;
+        auto q = m.add_parameter("q", float_shape({4, 6}));
+        auto kt = m.add_parameter("kt", float_shape({6, 5}));
+        auto v = m.add_parameter("v", float_shape({5, 3}));
+        auto p = add(m, "softmax", {add(m, "dot", {q, kt})}, value_map{{"axis", -1}});
+        m.add_return({add(m, "dot", {p, v}), p});  // the probabilities are an output too
+        EXPECT_EQ(count_ops(after_pass<fuse_attention>(m), "fused_attention"), 0u);
+    }
+    {
+        module m;
+        auto q = m.add_parameter("q", float_shape({4, 6}));
+        auto kt = m.add_parameter("kt", float_shape({6, 4}));
+        auto v = m.add_parameter("v", float_shape({4, 3}));
+        auto p = add(m, "softmax", {add(m, "dot", {q, kt})}, value_map{{"axis", 0}});
+        m.add_return({add(m, "dot", {p, v})});
+        EXPECT_EQ(count_ops(after_pass<fuse_attention>(m), "fused_attention"), 0u);
+    }
+}
+
+// Each module is the fusable pattern with one step changed so that the
+// fused op would compute something else; the pass must leave all of them alone.
+TEST(pass_fuse_attention, near_misses_are_left_alone) {
+    auto near_miss = [](const std::string& variant) {
+        module m;
+        auto q = m.add_parameter("q", float_shape({2, 6, 8}));
+        auto kt = m.add_parameter("kt", float_shape({2, 8, 6}));
+        auto v = m.add_parameter("v", float_shape({2, 6, 4}));
+        auto mask = m.add_parameter("mask", float_shape({2, 6, 6}));
+        auto scores = add(m, "dot", {q, kt});
+        if (variant == "scale_after_mask") {  // (q kt + mask) * c scales the mask too
+            scores = add(m, "mul", {add(m, "add", {scores, mask}), scalar(m, 0.5f)});
+        } else if (variant == "tensor_scale") {  // a per-row scale is not one number
+            scores = add(m, "mul", {scores, m.add_parameter("per_row", float_shape({2, 6, 1}))});
+        } else if (variant == "mask_product") {  // a mask multiplied in, not added
+            scores = add(m, "mul", {scores, mask});
+        } else if (variant == "exp_not_softmax") {
+            scores = add(m, "exp", {scores});
+        }
+        const bool plain_softmax = variant != "exp_not_softmax" && variant != "no_softmax";
+        auto p = plain_softmax ? add(m, "softmax", {scores}, value_map{{"axis", -1}}) : scores;
+        if (variant == "other_guard") {  // where(p == p, 0, p) keeps only the NaNs
+            p = add(m, "where", {add(m, "equal", {p, p}), scalar(m, 0), p});
+        }
+        instruction_ref out;
+        if (variant == "probabilities_on_the_right") {  // v^T-like product from the left
+            auto vt = m.add_parameter("vt", float_shape({2, 4, 6}));
+            out = add(m, "dot", {vt, p});
+        } else {
+            out = add(m, "dot", {p, v});
+        }
+        if (variant == "scores_read_elsewhere") {
+            m.add_return({out, scores});
+        } else {
+            m.add_return({out});
+        }
+        return module(m);
+    };
+    for (const char* variant : {"scale_after_mask", "tensor_scale", "mask_product", "exp_not_softmax", "no_softmax",
+                                "other_guard", "probabilities_on_the_right", "scores_read_elsewhere"}) {
+        module m = near_miss(variant);
+        module out = after_pass<fuse_attention>(m);
+        EXPECT_EQ(count_ops(out, "fused_attention"), 0u) << variant << "\n" << out;
+        expect_cpu_matches_ref(as_program(m), 1e-5);
+    }
+    // The control: the same builder without a change does fuse.
+    EXPECT_EQ(count_ops(after_pass<fuse_attention>(near_miss("none")), "fused_attention"), 1u);
+}
+
+TEST(pass_fuse_attention, cpu_pipeline_fuses_before_post_op_fusion) {
+    program p = as_program(bert_style(true, true));
+    program compiled = p;
+    compiled.compile(get_target("cpu"));
+    EXPECT_EQ(op_names(*compiled.get_main_module()), std::vector<std::string>{"fused_attention"})
+        << *compiled.get_main_module();
+}
+
+TEST(fused_attention_op, shapes_are_checked_with_the_operand_named) {
+    auto error_of = [](std::vector<shape> inputs, bool mask) {
+        try {
+            make_op("fused_attention", value_map{{"has_mask", mask}}).compute_shape(inputs);
+        } catch (const error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_NE(error_of({float_shape({2, 4, 8}), float_shape({2, 7, 5}), float_shape({2, 5, 3})}, false).find("q @ kt"),
+              std::string::npos);
+    EXPECT_NE(error_of({float_shape({2, 4, 8}), float_shape({2, 8, 5}), float_shape({2, 6, 3})}, false)
+                  .find("probabilities @ v"),
+              std::string::npos);
+    EXPECT_NE(error_of({float_shape({4, 8}), float_shape({8, 5}), float_shape({5, 3}), float_shape({2, 4, 5})}, true)
+                  .find("mask"),
+              std::string::npos);
+    EXPECT_NE(error_of({float_shape({4, 8}), float_shape({8, 5}), float_shape({5, 3})}, true).find("expected 4"),
+              std::string::npos);
+    EXPECT_EQ(error_of({float_shape({4, 8}), float_shape({8, 5}), float_shape({5, 3}), float_shape({5})}, true),
+              "no error");
+}

@@ -1,0 +1,240 @@
+"""Attention fusion on the cpu target against numpy (float64) and the ref
+target: graphs in the forms exporters write are fused into one
+fused_attention and give the unfused results, for odd sizes, broadcast
+batches (shared keys), strided operands (transposed views), masks with
+rows masked entirely (NaN guard), and the op built by hand."""
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln_testing import build_program, run_on
+
+
+def attention64(q, kt, v, scale, mask=None, nan_to_zero=False):
+    s = np.matmul(q.astype(np.float64), kt.astype(np.float64)) * scale
+    if mask is not None:
+        s = s + mask
+    with np.errstate(invalid="ignore"):
+        e = np.exp(s - np.max(s, axis=-1, keepdims=True))
+        p = e / e.sum(axis=-1, keepdims=True)
+    if nan_to_zero:
+        p = np.where(np.isnan(p), 0, p)
+    return np.matmul(p, v.astype(np.float64))
+
+
+def exported_attention(m, q, kt, v, mask, scale, guard):
+    """The BERT-style export: scale split over q and kt, mask added, NaN guard."""
+    root = m.add_literal(np.array(np.sqrt(scale), np.float32))
+    s = m.add_instruction(kiln.op("dot"), [m.add_instruction(kiln.op("mul"), [q, root]),
+                                          m.add_instruction(kiln.op("mul"), [kt, root])])
+    if mask is not None:
+        s = m.add_instruction(kiln.op("add"), [s, mask])
+    p = m.add_instruction(kiln.op("softmax", axis=-1), [s])
+    if guard:
+        nan = m.add_instruction(kiln.op("not"), [m.add_instruction(kiln.op("equal"), [p, p])])
+        p = m.add_instruction(kiln.op("where"), [nan, m.add_literal(np.array(0, np.float32)), p])
+    return m.add_instruction(kiln.op("dot"), [p, v])
+
+
+SIZES = [  # batch, heads, Sq, Sk, D, Dv
+    (1, 2, 7, 9, 8, 5),
+    (2, 3, 33, 17, 16, 24),
+    (1, 1, 1, 1, 1, 1),
+    (1, 4, 130, 77, 64, 64),
+    (1, 12, 128, 128, 64, 64),
+]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("masked", [False, True])
+def test_exported_attention_is_fused_and_matches(size, masked, rng):
+    b, h, sq, sk, d, dv = size
+    q = rng.standard_normal((b, h, sq, d)).astype(np.float32)
+    kt = rng.standard_normal((b, h, d, sk)).astype(np.float32)
+    v = rng.standard_normal((b, h, sk, dv)).astype(np.float32)
+    mask = np.where(rng.random((b, 1, 1, sk)) < 0.2, -3.4e38, 0).astype(np.float32)
+    scale = 1 / np.sqrt(d)
+    spec = {"q": ("float", q.shape), "kt": ("float", kt.shape), "v": ("float", v.shape)}
+    feed = {"q": q, "kt": kt, "v": v}
+    if masked:
+        spec["mask"] = ("float", mask.shape)
+        feed["mask"] = mask
+
+    def body(m, q_, kt_, v_, *rest):
+        return exported_attention(m, q_, kt_, v_, rest[0] if rest else None, scale, guard=True)
+
+    p = build_program(spec, body)
+    p.compile(kiln.get_target("cpu"))
+    assert "fused_attention" in str(p) and "softmax" not in str(p)
+    (cpu,) = [np.asarray(o) for o in p.run(feed)]
+    (ref,) = run_on(build_program(spec, body), "ref", feed)
+    want = attention64(q, kt, v, scale, mask if masked else None, nan_to_zero=True)
+    np.testing.assert_allclose(cpu, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(cpu, ref, rtol=2e-5, atol=2e-5)
+
+
+def test_strided_operands_and_broadcast_keys(rng):
+    """q arrives as a transposed view, kt as a transposed view of k (columns
+    strided), v shared by every head (batch broadcast), mask per query row."""
+    heads, sq, sk, d = 5, 19, 23, 12
+    x = rng.standard_normal((sq, heads, d)).astype(np.float32)  # [S, H, D] as a projection writes it
+    k = rng.standard_normal((heads, sk, d)).astype(np.float32)
+    v = rng.standard_normal((sk, 7)).astype(np.float32)
+    mask = rng.standard_normal((sq, sk)).astype(np.float32)
+    spec = {"x": ("float", x.shape), "k": ("float", k.shape), "v": ("float", v.shape), "mask": ("float", mask.shape)}
+
+    def body(m, x_, k_, v_, mask_):
+        q = m.add_instruction(kiln.op("transpose", permutation=[1, 0, 2]), [x_])
+        kt = m.add_instruction(kiln.op("transpose", permutation=[0, 2, 1]), [k_])
+        return exported_attention(m, q, kt, v_, mask_, 0.3, guard=False)
+
+    feed = {"x": x, "k": k, "v": v, "mask": mask}
+    p = build_program(spec, body)
+    p.compile(kiln.get_target("cpu"))
+    assert "fused_attention" in str(p)
+    (cpu,) = [np.asarray(o) for o in p.run(feed)]
+    want = attention64(x.transpose(1, 0, 2), k.transpose(0, 2, 1), v, 0.3, mask)
+    np.testing.assert_allclose(cpu, want, rtol=2e-5, atol=2e-5)
+
+
+def test_fully_masked_rows_become_zero_with_the_guard_and_nan_without(rng):
+    q = rng.standard_normal((2, 4, 8)).astype(np.float32)
+    kt = rng.standard_normal((2, 8, 6)).astype(np.float32)
+    v = rng.standard_normal((2, 6, 3)).astype(np.float32)
+    mask = np.zeros((2, 4, 6), np.float32)
+    mask[0, 1, :] = -np.inf
+    mask[1, 3, :] = -np.inf
+    for guard in [True, False]:
+        outs = {}
+        for target in ["ref", "cpu"]:
+            p = build_program({"q": ("float", q.shape), "kt": ("float", kt.shape), "v": ("float", v.shape),
+                               "mask": ("float", mask.shape)},
+                              lambda m, *a: exported_attention(m, *a, 0.5, guard=guard))
+            (outs[target],) = run_on(p, target, {"q": q, "kt": kt, "v": v, "mask": mask})
+        np.testing.assert_allclose(outs["cpu"], outs["ref"], rtol=2e-5, atol=2e-5, equal_nan=True)
+        assert np.isnan(outs["cpu"][0, 1]).all() != guard
+        np.testing.assert_allclose(outs["cpu"], attention64(q, kt, v, 0.5, mask, nan_to_zero=guard), rtol=2e-5,
+                                   atol=2e-5, equal_nan=True)
+
+
+def test_fused_attention_op_by_hand_on_both_targets(rng):
+    q = rng.standard_normal((3, 5, 4)).astype(np.float32)
+    kt = rng.standard_normal((1, 4, 6)).astype(np.float32)
+    v = rng.standard_normal((3, 6, 2)).astype(np.float32)
+    mask = rng.standard_normal((6,)).astype(np.float32)
+    for target in ["ref", "cpu"]:
+        p = build_program({"q": ("float", q.shape), "kt": ("float", kt.shape), "v": ("float", v.shape),
+                           "mask": ("float", mask.shape)},
+                          lambda m, *a: m.add_instruction(kiln.op("fused_attention", scale=0.7, has_mask=True), list(a)))
+        (got,) = run_on(p, target, {"q": q, "kt": kt, "v": v, "mask": mask})
+        np.testing.assert_allclose(got, attention64(q, kt, v, 0.7, mask), rtol=2e-5, atol=2e-5, err_msg=target)
+
+
+# ---- the attention transformers models export -------------------------------------------------------
+#
+# torch.onnx.export (the dynamo exporter) writes transformers' sdpa attention
+# for BERT, GPT-2 and ViT alike (see the exports under build/models): heads
+# split by Reshape + Transpose, keys transposed through a rank-3 Reshape,
+# both q and kt scaled by sqrt(1/sqrt(D)), a boolean mask turned additive by
+# Where(mask, 0, -inf), Softmax, the IsNaN guard, and the product with v.
+# Built here with onnx.helper at the models' head sizes and checked against
+# ONNX Runtime, the ref target and numpy.
+
+def exported_sdpa_model(batch, seq, heads, head_dim, mask_kind):
+    """An ONNX model (q, k, v [B, S, H*D] and, with a mask, attention_mask [B, S] int64) -> [B, S, H*D]."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    hidden = heads * head_dim
+    nodes, inits = [], []
+
+    def const(name, value):
+        inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def node(op, inputs, output, **attrs):
+        nodes.append(helper.make_node(op, inputs, [output], **attrs))
+        return output
+
+    heads_shape = const("heads_shape", np.array([batch, seq, heads, head_dim], np.int64))
+    q = node("Transpose", [node("Reshape", ["q", heads_shape], "q4")], "qh", perm=[0, 2, 1, 3])
+    k = node("Transpose", [node("Reshape", ["k", heads_shape], "k4")], "kh", perm=[0, 2, 1, 3])
+    v = node("Transpose", [node("Reshape", ["v", heads_shape], "v4")], "vh", perm=[0, 2, 1, 3])
+    k3 = node("Reshape", [k, const("k3_shape", np.array([-1, seq, head_dim], np.int64))], "k3")
+    kt = node("Reshape", [node("Transpose", [k3], "kt3", perm=[0, 2, 1]),
+                          const("kt_shape", np.array([batch, heads, head_dim, seq], np.int64))], "kt")
+    root_scale = const("root_scale", np.array(np.sqrt(1 / np.sqrt(head_dim)), np.float32))
+    scores = node("MatMul", [node("Mul", [q, root_scale], "q_scaled"), node("Mul", [kt, root_scale], "kt_scaled")],
+                  "scores")
+    zero = const("zero", np.array(0, np.float32))
+    if mask_kind != "none":
+        allowed = node("Reshape", [node("Cast", ["attention_mask"], "mask_bool", to=TensorProto.BOOL),
+                                   const("mask_shape", np.array([batch, 1, 1, seq], np.int64))], "padding")
+        if mask_kind == "causal":
+            causal = np.tril(np.ones((seq, seq), bool))[None, None]
+            allowed = node("And", [const("causal", causal), allowed], "allowed")
+        additive = node("Where", [allowed, zero, const("minus_inf", np.array(-np.inf, np.float32))], "additive")
+        scores = node("Add", [scores, additive], "masked")
+    probs = node("Softmax", [scores], "probs", axis=-1)
+    probs = node("Where", [node("IsNaN", [probs], "nan"), zero, probs], "guarded")
+    out = node("Transpose", [node("MatMul", [probs, v], "attended")], "merged", perm=[0, 2, 1, 3])
+    node("Reshape", [out, const("out_shape", np.array([batch, seq, hidden], np.int64))], "out")
+
+    float_in = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [batch, seq, hidden])  # noqa: E731
+    inputs = [float_in("q"), float_in("k"), float_in("v")]
+    if mask_kind != "none":
+        inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [batch, seq]))
+    graph = helper.make_graph(nodes, "sdpa", inputs,
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [batch, seq, hidden])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+def sdpa64(q, k, v, heads, allowed):
+    """The same attention in float64; rows with nothing allowed give 0 (the guard)."""
+    b, s, hidden = q.shape
+    d = hidden // heads
+    split = lambda x: x.astype(np.float64).reshape(b, s, heads, d).transpose(0, 2, 1, 3)  # noqa: E731
+    scores = split(q) @ split(k).transpose(0, 1, 3, 2) / np.sqrt(d)
+    scores = np.where(allowed, scores, -np.inf)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(scores - scores.max(-1, keepdims=True))
+        p = np.nan_to_num(e / e.sum(-1, keepdims=True), nan=0.0)
+    return (p @ split(v)).transpose(0, 2, 1, 3).reshape(b, s, hidden)
+
+
+TRANSFORMERS = {  # batch, sequence, heads, head size, mask as the model builds it
+    "bert_padding_mask": (3, 128, 12, 64, "padding"),
+    "gpt2_causal_and_padding_mask": (2, 64, 12, 64, "causal"),
+    "vit_no_mask": (1, 197, 12, 64, "none"),
+}
+
+
+@pytest.mark.parametrize("case", TRANSFORMERS)
+def test_transformers_export_is_fused_and_matches_onnxruntime(case, rng):
+    import onnxruntime as ort
+
+    batch, seq, heads, head_dim, mask_kind = TRANSFORMERS[case]
+    model = exported_sdpa_model(batch, seq, heads, head_dim, mask_kind).SerializeToString()
+    hidden = heads * head_dim
+    feed = {name: rng.standard_normal((batch, seq, hidden)).astype(np.float32) for name in "qkv"}
+    allowed = np.ones((batch, 1, seq, seq), bool)
+    if mask_kind != "none":
+        attention_mask = np.ones((batch, seq), np.int64)
+        attention_mask[1, seq * 2 // 3:] = 0  # padding at the end
+        if batch > 2:
+            attention_mask[2] = 0  # nothing to attend to: the guard's zeros
+        feed["attention_mask"] = attention_mask
+        allowed = np.broadcast_to(attention_mask[:, None, None, :].astype(bool), allowed.shape)
+        if mask_kind == "causal":
+            allowed = allowed & np.tril(np.ones((seq, seq), bool))
+
+    cpu = kiln.parse_onnx_buffer(model)
+    cpu.compile(kiln.get_target("cpu"))
+    compiled = str(cpu)
+    assert compiled.count("fused_attention") == 1 and "softmax" not in compiled, compiled
+    (got,) = [np.asarray(o) for o in cpu.run(feed)]
+    (ref,) = run_on(kiln.parse_onnx_buffer(model), "ref", feed)
+    (want_ort,) = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feed)
+    np.testing.assert_allclose(got, want_ort, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, sdpa64(feed["q"], feed["k"], feed["v"], heads, allowed), rtol=2e-5, atol=2e-5)
