@@ -54,4 +54,11 @@ std::optional<argument> constant_value(const instruction& ins) {
 }
 
 
+std::optional<double> scalar_constant(const instruction& ins) {
+    if (ins.get_shape().elements() != 1) return std::nullopt;
+    auto v = constant_value(ins);
+    if (!v) return std::nullopt;
+    return v->value_at(0);
+}
+
 }  // namespace kiln

@@ -10,4 +10,8 @@ namespace kiln {
 // instruction) evaluated with the reference compute; nothing otherwise.
 std::optional<argument> constant_value(const instruction& ins);
 
+// The value of a one-element constant (a scalar, or a tensor of one element),
+// as double; nothing for anything else.
+std::optional<double> scalar_constant(const instruction& ins);
+
 }  // namespace kiln

@@ -22,13 +22,6 @@ namespace kiln {
 
 namespace {
 
-std::optional<double> scalar(instruction_ref ins) {
-    if (ins->get_shape().elements() != 1 || !match::is_constant_instruction(*ins)) return std::nullopt;
-    auto v = constant_value(*ins);
-    if (!v) return std::nullopt;
-    return v->value_at(0);
-}
-
 bool is(instruction_ref ins, const char* op) {
     return ins->name() == op;
 }
@@ -44,11 +37,11 @@ std::optional<std::pair<instruction_ref, double>> unscaled(instruction_ref ins) 
     if (ins->inputs().size() != 2) return std::nullopt;
     const auto& in = ins->inputs();
     if (is(ins, "mul")) {
-        if (auto c = scalar(in[1])) return std::make_pair(in[0], *c);
-        if (auto c = scalar(in[0])) return std::make_pair(in[1], *c);
+        if (auto c = scalar_constant(*in[1])) return std::make_pair(in[0], *c);
+        if (auto c = scalar_constant(*in[0])) return std::make_pair(in[1], *c);
     }
     if (is(ins, "div"))
-        if (auto c = scalar(in[1]); c && *c != 0) return std::make_pair(in[0], 1 / *c);
+        if (auto c = scalar_constant(*in[1]); c && *c != 0) return std::make_pair(in[0], 1 / *c);
     return std::nullopt;
 }
 
@@ -99,7 +92,7 @@ rewrite_rule attention_rule() {
                     const bool guard = is(cond, "not") && cond->outputs().size() == 1 &&
                                        is(cond->inputs()[0], "equal") && cond->inputs()[0]->outputs().size() == 1 &&
                                        cond->inputs()[0]->inputs()[0] == probs &&
-                                       cond->inputs()[0]->inputs()[1] == probs && scalar(zero) == 0.0 &&
+                                       cond->inputs()[0]->inputs()[1] == probs && scalar_constant(*zero) == 0.0 &&
                                        used_only_by(probs, {&*cond->inputs()[0], &*p});
                     if (!guard) return false;
                     p = probs;

@@ -26,13 +26,6 @@ namespace kiln {
 
 namespace {
 
-std::optional<double> scalar(instruction_ref ins) {
-    if (ins->get_shape().elements() != 1 || !match::is_constant_instruction(*ins)) return std::nullopt;
-    auto v = constant_value(*ins);
-    if (!v) return std::nullopt;
-    return v->value_at(0);
-}
-
 bool near(std::optional<double> v, double want) {
     return v && std::fabs(*v - want) <= 1e-6 * std::fabs(want);
 }
@@ -54,20 +47,20 @@ std::optional<instruction_ref> other_operand(instruction_ref ins, instruction_re
 std::optional<instruction_ref> operand_besides_constant(instruction_ref ins, double value) {
     const auto& in = ins->inputs();
     if (in.size() != 2) return std::nullopt;
-    if (near(scalar(in[1]), value)) return in[0];
-    if (near(scalar(in[0]), value)) return in[1];
+    if (near(scalar_constant(*in[1]), value)) return in[0];
+    if (near(scalar_constant(*in[0]), value)) return in[1];
     return std::nullopt;
 }
 
 // x * c or c * x or x / (1/c).
 std::optional<instruction_ref> scaled_by(instruction_ref ins, double c) {
     if (is(ins, "mul")) return operand_besides_constant(ins, c);
-    if (is(ins, "div") && near(scalar(ins->inputs()[1]), 1 / c)) return ins->inputs()[0];
+    if (is(ins, "div") && near(scalar_constant(*ins->inputs()[1]), 1 / c)) return ins->inputs()[0];
     return std::nullopt;
 }
 
 bool is_cube_of(instruction_ref ins, instruction_ref x) {
-    if (is(ins, "pow")) return ins->inputs()[0] == x && near(scalar(ins->inputs()[1]), 3);
+    if (is(ins, "pow")) return ins->inputs()[0] == x && near(scalar_constant(*ins->inputs()[1]), 3);
     if (!is(ins, "mul")) return false;
     auto rest = other_operand(ins, x);
     return rest && is(*rest, "mul") && (*rest)->inputs()[0] == x && (*rest)->inputs()[1] == x;
@@ -99,7 +92,7 @@ std::optional<op::gelu_approximation> gelu_sum_form(instruction_ref sum, instruc
 void collect_factors(instruction_ref ins, std::vector<instruction_ref>& factors, double& constant, int depth = 0) {
     if (depth < 8 && (is(ins, "mul") || is(ins, "div")) && ins->inputs().size() == 2) {
         if (is(ins, "div")) {
-            auto d = scalar(ins->inputs()[1]);
+            auto d = scalar_constant(*ins->inputs()[1]);
             if (d && *d != 0) {
                 constant /= *d;
                 collect_factors(ins->inputs()[0], factors, constant, depth + 1);
@@ -110,7 +103,7 @@ void collect_factors(instruction_ref ins, std::vector<instruction_ref>& factors,
             return;
         }
     }
-    if (auto c = scalar(ins)) {
+    if (auto c = scalar_constant(*ins)) {
         constant *= *c;
         return;
     }

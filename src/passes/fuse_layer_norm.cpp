@@ -22,13 +22,6 @@ namespace kiln {
 
 namespace {
 
-std::optional<double> scalar(instruction_ref ins) {
-    if (ins->get_shape().elements() != 1 || !match::is_constant_instruction(*ins)) return std::nullopt;
-    auto v = constant_value(*ins);
-    if (!v) return std::nullopt;
-    return v->value_at(0);
-}
-
 bool is(instruction_ref ins, const char* op) {
     return ins->name() == op;
 }
@@ -52,7 +45,7 @@ std::optional<std::size_t> trailing_mean_axis(instruction_ref ins) {
 }
 
 bool is_square_of(instruction_ref ins, instruction_ref d) {
-    if (is(ins, "pow")) return ins->inputs()[0] == d && scalar(ins->inputs()[1]) == 2.0;
+    if (is(ins, "pow")) return ins->inputs()[0] == d && scalar_constant(*ins->inputs()[1]) == 2.0;
     return is(ins, "mul") && ins->inputs()[0] == d && ins->inputs()[1] == d;
 }
 
@@ -82,7 +75,7 @@ rewrite_rule normalize_rule() {
                     const auto& vin = (*v)->inputs();
                     for (int i = 0; i < 2; ++i) {
                         const instruction_ref var = vin[static_cast<std::size_t>(i)];
-                        auto eps = scalar(vin[static_cast<std::size_t>(1 - i)]);
+                        auto eps = scalar_constant(*vin[static_cast<std::size_t>(1 - i)]);
                         if (!eps || *eps < 0 || trailing_mean_axis(var) != axis || !is_square_of(var->inputs()[0], d))
                             continue;
                         op::layer_norm ln;

@@ -125,19 +125,12 @@ rewrite_rule fuse_activation() {
             }};
 }
 
-std::optional<double> scalar_constant(instruction_ref ins) {
-    if (ins->get_shape().elements() != 1) return std::nullopt;
-    auto v = constant_value(*ins);
-    if (!v) return std::nullopt;
-    return v->value_at(0);
-}
-
 rewrite_rule fuse_clip() {
     auto pattern = name("clip").args(fused_producer().bind("f"), match::is_constant().bind("lo"),
                                      match::is_constant().bind("hi"));
     return {"fuse_clip", pattern, [](module& m, const match_result& r) {
-                auto lo = scalar_constant(r.at("lo"));
-                auto hi = scalar_constant(r.at("hi"));
+                auto lo = scalar_constant(*r.at("lo"));
+                auto hi = scalar_constant(*r.at("hi"));
                 if (!lo || !hi) return false;
                 auto fused = with_fused(r.at("f")->get_operator(),
                                         [&](auto& op) { op.post.append(post_op_kind::clip, *lo, *hi); });

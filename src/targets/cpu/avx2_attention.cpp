@@ -130,18 +130,6 @@ void pack(const float* src, const std::size_t* strides, std::size_t rows, std::s
         for (std::size_t c = 0; c < cols; ++c) dst[r * cols + c] = src[r * strides[0] + c * strides[1]];
 }
 
-__m256d widen_low(__m256 v) {
-    return _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-}
-__m256d widen_high(__m256 v) {
-    return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-}
-
-double hsum_pd(__m256d v) {
-    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
-    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
-}
-
 // Full vectors load and store plainly; masked moves (slow on some cores)
 // only at a row's tail.
 __m256 load(const float* p, std::size_t width, __m256i m) {

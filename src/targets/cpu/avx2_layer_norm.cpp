@@ -11,18 +11,6 @@ namespace kiln::avx2 {
 
 namespace {
 
-__m256d widen_low(__m256 v) {
-    return _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-}
-__m256d widen_high(__m256 v) {
-    return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-}
-
-double hsum_pd(__m256d v) {
-    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
-    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
-}
-
 // Sum over the row of f(x) (in double), f applied to 8 floats at a time;
 // lanes past the end are zero before f and are masked out after it.
 template <class F>

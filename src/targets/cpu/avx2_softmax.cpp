@@ -11,18 +11,6 @@ namespace kiln::avx2 {
 
 namespace {
 
-__m256d widen_low(__m256 v) {
-    return _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-}
-__m256d widen_high(__m256 v) {
-    return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-}
-
-double hsum_pd(__m256d v) {
-    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
-    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
-}
-
 // The maximum of the row; NaNs are skipped (max_ps returns its second
 // operand when the first is NaN), as fmax does in the reference.
 float row_max(const float* x, std::size_t n) {

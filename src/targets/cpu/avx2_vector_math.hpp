@@ -181,4 +181,16 @@ static inline __m256i tail_mask(std::size_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lanes);
 }
 
+// Sums in double: the low and high four lanes widened, and a horizontal sum.
+static inline __m256d widen_low(__m256 v) {
+    return _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+}
+static inline __m256d widen_high(__m256 v) {
+    return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+}
+static inline double hsum_pd(__m256d v) {
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
 }  // namespace kiln::avx2
