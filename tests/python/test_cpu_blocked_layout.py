@@ -273,3 +273,67 @@ def test_concat_of_strided_views_matches_numpy():
     m.add_return([m.add_instruction(kiln.op("concat", axis=0), [t, t])])
     p.compile(kiln.get_target("cpu"))
     np.testing.assert_array_equal(np.asarray(p.run({"x": x})[0]), np.concatenate([x.T, x.T], axis=0))
+
+
+BLOCKED_POOLS = [  # lengths, stride, padding (begin h, w, end h, w), dilation, ceil_mode
+    ([3, 3], [2, 2], [1, 1, 1, 1], [1, 1], False),
+    ([3, 3], [1, 1], [1, 1, 1, 1], [1, 1], False),
+    ([2, 3], [1, 2], [0, 1, 1, 2], [1, 1], True),
+    ([3, 2], [2, 1], [2, 1, 2, 1], [3, 2], False),  # some windows lie wholly in padding
+    ([1, 1], [2, 2], [0, 0, 0, 0], [1, 1], False),
+]
+
+
+@pytest.mark.parametrize("config", BLOCKED_POOLS, ids=str)
+def test_blocked_max_pooling_kernel_matches_ref(config):
+    """Window bounds worked out per output row and column: every tap, padding and -inf against the ref target."""
+    lengths, stride, padding, dilation, ceil_mode = config
+    x = rand(2, 24, 11, 7)
+    x[1, 9, 4, 3] = np.nan
+    x[0, 17] = -np.inf
+    attrs = dict(
+        mode="max",
+        lengths=lengths + [1],
+        stride=stride + [1],
+        padding=padding[:2] + [0] + padding[2:] + [0],
+        dilation=dilation + [1],
+        ceil_mode=ceil_mode,
+    )
+    outs = []
+    for target in ["cpu", "ref"]:
+        p = kiln.program()
+        m = p.get_main_module()
+        xp = m.add_parameter("x", kiln.shape("float", list(blocked(x).shape)))
+        m.add_return([m.add_instruction(kiln.op("pooling", **attrs), [xp])])
+        p.compile(kiln.get_target(target))
+        outs.append(np.asarray(p.run({"x": blocked(x)})[0]))
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("x_shape", [(2, 5, 13, 11, 8), (1, 16, 7, 7, 8), (2, 16, 28, 28, 8), (3, 2, 1, 1, 8)], ids=str)
+def test_pointwise_with_per_channel_block_operands_matches_numpy(x_shape):
+    """Batch norm + ReLU over a blocked tensor: [1, C/8, 1, 1, 8] operands repeat along H, W (blocks of the
+    kernel straddle channel blocks and images; the largest shape runs threaded)."""
+    n, cb = x_shape[0], x_shape[1]
+    x = rand(*x_shape)
+    scale, shift = rand(1, cb, 1, 1, 8), rand(1, cb, 1, 1, 8)
+    per_image = rand(n, 1, 1, 1, 8)  # repeats too, along C/8 and H, W
+
+    def build():
+        p = kiln.program()
+        m = p.get_main_module()
+        xp = m.add_parameter("x", kiln.shape("float", list(x_shape)))
+        y = m.add_instruction(kiln.op("mul"), [xp, m.add_literal(scale)])
+        y = m.add_instruction(kiln.op("add"), [y, m.add_literal(shift)])
+        y = m.add_instruction(kiln.op("sub"), [y, m.add_literal(per_image)])
+        m.add_return([m.add_instruction(kiln.op("relu"), [y])])
+        return p
+
+    expected = np.maximum(x * scale + shift - per_image, np.float32(0))
+    outs = []
+    for target in ["cpu", "ref"]:
+        p = build()
+        p.compile(kiln.get_target(target))
+        outs.append(np.asarray(p.run({"x": x})[0]))
+    np.testing.assert_allclose(outs[0], expected, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6, atol=1e-6)

@@ -81,9 +81,13 @@ struct pw_instruction {
 
 struct pw_input {
     std::int32_t slot = 0;
-    bool is_bool = false;                          // bytes holding 0 or 1
-    bool in_place = false;                         // float32 laid out like the output: full blocks read it where it is
-    bool constant = false;                         // every stride 0: its one value is spread once per thread
+    bool is_bool = false;   // bytes holding 0 or 1
+    bool in_place = false;  // float32 laid out like the output: full blocks read it where it is
+    bool constant = false;  // every stride 0: its one value is spread once per thread
+    // float32 whose innermost dimension is 8 long, stride 1, and the next one
+    // out has stride 0: a vector of eight repeated (per-channel operands of
+    // the blocked layout), gathered with one load per repeat run.
+    bool repeated_vector = false;
     std::size_t strides[pointwise_max_rank] = {};  // elements, per output dimension (0: broadcast)
 };
 

@@ -64,6 +64,39 @@ void gather(const pw_program& p, const pw_input& in, const void* data, std::size
     }
 }
 
+// gather() for an input with repeated_vector set. Blocks start at multiples
+// of 8 and the output has a multiple of 8 elements, so runs are whole vectors.
+void gather_repeated_vector(const pw_program& p, const pw_input& in, const void* data, std::size_t start,
+                            std::size_t count, float* dst) {
+    const std::size_t outer = p.rank - 2;  // the dimension the vector repeats along
+    std::size_t idx[pointwise_max_rank];
+    std::size_t offset = 0;
+    std::size_t rest = start / 8;
+    for (std::size_t d = outer + 1; d-- > 0;) {
+        idx[d] = rest % p.lens[d];
+        rest /= p.lens[d];
+        offset += idx[d] * in.strides[d];
+    }
+    const float* f = static_cast<const float*>(data);
+    std::size_t pos = 0;
+    while (pos < count) {
+        const __m256 v = _mm256_loadu_ps(f + offset);
+        const std::size_t left = (p.lens[outer] - idx[outer]) * 8;
+        const std::size_t run = left < count - pos ? left : count - pos;
+        for (std::size_t j = 0; j < run; j += 8) _mm256_storeu_ps(dst + pos + j, v);
+        pos += run;
+        idx[outer] += run / 8;
+        if (idx[outer] < p.lens[outer]) continue;
+        idx[outer] = 0;
+        for (std::size_t d = outer; d-- > 0;) {
+            offset += in.strides[d];
+            if (++idx[d] < p.lens[d]) break;
+            offset -= p.lens[d] * in.strides[d];
+            idx[d] = 0;
+        }
+    }
+}
+
 template <class F>
 void unary(float* d, const float* a, std::size_t n, F f) {
     for (std::size_t i = 0; i < n; i += 8) _mm256_storeu_ps(d + i, f(_mm256_loadu_ps(a + i)));
@@ -205,6 +238,8 @@ void run_blocks(const pw_program& p, const void* const* inputs, void* output, fl
             if (in.constant) continue;
             if (in.in_place && full)
                 slot_ptr[in.slot] = const_cast<float*>(static_cast<const float*>(inputs[i]) + start);
+            else if (in.repeated_vector)
+                gather_repeated_vector(p, in, inputs[i], start, count, slot_ptr[in.slot]);
             else
                 gather(p, in, inputs[i], start, count, slot_ptr[in.slot]);
         }
