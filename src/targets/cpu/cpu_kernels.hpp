@@ -28,6 +28,8 @@ std::shared_ptr<const cpu_kernel> make_max_pooling_kernel(const kernel_request& 
 std::shared_ptr<const cpu_kernel> make_concat_kernel(const kernel_request& r);
 // fused_pointwise and the elementwise ops (pointwise_kernel.cpp)
 std::shared_ptr<const cpu_kernel> make_pointwise_kernel(const kernel_request& r);
+// reduce_sum, reduce_mean, reduce_max, reduce_min over one run of axes (reduce_kernel.cpp)
+std::shared_ptr<const cpu_kernel> make_reduce_kernel(const kernel_request& r);
 // softmax, log_softmax (normalization_kernels.cpp)
 std::shared_ptr<const cpu_kernel> make_softmax_kernel(const kernel_request& r);
 // layer_norm (normalization_kernels.cpp)
