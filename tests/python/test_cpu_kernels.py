@@ -147,6 +147,29 @@ SPLIT_CONV_CONFIGS = [  # x, w, stride, padding, dilation
 @pytest.mark.parametrize("has_bias", [False, True])
 @pytest.mark.parametrize("output_layout", ["nchw", "nchw8c"])
 def test_fused_convolution_split_for_accuracy(config, post, has_bias, output_layout):
+    check_fused_convolution(config, post, has_bias, output_layout)
+
+
+# Convolutions on blocked input with an output plane of 56 x 56 or more run
+# as 1 x 1 kernels that sum input-channel blocks pairwise (k x k ones after
+# im2col): tile tails (widths not a multiple of 6), leaves and channel-block
+# counts that are not powers of two, a batch, and each epilogue.
+PAIRWISE_SUM_CONFIGS = [  # x, w, stride, padding, dilation
+    ((2, 16, 56, 60), (24, 16, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
+    ((1, 40, 57, 57), (16, 40, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
+    ((1, 72, 56, 58), (16, 72, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
+    ((1, 16, 57, 59), (8, 16, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
+]
+
+
+@pytest.mark.parametrize("config", PAIRWISE_SUM_CONFIGS, ids=str)
+@pytest.mark.parametrize("post", [[], ["relu"], ["add", "relu"], ["add"]], ids=str)
+@pytest.mark.parametrize("has_bias", [False, True])
+def test_fused_convolution_pairwise_sum(config, post, has_bias):
+    check_fused_convolution(config, post, has_bias, "nchw8c")
+
+
+def check_fused_convolution(config, post, has_bias, output_layout):
     xs, ws, stride, padding, dilation = config
     x, w, bias = rand(*xs), rand(*ws), rand(ws[0])
     padded = np.pad(x, [(0, 0), (0, 0), (padding[0], padding[2]), (padding[1], padding[3])])

@@ -223,3 +223,32 @@ def test_convolutions_split_for_accuracy_hold_their_weights_once():
     assert "@literal{" + ", ".join("%g" % v for v in w_blocked.reshape(-1)[:6]) in str(p)
     r = kiln.verify(p, inputs={"x": x_value}, per_instruction=True)
     assert r["passed"], r["text"]
+
+
+def test_pairwise_sum_convolutions_hold_their_weights_once():
+    """1 x 1 and 3 x 3 (im2col) convolutions over a 56 x 56 blocked plane sum input channels pairwise from
+    weights packed by the kernel; the literals still save, print and verify as given."""
+    w_image, w_point, w_window = exact_values(16, 3, 5, 5), exact_values(24, 16, 1, 1), exact_values(16, 24, 3, 3)
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", [1, 3, 56, 56]))
+    y = m.add_instruction(kiln.op("relu"), [m.add_instruction(kiln.op("convolution", padding=[2, 2]),
+                                                              [x, m.add_literal(w_image)])])
+    y = m.add_instruction(kiln.op("relu"), [m.add_instruction(kiln.op("convolution"), [y, m.add_literal(w_point)])])
+    m.add_return([m.add_instruction(kiln.op("convolution", padding=[1, 1]), [y, m.add_literal(w_window)])])
+    p.compile(kiln.get_target("cpu"))
+    assert p.held_literal_bytes() == 0
+    assert_held_once(p, w_image.nbytes + w_point.nbytes + w_window.nbytes)
+    x_value = np.random.default_rng(5).uniform(-1, 1, (1, 3, 56, 56)).astype(np.float32)
+    expected = np.maximum(conv_reference(x_value, w_image, [1, 1], [2, 2], [1, 1], 1), 0)
+    expected = np.maximum(conv_reference(expected, w_point, [1, 1], [0, 0], [1, 1], 1), 0)
+    expected = conv_reference(expected, w_window, [1, 1], [1, 1], [1, 1], 1)
+    before = np.asarray(p.run({"x": x_value})[0])
+    np.testing.assert_allclose(before, expected, rtol=1e-4, atol=1e-4)
+    data = kiln.save_buffer(p)
+    for w in (w_image, w_point, w_window):
+        assert w.tobytes() in data
+    np.testing.assert_array_equal(np.asarray(kiln.load_buffer(data).run({"x": x_value})[0]), before)
+    assert "@literal{" + ", ".join("%g" % v for v in w_point.reshape(-1)[:6]) in str(p)
+    r = kiln.verify(p, inputs={"x": x_value}, per_instruction=True)
+    assert r["passed"], r["text"]

@@ -18,6 +18,13 @@ std::shared_ptr<const cpu_kernel> make_im2col_convolution_kernel(const op::fused
 // (channel_split_convolution.cpp)
 std::shared_ptr<const cpu_kernel> make_channel_split_convolution_kernel(const op::fused_convolution& conv,
                                                                         const kernel_request& r);
+// 1 x 1 fused_convolution on blocked input summing its input channels
+// pairwise, for float32 accuracy in the layers a network amplifies most
+// (pairwise_sum_convolution.cpp)
+std::shared_ptr<const cpu_kernel> make_pairwise_sum_convolution_kernel(const op::fused_convolution& conv,
+                                                                       const kernel_request& r);
+// Whether a convolution with this plain [N, M, H, W] result is one of those layers.
+bool prefers_pairwise_sum(const shape& plain_output);
 // dot, fused_dot (dnnl_matmul.cpp)
 std::shared_ptr<const cpu_kernel> make_matmul_kernel(const kernel_request& r);
 // average pooling (dnnl_pooling.cpp)

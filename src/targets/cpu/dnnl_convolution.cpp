@@ -117,6 +117,7 @@ std::shared_ptr<const cpu_kernel> make_convolution_kernel(const kernel_request& 
     if (const auto* fused = r.op.get_if<op::fused_convolution>()) {
         if (auto kernel = make_im2col_convolution_kernel(*fused, r)) return kernel;
         if (auto kernel = make_channel_split_convolution_kernel(*fused, r)) return kernel;
+        if (auto kernel = make_pairwise_sum_convolution_kernel(*fused, r)) return kernel;
         return build(*fused, r);
     }
     const auto* plain = r.op.get_if<op::convolution>();
