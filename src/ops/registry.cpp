@@ -6,18 +6,19 @@
 #include "kiln/builtin_ops.hpp"
 #include "kiln/op_registry.hpp"
 #include "ops/bitcast.hpp"
+#include "ops/blocked_layout.hpp"
 #include "ops/control.hpp"
 #include "ops/conv.hpp"
 #include "ops/conv_transpose.hpp"
-#include "ops/blocked_layout.hpp"
-#include "ops/fused_convolution.hpp"
-#include "ops/fused_dot.hpp"
-#include "ops/fused_attention.hpp"
-#include "ops/fused_pointwise.hpp"
 #include "ops/cumsum.hpp"
 #include "ops/deform_conv.hpp"
 #include "ops/dft.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/fused_attention.hpp"
+#include "ops/fused_concat_pointwise.hpp"
+#include "ops/fused_convolution.hpp"
+#include "ops/fused_dot.hpp"
+#include "ops/fused_pointwise.hpp"
 #include "ops/grid_sample.hpp"
 #include "ops/index.hpp"
 #include "ops/index_scatter.hpp"
@@ -175,6 +176,7 @@ op_registry build_registry() {
     r.add<op::fused_convolution>();
     r.add<op::fused_dot>();
     r.add<op::fused_pointwise>();
+    r.add<op::fused_concat_pointwise>();
     r.add<op::fused_attention>();
     r.add<op::to_blocked>();
     r.add<op::from_blocked>();
@@ -197,15 +199,19 @@ operation make_op(const std::string& name, const value& attributes) {
         for (const auto& n : names)
             if (!name.empty() && n.compare(0, std::min<std::size_t>(3, name.size()), name, 0, 3) == 0)
                 similar += (similar.empty() ? "" : ", ") + n;
-        fail(error_kind::not_implemented,
-             "unknown op '" + name + "'" + (similar.empty() ? "" : " (similar: " + similar + ")") +
-                 "; get_operators() lists all " + std::to_string(names.size()) + " ops");
+        fail(error_kind::not_implemented, "unknown op '" + name + "'" +
+                                              (similar.empty() ? "" : " (similar: " + similar + ")") +
+                                              "; get_operators() lists all " + std::to_string(names.size()) + " ops");
     }
     return attributes.is_null() ? *proto : proto->with_attributes(attributes);
 }
 
-bool has_op(const std::string& name) { return registry().find(name) != nullptr; }
+bool has_op(const std::string& name) {
+    return registry().find(name) != nullptr;
+}
 
-std::vector<std::string> get_operators() { return registry().names(); }
+std::vector<std::string> get_operators() {
+    return registry().names();
+}
 
 }  // namespace kiln

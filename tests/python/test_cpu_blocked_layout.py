@@ -337,3 +337,70 @@ def test_pointwise_with_per_channel_block_operands_matches_numpy(x_shape):
         outs.append(np.asarray(p.run({"x": x})[0]))
     np.testing.assert_allclose(outs[0], expected, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6, atol=1e-6)
+
+
+
+def dense_block(x_shape, scales, shifts, operand_first=False):
+    """conv -> [concat(features) -> BN + ReLU -> conv 1x1 -> conv 3x3, a new feature] per scale; the
+    concats are read by the BN + ReLU alone, but the last, which is returned."""
+    w_grow = rand(8, C, 3, 3)
+    w_squeeze = [rand(C, scale.shape[0], 1, 1) for scale in scales]
+
+    def build():
+        p = kiln.program()
+        m = p.get_main_module()
+        x = m.add_parameter("x", kiln.shape("float", list(x_shape)))
+        features = [m.add_instruction(kiln.op("convolution", padding=[1, 1]), [x, m.add_literal(W_IN)])]
+        for scale, shift, w in zip(scales, shifts, w_squeeze):
+            joined = m.add_instruction(kiln.op("concat", axis=1), features)
+            s = m.add_literal(scale)
+            y = m.add_instruction(kiln.op("mul"), [s, joined] if operand_first else [joined, s])
+            y = m.add_instruction(kiln.op("add"), [y, m.add_literal(shift)])
+            y = m.add_instruction(kiln.op("relu"), [y])
+            y = m.add_instruction(kiln.op("convolution"), [y, m.add_literal(w)])
+            features.append(m.add_instruction(kiln.op("convolution", padding=[1, 1]), [y, m.add_literal(w_grow)]))
+        m.add_return([m.add_instruction(kiln.op("concat", axis=1), features)])
+        return p
+
+    return build
+
+
+@pytest.mark.parametrize("operand_first", [False, True])
+@pytest.mark.parametrize("x_shape", [(1, C, 9, 7), (2, C, 28, 28)], ids=str)
+def test_concat_read_by_batch_norm_relu_is_never_stored(x_shape, operand_first):
+    """DenseNet's pre-activation: each concat joins the BN + ReLU program as fused_concat_pointwise."""
+    scales = [rand(C, 1, 1), rand(C + 8, 1, 1), rand(C + 16, 1, 1)]
+    shifts = [rand(C, 1, 1), rand(C + 8, 1, 1), rand(C + 16, 1, 1)]
+    build = dense_block(x_shape, scales, shifts, operand_first=operand_first)
+    cpu, ref, text = compiled_outputs(build, {"x": rand(*x_shape)})
+    assert text.count("fused_concat_pointwise[axis=1,pieces=") == 3, text
+    assert text.count("= concat[") == 1, text  # the returned one
+    # Values grow through the unnormalised layers: the tolerance follows their size.
+    np.testing.assert_allclose(cpu, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("layout", ["blocked", "plain"])
+def test_fused_concat_pointwise_matches_numpy(layout):
+    """Two pieces (a parameter and a convolution), a per-channel scale, a per-image shift: against numpy."""
+    n = 3
+    x = rand(n, C, 6, 5)
+    scale, shift = rand(2 * C, 1, 1), rand(n, 1, 1, 1)
+
+    def build():
+        p = kiln.program()
+        m = p.get_main_module()
+        xp = m.add_parameter("x", kiln.shape("float", list(x.shape)))
+        y = m.add_instruction(kiln.op("convolution", padding=[1, 1]), [xp, m.add_literal(W_IN)])
+        first = y if layout == "blocked" else xp
+        joined = m.add_instruction(kiln.op("concat", axis=1), [first, y])
+        z = m.add_instruction(kiln.op("mul"), [joined, m.add_literal(scale)])
+        z = m.add_instruction(kiln.op("sub"), [m.add_literal(shift), z])
+        m.add_return([m.add_instruction(kiln.op("relu"), [z])])
+        return p
+
+    y = conv_in(x)
+    expected = np.maximum(shift - np.concatenate([y if layout == "blocked" else x, y], axis=1) * scale, 0)
+    cpu, ref, text = compiled_outputs(build, {"x": x})
+    assert "fused_concat_pointwise" in text and "= concat[" not in text, text
+    np.testing.assert_allclose(cpu, expected, **TOL)
+    np.testing.assert_allclose(ref, expected, **TOL)

@@ -792,6 +792,16 @@ def fusion_pass_op_cases():
             ["mod", [2, 0], {"fmod": True}]]
     yield Case("fused_pointwise", [x * 100], lambda x: np.fmod(x.astype(np.float16).astype(np.float32), x),
                attrs={"steps": half})
+    # A concat read by a program: value 0 is the concatenation of the first `pieces` inputs.
+    a, b, scale = generate(np.float32, (2, 3, 4, 5)), generate(np.float32, (2, 2, 4, 5), seed=1), generate(
+        np.float32, (5, 1, 1), seed=2)
+    bn_relu = [["mul", [0, 1]], ["relu", [2]]]
+    yield Case("fused_concat_pointwise", [a, b, scale],
+               lambda a, b, s: np.maximum(np.concatenate([a, b], axis=1) * s, 0),
+               attrs={"axis": 1, "pieces": 2, "steps": bn_relu})
+    yield Case("fused_concat_pointwise", [a, a, generate(np.float32, (4, 3, 4, 5), seed=3)],
+               lambda a, b, c: np.concatenate([a, b], axis=0) - c,
+               attrs={"axis": -4, "pieces": 2, "steps": [["sub", [0, 1]]]})
     for dt in [np.float32, np.float64]:
         q, kt = generate(dt, (2, 3, 4)), generate(dt, (2, 4, 5), seed=1)
         v, mask = generate(dt, (2, 5, 3), seed=2), generate(dt, (3, 5), seed=3)

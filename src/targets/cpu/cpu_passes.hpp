@@ -15,4 +15,14 @@ public:
     void apply(module& m) const override;
 };
 
+// Turns a fused_pointwise that reads a concat nobody else reads into one
+// fused_concat_pointwise, when the cpu kernel for it can run the program:
+// the concatenation is then never stored (DenseNet's pre-activation batch
+// norm + ReLU over each dense layer's concatenated features).
+class fuse_concat_pointwise final : public pass {
+public:
+    std::string name() const override { return "fuse_concat_pointwise"; }
+    void apply(module& m) const override;
+};
+
 }  // namespace kiln

@@ -67,7 +67,8 @@ private:
     // Keeps the arena buffer behind `loc` alive through `step`.
     void use(const value_location& loc, std::size_t step) {
         auto it = lifetime_of_root_.find(loc.root);
-        if (it != lifetime_of_root_.end()) lifetimes_[it->second].last_step = std::max(lifetimes_[it->second].last_step, step);
+        if (it != lifetime_of_root_.end())
+            lifetimes_[it->second].last_step = std::max(lifetimes_[it->second].last_step, step);
     }
 
     void add_instruction(const instruction& ins, bool is_returned) {
@@ -107,8 +108,8 @@ private:
         for (std::size_t i = 0; i < ins.inputs().size(); ++i) {
             const instruction* lit = hand_over_.literal_behind(*ins.inputs()[i]);
             constants.push_back(lit == nullptr ? argument()
-                                               : lit->get_literal().get_argument().reshaped(
-                                                     inputs[i].value_shape, inputs[i].byte_offset));
+                                               : lit->get_literal().get_argument().reshaped(inputs[i].value_shape,
+                                                                                            inputs[i].byte_offset));
         }
         auto kernel = make_cpu_kernel({ins.get_operator(), input_shapes, ins.get_shape(), constants, options_.threads});
         constants.clear();
@@ -147,23 +148,18 @@ private:
 // their inputs any more. CSE comes after everything that creates
 // instructions. Pointwise fusion comes last: it takes whatever elementwise
 // chains the kernel fusions before it left, and after CSE, so that
-// duplicates are merged before groups form. A final DCE
+// duplicates are merged before groups form; a concat only a pointwise group
+// reads then joins the group. A final DCE
 // removes what CSE and constant propagation leave unused.
 pass_list cpu_target::get_passes(const compile_options&) const {
-    return {std::make_shared<dead_code_elimination>(),
-            std::make_shared<constant_propagation>(),
-            std::make_shared<simplify_reshapes>(),
-            std::make_shared<simplify_algebra>(),
+    return {std::make_shared<dead_code_elimination>(), std::make_shared<constant_propagation>(),
+            std::make_shared<simplify_reshapes>(), std::make_shared<simplify_algebra>(),
             std::make_shared<constant_propagation>(),
             // Recognizers of composite ops, before post-op fusion can split them up.
-            std::make_shared<fuse_gelu>(),
-            std::make_shared<fuse_layer_norm>(),
-            std::make_shared<fuse_attention>(),
-            std::make_shared<fuse_post_ops>(),
-            std::make_shared<constant_propagation>(),
-            std::make_shared<propagate_blocked_layout>(),
-            std::make_shared<common_subexpression_elimination>(),
-            std::make_shared<fuse_pointwise>(),
+            std::make_shared<fuse_gelu>(), std::make_shared<fuse_layer_norm>(), std::make_shared<fuse_attention>(),
+            std::make_shared<fuse_post_ops>(), std::make_shared<constant_propagation>(),
+            std::make_shared<propagate_blocked_layout>(), std::make_shared<common_subexpression_elimination>(),
+            std::make_shared<fuse_pointwise>(), std::make_shared<fuse_concat_pointwise>(),
             std::make_shared<dead_code_elimination>()};
 }
 

@@ -50,6 +50,7 @@ const std::map<std::string, kernel_factory>& kernel_factories() {
         {"contiguous", make_strided_copy_kernel},
         // elementwise ops: one-step pointwise programs
         {"fused_pointwise", make_pointwise_kernel},
+        {"fused_concat_pointwise", make_concat_pointwise_kernel},
         {"abs", make_pointwise_kernel},
         {"neg", make_pointwise_kernel},
         {"exp", make_pointwise_kernel},

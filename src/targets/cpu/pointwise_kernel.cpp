@@ -349,7 +349,7 @@ std::size_t cost_per_element(const std::vector<avx2::pw_instruction>& code, std:
     return cost;
 }
 
-class pointwise_kernel final : public cpu_kernel {
+class pointwise_kernel final : public cpu_kernel, public pointwise_runner {
 public:
     pointwise_kernel(program_builder&& b, const collapsed_layout& layout, const kernel_request& r)
         : code_(std::move(b.code)) {
@@ -390,6 +390,9 @@ public:
         for (std::size_t i = 0; i < inputs.size(); ++i) data[i] = inputs[i].data();
         avx2::run_pointwise(program_, data, result.data(), scratch);
     }
+    void run(const void* const* inputs, void* output, std::byte* scratch) const override {
+        avx2::run_pointwise(program_, inputs, output, scratch);
+    }
     std::size_t scratch_bytes() const override { return avx2::pointwise_scratch_bytes(program_); }
 
 private:
@@ -398,10 +401,19 @@ private:
     avx2::pw_program program_;
 };
 
+std::shared_ptr<pointwise_kernel> build_pointwise_kernel(const std::vector<op::pointwise_step>& steps,
+                                                         const kernel_request& r) {
+    if (!avx2::supported() || r.output_shape.elements() == 0 || !r.output_shape.standard()) return nullptr;
+    program_builder builder(steps, r);
+    if (!builder.build()) return nullptr;
+    collapsed_layout layout = collapse(r.input_shapes, r.output_shape);
+    if (layout.lens.size() > avx2::pointwise_max_rank) return nullptr;
+    return std::make_shared<pointwise_kernel>(std::move(builder), layout, r);
+}
+
 }  // namespace
 
 std::shared_ptr<const cpu_kernel> make_pointwise_kernel(const kernel_request& r) {
-    if (!avx2::supported() || r.output_shape.elements() == 0 || !r.output_shape.standard()) return nullptr;
     std::vector<op::pointwise_step> steps;
     if (const auto* f = r.op.get_if<op::fused_pointwise>()) {
         steps = f->steps;
@@ -410,11 +422,12 @@ std::shared_ptr<const cpu_kernel> make_pointwise_kernel(const kernel_request& r)
         for (std::size_t i = 0; i < r.input_shapes.size(); ++i) single.args.push_back(i);
         steps.push_back(std::move(single));
     }
-    program_builder builder(steps, r);
-    if (!builder.build()) return nullptr;
-    collapsed_layout layout = collapse(r.input_shapes, r.output_shape);
-    if (layout.lens.size() > avx2::pointwise_max_rank) return nullptr;
-    return std::make_shared<pointwise_kernel>(std::move(builder), layout, r);
+    return build_pointwise_kernel(steps, r);
+}
+
+std::shared_ptr<const pointwise_runner> make_pointwise_runner(const std::vector<op::pointwise_step>& steps,
+                                                              const kernel_request& r) {
+    return build_pointwise_kernel(steps, r);
 }
 
 }  // namespace kiln

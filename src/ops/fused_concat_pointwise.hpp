@@ -1,0 +1,38 @@
+#pragma once
+// A concatenation read only by a fused_pointwise, as one op: the pointwise
+// program runs over each piece and writes its part of the result, so the
+// concatenated tensor is never stored (DenseNet concatenates a block's
+// features before every layer only to apply that layer's batch norm + ReLU).
+//
+// The first `pieces` inputs are concatenated along `axis`; the program reads
+// the concatenation as value 0 and the remaining inputs as values 1, 2, ...
+// (numbered as in fused_pointwise). Printed:
+//   fused_concat_pointwise[axis=1,pieces=3,steps={{"mul", {0, 1}}, {"relu", {4}}}]
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/fused_pointwise.hpp"
+
+namespace kiln::op {
+
+struct fused_concat_pointwise : op_base {
+    std::int64_t axis = 0;
+    std::int64_t pieces = 1;
+    std::vector<pointwise_step> steps;
+    template <class Self, class F>
+    static void reflect(Self& self, F&& f) {
+        f(self.axis, "axis");
+        f(self.pieces, "pieces");
+        f(self.steps, "steps");
+    }
+    std::string name() const { return "fused_concat_pointwise"; }
+    shape compute_shape(const std::vector<shape>& inputs) const;
+    // The concatenation into a buffer of its own, then the program's reference compute.
+    void compute(const argument& result, const std::vector<argument>& inputs) const;
+
+    // The concatenation's shape, followed by the program's other inputs.
+    std::vector<shape> program_inputs(const std::vector<shape>& inputs) const;
+};
+
+}  // namespace kiln::op
