@@ -40,16 +40,38 @@ std::string describe(const value_comparison& c);
 
 // ---- outputs -------------------------------------------------------------
 
+// ref evaluates in float32 too (each op's result rounds), so on a deep
+// network ref and a correct target can differ by more than the tolerance
+// through rounding alone. A float output that differs is then judged
+// against the exact answer: the reference module evaluated in float64
+// (float literals, parameters and float results widened), element by element.
+// An element outside the tolerance is accepted when the target is no
+// farther from that answer than ref's float32 result, within the tolerance:
+// |got - exact| <= |ref - exact| + atol + rtol * |exact|.
+struct float64_judgement {
+    bool evaluated = false;   // the float64 evaluation ran
+    std::string unavailable;  // why it could not, when it could not
+    std::size_t judged = 0;   // elements outside the tolerance of ref
+    std::size_t rejected = 0; // of those, farther from the float64 answer than ref
+    std::size_t first_rejected = 0;  // row-major index
+    double worst_target_error = 0;   // from the float64 answer, over the judged elements
+    double worst_ref_error = 0;
+    bool accepts() const { return evaluated && rejected == 0; }
+};
+
 struct output_report {
     std::string target;
     tolerance tol;
     std::vector<value_comparison> outputs;
+    // One per output; judged only for float outputs that differ from ref.
+    std::vector<float64_judgement> float64;
     bool passed() const;
 };
 
 // Runs `compiled` and the reference interpreter on `reference` (normally the
 // main module before optimization) with the same inputs and compares every
-// output.
+// output; a float output outside the tolerance is then judged against the
+// float64 evaluation of `reference` (float64_judgement).
 output_report verify_outputs(const program& compiled, const module& reference, const parameter_map& inputs,
                              const tolerance& tol = {});
 std::string format_output_report(const output_report& r);

@@ -123,6 +123,19 @@ nb::dict verify_program(const program& p, nb::handle target_arg, nb::handle inpu
     out["passed"] = outputs.passed() && (!per_instruction || instructions.passed());
     out["target"] = compiled.target_name();
     out["outputs"] = comparison_list(outputs.outputs);
+    nb::list float64;
+    for (const auto& j : outputs.float64) {
+        nb::dict d;
+        d["evaluated"] = j.evaluated;
+        d["unavailable"] = j.unavailable;
+        d["judged"] = j.judged;
+        d["rejected"] = j.rejected;
+        d["first_rejected"] = j.first_rejected;
+        d["worst_target_error"] = j.worst_target_error;
+        d["worst_ref_error"] = j.worst_ref_error;
+        float64.append(d);
+    }
+    out["float64"] = float64;  // per output: its judgement against the float64 evaluation
     std::string text = format_output_report(outputs);
     if (per_instruction) {
         out["checked"] = instructions.checked;

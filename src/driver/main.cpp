@@ -58,7 +58,10 @@ int main(int argc, char** argv) {
     run->callback([&] { action = [&] { return kiln::driver::run_command(settings, save_dir); }; });
 
     auto* verify = app.add_subcommand(
-        "verify", "Compare a target with the reference target: outputs, per instruction or pass by pass");
+        "verify",
+        "Compare a target with the reference target: outputs, per instruction or pass by pass. A float output "
+        "outside the tolerance is judged against the model evaluated in float64: an element passes when the target "
+        "is no farther from that answer than ref's float32 result, within the tolerance");
     add_run_options(*verify, settings);
     verify->add_option("--rtol", rtol, "Relative tolerance")->capture_default_str()->check(CLI::NonNegativeNumber);
     verify->add_option("--atol", atol, "Absolute tolerance")->capture_default_str()->check(CLI::NonNegativeNumber);

@@ -9,6 +9,7 @@
 
 #include "kiln/kiln.hpp"
 #include "pass_test_helpers.hpp"
+#include "runtime/float64_reference.hpp"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -209,6 +210,84 @@ TEST(verify, outputs_match_the_unoptimized_module_on_ref) {
         ASSERT_EQ(r.outputs.size(), 1u);
         EXPECT_NE(format_output_report(r).find("PASSED"), std::string::npos);
     }
+}
+
+// (x + 1e4) - 1e4 for x in (0, 1): ref's float32 evaluation loses x's low
+// bits (1e4's ulp is ~1e-3), the float64 evaluation gives x exactly.
+program cancelling_program() {
+    program p;
+    module* m = p.get_main_module();
+    auto x = m->add_parameter("x", float_shape({6}));
+    auto big = add_float_literal(*m, {6}, std::vector<float>(6, 1e4f));
+    m->add_return({m->add_instruction(make_op("sub"), {m->add_instruction(make_op("add"), {x, big}), big})});
+    return p;
+}
+
+// x + offset, compiled: a target's result `offset` away from the exact answer x.
+program shifted_program(float offset) {
+    program p;
+    module* m = p.get_main_module();
+    auto x = m->add_parameter("x", float_shape({6}));
+    m->add_return({m->add_instruction(make_op("add"), {x, add_float_literal(*m, {6}, std::vector<float>(6, offset))})});
+    p.compile(get_target("ref"));
+    return p;
+}
+
+const parameter_map cancelling_inputs{
+    {"x", make_argument(float_shape({6}), {0.3f, 0.7f, 0.123f, 0.55f, 0.9f, 0.41f})}};
+
+TEST(verify, outputs_differing_by_ref_rounding_are_judged_against_float64) {
+    program reference = cancelling_program();
+    output_report r = verify_outputs(shifted_program(0), *reference.get_main_module(), cancelling_inputs);
+    ASSERT_EQ(r.outputs.size(), 1u);
+    EXPECT_GT(r.outputs[0].mismatches, 0u);  // against ref's float32 result
+    ASSERT_EQ(r.float64.size(), 1u);
+    const float64_judgement& j = r.float64[0];
+    EXPECT_TRUE(j.evaluated) << j.unavailable;
+    EXPECT_EQ(j.judged, r.outputs[0].mismatches);
+    EXPECT_EQ(j.rejected, 0u);
+    EXPECT_EQ(j.worst_target_error, 0.0);  // x is exact
+    EXPECT_GT(j.worst_ref_error, 1e-4);
+    EXPECT_TRUE(r.passed()) << format_output_report(r);
+    const std::string text = format_output_report(r);
+    EXPECT_NE(text.find("accepted as float32 rounding"), std::string::npos) << text;
+    EXPECT_NE(text.find("PASSED"), std::string::npos) << text;
+}
+
+TEST(verify, a_target_farther_from_float64_than_ref_still_fails) {
+    program reference = cancelling_program();
+    // 2e-3 off: farther from x than ref's float32 rounding (at most ~5e-4) plus the tolerance.
+    output_report r = verify_outputs(shifted_program(2e-3f), *reference.get_main_module(), cancelling_inputs);
+    ASSERT_EQ(r.float64.size(), 1u);
+    EXPECT_TRUE(r.float64[0].evaluated);
+    EXPECT_EQ(r.float64[0].rejected, r.outputs[0].mismatches);
+    EXPECT_FALSE(r.passed());
+    const std::string text = format_output_report(r);
+    EXPECT_NE(text.find("a real mismatch"), std::string::npos) << text;
+    EXPECT_NE(text.find("FAILED"), std::string::npos) << text;
+
+    // Where ref is exact, any mismatch is the target's.
+    program exact_reference = shifted_program(0);
+    output_report off = verify_outputs(shifted_program(1e-3f), *exact_reference.get_main_module(), cancelling_inputs);
+    EXPECT_FALSE(off.passed()) << format_output_report(off);
+}
+
+TEST(verify, outputs_that_match_need_no_float64_evaluation) {
+    program reference = cancelling_program();
+    program compiled = reference;
+    compiled.compile(get_target("ref"));
+    output_report r = verify_outputs(compiled, *reference.get_main_module(), cancelling_inputs);
+    EXPECT_TRUE(r.passed()) << format_output_report(r);
+    ASSERT_EQ(r.float64.size(), 1u);
+    EXPECT_FALSE(r.float64[0].evaluated);
+    EXPECT_EQ(format_output_report(r).find("float64"), std::string::npos);
+}
+
+TEST(verify, widened_module_computes_in_float64) {
+    program p = cancelling_program();
+    auto wide = widened_to_float64(*p.get_main_module());
+    ASSERT_EQ(wide->get_output_shapes().size(), 1u);
+    EXPECT_EQ(wide->get_output_shapes()[0].type(), dtype::double_type);
 }
 
 // ---- per instruction ------------------------------------------------------------

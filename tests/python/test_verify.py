@@ -131,3 +131,24 @@ def test_perf_report_batch_must_match_the_inputs():
     assert p.perf_report(runs=2, warmup=0, batch=2)["batch"] == 2  # x is [2, 3]
     with pytest.raises(ValueError, match="batch 4 does not match the program"):
         p.perf_report(runs=2, warmup=0, batch=4)
+
+
+def cancelling_program():
+    """(x + 1e4) - 1e4: ref's float32 evaluation loses x's low bits; cpu folds the constants (x + 0 -> x)."""
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", [6]))
+    big = m.add_literal(np.full(6, 1e4, np.float32))
+    m.add_return([m.add_instruction(kiln.op("sub"), [m.add_instruction(kiln.op("add"), [x, big]), big])])
+    return p
+
+
+def test_outputs_off_ref_by_its_rounding_are_judged_against_float64():
+    x = np.array([0.3, 0.7, 0.123, 0.55, 0.9, 0.41], np.float32)
+    r = kiln.verify(cancelling_program(), "cpu", {"x": x})
+    assert r["outputs"][0]["mismatches"] > 0, r["text"]  # against ref's float32 result
+    judged = r["float64"][0]
+    assert judged["evaluated"] and judged["judged"] == r["outputs"][0]["mismatches"]
+    assert judged["rejected"] == 0 and judged["worst_target_error"] == 0 and judged["worst_ref_error"] > 1e-4
+    assert r["passed"], r["text"]
+    assert "accepted as float32 rounding" in r["text"]
