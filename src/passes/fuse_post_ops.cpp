@@ -156,11 +156,49 @@ rewrite_rule fuse_binary() {
             }};
 }
 
+operation reshape_to(const shape& s) {
+    value_list dims;
+    for (auto l : s.lens()) dims.push_back(value(static_cast<std::int64_t>(l)));
+    return make_op("reshape", value_map{{"dims", dims}});
+}
+
+// A fused dot's result that only a reshape reads (GPT-2 multiplies [rows, N]
+// views between [1, S, N] reshapes).
+matcher reshaped_dot() { return name("reshape").used_once().args(name("fused_dot").used_once().bind("f")).bind("r"); }
+
+// An activation after such a reshape moves before it, where it fuses; the
+// reshape then applies to the fused result.
+rewrite_rule sink_reshape_below_activation() {
+    auto pattern = match::any_of_names({"relu", "sigmoid", "tanh", "gelu"}).args(reshaped_dot());
+    return {"sink_reshape_below_activation", pattern, [](module& m, const match_result& r) {
+                auto moved = m.insert_instruction(r.root, r.root->get_operator(), {r.at("f")});
+                return replace_with_new(m, r.root, reshape_to(r.root->get_shape()), {moved});
+            }};
+}
+
+// So does an add or mul with a tensor of the result's own shape (a
+// residual), that tensor reshaped like the dot's result.
+rewrite_rule sink_reshape_below_binary() {
+    auto pattern = match::any_of_names({"add", "mul"}).args_any_order(reshaped_dot(), any().bind("other"));
+    return {"sink_reshape_below_binary", pattern, [](module& m, const match_result& r) {
+                auto f = r.at("f");
+                auto other = r.at("other");
+                if (other == r.at("r") || !is_float32(other->get_shape())) return false;
+                if (other->get_shape().lens() != r.root->get_shape().lens()) return false;
+                if (r.at("r")->get_shape().lens() != r.root->get_shape().lens()) return false;
+                auto reshaped = m.insert_instruction(r.root, reshape_to(f->get_shape()), {other});
+                const bool dot_first = r.root->inputs()[0] == r.at("r");
+                auto moved = m.insert_instruction(r.root, r.root->get_operator(),
+                                                  dot_first ? std::vector{f, reshaped} : std::vector{reshaped, f});
+                return replace_with_new(m, r.root, reshape_to(r.root->get_shape()), {moved});
+            }};
+}
+
 }  // namespace
 
 void fuse_post_ops::apply(module& m) const {
     rewrite_to_fixed_point(m, {convolution_to_fused(), dot_to_fused(), fuse_bias(), fuse_activation(), fuse_clip(),
-                               fuse_binary()});
+                               fuse_binary(), sink_reshape_below_activation(), sink_reshape_below_binary()});
 }
 
 }  // namespace kiln
