@@ -404,3 +404,47 @@ def test_fused_concat_pointwise_matches_numpy(layout):
     assert "fused_concat_pointwise" in text and "= concat[" not in text, text
     np.testing.assert_allclose(cpu, expected, **TOL)
     np.testing.assert_allclose(ref, expected, **TOL)
+
+
+AFFINE_CASES = [  # x shape, scale shape, shift shape (all repeat along H, W or are one value)
+    ((1, 4, 7, 7, 8), (1, 4, 1, 1, 8), (1, 4, 1, 1, 8)),
+    ((2, 16, 28, 28, 8), (1, 16, 1, 1, 8), (1, 16, 1, 1, 8)),  # threaded
+    ((3, 2, 5, 3, 8), (1, 2, 1, 1, 8), (3, 1, 1, 1, 8)),  # a per-image shift
+    ((2, 3, 4, 4, 8), (1,), (1, 3, 1, 1, 8)),  # a constant scale
+]
+
+
+@pytest.mark.parametrize("case", AFFINE_CASES, ids=str)
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("swapped", [False, True])
+def test_batch_norm_relu_program_equals_numpy_bit_for_bit(case, relu, swapped):
+    """x * scale + shift [-> relu] runs as one loop; the product is rounded before the sum, as numpy does."""
+    x_shape, scale_shape, shift_shape = case
+    x = rand(*x_shape)
+    x.flat[5] = np.nan
+    x.flat[17] = -0.0
+    scale, shift = rand(*scale_shape), rand(*shift_shape)
+
+    def build():
+        p = kiln.program()
+        m = p.get_main_module()
+        xp = m.add_parameter("x", kiln.shape("float", list(x_shape)))
+        s, t = m.add_literal(scale), m.add_literal(shift)
+        y = m.add_instruction(kiln.op("mul"), [s, xp] if swapped else [xp, s])
+        y = m.add_instruction(kiln.op("add"), [t, y] if swapped else [y, t])
+        if relu:
+            y = m.add_instruction(kiln.op("relu"), [y])
+        m.add_return([y])
+        return p
+
+    expected = x * scale + shift
+    if relu:
+        expected = np.where(expected < 0, np.float32(0), expected)  # keeps NaN and -0.0, as the reference
+    outs = []
+    for target in ["cpu", "ref"]:
+        p = build()
+        p.compile(kiln.get_target(target))
+        outs.append(np.asarray(p.run({"x": x})[0]))
+    np.testing.assert_array_equal(outs[0], expected)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert np.signbit(outs[0]).tolist() == np.signbit(expected).tolist()

@@ -103,6 +103,12 @@ struct pw_program {
     std::int32_t result_slot = 0;
     bool result_is_bool = false;
     int threads = 1;
+    // Inputs of a program that is x * scale + shift, then relu if `relu`:
+    // x read in place, scale and shift repeated vectors or constants, a
+    // multiple of 8 elements. It runs as one loop with no slots (batch norm +
+    // ReLU over the blocked layout); -1 when the program is anything else.
+    std::int32_t affine_x = -1, affine_scale = -1, affine_shift = -1;
+    bool affine_relu = false;
     // Below this many output elements one thread does all the work: waking
     // the others costs more than it saves (by the program's estimated cost).
     std::size_t parallel_elements = 0;

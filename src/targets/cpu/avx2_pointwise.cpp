@@ -262,6 +262,68 @@ void run_blocks(const pw_program& p, const void* const* inputs, void* output, fl
     }
 }
 
+// Walks a repeated_vector input (or a constant one) along the output eight
+// elements at a time, as gather_repeated_vector does.
+class vector_cursor {
+public:
+    vector_cursor(const pw_program& p, const pw_input& in, const void* data, std::size_t start)
+        : p_(p), in_(in), data_(static_cast<const float*>(data)) {
+        if (in.constant) {
+            value_ = _mm256_set1_ps(*data_);
+            return;
+        }
+        outer_ = p.rank - 2;
+        std::size_t rest = start / 8;
+        for (std::size_t d = outer_ + 1; d-- > 0;) {
+            idx_[d] = rest % p.lens[d];
+            rest /= p.lens[d];
+            offset_ += idx_[d] * in.strides[d];
+        }
+        left_ = p.lens[outer_] - idx_[outer_];
+        value_ = _mm256_loadu_ps(data_ + offset_);
+    }
+    __m256 value() const { return value_; }
+    void advance() {
+        if (in_.constant || --left_ > 0) return;
+        for (std::size_t d = outer_; d-- > 0;) {
+            offset_ += in_.strides[d];
+            if (++idx_[d] < p_.lens[d]) break;
+            offset_ -= p_.lens[d] * in_.strides[d];
+            idx_[d] = 0;
+        }
+        left_ = p_.lens[outer_];
+        value_ = _mm256_loadu_ps(data_ + offset_);
+    }
+
+private:
+    const pw_program& p_;
+    const pw_input& in_;
+    const float* data_;
+    std::size_t idx_[pointwise_max_rank] = {};
+    std::size_t outer_ = 0, offset_ = 0, left_ = 0;
+    __m256 value_;
+};
+
+// Output elements [first, last) of an affine program (see pw_program): the
+// product and the sum are rounded separately, as the reference rounds them.
+void run_affine(const pw_program& p, const void* const* inputs, void* output, std::size_t first, std::size_t last) {
+    const float* x = static_cast<const float*>(inputs[p.affine_x]);
+    float* y = static_cast<float*>(output);
+    vector_cursor scale(p, p.inputs[p.affine_scale], inputs[p.affine_scale], first);
+    vector_cursor shift(p, p.inputs[p.affine_shift], inputs[p.affine_shift], first);
+    const __m256 zero = _mm256_setzero_ps();
+    for (std::size_t i = first; i < last; i += 8) {
+        __m256 product = _mm256_mul_ps(_mm256_loadu_ps(x + i), scale.value());
+        // An empty asm the product must pass through: the compiler cannot fuse it with the add into an FMA.
+        __asm__("" : "+x"(product));
+        __m256 r = _mm256_add_ps(product, shift.value());
+        if (p.affine_relu) r = _mm256_andnot_ps(_mm256_cmp_ps(r, zero, _CMP_LT_OQ), r);
+        _mm256_storeu_ps(y + i, r);
+        scale.advance();
+        shift.advance();
+    }
+}
+
 // Inputs with one value (all strides 0) are spread over their slot once.
 void fill_constants(const pw_program& p, const void* const* inputs, float* slots) {
     for (std::size_t i = 0; i < p.input_count; ++i) {
@@ -288,6 +350,17 @@ std::size_t pointwise_scratch_bytes(const pw_program& p) {
 void run_pointwise(const pw_program& p, const void* const* inputs, void* output, std::byte* scratch) {
     if (p.elements == 0) return;
     const std::size_t blocks = (p.elements + block - 1) / block;
+    if (p.affine_x >= 0) {
+        if (p.threads <= 1 || p.elements < p.parallel_elements) return run_affine(p, inputs, output, 0, p.elements);
+#pragma omp parallel num_threads(p.threads)
+        {
+            const auto t = static_cast<std::size_t>(omp_get_thread_num());
+            const auto nt = static_cast<std::size_t>(omp_get_num_threads());
+            const std::size_t first = blocks * t / nt * block, last = blocks * (t + 1) / nt * block;
+            run_affine(p, inputs, output, first, last < p.elements ? last : p.elements);
+        }
+        return;
+    }
     float* all_slots = reinterpret_cast<float*>(scratch);
     if (p.threads <= 1 || p.elements < p.parallel_elements) {
         fill_constants(p, inputs, all_slots);

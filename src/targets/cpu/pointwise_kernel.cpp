@@ -381,6 +381,7 @@ public:
         program_.result_is_bool = b.is_bool_.back();
         program_.threads = r.threads > 0 ? r.threads : omp_get_max_threads();
         program_.parallel_elements = parallel_work / std::max<std::size_t>(1, cost_per_element(code_, n));
+        recognize_affine();
     }
     pointwise_kernel(const pointwise_kernel&) = delete;
     pointwise_kernel& operator=(const pointwise_kernel&) = delete;
@@ -396,6 +397,42 @@ public:
     std::size_t scratch_bytes() const override { return avx2::pointwise_scratch_bytes(program_); }
 
 private:
+    // Sets program_.affine_* when the code is mul(x, scale) -> add(., shift)
+    // [-> relu], operands in either order (both ops commute exactly).
+    void recognize_affine() {
+        if (program_.result_is_bool || program_.elements % 8 != 0) return;
+        if (code_.size() != 2 && code_.size() != 3) return;
+        const auto& mul = code_[0];
+        const auto& add = code_[1];
+        if (mul.op != pw_op::mul || add.op != pw_op::add) return;
+        if (code_.size() == 3 && (code_[2].op != pw_op::relu || code_[2].src[0] != add.dst)) return;
+        if (add.src[0] != mul.dst && add.src[1] != mul.dst) return;
+        if (add.src[0] == mul.dst && add.src[1] == mul.dst) return;
+        auto input_of = [&](std::int32_t slot) -> std::int32_t {
+            for (std::size_t i = 0; i < inputs_.size(); ++i)
+                if (inputs_[i].slot == slot) return static_cast<std::int32_t>(i);
+            return -1;
+        };
+        auto repeats = [&](std::int32_t i) {
+            return i >= 0 && !inputs_[i].is_bool && (inputs_[i].repeated_vector || inputs_[i].constant);
+        };
+        const std::int32_t a = input_of(mul.src[0]), b = input_of(mul.src[1]);
+        const std::int32_t shift = input_of(add.src[0] == mul.dst ? add.src[1] : add.src[0]);
+        std::int32_t x = -1, scale = -1;
+        if (a >= 0 && inputs_[a].in_place && repeats(b)) {
+            x = a;
+            scale = b;
+        } else if (b >= 0 && inputs_[b].in_place && repeats(a)) {
+            x = b;
+            scale = a;
+        }
+        if (x < 0 || !repeats(shift) || shift == x) return;
+        program_.affine_x = x;
+        program_.affine_scale = scale;
+        program_.affine_shift = shift;
+        program_.affine_relu = code_.size() == 3;
+    }
+
     std::vector<avx2::pw_instruction> code_;
     std::vector<avx2::pw_input> inputs_;
     avx2::pw_program program_;
