@@ -46,11 +46,15 @@ struct pairwise_geometry {
     std::size_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
 };
 
-// What follows the sum, in order: bias, then the post-op chain (relu and
-// residual adds only).
+// The post-op chains the kernel applies after the bias: nothing, relu, a
+// residual add, or a residual add then relu (a template argument, so the
+// epilogue has no branch per vector).
+enum class finish { none, relu, add, add_relu };
+constexpr std::size_t finish_kinds = 4;
+
 struct epilogue {
     bool has_bias = false;
-    std::vector<bool> is_add;  // per post-op: add (next operand) or relu
+    finish then = finish::none;
 };
 
 // Weights [M, C, 1, 1] as [M/8][C/8][8 input channels][8 output lanes].
@@ -97,7 +101,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void add_block(const f
 
 // `pixels` outputs of a row for `obs` output blocks: each leaf of 16 input
 // channels is summed from zero, and the leaf sums are added pairwise.
-template <std::size_t pixels, std::size_t obs>
+template <std::size_t pixels, std::size_t obs, finish then>
 __attribute__((target("avx2,fma"))) void run_tile(const pairwise_geometry& g, const epilogue& e, const float* weights,
                                                   const float* bias, const std::vector<const float*>& operands,
                                                   float* y, const tile_place& t) {
@@ -139,6 +143,7 @@ __attribute__((target("avx2,fma"))) void run_tile(const pairwise_geometry& g, co
         first = false;
     }
     const std::size_t out_ob = g.out_h * g.out_w * block;
+    const float* residual = operands.empty() ? nullptr : operands[0];
 #pragma GCC unroll 16
     for (std::size_t o = 0; o < obs; ++o) {
         const __m256 b = e.has_bias ? _mm256_loadu_ps(bias + (t.ob + o) * block) : _mm256_setzero_ps();
@@ -147,10 +152,9 @@ __attribute__((target("avx2,fma"))) void run_tile(const pairwise_geometry& g, co
             const std::size_t at = t.out_offset + o * out_ob + p * block;
             __m256 v = sums[o * pixels + p];
             if (e.has_bias) v = _mm256_add_ps(v, b);
-            std::size_t operand = 0;
-            for (bool add : e.is_add)
-                v = add ? _mm256_add_ps(v, _mm256_loadu_ps(operands[operand++] + at))
-                        : _mm256_max_ps(v, _mm256_setzero_ps());
+            if constexpr (then == finish::add || then == finish::add_relu)
+                v = _mm256_add_ps(v, _mm256_loadu_ps(residual + at));
+            if constexpr (then == finish::relu || then == finish::add_relu) v = _mm256_max_ps(v, _mm256_setzero_ps());
             _mm256_storeu_ps(y + at, v);
         }
     }
@@ -159,13 +163,18 @@ __attribute__((target("avx2,fma"))) void run_tile(const pairwise_geometry& g, co
 using tile_function = void (*)(const pairwise_geometry&, const epilogue&, const float*, const float*,
                                const std::vector<const float*>&, float*, const tile_place&);
 
-template <std::size_t obs, std::size_t... P>
+template <std::size_t obs, finish then, std::size_t... P>
 constexpr std::array<tile_function, sizeof...(P)> make_tile_functions(std::index_sequence<P...>) {
-    return {&run_tile<P + 1, obs>...};
+    return {&run_tile<P + 1, obs, then>...};
 }
-// [obs - 1][pixels - 1]
-constexpr std::array<std::array<tile_function, tile>, max_obs> tile_functions = {
-    make_tile_functions<1>(std::make_index_sequence<tile>()), make_tile_functions<2>(std::make_index_sequence<tile>())};
+template <finish then>
+constexpr std::array<std::array<tile_function, tile>, max_obs> tile_functions_for = {
+    make_tile_functions<1, then>(std::make_index_sequence<tile>()),
+    make_tile_functions<2, then>(std::make_index_sequence<tile>())};
+// [finish][obs - 1][pixels - 1]
+constexpr std::array<std::array<std::array<tile_function, tile>, max_obs>, finish_kinds> tile_functions = {
+    tile_functions_for<finish::none>, tile_functions_for<finish::relu>, tile_functions_for<finish::add>,
+    tile_functions_for<finish::add_relu>};
 
 class pairwise_sum_convolution_kernel final : public cpu_kernel {
 public:
@@ -177,8 +186,8 @@ public:
           plain_weights_(std::move(plain_weights)),
           threads_(threads > 0 ? threads : omp_get_max_threads()) {}
 
-    // Threads take output rows; a tile's input pixels stay in cache while
-    // every output block is summed from them.
+    // Threads take output rows; a pair of output blocks' weights stays in
+    // cache while the row's tiles are summed with them.
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         const float* x = inputs[0].data_as<float>();
         const float* bias = e_.has_bias ? inputs[2].data_as<float>() : nullptr;
@@ -195,13 +204,14 @@ public:
             tile_place t;
             t.levels = levels + static_cast<std::size_t>(omp_get_thread_num()) * max_levels * level_floats;
             const float* x_row = x + ((n * g_.in_blocks * g_.in_h + oh) * g_.in_w) * block;
-            for (std::size_t ow = 0; ow < g_.out_w; ow += tile) {
-                const std::size_t pixels = std::min(tile, g_.out_w - ow);
-                t.x = x_row + ow * block;
-                for (t.ob = 0; t.ob < g_.out_blocks; t.ob += max_obs) {
-                    const std::size_t obs = std::min(max_obs, g_.out_blocks - t.ob);
+            for (t.ob = 0; t.ob < g_.out_blocks; t.ob += max_obs) {
+                const std::size_t obs = std::min(max_obs, g_.out_blocks - t.ob);
+                for (std::size_t ow = 0; ow < g_.out_w; ow += tile) {
+                    const std::size_t pixels = std::min(tile, g_.out_w - ow);
+                    t.x = x_row + ow * block;
                     t.out_offset = ((n * g_.out_blocks + t.ob) * g_.out_h + oh) * g_.out_w * block + ow * block;
-                    tile_functions[obs - 1][pixels - 1](g_, e_, weights_.data(), bias, operands, y, t);
+                    tile_functions[static_cast<std::size_t>(e_.then)][obs - 1][pixels - 1](g_, e_, weights_.data(),
+                                                                                           bias, operands, y, t);
                 }
             }
         }
@@ -265,15 +275,20 @@ std::shared_ptr<const cpu_kernel> make_pairwise_sum_convolution_kernel(const op:
         if (s != 1) return nullptr;
     epilogue e;
     e.has_bias = conv.has_bias;
-    for (std::size_t k = 0; k < conv.post.kinds.size(); ++k) {
-        const auto kind = conv.post.kinds[k];
-        if (kind == op::post_op_kind::relu && conv.post.alpha[k] == 0)
-            e.is_add.push_back(false);
-        else if (kind == op::post_op_kind::add)
-            e.is_add.push_back(true);
-        else
-            return nullptr;
-    }
+    using kind = op::post_op_kind;
+    const auto& kinds = conv.post.kinds;
+    const bool plain_relu =
+        std::all_of(conv.post.alpha.begin(), conv.post.alpha.end(), [](double a) { return a == 0; });
+    if (kinds.empty())
+        e.then = finish::none;
+    else if (kinds == std::vector<kind>{kind::relu} && plain_relu)
+        e.then = finish::relu;
+    else if (kinds == std::vector<kind>{kind::add})
+        e.then = finish::add;
+    else if (kinds == std::vector<kind>{kind::add, kind::relu} && plain_relu)
+        e.then = finish::add_relu;
+    else
+        return nullptr;
     for (std::size_t i = conv.first_post_operand(); i < r.input_shapes.size(); ++i)
         if (r.input_shapes[i].lens() != r.output_shape.lens() || !r.input_shapes[i].standard()) return nullptr;
     if (conv.has_bias && (!r.input_shapes[2].standard() || r.input_shapes[2].elements() != w.lens()[0])) return nullptr;
