@@ -16,7 +16,7 @@ Build a graph with :class:`program`, compile it for a target and run it::
 This package never imports PyTorch; the PyTorch front end is ``kiln.torch``.
 """
 
-from ._openmp_wait_policy import passive_unless_user_chose
+from ._openmp_wait_policy import short_spin_unless_user_chose
 from .errors import (
     InvalidArgumentError,
     KilnError,
@@ -27,7 +27,7 @@ from .errors import (
     ParseError,
     UnsupportedError,
 )
-with passive_unless_user_chose():
+with short_spin_unless_user_chose():
     from . import _core  # noqa: F401  (loads libgomp under the chosen policy)
 from ._core import (
     __version__,

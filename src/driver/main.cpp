@@ -31,7 +31,7 @@ int report(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    kiln::driver::reexec_with_passive_openmp_wait(argv);
+    kiln::driver::reexec_with_short_openmp_spin(argv);
     CLI::App app{"Kiln: compile and run ML inference graphs"};
     app.name("kiln");
     app.set_version_flag("--version", kiln::version);

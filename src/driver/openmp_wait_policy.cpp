@@ -5,9 +5,15 @@
 
 namespace kiln::driver {
 
-void reexec_with_passive_openmp_wait(char** argv) {
+namespace {
+
+constexpr const char* spin_count = "1000";
+
+}  // namespace
+
+void reexec_with_short_openmp_spin(char** argv) {
     if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
-    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+    if (setenv("GOMP_SPINCOUNT", spin_count, 1) != 0) return;
     execv("/proc/self/exe", argv);
 }
 

@@ -1,4 +1,5 @@
-"""Kiln's OpenMP runtime waits passively unless the user chose a policy.
+"""Kiln's OpenMP runtime spins briefly before sleeping unless the user chose
+a policy.
 
 libgomp prints the settings it loaded with when OMP_DISPLAY_ENV=verbose; its
 default spin count is 300000, passive waiting is a spin count of 0. Checked in
@@ -13,6 +14,8 @@ import sys
 
 import pytest
 
+from kiln._openmp_wait_policy import SPIN_COUNT
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CLI = os.environ.get("KILN_CLI", str(REPO / "build" / "kiln"))
 
@@ -25,12 +28,16 @@ def loaded_spin_counts(command, **env_overrides):
     return result.stdout, re.findall(r"GOMP_SPINCOUNT = '(\d+)'", result.stderr)
 
 
-IMPORT_KILN = [sys.executable, "-c", "import os, kiln; print(os.environ.get('OMP_WAIT_POLICY'))"]
+IMPORT_KILN = [sys.executable, "-c", "import os, kiln; print(os.environ.get('GOMP_SPINCOUNT'))"]
 
 
-def test_python_package_loads_openmp_passive_and_leaves_the_environment_alone():
+def test_short_spin_is_well_below_the_default_and_not_passive():
+    assert 0 < int(SPIN_COUNT) <= 10000
+
+
+def test_python_package_loads_openmp_with_a_short_spin_and_leaves_the_environment_alone():
     stdout, spins = loaded_spin_counts(IMPORT_KILN)
-    assert spins == ["0"]
+    assert spins == [SPIN_COUNT]
     assert stdout.strip() == "None"  # a PyTorch imported later keeps its own default
 
 
@@ -38,14 +45,14 @@ def test_python_package_loads_openmp_passive_and_leaves_the_environment_alone():
                                                      ("OMP_WAIT_POLICY", "ACTIVE", None)])
 def test_users_choice_wins(variable, value, expected):
     _, spins = loaded_spin_counts(IMPORT_KILN, **{variable: value})
-    assert len(spins) == 1 and spins[0] != "0"
+    assert len(spins) == 1 and spins[0] not in ("0", SPIN_COUNT)
     if expected:
         assert spins == [expected]
 
 
-def test_cli_runs_with_openmp_passive():
+def test_cli_runs_with_a_short_openmp_spin():
     _, spins = loaded_spin_counts([CLI, "--version"])
-    assert spins[-1] == "0"  # the process that runs the command
+    assert spins[-1] == SPIN_COUNT  # the process that runs the command
 
 
 def test_cli_keeps_the_users_choice():
