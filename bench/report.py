@@ -3,7 +3,7 @@ document bench/run_bench.py saves), so a report can be rebuilt from saved
 data without rerunning anything (run_bench.py --report-only results.json).
 
 Results document layout (the parts read here):
-    settings: {threads, runs, warmup, models, engines, batches}
+    settings: {threads, runs, warmup, rounds, models, engines, batches}
     machine:  {cpu, cores, memory_bytes, load_average_start, load_average_end, ...}
     versions: {engine: "name version"}
     sgemm:    {runs: [{library, threads, n, gflops}], peak_gflops: {threads as str: GFLOP/s}, errors}
@@ -280,6 +280,13 @@ def problems(r):
     return lines
 
 
+def _rounds_text(rounds):
+    if rounds <= 1:
+        return ""
+    return (f", taken in {rounds} rounds in which the engines of a model take turns (so that a slow spell of "
+            f"the machine falls on all of them), each later round after one more untimed run")
+
+
 def render(doc, titles, chart_name=None):
     """The whole report as Markdown text."""
     r = Results(doc, titles)
@@ -289,7 +296,8 @@ def render(doc, titles, chart_name=None):
     out.append(f"Run {doc.get('started', '?')} on {m.get('cpu', '?')} ({m.get('cores', '?')} cores, "
                f"{m.get('isa', '?')}, {fmt_mb(m.get('memory_bytes'))} MiB); every engine limited to "
                f"{s['threads']} threads, in a process of its own. Median of {s['runs']} timed runs after "
-               f"{s['warmup']} warm-up runs, float32, same inputs for every engine. Load average "
+               f"{s['warmup']} warm-up runs{_rounds_text(s.get('rounds', 1))}, float32, same inputs for every "
+               f"engine. Load average "
                f"{m.get('load_average_start', '?')} at the start, {m.get('load_average_end', '?')} at the end "
                f"(the machine was shared if that is above 0.5 or so; then timings are noisy). "
                f"Whole run: {doc.get('duration_s', 0) / 60:.1f} min.")

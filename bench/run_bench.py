@@ -62,15 +62,18 @@ def parse_args(argv):
     p.add_argument("--batches", default=",".join(map(str, ALL_BATCHES)), help="comma-separated (default: 1,8)")
     p.add_argument("--runs", type=int, default=FULL_RUNS, help=f"timed runs per case (default {FULL_RUNS})")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs first, the checked one included (default 3)")
+    p.add_argument("--rounds", type=int, default=4,
+                   help="interleaved rounds the timed runs are split into, every engine of a model taking its\n"
+                        "turn in each (default 4); each later round starts with one untimed run")
     p.add_argument("--threads", type=int, default=2, help="threads for every engine (default 2)")
     p.add_argument("--out", type=Path, help="folder for the .md, .png and .json results (default: see above)")
     p.add_argument("--build-dir", type=Path, default=REPO / "build",
                    help="build folder: models/ cache, sgemm_peak program, logs (default build/)")
     p.add_argument("--case-timeout", type=float, default=7200.0,
-                   help="seconds one engine may take on one model and batch, all runs included (default 7200)")
+                   help="seconds one engine may take on one model and batch, all its runs included (default 7200)")
     p.add_argument("--time-budget", type=float, default=0.0,
-                   help="seconds after a case's first run when its warm-up and timing stop early, one timed run\n"
-                        "at least (default 0: none); the report shows how many runs such a case got")
+                   help="seconds of an engine's rounds (warm-up included) after which it gets no more runs, one\n"
+                        "timed run at least (default 0: none); the report shows how many runs such a case got")
     p.add_argument("--sgemm-reps", type=int, default=10, help="calls per size for the sgemm peak (0: skip it)")
     p.add_argument("--report-only", type=Path, metavar="JSON", help="rewrite the .md and .png from a saved .json")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress even on a terminal")
@@ -83,8 +86,8 @@ def parse_args(argv):
         p.error(f"--batches: expected comma-separated integers, got '{args.batches}'")
     if not args.batches or min(args.batches) < 1:
         p.error("--batches: batch sizes must be at least 1")
-    if args.runs < 1 or args.warmup < 1 or args.threads < 1:
-        p.error("--runs, --warmup and --threads must be at least 1")
+    if args.runs < 1 or args.warmup < 1 or args.threads < 1 or args.rounds < 1:
+        p.error("--runs, --warmup, --rounds and --threads must be at least 1")
     if args.time_budget < 0:
         p.error("--time-budget must not be negative")
     return args
@@ -240,65 +243,155 @@ def check_outputs(paths, reference):
     return agreement.summarize(checks, problem)
 
 
-def run_case(name, batch, engine, model, args, progress):
-    """Runs bench/worker.py for one engine on a PreparedModel; returns the case record (see report.py)."""
-    label = f"{name} b{batch} {engine}"
-    case = {"model": name, "batch": batch, "engine": engine}
-    out_dir = args.build_dir / "bench" / "outputs" / engine
-    log_path = args.build_dir / "bench" / "logs" / f"{name}-b{batch}-{engine}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, str(HERE / "worker.py"), "--engine", engine, "--onnx", str(model.onnx),
-           "--torch-module", str(model.torch_module), "--inputs", str(model.inputs), "--outputs", str(out_dir),
-           "--threads", str(args.threads), "--warmup", str(args.warmup), "--runs", str(args.runs),
-           "--time-budget", str(args.time_budget)]
-    start = time.perf_counter()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
-                                env=worker_env(args.threads), start_new_session=True)
-        timer = threading.Timer(args.case_timeout, proc.kill)
+class EngineWorker:
+    """bench/worker.py running one engine on a PreparedModel; builds the case record (see report.py)."""
+
+    def __init__(self, name, batch, engine, model, args, progress):
+        self.label = f"{name} b{batch} {engine}"
+        self.case = {"model": name, "batch": batch, "engine": engine}
+        self.model, self.args, self.progress = model, args, progress
+        self.timing_s = 0.0  # wall time of this engine's rounds, against --time-budget
+        self.busy_s = 0.0  # wall time waiting on this worker, against --case-timeout
+        log_path = args.build_dir / "bench" / "logs" / f"{name}-b{batch}-{engine}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_path
+        out_dir = args.build_dir / "bench" / "outputs" / engine
+        cmd = [sys.executable, str(HERE / "worker.py"), "--engine", engine, "--onnx", str(model.onnx),
+               "--torch-module", str(model.torch_module), "--inputs", str(model.inputs), "--outputs",
+               str(out_dir), "--threads", str(args.threads), "--warmup", str(args.warmup)]
+        self.start = time.perf_counter()
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     text=True, env=worker_env(args.threads), start_new_session=True)
+
+    @property
+    def alive(self):
+        return "error" not in self.case and self.proc.poll() is None
+
+    def _events(self, until):
+        """Handles the worker's events up to one of kind `until`; False if the worker failed, exited or ran
+        out of --case-timeout first."""
+        started = time.perf_counter()
+        timer = threading.Timer(max(self.args.case_timeout - self.busy_s, 0.0), self.proc.kill)
         timer.start()
         try:
-            progress.status(f"{label}: loading ...")
-            for line in proc.stdout:
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                kind = event.pop("event")
-                if kind == "loaded":
-                    case["version"] = event["version"]
-                    progress.status(f"{label}: loaded in {sum(event['phases'].values()):.1f} s, first run ...")
-                elif kind == "ready":
-                    case["phases"] = event["phases"]
-                    progress.status(f"{label}: checking outputs ...")
-                    try:
-                        case["check"] = check_outputs(event["outputs"], model.reference)
-                    except Exception as e:  # a missing reference must not stop the run
-                        case["check"] = {"agrees": False, "relative_error": None, "message": f"check failed: {e}"}
-                    finally:
-                        for p in event["outputs"]:
-                            Path(p).unlink(missing_ok=True)
-                    proc.stdin.write("time\n")
-                    proc.stdin.flush()
-                elif kind == "progress":
-                    progress.status(f"{label}: timed run {event['done']}/{event['total']}")
-                elif kind == "result":
-                    case["times_s"], case["memory"] = event["times_s"], event["memory"]
-                    case["warmup_runs"] = event["warmup_runs"]
-                elif kind == "error":
-                    case["error"], case["error_phase"] = event["message"], event["phase"]
-            proc.wait()
+            return self._handle_events(until)
         finally:
             timer.cancel()
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    case["wall_s"] = time.perf_counter() - start
-    if "times_s" not in case and "error" not in case:
-        why = "timed out" if case["wall_s"] >= args.case_timeout else f"exited with status {proc.returncode}"
-        case["error"], case["error_phase"] = f"worker {why}; see {log_path}", "worker"
-    _announce(case, label, progress)
-    return case
+            self.busy_s += time.perf_counter() - started
+
+    def _handle_events(self, until):
+        for line in self.proc.stdout:
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            kind = event.pop("event")
+            if kind == "loaded":
+                self.case["version"] = event["version"]
+                self.progress.status(f"{self.label}: loaded in {sum(event['phases'].values()):.1f} s, first run ...")
+            elif kind == "ready":
+                self.case["phases"] = event["phases"]
+                self._check(event["outputs"])
+            elif kind == "progress":
+                self.progress.status(f"{self.label}: timed run {event['done']}/{event['total']}")
+            elif kind == "round":
+                self.case.setdefault("times_s", []).extend(event["times_s"])
+                self.case.setdefault("rounds", []).append([event["start"], event["end"]])
+            elif kind == "result":
+                self.case["memory"], self.case["warmup_runs"] = event["memory"], event["warmup_runs"]
+            elif kind == "error":
+                self.case["error"], self.case["error_phase"] = event["message"], event["phase"]
+                return False
+            if kind == until:
+                return True
+        return False
+
+    def _check(self, outputs):
+        self.progress.status(f"{self.label}: checking outputs ...")
+        try:
+            self.case["check"] = check_outputs(outputs, self.model.reference)
+        except Exception as e:  # a missing reference must not stop the run
+            self.case["check"] = {"agrees": False, "relative_error": None, "message": f"check failed: {e}"}
+        finally:
+            for p in outputs:
+                Path(p).unlink(missing_ok=True)
+
+    def _send(self, command):
+        try:
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError):
+            return False
+
+    def load(self):
+        """Loads the model and checks the first run's outputs; False if the engine failed."""
+        self.progress.status(f"{self.label}: loading ...")
+        return self._events(until="ready")
+
+    def wants_more(self):
+        budget = self.args.time_budget
+        return self.alive and (budget <= 0 or self.timing_s < budget or not self.case.get("times_s"))
+
+    def time_round(self, runs):
+        budget = self.args.time_budget
+        left = max(budget - self.timing_s, 1e-9) if budget > 0 else 0.0
+        min_runs = 0 if self.case.get("times_s") else 1
+        started = time.perf_counter()
+        if self._send(f"time {runs} {left!r} {min_runs}"):
+            self._events(until="round")
+        self.timing_s += time.perf_counter() - started
+
+    def finish(self):
+        """Stops the worker and returns the case record."""
+        try:
+            if self.alive and self._send("stop"):
+                self._events(until="result")
+            if self.proc.poll() is None:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.log.close()
+        case = self.case
+        case["wall_s"] = time.perf_counter() - self.start
+        if "times_s" not in case and "error" not in case:
+            timed_out = self.busy_s >= self.args.case_timeout
+            why = "timed out" if timed_out else f"exited with status {self.proc.returncode}"
+            case["error"], case["error_phase"] = f"worker {why}; see {self.log_path}", "worker"
+        _announce(case, self.label, self.progress)
+        return case
+
+
+def run_model_cases(name, batch, engines, model, args, progress):
+    """Every engine on one model and batch: each loads and is checked in turn (alone on the machine), then
+    all are timed in --rounds interleaved rounds, so that a slow or fast spell of a shared machine falls
+    on every engine alike. Returns the case records in the order of `engines`."""
+    workers = []
+    try:
+        for engine in engines:
+            worker = EngineWorker(name, batch, engine, model, args, progress)
+            workers.append(worker)
+            worker.load()
+        rounds = max(1, min(args.rounds, args.runs))
+        for r in range(rounds):
+            runs = args.runs * (r + 1) // rounds - args.runs * r // rounds
+            for worker in workers:
+                if worker.wants_more():
+                    worker.time_round(runs)
+    finally:
+        cases = [worker.finish() for worker in workers]
+    return cases
+
+
+def run_case(name, batch, engine, model, args, progress):
+    """One engine on a PreparedModel; returns the case record."""
+    return run_model_cases(name, batch, [engine], model, args, progress)[0]
 
 
 def _announce(case, label, progress):
@@ -364,8 +457,9 @@ def main(argv=None):
     started = time.perf_counter()
     doc = {
         "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "settings": {"threads": args.threads, "runs": args.runs, "warmup": args.warmup, "models": args.models,
-                     "engines": args.engines, "batches": args.batches, "time_budget_s": args.time_budget},
+        "settings": {"threads": args.threads, "runs": args.runs, "warmup": args.warmup, "rounds": args.rounds,
+                     "models": args.models, "engines": args.engines, "batches": args.batches,
+                     "time_budget_s": args.time_budget},
         "machine": machine_info(),
         "engine_titles": {e: ENGINE_TITLES[e] for e in args.engines},
         "versions": {},
@@ -385,13 +479,12 @@ def main(argv=None):
                 doc["cases"] += [{"model": name, "batch": batch, "engine": engine, "error": str(e)[:2000],
                                   "error_phase": "export"} for engine in args.engines]
                 continue
-            for engine in args.engines:
-                case = run_case(name, batch, engine, model, args, progress)
+            for case in run_model_cases(name, batch, args.engines, model, args, progress):
                 if case.get("version"):
-                    doc["versions"][engine] = case["version"]
+                    doc["versions"][case["engine"]] = case["version"]
                 doc["cases"].append(case)
-                partial.parent.mkdir(parents=True, exist_ok=True)
-                partial.write_text(json.dumps(doc, indent=1))
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(json.dumps(doc, indent=1))
     doc["machine"]["load_average_end"] = round(os.getloadavg()[0], 2)
     doc["duration_s"] = time.perf_counter() - started
     md_path = write_report(doc, out_dir)

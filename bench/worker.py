@@ -4,10 +4,18 @@ engine's alone. bench/run_bench.py starts it and talks to it in JSON lines:
 
     worker -> {"event": "loaded", "version": ..., "phases": {...}}
     worker -> {"event": "ready", "outputs": [paths of .npy files]}   (first run's outputs)
-    parent -> "time\\n" or "stop\\n"                                (after checking those outputs)
+    parent -> "time RUNS BUDGET_S MIN_RUNS\\n"                          (a round; any number of them)
     worker -> {"event": "progress", "done": k, "total": n}           (while timing)
-    worker -> {"event": "result", "times_s": [...], "memory": {...}}
+    worker -> {"event": "round", "times_s": [...], "start": t, "end": t}
+    parent -> "stop\\n"
+    worker -> {"event": "result", "memory": {...}, "warmup_runs": n}
     worker -> {"event": "error", "phase": ..., "message": ...}       (then exits 1)
+
+The parent times the engines of one model in interleaved rounds, so a round
+starts with untimed runs that bring the engine's caches back: the --warmup
+runs before the first round, one before each later round. A round stops at
+RUNS timed runs, or once BUDGET_S seconds have passed (0: no budget) and it
+has MIN_RUNS.
 
 The protocol uses a private copy of stdout; the process's own stdout goes to
 stderr, so nothing a library prints can garble it.
@@ -70,10 +78,8 @@ def parse_args(argv):
     p.add_argument("--inputs", required=True, type=Path, help="folder of <input name>.npy files")
     p.add_argument("--outputs", required=True, type=Path, help="folder to write the first run's outputs to")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--warmup", type=int, default=3, help="untimed runs, the checked first run included")
-    p.add_argument("--runs", type=int, default=20, help="timed runs")
-    p.add_argument("--time-budget", type=float, default=0.0,
-                   help="seconds after which warm-up and timing stop early, one timed run at least (0: none)")
+    p.add_argument("--warmup", type=int, default=3,
+                   help="untimed runs before the first round, the checked first run included")
     return p.parse_args(argv)
 
 
@@ -107,26 +113,32 @@ def main(argv=None):
             np.save(paths[-1], np.asarray(array))
         del outputs
         channel.send("ready", outputs=paths, phases=phases)
-        if channel.receive() != "time":
-            return 0
 
-        budget_end = time.perf_counter() + args.time_budget if args.time_budget > 0 else float("inf")
-        phase = "warm-up"
         warmup = 1
-        while warmup < args.warmup and time.perf_counter() < budget_end:
-            engine.run(feeds)
-            warmup += 1
-        phase = "timing"
-        times = []
-        while len(times) < args.runs and (not times or time.perf_counter() < budget_end):
-            start = time.perf_counter()
-            engine.run(feeds)
-            times.append(time.perf_counter() - start)
-            channel.send("progress", done=len(times), total=args.runs)
+        while True:
+            command = channel.receive().split()
+            if not command or command[0] != "time":
+                break
+            runs, budget, min_runs = int(command[1]), float(command[2]), int(command[3])
+            budget_end = time.perf_counter() + budget if budget > 0 else float("inf")
+            phase = "warm-up"
+            untimed = args.warmup - warmup if warmup < args.warmup else 1
+            for _ in range(untimed):
+                if time.perf_counter() >= budget_end:
+                    break
+                engine.run(feeds)
+                warmup += 1
+            phase = "timing"
+            times, round_start = [], time.time()
+            while len(times) < runs and (len(times) < min_runs or time.perf_counter() < budget_end):
+                start = time.perf_counter()
+                engine.run(feeds)
+                times.append(time.perf_counter() - start)
+                channel.send("progress", done=len(times), total=runs)
+            channel.send("round", times_s=times, start=round_start, end=time.time())
         peak = peak_memory()
         channel.send(
             "result",
-            times_s=times,
             warmup_runs=warmup,
             memory={"baseline_bytes": baseline, "peak_bytes": peak, "peak_growth_bytes": max(0, peak - baseline)},
         )

@@ -224,6 +224,29 @@ def test_worker_protocol_checks_then_times(tmp_path, engine):
     assert broken["error_phase"] == "load" and "times_s" not in broken
 
 
+def test_engines_of_a_model_are_timed_in_interleaved_rounds(tmp_path):
+    model = _tiny_model(tmp_path)
+    args = run_bench.parse_args(["--runs", "5", "--rounds", "2", "--warmup", "2",
+                                 "--build-dir", str(tmp_path / "build")])
+    kiln_case, ort_case = run_bench.run_model_cases("tiny", 2, ["kiln", "onnxruntime"], model, args,
+                                                    run_bench.Progress(quiet=True))
+    for case in (kiln_case, ort_case):
+        assert "error" not in case, case
+        assert case["check"]["agrees"] and len(case["times_s"]) == 5 and len(case["rounds"]) == 2
+        assert case["warmup_runs"] == 3  # two before the first round, one before the second
+    (k0, k1), (o0, o1) = kiln_case["rounds"], ort_case["rounds"]
+    assert k0[1] <= o0[0] <= o0[1] <= k1[0] <= k1[1] <= o1[0]
+
+
+def test_a_failing_engine_does_not_stop_the_others(tmp_path):
+    model = _tiny_model(tmp_path)
+    args = run_bench.parse_args(["--runs", "2", "--rounds", "2", "--build-dir", str(tmp_path / "build")])
+    broken, ok = run_bench.run_model_cases("tiny", 2, ["torch", "onnxruntime"], model, args,
+                                           run_bench.Progress(quiet=True))
+    assert broken["error_phase"] == "load" and "times_s" not in broken  # tiny has no torch module file
+    assert "error" not in ok and len(ok["times_s"]) == 2
+
+
 def test_time_budget_ends_warm_up_and_timing_early(tmp_path):
     model = _tiny_model(tmp_path)
     args = run_bench.parse_args(["--runs", "50", "--warmup", "5", "--time-budget", "1e-9",
