@@ -72,6 +72,7 @@ private:
     std::vector<argument> execute(const parameter_map& inputs, std::vector<step_timing>* timings,
                                   const step_observer* observe) const;
     std::unique_ptr<context> make_context() const;
+    argument output_buffer(context& c, std::size_t root) const;
     std::unique_ptr<context> acquire() const;
     void release(std::unique_ptr<context> c) const;
 
