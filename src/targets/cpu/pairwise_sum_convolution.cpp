@@ -39,7 +39,6 @@ constexpr std::size_t tile = 6;         // output pixels of a row summed togethe
 constexpr std::size_t max_obs = 2;      // output channel blocks summed together
 constexpr std::size_t leaf_blocks = 2;  // channel blocks summed in one run before the tree
 constexpr std::size_t max_levels = 24;  // of the pairwise tree: 2^24 leaves
-constexpr std::size_t level_floats = tile * max_obs * ops::channel_block;
 
 struct pairwise_geometry {
     std::size_t images = 0, in_blocks = 0, out_blocks = 0;
@@ -70,12 +69,16 @@ std::vector<float> packed_weights(const argument& w, std::size_t m, std::size_t 
     return out;
 }
 
-// Where one tile reads and writes.
-struct tile_place {
-    const float* x = nullptr;    // the tile's first input pixel, channel block 0
-    std::size_t ob = 0;          // first output block
-    std::size_t out_offset = 0;  // of the tile's first output of block ob
-    float* levels = nullptr;     // the thread's scratch: max_levels * level_floats
+// Where one row's tiles read and write for one pair of output blocks. The
+// pairwise tree has the same shape for every tile, so a leaf is summed for
+// the whole row before the next: each input block's row is read from start
+// to end (hardware prefetch follows it) instead of hopping between planes.
+struct row_place {
+    const float* x = nullptr;      // the row's first input pixel, channel block 0
+    std::size_t ob = 0;            // first output block
+    std::size_t out_offset = 0;    // of the row's first output of block ob
+    float* levels = nullptr;       // the thread's scratch: levels * level_floats
+    std::size_t level_floats = 0;  // out_w * max_obs * block: one level for the row
 };
 
 // Adds 8 input channels' products to `acc` (or starts it, when `first`).
@@ -99,42 +102,42 @@ __attribute__((target("avx2,fma"), always_inline)) inline void add_block(const f
     }
 }
 
-// `pixels` outputs of a row for `obs` output blocks: each leaf of 16 input
-// channels is summed from zero, and the leaf sums are added pairwise.
-template <std::size_t pixels, std::size_t obs, finish then>
-__attribute__((target("avx2,fma"))) void run_tile(const pairwise_geometry& g, const epilogue& e, const float* weights,
-                                                  const float* bias, const std::vector<const float*>& operands,
-                                                  float* y, const tile_place& t) {
-    constexpr std::size_t count = pixels * obs;
-    const std::size_t in_plane = g.in_h * g.in_w * block;
-    const std::size_t weight_block = block * block, weight_ob = g.in_blocks * weight_block;
-    const float* w_tile = weights + t.ob * weight_ob;
-    std::uint32_t occupied = 0;
-    for (std::size_t cb = 0; cb < g.in_blocks; cb += leaf_blocks) {
-        __m256 acc[count];
-        add_block<pixels, obs, true>(t.x + cb * in_plane, w_tile + cb * weight_block, weight_ob, acc);
-        for (std::size_t more = cb + 1; more < std::min(g.in_blocks, cb + leaf_blocks); ++more)
-            add_block<pixels, obs, false>(t.x + more * in_plane, w_tile + more * weight_block, weight_ob, acc);
-        // Binary counter: level l holds the sum of 2^l blocks; equal sizes merge.
-        std::size_t level = 0;
-        for (; occupied & (1u << level); ++level) {
-            const float* held = t.levels + level * level_floats;
+// One leaf (leaf_blocks input blocks, summed from zero) of `pixels` outputs
+// for `obs` output blocks, added to the `merges` lower levels' held sums and
+// stored at level `merges`. `levels` points at the tile's place in level 0.
+template <std::size_t pixels, std::size_t obs>
+__attribute__((target("avx2,fma"))) void sum_leaf(const float* x, std::size_t blocks, std::size_t in_plane,
+                                                  const float* w, std::size_t weight_ob, float* levels,
+                                                  std::size_t level_floats, std::size_t merges) {
+    constexpr std::size_t count = pixels * obs, weight_block = block * block;
+    __m256 acc[count];
+    add_block<pixels, obs, true>(x, w, weight_ob, acc);
+    for (std::size_t more = 1; more < blocks; ++more)
+        add_block<pixels, obs, false>(x + more * in_plane, w + more * weight_block, weight_ob, acc);
+    for (std::size_t level = 0; level < merges; ++level) {
+        const float* held = levels + level * level_floats;
 #pragma GCC unroll 16
-            for (std::size_t i = 0; i < count; ++i) acc[i] = _mm256_add_ps(_mm256_loadu_ps(held + i * block), acc[i]);
-            occupied &= ~(1u << level);
-        }
-        float* slot = t.levels + level * level_floats;
-#pragma GCC unroll 16
-        for (std::size_t i = 0; i < count; ++i) _mm256_storeu_ps(slot + i * block, acc[i]);
-        occupied |= 1u << level;
+        for (std::size_t i = 0; i < count; ++i) acc[i] = _mm256_add_ps(_mm256_loadu_ps(held + i * block), acc[i]);
     }
+    float* slot = levels + merges * level_floats;
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < count; ++i) _mm256_storeu_ps(slot + i * block, acc[i]);
+}
+
+// Adds the held levels (lowest first), then bias and the post-op chain.
+template <std::size_t pixels, std::size_t obs, finish then>
+__attribute__((target("avx2,fma"))) void finish_tile(const pairwise_geometry& g, const epilogue& e, const float* bias,
+                                                     const float* residual, float* y, std::size_t ob,
+                                                     std::size_t out_offset, const float* levels,
+                                                     std::size_t level_floats, std::uint32_t occupied) {
+    constexpr std::size_t count = pixels * obs;
     __m256 sums[count];
 #pragma GCC unroll 16
     for (std::size_t i = 0; i < count; ++i) sums[i] = _mm256_setzero_ps();
     bool first = true;
     for (std::size_t level = 0; level < max_levels; ++level) {
         if (!(occupied & (1u << level))) continue;
-        const float* held = t.levels + level * level_floats;
+        const float* held = levels + level * level_floats;
 #pragma GCC unroll 16
         for (std::size_t i = 0; i < count; ++i) {
             const __m256 v = _mm256_loadu_ps(held + i * block);
@@ -143,13 +146,12 @@ __attribute__((target("avx2,fma"))) void run_tile(const pairwise_geometry& g, co
         first = false;
     }
     const std::size_t out_ob = g.out_h * g.out_w * block;
-    const float* residual = operands.empty() ? nullptr : operands[0];
 #pragma GCC unroll 16
     for (std::size_t o = 0; o < obs; ++o) {
-        const __m256 b = e.has_bias ? _mm256_loadu_ps(bias + (t.ob + o) * block) : _mm256_setzero_ps();
+        const __m256 b = e.has_bias ? _mm256_loadu_ps(bias + (ob + o) * block) : _mm256_setzero_ps();
 #pragma GCC unroll 16
         for (std::size_t p = 0; p < pixels; ++p) {
-            const std::size_t at = t.out_offset + o * out_ob + p * block;
+            const std::size_t at = out_offset + o * out_ob + p * block;
             __m256 v = sums[o * pixels + p];
             if (e.has_bias) v = _mm256_add_ps(v, b);
             if constexpr (then == finish::add || then == finish::add_relu)
@@ -160,21 +162,38 @@ __attribute__((target("avx2,fma"))) void run_tile(const pairwise_geometry& g, co
     }
 }
 
-using tile_function = void (*)(const pairwise_geometry&, const epilogue&, const float*, const float*,
-                               const std::vector<const float*>&, float*, const tile_place&);
+using leaf_function = void (*)(const float*, std::size_t, std::size_t, const float*, std::size_t, float*, std::size_t,
+                               std::size_t);
+using finish_function = void (*)(const pairwise_geometry&, const epilogue&, const float*, const float*, float*,
+                                 std::size_t, std::size_t, const float*, std::size_t, std::uint32_t);
+
+template <std::size_t obs, std::size_t... P>
+constexpr std::array<leaf_function, sizeof...(P)> make_leaf_functions(std::index_sequence<P...>) {
+    return {&sum_leaf<P + 1, obs>...};
+}
+// [obs - 1][pixels - 1]
+constexpr std::array<std::array<leaf_function, tile>, max_obs> leaf_functions = {
+    make_leaf_functions<1>(std::make_index_sequence<tile>()), make_leaf_functions<2>(std::make_index_sequence<tile>())};
 
 template <std::size_t obs, finish then, std::size_t... P>
-constexpr std::array<tile_function, sizeof...(P)> make_tile_functions(std::index_sequence<P...>) {
-    return {&run_tile<P + 1, obs, then>...};
+constexpr std::array<finish_function, sizeof...(P)> make_finish_functions(std::index_sequence<P...>) {
+    return {&finish_tile<P + 1, obs, then>...};
 }
 template <finish then>
-constexpr std::array<std::array<tile_function, tile>, max_obs> tile_functions_for = {
-    make_tile_functions<1, then>(std::make_index_sequence<tile>()),
-    make_tile_functions<2, then>(std::make_index_sequence<tile>())};
+constexpr std::array<std::array<finish_function, tile>, max_obs> finish_functions_for = {
+    make_finish_functions<1, then>(std::make_index_sequence<tile>()),
+    make_finish_functions<2, then>(std::make_index_sequence<tile>())};
 // [finish][obs - 1][pixels - 1]
-constexpr std::array<std::array<std::array<tile_function, tile>, max_obs>, finish_kinds> tile_functions = {
-    tile_functions_for<finish::none>, tile_functions_for<finish::relu>, tile_functions_for<finish::add>,
-    tile_functions_for<finish::add_relu>};
+constexpr std::array<std::array<std::array<finish_function, tile>, max_obs>, finish_kinds> finish_functions = {
+    finish_functions_for<finish::none>, finish_functions_for<finish::relu>, finish_functions_for<finish::add>,
+    finish_functions_for<finish::add_relu>};
+
+// Levels the pairwise tree needs for `leaves` leaves: one per bit.
+std::size_t tree_levels(std::size_t leaves) {
+    std::size_t levels = 1;
+    while ((std::size_t{1} << levels) <= leaves) ++levels;
+    return levels;
+}
 
 class pairwise_sum_convolution_kernel final : public cpu_kernel {
 public:
@@ -184,40 +203,62 @@ public:
           e_(std::move(e)),
           weights_(std::move(weights)),
           plain_weights_(std::move(plain_weights)),
-          threads_(threads > 0 ? threads : omp_get_max_threads()) {}
+          threads_(threads > 0 ? threads : omp_get_max_threads()),
+          levels_(tree_levels((g_.in_blocks + leaf_blocks - 1) / leaf_blocks)) {}
 
-    // Threads take output rows; a pair of output blocks' weights stays in
-    // cache while the row's tiles are summed with them.
+    // Threads take output rows; for each pair of output blocks a row's
+    // tiles are summed leaf by leaf (see row_place).
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         const float* x = inputs[0].data_as<float>();
         const float* bias = e_.has_bias ? inputs[2].data_as<float>() : nullptr;
-        std::vector<const float*> operands;
-        for (std::size_t i = e_.has_bias ? 3 : 2; i < inputs.size(); ++i)
-            operands.push_back(inputs[i].data_as<float>());
+        const float* residual = nullptr;
+        if (inputs.size() > (e_.has_bias ? 3u : 2u)) residual = inputs[e_.has_bias ? 3 : 2].data_as<float>();
         float* y = result.data_as<float>();
         auto* levels = reinterpret_cast<float*>(scratch);
+        const std::size_t in_plane = g_.in_h * g_.in_w * block, weight_ob = g_.in_blocks * block * block;
+        const std::size_t level_floats = g_.out_w * max_obs * block;
+        // Tiles of equal width (56 = 6 x 6 + 4 x 5, not 9 x 6 + 2): a narrow
+        // tile has too few independent sums to hide the FMA latency.
+        const std::size_t tiles = (g_.out_w + tile - 1) / tile, narrow = g_.out_w / tiles,
+                          wide_tiles = g_.out_w % tiles;
         const auto rows = static_cast<std::ptrdiff_t>(g_.images * g_.out_h);
+        const auto& finishes = finish_functions[static_cast<std::size_t>(e_.then)];
 #pragma omp parallel for schedule(static) num_threads(threads_)
         for (std::ptrdiff_t r = 0; r < rows; ++r) {
             const auto row = static_cast<std::size_t>(r);
             const std::size_t oh = row % g_.out_h, n = row / g_.out_h;
-            tile_place t;
-            t.levels = levels + static_cast<std::size_t>(omp_get_thread_num()) * max_levels * level_floats;
+            float* row_levels = levels + static_cast<std::size_t>(omp_get_thread_num()) * levels_ * level_floats;
             const float* x_row = x + ((n * g_.in_blocks * g_.in_h + oh) * g_.in_w) * block;
-            for (t.ob = 0; t.ob < g_.out_blocks; t.ob += max_obs) {
-                const std::size_t obs = std::min(max_obs, g_.out_blocks - t.ob);
-                for (std::size_t ow = 0; ow < g_.out_w; ow += tile) {
-                    const std::size_t pixels = std::min(tile, g_.out_w - ow);
-                    t.x = x_row + ow * block;
-                    t.out_offset = ((n * g_.out_blocks + t.ob) * g_.out_h + oh) * g_.out_w * block + ow * block;
-                    tile_functions[static_cast<std::size_t>(e_.then)][obs - 1][pixels - 1](g_, e_, weights_.data(),
-                                                                                           bias, operands, y, t);
+            for (std::size_t ob = 0; ob < g_.out_blocks; ob += max_obs) {
+                const std::size_t obs = std::min(max_obs, g_.out_blocks - ob);
+                const float* w_ob = weights_.data() + ob * weight_ob;
+                std::uint32_t occupied = 0;
+                for (std::size_t cb = 0; cb < g_.in_blocks; cb += leaf_blocks) {
+                    const std::size_t blocks = std::min(leaf_blocks, g_.in_blocks - cb);
+                    // Binary counter: level l holds the sum of 2^l leaves; equal sizes merge.
+                    std::size_t merges = 0;
+                    while (occupied & (1u << merges)) ++merges;
+                    for (std::size_t i = 0, ow = 0; i < tiles; ++i) {
+                        const std::size_t pixels = narrow + (i < wide_tiles ? 1 : 0);
+                        leaf_functions[obs - 1][pixels - 1](x_row + cb * in_plane + ow * block, blocks, in_plane,
+                                                            w_ob + cb * block * block, weight_ob,
+                                                            row_levels + ow * max_obs * block, level_floats, merges);
+                        ow += pixels;
+                    }
+                    occupied = (occupied & ~((1u << merges) - 1)) | (1u << merges);
+                }
+                const std::size_t out_row = ((n * g_.out_blocks + ob) * g_.out_h + oh) * g_.out_w * block;
+                for (std::size_t i = 0, ow = 0; i < tiles; ++i) {
+                    const std::size_t pixels = narrow + (i < wide_tiles ? 1 : 0);
+                    finishes[obs - 1][pixels - 1](g_, e_, bias, residual, y, ob, out_row + ow * block,
+                                                  row_levels + ow * max_obs * block, level_floats, occupied);
+                    ow += pixels;
                 }
             }
         }
     }
     std::size_t scratch_bytes() const override {
-        return static_cast<std::size_t>(threads_) * max_levels * level_floats * sizeof(float);
+        return static_cast<std::size_t>(threads_) * levels_ * g_.out_w * max_obs * block * sizeof(float);
     }
 
     bool keeps_own_copy(std::size_t index) const override {
@@ -240,6 +281,7 @@ private:
     std::vector<float> weights_;
     shape plain_weights_;
     int threads_;
+    std::size_t levels_;  // of the pairwise tree
 };
 
 }  // namespace
