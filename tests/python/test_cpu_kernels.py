@@ -150,15 +150,21 @@ def test_fused_convolution_split_for_accuracy(config, post, has_bias, output_lay
     check_fused_convolution(config, post, has_bias, output_layout)
 
 
-# Convolutions on blocked input with an output plane of 56 x 56 or more run
-# as 1 x 1 kernels that sum input-channel blocks pairwise (k x k ones after
-# im2col): tile tails (widths not a multiple of 6), leaves and channel-block
-# counts that are not powers of two, a batch, and each epilogue.
+# Convolutions on blocked input with an output plane of 56 x 56 or more sum
+# input-channel blocks pairwise (k x k ones over im2col columns built a row
+# at a time): tile tails (widths not a multiple of 6), leaves and
+# channel-block counts that are not powers of two, a batch, and each epilogue.
 PAIRWISE_SUM_CONFIGS = [  # x, w, stride, padding, dilation
     ((2, 16, 56, 60), (24, 16, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     ((1, 40, 57, 57), (16, 40, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     ((1, 72, 56, 58), (16, 72, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     ((1, 16, 57, 59), (8, 16, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
+    # k x k: columns built row by row; leaves straddling taps (5 blocks),
+    # stride 2 with uneven padding, dilation, a non-square kernel, a batch
+    ((2, 40, 56, 57), (16, 40, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
+    ((1, 24, 113, 114), (8, 24, 3, 3), [2, 2], [1, 0, 0, 1], [1, 1]),
+    ((1, 8, 60, 60), (16, 8, 3, 3), [1, 1], [2, 2, 2, 2], [2, 2]),
+    ((1, 16, 56, 58), (8, 16, 3, 1), [1, 1], [1, 0, 1, 0], [1, 1]),
 ]
 
 

@@ -165,6 +165,8 @@ std::shared_ptr<const cpu_kernel> make_im2col_convolution_kernel(const op::fused
     g.kernel_h = w.lens()[2];
     g.kernel_w = w.lens()[3];
     if (g.taps() == 1) return nullptr;  // already a 1 x 1 convolution
+    // Layers summed pairwise build their columns a row at a time themselves.
+    if (auto kernel = make_pairwise_sum_convolution_kernel(conv, r)) return kernel;
     const shape plain_y = conv.plain_output_shape(r.input_shapes);
     const std::size_t batch = x.lens()[0];
     g.channel_blocks = x.lens()[1];

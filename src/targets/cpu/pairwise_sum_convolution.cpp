@@ -11,7 +11,8 @@
 // float64 answer (measured by evaluating the network exactly up to a cut and
 // in float32 after it), so layers with a 56 x 56 or larger output run here
 // (`prefers_pairwise_sum`); the deeper layers keep oneDNN's faster kernel.
-// Through im2col (im2col_convolution.cpp) the 3 x 3 layers use it too. It
+// The 3 x 3 layers use it too, over im2col columns built one output row at
+// a time in L2 (not the whole image, as im2col_convolution.cpp does). It
 // is ~1.5x slower than oneDNN on those layers; ResNet-50's logits come 0.8x
 // as far from float64 as before (rms 7.2e-6 -> 5.7e-6, ONNX Runtime 6.7e-6).
 #include <omp.h>
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <utility>
 
+#include "ops/conv.hpp"
 #include "ops/fused_convolution.hpp"
 #include "targets/cpu/cpu_kernels.hpp"
 
@@ -40,10 +42,50 @@ constexpr std::size_t max_obs = 2;      // output channel blocks summed together
 constexpr std::size_t leaf_blocks = 2;  // channel blocks summed in one run before the tree
 constexpr std::size_t max_levels = 24;  // of the pairwise tree: 2^24 leaves
 
+// A k x k convolution sums over columns: in_blocks = taps x channel_blocks,
+// tap-major (im2col's channel order), one output row's columns built at a
+// time in the thread's scratch, where they stay in L2.
 struct pairwise_geometry {
     std::size_t images = 0, in_blocks = 0, out_blocks = 0;
     std::size_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+    std::size_t channel_blocks = 0, kernel_h = 1, kernel_w = 1;
+    ops::window window;
+    std::size_t taps() const { return kernel_h * kernel_w; }
+    std::size_t column_floats() const { return taps() > 1 ? in_blocks * out_w * block : 0; }
 };
+
+// Output row `oh` of image `x` ([C/8, H, W, 8]) as columns [taps * C/8][OW][8]:
+// channel block t * C/8 + cb holds input block cb shifted by tap t, zero
+// where the tap falls in the padding.
+void fill_row_columns(const pairwise_geometry& g, const float* x, std::size_t oh, float* columns) {
+    const std::size_t in_plane = g.in_h * g.in_w * block, row_floats = g.out_w * block;
+    const auto sw = static_cast<std::ptrdiff_t>(g.window.stride[1]), in_w = static_cast<std::ptrdiff_t>(g.in_w);
+    const auto out_w = static_cast<std::ptrdiff_t>(g.out_w);
+    for (std::size_t tap = 0; tap < g.taps(); ++tap) {
+        const auto r = static_cast<std::ptrdiff_t>(oh * g.window.stride[0] + tap / g.kernel_w * g.window.dilation[0]) -
+                       static_cast<std::ptrdiff_t>(g.window.pad_begin[0]);
+        const auto col0 = static_cast<std::ptrdiff_t>(tap % g.kernel_w * g.window.dilation[1]) -
+                          static_cast<std::ptrdiff_t>(g.window.pad_begin[1]);
+        // The outputs [lo, hi) read inside the input row; the rest is padding.
+        const std::ptrdiff_t lo = std::clamp<std::ptrdiff_t>((-col0 + sw - 1) / sw, 0, out_w);
+        const std::ptrdiff_t hi = std::clamp<std::ptrdiff_t>((in_w - col0 + sw - 1) / sw, lo, out_w);
+        for (std::size_t cb = 0; cb < g.channel_blocks; ++cb) {
+            float* out = columns + (tap * g.channel_blocks + cb) * row_floats;
+            if (r < 0 || r >= static_cast<std::ptrdiff_t>(g.in_h)) {
+                std::fill_n(out, row_floats, 0.f);
+                continue;
+            }
+            const float* in_row = x + cb * in_plane + static_cast<std::size_t>(r) * g.in_w * block;
+            std::fill_n(out, lo * block, 0.f);
+            if (sw == 1)
+                std::memcpy(out + lo * block, in_row + (col0 + lo) * block, (hi - lo) * block * sizeof(float));
+            else
+                for (std::ptrdiff_t ow = lo; ow < hi; ++ow)
+                    std::memcpy(out + ow * block, in_row + (col0 + ow * sw) * block, block * sizeof(float));
+            std::fill_n(out + hi * block, (out_w - hi) * block, 0.f);
+        }
+    }
+}
 
 // The post-op chains the kernel applies after the bias: nothing, relu, a
 // residual add, or a residual add then relu (a template argument, so the
@@ -61,11 +103,14 @@ std::size_t packed_index(std::size_t o, std::size_t i, std::size_t c) {
     return ((o / block * (c / block) + i / block) * block + i % block) * block + o % block;
 }
 
-std::vector<float> packed_weights(const argument& w, std::size_t m, std::size_t c) {
-    std::vector<float> out(m * c);
+// Weights [M, C, KH, KW]: column t * C + i is input channel i at tap t.
+std::vector<float> packed_weights(const argument& w, std::size_t m, std::size_t c, std::size_t taps) {
+    std::vector<float> out(m * c * taps);
     const float* src = w.data_as<float>();
     for (std::size_t o = 0; o < m; ++o)
-        for (std::size_t i = 0; i < c; ++i) out[packed_index(o, i, c)] = src[o * c + i];
+        for (std::size_t i = 0; i < c; ++i)
+            for (std::size_t t = 0; t < taps; ++t)
+                out[packed_index(o, t * c + i, taps * c)] = src[(o * c + i) * taps + t];
     return out;
 }
 
@@ -215,7 +260,9 @@ public:
         if (inputs.size() > (e_.has_bias ? 3u : 2u)) residual = inputs[e_.has_bias ? 3 : 2].data_as<float>();
         float* y = result.data_as<float>();
         auto* levels = reinterpret_cast<float*>(scratch);
-        const std::size_t in_plane = g_.in_h * g_.in_w * block, weight_ob = g_.in_blocks * block * block;
+        const bool columns = g_.taps() > 1;
+        const std::size_t in_plane = columns ? g_.out_w * block : g_.in_h * g_.in_w * block;
+        const std::size_t weight_ob = g_.in_blocks * block * block;
         const std::size_t level_floats = g_.out_w * max_obs * block;
         // Tiles of equal width (56 = 6 x 6 + 4 x 5, not 9 x 6 + 2): a narrow
         // tile has too few independent sums to hide the FMA latency.
@@ -227,8 +274,14 @@ public:
         for (std::ptrdiff_t r = 0; r < rows; ++r) {
             const auto row = static_cast<std::size_t>(r);
             const std::size_t oh = row % g_.out_h, n = row / g_.out_h;
-            float* row_levels = levels + static_cast<std::size_t>(omp_get_thread_num()) * levels_ * level_floats;
+            float* row_levels =
+                levels + static_cast<std::size_t>(omp_get_thread_num()) * (levels_ * level_floats + g_.column_floats());
             const float* x_row = x + ((n * g_.in_blocks * g_.in_h + oh) * g_.in_w) * block;
+            if (columns) {
+                float* row_columns = row_levels + levels_ * level_floats;
+                fill_row_columns(g_, x + n * g_.channel_blocks * g_.in_h * g_.in_w * block, oh, row_columns);
+                x_row = row_columns;
+            }
             for (std::size_t ob = 0; ob < g_.out_blocks; ob += max_obs) {
                 const std::size_t obs = std::min(max_obs, g_.out_blocks - ob);
                 const float* w_ob = weights_.data() + ob * weight_ob;
@@ -258,7 +311,8 @@ public:
         }
     }
     std::size_t scratch_bytes() const override {
-        return static_cast<std::size_t>(threads_) * levels_ * g_.out_w * max_obs * block * sizeof(float);
+        return static_cast<std::size_t>(threads_) * (levels_ * g_.out_w * max_obs * block + g_.column_floats()) *
+               sizeof(float);
     }
 
     bool keeps_own_copy(std::size_t index) const override {
@@ -269,10 +323,12 @@ public:
     }
     void restore_constant(std::size_t index, const argument& into) const override {
         if (index != 1) return cpu_kernel::restore_constant(index, into);
-        const std::size_t m = plain_weights_.lens()[0], c = plain_weights_.lens()[1];
+        const std::size_t m = plain_weights_.lens()[0], c = plain_weights_.lens()[1], taps = g_.taps();
         float* dst = into.data_as<float>();
         for (std::size_t o = 0; o < m; ++o)
-            for (std::size_t i = 0; i < c; ++i) dst[o * c + i] = weights_[packed_index(o, i, c)];
+            for (std::size_t i = 0; i < c; ++i)
+                for (std::size_t t = 0; t < taps; ++t)
+                    dst[(o * c + i) * taps + t] = weights_[packed_index(o, t * c + i, taps * c)];
     }
 
 private:
@@ -306,15 +362,21 @@ std::shared_ptr<const cpu_kernel> make_pairwise_sum_convolution_kernel(const op:
     if (!supported || conv.input_layout != op::tensor_layout::nchw8c ||
         conv.output_layout != op::tensor_layout::nchw8c || conv.group != 1 || x.ndim() != 5 || w.ndim() != 4 ||
         x.type() != dtype::float_type || w.type() != dtype::float_type || !x.standard() || weights.empty() ||
-        !weights.get_shape().standard() || w.lens()[2] != 1 || w.lens()[3] != 1 || w.lens()[0] % block != 0 ||
-        w.lens()[1] != x.lens()[1] * block || !r.output_shape.standard())
+        !weights.get_shape().standard() || w.lens()[0] % block != 0 || w.lens()[1] != x.lens()[1] * block ||
+        !r.output_shape.standard())
         return nullptr;
-    for (auto p : conv.padding)
-        if (p != 0) return nullptr;
-    for (auto d : conv.dilation)
-        if (d != 1) return nullptr;
-    for (auto s : conv.stride)
-        if (s != 1) return nullptr;
+    const std::size_t kernel_h = w.lens()[2], kernel_w = w.lens()[3];
+    const ops::window window =
+        ops::make_window(conv.name(), {kernel_h, kernel_w}, conv.padding, conv.stride, conv.dilation);
+    // A 1 x 1 convolution reads its input rows in place: stride 1, no padding.
+    if (kernel_h * kernel_w == 1) {
+        for (auto p : window.pad_begin)
+            if (p != 0) return nullptr;
+        for (auto p : window.pad_end)
+            if (p != 0) return nullptr;
+        for (auto s : window.stride)
+            if (s != 1) return nullptr;
+    }
     epilogue e;
     e.has_bias = conv.has_bias;
     using kind = op::post_op_kind;
@@ -339,7 +401,11 @@ std::shared_ptr<const cpu_kernel> make_pairwise_sum_convolution_kernel(const op:
 
     pairwise_geometry g;
     g.images = x.lens()[0];
-    g.in_blocks = x.lens()[1];
+    g.channel_blocks = x.lens()[1];
+    g.kernel_h = kernel_h;
+    g.kernel_w = kernel_w;
+    g.window = window;
+    g.in_blocks = g.channel_blocks * g.taps();
     g.in_h = x.lens()[2];
     g.in_w = x.lens()[3];
     g.out_blocks = w.lens()[0] / block;
@@ -347,7 +413,7 @@ std::shared_ptr<const cpu_kernel> make_pairwise_sum_convolution_kernel(const op:
     g.out_w = plain_y.lens()[3];
     if (g.in_blocks >= (std::size_t{1} << max_levels)) return nullptr;
     return std::make_shared<pairwise_sum_convolution_kernel>(
-        g, std::move(e), packed_weights(weights, w.lens()[0], w.lens()[1]), weights.get_shape(), r.threads);
+        g, std::move(e), packed_weights(weights, w.lens()[0], w.lens()[1], g.taps()), weights.get_shape(), r.threads);
 #else
     (void)conv;
     (void)r;
