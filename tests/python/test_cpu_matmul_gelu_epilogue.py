@@ -1,9 +1,10 @@
-"""A GELU that ends a fused_dot's post-op chain runs on the cpu target as an
-AVX2 loop over the product (threaded in chunks) instead of oneDNN's eltwise
-post-op. Results against numpy in float64 and the ref target, for both GELU
-forms, with and without bias, binary operands before the GELU, constant and
-run-time weights, sizes that split into uneven chunks; weights copied by the
-product are still held once and saved as given."""
+"""A tanh-form GELU that ends a fused_dot's post-op chain runs on the cpu
+target as an AVX2 loop over the product (threaded in chunks) instead of
+oneDNN's eltwise post-op; the erf form stays a oneDNN post-op. Results against
+numpy in float64 and the ref target, for both GELU forms, with and without
+bias, binary operands before the GELU, constant and run-time weights, sizes
+that split into uneven chunks; weights copied by the product are still held
+once and saved as given."""
 from math import erf
 
 import numpy as np

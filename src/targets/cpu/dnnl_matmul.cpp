@@ -83,14 +83,15 @@ std::optional<std::vector<std::size_t>> padded_rows(const strided& b) {
     return std::vector<std::size_t>{b.lens[1] + pad_floats, 1};
 }
 
-// A GELU ending the post-op chain runs after the product as Kiln's AVX2 loop
-// over the result: oneDNN's gemm applies eltwise GELU post-ops at about
-// 1 ms per 128 x 3072 result at two threads, a third of the product's time;
-// the AVX2 loop takes about a tenth of that.
+// A tanh-form GELU ending the post-op chain runs after the product as Kiln's
+// AVX2 loop over the result: oneDNN's gemm applies eltwise_gelu_tanh at about
+// 1 ms per 128 x 3072 result at two threads (GPT-2), a third of the product's
+// time. Its erf form is cheaper than Kiln's loop (BERT's 768 x 3072 layer
+// ~3% slower with the loop), so that one stays a oneDNN post-op.
 class gelu_epilogue_kernel final : public cpu_kernel {
 public:
-    gelu_epilogue_kernel(std::shared_ptr<const cpu_kernel> product, bool tanh_form, int threads)
-        : product_(std::move(product)), tanh_form_(tanh_form), threads_(threads) {}
+    gelu_epilogue_kernel(std::shared_ptr<const cpu_kernel> product, int threads)
+        : product_(std::move(product)), threads_(threads) {}
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         product_->run(result, inputs, scratch);
@@ -103,10 +104,7 @@ public:
         for (std::int64_t c = 0; c < chunks; ++c) {
             const std::size_t begin = static_cast<std::size_t>(c) * chunk;
             const std::size_t count = std::min(chunk, n - begin);
-            if (tanh_form_)
-                avx2::gelu_tanh_array(y + begin, y + begin, count);
-            else
-                avx2::gelu_erf_array(y + begin, y + begin, count);
+            avx2::gelu_tanh_array(y + begin, y + begin, count);
         }
     }
     std::size_t scratch_bytes() const override { return product_->scratch_bytes(); }
@@ -118,7 +116,6 @@ public:
 
 private:
     std::shared_ptr<const cpu_kernel> product_;
-    bool tanh_form_;
     int threads_;
 };
 
@@ -246,16 +243,13 @@ std::shared_ptr<const cpu_kernel> build(const op::fused_dot& fused, const kernel
 std::shared_ptr<const cpu_kernel> make_matmul_kernel(const kernel_request& r) {
     if (const auto* fused = r.op.get_if<op::fused_dot>()) {
         const auto& kinds = fused->post.kinds;
-        const bool gelu_last = !kinds.empty() && (kinds.back() == op::post_op_kind::gelu_tanh ||
-                                                  kinds.back() == op::post_op_kind::gelu_erf);
-        if (gelu_last && avx2::supported() && r.output_shape.standard()) {
+        const bool gelu_tanh_last = !kinds.empty() && kinds.back() == op::post_op_kind::gelu_tanh;
+        if (gelu_tanh_last && avx2::supported() && r.output_shape.standard()) {
             op::fused_dot product = *fused;
             product.post.kinds.pop_back();
             product.post.alpha.pop_back();
             product.post.beta.pop_back();
-            if (auto k = build(product, r))
-                return std::make_shared<gelu_epilogue_kernel>(std::move(k), kinds.back() == op::post_op_kind::gelu_tanh,
-                                                              r.threads);
+            if (auto k = build(product, r)) return std::make_shared<gelu_epilogue_kernel>(std::move(k), r.threads);
         }
         return build(*fused, r);
     }
