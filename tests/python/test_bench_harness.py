@@ -152,6 +152,8 @@ def test_report_tables_ratios_and_goals():
     assert "not met: 80.0 of 200.0 GFLOP/s (40.0%)" in text
     assert "ResNet-50 b1: 3.00 s (met); ResNet-50 b8: 5.50 s (not met)" in text
     assert "met on 1 of 2 model/batch pairs" in text
+    # sqrt(2.00 * 0.80)
+    assert "| Geometric mean of Kiln vs the fastest other engine >= 1.2x | met: 1.26x over 2 model/batch pairs |" in text
     assert "- ResNet-50 batch 1, PyTorch eager: failed (load): RuntimeError: no" in text
     assert "- ResNet-50 batch 8, ONNX Runtime: outputs disagree: bad" in text
     assert "Versions: kiln 0.1.0, torch 2.13.0." in text
