@@ -174,8 +174,8 @@ void loop::compute_with_modules(const argument& result, const std::vector<argume
     bool condition = flag_value(inputs.at(1));
     std::vector<argument> state = standard_inputs(inputs.begin() + 2, inputs.end());
 
-    argument iteration_number(shape(dtype::int64_type));
-    argument condition_in(shape(dtype::bool_type));
+    argument iteration_number{shape{dtype::int64_type}};
+    argument condition_in{shape{dtype::bool_type}};
     std::int64_t i = 0;
     for (; i < trip_count && condition; ++i) {
         if (n_scan > 0 && i >= iterations)
