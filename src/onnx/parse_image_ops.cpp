@@ -257,6 +257,9 @@ args_t parse_deform_conv(const node_context& ctx, const args_t& args) {
     if (args[0]->get_shape().ndim() != 4)
         ctx.fail(error_kind::not_implemented, "only 2-D DeformConv (4-D X) is supported");
     const auto& wl = args[1]->get_shape().lens();
+    if (wl.size() != 4)
+        ctx.fail(error_kind::invalid_argument,
+                 "W must be 4-D [M, C/group, kH, kW], not of rank " + std::to_string(wl.size()));
     auto kernel = ctx.get_ints("kernel_shape");
     if (!kernel.empty() && (kernel.size() != 2 || static_cast<std::size_t>(kernel[0]) != wl.at(2) ||
                             static_cast<std::size_t>(kernel[1]) != wl.at(3)))
