@@ -131,6 +131,48 @@ def test_fused_attention_op_by_hand_on_both_targets(rng):
         np.testing.assert_allclose(got, attention64(q, kt, v, 0.7, mask), rtol=2e-5, atol=2e-5, err_msg=target)
 
 
+def causal_mask(sq, sk, masked_value):
+    """0 on and below the diagonal (aligned to the last key), masked_value above: [1, 1, sq, sk]."""
+    above = np.arange(sk)[None, :] > np.arange(sq)[:, None] + (sk - sq)
+    return np.where(above, masked_value, 0).astype(np.float32)[None, None]
+
+
+CONSTANT_MASKS = {  # batch, heads, Sq, Sk, D, Dv, mask
+    "gpt2_causal_lowest": (1, 12, 128, 128, 64, 64, lambda: causal_mask(128, 128, np.finfo(np.float32).min)),
+    "odd_causal_inf": (2, 3, 37, 45, 16, 8, lambda: causal_mask(37, 45, -np.inf)),
+    # Keys past 30 masked for every row, and row 5 masked entirely: that
+    # row's tile keeps all its columns (a uniform softmax).
+    "padding_and_full_row": (1, 2, 40, 50, 8, 8, lambda: np.where(
+        (np.arange(50)[None, :] >= 30) | (np.arange(40)[:, None] == 5), np.finfo(np.float32).min,
+        0).astype(np.float32)[None, None]),
+    # -1e4 is not low enough to remove a column: everything is computed.
+    "mild_causal": (1, 2, 20, 20, 8, 8, lambda: causal_mask(20, 20, -1e4)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONSTANT_MASKS))
+def test_constant_mask_skips_masked_keys_and_matches_the_same_mask_given_at_run_time(case, rng):
+    """A constant mask lets the kernel skip key columns masked for a whole
+    tile of rows: the result is the one computed with every column (the
+    same mask fed as a parameter) to the bit, and matches float64."""
+    b, h, sq, sk, d, dv, make_mask = CONSTANT_MASKS[case]
+    mask = make_mask()
+    q = rng.standard_normal((b, h, sq, d)).astype(np.float32)
+    kt = rng.standard_normal((b, h, d, sk)).astype(np.float32)
+    v = rng.standard_normal((b, h, sk, dv)).astype(np.float32)
+    spec = {"q": ("float", q.shape), "kt": ("float", kt.shape), "v": ("float", v.shape)}
+    constant = build_program(spec, lambda m, q_, kt_, v_: exported_attention(m, q_, kt_, v_, m.add_literal(mask), 0.125,
+                                                                            guard=True))
+    given = build_program(dict(spec, mask=("float", mask.shape)),
+                          lambda m, *a: exported_attention(m, *a, 0.125, guard=True))
+    (with_constant,) = run_on(constant, "cpu", {"q": q, "kt": kt, "v": v})
+    assert "fused_attention" in str(constant)
+    (with_given,) = run_on(given, "cpu", {"q": q, "kt": kt, "v": v, "mask": mask})
+    np.testing.assert_array_equal(with_constant, with_given)
+    np.testing.assert_allclose(with_constant, attention64(q, kt, v, 0.125, mask, nan_to_zero=True), rtol=2e-5,
+                               atol=2e-5)
+
+
 # ---- the attention transformers models export -------------------------------------------------------
 #
 # torch.onnx.export (the dynamo exporter) writes transformers' sdpa attention

@@ -2,6 +2,8 @@
 // entries and the strides of every operand are worked out here, once.
 #include <omp.h>
 
+#include <algorithm>
+
 #include "ops/fused_attention.hpp"
 #include "ops/op_helpers.hpp"
 #include "targets/cpu/avx2_kernels.hpp"
@@ -14,6 +16,16 @@ namespace {
 // Two products of (Sq x D x Sk) and (Sq x Sk x Dv) multiply-adds below
 // which threads do not pay.
 constexpr std::size_t parallel_flops = std::size_t{1} << 20;
+
+// A mask entry at or below this removes its key column: added to any score
+// below 1e29 in magnitude and exponentiated, it gives exactly zero.
+// Exporters use -inf or float32's lowest value (-3.4e38); masks of -1e4 or
+// -1e9 are left to the softmax.
+constexpr float masked_out = -1e30f;
+
+// Tiles of query rows when a constant mask removes trailing key columns:
+// small tiles skip more of a causal mask's upper triangle.
+constexpr std::size_t causal_tile_rows = 16;
 
 class attention_kernel final : public cpu_kernel {
 public:
@@ -70,6 +82,7 @@ public:
         last_two(ks, plan_.kt_strides);
         last_two(vs, plan_.v_strides);
         last_two(ms, plan_.mask_strides);
+        if (a.has_mask && r.constant_inputs.size() > 3 && !r.constant_inputs[3].empty()) plan_columns(r.constant_inputs[3].data_as<const float>());
         plan_.has_mask = a.has_mask;
         plan_.nan_to_zero = a.nan_to_zero;
         plan_.scale = static_cast<float>(a.scale);
@@ -87,8 +100,35 @@ public:
     std::size_t scratch_bytes() const override { return avx2::attention_scratch_bytes(plan_); }
 
 private:
+    // With a constant mask, the key columns each (batch entry, tile) needs:
+    // up to the last column some row of the tile does not mask out. A tile
+    // with a row masked out entirely keeps all columns, so that row's
+    // softmax (uniform, or NaN before the guard) is what it was.
+    void plan_columns(const float* mask) {
+        const std::size_t tiles = (plan_.sq + causal_tile_rows - 1) / causal_tile_rows;
+        std::vector<std::size_t> columns(plan_.batches * tiles);
+        bool skips = false;
+        for (std::size_t b = 0; b < plan_.batches; ++b) {
+            for (std::size_t t = 0; t < tiles; ++t) {
+                std::size_t needed = 0;
+                for (std::size_t row = t * causal_tile_rows; row < std::min(plan_.sq, (t + 1) * causal_tile_rows); ++row) {
+                    const float* m = mask + mask_offsets_[b] + row * plan_.mask_strides[0];
+                    std::size_t end = plan_.sk;
+                    while (end > 0 && m[(end - 1) * plan_.mask_strides[1]] <= masked_out) --end;
+                    needed = std::max(needed, end == 0 ? plan_.sk : end);
+                }
+                columns[b * tiles + t] = needed;
+                skips = skips || needed < plan_.sk;
+            }
+        }
+        if (!skips) return;
+        item_columns_ = std::move(columns);
+        plan_.tile_rows = causal_tile_rows;
+        plan_.item_columns = item_columns_.data();
+    }
+
     avx2::attention_plan plan_;
-    std::vector<std::size_t> q_offsets_, kt_offsets_, v_offsets_, mask_offsets_;
+    std::vector<std::size_t> q_offsets_, kt_offsets_, v_offsets_, mask_offsets_, item_columns_;
 };
 
 }  // namespace

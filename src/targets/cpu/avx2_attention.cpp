@@ -91,11 +91,12 @@ void panel_rows(const float* a, std::size_t lda, const float* panel, std::size_t
         std::memcpy(c + static_cast<std::size_t>(r) * ldc, tile + r * panel_width, width * sizeof(float));
 }
 
-// c[m x n] = a[m x k] @ b, b packed as panels.
-void gemm(const float* a, std::size_t lda, const float* panels, std::size_t k, std::size_t n, float* c, std::size_t ldc,
-          std::size_t m) {
+// c[m x n] = a[m x k] @ b, b packed as panels of packed_k >= k rows (the
+// first k of them used).
+void gemm(const float* a, std::size_t lda, const float* panels, std::size_t packed_k, std::size_t k, std::size_t n,
+          float* c, std::size_t ldc, std::size_t m) {
     for (std::size_t p = 0; p * panel_width < n; ++p) {
-        const float* panel = panels + p * panel_width * k;
+        const float* panel = panels + p * panel_width * packed_k;
         const std::size_t col0 = p * panel_width;
         const std::size_t width = n - col0 < panel_width ? n - col0 : panel_width;
         float* cp = c + col0;
@@ -232,12 +233,14 @@ void run_items(const attention_plan& p, const float* q, const float* kt, const f
             q_matrix = buf.q;
             q_ld = p.d;
         }
-        gemm(q_matrix, q_ld, buf.kt_panels, p.d, p.sk, buf.scores, p.sk, rows);
+        // Key columns past `columns` have probability zero in every row here.
+        const std::size_t columns = p.item_columns ? p.item_columns[item] : p.sk;
+        gemm(q_matrix, q_ld, buf.kt_panels, p.d, p.d, columns, buf.scores, p.sk, rows);
         for (std::size_t r = 0; r < rows; ++r) {
             const float* mask_row = p.has_mask ? mask + p.mask_offsets[b] + (row0 + r) * p.mask_strides[0] : nullptr;
-            softmax_row(buf.scores + r * p.sk, p.sk, p.scale, mask_row, p.mask_strides[1], p.nan_to_zero);
+            softmax_row(buf.scores + r * p.sk, columns, p.scale, mask_row, p.mask_strides[1], p.nan_to_zero);
         }
-        gemm(buf.scores, p.sk, buf.v_panels, p.sk, p.dv, out + (b * p.sq + row0) * p.dv, p.dv, rows);
+        gemm(buf.scores, p.sk, buf.v_panels, p.sk, columns, p.dv, out + (b * p.sq + row0) * p.dv, p.dv, rows);
     }
 }
 

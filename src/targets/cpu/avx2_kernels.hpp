@@ -147,7 +147,10 @@ void run_layer_norm(const row_layout& layout, double epsilon, const float* x, co
 // `tile_rows` query rows: the tile's scores stay in a per-thread buffer from
 // the first product to the second. Operands are addressed by element
 // offsets per batch entry and (row, column) strides; kt, v and q are packed
-// per thread when their columns are not contiguous.
+// per thread when their columns are not contiguous. With `item_columns`,
+// work item (batch entry, tile) computes only its first item_columns[item]
+// key columns: the others are masked out for every row of the tile (a
+// causal mask), so their probabilities are exactly zero.
 
 struct attention_plan {
     std::size_t batches = 0;
@@ -164,6 +167,7 @@ struct attention_plan {
     bool nan_to_zero = false;
     float scale = 1;
     std::size_t tile_rows = 48;
+    const std::size_t* item_columns = nullptr;  // batches * tiles entries, or null: all sk
     int threads = 1;
     bool parallel = false;
 };
