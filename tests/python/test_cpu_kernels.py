@@ -150,12 +150,17 @@ def test_fused_convolution_split_for_accuracy(config, post, has_bias, output_lay
     check_fused_convolution(config, post, has_bias, output_layout)
 
 
-# Convolutions on blocked input with an output plane of 56 x 56 or more sum
-# input-channel blocks pairwise (k x k ones over im2col columns built a row
-# at a time): tile tails (widths not a multiple of 6), leaves and
-# channel-block counts that are not powers of two, a batch, and each epilogue.
+# Convolutions on blocked input with an output plane of 56 x 56 or more that
+# sum over more than 32 input channels (C * kh * kw) sum input-channel blocks
+# pairwise (k x k ones over im2col columns built a row at a time): tile tails
+# (widths not a multiple of 6), leaves and channel-block counts that are not
+# powers of two, a batch, and each epilogue. Thinner sums (16 to 32 channels,
+# MobileNetV2's projections) go to oneDNN and are checked the same way.
 PAIRWISE_SUM_CONFIGS = [  # x, w, stride, padding, dilation
+    ((2, 48, 56, 60), (24, 48, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     ((2, 16, 56, 60), (24, 16, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
+    ((1, 32, 112, 113), (16, 32, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
+    ((1, 24, 56, 56), (40, 24, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     ((1, 40, 57, 57), (16, 40, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     ((1, 72, 56, 58), (16, 72, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     ((1, 16, 57, 59), (8, 16, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),

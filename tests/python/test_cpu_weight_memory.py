@@ -226,8 +226,9 @@ def test_convolutions_split_for_accuracy_hold_their_weights_once():
 
 
 def test_pairwise_sum_convolutions_hold_their_weights_once():
-    """1 x 1 and 3 x 3 (im2col) convolutions over a 56 x 56 blocked plane sum input channels pairwise from
-    weights packed by the kernel; the literals still save, print and verify as given."""
+    """A 3 x 3 convolution over a 56 x 56 blocked plane sums its 216 input columns pairwise from weights packed
+    by the kernel (the 1 x 1 one, summing only 16 channels, runs oneDNN's); the literals still save, print and
+    verify as given."""
     w_image, w_point, w_window = exact_values(16, 3, 5, 5), exact_values(24, 16, 1, 1), exact_values(16, 24, 3, 3)
     p = kiln.program()
     m = p.get_main_module()

@@ -24,8 +24,9 @@ std::shared_ptr<const cpu_kernel> make_channel_split_convolution_kernel(const op
 // (pairwise_sum_convolution.cpp)
 std::shared_ptr<const cpu_kernel> make_pairwise_sum_convolution_kernel(const op::fused_convolution& conv,
                                                                        const kernel_request& r);
-// Whether a convolution with this plain [N, M, H, W] result is one of those layers.
-bool prefers_pairwise_sum(const shape& plain_output);
+// Whether a convolution with this plain [N, M, H, W] result, summing over
+// this many input channels (C * kh * kw), is one of those layers.
+bool prefers_pairwise_sum(const shape& plain_output, std::size_t summed_channels);
 // dot, fused_dot (dnnl_matmul.cpp)
 std::shared_ptr<const cpu_kernel> make_matmul_kernel(const kernel_request& r);
 // average pooling (dnnl_pooling.cpp)
