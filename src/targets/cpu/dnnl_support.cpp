@@ -85,21 +85,51 @@ primitive_kernel::primitive_kernel(dnnl::primitive p, std::vector<std::pair<int,
       kept_(std::move(kept)),
       read_in_place_(std::move(read_in_place)) {
     if (scratch_bytes_ > 0) scratch_desc_ = dnnl::memory::desc({static_cast<dnnl::memory::dim>(scratch_bytes_)}, dt::u8, {1});
+    for (const auto& [id, desc] : descs_)
+        for (int i = 0; i < desc.data.ndims; ++i)
+            if (desc.data.padded_dims[i] != desc.data.dims[i]) reuse_args_ = false;
+}
+
+std::unique_ptr<primitive_kernel::bound_args> primitive_kernel::take_bound_args(const argument& result,
+                                                                               const std::vector<argument>& inputs,
+                                                                               std::byte* scratch) const {
+    std::unique_ptr<bound_args> bound;
+    if (reuse_args_) {
+        const std::lock_guard<std::mutex> lock(idle_mutex_);
+        if (!idle_args_.empty()) {
+            bound = std::move(idle_args_.back());
+            idle_args_.pop_back();
+        }
+    }
+    const bool fresh = bound == nullptr;
+    if (fresh) {
+        bound = std::make_unique<bound_args>();
+        bound->args = fixed_;
+    }
+    const auto& engine = cpu_engine();
+    auto bind = [&](std::size_t k, int id, const dnnl::memory::desc& desc, void* data) {
+        if (!fresh) return bound->run_time[k].set_data_handle(data);
+        bound->run_time.emplace_back(desc, engine, data);
+        bound->args.emplace(id, bound->run_time.back());
+    };
+    for (std::size_t i = 0; i < descs_.size(); ++i) {
+        const argument& a = slots_[i] == result_slot ? result : inputs.at(static_cast<std::size_t>(slots_[i]));
+        bind(i, descs_[i].first, descs_[i].second, a.data());
+    }
+    if (scratch_bytes_ > 0) bind(descs_.size(), DNNL_ARG_SCRATCHPAD, scratch_desc_, scratch);
+    return bound;
 }
 
 void primitive_kernel::run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const {
-    // Memory objects are handles over the plan's buffers; making them costs
-    // no data allocation, and keeps one primitive usable by concurrent runs.
-    std::unordered_map<int, dnnl::memory> args = fixed_;
-    const auto& engine = cpu_engine();
-    for (std::size_t i = 0; i < descs_.size(); ++i) {
-        const argument& a = slots_[i] == result_slot ? result : inputs.at(static_cast<std::size_t>(slots_[i]));
-        args.emplace(descs_[i].first, dnnl::memory(descs_[i].second, engine, a.data()));
-    }
-    if (scratch_bytes_ > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_desc_, engine, scratch));
+    // Memory objects are handles over the plan's buffers (no data of their
+    // own); each run in flight holds its own map of them.
+    std::unique_ptr<bound_args> bound = take_bound_args(result, inputs, scratch);
     thread_local dnnl::stream stream(cpu_engine());
-    primitive_.execute(stream, args);
+    primitive_.execute(stream, bound->args);
     stream.wait();
+    if (!reuse_args_) return;
+    const std::lock_guard<std::mutex> lock(idle_mutex_);
+    idle_args_.push_back(std::move(bound));
 }
 
 bool primitive_kernel::keeps_own_copy(std::size_t index) const {
