@@ -91,8 +91,8 @@ primitive_kernel::primitive_kernel(dnnl::primitive p, std::vector<std::pair<int,
 }
 
 std::unique_ptr<primitive_kernel::bound_args> primitive_kernel::take_bound_args(const argument& result,
-                                                                               const std::vector<argument>& inputs,
-                                                                               std::byte* scratch) const {
+                                                                                const std::vector<argument>& inputs,
+                                                                                std::byte* scratch) const {
     std::unique_ptr<bound_args> bound;
     if (reuse_args_) {
         const std::lock_guard<std::mutex> lock(idle_mutex_);
