@@ -287,11 +287,13 @@ def problems(r):
     return lines
 
 
-def _rounds_text(rounds):
+def _rounds_text(rounds, idle_waits):
     if rounds <= 1:
         return ""
+    idle = (", each round once the other engines' processes are idle (thread pools that spin after a run would "
+            "otherwise share the cores with the next engine)") if idle_waits else ""
     return (f", taken in {rounds} rounds in which the engines of a model take turns (so that a slow spell of "
-            f"the machine falls on all of them), each later round after one more untimed run")
+            f"the machine falls on all of them){idle}, each later round after one more untimed run")
 
 
 def render(doc, titles, chart_name=None):
@@ -299,11 +301,12 @@ def render(doc, titles, chart_name=None):
     r = Results(doc, titles)
     s, m = r.settings, doc.get("machine", {})
     peak = r.sgemm_peak()
+    rounds = _rounds_text(s.get("rounds", 1), any("idle_waits_s" in c for c in doc.get("cases", [])))
     out = ["# Kiln benchmarks", ""]
     out.append(f"Run {doc.get('started', '?')} on {m.get('cpu', '?')} ({m.get('cores', '?')} cores, "
                f"{m.get('isa', '?')}, {fmt_mb(m.get('memory_bytes'))} MiB); every engine limited to "
                f"{s['threads']} threads, in a process of its own. Median of {s['runs']} timed runs after "
-               f"{s['warmup']} warm-up runs{_rounds_text(s.get('rounds', 1))}, float32, same inputs for every "
+               f"{s['warmup']} warm-up runs{rounds}, float32, same inputs for every "
                f"engine. Load average "
                f"{m.get('load_average_start', '?')} at the start, {m.get('load_average_end', '?')} at the end "
                f"(the machine was shared if that is above 0.5 or so; then timings are noisy). "

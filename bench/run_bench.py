@@ -38,6 +38,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 import agreement  # noqa: E402
 import flop_count  # noqa: E402
+import idle_wait  # noqa: E402
 import report  # noqa: E402
 import sgemm_peak  # noqa: E402
 from model_zoo import MODELS, TITLES  # noqa: E402
@@ -371,7 +372,7 @@ class EngineWorker:
 def run_model_cases(name, batch, engines, model, args, progress):
     """Every engine on one model and batch: each loads and is checked in turn (alone on the machine), then
     all are timed in --rounds interleaved rounds, so that a slow or fast spell of a shared machine falls
-    on every engine alike. Returns the case records in the order of `engines`."""
+    on every engine alike, each round once the other engines' processes have gone idle. Returns the case records in the order of `engines`."""
     workers = []
     try:
         for engine in engines:
@@ -383,6 +384,10 @@ def run_model_cases(name, batch, engines, model, args, progress):
             runs = args.runs * (r + 1) // rounds - args.runs * r // rounds
             for worker in workers:
                 if worker.wants_more():
+                    # The other engines' thread pools may still be spinning after their round.
+                    others = [w.proc.pid for w in workers if w is not worker and w.alive]
+                    waited, idle = idle_wait.wait_until_idle(others)
+                    worker.case.setdefault("idle_waits_s", []).append(round(waited, 3) if idle else None)
                     worker.time_round(runs)
     finally:
         cases = [worker.finish() for worker in workers]

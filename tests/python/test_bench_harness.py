@@ -5,7 +5,9 @@ model (Kiln and ONNX Runtime, one timed run, times not looked at), and
 DenseNet-121's architecture against its published parameter count."""
 import json
 import pathlib
+import subprocess
 import sys
+import time
 
 import numpy as np
 import onnx
@@ -18,6 +20,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import agreement  # noqa: E402
 import flop_count  # noqa: E402
+import idle_wait  # noqa: E402
 import report  # noqa: E402
 import run_bench  # noqa: E402
 
@@ -238,6 +241,28 @@ def test_engines_of_a_model_are_timed_in_interleaved_rounds(tmp_path):
         assert case["warmup_runs"] == 3  # two before the first round, one before the second
     (k0, k1), (o0, o1) = kiln_case["rounds"], ort_case["rounds"]
     assert k0[1] <= o0[0] <= o0[1] <= k1[0] <= k1[1] <= o1[0]
+    # Each round waited for the other engine's process to go idle (None: it never did).
+    assert len(kiln_case["idle_waits_s"]) == len(ort_case["idle_waits_s"]) == 2
+
+
+def test_idle_wait_waits_for_a_spinning_process_and_not_for_an_idle_one():
+    # Busy until it has used 0.6 s of CPU, however loaded the machine is.
+    spinner = subprocess.Popen([sys.executable, "-c", "import time\nwhile time.process_time() < 0.6: pass"])
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    try:
+        time.sleep(0.1)  # both started
+        waited, idle = idle_wait.wait_until_idle([spinner.pid, sleeper.pid], timeout_s=30)
+        assert idle and waited >= 0.3
+        waited, idle = idle_wait.wait_until_idle([sleeper.pid])
+        assert idle and waited < 0.3
+        assert idle_wait.cpu_seconds(spinner.pid) >= 0.5
+        spinner.wait()
+        waited, idle = idle_wait.wait_until_idle([sleeper.pid, 999999999])  # a pid that does not exist
+        assert idle
+    finally:
+        for p in (spinner, sleeper):
+            p.kill()
+            p.wait()
 
 
 def test_a_failing_engine_does_not_stop_the_others(tmp_path):
