@@ -1,5 +1,7 @@
 #include "targets/cpu/cpu_target.hpp"
 
+#include <omp.h>
+
 #include <cstdint>
 #include <unordered_map>
 #include <unordered_set>
@@ -164,6 +166,15 @@ pass_list cpu_target::get_passes(const compile_options&) const {
 }
 
 std::shared_ptr<executable> cpu_target::lower(const module& m, const compile_options& options) const {
+    // oneDNN sizes a primitive's parallel work for the OpenMP thread count of
+    // the thread that creates it and keeps that count when it runs, so the
+    // kernels are built under the `threads` option as well as run under it.
+    const int previous = omp_get_max_threads();
+    if (options.threads > 0) omp_set_num_threads(options.threads);
+    struct restore_threads {
+        int count;
+        ~restore_threads() { omp_set_num_threads(count); }
+    } restore{previous};
     return plan_builder(m, options).build();
 }
 
