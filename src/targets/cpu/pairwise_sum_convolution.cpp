@@ -11,10 +11,15 @@
 // float64 answer (measured by evaluating the network exactly up to a cut and
 // in float32 after it), so layers with a 56 x 56 or larger output run here
 // (`prefers_pairwise_sum`); the deeper layers keep oneDNN's faster kernel.
-// The 3 x 3 layers use it too, over im2col columns built one output row at
-// a time in L2 (not the whole image, as im2col_convolution.cpp does). It
-// is ~1.5x slower than oneDNN on those layers; ResNet-50's logits come 0.8x
-// as far from float64 as before (rms 7.2e-6 -> 5.7e-6, ONNX Runtime 6.7e-6).
+// ResNet-50's logits come 0.8x as far from float64 as with oneDNN there
+// (rms 7.2e-6 -> 5.7e-6, ONNX Runtime 6.7e-6).
+//
+// The k x k layers sum over im2col columns (tap-major): with stride 1 along
+// the row a tap's columns are a run of one padded copy of the image, made
+// once per image; otherwise a row's columns are built in the thread's
+// scratch. The order of every sum is fixed by the description above and
+// tests/python/test_cpu_kernels.py emulates it bit for bit; tiles, spans and
+// threads only decide which outputs are summed together.
 #include <omp.h>
 
 #include <algorithm>
@@ -51,7 +56,12 @@ struct pairwise_geometry {
     std::size_t channel_blocks = 0, kernel_h = 1, kernel_w = 1;
     ops::window window;
     std::size_t taps() const { return kernel_h * kernel_w; }
-    std::size_t column_floats() const { return taps() > 1 ? in_blocks * out_w * block : 0; }
+    // A k x k layer of stride 1 along the row reads its columns from a
+    // padded copy of the image; others build a row's columns.
+    bool padded_input() const { return taps() > 1 && window.stride[1] == 1; }
+    std::size_t padded_h() const { return in_h + window.pad_begin[0] + window.pad_end[0]; }
+    std::size_t padded_w() const { return in_w + window.pad_begin[1] + window.pad_end[1]; }
+    std::size_t column_floats() const { return taps() > 1 && !padded_input() ? in_blocks * out_w * block : 0; }
 };
 
 // Output row `oh` of image `x` ([C/8, H, W, 8]) as columns [taps * C/8][OW][8]:
@@ -98,9 +108,13 @@ struct epilogue {
     finish then = finish::none;
 };
 
-// Weights [M, C, 1, 1] as [M/8][C/8][8 input channels][8 output lanes].
-std::size_t packed_index(std::size_t o, std::size_t i, std::size_t c) {
-    return ((o / block * (c / block) + i / block) * block + i % block) * block + o % block;
+// Weights [M, C] (C columns) as groups of max_obs output blocks (fewer in
+// the last), each [C/8][8 input channels][blocks of the group][8 output
+// lanes]: the microkernel reads one channel's weights for all its output
+// blocks at fixed offsets from one pointer.
+std::size_t packed_index(std::size_t o, std::size_t i, std::size_t c, std::size_t m) {
+    const std::size_t ob = o / block, group = ob / max_obs * max_obs, obs = std::min(max_obs, m / block - group);
+    return group * c * block + (i * obs + ob - group) * block + o % block;
 }
 
 // Weights [M, C, KH, KW]: column t * C + i is input channel i at tap t.
@@ -110,32 +124,19 @@ std::vector<float> packed_weights(const argument& w, std::size_t m, std::size_t 
     for (std::size_t o = 0; o < m; ++o)
         for (std::size_t i = 0; i < c; ++i)
             for (std::size_t t = 0; t < taps; ++t)
-                out[packed_index(o, t * c + i, taps * c)] = src[(o * c + i) * taps + t];
+                out[packed_index(o, t * c + i, taps * c, m)] = src[(o * c + i) * taps + t];
     return out;
 }
 
-// Where one row's tiles read and write for one pair of output blocks. The
-// pairwise tree has the same shape for every tile, so a leaf is summed for
-// the whole row before the next: each input block's row is read from start
-// to end (hardware prefetch follows it) instead of hopping between planes.
-struct row_place {
-    const float* x = nullptr;      // the row's first input pixel, channel block 0
-    std::size_t ob = 0;            // first output block
-    std::size_t out_offset = 0;    // of the row's first output of block ob
-    float* levels = nullptr;       // the thread's scratch: levels * level_floats
-    std::size_t level_floats = 0;  // out_w * max_obs * block: one level for the row
-};
-
 // Adds 8 input channels' products to `acc` (or starts it, when `first`).
 template <std::size_t pixels, std::size_t obs, bool first>
-__attribute__((target("avx2,fma"), always_inline)) inline void add_block(const float* x, const float* w,
-                                                                         std::size_t weight_ob, __m256* acc) {
-    constexpr std::size_t step = block;  // stride 1: a row's pixels are adjacent
+__attribute__((target("avx2,fma"), always_inline)) inline void add_block(const float* x, const float* w, __m256* acc) {
+    constexpr std::size_t step = block;  // a row's pixels are adjacent
 #pragma GCC unroll 16
     for (std::size_t c = 0; c < block; ++c) {
         __m256 wc[obs];
 #pragma GCC unroll 16
-        for (std::size_t o = 0; o < obs; ++o) wc[o] = _mm256_loadu_ps(w + o * weight_ob + c * block);
+        for (std::size_t o = 0; o < obs; ++o) wc[o] = _mm256_loadu_ps(w + (c * obs + o) * block);
 #pragma GCC unroll 16
         for (std::size_t p = 0; p < pixels; ++p) {
             const __m256 xv = _mm256_broadcast_ss(x + p * step + c);
@@ -147,91 +148,103 @@ __attribute__((target("avx2,fma"), always_inline)) inline void add_block(const f
     }
 }
 
-// One leaf (leaf_blocks input blocks, summed from zero) of `pixels` outputs
-// for `obs` output blocks, added to the `merges` lower levels' held sums and
-// stored at level `merges`. `levels` points at the tile's place in level 0.
-template <std::size_t pixels, std::size_t obs>
-__attribute__((target("avx2,fma"))) void sum_leaf(const float* x, std::size_t blocks, std::size_t in_plane,
-                                                  const float* w, std::size_t weight_ob, float* levels,
-                                                  std::size_t level_floats, std::size_t merges) {
-    constexpr std::size_t count = pixels * obs, weight_block = block * block;
-    __m256 acc[count];
-    add_block<pixels, obs, true>(x, w, weight_ob, acc);
-    for (std::size_t more = 1; more < blocks; ++more)
-        add_block<pixels, obs, false>(x + more * in_plane, w + more * weight_block, weight_ob, acc);
-    for (std::size_t level = 0; level < merges; ++level) {
-        const float* held = levels + level * level_floats;
+// One leaf of a row for one pair of output blocks: the leaf's one or two
+// input blocks (`x0`, `x1`: their rows' first pixels) and weights, where the
+// tree's held levels live, and for the last leaf where the outputs go. The
+// pairwise tree has the same shape for every tile, so a leaf is summed for
+// the whole row before the next: each input block's row is read start to
+// end (hardware prefetch follows it) instead of hopping between planes.
+struct leaf_pass {
+    const float* x0 = nullptr;
+    const float* x1 = nullptr;     // null when the leaf is one block
+    const float* w = nullptr;      // the leaf's first block, output blocks ob..
+    float* levels = nullptr;       // the row's level 0, tile-major inside a level
+    std::size_t level_floats = 0;  // out_w * max_obs * block
+    std::size_t merges = 0;        // held levels 0 .. merges-1 this leaf completes
+    // The last leaf only: the held levels left above `merges`, added lowest
+    // first, then the epilogue, stored at y (output block ob, the row's first pixel).
+    std::uint32_t upper = 0;
+    const float* bias = nullptr;  // ob's first bias, or null
+    const float* residual = nullptr;
+    float* y = nullptr;
+    std::size_t out_ob = 0;  // floats between output blocks' planes
+};
+
+// Sums leaf `a` for `tiles` tiles of `pixels` outputs starting at output
+// pixel `first`. Each tile's leaf sum adds the held levels it completes
+// (held on the left); an inner leaf stores the result at level `merges`, the
+// last one adds the levels still held (lowest first), bias, residual and relu
+// and stores the outputs, so the whole tree's order stays: leaf sums of 16
+// channels, equal-sized sums added pairwise.
+template <std::size_t pixels, std::size_t obs, bool last, finish then>
+__attribute__((target("avx2,fma"))) void sum_leaf_tiles(const leaf_pass& a, std::size_t first, std::size_t tiles) {
+    constexpr std::size_t count = pixels * obs, weight_block = block * block * obs;
+    // Locals, so that the stores below cannot make the compiler reload them.
+    const float *const x0 = a.x0, *const x1 = a.x1, *const w = a.w, *const bias = a.bias;
+    const float* const residual = a.residual;
+    const std::size_t level_floats = a.level_floats, merges = a.merges, out_ob = a.out_ob;
+    float *const levels = a.levels, *const y = a.y;
+    __m256 b[obs];
+    if constexpr (last)
 #pragma GCC unroll 16
-        for (std::size_t i = 0; i < count; ++i) acc[i] = _mm256_add_ps(_mm256_loadu_ps(held + i * block), acc[i]);
+        for (std::size_t o = 0; o < obs; ++o)
+            b[o] = bias != nullptr ? _mm256_loadu_ps(bias + o * block) : _mm256_setzero_ps();
+    for (std::size_t t = 0, ow = first; t < tiles; ++t, ow += pixels) {
+        __m256 acc[count];
+        add_block<pixels, obs, true>(x0 + ow * block, w, acc);
+        if (x1 != nullptr) add_block<pixels, obs, false>(x1 + ow * block, w + weight_block, acc);
+        float* tile_levels = levels + ow * max_obs * block;
+        for (std::size_t level = 0; level < merges; ++level) {
+            const float* held = tile_levels + level * level_floats;
+#pragma GCC unroll 16
+            for (std::size_t i = 0; i < count; ++i) acc[i] = _mm256_add_ps(_mm256_loadu_ps(held + i * block), acc[i]);
+        }
+        if constexpr (!last) {
+            float* slot = tile_levels + merges * level_floats;
+#pragma GCC unroll 16
+            for (std::size_t i = 0; i < count; ++i) _mm256_storeu_ps(slot + i * block, acc[i]);
+        } else {
+            for (std::uint32_t upper = a.upper, level = merges + 1; upper != 0; upper >>= 1, ++level) {
+                if (!(upper & 1u)) continue;
+                const float* held = tile_levels + level * level_floats;
+#pragma GCC unroll 16
+                for (std::size_t i = 0; i < count; ++i)
+                    acc[i] = _mm256_add_ps(acc[i], _mm256_loadu_ps(held + i * block));
+            }
+#pragma GCC unroll 16
+            for (std::size_t o = 0; o < obs; ++o) {
+#pragma GCC unroll 16
+                for (std::size_t p = 0; p < pixels; ++p) {
+                    const std::size_t at = o * out_ob + (ow + p) * block;
+                    __m256 v = acc[o * pixels + p];
+                    if (bias != nullptr) v = _mm256_add_ps(v, b[o]);
+                    if constexpr (then == finish::add || then == finish::add_relu)
+                        v = _mm256_add_ps(v, _mm256_loadu_ps(residual + at));
+                    if constexpr (then == finish::relu || then == finish::add_relu)
+                        v = _mm256_max_ps(v, _mm256_setzero_ps());
+                    _mm256_storeu_ps(y + at, v);
+                }
+            }
+        }
     }
-    float* slot = levels + merges * level_floats;
-#pragma GCC unroll 16
-    for (std::size_t i = 0; i < count; ++i) _mm256_storeu_ps(slot + i * block, acc[i]);
 }
 
-// Adds the held levels (lowest first), then bias and the post-op chain.
-template <std::size_t pixels, std::size_t obs, finish then>
-__attribute__((target("avx2,fma"))) void finish_tile(const pairwise_geometry& g, const epilogue& e, const float* bias,
-                                                     const float* residual, float* y, std::size_t ob,
-                                                     std::size_t out_offset, const float* levels,
-                                                     std::size_t level_floats, std::uint32_t occupied) {
-    constexpr std::size_t count = pixels * obs;
-    __m256 sums[count];
-#pragma GCC unroll 16
-    for (std::size_t i = 0; i < count; ++i) sums[i] = _mm256_setzero_ps();
-    bool first = true;
-    for (std::size_t level = 0; level < max_levels; ++level) {
-        if (!(occupied & (1u << level))) continue;
-        const float* held = levels + level * level_floats;
-#pragma GCC unroll 16
-        for (std::size_t i = 0; i < count; ++i) {
-            const __m256 v = _mm256_loadu_ps(held + i * block);
-            sums[i] = first ? v : _mm256_add_ps(sums[i], v);
-        }
-        first = false;
-    }
-    const std::size_t out_ob = g.out_h * g.out_w * block;
-#pragma GCC unroll 16
-    for (std::size_t o = 0; o < obs; ++o) {
-        const __m256 b = e.has_bias ? _mm256_loadu_ps(bias + (ob + o) * block) : _mm256_setzero_ps();
-#pragma GCC unroll 16
-        for (std::size_t p = 0; p < pixels; ++p) {
-            const std::size_t at = out_offset + o * out_ob + p * block;
-            __m256 v = sums[o * pixels + p];
-            if (e.has_bias) v = _mm256_add_ps(v, b);
-            if constexpr (then == finish::add || then == finish::add_relu)
-                v = _mm256_add_ps(v, _mm256_loadu_ps(residual + at));
-            if constexpr (then == finish::relu || then == finish::add_relu) v = _mm256_max_ps(v, _mm256_setzero_ps());
-            _mm256_storeu_ps(y + at, v);
-        }
-    }
-}
+using leaf_function = void (*)(const leaf_pass&, std::size_t, std::size_t);
 
-using leaf_function = void (*)(const float*, std::size_t, std::size_t, const float*, std::size_t, float*, std::size_t,
-                               std::size_t);
-using finish_function = void (*)(const pairwise_geometry&, const epilogue&, const float*, const float*, float*,
-                                 std::size_t, std::size_t, const float*, std::size_t, std::uint32_t);
-
-template <std::size_t obs, std::size_t... P>
+template <std::size_t obs, bool last, finish then, std::size_t... P>
 constexpr std::array<leaf_function, sizeof...(P)> make_leaf_functions(std::index_sequence<P...>) {
-    return {&sum_leaf<P + 1, obs>...};
+    return {&sum_leaf_tiles<P + 1, obs, last, then>...};
 }
 // [obs - 1][pixels - 1]
-constexpr std::array<std::array<leaf_function, tile>, max_obs> leaf_functions = {
-    make_leaf_functions<1>(std::make_index_sequence<tile>()), make_leaf_functions<2>(std::make_index_sequence<tile>())};
-
-template <std::size_t obs, finish then, std::size_t... P>
-constexpr std::array<finish_function, sizeof...(P)> make_finish_functions(std::index_sequence<P...>) {
-    return {&finish_tile<P + 1, obs, then>...};
-}
-template <finish then>
-constexpr std::array<std::array<finish_function, tile>, max_obs> finish_functions_for = {
-    make_finish_functions<1, then>(std::make_index_sequence<tile>()),
-    make_finish_functions<2, then>(std::make_index_sequence<tile>())};
-// [finish][obs - 1][pixels - 1]
-constexpr std::array<std::array<std::array<finish_function, tile>, max_obs>, finish_kinds> finish_functions = {
-    finish_functions_for<finish::none>, finish_functions_for<finish::relu>, finish_functions_for<finish::add>,
-    finish_functions_for<finish::add_relu>};
+using leaf_table = std::array<std::array<leaf_function, tile>, max_obs>;
+template <bool last, finish then>
+constexpr leaf_table leaf_functions_for = {make_leaf_functions<1, last, then>(std::make_index_sequence<tile>()),
+                                           make_leaf_functions<2, last, then>(std::make_index_sequence<tile>())};
+constexpr leaf_table inner_leaf_functions = leaf_functions_for<false, finish::none>;
+// [finish]
+constexpr std::array<leaf_table, finish_kinds> last_leaf_functions = {
+    leaf_functions_for<true, finish::none>, leaf_functions_for<true, finish::relu>,
+    leaf_functions_for<true, finish::add>, leaf_functions_for<true, finish::add_relu>};
 
 // Levels the pairwise tree needs for `leaves` leaves: one per bit.
 std::size_t tree_levels(std::size_t leaves) {
@@ -252,66 +265,66 @@ public:
           levels_(tree_levels((g_.in_blocks + leaf_blocks - 1) / leaf_blocks)) {}
 
     // Threads take output rows; for each pair of output blocks a row's
-    // tiles are summed leaf by leaf (see row_place).
+    // tiles are summed leaf by leaf (see leaf_pass). A k x k layer of stride
+    // 1 along the row first copies each image once with its padding, so a
+    // tap's columns are a run of that copy; other k x k layers build a row's
+    // columns in the thread's scratch.
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         const float* x = inputs[0].data_as<float>();
         const float* bias = e_.has_bias ? inputs[2].data_as<float>() : nullptr;
         const float* residual = nullptr;
         if (inputs.size() > (e_.has_bias ? 3u : 2u)) residual = inputs[e_.has_bias ? 3 : 2].data_as<float>();
         float* y = result.data_as<float>();
-        auto* levels = reinterpret_cast<float*>(scratch);
-        const bool columns = g_.taps() > 1;
-        const std::size_t in_plane = columns ? g_.out_w * block : g_.in_h * g_.in_w * block;
-        const std::size_t weight_ob = g_.in_blocks * block * block;
-        const std::size_t level_floats = g_.out_w * max_obs * block;
-        // Tiles of equal width (56 = 6 x 6 + 4 x 5, not 9 x 6 + 2): a narrow
-        // tile has too few independent sums to hide the FMA latency.
-        const std::size_t tiles = (g_.out_w + tile - 1) / tile, narrow = g_.out_w / tiles,
-                          wide_tiles = g_.out_w % tiles;
-        const auto rows = static_cast<std::ptrdiff_t>(g_.images * g_.out_h);
-        const auto& finishes = finish_functions[static_cast<std::size_t>(e_.then)];
-#pragma omp parallel for schedule(static) num_threads(threads_)
-        for (std::ptrdiff_t r = 0; r < rows; ++r) {
-            const auto row = static_cast<std::size_t>(r);
-            const std::size_t oh = row % g_.out_h, n = row / g_.out_h;
-            float* row_levels =
-                levels + static_cast<std::size_t>(omp_get_thread_num()) * (levels_ * level_floats + g_.column_floats());
-            const float* x_row = x + ((n * g_.in_blocks * g_.in_h + oh) * g_.in_w) * block;
-            if (columns) {
-                float* row_columns = row_levels + levels_ * level_floats;
-                fill_row_columns(g_, x + n * g_.channel_blocks * g_.in_h * g_.in_w * block, oh, row_columns);
-                x_row = row_columns;
-            }
-            for (std::size_t ob = 0; ob < g_.out_blocks; ob += max_obs) {
-                const std::size_t obs = std::min(max_obs, g_.out_blocks - ob);
-                const float* w_ob = weights_.data() + ob * weight_ob;
-                std::uint32_t occupied = 0;
-                for (std::size_t cb = 0; cb < g_.in_blocks; cb += leaf_blocks) {
-                    const std::size_t blocks = std::min(leaf_blocks, g_.in_blocks - cb);
-                    // Binary counter: level l holds the sum of 2^l leaves; equal sizes merge.
-                    std::size_t merges = 0;
-                    while (occupied & (1u << merges)) ++merges;
-                    for (std::size_t i = 0, ow = 0; i < tiles; ++i) {
-                        const std::size_t pixels = narrow + (i < wide_tiles ? 1 : 0);
-                        leaf_functions[obs - 1][pixels - 1](x_row + cb * in_plane + ow * block, blocks, in_plane,
-                                                            w_ob + cb * block * block, weight_ob,
-                                                            row_levels + ow * max_obs * block, level_floats, merges);
-                        ow += pixels;
+        float* padded = reinterpret_cast<float*>(scratch);
+        float* thread_areas = padded + padded_floats();
+        const std::size_t thread_floats = levels_ * level_floats() + g_.column_floats();
+        const std::size_t image_floats = g_.channel_blocks * g_.in_h * g_.in_w * block;
+#pragma omp parallel num_threads(threads_)
+        {
+            float* own = thread_areas + static_cast<std::size_t>(omp_get_thread_num()) * thread_floats;
+            const row_sums sums{x, bias, residual, y, padded, own};
+            if (g_.padded_input()) {
+                const auto padded_rows = static_cast<std::ptrdiff_t>(g_.channel_blocks * g_.padded_h());
+                const auto out_rows = static_cast<std::ptrdiff_t>(g_.out_h);
+                for (std::size_t n = 0; n < g_.images; ++n) {
+#pragma omp for schedule(static)
+                    for (std::ptrdiff_t r = 0; r < padded_rows; ++r)
+                        fill_padded_row(x + n * image_floats, static_cast<std::size_t>(r), padded);
+#pragma omp for schedule(static)
+                    for (std::ptrdiff_t r = 0; r < out_rows; ++r) {
+                        const auto oh = static_cast<std::size_t>(r);
+                        sum_span(sums, n, oh, oh * g_.out_w, g_.out_w);
                     }
-                    occupied = (occupied & ~((1u << merges) - 1)) | (1u << merges);
                 }
-                const std::size_t out_row = ((n * g_.out_blocks + ob) * g_.out_h + oh) * g_.out_w * block;
-                for (std::size_t i = 0, ow = 0; i < tiles; ++i) {
-                    const std::size_t pixels = narrow + (i < wide_tiles ? 1 : 0);
-                    finishes[obs - 1][pixels - 1](g_, e_, bias, residual, y, ob, out_row + ow * block,
-                                                  row_levels + ow * max_obs * block, level_floats, occupied);
-                    ow += pixels;
+            } else if (g_.taps() > 1) {
+                const auto rows = static_cast<std::ptrdiff_t>(g_.images * g_.out_h);
+#pragma omp for schedule(static)
+                for (std::ptrdiff_t r = 0; r < rows; ++r) {
+                    const auto row = static_cast<std::size_t>(r);
+                    const std::size_t oh = row % g_.out_h;
+                    sum_span(sums, row / g_.out_h, oh, oh * g_.out_w, g_.out_w);
+                }
+            } else {
+                // A 1 x 1 layer's pixels are one run per channel block, so
+                // each thread takes an equal part of every image (in whole
+                // tiles) in spans that tile with few narrow tiles.
+                const std::size_t plane = g_.out_h * g_.out_w, parts = static_cast<std::size_t>(threads_);
+                const auto items = static_cast<std::ptrdiff_t>(g_.images * parts);
+#pragma omp for schedule(static)
+                for (std::ptrdiff_t i = 0; i < items; ++i) {
+                    const std::size_t n = static_cast<std::size_t>(i) / parts,
+                                      part = static_cast<std::size_t>(i) % parts;
+                    const std::size_t begin = plane * part / parts / tile * tile;
+                    const std::size_t end = part + 1 == parts ? plane : plane * (part + 1) / parts / tile * tile;
+                    for (std::size_t q = begin; q < end; q += span_pixels())
+                        sum_span(sums, n, 0, q, std::min(span_pixels(), end - q));
                 }
             }
         }
     }
     std::size_t scratch_bytes() const override {
-        return static_cast<std::size_t>(threads_) * (levels_ * g_.out_w * max_obs * block + g_.column_floats()) *
+        return (padded_floats() +
+                static_cast<std::size_t>(threads_) * (levels_ * level_floats() + g_.column_floats())) *
                sizeof(float);
     }
 
@@ -328,10 +341,100 @@ public:
         for (std::size_t o = 0; o < m; ++o)
             for (std::size_t i = 0; i < c; ++i)
                 for (std::size_t t = 0; t < taps; ++t)
-                    dst[(o * c + i) * taps + t] = weights_[packed_index(o, t * c + i, taps * c)];
+                    dst[(o * c + i) * taps + t] = weights_[packed_index(o, t * c + i, taps * c, m)];
     }
 
 private:
+    struct row_sums {
+        const float* x;
+        const float* bias;
+        const float* residual;
+        float* y;
+        const float* padded;  // the image with its padding (padded_input)
+        float* own;           // the thread's levels, then its row columns
+    };
+
+    // Output pixels summed together: a row of a k x k layer, a span of a 1 x 1 one.
+    std::size_t span_pixels() const {
+        constexpr std::size_t span_1x1 = 10 * tile;
+        return g_.taps() > 1 ? g_.out_w : std::min(span_1x1, g_.out_h * g_.out_w);
+    }
+    std::size_t level_floats() const {
+        return span_pixels() * max_obs * block;
+    }
+    std::size_t padded_floats() const {
+        // rounded up to a cache line, so the threads' scratch starts on one
+        return g_.padded_input() ? (g_.channel_blocks * g_.padded_h() * g_.padded_w() * block + 15) / 16 * 16 : 0;
+    }
+
+    // Row r of the padded image [C/8][padded_h][padded_w][8] from image `x`.
+    void fill_padded_row(const float* x, std::size_t r, float* padded) const {
+        const std::size_t cb = r / g_.padded_h(), py = r % g_.padded_h(), pw = g_.padded_w();
+        float* out = padded + r * pw * block;
+        const std::size_t top = g_.window.pad_begin[0], left = g_.window.pad_begin[1];
+        if (py < top || py >= top + g_.in_h) {
+            std::fill_n(out, pw * block, 0.f);
+            return;
+        }
+        std::fill_n(out, left * block, 0.f);
+        std::memcpy(out + left * block, x + (cb * g_.in_h + py - top) * g_.in_w * block,
+                    g_.in_w * block * sizeof(float));
+        std::fill_n(out + (left + g_.in_w) * block, (pw - left - g_.in_w) * block, 0.f);
+    }
+
+    // Output pixels [first, first + width) of image `n`, every output block:
+    // within row `oh` for a k x k layer, anywhere in the plane for 1 x 1.
+    void sum_span(const row_sums& s, std::size_t n, std::size_t oh, std::size_t first, std::size_t width) const {
+        const std::size_t weight_ob = g_.in_blocks * block * block;
+        const std::size_t taps = g_.taps();
+        float* columns = s.own + levels_ * level_floats();
+        if (taps > 1 && !g_.padded_input())
+            fill_row_columns(g_, s.x + n * g_.channel_blocks * g_.in_h * g_.in_w * block, oh, columns);
+        // Where input block b (tap-major for k x k) has the span's first pixel.
+        const auto block_row = [&](std::size_t b) -> const float* {
+            if (taps == 1) return s.x + ((n * g_.in_blocks + b) * g_.in_h * g_.in_w + first) * block;
+            if (!g_.padded_input()) return columns + b * g_.out_w * block;
+            const std::size_t tap = b / g_.channel_blocks, cb = b % g_.channel_blocks;
+            const std::size_t py = oh * g_.window.stride[0] + tap / g_.kernel_w * g_.window.dilation[0];
+            const std::size_t px = tap % g_.kernel_w * g_.window.dilation[1];
+            return s.padded + ((cb * g_.padded_h() + py) * g_.padded_w() + px) * block;
+        };
+        // Tiles of equal width (56 = 6 x 6 + 4 x 5, not 9 x 6 + 2): a narrow
+        // tile has too few independent sums to hide the FMA latency.
+        const std::size_t tiles = (width + tile - 1) / tile, narrow = width / tiles, wide_tiles = width % tiles;
+        const std::size_t leaves = (g_.in_blocks + leaf_blocks - 1) / leaf_blocks;
+        const auto& last_functions = last_leaf_functions[static_cast<std::size_t>(e_.then)];
+        for (std::size_t ob = 0; ob < g_.out_blocks; ob += max_obs) {
+            const std::size_t obs = std::min(max_obs, g_.out_blocks - ob);
+            leaf_pass a;
+            a.levels = s.own;
+            a.level_floats = level_floats();
+            std::uint32_t occupied = 0;
+            for (std::size_t leaf = 0; leaf < leaves; ++leaf) {
+                const std::size_t cb = leaf * leaf_blocks;
+                a.x0 = block_row(cb);
+                a.x1 = cb + 1 < g_.in_blocks ? block_row(cb + 1) : nullptr;
+                a.w = weights_.data() + ob * weight_ob + cb * block * block * obs;
+                // Binary counter: level l holds the sum of 2^l leaves; equal sizes merge.
+                a.merges = 0;
+                while (occupied & (1u << a.merges)) ++a.merges;
+                const bool last = leaf + 1 == leaves;
+                const leaf_table& functions = last ? last_functions : inner_leaf_functions;
+                if (last) {
+                    a.upper = occupied >> (a.merges + 1);
+                    a.bias = s.bias != nullptr ? s.bias + ob * block : nullptr;
+                    const std::size_t out_row = ((n * g_.out_blocks + ob) * g_.out_h * g_.out_w + first) * block;
+                    a.residual = s.residual != nullptr ? s.residual + out_row : nullptr;
+                    a.y = s.y + out_row;
+                    a.out_ob = g_.out_h * g_.out_w * block;
+                }
+                if (wide_tiles > 0) functions[obs - 1][narrow](a, 0, wide_tiles);
+                functions[obs - 1][narrow - 1](a, wide_tiles * (narrow + 1), tiles - wide_tiles);
+                occupied = (occupied & ~((1u << a.merges) - 1)) | (1u << a.merges);
+            }
+        }
+    }
+
     pairwise_geometry g_;
     epilogue e_;
     std::vector<float> weights_;
