@@ -8,6 +8,9 @@ fused op must agree.
 """
 
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -407,6 +410,39 @@ def test_threads_option_gives_the_same_results():
         outs.append(np.asarray(p.run({"x": x})[0]))
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(outs[0], conv_reference(x, w, [1, 1], [1, 1], [1, 1], 1), **TOL)
+
+
+THREAD_PROBE = """
+import os, sys
+import numpy as np
+import kiln
+rng = np.random.default_rng(0)
+x = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
+w = (rng.standard_normal((64, 64, 3, 3)) * 0.05).astype(np.float32)
+p = kiln.program()
+m = p.get_main_module()
+y = m.add_parameter("x", kiln.shape("float", list(x.shape)))
+for _ in range(2):
+    y = m.add_instruction(kiln.op("relu"), [m.add_instruction(kiln.op("convolution", padding=[1, 1]), [y, m.add_literal(w)])])
+m.add_return([y])
+before = len(os.listdir("/proc/self/task"))
+p.compile(kiln.get_target("cpu"), threads=int(sys.argv[1]))
+p.run({"x": x})
+print(len(os.listdir("/proc/self/task")) - before)
+"""
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: OpenMP starts no second thread either way")
+def test_threads_option_limits_the_onednn_kernels_too():
+    """With threads=1 no OpenMP worker thread is started, in compiling (oneDNN sizes a primitive's parallel
+    work for the thread count at its creation) or in running; with threads=2 one is."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    started = {}
+    for threads in (1, 2):
+        out = subprocess.run([sys.executable, "-c", THREAD_PROBE, str(threads)], env=env, capture_output=True,
+                             text=True, check=True)
+        started[threads] = int(out.stdout.strip().splitlines()[-1])
+    assert started == {1: 0, 2: 1}
 
 
 @pytest.mark.parametrize("config", [([3, 3], [2, 2], [1, 1], [1, 1], False), ([2, 3], [1, 2], [0, 1], [2, 1], False),
