@@ -10,7 +10,10 @@ of it from the 7 x 7 stem and the 3 x 3 layers. The cpu target now sums an
 image-like input per channel and a k x k convolution over blocked input as
 im2col + 1 x 1 (whose kernel sums in blocks), which these tests pin down:
 with the direct kernels the stem is 1.6x and a 3 x 3 chain 2.3x (64
-channels) to 3.9x (256 channels) farther from float64 than ONNX Runtime.
+channels) to 3.9x (256 channels) farther from float64 than ONNX Runtime. 3 x 3 stride-1 layers between 14 x 14
+and 56 x 56 run by Winograd's F(2 x 2, 3 x 3), whose transforms round too:
+summed over all 64 channels at once it was 1.5x ONNX Runtime's distance on
+the 64-channel chain; summing 32 channels at a time brings it to 1.2x.
 """
 
 import numpy as np
@@ -82,7 +85,7 @@ def test_image_stem_is_as_accurate_as_onnxruntime():
     assert kiln_error <= ORT_FACTOR * ort_error, f"kiln {kiln_error:.3g}, onnxruntime {ort_error:.3g}"
 
 
-@pytest.mark.parametrize("channels,size", [(64, 28), (256, 7)])
+@pytest.mark.parametrize("channels,size", [(64, 28), (256, 14), (256, 7)])
 def test_deep_3x3_chain_is_as_accurate_as_onnxruntime(channels, size):
     rng = np.random.default_rng(5)
     x = np.maximum(rng.standard_normal((1, channels, size, size)), 0).astype(np.float32)

@@ -272,6 +272,32 @@ def test_fused_convolution_pairwise_sum_order(config, post, has_bias):
     np.testing.assert_array_equal(unblocked(np.asarray(p.run(feed)[0])), expected)
 
 
+# 3 x 3 stride-1 convolutions on blocked input with an output plane below
+# 56 x 56 (16 tiles of 2 x 2 and up over the batch) run by Winograd's
+# F(2 x 2, 3 x 3): odd output extents (tiles cut at the edge), padding 0, 1
+# and 2 and uneven padding, channel counts that are not a multiple of 16 (a
+# single output block, 5 input blocks: a chunk tail), tile groups that do not
+# fill their last run of 6, several groups (many channels), a batch whose
+# tiles straddle images, and a batch of 7 x 7 images.
+WINOGRAD_CONFIGS = [  # x, w, stride, padding, dilation
+    ((1, 16, 14, 14), (16, 16, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
+    ((2, 40, 15, 17), (24, 40, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
+    ((1, 8, 16, 18), (8, 8, 3, 3), [1, 1], [0, 0, 0, 0], [1, 1]),
+    ((1, 16, 13, 12), (8, 16, 3, 3), [1, 1], [2, 2, 2, 2], [1, 1]),
+    ((1, 24, 16, 15), (16, 24, 3, 3), [1, 1], [1, 0, 0, 2], [1, 1]),
+    ((3, 136, 14, 14), (32, 136, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
+    ((1, 512, 28, 28), (40, 512, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
+    ((8, 16, 7, 7), (16, 16, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
+]
+
+
+@pytest.mark.parametrize("config", WINOGRAD_CONFIGS, ids=str)
+@pytest.mark.parametrize("post", [[], ["relu"], ["add", "relu"], ["add"]], ids=str)
+@pytest.mark.parametrize("has_bias", [False, True])
+def test_fused_convolution_winograd(config, post, has_bias):
+    check_fused_convolution(config, post, has_bias, "nchw8c")
+
+
 def check_fused_convolution(config, post, has_bias, output_layout):
     xs, ws, stride, padding, dilation = config
     x, w, bias = rand(*xs), rand(*ws), rand(ws[0])

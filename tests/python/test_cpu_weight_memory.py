@@ -199,22 +199,23 @@ def test_weights_seen_through_views(also_sliced):
 
 
 def test_convolutions_split_for_accuracy_hold_their_weights_once():
-    """A 5x5 convolution of a 3-channel image (one convolution per channel) and a 3x3 one over blocked input
-    (im2col + 1x1) keep their weights rearranged; the literals still save, print and verify as given."""
+    """A 5x5 convolution of a 3-channel image (one convolution per channel) and a 3x3 stride-2 one over blocked
+    input (im2col + 1x1) keep their weights rearranged; the literals still save, print and verify as given."""
     w_image, w_blocked = exact_values(16, 3, 5, 5), exact_values(16, 16, 3, 3)
     p = kiln.program()
     m = p.get_main_module()
     x = m.add_parameter("x", kiln.shape("float", [2, 3, 12, 12]))
     y = m.add_instruction(kiln.op("convolution", padding=[2, 2]), [x, m.add_literal(w_image)])
     y = m.add_instruction(kiln.op("relu"), [y])
-    m.add_return([m.add_instruction(kiln.op("convolution", padding=[1, 1]), [y, m.add_literal(w_blocked)])])
+    m.add_return([m.add_instruction(kiln.op("convolution", padding=[1, 1], stride=[2, 2]),
+                                    [y, m.add_literal(w_blocked)])])
     p.compile(kiln.get_target("cpu"))
     weights = w_image.nbytes + w_blocked.nbytes
     assert p.held_literal_bytes() == 0
     assert_held_once(p, weights)
     x_value = np.random.default_rng(4).uniform(-1, 1, (2, 3, 12, 12)).astype(np.float32)
     expected = np.maximum(conv_reference(x_value, w_image, [1, 1], [2, 2], [1, 1], 1), 0)
-    expected = conv_reference(expected, w_blocked, [1, 1], [1, 1], [1, 1], 1)
+    expected = conv_reference(expected, w_blocked, [2, 2], [1, 1], [1, 1], 1)
     before = np.asarray(p.run({"x": x_value})[0])
     np.testing.assert_allclose(before, expected, rtol=1e-4, atol=1e-4)
     data = kiln.save_buffer(p)
@@ -251,5 +252,31 @@ def test_pairwise_sum_convolutions_hold_their_weights_once():
         assert w.tobytes() in data
     np.testing.assert_array_equal(np.asarray(kiln.load_buffer(data).run({"x": x_value})[0]), before)
     assert "@literal{" + ", ".join("%g" % v for v in w_point.reshape(-1)[:6]) in str(p)
+    r = kiln.verify(p, inputs={"x": x_value}, per_instruction=True)
+    assert r["passed"], r["text"]
+
+
+def test_winograd_convolutions_keep_their_literal():
+    """A 3 x 3 stride-1 convolution below 56 x 56 runs by Winograd's F(2 x 2, 3 x 3) from weights transformed
+    to 4 x 4 tiles (16/9 the bytes, rounded, so the exact values cannot be recovered from them): the literal
+    stays, and saves, prints and verifies as given."""
+    w_point, w_window = exact_values(16, 3, 1, 1), exact_values(24, 16, 3, 3)
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", [1, 3, 14, 14]))
+    y = m.add_instruction(kiln.op("relu"), [m.add_instruction(kiln.op("convolution"), [x, m.add_literal(w_point)])])
+    m.add_return([m.add_instruction(kiln.op("convolution", padding=[1, 1]), [y, m.add_literal(w_window)])])
+    p.compile(kiln.get_target("cpu"))
+    assert p.held_literal_bytes() == w_window.nbytes
+    assert p.kernel_constant_bytes() >= w_window.nbytes * 16 // 9
+    x_value = np.random.default_rng(6).uniform(-1, 1, (1, 3, 14, 14)).astype(np.float32)
+    expected = np.maximum(conv_reference(x_value, w_point, [1, 1], [0, 0], [1, 1], 1), 0)
+    expected = conv_reference(expected, w_window, [1, 1], [1, 1], [1, 1], 1)
+    before = np.asarray(p.run({"x": x_value})[0])
+    np.testing.assert_allclose(before, expected, rtol=1e-4, atol=1e-4)
+    data = kiln.save_buffer(p)
+    assert w_point.tobytes() in data and w_window.tobytes() in data
+    np.testing.assert_array_equal(np.asarray(kiln.load_buffer(data).run({"x": x_value})[0]), before)
+    assert "@literal{" + ", ".join("%g" % v for v in w_window.reshape(-1)[:6]) in str(p)
     r = kiln.verify(p, inputs={"x": x_value}, per_instruction=True)
     assert r["passed"], r["text"]

@@ -27,6 +27,12 @@ std::shared_ptr<const cpu_kernel> make_pairwise_sum_convolution_kernel(const op:
 // Whether a convolution with this plain [N, M, H, W] result, summing over
 // this many input channels (C * kh * kw), is one of those layers.
 bool prefers_pairwise_sum(const shape& plain_output, std::size_t summed_channels);
+// 3 x 3 stride-1 fused_convolution on blocked input by Winograd's F(2 x 2, 3 x 3)
+// for the layers prefers_winograd picks (winograd_convolution.cpp)
+std::shared_ptr<const cpu_kernel> make_winograd_convolution_kernel(const op::fused_convolution& conv,
+                                                                   const kernel_request& r);
+// Whether a 3 x 3 convolution with this plain [N, M, H, W] result runs faster that way.
+bool prefers_winograd(const shape& plain_output);
 // dot, fused_dot (dnnl_matmul.cpp)
 std::shared_ptr<const cpu_kernel> make_matmul_kernel(const kernel_request& r);
 // average pooling (dnnl_pooling.cpp)
