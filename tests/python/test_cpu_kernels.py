@@ -471,6 +471,34 @@ def test_threads_option_limits_the_onednn_kernels_too():
     assert started == {1: 0, 2: 1}
 
 
+def test_winograd_convolution_given_fewer_threads_than_compiled_for(tmp_path):
+    """A kernel compiled for 4 threads whose parallel regions get 1 (OMP_THREAD_LIMIT) still computes every
+    output block: the Winograd kernel's shares of output blocks are taken in turn by the threads it gets."""
+    x, w = rand(1, 8, 14, 14), rand(128, 8, 1, 1)
+    w3 = rand(128, 128, 3, 3) / 16
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", w)
+    np.save(tmp_path / "w3.npy", w3)
+    script = """
+import sys, numpy as np, kiln
+d = sys.argv[1]
+x, w, w3 = (np.load(f"{d}/{n}.npy") for n in ("x", "w", "w3"))
+p = kiln.program()
+m = p.get_main_module()
+y = m.add_instruction(kiln.op("relu"), [m.add_instruction(kiln.op("convolution"),
+                                                          [m.add_parameter("x", kiln.shape("float", list(x.shape))),
+                                                           m.add_literal(w)])])
+m.add_return([m.add_instruction(kiln.op("convolution", padding=[1, 1]), [y, m.add_literal(w3)])])
+p.compile(kiln.get_target("cpu"), threads=4)
+np.save(f"{d}/y.npy", np.asarray(p.run({"x": x})[0]))
+"""
+    env = dict(os.environ, OMP_THREAD_LIMIT="1")
+    subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, check=True)
+    hidden = np.maximum(conv_reference(x, w, [1, 1], [0, 0], [1, 1], 1), 0)
+    expected = conv_reference(hidden, w3, [1, 1], [1, 1], [1, 1], 1)
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), expected, **TOL)
+
+
 @pytest.mark.parametrize("config", [([3, 3], [2, 2], [1, 1], [1, 1], False), ([2, 3], [1, 2], [0, 1], [2, 1], False),
                                     ([3, 3], [2, 2], [1, 1], [1, 1], True)], ids=str)
 def test_max_pooling_matches_ref_and_keeps_nans(config):

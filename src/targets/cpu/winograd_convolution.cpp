@@ -269,19 +269,25 @@ public:
         }
         float* products_base = v + v_floats;
         const std::size_t ob_pairs = (g_.out_blocks + max_obs - 1) / max_obs;
+        // The output blocks go in threads_ shares (what the scratch is sized
+        // for); a team given fewer threads takes several shares each.
+        const auto shares = static_cast<std::size_t>(threads_);
 #pragma omp parallel num_threads(threads_)
         {
             const auto thread = static_cast<std::size_t>(omp_get_thread_num());
             const auto threads = static_cast<std::size_t>(omp_get_num_threads());
-            // This thread's output blocks, in pairs.
-            const std::size_t ob_begin = std::min(g_.out_blocks, share_begin(ob_pairs, thread, threads) * max_obs);
-            const std::size_t ob_end = std::min(g_.out_blocks, share_begin(ob_pairs, thread + 1, threads) * max_obs);
             float* products = products_base + thread * products_floats();
             for (std::size_t first = 0; first < total_tiles; first += g_.group_tiles) {
                 const std::size_t count = std::min(g_.group_tiles, total_tiles - first);
 #pragma omp for schedule(static)
                 for (std::size_t cb = 0; cb < g_.in_blocks; ++cb) transform_input(g_, x, first, count, cb, v);
-                multiply_and_finish(v, first, count, ob_begin, ob_end, products, bias, residual, y);
+                for (std::size_t share = thread; share < shares; share += threads) {
+                    const std::size_t ob_begin =
+                        std::min(g_.out_blocks, share_begin(ob_pairs, share, shares) * max_obs);
+                    const std::size_t ob_end =
+                        std::min(g_.out_blocks, share_begin(ob_pairs, share + 1, shares) * max_obs);
+                    multiply_and_finish(v, first, count, ob_begin, ob_end, products, bias, residual, y);
+                }
                 // The next group's input transform overwrites V.
 #pragma omp barrier
             }
