@@ -7,7 +7,7 @@ namespace kiln::driver {
 
 namespace {
 
-constexpr const char* spin_count = "1000";
+constexpr const char* spin_count = "10000";  // why: python/kiln/_openmp_wait_policy.py
 
 }  // namespace
 
