@@ -29,6 +29,7 @@
 
 #include "ops/conv.hpp"
 #include "ops/fused_convolution.hpp"
+#include "targets/cpu/blocked_convolution_epilogue.hpp"
 #include "targets/cpu/cpu_kernels.hpp"
 
 #if defined(__x86_64__)
@@ -100,13 +101,9 @@ void fill_row_columns(const pairwise_geometry& g, const float* x, std::size_t oh
 // The post-op chains the kernel applies after the bias: nothing, relu, a
 // residual add, or a residual add then relu (a template argument, so the
 // epilogue has no branch per vector).
-enum class finish { none, relu, add, add_relu };
-constexpr std::size_t finish_kinds = 4;
-
-struct epilogue {
-    bool has_bias = false;
-    finish then = finish::none;
-};
+using blocked_convolution::epilogue;
+using blocked_convolution::finish;
+using blocked_convolution::finish_kinds;
 
 // Weights [M, C] (C columns) as groups of max_obs output blocks (fewer in
 // the last), each [C/8][8 input channels][blocks of the group][8 output
@@ -466,12 +463,7 @@ std::shared_ptr<const cpu_kernel> make_pairwise_sum_convolution_kernel(const op:
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
     const argument& weights = r.constant_inputs[1];
-    if (!supported || conv.input_layout != op::tensor_layout::nchw8c ||
-        conv.output_layout != op::tensor_layout::nchw8c || conv.group != 1 || x.ndim() != 5 || w.ndim() != 4 ||
-        x.type() != dtype::float_type || w.type() != dtype::float_type || !x.standard() || weights.empty() ||
-        !weights.get_shape().standard() || w.lens()[0] % block != 0 || w.lens()[1] != x.lens()[1] * block ||
-        !r.output_shape.standard())
-        return nullptr;
+    if (!supported || !blocked_convolution::reads_blocked_float(conv, r)) return nullptr;
     const std::size_t kernel_h = w.lens()[2], kernel_w = w.lens()[3];
     const ops::window window =
         ops::make_window(conv.name(), {kernel_h, kernel_w}, conv.padding, conv.stride, conv.dilation);
@@ -484,25 +476,9 @@ std::shared_ptr<const cpu_kernel> make_pairwise_sum_convolution_kernel(const op:
         for (auto s : window.stride)
             if (s != 1) return nullptr;
     }
-    epilogue e;
-    e.has_bias = conv.has_bias;
-    using kind = op::post_op_kind;
-    const auto& kinds = conv.post.kinds;
-    const bool plain_relu =
-        std::all_of(conv.post.alpha.begin(), conv.post.alpha.end(), [](double a) { return a == 0; });
-    if (kinds.empty())
-        e.then = finish::none;
-    else if (kinds == std::vector<kind>{kind::relu} && plain_relu)
-        e.then = finish::relu;
-    else if (kinds == std::vector<kind>{kind::add})
-        e.then = finish::add;
-    else if (kinds == std::vector<kind>{kind::add, kind::relu} && plain_relu)
-        e.then = finish::add_relu;
-    else
-        return nullptr;
-    for (std::size_t i = conv.first_post_operand(); i < r.input_shapes.size(); ++i)
-        if (r.input_shapes[i].lens() != r.output_shape.lens() || !r.input_shapes[i].standard()) return nullptr;
-    if (conv.has_bias && (!r.input_shapes[2].standard() || r.input_shapes[2].elements() != w.lens()[0])) return nullptr;
+    const auto found = blocked_convolution::epilogue_of(conv, r, w.lens()[0]);
+    if (!found) return nullptr;
+    const epilogue e = *found;
     const shape plain_y = conv.plain_output_shape(r.input_shapes);
     if (!prefers_pairwise_sum(plain_y, w.lens()[1] * kernel_h * kernel_w)) return nullptr;
 

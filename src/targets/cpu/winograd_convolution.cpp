@@ -29,6 +29,7 @@
 
 #include "ops/conv.hpp"
 #include "ops/fused_convolution.hpp"
+#include "targets/cpu/blocked_convolution_epilogue.hpp"
 #include "targets/cpu/cpu_kernels.hpp"
 
 #if defined(__x86_64__)
@@ -58,12 +59,8 @@ struct winograd_geometry {
     std::size_t tiles() const { return images * tiles_h * tiles_w; }
 };
 
-enum class finish { none, relu, add, add_relu };
-
-struct epilogue {
-    bool has_bias = false;
-    finish then = finish::none;
-};
+using blocked_convolution::epilogue;
+using blocked_convolution::finish;
 
 // U = G g G^T for each (output, input) channel pair, in float64, stored as
 // [element][M/8][C][8 output lanes].
@@ -376,34 +373,14 @@ std::shared_ptr<const cpu_kernel> make_winograd_convolution_kernel(const op::fus
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
     const argument& weights = r.constant_inputs[1];
-    if (!supported || conv.input_layout != op::tensor_layout::nchw8c ||
-        conv.output_layout != op::tensor_layout::nchw8c || conv.group != 1 || x.ndim() != 5 || w.ndim() != 4 ||
-        x.type() != dtype::float_type || w.type() != dtype::float_type || !x.standard() || weights.empty() ||
-        !weights.get_shape().standard() || w.lens()[0] % block != 0 || w.lens()[1] != x.lens()[1] * block ||
-        w.lens()[2] != 3 || w.lens()[3] != 3 || !r.output_shape.standard())
+    if (!supported || !blocked_convolution::reads_blocked_float(conv, r) || w.lens()[2] != 3 || w.lens()[3] != 3)
         return nullptr;
     const ops::window window = ops::make_window(conv.name(), {3, 3}, conv.padding, conv.stride, conv.dilation);
     for (std::size_t i = 0; i < 2; ++i)
         if (window.stride[i] != 1 || window.dilation[i] != 1 || window.pad_begin[i] > 2) return nullptr;
-    epilogue e;
-    e.has_bias = conv.has_bias;
-    using kind = op::post_op_kind;
-    const auto& kinds = conv.post.kinds;
-    const bool plain_relu =
-        std::all_of(conv.post.alpha.begin(), conv.post.alpha.end(), [](double a) { return a == 0; });
-    if (kinds.empty())
-        e.then = finish::none;
-    else if (kinds == std::vector<kind>{kind::relu} && plain_relu)
-        e.then = finish::relu;
-    else if (kinds == std::vector<kind>{kind::add})
-        e.then = finish::add;
-    else if (kinds == std::vector<kind>{kind::add, kind::relu} && plain_relu)
-        e.then = finish::add_relu;
-    else
-        return nullptr;
-    for (std::size_t i = conv.first_post_operand(); i < r.input_shapes.size(); ++i)
-        if (r.input_shapes[i].lens() != r.output_shape.lens() || !r.input_shapes[i].standard()) return nullptr;
-    if (conv.has_bias && (!r.input_shapes[2].standard() || r.input_shapes[2].elements() != w.lens()[0])) return nullptr;
+    const auto found = blocked_convolution::epilogue_of(conv, r, w.lens()[0]);
+    if (!found) return nullptr;
+    const epilogue e = *found;
     const shape plain_y = conv.plain_output_shape(r.input_shapes);
     if (!prefers_winograd(plain_y)) return nullptr;
 
