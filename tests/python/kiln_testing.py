@@ -1,5 +1,7 @@
 """Helpers shared by the Python tests (imported by name; conftest.py keeps
 only fixtures, since several conftest.py files exist in this tree)."""
+import threading
+
 import numpy as np
 
 import kiln
@@ -15,6 +17,25 @@ def build_program(params, body):
     outputs = body(m, *handles)
     m.add_return(list(outputs) if isinstance(outputs, (list, tuple)) else [outputs])
     return p
+
+
+def run_in_threads(work, count):
+    """work(k) for k in range(count), each on a thread of its own, all at once; fails with every
+    exception the threads raised."""
+    failures = []
+
+    def guarded(k):
+        try:
+            work(k)
+        except Exception as e:  # reported below, in the calling thread
+            failures.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures
 
 
 def run_on(p, target_name, inputs, **options):

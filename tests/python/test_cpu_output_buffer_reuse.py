@@ -3,11 +3,11 @@ has dropped it (mapping fresh zeroed pages for GPT-2's 26 MB of logits cost
 ~12 ms a run). A result the caller still holds is never written by a later
 run; results stay correct run after run, against numpy; concurrent runs each
 get their own buffers."""
-import threading
 
 import numpy as np
 
 import kiln
+from kiln_testing import run_in_threads
 
 # Big enough (8 MB) that buffers are mapped pages, as GPT-2's logits are.
 ROWS, COLS = 512, 4096
@@ -80,19 +80,10 @@ def test_numpy_views_keep_their_values():
 def test_concurrent_runs_keep_their_own_results():
     p = program()
     cases = [feeds(30 + k) for k in range(4)]
-    failures = []
 
     def worker(k):
-        try:
-            for _ in range(3):
-                f, want = cases[k]
-                check(p.run(f), want)
-        except Exception as e:  # reported below, in the main thread
-            failures.append(e)
+        for _ in range(3):
+            f, want = cases[k]
+            check(p.run(f), want)
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(len(cases))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures, failures
+    run_in_threads(worker, len(cases))
