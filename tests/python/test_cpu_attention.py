@@ -131,6 +131,88 @@ def test_fused_attention_op_by_hand_on_both_targets(rng):
         np.testing.assert_allclose(got, attention64(q, kt, v, 0.7, mask), rtol=2e-5, atol=2e-5, err_msg=target)
 
 
+# Mask layouts the kernel reads differently: contiguous rows, one row for all
+# query rows, a column-strided view (gathered per tile), one value per query
+# row broadcast over the keys, and a per-batch-entry causal mask.
+MASK_LAYOUTS = {  # batch, heads, Sq, Sk, D, Dv, mask layout
+    "rows_vit_sizes": (2, 3, 197, 197, 64, 64, "rows"),
+    "one_row_odd_head": (2, 2, 7, 7, 33, 17, "one_row"),
+    "transposed_view": (1, 3, 37, 45, 16, 8, "transposed"),
+    "per_query_row": (2, 2, 20, 19, 5, 3, "per_query"),
+    "causal_per_batch": (3, 2, 50, 50, 64, 64, "causal"),
+}
+
+
+def mask_for(layout, b, sq, sk, rng):
+    """(mask as numpy broadcasts it against the scores, the parameter's array, transpose it in the graph)."""
+    if layout == "rows":
+        m = np.where(rng.random((b, 1, sq, sk)) < 0.3, -np.inf, rng.standard_normal((b, 1, sq, sk)))
+    elif layout == "one_row":
+        m = np.where(rng.random((b, 1, 1, sk)) < 0.3, np.finfo(np.float32).min, 0)
+    elif layout == "transposed":
+        m = rng.standard_normal((1, 1, sq, sk)) * 3
+    elif layout == "per_query":
+        m = rng.standard_normal((b, 1, sq, 1)) * 3
+    else:
+        m = np.broadcast_to(causal_mask(sq, sk, -np.inf), (b, 1, sq, sk)).copy()
+        m[1] = np.where(rng.random((sq, sk)) < 0.5, -np.inf, m[1])
+    m = m.astype(np.float32)
+    if layout == "transposed":
+        return m, np.ascontiguousarray(m.transpose(0, 1, 3, 2)), True
+    return m, m, False
+
+
+@pytest.mark.parametrize("case", sorted(MASK_LAYOUTS))
+def test_mask_layouts_match_float64_and_ref(case, rng):
+    b, h, sq, sk, d, dv, layout = MASK_LAYOUTS[case]
+    q = rng.standard_normal((b, h, sq, d)).astype(np.float32)
+    kt = rng.standard_normal((b, h, d, sk)).astype(np.float32)
+    v = rng.standard_normal((b, h, sk, dv)).astype(np.float32)
+    mask, given, transposed = mask_for(layout, b, sq, sk, rng)
+    spec = {"q": ("float", q.shape), "kt": ("float", kt.shape), "v": ("float", v.shape),
+            "mask": ("float", given.shape)}
+
+    def body(m, q_, kt_, v_, mask_):
+        if transposed:
+            mask_ = m.add_instruction(kiln.op("transpose", permutation=[0, 1, 3, 2]), [mask_])
+        return m.add_instruction(kiln.op("fused_attention", scale=0.125, has_mask=True, nan_to_zero=True),
+                                 [q_, kt_, v_, mask_])
+
+    feed = {"q": q, "kt": kt, "v": v, "mask": given}
+    (cpu,) = run_on(build_program(spec, body), "cpu", feed)
+    (ref,) = run_on(build_program(spec, body), "ref", feed)
+    want = attention64(q, kt, v, 0.125, mask, nan_to_zero=True)
+    np.testing.assert_allclose(cpu, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(cpu, ref, rtol=2e-5, atol=2e-5)
+
+
+def test_scores_spread_beyond_exp_range_and_nan_rows(rng):
+    """Scores spanning hundreds (probabilities that underflow float32 next to
+    the row's maximum), and a NaN in one query row: that row's output is
+    zero with the guard and NaN without, the other rows unaffected."""
+    b, h, sq, sk, d = 1, 2, 23, 41, 16
+    q = (rng.standard_normal((b, h, sq, d)) * 8).astype(np.float32)
+    kt = (rng.standard_normal((b, h, d, sk)) * 8).astype(np.float32)
+    v = rng.standard_normal((b, h, sk, 16)).astype(np.float32)
+    q[0, 1, 4, 3] = np.nan
+    spec = {"q": ("float", q.shape), "kt": ("float", kt.shape), "v": ("float", v.shape)}
+    feed = {"q": q, "kt": kt, "v": v}
+    for guard in [True, False]:
+        def body(m, q_, kt_, v_):
+            return m.add_instruction(kiln.op("fused_attention", scale=0.5, has_mask=False, nan_to_zero=guard),
+                                     [q_, kt_, v_])
+
+        (cpu,) = run_on(build_program(spec, body), "cpu", feed)
+        (ref,) = run_on(build_program(spec, body), "ref", feed)
+        want = attention64(q, kt, v, 0.5, nan_to_zero=guard)
+        assert np.isnan(cpu[0, 1, 4]).all() != guard
+        assert not np.isnan(np.delete(cpu[0, 1], 4, axis=0)).any() and not np.isnan(cpu[0, 0]).any()
+        np.testing.assert_allclose(cpu, want, rtol=2e-5, atol=2e-5, equal_nan=True)
+        # Scores near 100 carry float32 rounding errors of ~1e-5 into the
+        # exponent, in ref's own result as in the kernel's.
+        np.testing.assert_allclose(cpu, ref, rtol=1e-4, atol=1e-4, equal_nan=True)
+
+
 def causal_mask(sq, sk, masked_value):
     """0 on and below the diagonal (aligned to the last key), masked_value above: [1, 1, sq, sk]."""
     above = np.arange(sk)[None, :] > np.arange(sq)[:, None] + (sk - sq)

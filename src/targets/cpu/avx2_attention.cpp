@@ -1,10 +1,13 @@
 // Fused attention (see avx2_kernels.hpp): per batch entry and tile of query
-// rows, scores = q_tile @ kt into a per-thread buffer, a scaled, masked
-// softmax over each row there, then out_tile = scores @ v. Both products use
-// one register-blocked kernel: 6 rows x 16 columns of accumulators over
-// the right-hand matrix packed in panels of 16 columns per batch entry.
+// rows, scores = q_tile @ kt * scale + mask into a per-thread buffer (each
+// row's maximum gathered as the blocks are stored), e = exp(scores - max)
+// in place with each row's sum, then out_tile = (e @ v) / sum: two passes
+// over the scores besides the products. Both products use one
+// register-blocked kernel: 6 rows x 16 columns of accumulators over the
+// right-hand matrix packed in panels of 16 columns per batch entry.
 #include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -55,12 +58,13 @@ void pack_panels(const float* b, const std::size_t* strides, std::size_t k, std:
     }
 }
 
-// c[R x 16] = a[R x k] @ panel; a's rows at stride lda with contiguous
-// columns, c's rows at ldc. 2R accumulators; the loops over rows are
-// unrolled explicitly because at -O3 GCC otherwise keeps the arrays in
+// The R x 16 block a[R x k] @ panel, handed row by row (two vectors of 8
+// columns) to `finish`, which scales, masks and stores it. a's rows at
+// stride lda with contiguous columns. 2R accumulators; the loops over rows
+// are unrolled explicitly because at -O3 GCC otherwise keeps the arrays in
 // memory and adds a store per FMA.
-template <int R>
-void panel_kernel(const float* a, std::size_t lda, const float* panel, std::size_t k, float* c, std::size_t ldc) {
+template <int R, class Finish>
+void panel_kernel(const float* a, std::size_t lda, const float* panel, std::size_t k, const Finish& finish) {
     __m256 left[R], right[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) left[r] = right[r] = _mm256_setzero_ps();
@@ -74,50 +78,38 @@ void panel_kernel(const float* a, std::size_t lda, const float* panel, std::size
         }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-        _mm256_storeu_ps(c + static_cast<std::size_t>(r) * ldc, left[r]);
-        _mm256_storeu_ps(c + static_cast<std::size_t>(r) * ldc + 8, right[r]);
-    }
+    for (int r = 0; r < R; ++r) finish(r, left[r], right[r]);
 }
 
-// Rows [0, R) of one panel's product into c, at most `width` columns of it.
-template <int R>
-void panel_rows(const float* a, std::size_t lda, const float* panel, std::size_t k, float* c, std::size_t ldc,
-                std::size_t width) {
-    if (width == panel_width) return panel_kernel<R>(a, lda, panel, k, c, ldc);
-    alignas(32) float tile[R * panel_width];
-    panel_kernel<R>(a, lda, panel, k, tile, panel_width);
-    for (int r = 0; r < R; ++r)
-        std::memcpy(c + static_cast<std::size_t>(r) * ldc, tile + r * panel_width, width * sizeof(float));
-}
-
-// c[m x n] = a[m x k] @ b, b packed as panels of packed_k >= k rows (the
-// first k of them used).
+// m rows of a[m x k] @ b, b packed as panels of packed_k >= k rows (the
+// first k of them used), n columns: block (row0, col0, width) is finished
+// by finish_of(row0, col0, width), a callable as panel_kernel takes.
+template <class FinishOf>
 void gemm(const float* a, std::size_t lda, const float* panels, std::size_t packed_k, std::size_t k, std::size_t n,
-          float* c, std::size_t ldc, std::size_t m) {
+          std::size_t m, const FinishOf& finish_of) {
     for (std::size_t p = 0; p * panel_width < n; ++p) {
         const float* panel = panels + p * panel_width * packed_k;
         const std::size_t col0 = p * panel_width;
         const std::size_t width = n - col0 < panel_width ? n - col0 : panel_width;
-        float* cp = c + col0;
         std::size_t i = 0;
         // Six rows: twelve accumulators keep both FMA pipes busy through their latency.
-        for (; i + 6 <= m; i += 6) panel_rows<6>(a + i * lda, lda, panel, k, cp + i * ldc, ldc, width);
+        for (; i + 6 <= m; i += 6) panel_kernel<6>(a + i * lda, lda, panel, k, finish_of(i, col0, width));
+        const float* ai = a + i * lda;
         switch (m - i) {
             case 5:
-                panel_rows<5>(a + i * lda, lda, panel, k, cp + i * ldc, ldc, width);
+                panel_kernel<5>(ai, lda, panel, k, finish_of(i, col0, width));
                 break;
             case 4:
-                panel_rows<4>(a + i * lda, lda, panel, k, cp + i * ldc, ldc, width);
+                panel_kernel<4>(ai, lda, panel, k, finish_of(i, col0, width));
                 break;
             case 3:
-                panel_rows<3>(a + i * lda, lda, panel, k, cp + i * ldc, ldc, width);
+                panel_kernel<3>(ai, lda, panel, k, finish_of(i, col0, width));
                 break;
             case 2:
-                panel_rows<2>(a + i * lda, lda, panel, k, cp + i * ldc, ldc, width);
+                panel_kernel<2>(ai, lda, panel, k, finish_of(i, col0, width));
                 break;
             case 1:
-                panel_rows<1>(a + i * lda, lda, panel, k, cp + i * ldc, ldc, width);
+                panel_kernel<1>(ai, lda, panel, k, finish_of(i, col0, width));
                 break;
             default:
                 break;
@@ -125,97 +117,180 @@ void gemm(const float* a, std::size_t lda, const float* panels, std::size_t pack
     }
 }
 
-// dst[r * cols + c] = src[r * strides[0] + c * strides[1]]
-void pack(const float* src, const std::size_t* strides, std::size_t rows, std::size_t cols, float* dst) {
+// dst[r * ld + c] = src[r * strides[0] + c * strides[1]]
+void pack(const float* src, const std::size_t* strides, std::size_t rows, std::size_t cols, float* dst,
+          std::size_t ld) {
     for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < cols; ++c) dst[r * cols + c] = src[r * strides[0] + c * strides[1]];
+        for (std::size_t c = 0; c < cols; ++c) dst[r * ld + c] = src[r * strides[0] + c * strides[1]];
 }
 
-// Full vectors load and store plainly; masked moves (slow on some cores)
-// only at a row's tail.
-__m256 load(const float* p, std::size_t width, __m256i m) {
-    return width == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
-}
-void store(float* p, std::size_t width, __m256i m, __m256 v) {
-    if (width == 8)
-        _mm256_storeu_ps(p, v);
-    else
-        _mm256_maskstore_ps(p, m, v);
+// The first n (0..16) floats of p as two vectors, lanes past n zero.
+void load_part(const float* p, std::size_t n, __m256& lo, __m256& hi) {
+    lo = _mm256_maskload_ps(p, tail_mask(n < 8 ? n : 8));
+    hi = n > 8 ? _mm256_maskload_ps(p + 8, tail_mask(n - 8)) : _mm256_setzero_ps();
 }
 
-// One row of scores in place: x * scale + mask, then softmax (sum in double,
-// NaNs skipped by the maximum as in the softmax kernel), then the NaN guard.
-void softmax_row(float* x, std::size_t n, float scale, const float* mask, std::size_t mask_stride, bool nan_to_zero) {
-    const __m256 vs = splat(scale);
-    const __m256 minus_inf = splat(-std::numeric_limits<float>::infinity());
-    __m256 vmax = minus_inf;
-    for (std::size_t j = 0; j < n; j += 8) {
-        const std::size_t width = n - j < 8 ? n - j : 8;
-        const __m256i m = tail_mask(width);
-        __m256 v = _mm256_mul_ps(load(x + j, width, m), vs);
-        if (mask) {
-            __m256 mv;
-            if (mask_stride == 1) {
-                mv = load(mask + j, width, m);
-            } else if (mask_stride == 0) {
-                mv = splat(mask[0]);
+// Finishes a block of scores: s = acc * scale (+ mask), stored whole (16
+// columns; those past `width` as -inf, so that they count for nothing in
+// the maximum and the exponentials), and each row's running maximum kept
+// as 8 lanes. max_ps returns its second operand when the first is NaN:
+// NaN scores are skipped, as the softmax kernel skips them.
+struct finish_scores {
+    float* scores;        // the block's first row
+    std::size_t ld;       // between rows of scores
+    const float* mask;    // the block's first row, or null
+    std::size_t mask_ld;  // between rows of mask (0: one row for all)
+    float* row_max;       // 8 floats a row
+    __m256 scale;
+    std::size_t width;
+
+    void operator()(int r, __m256 lo, __m256 hi) const {
+        if (mask == nullptr) {
+            lo = _mm256_mul_ps(lo, scale);
+            hi = _mm256_mul_ps(hi, scale);
+        } else {
+            const float* m = mask + static_cast<std::size_t>(r) * mask_ld;
+            __m256 m_lo, m_hi;
+            if (width == panel_width) {
+                m_lo = _mm256_loadu_ps(m);
+                m_hi = _mm256_loadu_ps(m + 8);
             } else {
-                alignas(32) float lanes[8] = {};
-                for (std::size_t t = 0; t < width; ++t) lanes[t] = mask[(j + t) * mask_stride];
-                mv = _mm256_load_ps(lanes);
+                load_part(m, width, m_lo, m_hi);
             }
-            v = _mm256_add_ps(v, mv);
+            lo = _mm256_fmadd_ps(lo, scale, m_lo);
+            hi = _mm256_fmadd_ps(hi, scale, m_hi);
         }
-        store(x + j, width, m, v);
-        if (width < 8) v = _mm256_blendv_ps(minus_inf, v, _mm256_castsi256_ps(m));  // lanes past the end lose
-        vmax = _mm256_max_ps(v, vmax);
+        if (width != panel_width) {
+            const __m256 minus_inf = splat(-std::numeric_limits<float>::infinity());
+            lo = _mm256_blendv_ps(minus_inf, lo, _mm256_castsi256_ps(tail_mask(width < 8 ? width : 8)));
+            hi = _mm256_blendv_ps(minus_inf, hi, _mm256_castsi256_ps(tail_mask(width > 8 ? width - 8 : 0)));
+        }
+        float* s = scores + static_cast<std::size_t>(r) * ld;
+        _mm256_storeu_ps(s, lo);
+        _mm256_storeu_ps(s + 8, hi);
+        float* mx = row_max + static_cast<std::size_t>(r) * 8;
+        _mm256_store_ps(mx, _mm256_max_ps(hi, _mm256_max_ps(lo, _mm256_load_ps(mx))));
     }
-    const __m256 shift = splat(hmax_ps(vmax));
+};
+
+// Finishes a block of outputs: the unnormalized sums times the row's 1/sum.
+struct finish_outputs {
+    float* out;  // the block's first row
+    std::size_t ld;
+    const float* inv_sum;  // the block's first row's
+    std::size_t width;
+
+    void operator()(int r, __m256 lo, __m256 hi) const {
+        const __m256 inv = _mm256_broadcast_ss(inv_sum + r);
+        lo = _mm256_mul_ps(lo, inv);
+        hi = _mm256_mul_ps(hi, inv);
+        float* o = out + static_cast<std::size_t>(r) * ld;
+        if (width == panel_width) {
+            _mm256_storeu_ps(o, lo);
+            _mm256_storeu_ps(o + 8, hi);
+            return;
+        }
+        alignas(32) float tile[panel_width];
+        _mm256_store_ps(tile, lo);
+        _mm256_store_ps(tile + 8, hi);
+        std::memcpy(o, tile, width * sizeof(float));
+    }
+};
+
+// e^x for the softmax's x = s - max <= 0 (or NaN): exp_ps's reduction and
+// polynomial, times 2^n in one step, which is exact down to x = -87 (n >=
+// -126); below that the result (< 2^-125, nothing beside the row's maximum's
+// e^0 = 1) is 0. NaN stays NaN.
+__m256 exp_nonpositive_ps(__m256 x) {
+    const __m256 kept = _mm256_cmp_ps(x, splat(-87.0f), _CMP_NLT_UQ);
+    const __m256 n =
+        _mm256_round_ps(_mm256_mul_ps(x, splat(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, splat(-0.693145751953125f), x);
+    r = _mm256_fmadd_ps(n, splat(-1.428606765330187045e-06f), r);
+    __m256 q = splat(1.957598724e-04f);
+    q = _mm256_fmadd_ps(q, r, splat(1.393580460e-03f));
+    q = _mm256_fmadd_ps(q, r, splat(8.333889768e-03f));
+    q = _mm256_fmadd_ps(q, r, splat(4.166645557e-02f));
+    q = _mm256_fmadd_ps(q, r, splat(1.666666418e-01f));
+    q = _mm256_fmadd_ps(q, r, splat(5.000000000e-01f));
+    const __m256 p = _mm256_add_ps(splat(1.0f), _mm256_fmadd_ps(_mm256_mul_ps(r, r), q, r));
+    return _mm256_and_ps(kept, _mm256_mul_ps(p, pow2i(_mm256_cvtps_epi32(n))));
+}
+
+// One row of scores (n columns, padded with -inf to a multiple of 8) in
+// place: e = exp(s - max), and 1/sum(e) (summed in double) for the output.
+// A row whose sum is NaN (a NaN score, or every score -inf) has NaN
+// probabilities: with the guard they become zeros, so e is zeroed and the
+// row's outputs are sum(0 * v) as the unfused graph computes them.
+void exponentiate_row(float* s, std::size_t n, const float* row_max, bool nan_to_zero, float* inv_sum) {
+    const __m256 shift = splat(hmax_ps(_mm256_load_ps(row_max)));
     __m256d sum_low = _mm256_setzero_pd(), sum_high = _mm256_setzero_pd();
     for (std::size_t j = 0; j < n; j += 8) {
-        const std::size_t width = n - j < 8 ? n - j : 8;
-        const __m256i m = tail_mask(width);
-        __m256 e = exp_ps(_mm256_sub_ps(load(x + j, width, m), shift));
-        if (width < 8) e = _mm256_and_ps(e, _mm256_castsi256_ps(m));
-        store(x + j, width, m, e);
+        const __m256 e = exp_nonpositive_ps(_mm256_sub_ps(_mm256_loadu_ps(s + j), shift));
+        _mm256_storeu_ps(s + j, e);
         sum_low = _mm256_add_pd(sum_low, widen_low(e));
         sum_high = _mm256_add_pd(sum_high, widen_high(e));
     }
-    const __m256 inv = splat(static_cast<float>(1.0 / hsum_pd(_mm256_add_pd(sum_low, sum_high))));
-    for (std::size_t j = 0; j < n; j += 8) {
-        const std::size_t width = n - j < 8 ? n - j : 8;
-        const __m256i m = tail_mask(width);
-        __m256 p = _mm256_mul_ps(load(x + j, width, m), inv);
-        if (nan_to_zero) p = _mm256_andnot_ps(_mm256_cmp_ps(p, p, _CMP_UNORD_Q), p);
-        store(x + j, width, m, p);
+    const double sum = hsum_pd(_mm256_add_pd(sum_low, sum_high));
+    if (nan_to_zero && std::isnan(sum)) {
+        std::memset(s, 0, n * sizeof(float));
+        *inv_sum = 1;
+        return;
     }
+    *inv_sum = static_cast<float>(1.0 / sum);
+}
+
+// Scores' rows are padded to whole panels: the last panel's block is
+// stored whole.
+std::size_t scores_ld(const attention_plan& p) {
+    return (p.sk + panel_width - 1) / panel_width * panel_width;
+}
+
+// A mask whose columns are not contiguous is gathered per tile.
+bool gathers_mask(const attention_plan& p) {
+    return p.has_mask && p.mask_strides[1] != 1;
 }
 
 struct thread_buffers {
-    float* scores;     // tile_rows x sk
+    float* scores;     // tile_rows x scores_ld
+    float* row_max;    // tile_rows x 8
+    float* inv_sum;    // tile_rows
     float* q;          // tile_rows x d, when q's columns are strided
+    float* mask;       // tile_rows x scores_ld, when the mask's columns are strided
     float* kt_panels;  // kt [d x sk] as panels
     float* v_panels;   // v [sk x dv] as panels
 };
 
+// The per-thread buffers' offsets in floats, in the order of thread_buffers;
+// the last is the total.
+std::array<std::size_t, 8> buffer_offsets(const attention_plan& p) {
+    const std::size_t sizes[7] = {round_up(p.tile_rows * scores_ld(p)),
+                                  round_up(p.tile_rows * 8),
+                                  round_up(p.tile_rows),
+                                  round_up(p.tile_rows * p.d),
+                                  gathers_mask(p) ? round_up(p.tile_rows * scores_ld(p)) : 0,
+                                  round_up(panel_floats(p.d, p.sk)),
+                                  round_up(panel_floats(p.sk, p.dv))};
+    std::array<std::size_t, 8> offsets{};
+    for (std::size_t i = 0; i < 7; ++i) offsets[i + 1] = offsets[i] + sizes[i];
+    return offsets;
+}
+
 std::size_t thread_floats(const attention_plan& p) {
-    return round_up(p.tile_rows * p.sk) + round_up(p.tile_rows * p.d) + round_up(panel_floats(p.d, p.sk)) +
-           round_up(panel_floats(p.sk, p.dv));
+    return buffer_offsets(p)[7];
 }
 
 thread_buffers buffers_of(const attention_plan& p, float* base) {
-    thread_buffers b;
-    b.scores = base;
-    b.q = b.scores + round_up(p.tile_rows * p.sk);
-    b.kt_panels = b.q + round_up(p.tile_rows * p.d);
-    b.v_panels = b.kt_panels + round_up(panel_floats(p.d, p.sk));
-    return b;
+    const auto at = buffer_offsets(p);
+    return {base + at[0], base + at[1], base + at[2], base + at[3], base + at[4], base + at[5], base + at[6]};
 }
 
 // Work items [first, last): item = batch * tiles + tile.
 void run_items(const attention_plan& p, const float* q, const float* kt, const float* v, const float* mask, float* out,
                thread_buffers buf, std::size_t first, std::size_t last) {
     const std::size_t tiles = (p.sq + p.tile_rows - 1) / p.tile_rows;
+    const std::size_t ld = scores_ld(p);
+    const __m256 scale = splat(p.scale);
     std::size_t packed_batch = static_cast<std::size_t>(-1);
     for (std::size_t item = first; item < last; ++item) {
         const std::size_t b = item / tiles, row0 = (item % tiles) * p.tile_rows;
@@ -229,18 +304,43 @@ void run_items(const attention_plan& p, const float* q, const float* kt, const f
         const float* q_matrix = qb;
         std::size_t q_ld = p.q_strides[0];
         if (p.q_strides[1] != 1) {
-            pack(qb, p.q_strides, rows, p.d, buf.q);
+            pack(qb, p.q_strides, rows, p.d, buf.q, p.d);
             q_matrix = buf.q;
             q_ld = p.d;
         }
         // Key columns past `columns` have probability zero in every row here.
         const std::size_t columns = p.item_columns ? p.item_columns[item] : p.sk;
-        gemm(q_matrix, q_ld, buf.kt_panels, p.d, p.d, columns, buf.scores, p.sk, rows);
-        for (std::size_t r = 0; r < rows; ++r) {
-            const float* mask_row = p.has_mask ? mask + p.mask_offsets[b] + (row0 + r) * p.mask_strides[0] : nullptr;
-            softmax_row(buf.scores + r * p.sk, columns, p.scale, mask_row, p.mask_strides[1], p.nan_to_zero);
+        const float* mask_rows = nullptr;
+        std::size_t mask_ld = 0;
+        if (p.has_mask) {
+            mask_rows = mask + p.mask_offsets[b] + row0 * p.mask_strides[0];
+            mask_ld = p.mask_strides[0];
+            if (gathers_mask(p)) {
+                pack(mask_rows, p.mask_strides, rows, columns, buf.mask, ld);
+                mask_rows = buf.mask;
+                mask_ld = ld;
+            }
         }
-        gemm(buf.scores, p.sk, buf.v_panels, p.sk, columns, p.dv, out + (b * p.sq + row0) * p.dv, p.dv, rows);
+        for (std::size_t r = 0; r < rows; ++r)
+            _mm256_store_ps(buf.row_max + r * 8, splat(-std::numeric_limits<float>::infinity()));
+        gemm(q_matrix, q_ld, buf.kt_panels, p.d, p.d, columns, rows,
+             [&](std::size_t i, std::size_t col0, std::size_t width) {
+                 return finish_scores{buf.scores + i * ld + col0,
+                                      ld,
+                                      mask_rows ? mask_rows + i * mask_ld + col0 : nullptr,
+                                      mask_ld,
+                                      buf.row_max + i * 8,
+                                      scale,
+                                      width};
+             });
+        const std::size_t padded = (columns + 7) / 8 * 8;
+        for (std::size_t r = 0; r < rows; ++r)
+            exponentiate_row(buf.scores + r * ld, padded, buf.row_max + r * 8, p.nan_to_zero, buf.inv_sum + r);
+        float* out_rows = out + (b * p.sq + row0) * p.dv;
+        gemm(buf.scores, ld, buf.v_panels, p.sk, columns, p.dv, rows,
+             [&](std::size_t i, std::size_t col0, std::size_t width) {
+                 return finish_outputs{out_rows + i * p.dv + col0, p.dv, buf.inv_sum + i, width};
+             });
     }
 }
 

@@ -146,8 +146,9 @@ void run_layer_norm(const row_layout& layout, double epsilon, const float* x, co
 // softmax(scale * q @ kt + mask) @ v for each batch entry, in tiles of
 // `tile_rows` query rows: the tile's scores stay in a per-thread buffer from
 // the first product to the second. Operands are addressed by element
-// offsets per batch entry and (row, column) strides; kt, v and q are packed
-// per thread when their columns are not contiguous. With `item_columns`,
+// offsets per batch entry and (row, column) strides; kt and v are packed
+// per thread, q and the mask gathered per tile when their columns are not
+// contiguous. With `item_columns`,
 // work item (batch entry, tile) computes only its first item_columns[item]
 // key columns: the others are masked out for every row of the tile (a
 // causal mask), so their probabilities are exactly zero.
