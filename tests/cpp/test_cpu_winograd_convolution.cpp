@@ -1,5 +1,5 @@
-// The cpu target runs 3 x 3 stride-1 convolutions with outputs below 56 x 56
-// (16 tiles of 2 x 2 and up over the batch) by Winograd's F(2 x 2, 3 x 3)
+// The cpu target runs 3 x 3 stride-1 convolutions with 16 tiles of 2 x 2
+// and up over the batch by Winograd's F(2 x 2, 3 x 3)
 // (winograd_convolution.cpp). Whole programs through the cpu pipeline
 // (blocked layout, fused bias, relu and residual adds) against ref.
 #include "pass_test_helpers.hpp"
@@ -47,6 +47,11 @@ TEST(cpu_winograd_convolution, residual_block_14x14_shared_tiles) {
 // both images in one group.
 TEST(cpu_winograd_convolution, residual_block_odd_extent_batch) {
     residual_block(2, 24, 15);
+}
+
+// ResNet-50's first stage: 56 x 56 planes sum 16 channels at a time.
+TEST(cpu_winograd_convolution, residual_block_56x56) {
+    residual_block(1, 64, 56);
 }
 
 // A DenseNet-like layer: many input channels (several tile groups), few

@@ -10,8 +10,8 @@ of it from the 7 x 7 stem and the 3 x 3 layers. The cpu target now sums an
 image-like input per channel and a k x k convolution over blocked input as
 im2col + 1 x 1 (whose kernel sums in blocks), which these tests pin down:
 with the direct kernels the stem is 1.6x and a 3 x 3 chain 2.3x (64
-channels) to 3.9x (256 channels) farther from float64 than ONNX Runtime. 3 x 3 stride-1 layers between 14 x 14
-and 56 x 56 run by Winograd's F(2 x 2, 3 x 3), whose transforms round too:
+channels) to 3.9x (256 channels) farther from float64 than ONNX Runtime. 3 x 3 stride-1 layers of 7 x 7 and up
+run by Winograd's F(2 x 2, 3 x 3), whose transforms round too:
 summed over all 64 channels at once it was 1.5x ONNX Runtime's distance on
 the 64-channel chain; summing 32 channels at a time brings it to 1.2x.
 """
@@ -96,12 +96,14 @@ def test_deep_3x3_chain_is_as_accurate_as_onnxruntime(channels, size):
 
 def test_high_resolution_bottleneck_is_more_accurate_than_onnxruntime():
     """A 56 x 56 ResNet bottleneck (1 x 1, 3 x 3, 1 x 1): the layers whose rounding a deep network amplifies
-    most sum input channels pairwise, which puts Kiln 0.66x ONNX Runtime's distance from float64 here."""
+    most. The 1 x 1 ones sum input channels pairwise and the 3 x 3 one runs by Winograd 16 channels at a time,
+    which puts Kiln 0.89x ONNX Runtime's distance from float64 here (0.66x with the 3 x 3 layer summed
+    pairwise too, at 1.8x its time)."""
     rng = np.random.default_rng(3)
     x = np.maximum(rng.standard_normal((1, 64, 56, 56)), 0).astype(np.float32)
     layers = [he_layer(rng, 64, 64, 1, 1, 0), he_layer(rng, 64, 64, 3, 1, 1), he_layer(rng, 256, 64, 1, 1, 0)]
     kiln_error, ort_error = distances_from_float64(x, layers)
-    assert kiln_error <= 0.8 * ort_error, f"kiln {kiln_error:.3g}, onnxruntime {ort_error:.3g}"
+    assert kiln_error <= 0.95 * ort_error, f"kiln {kiln_error:.3g}, onnxruntime {ort_error:.3g}"
 
 
 def test_thin_high_resolution_1x1_chain_is_as_accurate_as_onnxruntime():

@@ -166,10 +166,11 @@ PAIRWISE_SUM_CONFIGS = [  # x, w, stride, padding, dilation
     ((1, 24, 56, 56), (40, 24, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     ((1, 40, 57, 57), (16, 40, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     ((1, 72, 56, 58), (16, 72, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
-    ((1, 16, 57, 59), (8, 16, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
-    # k x k: columns built row by row; leaves straddling taps (5 blocks),
-    # stride 2 with uneven padding, dilation, a non-square kernel, a batch
-    ((2, 40, 56, 57), (16, 40, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
+    ((1, 16, 57, 59), (8, 16, 5, 5), [1, 1], [2, 2, 2, 2], [1, 1]),
+    # k x k (3 x 3 stride 1 is Winograd's): columns built row by row; leaves
+    # straddling taps (5 blocks), stride 2 with uneven padding, dilation, a
+    # non-square kernel, a batch
+    ((2, 40, 56, 57), (16, 40, 3, 5), [1, 1], [1, 2, 1, 2], [1, 1]),
     ((1, 24, 113, 114), (8, 24, 3, 3), [2, 2], [1, 0, 0, 1], [1, 1]),
     ((1, 8, 60, 60), (16, 8, 3, 3), [1, 1], [2, 2, 2, 2], [2, 2]),
     ((1, 16, 56, 58), (8, 16, 3, 1), [1, 1], [1, 0, 1, 0], [1, 1]),
@@ -237,8 +238,8 @@ PAIRWISE_ORDER_CONFIGS = [  # x, w, stride, padding, dilation
     ((2, 64, 56, 57), (32, 64, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     ((1, 72, 57, 58), (24, 72, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     ((1, 256, 56, 56), (16, 256, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
-    ((1, 40, 56, 59), (40, 40, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
-    ((2, 16, 57, 56), (32, 16, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
+    ((1, 40, 56, 59), (40, 40, 5, 5), [1, 1], [2, 2, 2, 2], [1, 1]),
+    ((2, 16, 57, 56), (32, 16, 3, 5), [1, 1], [1, 2, 1, 2], [1, 1]),
     ((1, 24, 113, 114), (8, 24, 3, 3), [2, 2], [1, 0, 0, 1], [1, 1]),
     ((1, 8, 60, 61), (16, 8, 3, 3), [1, 1], [2, 1, 2, 3], [2, 2]),
     ((1, 16, 56, 62), (8, 16, 1, 5), [1, 1], [0, 2, 0, 2], [1, 1]),
@@ -272,13 +273,14 @@ def test_fused_convolution_pairwise_sum_order(config, post, has_bias):
     np.testing.assert_array_equal(unblocked(np.asarray(p.run(feed)[0])), expected)
 
 
-# 3 x 3 stride-1 convolutions on blocked input with an output plane below
-# 56 x 56 (16 tiles of 2 x 2 and up over the batch) run by Winograd's
-# F(2 x 2, 3 x 3): odd output extents (tiles cut at the edge), padding 0, 1
-# and 2 and uneven padding, channel counts that are not a multiple of 16 (a
-# single output block, 5 input blocks: a chunk tail), tile groups that do not
-# fill their last run of 6, several groups (many channels), a batch whose
-# tiles straddle images, and a batch of 7 x 7 images.
+# 3 x 3 stride-1 convolutions on blocked input (16 tiles of 2 x 2 and up over
+# the batch) run by Winograd's F(2 x 2, 3 x 3): odd output extents (tiles cut
+# at the edge), padding 0, 1 and 2 and uneven padding, channel counts that are
+# not a multiple of 16 (a single output block, 5 input blocks: a chunk tail),
+# tile groups that do not fill their last run of 6, several groups (many
+# channels), a batch whose tiles straddle images, a batch of 7 x 7 images,
+# and 56 x 56 and larger planes, which sum 16 channels at a time (ResNet-50's
+# 64-channel layer, DenseNet-121's 128 -> 32, an odd one at 112 x 113).
 WINOGRAD_CONFIGS = [  # x, w, stride, padding, dilation
     ((1, 16, 14, 14), (16, 16, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
     ((2, 40, 15, 17), (24, 40, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
@@ -288,6 +290,10 @@ WINOGRAD_CONFIGS = [  # x, w, stride, padding, dilation
     ((3, 136, 14, 14), (32, 136, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
     ((1, 512, 28, 28), (40, 512, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
     ((8, 16, 7, 7), (16, 16, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
+    ((1, 64, 56, 56), (64, 64, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
+    ((1, 128, 56, 56), (32, 128, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
+    ((2, 40, 57, 56), (24, 40, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
+    ((1, 16, 112, 113), (8, 16, 3, 3), [1, 1], [1, 0, 1, 2], [1, 1]),
 ]
 
 

@@ -165,10 +165,10 @@ std::shared_ptr<const cpu_kernel> make_im2col_convolution_kernel(const op::fused
     g.kernel_h = w.lens()[2];
     g.kernel_w = w.lens()[3];
     if (g.taps() == 1) return nullptr;  // already a 1 x 1 convolution
-    // Layers summed pairwise build their columns a row at a time themselves.
-    if (auto kernel = make_pairwise_sum_convolution_kernel(conv, r)) return kernel;
-    // 3 x 3 stride-1 layers below 56 x 56 do 2.25x fewer multiplies by Winograd's F(2 x 2, 3 x 3).
+    // 3 x 3 stride-1 layers do 2.25x fewer multiplies by Winograd's F(2 x 2, 3 x 3).
     if (auto kernel = make_winograd_convolution_kernel(conv, r)) return kernel;
+    // Other layers summed pairwise build their columns a row at a time themselves.
+    if (auto kernel = make_pairwise_sum_convolution_kernel(conv, r)) return kernel;
     const shape plain_y = conv.plain_output_shape(r.input_shapes);
     const std::size_t batch = x.lens()[0];
     g.channel_blocks = x.lens()[1];

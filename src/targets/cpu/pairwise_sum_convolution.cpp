@@ -11,6 +11,8 @@
 // float64 answer (measured by evaluating the network exactly up to a cut and
 // in float32 after it), so layers with a 56 x 56 or larger output run here
 // (`prefers_pairwise_sum`); the deeper layers keep oneDNN's faster kernel.
+// 3 x 3 stride-1 layers go to Winograd's F(2 x 2, 3 x 3) instead, whose
+// sums run over C products rather than 9C (winograd_convolution.cpp).
 // ResNet-50's logits come 0.8x as far from float64 as with oneDNN there
 // (rms 7.2e-6 -> 5.7e-6, ONNX Runtime 6.7e-6).
 //

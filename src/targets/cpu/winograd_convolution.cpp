@@ -15,12 +15,17 @@
 // register-blocked AVX2 kernel (6 tiles x 16 output channels), and finally
 // transforms its products back, adding the bias and the post-ops.
 //
-// Accuracy: each run of chunk_blocks input blocks (32 channels) is summed
-// from zero and then added to the partial sum, as oneDNN's 1 x 1 kernel does.
-// Summing all C at once put a 64-channel 3 x 3 chain 1.5x ONNX Runtime's
-// distance from float64 (im2col + oneDNN: 1.17x); 32 at a time 1.23x, 16 at
-// a time 1.05x but ~15% slower. ResNet-50's logits come closer to float64
-// than with im2col + oneDNN (kiln verify: no element outside the tolerance).
+// Accuracy: each run of a few input blocks is summed from zero and then
+// added to the partial sum, as oneDNN's 1 x 1 kernel does: 32 channels
+// (chunk_blocks) below 56 x 56, 16 at 56 x 56 and above, the layers whose
+// rounding the rest of an image network amplifies most (see
+// pairwise_sum_convolution.cpp). Summing all C at once put a 64-channel
+// 3 x 3 chain 1.5x ONNX Runtime's distance from float64 (im2col + oneDNN:
+// 1.17x); 32 at a time 1.23x. An element's sum here runs over C products,
+// not the direct form's 9C, so at 56 x 56 it stays about as accurate as the
+// pairwise-sum kernel's: ResNet-50's logits over six random images, rms
+// distance from float64 5.58e-6 with that kernel on its 56 x 56 3 x 3
+// layers, 5.80e-6 with this one (ONNX Runtime 7.22e-6), for 1.8x less time.
 #include <omp.h>
 
 #include <algorithm>
@@ -43,19 +48,22 @@ namespace kiln {
 namespace {
 
 constexpr std::size_t block = ops::channel_block;
-constexpr std::size_t elements = 16;                    // of a 4 x 4 transformed tile
-constexpr std::size_t max_tiles = 6;                    // tiles multiplied together
-constexpr std::size_t max_obs = 2;                      // output channel blocks multiplied together
-constexpr std::size_t max_shared_u_bytes = 512 * 1024;  // transformed weights every thread may read
-constexpr std::size_t chunk_blocks = 4;                 // input blocks summed from zero before joining the partial sum
+constexpr std::size_t elements = 16;                     // of a 4 x 4 transformed tile
+constexpr std::size_t max_tiles = 6;                     // tiles multiplied together
+constexpr std::size_t max_obs = 2;                       // output channel blocks multiplied together
+constexpr std::size_t max_shared_u_bytes = 512 * 1024;   // transformed weights every thread may read
+constexpr std::size_t chunk_blocks = 4;                  // input blocks summed from zero before joining the partial sum
+constexpr std::size_t high_resolution_chunk_blocks = 2;  // the same at 56 x 56 and above
+constexpr std::size_t high_resolution_pixels = 56 * 56;
 
 struct winograd_geometry {
     std::size_t images = 0, in_blocks = 0, out_blocks = 0;
     std::size_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
     std::size_t pad_top = 0, pad_left = 0;
     std::size_t tiles_h = 0, tiles_w = 0;
-    std::size_t group_tiles = 0;  // tiles transformed and multiplied together
-    bool own_tiles = false;       // threads split the tiles, not the output blocks
+    std::size_t group_tiles = 0;   // tiles transformed and multiplied together
+    bool own_tiles = false;        // threads split the tiles, not the output blocks
+    std::size_t chunk_blocks = 0;  // input blocks summed from zero before joining the partial sum
     std::size_t tiles() const { return images * tiles_h * tiles_w; }
 };
 
@@ -127,14 +135,14 @@ __attribute__((target("avx2,fma"))) void transform_input(const winograd_geometry
 
 // products[ob][tile][8] of `tiles` tiles and `obs` output blocks for one
 // element: the sum over input blocks of V[cb][tile][c] * U[ob][cb * 8 + c][8],
-// each run of chunk_blocks blocks summed from zero and then added on.
+// each run of `chunk` blocks summed from zero and then added on.
 template <std::size_t tiles, std::size_t obs>
 __attribute__((target("avx2,fma"))) void multiply_tiles(const float* v, std::size_t v_block_floats, const float* u,
                                                         std::size_t u_ob_floats, std::size_t in_blocks, float* products,
-                                                        std::size_t product_ob_floats) {
+                                                        std::size_t product_ob_floats, std::size_t chunk) {
     constexpr std::size_t count = tiles * obs;
-    for (std::size_t cb0 = 0; cb0 < in_blocks; cb0 += chunk_blocks) {
-        const std::size_t cb1 = std::min(in_blocks, cb0 + chunk_blocks);
+    for (std::size_t cb0 = 0; cb0 < in_blocks; cb0 += chunk) {
+        const std::size_t cb1 = std::min(in_blocks, cb0 + chunk);
         __m256 acc[count];
 #pragma GCC unroll 16
         for (std::size_t i = 0; i < count; ++i) acc[i] = _mm256_setzero_ps();
@@ -168,7 +176,7 @@ __attribute__((target("avx2,fma"))) void multiply_tiles(const float* v, std::siz
 }
 
 using multiply_function = void (*)(const float*, std::size_t, const float*, std::size_t, std::size_t, float*,
-                                   std::size_t);
+                                   std::size_t, std::size_t);
 
 template <std::size_t obs, std::size_t... T>
 constexpr std::array<multiply_function, sizeof...(T)> make_multiply_functions(std::index_sequence<T...>) {
@@ -335,7 +343,8 @@ private:
                 for (std::size_t t = 0; t < count; t += max_tiles) {
                     const std::size_t tiles = std::min(max_tiles, count - t);
                     multiply_functions[obs - 1][tiles - 1](ve + t * block, g_.group_tiles * block, u, u_ob_floats,
-                                                           g_.in_blocks, p + t * block, product_ob_floats);
+                                                           g_.in_blocks, p + t * block, product_ob_floats,
+                                                           g_.chunk_blocks);
                 }
             }
         }
@@ -357,8 +366,7 @@ private:
 
 bool prefers_winograd(const shape& plain_output) {
     const auto& l = plain_output.lens();
-    // 56 x 56 and larger layers sum pairwise (pairwise_sum_convolution.cpp).
-    if (l.size() != 4 || l[2] * l[3] >= 56 * 56) return false;
+    if (l.size() != 4) return false;
     // Enough tiles to spread over the threads and amortize the transforms:
     // a 7 x 7 image (16 tiles, 1.3x the outputs) was still ~1.4x faster than
     // im2col + oneDNN on ResNet-50's 512-channel layers.
@@ -394,6 +402,7 @@ std::shared_ptr<const cpu_kernel> make_winograd_convolution_kernel(const op::fus
     g.out_w = plain_y.lens()[3];
     g.pad_top = window.pad_begin[0];
     g.pad_left = window.pad_begin[1];
+    g.chunk_blocks = g.out_h * g.out_w >= high_resolution_pixels ? high_resolution_chunk_blocks : chunk_blocks;
     g.tiles_h = (g.out_h + 1) / 2;
     g.tiles_w = (g.out_w + 1) / 2;
     // With few output channels (DenseNet's 128 -> 32) U is small enough for
