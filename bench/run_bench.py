@@ -63,9 +63,10 @@ def parse_args(argv):
     p.add_argument("--batches", default=",".join(map(str, ALL_BATCHES)), help="comma-separated (default: 1,8)")
     p.add_argument("--runs", type=int, default=FULL_RUNS, help=f"timed runs per case (default {FULL_RUNS})")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs first, the checked one included (default 3)")
-    p.add_argument("--rounds", type=int, default=4,
+    p.add_argument("--rounds", type=int, default=8,
                    help="interleaved rounds the timed runs are split into, every engine of a model taking its\n"
-                        "turn in each (default 4); each later round starts with one untimed run")
+                        "turn in each (default 8: this VM's slow spells last about one engine's 5 runs of\n"
+                        "a large model); each later round starts with one untimed run")
     p.add_argument("--threads", type=int, default=2, help="threads for every engine (default 2)")
     p.add_argument("--out", type=Path, help="folder for the .md, .png and .json results (default: see above)")
     p.add_argument("--build-dir", type=Path, default=REPO / "build",
