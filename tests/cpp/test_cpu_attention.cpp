@@ -2,7 +2,7 @@
 // sequence lengths that leave partial 16-column panels and 6-row blocks,
 // odd head sizes, batches, and each way the kernel reads a mask (rows in
 // place, one row for all, strided columns gathered per tile, a constant
-// causal mask whose masked key columns are skipped).
+// causal mask whose masked key columns are skipped), keys given as rows.
 #include <limits>
 
 #include "pass_test_helpers.hpp"
@@ -18,11 +18,15 @@ struct attention_case {
 
 enum class mask_kind { none, rows, one_row, transposed, causal };
 
-program attention_program(const attention_case& c, mask_kind kind) {
+// With keys_as_rows, kt is a transposed view of k [batch, heads, sk, d],
+// each of its columns (a key) contiguous.
+program attention_program(const attention_case& c, mask_kind kind, bool keys_as_rows = false) {
     program p;
     module& m = *p.get_main_module();
     auto q = m.add_parameter("q", float_shape({c.batch, c.heads, c.sq, c.d}));
-    auto kt = m.add_parameter("kt", float_shape({c.batch, c.heads, c.d, c.sk}));
+    auto kt = keys_as_rows ? m.add_instruction(make_op("transpose", value_map{{"permutation", ints({0, 1, 3, 2})}}),
+                                               {m.add_parameter("k", float_shape({c.batch, c.heads, c.sk, c.d}))})
+                           : m.add_parameter("kt", float_shape({c.batch, c.heads, c.d, c.sk}));
     auto v = m.add_parameter("v", float_shape({c.batch, c.heads, c.sk, c.dv}));
     std::vector<instruction_ref> inputs{q, kt, v};
     switch (kind) {
@@ -77,4 +81,11 @@ TEST(cpu_attention, mask_with_strided_columns) {
 TEST(cpu_attention, constant_causal_mask) {
     expect_cpu_matches_ref(attention_program({2, 3, 37, 45, 16, 8}, mask_kind::causal), 2e-5);
     expect_cpu_matches_ref(attention_program({1, 2, 128, 128, 64, 64}, mask_kind::causal), 2e-5);
+}
+
+// Panels of 16 keys packed from rows of d = 64 and d = 33 (not a multiple of
+// 8), and a partial last panel (45 keys).
+TEST(cpu_attention, keys_read_as_a_transposed_view) {
+    expect_cpu_matches_ref(attention_program({2, 3, 37, 45, 64, 16}, mask_kind::rows, true), 2e-5);
+    expect_cpu_matches_ref(attention_program({1, 2, 20, 45, 33, 8}, mask_kind::none, true), 2e-5);
 }
