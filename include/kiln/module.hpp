@@ -41,6 +41,11 @@ public:
     // stay the same unless it has no users).
     void replace_instruction(instruction_ref ins, const operation& op, const std::vector<instruction_ref>& inputs,
                              const std::vector<module_ref>& module_inputs = {});
+    // Sets the result shape of `ins` to what its op computes from its inputs
+    // now, after an input changed strides (a pass turned a copy into a
+    // view): the lens and type must stay. The caller then updates the
+    // users whose shapes follow (views of `ins`).
+    void update_result_strides(instruction_ref ins);
     // Makes every user of `ins` use `replacement` instead.
     void replace_all_uses(instruction_ref ins, instruction_ref replacement);
     // Replaces one input of `ins`.

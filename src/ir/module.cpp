@@ -118,6 +118,14 @@ void module::replace_instruction(instruction_ref ins, const operation& op, const
     for (auto& in : ins->inputs_) in->outputs_.push_back(ins);
 }
 
+void module::update_result_strides(instruction_ref ins) {
+    shape result = ins->recompute_shape();
+    if (result.type() != ins->result_.type() || result.lens() != ins->result_.lens())
+        fail(error_kind::runtime, "update_result_strides: new shape " + to_string(result) + " of '" + ins->name() +
+                                      "' differs from " + to_string(ins->result_) + " in more than strides");
+    ins->result_ = std::move(result);
+}
+
 void module::replace_input(instruction_ref ins, instruction_ref old_input, instruction_ref new_input) {
     bool replaced = false;
     for (auto& in : ins->inputs_) {

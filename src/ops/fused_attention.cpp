@@ -31,11 +31,32 @@ shape fused_attention::compute_shape(const std::vector<shape>& inputs) const {
     if (has_mask && ops::broadcast_lens(name(), {scores, inputs[3]}) != scores.lens())
         fail(name() + ": the mask " + to_string(inputs[3].lens()) + " does not broadcast to the scores " +
              to_string(scores.lens()));
+    shape result;
     try {
-        return dot{}.compute_shape({scores, inputs[2]});
+        result = dot{}.compute_shape({scores, inputs[2]});
     } catch (const error& e) {
         throw error(e.kind(), name() + ": probabilities @ v: " + e.what());
     }
+    if (output_order.empty()) return result;
+    const std::size_t rank = result.ndim();
+    std::vector<bool> seen(rank, false);
+    if (output_order.size() != rank)
+        fail(name() + ": output_order has " + std::to_string(output_order.size()) + " entries but the result " +
+             to_string(result.lens()) + " has " + std::to_string(rank) + " dims");
+    for (auto d : output_order) {
+        if (d < 0 || static_cast<std::size_t>(d) >= rank || seen[static_cast<std::size_t>(d)])
+            fail(name() + ": output_order is not a permutation of the result's " + std::to_string(rank) + " dims");
+        seen[static_cast<std::size_t>(d)] = true;
+    }
+    // Standard strides over the dims in memory order, given back to each dim.
+    std::vector<std::size_t> strides(rank);
+    std::size_t step = 1;
+    for (std::size_t i = rank; i-- > 0;) {
+        const auto d = static_cast<std::size_t>(output_order[i]);
+        strides[d] = step;
+        step *= result.lens()[d];
+    }
+    return {result.type(), result.lens(), strides};
 }
 
 void fused_attention::compute(const argument& result, const std::vector<argument>& inputs) const {
@@ -62,7 +83,13 @@ void fused_attention::compute(const argument& result, const std::vector<argument
         literal zero(shape{s.type(), {}}, std::vector<double>{0});
         probabilities = apply(where{}, {is_number, probabilities, zero.get_argument()});
     }
-    dot{}.compute(result, {probabilities, inputs[2]});
+    if (output_order.empty()) {
+        dot{}.compute(result, {probabilities, inputs[2]});
+        return;
+    }
+    argument row_major(shape{result.get_shape().type(), result.get_shape().lens()});
+    dot{}.compute(row_major, {probabilities, inputs[2]});
+    copy_values(row_major, result);
 }
 
 }  // namespace kiln::op

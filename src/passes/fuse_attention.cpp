@@ -8,6 +8,12 @@
 // the softmax, where(not(equal(p, p)), 0, p), which zeroes NaN
 // probabilities, becomes the op's nan_to_zero. The scores, the softmax and
 // the guard must have no other readers: they are not computed any more.
+//
+// A fused_attention read only through one transpose that keeps the last
+// dim last (exporters' [B, H, Sq, Dv] -> [B, Sq, H, Dv] before merging the
+// heads) gets that transpose as its output_order: the kernel writes the
+// rows where the transpose puts them, the transpose becomes a standard view
+// and the reshape after it a view, instead of a copy.
 #include <optional>
 #include <unordered_set>
 
@@ -15,6 +21,7 @@
 #include "ops/fused_attention.hpp"
 #include "ops/norm.hpp"
 #include "ops/op_helpers.hpp"
+#include "ops/shape_ops.hpp"
 #include "passes/constant_value.hpp"
 #include "passes/rewriter.hpp"
 
@@ -124,10 +131,36 @@ rewrite_rule attention_rule() {
             }};
 }
 
+// The permutation of a transpose; empty for another op.
+std::vector<std::int64_t> transpose_permutation(const instruction& ins) {
+    const auto* t = ins.get_operator().get_if<op::transpose>();
+    if (t == nullptr) return {};
+    if (!t->permutation.empty()) return t->permutation;
+    std::vector<std::int64_t> reversed;
+    for (std::size_t d = ins.get_shape().ndim(); d-- > 0;) reversed.push_back(static_cast<std::int64_t>(d));
+    return reversed;
+}
+
+rewrite_rule output_order_rule() {
+    auto pattern = match::name("fused_attention").where([](instruction_ref ins) {
+        return ins->get_operator().get_if<op::fused_attention>()->output_order.empty() && !ins->outputs().empty();
+    });
+    return {"attention_output_order", pattern, [](module& m, const match::match_result& r) {
+                const auto order = transpose_permutation(*r.root->outputs().front());
+                const auto rank = static_cast<std::int64_t>(r.root->get_shape().ndim());
+                if (order.empty() || order.back() != rank - 1) return false;
+                for (const auto& u : r.root->outputs())
+                    if (transpose_permutation(*u) != order) return false;
+                op::fused_attention a = *r.root->get_operator().get_if<op::fused_attention>();
+                a.output_order = order;
+                return replace_value_restrided(m, r.root, m.insert_instruction(r.root, a, r.root->inputs()));
+            }};
+}
+
 }  // namespace
 
 void fuse_attention::apply(module& m) const {
-    rewrite_to_fixed_point(m, {attention_rule()});
+    rewrite_to_fixed_point(m, {attention_rule(), output_order_rule()});
 }
 
 }  // namespace kiln

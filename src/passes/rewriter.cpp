@@ -1,5 +1,6 @@
 #include "passes/rewriter.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <optional>
 #include <unordered_map>
@@ -61,19 +62,59 @@ std::size_t remove_dead_from(module& m, std::vector<instruction_ref> candidates,
     return count;
 }
 
+// The shapes `user`'s inputs would have with `old` of shape `now`.
+std::vector<shape> input_shapes_with(instruction_ref user, instruction_ref old, const shape& now) {
+    std::vector<shape> shapes = user->input_shapes();
+    for (std::size_t i = 0; i < shapes.size(); ++i)
+        if (user->inputs()[i] == old) shapes[i] = now;
+    return shapes;
+}
+
 bool users_unaffected(instruction_ref old, const shape& new_shape) {
     for (const auto& user : old->outputs()) {
         if (user->is_return()) return false;
-        std::vector<shape> shapes = user->input_shapes();
-        for (std::size_t i = 0; i < shapes.size(); ++i)
-            if (user->inputs()[i] == old) shapes[i] = new_shape;
         try {
-            if (user->get_operator().compute_shape(shapes) != user->get_shape()) return false;
+            if (user->get_operator().compute_shape(input_shapes_with(user, old, new_shape)) != user->get_shape())
+                return false;
         } catch (const error&) {
             return false;
         }
     }
     return true;
+}
+
+// Whether every reader below `old` can take it with shape `now` (see
+// replace_value_restrided).
+bool restriding_possible(instruction_ref old, const shape& now) {
+    for (const auto& user : old->outputs()) {
+        if (user->is_return()) return false;
+        const operation& op = user->get_operator();
+        const std::vector<shape> shapes = input_shapes_with(user, old, now);
+        shape result;
+        try {
+            result = op.compute_shape(shapes);
+        } catch (const error&) {
+            return false;
+        }
+        const bool was_view = op.output_alias(user->input_shapes()) >= 0;
+        const bool is_view = op.output_alias(shapes) >= 0;
+        if (was_view && !is_view) return false;
+        if (result == user->get_shape()) continue;
+        const shape& before = user->get_shape();
+        if (!is_view || result.lens() != before.lens() || result.type() != before.type()) return false;
+        if (!restriding_possible(user, result)) return false;
+    }
+    return true;
+}
+
+// Readers whose input changed strides: those whose shapes follow (views)
+// take their new shapes, and their readers in turn.
+void update_readers(module& m, const std::vector<instruction_ref>& readers) {
+    for (auto reader : readers) {
+        if (reader->recompute_shape() == reader->get_shape()) continue;
+        m.update_result_strides(reader);
+        update_readers(m, reader->outputs());
+    }
 }
 
 }  // namespace
@@ -117,6 +158,18 @@ bool replace_value(module& m, instruction_ref old, instruction_ref replacement) 
     if (!was.standard()) return false;
     auto copy = m.insert_instruction(old, make_op("contiguous"), {replacement});
     m.replace_all_uses(old, copy);
+    return true;
+}
+
+bool replace_value_restrided(module& m, instruction_ref old, instruction_ref replacement) {
+    if (old == replacement) return false;
+    const shape& was = old->get_shape();
+    const shape& now = replacement->get_shape();
+    if (was.type() != now.type() || was.lens() != now.lens()) return false;
+    if (!restriding_possible(old, now)) return false;
+    const auto readers = old->outputs();
+    m.replace_all_uses(old, replacement);
+    update_readers(m, readers);
     return true;
 }
 

@@ -46,6 +46,17 @@ std::size_t remove_dead_instructions(module& m);
 // standard, or the replacement is refused (returns false).
 bool replace_value(module& m, instruction_ref old, instruction_ref replacement);
 
+// Makes the readers of `old` read `replacement` instead: the same values and
+// lens in other strides (a view where `old` was a copy, say), so that no
+// copy is made. Readers whose result does not depend on their input's
+// strides take it as it is; views of `old` (transpose, slice, ...) take new
+// strides in place, and so on down, so that the strides reach the readers
+// that take any. Returns false, changing nothing, when a reader
+// somewhere down cannot take them: the return, an op whose result would
+// change other than a view, or a view that would become a copy (a reshape
+// whose input stops being standard).
+bool replace_value_restrided(module& m, instruction_ref old, instruction_ref replacement);
+
 // Replaces `old` by a new instruction `op(inputs)` inserted before it, under
 // the rules of replace_value; inserts nothing and returns false when the
 // new result's type or lens differ or the replacement is refused.

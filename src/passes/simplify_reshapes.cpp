@@ -7,12 +7,23 @@
 //  - chains of reshape / flatten / squeeze / unsqueeze on a standard value
 //    become one reshape (on a strided value they stay: one of them copies,
 //    and merging could turn a free view into a copy);
-//  - broadcast(broadcast(x)) becomes one broadcast.
+//  - broadcast(broadcast(x)) becomes one broadcast;
+//  - a reshape of a strided value that would copy becomes views where the
+//    strides allow: one that only adds or removes dims of extent 1 becomes
+//    squeeze / unsqueeze, and one of a slice or split piece of a standard
+//    value becomes a slice of that value reshaped (a fused QKV product's
+//    [B, S, 3 * H * D] cut into three [B, S, H, D]), and a transpose
+//    between a reshape that merges dims and one that splits them back
+//    becomes one transpose. The readers then read the strided view
+//    (replace_value_restrided).
+#include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <optional>
 
 #include "kiln/op_registry.hpp"
 #include "kiln/passes.hpp"
+#include "ops/shape_ops.hpp"
 #include "passes/rewriter.hpp"
 
 namespace kiln {
@@ -23,6 +34,7 @@ using match::any;
 using match::any_of_names;
 using match::match_result;
 using match::name;
+using match::standard_shape;
 
 const std::vector<std::string> reshape_like = {"reshape", "flatten", "squeeze", "unsqueeze"};
 
@@ -47,6 +59,16 @@ bool slice_steps_are_one(const instruction& ins) {
     for (auto s : int_list(*ins.get_operator().attributes().find("steps")))
         if (s != 1) return false;
     return true;
+}
+
+value dims_value(const std::vector<std::size_t>& lens) {
+    value_list dims;
+    for (auto l : lens) dims.emplace_back(static_cast<std::int64_t>(l));
+    return dims;
+}
+
+value axes_value(const std::vector<std::int64_t>& axes) {
+    return value_list(axes.begin(), axes.end());
 }
 
 rewrite_rule remove_noop_views() {
@@ -82,15 +104,14 @@ rewrite_rule merge_transposes() {
 }
 
 rewrite_rule merge_reshapes() {
-    auto pattern = any_of_names(reshape_like).args(any_of_names(reshape_like).args(match::standard_shape().bind("x")));
+    auto pattern = any_of_names(reshape_like).args(any_of_names(reshape_like).args(standard_shape().bind("x")));
     return {"merge_reshapes", pattern, [](module& m, const match_result& r) {
                 const shape& out = r.root->get_shape();
                 // A 0 in reshape's dims means "copy the input's extent", so
                 // empty tensors keep their chain.
                 if (out.elements() == 0) return false;
-                value_list dims;
-                for (auto l : out.lens()) dims.emplace_back(static_cast<std::int64_t>(l));
-                return replace_with_new(m, r.root, make_op("reshape", value_map{{"dims", dims}}), {r.at("x")});
+                return replace_with_new(m, r.root, make_op("reshape", value_map{{"dims", dims_value(out.lens())}}),
+                                        {r.at("x")});
             }};
 }
 
@@ -98,18 +119,192 @@ rewrite_rule merge_broadcasts() {
     auto pattern = name("broadcast").args(name("broadcast").args(any().bind("x")));
     return {"merge_broadcasts", pattern, [](module& m, const match_result& r) {
                 const shape& out = r.root->get_shape();
-                value_list lens;
-                for (auto l : out.lens()) lens.emplace_back(static_cast<std::int64_t>(l));
-                auto merged = make_op("broadcast", value_map{{"out_lens", lens}});
+                auto merged = make_op("broadcast", value_map{{"out_lens", dims_value(out.lens())}});
                 auto merged_ins = insert_if_shape(m, r.root, merged, {r.at("x")}, out);
                 return merged_ins != m.end() && replace_value(m, r.root, merged_ins);
             }};
 }
 
+// A reshape that copies: its input is strided.
+match::matcher copying_reshape() {
+    return any_of_names({"reshape", "flatten"}).where([](instruction_ref ins) {
+        return !ins->inputs()[0]->get_shape().standard() && ins->get_shape().elements() > 0;
+    });
+}
+
+// A reshape that only removes and adds dims of extent 1 (which never move
+// an address) is squeeze / unsqueeze of any strides.
+rewrite_rule unit_dim_reshapes_as_views() {
+    auto pattern = copying_reshape().args(any().bind("x"));
+    return {"unit_dim_reshape_as_view", pattern, [](module& m, const match_result& r) {
+                const instruction_ref x = r.at("x");
+                const auto& in = x->get_shape().lens();
+                const auto& out = r.root->get_shape().lens();
+                std::vector<std::size_t> in_kept, out_kept;
+                std::vector<std::int64_t> removed, added;
+                for (std::size_t d = 0; d < in.size(); ++d) {
+                    if (in[d] == 1)
+                        removed.push_back(static_cast<std::int64_t>(d));
+                    else
+                        in_kept.push_back(in[d]);
+                }
+                for (std::size_t d = 0; d < out.size(); ++d) {
+                    if (out[d] == 1)
+                        added.push_back(static_cast<std::int64_t>(d));
+                    else
+                        out_kept.push_back(out[d]);
+                }
+                if (in_kept != out_kept) return false;
+                instruction_ref view = x;
+                if (in != out) {
+                    if (!removed.empty())
+                        view = m.insert_instruction(
+                            r.root, make_op("squeeze", value_map{{"axes", axes_value(removed)}}), {view});
+                    if (!added.empty())
+                        view = m.insert_instruction(
+                            r.root, make_op("unsqueeze", value_map{{"axes", axes_value(added)}}), {view});
+                }
+                return replace_value_restrided(m, r.root, view);
+            }};
+}
+
+// Where a slice or split piece lies in its input: the one axis it cuts
+// (with unit steps: every stride as the input's) and the first index there.
+struct cut {
+    std::size_t axis = 0;
+    std::size_t start = 0;
+};
+
+std::optional<cut> cut_of(const instruction& piece, const shape& input) {
+    const shape& s = piece.get_shape();
+    if (s.strides() != input.strides() || s.ndim() != input.ndim()) return std::nullopt;
+    std::optional<std::size_t> axis;
+    for (std::size_t d = 0; d < s.ndim(); ++d) {
+        if (s.lens()[d] == input.lens()[d]) continue;
+        if (axis) return std::nullopt;
+        axis = d;
+    }
+    if (!axis) return std::nullopt;
+    std::size_t offset = 0;
+    if (const auto* sl = piece.get_operator().get_if<op::slice>())
+        offset = sl->layout(input).offset;
+    else if (const auto* sp = piece.get_operator().get_if<op::split>())
+        offset = sp->layout(input).offset;
+    else
+        return std::nullopt;
+    const std::size_t stride = input.strides()[*axis];
+    if (offset % stride != 0) return std::nullopt;
+    return cut{*axis, offset / stride};
+}
+
+// reshape(piece of x) = slice(reshape'(x)) when the reshape leaves the cut
+// axis in dims of its own, [j0, j1) of the result, and the dims after j0
+// (whose product q counts the elements of one step along j0) divide the
+// full axis and the start: reshape' has the full axis / q at j0.
+rewrite_rule reshapes_of_pieces_as_views() {
+    auto pattern =
+        copying_reshape().args(any_of_names({"slice", "split"}).args(standard_shape().bind("x")).bind("piece"));
+    return {
+        "reshape_of_piece_as_view", pattern, [](module& m, const match_result& r) {
+            const instruction_ref x = r.at("x");
+            const shape& full = x->get_shape();
+            const auto c = cut_of(*r.at("piece"), full);
+            if (!c) return false;
+            const auto& piece = r.at("piece")->get_shape().lens();
+            auto out = r.root->get_shape().lens();
+            std::size_t before = 1;
+            for (std::size_t d = 0; d < c->axis; ++d) before *= piece[d];
+            const std::size_t through = before * piece[c->axis];
+            std::vector<std::size_t> prefix{1};
+            for (auto l : out) prefix.push_back(prefix.back() * l);
+            std::size_t j1 = 0;
+            while (j1 < prefix.size() && prefix[j1] != through) ++j1;
+            if (j1 == prefix.size()) return false;
+            // The last dim that starts the cut axis's group (past any extent-1 dims before it).
+            std::size_t j0 = j1;
+            while (j0 > 0 && prefix[j0 - 1] != before) --j0;
+            if (j0 == 0) return false;
+            --j0;
+            const std::size_t q = prefix[j1] / prefix[j0 + 1];
+            const std::size_t extent = full.lens()[c->axis];
+            if (extent % q != 0 || c->start % q != 0) return false;
+            const std::size_t first = c->start / q, count = out[j0];
+            out[j0] = extent / q;
+            auto whole = m.insert_instruction(r.root, make_op("reshape", value_map{{"dims", dims_value(out)}}), {x});
+            auto sliced = m.insert_instruction(
+                r.root,
+                make_op("slice", value_map{{"axes", axes_value({static_cast<std::int64_t>(j0)})},
+                                           {"starts", axes_value({static_cast<std::int64_t>(first)})},
+                                           {"ends", axes_value({static_cast<std::int64_t>(first + count)})}}),
+                {whole});
+            return replace_value_restrided(m, r.root, sliced);
+        }};
+}
+
+// For a reshape that only merges neighbouring dims (no extent 1 anywhere):
+// the dims of `from` that make each dim of `to`, as [begin, end).
+std::optional<std::vector<std::pair<std::size_t, std::size_t>>> merged_groups(const std::vector<std::size_t>& from,
+                                                                              const std::vector<std::size_t>& to) {
+    std::vector<std::pair<std::size_t, std::size_t>> groups;
+    std::size_t d = 0;
+    for (auto len : to) {
+        const std::size_t begin = d;
+        std::size_t product = 1;
+        while (d < from.size() && product < len) product *= from[d++];
+        if (product != len || d == begin) return std::nullopt;
+        groups.emplace_back(begin, d);
+    }
+    if (d != from.size()) return std::nullopt;
+    return groups;
+}
+
+bool has_unit_dim(const shape& s) {
+    const auto& l = s.lens();
+    return std::find(l.begin(), l.end(), std::size_t{1}) != l.end();
+}
+
+// reshape(transpose(reshape(y))) where the first reshape merges groups of
+// y's dims, the transpose moves the merged dims and the last reshape splits
+// each back into its group: one transpose of y. The keys' path of
+// transformers' exports at batch > 1: [B, H, S, D] merged to [B * H, S, D],
+// transposed to [B * H, D, S], split to [B, H, D, S].
+rewrite_rule transposes_between_merge_and_split_as_views() {
+    auto pattern = copying_reshape().args(
+        name("transpose").args(name("reshape").args(any().bind("y")).bind("merge")).bind("transpose"));
+    return {
+        "transpose_of_merged_dims_as_view", pattern, [](module& m, const match_result& r) {
+            const instruction_ref y = r.at("y"), merge = r.at("merge"), t = r.at("transpose");
+            if (has_unit_dim(y->get_shape()) || has_unit_dim(merge->get_shape()) || has_unit_dim(r.root->get_shape()))
+                return false;
+            const auto& y_lens = y->get_shape().lens();
+            const auto& out_lens = r.root->get_shape().lens();
+            const auto merged = merged_groups(y_lens, merge->get_shape().lens());
+            const auto split = merged_groups(out_lens, t->get_shape().lens());
+            if (!merged || !split) return false;
+            const auto perm = resolved_permutation(*t);
+            std::vector<std::int64_t> combined;
+            for (std::size_t j = 0; j < perm.size(); ++j) {
+                const auto [begin, end] = (*merged)[static_cast<std::size_t>(perm[j])];
+                const auto [out_begin, out_end] = (*split)[j];
+                if (!std::equal(y_lens.begin() + static_cast<std::ptrdiff_t>(begin),
+                                y_lens.begin() + static_cast<std::ptrdiff_t>(end),
+                                out_lens.begin() + static_cast<std::ptrdiff_t>(out_begin),
+                                out_lens.begin() + static_cast<std::ptrdiff_t>(out_end)))
+                    return false;
+                for (std::size_t d = begin; d < end; ++d) combined.push_back(static_cast<std::int64_t>(d));
+            }
+            auto view = m.insert_instruction(
+                r.root, make_op("transpose", value_map{{"permutation", axes_value(combined)}}), {y});
+            return replace_value_restrided(m, r.root, view);
+        }};
+}
+
 }  // namespace
 
 void simplify_reshapes::apply(module& m) const {
-    rewrite_to_fixed_point(m, {remove_noop_views(), merge_transposes(), merge_reshapes(), merge_broadcasts()});
+    rewrite_to_fixed_point(
+        m, {remove_noop_views(), merge_transposes(), merge_reshapes(), merge_broadcasts(), unit_dim_reshapes_as_views(),
+            reshapes_of_pieces_as_views(), transposes_between_merge_and_split_as_views()});
 }
 
 }  // namespace kiln

@@ -45,7 +45,7 @@ TEST(pass_fuse_attention, bert_style_with_mask_and_nan_guard) {
     module out = after_pass<fuse_attention>(m);
     EXPECT_EQ(op_names(out), std::vector<std::string>{"fused_attention"}) << out;
     const auto& op = std::prev(std::prev(out.end()))->get_operator();
-    EXPECT_EQ(to_string(op), "fused_attention[scale=0.353553368,has_mask=true,nan_to_zero=true]");
+    EXPECT_EQ(to_string(op), "fused_attention[scale=0.353553368,has_mask=true,nan_to_zero=true,output_order={}]");
     expect_same_outputs(m, out, 1e-5);
     expect_cpu_matches_ref(as_program(m), 1e-5);
 }
@@ -75,7 +75,7 @@ TEST(pass_fuse_attention, gpt2_style_division_and_constant_causal_mask_first) {
     module out = after_pass<fuse_attention>(m);
     EXPECT_EQ(op_names(out), std::vector<std::string>{"fused_attention"}) << out;
     EXPECT_EQ(to_string(std::prev(std::prev(out.end()))->get_operator()),
-              "fused_attention[scale=0.25,has_mask=true,nan_to_zero=false]");
+              "fused_attention[scale=0.25,has_mask=true,nan_to_zero=false,output_order={}]");
     expect_same_outputs(m, out, 1e-5);
     expect_cpu_matches_ref(as_program(m), 1e-5);
 }
@@ -179,4 +179,86 @@ TEST(fused_attention_op, shapes_are_checked_with_the_operand_named) {
               std::string::npos);
     EXPECT_EQ(error_of({float_shape({4, 8}), float_shape({8, 5}), float_shape({5, 3}), float_shape({5})}, true),
               "no error");
+}
+
+namespace {
+
+// bert_style's attention on [2, 3, 7, 8] heads, its result read through
+// `readers` (each a transpose permutation; an empty one: a relu).
+module heads_merged(const std::vector<std::vector<std::int64_t>>& readers) {
+    module m;
+    auto q = m.add_parameter("q", float_shape({2, 3, 7, 8}));
+    auto kt = m.add_parameter("kt", float_shape({2, 3, 8, 9}));
+    auto v = m.add_parameter("v", float_shape({2, 3, 9, 5}));
+    auto p = add(m, "softmax", {add(m, "mul", {add(m, "dot", {q, kt}), scalar(m, 0.35f)})}, value_map{{"axis", -1}});
+    auto attended = add(m, "dot", {p, v});
+    std::vector<instruction_ref> outputs;
+    for (const auto& perm : readers) {
+        if (perm.empty()) {
+            outputs.push_back(add(m, "relu", {attended}));
+            continue;
+        }
+        auto t = add(m, "transpose", {attended}, value_map{{"permutation", ints(perm)}});
+        outputs.push_back(add(m, "neg", {add(m, "reshape", {t}, value_map{{"dims", ints({2, -1, 15})}})}));
+    }
+    m.add_return(outputs);
+    return module(m);
+}
+
+}  // namespace
+
+// The exporters' [B, H, Sq, Dv] -> [B, Sq, H, Dv] transpose before the
+// heads are merged becomes the fused result's memory order: the transpose
+// is then a standard view and the reshape after it a view, not a copy.
+TEST(pass_fuse_attention, a_head_merging_transpose_becomes_the_output_order) {
+    module m = heads_merged({{0, 2, 1, 3}});
+    module out = after_pass<fuse_attention>(m);
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"fused_attention", "transpose", "reshape", "neg"})) << out;
+    const std::string text = to_string(out);
+    EXPECT_NE(text.find("fused_attention[scale=0.349999994,has_mask=false,nan_to_zero=false,output_order={0, 2, 1, "
+                        "3}](q,kt,v) -> float_type, {2, 3, 7, 5}, {105, 5, 15, 1}"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(text.find("transpose[permutation={0, 2, 1, 3}](@"), std::string::npos) << out;
+    for (const auto& ins : out) {
+        if (ins.name() == "transpose") {
+            EXPECT_TRUE(ins.get_shape().standard()) << out;
+        }
+    }
+    expect_same_outputs(m, out, 1e-5);
+    expect_cpu_matches_ref(as_program(m), 1e-5);
+}
+
+TEST(pass_fuse_attention, the_output_order_is_left_alone_unless_every_reader_wants_it) {
+    for (const auto& readers : std::vector<std::vector<std::vector<std::int64_t>>>{
+             {{0, 1, 3, 2}},                // moves the rows' last dim: not a layout the kernel writes
+             {{0, 2, 1, 3}, {}},            // a second reader takes the result as it is
+             {{0, 2, 1, 3}, {2, 0, 1, 3}},  // two readers, two orders
+         }) {
+        module m = heads_merged(readers);
+        module out = after_pass<fuse_attention>(m);
+        EXPECT_EQ(count_ops(out, "fused_attention"), 1u) << out;
+        EXPECT_NE(to_string(out).find("output_order={}"), std::string::npos) << out;
+        expect_same_outputs(m, out, 1e-5);
+        expect_cpu_matches_ref(as_program(m), 1e-5);
+    }
+}
+
+TEST(fused_attention_op, output_order_sets_the_result_strides_and_is_checked) {
+    const std::vector<shape> inputs{float_shape({2, 3, 4, 8}), float_shape({2, 3, 8, 6}), float_shape({2, 3, 6, 5})};
+    auto with_order = [](std::vector<std::int64_t> order) {
+        return make_op("fused_attention", value_map{{"output_order", ints(std::move(order))}});
+    };
+    // Memory order [B, Sq, H, Dv] = [2, 4, 3, 5]: H steps 5, Sq 15, B 60.
+    EXPECT_EQ(with_order({0, 2, 1, 3}).compute_shape(inputs),
+              (shape{dtype::float_type, {2, 3, 4, 5}, {60, 5, 15, 1}}));
+    EXPECT_EQ(with_order({}).compute_shape(inputs), float_shape({2, 3, 4, 5}));
+    for (const auto& bad : std::vector<std::vector<std::int64_t>>{{0, 2, 1}, {0, 2, 2, 3}, {0, 1, 2, 4}}) {
+        try {
+            with_order(bad).compute_shape(inputs);
+            ADD_FAILURE() << "no error for output_order of " << bad.size() << " entries";
+        } catch (const error& e) {
+            EXPECT_NE(std::string(e.what()).find("output_order"), std::string::npos) << e.what();
+        }
+    }
 }

@@ -1,3 +1,5 @@
+#include <functional>
+
 #include "pass_test_helpers.hpp"
 
 using namespace kiln;
@@ -111,4 +113,172 @@ TEST(pass_simplify_reshapes, a_cancelled_pair_feeding_the_return_returns_the_inp
     EXPECT_TRUE(op_names(out).empty()) << out;
     expect_same_outputs(*m, out);
     expect_cpu_matches_ref(p, 0);
+}
+
+// The keys' path of transformers' exports: heads split by a transpose, then
+// reshapes that only drop and restore the batch dim of 1 around a second
+// transpose. On the strided views they copied; now they are views.
+TEST(pass_simplify_reshapes, unit_dim_reshapes_of_strided_values_become_squeeze_and_unsqueeze) {
+    program p;
+    module& m = *p.get_main_module();
+    auto k = m.add_parameter("k", float_shape({1, 5, 3, 4}));  // [B, S, H, D]
+    auto q = m.add_parameter("q", float_shape({1, 3, 2, 4}));
+    auto heads = m.add_instruction(transpose({0, 2, 1, 3}), {k});
+    auto k3 = m.add_instruction(reshape({-1, 5, 4}), {heads});
+    auto kt3 = m.add_instruction(transpose({0, 2, 1}), {k3});
+    auto kt = m.add_instruction(reshape({1, 3, 4, 5}), {kt3});
+    m.add_return({m.add_instruction(make_op("dot"), {q, kt})});
+    module out = after_pass<simplify_reshapes>(m);
+    EXPECT_EQ(to_string(out),
+              "module: \"main\"\n"
+              "k = @param:k -> float_type, {1, 5, 3, 4}, {60, 12, 4, 1}\n"
+              "q = @param:q -> float_type, {1, 3, 2, 4}, {24, 8, 4, 1}\n"
+              "@2 = transpose[permutation={0, 2, 1, 3}](k) -> float_type, {1, 3, 5, 4}, {12, 4, 12, 1}\n"
+              "@3 = squeeze[axes={0}](@2) -> float_type, {3, 5, 4}, {4, 12, 1}\n"
+              "@4 = transpose[permutation={0, 2, 1}](@3) -> float_type, {3, 4, 5}, {4, 1, 12}\n"
+              "@5 = unsqueeze[axes={0}](@4) -> float_type, {1, 3, 4, 5}, {12, 4, 1, 12}\n"
+              "@6 = dot(q,@5) -> float_type, {1, 3, 2, 5}, {30, 10, 5, 1}\n"
+              "@7 = @return(@6)\n");
+    expect_same_outputs(m, out);
+    expect_cpu_matches_ref(p);
+}
+
+namespace {
+
+// x [2, 5, 36] cut into q, k, v of [2, 5, 12] (3 heads of 4), each split
+// into heads and transposed, as GPT-2's fused QKV projection is exported;
+// `piece(m, x, i)` makes the i-th cut. The three are added (a reader that
+// takes any strides).
+module qkv_heads(const std::function<instruction_ref(module&, instruction_ref, std::int64_t)>& piece) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({2, 5, 36}));
+    std::vector<instruction_ref> parts;
+    for (std::int64_t i = 0; i < 3; ++i) {
+        auto heads = m.add_instruction(reshape({2, 5, 3, 4}), {piece(m, x, i)});
+        parts.push_back(m.add_instruction(transpose({0, 2, 1, 3}), {heads}));
+    }
+    auto sum = m.add_instruction(make_op("add"), {parts[0], parts[1]});
+    m.add_return({m.add_instruction(make_op("add"), {sum, parts[2]})});
+    return module(m);
+}
+
+}  // namespace
+
+TEST(pass_simplify_reshapes, reshapes_of_split_pieces_become_slices_of_one_reshape) {
+    module m = qkv_heads([](module& mm, instruction_ref x, std::int64_t i) {
+        return mm.add_instruction(
+            make_op("split", value_map{{"axis", 2}, {"num_outputs", 3}, {"output", i}, {"sizes", ints({})}}), {x});
+    });
+    module out = after_pass<simplify_reshapes>(m);
+    // Each piece's reshape is the whole [2, 5, 9, 4] cut along its third dim.
+    const std::string text = to_string(out);
+    EXPECT_EQ(count_ops(out, "split"), 0u) << out;
+    EXPECT_EQ(count_ops(out, "slice"), 3u) << out;
+    EXPECT_NE(text.find("reshape[dims={2, 5, 9, 4}](x) -> float_type, {2, 5, 9, 4}, {180, 36, 4, 1}"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(text.find("slice[axes={2},starts={3},ends={6},steps={}]"), std::string::npos) << out;
+    EXPECT_NE(text.find("transpose[permutation={0, 2, 1, 3}](@"), std::string::npos) << out;
+    EXPECT_NE(text.find("-> float_type, {2, 3, 5, 4}, {180, 4, 36, 1}"), std::string::npos) << out;
+    for (const auto& ins : out) {
+        if (ins.name() == "reshape") {
+            EXPECT_TRUE(ins.inputs()[0]->get_shape().standard()) << out;
+        }
+    }
+    expect_same_outputs(m, out);
+    program p;
+    *p.get_main_module() = m;
+    expect_cpu_matches_ref(p);
+}
+
+TEST(pass_simplify_reshapes, reshapes_of_slices_become_views_only_where_the_cut_stays_whole) {
+    auto sliced = [](std::int64_t start, std::int64_t end, std::vector<std::int64_t> dims) {
+        module m;
+        auto x = m.add_parameter("x", float_shape({2, 5, 36}));
+        auto piece = m.add_instruction(
+            make_op("slice", value_map{{"axes", ints({2})}, {"starts", ints({start})}, {"ends", ints({end})}}), {x});
+        auto r = m.add_instruction(reshape(std::move(dims)), {piece});
+        m.add_return({m.add_instruction(make_op("neg"), {r})});
+        return module(m);
+    };
+    struct config {
+        std::int64_t start, end;
+        std::vector<std::int64_t> dims;
+        bool becomes_view;
+    };
+    for (const auto& c : std::vector<config>{
+             {8, 20, {2, 5, 3, 4}, true},   // start 8 = 2 steps of 4
+             {8, 20, {10, 12}, true},       // the dims before the cut merge: still its own group
+             {6, 18, {2, 5, 3, 4}, false},  // start 6 is not a whole step of 4
+             {8, 20, {2, 60}, false},       // the cut axis merges with the one before
+             {8, 20, {2, 5, 12, 1}, true},  // an extent-1 dim after the group
+         }) {
+        module m = sliced(c.start, c.end, c.dims);
+        module out = after_pass<simplify_reshapes>(m);
+        bool copies = false;
+        for (const auto& ins : out)
+            if (ins.name() == "reshape" && !ins.inputs()[0]->get_shape().standard()) copies = true;
+        EXPECT_EQ(copies, !c.becomes_view) << c.start << " " << out;
+        expect_same_outputs(m, out);
+    }
+}
+
+TEST(pass_simplify_reshapes, a_copy_stays_where_its_readers_need_it) {
+    auto split_piece = [](module& m, instruction_ref x) {
+        return m.add_instruction(
+            make_op("split", value_map{{"axis", 2}, {"num_outputs", 3}, {"output", 1}, {"sizes", ints({})}}), {x});
+    };
+    {  // the reshape is an output: the program's results keep their standard strides
+        module m;
+        auto x = m.add_parameter("x", float_shape({2, 5, 36}));
+        m.add_return({m.add_instruction(reshape({2, 5, 3, 4}), {split_piece(m, x)})});
+        module out = after_pass<simplify_reshapes>(m);
+        EXPECT_EQ(op_names(out), (std::vector<std::string>{"split", "reshape"})) << out;
+    }
+    {  // a later reshape, a view of the copy, would become a copy itself
+        module m;
+        auto x = m.add_parameter("x", float_shape({2, 5, 36}));
+        auto heads = m.add_instruction(reshape({2, 5, 3, 4}), {split_piece(m, x)});
+        auto back = m.add_instruction(reshape({2, 5, 12}), {heads});
+        m.add_return({m.add_instruction(make_op("neg"), {back})});
+        module out = after_pass<simplify_reshapes>(m);
+        EXPECT_EQ(count_ops(out, "split"), 1u) << out;
+        expect_same_outputs(m, out);
+    }
+}
+
+// The keys' path at batch 2: [B, H, S, D] merged to [B * H, S, D], whose
+// dims B and H are not neighbours in memory (a view cannot merge them),
+// transposed and split back: one transpose of the heads.
+TEST(pass_simplify_reshapes, a_transpose_between_a_merge_and_its_split_becomes_one_transpose) {
+    program p;
+    module& m = *p.get_main_module();
+    auto k = m.add_parameter("k", float_shape({2, 5, 3, 4}));  // [B, S, H, D]
+    auto q = m.add_parameter("q", float_shape({2, 3, 6, 4}));
+    auto heads = m.add_instruction(transpose({0, 2, 1, 3}), {k});
+    auto k3 = m.add_instruction(reshape({-1, 5, 4}), {heads});
+    auto kt3 = m.add_instruction(transpose({0, 2, 1}), {k3});
+    auto kt = m.add_instruction(reshape({2, 3, 4, 5}), {kt3});
+    m.add_return({m.add_instruction(make_op("dot"), {q, kt})});
+    module out = after_pass<simplify_reshapes>(m);
+    EXPECT_EQ(to_string(out),
+              "module: \"main\"\n"
+              "k = @param:k -> float_type, {2, 5, 3, 4}, {60, 12, 4, 1}\n"
+              "q = @param:q -> float_type, {2, 3, 6, 4}, {72, 24, 4, 1}\n"
+              "@2 = transpose[permutation={0, 2, 3, 1}](k) -> float_type, {2, 3, 4, 5}, {60, 4, 1, 12}\n"
+              "@3 = dot(q,@2) -> float_type, {2, 3, 6, 5}, {90, 30, 5, 1}\n"
+              "@4 = @return(@3)\n");
+    expect_same_outputs(m, out);
+    expect_cpu_matches_ref(p);
+
+    // Split back into other groups (H first), the values differ from one transpose: left alone.
+    module other;
+    auto k2 = other.add_parameter("k", float_shape({2, 5, 3, 4}));
+    auto merged = other.add_instruction(reshape({-1, 5, 4}), {other.add_instruction(transpose({0, 2, 1, 3}), {k2})});
+    auto swapped =
+        other.add_instruction(reshape({3, 2, 4, 5}), {other.add_instruction(transpose({0, 2, 1}), {merged})});
+    other.add_return({other.add_instruction(make_op("neg"), {swapped})});
+    module kept = after_pass<simplify_reshapes>(other);
+    EXPECT_EQ(count_ops(kept, "reshape"), 2u) << kept;
+    expect_same_outputs(other, kept);
 }

@@ -213,6 +213,51 @@ def test_scores_spread_beyond_exp_range_and_nan_rows(rng):
         np.testing.assert_allclose(cpu, ref, rtol=1e-4, atol=1e-4, equal_nan=True)
 
 
+ORDERS = [  # q, kt, v, mask shapes, output_order
+    ((2, 3, 7, 8), (2, 3, 8, 9), (2, 3, 9, 5), (1, 1, 7, 9), [0, 2, 1, 3]),
+    ((1, 12, 33, 64), (1, 12, 64, 33), (1, 12, 33, 64), (1, 1, 1, 33), [0, 2, 1, 3]),
+    ((4, 5, 6), (4, 6, 3), (4, 3, 2), (5, 3), [1, 0, 2]),
+    ((2, 3, 4, 8), (2, 3, 8, 6), (2, 3, 6, 5), (6,), [2, 0, 1, 3]),
+    ((2, 3, 4, 8), (2, 3, 8, 6), (2, 3, 6, 5), (6,), [0, 1, 3, 2]),  # rows not contiguous: the reference compute
+]
+
+
+@pytest.mark.parametrize("case", ORDERS, ids=lambda c: "x".join(map(str, c[0])) + "_" + "".join(map(str, c[4])))
+def test_output_order_lays_the_result_out_in_that_order_on_both_targets(case, rng):
+    """fused_attention with output_order gives the same values, in memory
+    as the result transposed to that order is: against numpy float64."""
+    q_shape, kt_shape, v_shape, mask_shape, order = case
+    q, kt, v, mask = (rng.standard_normal(s).astype(np.float32) for s in (q_shape, kt_shape, v_shape, mask_shape))
+    want = attention64(q, kt, v, 0.4, mask)
+    for target in ["ref", "cpu"]:
+        p = build_program({"q": ("float", q.shape), "kt": ("float", kt.shape), "v": ("float", v.shape),
+                           "mask": ("float", mask.shape)},
+                          lambda m, *a: m.add_instruction(
+                              kiln.op("fused_attention", scale=0.4, has_mask=True, output_order=order), list(a)))
+        # The result's strides follow the order: transposing it by the order gives a row-major array.
+        (out_shape,) = p.get_output_shapes()
+        np.testing.assert_array_equal(np.argsort(out_shape.strides)[::-1], order)
+        (got,) = run_on(p, target, {"q": q, "kt": kt, "v": v, "mask": mask})
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5, err_msg=target)
+
+
+def test_keys_read_in_place_as_a_transposed_view(rng):
+    """kt as a transposed view of keys [B, H, Sk, D] (rows of D contiguous,
+    Sk strided), with key counts that leave part of a 16-column panel."""
+    for sk in [1, 15, 16, 17, 45]:
+        q = rng.standard_normal((2, 3, 10, 12)).astype(np.float32)
+        k = rng.standard_normal((2, 3, sk, 12)).astype(np.float32)
+        v = rng.standard_normal((2, 3, sk, 7)).astype(np.float32)
+        spec = {"q": ("float", q.shape), "k": ("float", k.shape), "v": ("float", v.shape)}
+
+        def body(m, q_, k_, v_):
+            kt = m.add_instruction(kiln.op("transpose", permutation=[0, 1, 3, 2]), [k_])
+            return m.add_instruction(kiln.op("fused_attention", scale=0.3), [q_, kt, v_])
+
+        (got,) = run_on(build_program(spec, body), "cpu", {"q": q, "k": k, "v": v})
+        np.testing.assert_allclose(got, attention64(q, k.transpose(0, 1, 3, 2), v, 0.3), rtol=2e-5, atol=2e-5)
+
+
 def causal_mask(sq, sk, masked_value):
     """0 on and below the diagonal (aligned to the last key), masked_value above: [1, 1, sq, sk]."""
     above = np.arange(sk)[None, :] > np.arange(sq)[:, None] + (sk - sq)
@@ -265,12 +310,15 @@ def test_constant_mask_skips_masked_keys_and_matches_the_same_mask_given_at_run_
 # Built here with onnx.helper at the models' head sizes and checked against
 # ONNX Runtime, the ref target and numpy.
 
-def exported_sdpa_model(batch, seq, heads, head_dim, mask_kind):
-    """An ONNX model (q, k, v [B, S, H*D] and, with a mask, attention_mask [B, S] int64) -> [B, S, H*D]."""
+def exported_sdpa_model(batch, seq, heads, head_dim, mask_kind, fused_qkv=False):
+    """An ONNX model (q, k, v [B, S, H*D] and, with a mask, attention_mask [B, S] int64) -> [B, S, H*D].
+    With fused_qkv, q, k and v are cut from one input qkv [B, S, 3*H*D] (GPT-2's fused projection)."""
     from onnx import TensorProto, helper, numpy_helper
 
     hidden = heads * head_dim
     nodes, inits = [], []
+    if fused_qkv:
+        nodes.append(helper.make_node("Split", ["qkv"], ["q", "k", "v"], axis=2, num_outputs=3))
 
     def const(name, value):
         inits.append(numpy_helper.from_array(np.asarray(value), name))
@@ -304,8 +352,9 @@ def exported_sdpa_model(batch, seq, heads, head_dim, mask_kind):
     out = node("Transpose", [node("MatMul", [probs, v], "attended")], "merged", perm=[0, 2, 1, 3])
     node("Reshape", [out, const("out_shape", np.array([batch, seq, hidden], np.int64))], "out")
 
-    float_in = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [batch, seq, hidden])  # noqa: E731
-    inputs = [float_in("q"), float_in("k"), float_in("v")]
+    float_in = lambda name, width=hidden: helper.make_tensor_value_info(  # noqa: E731
+        name, TensorProto.FLOAT, [batch, seq, width])
+    inputs = [float_in("qkv", 3 * hidden)] if fused_qkv else [float_in("q"), float_in("k"), float_in("v")]
     if mask_kind != "none":
         inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [batch, seq]))
     graph = helper.make_graph(nodes, "sdpa", inputs,
@@ -326,10 +375,12 @@ def sdpa64(q, k, v, heads, allowed):
     return (p @ split(v)).transpose(0, 2, 1, 3).reshape(b, s, hidden)
 
 
-TRANSFORMERS = {  # batch, sequence, heads, head size, mask as the model builds it
-    "bert_padding_mask": (3, 128, 12, 64, "padding"),
-    "gpt2_causal_and_padding_mask": (2, 64, 12, 64, "causal"),
-    "vit_no_mask": (1, 197, 12, 64, "none"),
+TRANSFORMERS = {  # batch, sequence, heads, head size, mask as the model builds it, q k v cut from one input
+    "bert_padding_mask": (3, 128, 12, 64, "padding", False),
+    "gpt2_causal_and_padding_mask": (2, 64, 12, 64, "causal", False),
+    "gpt2_fused_qkv_causal_mask": (2, 64, 12, 64, "causal", True),
+    "vit_no_mask": (1, 197, 12, 64, "none", False),
+    "odd_fused_qkv_no_mask": (2, 13, 3, 20, "none", True),
 }
 
 
@@ -337,8 +388,8 @@ TRANSFORMERS = {  # batch, sequence, heads, head size, mask as the model builds 
 def test_transformers_export_is_fused_and_matches_onnxruntime(case, rng):
     import onnxruntime as ort
 
-    batch, seq, heads, head_dim, mask_kind = TRANSFORMERS[case]
-    model = exported_sdpa_model(batch, seq, heads, head_dim, mask_kind).SerializeToString()
+    batch, seq, heads, head_dim, mask_kind, fused_qkv = TRANSFORMERS[case]
+    model = exported_sdpa_model(batch, seq, heads, head_dim, mask_kind, fused_qkv).SerializeToString()
     hidden = heads * head_dim
     feed = {name: rng.standard_normal((batch, seq, hidden)).astype(np.float32) for name in "qkv"}
     allowed = np.ones((batch, 1, seq, seq), bool)
@@ -352,13 +403,21 @@ def test_transformers_export_is_fused_and_matches_onnxruntime(case, rng):
         if mask_kind == "causal":
             allowed = allowed & np.tril(np.ones((seq, seq), bool))
 
+    model_feed = dict(feed)
+    if fused_qkv:
+        model_feed["qkv"] = np.concatenate([model_feed.pop(name) for name in "qkv"], axis=2)
+
     cpu = kiln.parse_onnx_buffer(model)
     cpu.compile(kiln.get_target("cpu"))
     compiled = str(cpu)
     assert compiled.count("fused_attention") == 1 and "softmax" not in compiled, compiled
-    (got,) = [np.asarray(o) for o in cpu.run(feed)]
-    (ref,) = run_on(kiln.parse_onnx_buffer(model), "ref", feed)
-    (want_ort,) = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feed)
+    # Splitting and merging the heads are views: the attention reads q, k
+    # and v where the inputs hold them and writes the merged rows itself.
+    steps = [i["op"] for i in cpu.perf_report(model_feed, runs=1, warmup=0)["instructions"]]
+    assert "fused_attention" in steps and not {"reshape", "contiguous", "transpose"} & set(steps), steps
+    (got,) = [np.asarray(o) for o in cpu.run(model_feed)]
+    (ref,) = run_on(kiln.parse_onnx_buffer(model), "ref", model_feed)
+    (want_ort,) = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, model_feed)
     np.testing.assert_allclose(got, want_ort, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(got, sdpa64(feed["q"], feed["k"], feed["v"], heads, allowed), rtol=2e-5, atol=2e-5)

@@ -55,8 +55,9 @@ public:
         const auto ks = strides_over(in[1], plan_.d, plan_.sk);
         const auto vs = strides_over(in[2], plan_.sk, plan_.dv);
         const auto ms = a.has_mask ? ops::broadcast_strides(in[3], scores_lens) : std::vector<std::size_t>(rank, 0);
+        const auto& os = out.strides();
         for (std::size_t b = 0; b < plan_.batches; ++b) {
-            std::size_t rest = b, q = 0, k = 0, v = 0, m = 0;
+            std::size_t rest = b, q = 0, k = 0, v = 0, m = 0, o = 0;
             for (std::size_t d = batch_lens.size(); d-- > 0;) {
                 const std::size_t i = rest % batch_lens[d];
                 rest /= batch_lens[d];
@@ -64,16 +65,20 @@ public:
                 k += i * ks[d];
                 v += i * vs[d];
                 m += i * ms[d];
+                o += i * os[d];
             }
             q_offsets_.push_back(q);
             kt_offsets_.push_back(k);
             v_offsets_.push_back(v);
             mask_offsets_.push_back(m);
+            out_offsets_.push_back(o);
         }
         plan_.q_offsets = q_offsets_.data();
         plan_.kt_offsets = kt_offsets_.data();
         plan_.v_offsets = v_offsets_.data();
         plan_.mask_offsets = mask_offsets_.data();
+        plan_.out_offsets = out_offsets_.data();
+        plan_.out_row_stride = os[rank - 2];
         auto last_two = [&](const std::vector<std::size_t>& s, std::size_t* dst) {
             dst[0] = s[s.size() - 2];
             dst[1] = s[s.size() - 1];
@@ -128,7 +133,7 @@ private:
     }
 
     avx2::attention_plan plan_;
-    std::vector<std::size_t> q_offsets_, kt_offsets_, v_offsets_, mask_offsets_, item_columns_;
+    std::vector<std::size_t> q_offsets_, kt_offsets_, v_offsets_, mask_offsets_, out_offsets_, item_columns_;
 };
 
 }  // namespace
@@ -141,7 +146,8 @@ std::shared_ptr<const cpu_kernel> make_attention_kernel(const kernel_request& r)
     // q, kt and v take part in the batch broadcast with at least their two matrix dimensions.
     for (std::size_t i = 0; i < 3; ++i)
         if (r.input_shapes[i].ndim() < 2 || r.input_shapes[i].ndim() > r.output_shape.ndim()) return nullptr;
-    if (r.output_shape.ndim() < 2) return nullptr;
+    // The result's rows are written whole (output_order keeps its last dim innermost).
+    if (r.output_shape.ndim() < 2 || r.output_shape.strides().back() != 1) return nullptr;
     return std::make_shared<attention_kernel>(*a, r);
 }
 

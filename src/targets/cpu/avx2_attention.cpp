@@ -35,11 +35,56 @@ std::size_t panel_floats(std::size_t k, std::size_t n) {
     return (n + panel_width - 1) / panel_width * panel_width * k;
 }
 
+// dst[j * dst_stride + i] = src[i * src_stride + j] for an 8 x 8 block.
+void transpose8x8(const float* src, std::size_t src_stride, float* dst, std::size_t dst_stride) {
+    __m256 r[8], t[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + static_cast<std::size_t>(i) * src_stride);
+#pragma GCC unroll 4
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+        _mm256_storeu_ps(dst + static_cast<std::size_t>(i) * dst_stride, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+        _mm256_storeu_ps(dst + static_cast<std::size_t>(i + 4) * dst_stride,
+                         _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+    }
+}
+
+// One panel of b [k x width] whose columns are the contiguous runs, at
+// `column_stride` from each other (keys [Sk, D] read in place as kt): 8 x 8
+// blocks transposed in registers, the edges one element at a time, zeros
+// past column `width`.
+void pack_transposed_panel(const float* b, std::size_t column_stride, std::size_t k, std::size_t width, float* panel) {
+    const std::size_t full_columns = width / 8 * 8, full_rows = k / 8 * 8;
+    for (std::size_t c = 0; c < full_columns; c += 8)
+        for (std::size_t kk = 0; kk < full_rows; kk += 8)
+            transpose8x8(b + c * column_stride + kk, column_stride, panel + kk * panel_width + c, panel_width);
+    for (std::size_t c = 0; c < width; ++c)
+        for (std::size_t kk = c < full_columns ? full_rows : 0; kk < k; ++kk)
+            panel[kk * panel_width + c] = b[c * column_stride + kk];
+    for (std::size_t kk = 0; kk < k; ++kk)
+        for (std::size_t c = width; c < panel_width; ++c) panel[kk * panel_width + c] = 0;
+}
+
 void pack_panels(const float* b, const std::size_t* strides, std::size_t k, std::size_t n, float* dst) {
     for (std::size_t p = 0; p * panel_width < n; ++p) {
         float* panel = dst + p * panel_width * k;
         const std::size_t col0 = p * panel_width;
         const std::size_t width = n - col0 < panel_width ? n - col0 : panel_width;
+        if (strides[0] == 1 && strides[1] != 1) {
+            pack_transposed_panel(b + col0 * strides[1], strides[1], k, width, panel);
+            continue;
+        }
         for (std::size_t kk = 0; kk < k; ++kk) {
             const float* row = b + kk * strides[0] + col0 * strides[1];
             float* out = panel + kk * panel_width;
@@ -336,10 +381,11 @@ void run_items(const attention_plan& p, const float* q, const float* kt, const f
         const std::size_t padded = (columns + 7) / 8 * 8;
         for (std::size_t r = 0; r < rows; ++r)
             exponentiate_row(buf.scores + r * ld, padded, buf.row_max + r * 8, p.nan_to_zero, buf.inv_sum + r);
-        float* out_rows = out + (b * p.sq + row0) * p.dv;
+        float* out_rows = out + p.out_offsets[b] + row0 * p.out_row_stride;
         gemm(buf.scores, ld, buf.v_panels, p.sk, columns, p.dv, rows,
              [&](std::size_t i, std::size_t col0, std::size_t width) {
-                 return finish_outputs{out_rows + i * p.dv + col0, p.dv, buf.inv_sum + i, width};
+                 return finish_outputs{out_rows + i * p.out_row_stride + col0, p.out_row_stride, buf.inv_sum + i,
+                                       width};
              });
     }
 }

@@ -148,7 +148,8 @@ void run_layer_norm(const row_layout& layout, double epsilon, const float* x, co
 // the first product to the second. Operands are addressed by element
 // offsets per batch entry and (row, column) strides; kt and v are packed
 // per thread, q and the mask gathered per tile when their columns are not
-// contiguous. With `item_columns`,
+// contiguous; the result's rows lie at out_row_stride from each other (its
+// columns contiguous). With `item_columns`,
 // work item (batch entry, tile) computes only its first item_columns[item]
 // key columns: the others are masked out for every row of the tile (a
 // causal mask), so their probabilities are exactly zero.
@@ -160,10 +161,12 @@ struct attention_plan {
     const std::size_t* kt_offsets = nullptr;
     const std::size_t* v_offsets = nullptr;
     const std::size_t* mask_offsets = nullptr;
+    const std::size_t* out_offsets = nullptr;
     std::size_t q_strides[2] = {};     // over (Sq, D)
     std::size_t kt_strides[2] = {};    // over (D, Sk)
     std::size_t v_strides[2] = {};     // over (Sk, Dv)
     std::size_t mask_strides[2] = {};  // over (Sq, Sk)
+    std::size_t out_row_stride = 0;    // over Sq; the result's columns are contiguous
     bool has_mask = false;
     bool nan_to_zero = false;
     float scale = 1;
