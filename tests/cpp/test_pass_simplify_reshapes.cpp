@@ -115,19 +115,31 @@ TEST(pass_simplify_reshapes, a_cancelled_pair_feeding_the_return_returns_the_inp
     expect_cpu_matches_ref(p, 0);
 }
 
-// The keys' path of transformers' exports: heads split by a transpose, then
-// reshapes that only drop and restore the batch dim of 1 around a second
-// transpose. On the strided views they copied; now they are views.
-TEST(pass_simplify_reshapes, unit_dim_reshapes_of_strided_values_become_squeeze_and_unsqueeze) {
+namespace {
+
+// The keys' path of transformers' exports, keys k [B, 5, 3, 4] ([B, S, H,
+// D]): heads split by a transpose, merged to [B * H, S, D], transposed and
+// split back to kt [B, H, D, S], which q [B, 3, queries, 4] multiplies.
+program keys_path(std::size_t batch, std::size_t queries) {
     program p;
     module& m = *p.get_main_module();
-    auto k = m.add_parameter("k", float_shape({1, 5, 3, 4}));  // [B, S, H, D]
-    auto q = m.add_parameter("q", float_shape({1, 3, 2, 4}));
+    auto k = m.add_parameter("k", float_shape({batch, 5, 3, 4}));
+    auto q = m.add_parameter("q", float_shape({batch, 3, queries, 4}));
     auto heads = m.add_instruction(transpose({0, 2, 1, 3}), {k});
     auto k3 = m.add_instruction(reshape({-1, 5, 4}), {heads});
     auto kt3 = m.add_instruction(transpose({0, 2, 1}), {k3});
-    auto kt = m.add_instruction(reshape({1, 3, 4, 5}), {kt3});
+    auto kt = m.add_instruction(reshape({static_cast<std::int64_t>(batch), 3, 4, 5}), {kt3});
     m.add_return({m.add_instruction(make_op("dot"), {q, kt})});
+    return p;
+}
+
+}  // namespace
+
+// At batch 1 the reshapes only drop and restore the batch dim around the
+// second transpose. On the strided views they copied; now they are views.
+TEST(pass_simplify_reshapes, unit_dim_reshapes_of_strided_values_become_squeeze_and_unsqueeze) {
+    program p = keys_path(1, 2);
+    const module& m = *p.get_main_module();
     module out = after_pass<simplify_reshapes>(m);
     EXPECT_EQ(to_string(out),
               "module: \"main\"\n"
@@ -251,15 +263,8 @@ TEST(pass_simplify_reshapes, a_copy_stays_where_its_readers_need_it) {
 // dims B and H are not neighbours in memory (a view cannot merge them),
 // transposed and split back: one transpose of the heads.
 TEST(pass_simplify_reshapes, a_transpose_between_a_merge_and_its_split_becomes_one_transpose) {
-    program p;
-    module& m = *p.get_main_module();
-    auto k = m.add_parameter("k", float_shape({2, 5, 3, 4}));  // [B, S, H, D]
-    auto q = m.add_parameter("q", float_shape({2, 3, 6, 4}));
-    auto heads = m.add_instruction(transpose({0, 2, 1, 3}), {k});
-    auto k3 = m.add_instruction(reshape({-1, 5, 4}), {heads});
-    auto kt3 = m.add_instruction(transpose({0, 2, 1}), {k3});
-    auto kt = m.add_instruction(reshape({2, 3, 4, 5}), {kt3});
-    m.add_return({m.add_instruction(make_op("dot"), {q, kt})});
+    program p = keys_path(2, 6);
+    const module& m = *p.get_main_module();
     module out = after_pass<simplify_reshapes>(m);
     EXPECT_EQ(to_string(out),
               "module: \"main\"\n"
