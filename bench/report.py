@@ -334,7 +334,7 @@ def render(doc, titles, chart_name=None):
                 "GFLOP counts 2 x the multiply-accumulates of Conv, ConvTranspose, MatMul and Gemm in the ONNX "
                 f"graph, as a direct computation does them; the peak is the best measured float32 GEMM rate at "
                 f"{s['threads']} threads" + (f" ({peak:.1f} GFLOP/s)." if peak else " (not measured).")
-                + " Kiln runs 3 x 3 stride-1 convolutions below 56 x 56 by Winograd's F(2 x 2, 3 x 3), which "
+                + " Kiln runs 3 x 3 stride-1 convolutions by Winograd's F(2 x 2, 3 x 3), which "
                 "does 4/9 of their multiplies, so its rate in these terms can pass the peak.", "", *kiln_table(r), ""]
     out += ["## Peak memory (MiB)", "",
             "Growth of the worker process's peak resident set over its size after importing the engine: "
