@@ -242,24 +242,14 @@ struct finish_outputs {
     }
 };
 
-// e^x for the softmax's x = s - max <= 0 (or NaN): exp_ps's reduction and
-// polynomial, times 2^n in one step, which is exact down to x = -87 (n >=
-// -126); below that the result (< 2^-125, nothing beside the row's maximum's
-// e^0 = 1) is 0. NaN stays NaN.
+// e^x for the softmax's x = s - max <= 0 (or NaN): split_exp's e^r times 2^n
+// in one step, which is exact down to x = -87 (n >= -126); below that the
+// result (< 2^-125, nothing beside the row's maximum's e^0 = 1) is 0. NaN
+// stays NaN.
 __m256 exp_nonpositive_ps(__m256 x) {
     const __m256 kept = _mm256_cmp_ps(x, splat(-87.0f), _CMP_NLT_UQ);
-    const __m256 n =
-        _mm256_round_ps(_mm256_mul_ps(x, splat(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fmadd_ps(n, splat(-0.693145751953125f), x);
-    r = _mm256_fmadd_ps(n, splat(-1.428606765330187045e-06f), r);
-    __m256 q = splat(1.957598724e-04f);
-    q = _mm256_fmadd_ps(q, r, splat(1.393580460e-03f));
-    q = _mm256_fmadd_ps(q, r, splat(8.333889768e-03f));
-    q = _mm256_fmadd_ps(q, r, splat(4.166645557e-02f));
-    q = _mm256_fmadd_ps(q, r, splat(1.666666418e-01f));
-    q = _mm256_fmadd_ps(q, r, splat(5.000000000e-01f));
-    const __m256 p = _mm256_add_ps(splat(1.0f), _mm256_fmadd_ps(_mm256_mul_ps(r, r), q, r));
-    return _mm256_and_ps(kept, _mm256_mul_ps(p, pow2i(_mm256_cvtps_epi32(n))));
+    const exp_split e = split_exp(x);
+    return _mm256_and_ps(kept, _mm256_mul_ps(e.e_r, pow2i(_mm256_cvtps_epi32(e.n))));
 }
 
 // One row of scores (n columns, padded with -inf to a multiple of 8) in

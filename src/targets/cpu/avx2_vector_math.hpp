@@ -34,13 +34,13 @@ static inline __m256 pow2i(__m256i n) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
 }
 
-// e^x: x = n ln2 + r with |r| <= ln2/2, e^r by polynomial, times 2^n applied
-// in two halves so that results in the subnormal range round once, correctly.
-static inline __m256 exp_ps(__m256 x) {
-    // Beyond these e^x is inf or rounds to 0; clamping keeps n in range.
-    // (min/max return their second operand for NaN, so NaN passes through.)
-    x = _mm256_min_ps(splat(89.0f), x);
-    x = _mm256_max_ps(splat(-104.0f), x);
+// e^x = 2^n e^r with n = round(x / ln2) and |r| <= ln2/2: n (as a float)
+// and e^r by polynomial. The callers apply 2^n as their range needs.
+struct exp_split {
+    __m256 n;
+    __m256 e_r;
+};
+static inline exp_split split_exp(__m256 x) {
     const __m256 n =
         _mm256_round_ps(_mm256_mul_ps(x, splat(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     // ln2 split so that n * hi is exact (hi has 16 significant bits).
@@ -53,10 +53,20 @@ static inline __m256 exp_ps(__m256 x) {
     q = _mm256_fmadd_ps(q, r, splat(4.166645557e-02f));
     q = _mm256_fmadd_ps(q, r, splat(1.666666418e-01f));
     q = _mm256_fmadd_ps(q, r, splat(5.000000000e-01f));
-    const __m256 p = _mm256_add_ps(splat(1.0f), _mm256_fmadd_ps(_mm256_mul_ps(r, r), q, r));
-    const __m256i ni = _mm256_cvtps_epi32(n);
+    return {n, _mm256_add_ps(splat(1.0f), _mm256_fmadd_ps(_mm256_mul_ps(r, r), q, r))};
+}
+
+// e^x, with 2^n applied in two halves so that results in the subnormal
+// range round once, correctly.
+static inline __m256 exp_ps(__m256 x) {
+    // Beyond these e^x is inf or rounds to 0; clamping keeps n in range.
+    // (min/max return their second operand for NaN, so NaN passes through.)
+    x = _mm256_min_ps(splat(89.0f), x);
+    x = _mm256_max_ps(splat(-104.0f), x);
+    const exp_split e = split_exp(x);
+    const __m256i ni = _mm256_cvtps_epi32(e.n);
     const __m256i half = _mm256_srai_epi32(ni, 1);
-    return _mm256_mul_ps(_mm256_mul_ps(p, pow2i(half)), pow2i(_mm256_sub_epi32(ni, half)));
+    return _mm256_mul_ps(_mm256_mul_ps(e.e_r, pow2i(half)), pow2i(_mm256_sub_epi32(ni, half)));
 }
 
 // 1 / (1 + e^-x), the formula of the reference kernel.
