@@ -1,5 +1,5 @@
 """Derives the polynomial coefficients of Kiln's vectorized float32 math
-(src/targets/cpu/avx2_vector_math.hpp): weighted least squares at Chebyshev
+(src/targets/cpu/kernels/vector_math_avx2.hpp): weighted least squares at Chebyshev
 nodes (close to minimax for these smooth functions), computed in high
 precision with mpmath, printed as float32 literals.
 

@@ -54,6 +54,9 @@ public:
     std::size_t held_literal_bytes() const;
     // Bytes of constants the compiled program's kernels keep in their own layouts.
     std::size_t kernel_constant_bytes() const;
+    // The kernel the target chose for each instruction of the compiled main
+    // module (empty before compile, or for a target that does not name them).
+    std::vector<kernel_choice> kernel_choices() const;
 
     void print(std::ostream& os) const;
 

@@ -10,23 +10,11 @@
 #include <vector>
 
 #include "kiln/argument.hpp"
+#include "kiln/compile_options.hpp"
 #include "kiln/module.hpp"
 #include "kiln/pass.hpp"
 
 namespace kiln {
-
-struct compile_options {
-    // Copy host inputs to the target's memory and outputs back (no-op on host targets).
-    bool offload_copy = true;
-    // Worker threads for kernels; 0 means all cores.
-    int threads = 0;
-    // Print the IR and time of each pass to stderr.
-    bool trace_passes = false;
-    // Names of passes to skip.
-    std::vector<std::string> disabled_passes;
-    // Run the verifier after every pass (tests set it; a debug build of Kiln always does).
-    bool verify_passes = false;
-};
 
 enum class memory_location { host, device };
 
@@ -36,7 +24,15 @@ using parameter_map = std::unordered_map<std::string, argument>;
 struct step_timing {
     std::string instruction;  // printed name, e.g. "@12"
     std::string op;           // op name, e.g. "convolution"
+    std::string algorithm;    // the target's kernel for it, e.g. "winograd_f2x2_3x3"; empty if it has no names
     double seconds = 0;
+};
+
+// The kernel a target chose for one instruction of the compiled module.
+struct kernel_choice {
+    std::string instruction;  // printed name, e.g. "@12"
+    std::string op;
+    std::string algorithm;
 };
 
 // One executed instruction of a run, as an observer sees it. The arguments
@@ -67,6 +63,9 @@ public:
     virtual std::size_t planned_memory_bytes() const { return 0; }
     // Bytes of constants the kernels keep in layouts of their own (packed weights).
     virtual std::size_t kernel_constant_bytes() const { return 0; }
+    // The kernel chosen for each instruction of the main module, in order
+    // (empty for a target that does not name its kernels).
+    virtual std::vector<kernel_choice> kernel_choices() const { return {}; }
 };
 
 class target {

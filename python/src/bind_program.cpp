@@ -101,6 +101,7 @@ nb::dict perf_program(const program& p, nb::handle inputs, std::size_t runs, std
         nb::dict d;
         d["instruction"] = i.instruction;
         d["op"] = i.op;
+        d["algorithm"] = i.algorithm;
         d["mean_ms"] = i.mean_ms;
         d["share"] = i.share;
         instructions.append(d);
@@ -195,6 +196,15 @@ void bind_program(nb::module_& m) {
              "kernels that keep their own packed copy hold none.")
         .def("kernel_constant_bytes", &program::kernel_constant_bytes,
              "Bytes of constants (packed weights) the compiled program's kernels keep in their own layouts.")
+        .def(
+            "get_kernel_algorithms",
+            [](const program& p) {
+                nb::list out;
+                for (const auto& c : p.kernel_choices()) out.append(nb::make_tuple(c.instruction, c.op, c.algorithm));
+                return out;
+            },
+            "The kernel algorithm the target chose for each instruction of the compiled main module, as "
+            "(instruction, op, algorithm) tuples in program order; empty before compile or on ref.")
         .def("print", [](const program& p) { nb::print(to_string(p).c_str(), nb::str("")); })
         .def("__str__", [](const program& p) { return to_string(p); })
         .def("__copy__", [](const program& p) { return program(p); })

@@ -12,6 +12,11 @@ namespace kiln::driver {
 int read_command(const std::string& model) {
     program p = load_model(model);
     std::cout << p;
+    const auto choices = p.kernel_choices();
+    if (!choices.empty()) {
+        std::cout << "kernels (" << p.target_name() << "):\n";
+        for (const auto& c : choices) std::cout << "  " << c.instruction << " = " << c.op << ": " << c.algorithm << "\n";
+    }
     return 0;
 }
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/shape.hpp"
-#include "kiln/target.hpp"
+#include "kiln/compile_options.hpp"
 #include "kiln/value.hpp"
 
 namespace kiln::io {

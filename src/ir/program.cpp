@@ -157,6 +157,10 @@ std::size_t program::held_literal_bytes() const {
 
 std::size_t program::kernel_constant_bytes() const { return executable_ ? executable_->kernel_constant_bytes() : 0; }
 
+std::vector<kernel_choice> program::kernel_choices() const {
+    return executable_ ? executable_->kernel_choices() : std::vector<kernel_choice>{};
+}
+
 void program::print(std::ostream& os) const {
     for (std::size_t i = 0; i < modules_.size(); ++i) {
         if (i) os << "\n";

@@ -5,21 +5,12 @@
 
 namespace kiln::op {
 
-operation fused_convolution::base_convolution() const {
-    convolution c;
-    c.padding = padding;
-    c.stride = stride;
-    c.dilation = dilation;
-    c.group = group;
-    return c;
-}
-
 shape fused_convolution::plain_input_shape(const shape& x) const {
     return input_layout == tensor_layout::nchw8c ? ops::unblocked_shape(name(), x) : x;
 }
 
 shape fused_convolution::plain_output_shape(const std::vector<shape>& inputs) const {
-    return base_convolution().compute_shape({plain_input_shape(inputs[0]), inputs[1]});
+    return conv.compute_shape({plain_input_shape(inputs[0]), inputs[1]});
 }
 
 shape fused_convolution::compute_shape(const std::vector<shape>& inputs) const {
@@ -45,8 +36,8 @@ void fused_convolution::compute(const argument& result, const std::vector<argume
         x = argument(plain_input_shape(inputs[0].get_shape()));
         ops::unblock_values(inputs[0], x);
     }
-    shape plain = base_convolution().compute_shape({x.get_shape(), inputs[1].get_shape()});
-    argument y = base_convolution().evaluate(plain, {x, inputs[1]});
+    shape plain = conv.compute_shape({x.get_shape(), inputs[1].get_shape()});
+    argument y = operation(conv).evaluate(plain, {x, inputs[1]});
     if (has_bias) {
         const float* b = inputs[2].data_as<float>();
         float* p = y.data_as<float>();

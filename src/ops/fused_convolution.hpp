@@ -12,25 +12,21 @@
 
 #include "kiln/operation.hpp"
 #include "ops/blocked_layout.hpp"
+#include "ops/conv.hpp"
 #include "ops/post_ops.hpp"
 
 namespace kiln::op {
 
 struct fused_convolution : op_base {
-    std::vector<std::int64_t> padding;
-    std::vector<std::int64_t> stride;
-    std::vector<std::int64_t> dilation;
-    std::int64_t group = 1;
+    convolution conv;  // the convolution before its bias and post-ops
     bool has_bias = false;
     post_op_chain post;
     tensor_layout input_layout = tensor_layout::nchw;
     tensor_layout output_layout = tensor_layout::nchw;
     template <class Self, class F>
     static void reflect(Self& self, F&& f) {
-        f(self.padding, "padding");
-        f(self.stride, "stride");
-        f(self.dilation, "dilation");
-        f(self.group, "group");
+        // The convolution's own attributes keep their names, unnested.
+        convolution::reflect(self.conv, f);
         f(self.has_bias, "has_bias");
         f(self.post.kinds, "post_ops");
         f(self.post.alpha, "post_alpha");
@@ -42,8 +38,6 @@ struct fused_convolution : op_base {
     shape compute_shape(const std::vector<shape>& inputs) const;
     void compute(const argument& result, const std::vector<argument>& inputs) const;
 
-    // The plain convolution this op starts from.
-    operation base_convolution() const;
     // The shapes of x and of the convolution's result in the plain layout.
     shape plain_input_shape(const shape& x) const;
     shape plain_output_shape(const std::vector<shape>& inputs) const;

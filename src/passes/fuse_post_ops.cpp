@@ -37,10 +37,7 @@ rewrite_rule convolution_to_fused() {
     return {"convolution_to_fused", pattern, [](module& m, const match_result& r) {
                 const auto* c = r.root->get_operator().get_if<op::convolution>();
                 op::fused_convolution f;
-                f.padding = c->padding;
-                f.stride = c->stride;
-                f.dilation = c->dilation;
-                f.group = c->group;
+                f.conv = *c;
                 return replace_with_new(m, r.root, f, r.root->inputs());
             }};
 }

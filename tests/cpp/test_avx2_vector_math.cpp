@@ -11,7 +11,8 @@
 #include <limits>
 #include <vector>
 
-#include "targets/cpu/avx2_kernels.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
+#include "targets/cpu/kernels/pointwise/pointwise_avx2.hpp"
 
 namespace {
 

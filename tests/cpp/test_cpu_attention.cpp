@@ -1,4 +1,4 @@
-// The cpu target's fused_attention kernel (avx2_attention.cpp) against ref:
+// The cpu target's fused_attention kernel (attention_avx2.cpp) against ref:
 // sequence lengths that leave partial 16-column panels and 6-row blocks,
 // odd head sizes, batches, and each way the kernel reads a mask (rows in
 // place, one row for all, strided columns gathered per tile, a constant

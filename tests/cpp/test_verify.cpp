@@ -9,7 +9,7 @@
 
 #include "kiln/kiln.hpp"
 #include "pass_test_helpers.hpp"
-#include "runtime/float64_reference.hpp"
+#include "verify/float64_reference.hpp"
 
 using namespace kiln;
 using namespace kiln::test;

@@ -1,0 +1,153 @@
+// The cpu kernel for fused_attention (attention_avx2.cpp), float32: batch
+// entries and the strides of every operand are worked out here, once.
+#include <algorithm>
+
+#include "ops/fused_attention.hpp"
+#include "ops/op_helpers.hpp"
+#include "targets/cpu/kernels/attention/attention_avx2.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
+#include "targets/cpu/kernels/cpu_kernels.hpp"
+
+namespace kiln {
+
+namespace {
+
+// Two products of (Sq x D x Sk) and (Sq x Sk x Dv) multiply-adds below
+// which threads do not pay.
+constexpr std::size_t parallel_flops = std::size_t{1} << 20;
+
+// A mask entry at or below this removes its key column: added to any score
+// below 1e29 in magnitude and exponentiated, it gives exactly zero.
+// Exporters use -inf or float32's lowest value (-3.4e38); masks of -1e4 or
+// -1e9 are left to the softmax.
+constexpr float masked_out = -1e30f;
+
+// Tiles of query rows when a constant mask removes trailing key columns:
+// small tiles skip more of a causal mask's upper triangle.
+constexpr std::size_t causal_tile_rows = 16;
+
+class attention_kernel final : public cpu_kernel {
+public:
+    attention_kernel(const op::fused_attention& a, const kernel_request& r) {
+        const auto& in = r.input_shapes;
+        const shape& out = r.output_shape;
+        const std::size_t rank = out.ndim();
+        const std::vector<std::size_t> batch_lens(out.lens().begin(), out.lens().end() - 2);
+        std::vector<std::size_t> scores_lens = batch_lens;
+        plan_.sq = out.lens()[rank - 2];
+        plan_.dv = out.lens()[rank - 1];
+        plan_.d = in[0].lens().back();
+        plan_.sk = in[1].lens().back();
+        scores_lens.push_back(plan_.sq);
+        scores_lens.push_back(plan_.sk);
+        plan_.batches = 1;
+        for (auto l : batch_lens) plan_.batches *= l;
+
+        // Each operand over [batch..., rows, cols] with broadcast batch strides.
+        auto strides_over = [&](const shape& s, std::size_t rows, std::size_t cols) {
+            std::vector<std::size_t> lens = batch_lens;
+            lens.push_back(rows);
+            lens.push_back(cols);
+            return ops::broadcast_strides(s, lens);
+        };
+        const auto qs = strides_over(in[0], plan_.sq, plan_.d);
+        const auto ks = strides_over(in[1], plan_.d, plan_.sk);
+        const auto vs = strides_over(in[2], plan_.sk, plan_.dv);
+        const auto ms = a.has_mask ? ops::broadcast_strides(in[3], scores_lens) : std::vector<std::size_t>(rank, 0);
+        const auto& os = out.strides();
+        for (std::size_t b = 0; b < plan_.batches; ++b) {
+            std::size_t rest = b, q = 0, k = 0, v = 0, m = 0, o = 0;
+            for (std::size_t d = batch_lens.size(); d-- > 0;) {
+                const std::size_t i = rest % batch_lens[d];
+                rest /= batch_lens[d];
+                q += i * qs[d];
+                k += i * ks[d];
+                v += i * vs[d];
+                m += i * ms[d];
+                o += i * os[d];
+            }
+            q_offsets_.push_back(q);
+            kt_offsets_.push_back(k);
+            v_offsets_.push_back(v);
+            mask_offsets_.push_back(m);
+            out_offsets_.push_back(o);
+        }
+        plan_.q_offsets = q_offsets_.data();
+        plan_.kt_offsets = kt_offsets_.data();
+        plan_.v_offsets = v_offsets_.data();
+        plan_.mask_offsets = mask_offsets_.data();
+        plan_.out_offsets = out_offsets_.data();
+        plan_.out_row_stride = os[rank - 2];
+        auto last_two = [&](const std::vector<std::size_t>& s, std::size_t* dst) {
+            dst[0] = s[s.size() - 2];
+            dst[1] = s[s.size() - 1];
+        };
+        last_two(qs, plan_.q_strides);
+        last_two(ks, plan_.kt_strides);
+        last_two(vs, plan_.v_strides);
+        last_two(ms, plan_.mask_strides);
+        if (a.has_mask && r.constant_inputs.size() > 3 && !r.constant_inputs[3].empty()) plan_columns(r.constant_inputs[3].data_as<const float>());
+        plan_.has_mask = a.has_mask;
+        plan_.nan_to_zero = a.nan_to_zero;
+        plan_.scale = static_cast<float>(a.scale);
+        plan_.threads = r.threads;
+        plan_.parallel = plan_.batches * plan_.sq * plan_.sk * (plan_.d + plan_.dv) >= parallel_flops;
+    }
+    attention_kernel(const attention_kernel&) = delete;
+    attention_kernel& operator=(const attention_kernel&) = delete;
+
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
+        avx2::run_attention(
+            plan_, inputs[0].data_as<const float>(), inputs[1].data_as<const float>(), inputs[2].data_as<const float>(),
+            plan_.has_mask ? inputs[3].data_as<const float>() : nullptr, result.data_as<float>(), scratch);
+    }
+    std::size_t scratch_bytes() const override { return avx2::attention_scratch_bytes(plan_); }
+
+private:
+    // With a constant mask, the key columns each (batch entry, tile) needs:
+    // up to the last column some row of the tile does not mask out. A tile
+    // with a row masked out entirely keeps all columns, so that row's
+    // softmax (uniform, or NaN before the guard) is what it was.
+    void plan_columns(const float* mask) {
+        const std::size_t tiles = (plan_.sq + causal_tile_rows - 1) / causal_tile_rows;
+        std::vector<std::size_t> columns(plan_.batches * tiles);
+        bool skips = false;
+        for (std::size_t b = 0; b < plan_.batches; ++b) {
+            for (std::size_t t = 0; t < tiles; ++t) {
+                std::size_t needed = 0;
+                for (std::size_t row = t * causal_tile_rows; row < std::min(plan_.sq, (t + 1) * causal_tile_rows); ++row) {
+                    const float* m = mask + mask_offsets_[b] + row * plan_.mask_strides[0];
+                    std::size_t end = plan_.sk;
+                    while (end > 0 && m[(end - 1) * plan_.mask_strides[1]] <= masked_out) --end;
+                    needed = std::max(needed, end == 0 ? plan_.sk : end);
+                }
+                columns[b * tiles + t] = needed;
+                skips = skips || needed < plan_.sk;
+            }
+        }
+        if (!skips) return;
+        item_columns_ = std::move(columns);
+        plan_.tile_rows = causal_tile_rows;
+        plan_.item_columns = item_columns_.data();
+    }
+
+    avx2::attention_plan plan_;
+    std::vector<std::size_t> q_offsets_, kt_offsets_, v_offsets_, mask_offsets_, out_offsets_, item_columns_;
+};
+
+}  // namespace
+
+std::shared_ptr<const cpu_kernel> make_attention_kernel(const kernel_request& r) {
+    const auto* a = r.op.get_if<op::fused_attention>();
+    if (a == nullptr || !avx2::supported() || r.output_shape.elements() == 0) return nullptr;
+    for (const auto& s : r.input_shapes)
+        if (s.type() != dtype::float_type || s.elements() == 0) return nullptr;
+    // q, kt and v take part in the batch broadcast with at least their two matrix dimensions.
+    for (std::size_t i = 0; i < 3; ++i)
+        if (r.input_shapes[i].ndim() < 2 || r.input_shapes[i].ndim() > r.output_shape.ndim()) return nullptr;
+    // The result's rows are written whole (output_order keeps its last dim innermost).
+    if (r.output_shape.ndim() < 2 || r.output_shape.strides().back() != 1) return nullptr;
+    return std::make_shared<attention_kernel>(*a, r);
+}
+
+}  // namespace kiln

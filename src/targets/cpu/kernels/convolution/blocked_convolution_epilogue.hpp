@@ -1,0 +1,32 @@
+// What Kiln's own blocked (nChw8c) convolution kernels (pairwise-sum,
+// Winograd) apply after the sums: bias, then one of a few post-op chains.
+// Both accept the same cases, so the decision is made here once.
+#pragma once
+
+#include <optional>
+
+#include "ops/fused_convolution.hpp"
+#include "targets/cpu/kernels/cpu_kernel.hpp"
+
+namespace kiln::blocked_convolution {
+
+enum class finish { none, relu, add, add_relu };
+constexpr std::size_t finish_kinds = 4;
+
+struct epilogue {
+    bool has_bias = false;
+    finish then = finish::none;
+};
+
+// True when `conv` is a float32, group-1 convolution from and to nChw8c
+// with standard layouts and constant weights [M, C, kh, kw], M a multiple of
+// the channel block: what these kernels read.
+bool reads_blocked_float(const op::fused_convolution& conv, const kernel_request& r);
+
+// The epilogue of `conv` (plain relu, residual add, add then relu, or none,
+// with an optional bias of `out_channels`), or nullopt when its post-ops or
+// their operands' layouts are not ones these kernels apply.
+std::optional<epilogue> epilogue_of(const op::fused_convolution& conv, const kernel_request& r,
+                                    std::size_t out_channels);
+
+}  // namespace kiln::blocked_convolution

@@ -1,0 +1,22 @@
+#include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
+
+namespace kiln {
+
+std::span<const kernel_algorithm> convolution_algorithms() {
+    static const kernel_algorithm algorithms[] = {
+        winograd_convolution,       // 3 x 3 stride 1 on blocked input
+        pairwise_sum_convolution,   // blocked, 56 x 56 and up
+        im2col_convolution,         // other k x k on blocked input
+        channel_split_convolution,  // an image's few plain channels
+        onednn_convolution,         // everything else
+    };
+    return algorithms;
+}
+
+const op::fused_convolution& requested_convolution(const kernel_request& r) {
+    const auto* conv = r.op.get_if<op::fused_convolution>();
+    if (conv == nullptr) fail(error_kind::runtime, "a convolution algorithm was asked to run " + r.op.name());
+    return *conv;
+}
+
+}  // namespace kiln

@@ -1,0 +1,24 @@
+#pragma once
+// The cpu target's convolution algorithms, each defined in its own file, and
+// the order in which they are tried (convolution_algorithms.cpp).
+#include <span>
+
+#include "ops/fused_convolution.hpp"
+#include "targets/cpu/kernels/kernel_algorithm.hpp"
+
+namespace kiln {
+
+extern const kernel_algorithm winograd_convolution;       // winograd_convolution.cpp
+extern const kernel_algorithm pairwise_sum_convolution;   // pairwise_sum_convolution.cpp
+extern const kernel_algorithm im2col_convolution;         // im2col_convolution.cpp
+extern const kernel_algorithm channel_split_convolution;  // channel_split_convolution.cpp
+extern const kernel_algorithm onednn_convolution;         // dnnl_convolution.cpp
+
+// Most specific first; oneDNN takes whatever is left.
+std::span<const kernel_algorithm> convolution_algorithms();
+
+// The fused_convolution a convolution algorithm is asked to run: the kernel
+// registry hands plain convolutions over as fused ones with no bias or post-ops.
+const op::fused_convolution& requested_convolution(const kernel_request& r);
+
+}  // namespace kiln

@@ -1,0 +1,127 @@
+// Convolution through oneDNN: plain or blocked activations, weights
+// reordered once into the layout the chosen implementation wants, bias and
+// post-ops applied by the same primitive.
+#include "ops/conv.hpp"
+#include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
+#include "targets/cpu/kernels/dnnl_support.hpp"
+
+namespace kiln {
+
+namespace {
+
+namespace ds = dnnl_support;
+using dims = dnnl::memory::dims;
+
+dims to_dims(const std::vector<std::size_t>& v) { return dims(v.begin(), v.end()); }
+
+// Weights [M, C/g, k...] as oneDNN sees them: grouped ones get a leading group dimension.
+dnnl::memory::desc weights_desc(const shape& w, std::size_t group, dnnl::memory::format_tag tag) {
+    dims d = to_dims(w.lens());
+    if (group > 1) {
+        d[0] /= static_cast<dnnl::memory::dim>(group);
+        d.insert(d.begin(), static_cast<dnnl::memory::dim>(group));
+    }
+    return dnnl::memory::desc(d, dnnl::memory::data_type::f32, tag);
+}
+
+dnnl::memory::format_tag plain_weights_tag(std::size_t spatial, bool grouped) {
+    using tag = dnnl::memory::format_tag;
+    switch (spatial) {
+    case 1: return grouped ? tag::goiw : tag::oiw;
+    case 2: return grouped ? tag::goihw : tag::oihw;
+    default: return grouped ? tag::goidhw : tag::oidhw;
+    }
+}
+
+// A binary post-op operand described in the destination's dims.
+dnnl::memory::desc operand_desc(const shape& operand, const shape& result, op::tensor_layout layout,
+                                const shape& plain_result) {
+    if (layout == op::tensor_layout::nchw8c && operand.lens() == result.lens()) return ds::blocked_desc(plain_result);
+    auto strides = ops::broadcast_strides(operand, result.lens());
+    return ds::strided_desc(result.lens(), strides);
+}
+
+bool eligible(const kernel_request& r) {
+    const auto& conv = requested_convolution(r);
+    const shape& x = r.input_shapes[0];
+    const shape& w = r.input_shapes[1];
+    // Constant weights are packed once; the reorder reads them as standard.
+    if (x.type() != dtype::float_type || r.constant_inputs[1].empty() || !w.standard()) return false;
+    if (conv.output_layout == op::tensor_layout::nchw8c && conv.post.binary_count() > 0)
+        for (std::size_t i = conv.first_post_operand(); i < r.input_shapes.size(); ++i)
+            if (r.input_shapes[i].lens() != r.output_shape.lens()) return false;
+    return true;
+}
+
+std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
+    const auto& conv = requested_convolution(r);
+    const shape& x = r.input_shapes[0];
+    const shape& w = r.input_shapes[1];
+    const shape plain_x = conv.plain_input_shape(x);
+    const shape plain_y = conv.plain_output_shape(r.input_shapes);
+    const std::size_t spatial = plain_x.ndim() - 2;
+    std::vector<std::size_t> kernel(w.lens().begin() + 2, w.lens().end());
+    ops::window win = ops::make_window(conv.name(), kernel, conv.conv.padding, conv.conv.stride, conv.conv.dilation);
+    dims strides = to_dims(win.stride), pad_l = to_dims(win.pad_begin), pad_r = to_dims(win.pad_end), dil;
+    for (auto d : win.dilation) dil.push_back(static_cast<dnnl::memory::dim>(d) - 1);
+    // oneDNN wants the right padding that makes its floor formula give our output extent.
+    for (std::size_t i = 0; i < spatial; ++i) {
+        auto extent = static_cast<dnnl::memory::dim>(win.dilation[i] * (kernel[i] - 1) + 1);
+        pad_r[i] = static_cast<dnnl::memory::dim>(plain_y.lens()[2 + i] - 1) * strides[i] + extent -
+                   static_cast<dnnl::memory::dim>(plain_x.lens()[2 + i]) - pad_l[i];
+    }
+
+    const auto group = static_cast<std::size_t>(conv.conv.group);
+    auto src = conv.input_layout == op::tensor_layout::nchw8c ? ds::blocked_desc(plain_x) : ds::plain_desc(x);
+    auto dst = conv.output_layout == op::tensor_layout::nchw8c ? ds::blocked_desc(plain_y) : ds::plain_desc(r.output_shape);
+    auto any_weights = weights_desc(w, group, dnnl::memory::format_tag::any);
+    dnnl::memory::desc bias;
+    if (conv.has_bias) bias = dnnl::memory::desc({static_cast<dnnl::memory::dim>(plain_y.lens()[1])},
+                                                 dnnl::memory::data_type::f32, dnnl::memory::format_tag::x);
+
+    std::vector<dnnl::memory::desc> operands;
+    for (std::size_t i = conv.first_post_operand(); i < r.input_shapes.size(); ++i)
+        operands.push_back(operand_desc(r.input_shapes[i], r.output_shape, conv.output_layout, plain_y));
+    auto post_ops = ds::make_post_ops(conv.post, operands);
+    if (!post_ops) return nullptr;
+    auto attr = ds::user_scratchpad_attr();
+    attr.set_post_ops(*post_ops);
+
+    try {
+        auto desc = conv.has_bias
+                        ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                          dnnl::algorithm::convolution_direct, src, any_weights, bias,
+                                                          dst, strides, dil, pad_l, pad_r)
+                        : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                          dnnl::algorithm::convolution_direct, src, any_weights, dst,
+                                                          strides, dil, pad_l, pad_r);
+        dnnl::convolution_forward::primitive_desc pd(desc, attr, ds::cpu_engine());
+        const auto plain_weights = weights_desc(w, group, plain_weights_tag(spatial, group > 1));
+        dnnl::memory packed = ds::reorder_constant(r.constant_inputs[1], plain_weights, pd.weights_desc());
+        std::unordered_map<int, dnnl::memory> fixed{{DNNL_ARG_WEIGHTS, packed}};
+        std::vector<std::pair<int, dnnl::memory::desc>> descs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
+        std::vector<int> slots{0, ds::primitive_kernel::result_slot};
+        if (conv.has_bias) {
+            descs.emplace_back(DNNL_ARG_BIAS, bias);
+            slots.push_back(2);
+        }
+        for (std::size_t k = 0; k < operands.size(); ++k) {
+            descs.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(ds::post_op_index(conv.post, k))) | DNNL_ARG_SRC_1,
+                               operands[k]);
+            slots.push_back(static_cast<int>(conv.first_post_operand() + k));
+        }
+        return std::make_shared<ds::primitive_kernel>(dnnl::convolution_forward(pd), std::move(descs), std::move(slots),
+                                                      std::move(fixed), pd.scratchpad_desc().get_size(),
+                                                      std::vector<ds::kept_constant>{{1, packed, plain_weights}});
+    } catch (const dnnl::error&) {
+        return nullptr;  // no oneDNN implementation for these shapes: the reference kernel runs
+    }
+}
+
+}  // namespace
+
+// oneDNN's own choice of kernel for the shapes (its direct AVX2 kernel, or
+// its 1 x 1 kernel): every float32 convolution with constant weights.
+const kernel_algorithm onednn_convolution{"onednn", eligible, build};
+
+}  // namespace kiln

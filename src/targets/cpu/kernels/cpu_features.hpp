@@ -1,0 +1,15 @@
+#pragma once
+// The one convention for ISA-specific code in the cpu target: loops compiled
+// for AVX2 + FMA live in translation units named *_avx2.cpp (built with
+// -mavx2 -mfma, see CMakeLists.txt), next to the portable kernel that calls
+// them, behind a header *_avx2.hpp of their own. Only plain data and function
+// pointers cross that boundary, and the AVX2 translation units include no
+// header that portable code also instantiates, so the linker can never pick
+// an AVX2-compiled inline function for code that runs on a CPU without AVX2.
+// Callers check avx2::supported() first.
+namespace kiln::avx2 {
+
+// AVX2 and FMA on the CPU running us (cpu_features.cpp).
+bool supported();
+
+}  // namespace kiln::avx2

@@ -1,0 +1,43 @@
+#pragma once
+// A kernel is what the cpu plan runs for one instruction. It is built once,
+// when the module is lowered, and may prepare whatever makes it fast then:
+// a oneDNN primitive, weights reordered into the primitive's layout. Running
+// it allocates nothing; it writes the result into memory the plan provides,
+// and may use `scratch`, a per-run buffer of scratch_bytes().
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "kiln/argument.hpp"
+#include "kiln/operation.hpp"
+
+namespace kiln {
+
+class cpu_kernel {
+public:
+    virtual ~cpu_kernel() = default;
+    virtual void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const = 0;
+    virtual std::size_t scratch_bytes() const { return 0; }
+    // Whether the kernel made its own copy of constant input `index` when it
+    // was built (weights in the primitive's layout) and never reads that
+    // input while running: the plan may then drop the literal's bytes.
+    virtual bool keeps_own_copy(std::size_t /*index*/) const { return false; }
+    // Writes the values of such an input, restored from the kernel's copy,
+    // into `into`: new memory with the input's shape and strides (for saving,
+    // printing and verifying the program).
+    virtual void restore_constant(std::size_t index, const argument& into) const;
+    // Bytes of the kernel's own copies of constants.
+    virtual std::size_t own_copy_bytes() const { return 0; }
+};
+
+// What a kernel factory knows about the instruction it builds for.
+struct kernel_request {
+    const operation& op;
+    const std::vector<shape>& input_shapes;
+    const shape& output_shape;
+    // The value of each input that is a literal (weights); empty for the others.
+    const std::vector<argument>& constant_inputs;
+    int threads;  // the threads the kernel is built and run for: the compile option resolved, >= 1
+};
+
+}  // namespace kiln

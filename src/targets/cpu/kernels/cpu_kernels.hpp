@@ -1,0 +1,41 @@
+#pragma once
+// The factories of the cpu target's op families that have one kernel each,
+// one per file. Each returns nullptr when it cannot handle the instruction (a
+// dtype, layout or shape it does not cover); the plan then runs the op's
+// reference compute. Families with several algorithms have ordered lists
+// instead (convolution/, matmul/, pooling/).
+#include "ops/fused_pointwise.hpp"
+#include "targets/cpu/kernels/cpu_kernel.hpp"
+
+namespace kiln {
+
+// concat of standard tensors (concat_kernel.cpp)
+std::shared_ptr<const cpu_kernel> make_concat_kernel(const kernel_request& r);
+// fused_pointwise and the elementwise ops (pointwise_kernel.cpp)
+std::shared_ptr<const cpu_kernel> make_pointwise_kernel(const kernel_request& r);
+// reduce_sum, reduce_mean, reduce_max, reduce_min over one run of axes (reduce_kernel.cpp)
+std::shared_ptr<const cpu_kernel> make_reduce_kernel(const kernel_request& r);
+// A pointwise program run on raw pointers, for kernels that run one over
+// parts of their data: inputs and output laid out as in the request.
+class pointwise_runner {
+public:
+    virtual ~pointwise_runner() = default;
+    virtual void run(const void* const* inputs, void* output, std::byte* scratch) const = 0;
+    virtual std::size_t scratch_bytes() const = 0;
+};
+std::shared_ptr<const pointwise_runner> make_pointwise_runner(const std::vector<op::pointwise_step>& steps,
+                                                              const kernel_request& r);
+// fused_concat_pointwise (concat_pointwise_kernel.cpp)
+std::shared_ptr<const cpu_kernel> make_concat_pointwise_kernel(const kernel_request& r);
+// softmax, log_softmax (normalization_kernels.cpp)
+std::shared_ptr<const cpu_kernel> make_softmax_kernel(const kernel_request& r);
+// layer_norm (normalization_kernels.cpp)
+std::shared_ptr<const cpu_kernel> make_layer_norm_kernel(const kernel_request& r);
+// fused_attention (attention_kernel.cpp)
+std::shared_ptr<const cpu_kernel> make_attention_kernel(const kernel_request& r);
+// reshape, flatten, contiguous when they copy (strided_copy_kernel.cpp)
+std::shared_ptr<const cpu_kernel> make_strided_copy_kernel(const kernel_request& r);
+// to_blocked, from_blocked (dnnl_reorder.cpp)
+std::shared_ptr<const cpu_kernel> make_reorder_kernel(const kernel_request& r);
+
+}  // namespace kiln

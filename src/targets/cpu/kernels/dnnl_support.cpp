@@ -1,0 +1,170 @@
+#include "targets/cpu/kernels/dnnl_support.hpp"
+
+namespace kiln::dnnl_support {
+
+using dt = dnnl::memory::data_type;
+
+const dnnl::engine& cpu_engine() {
+    static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    return engine;
+}
+
+dnnl::memory::desc strided_desc(const std::vector<std::size_t>& dims, const std::vector<std::size_t>& strides) {
+    dnnl::memory::dims d, s;
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+        const bool broadcast = strides[i] == 0 && dims[i] > 1;
+        d.push_back(static_cast<dnnl::memory::dim>(broadcast ? 1 : dims[i]));
+        s.push_back(static_cast<dnnl::memory::dim>(strides[i]));
+    }
+    if (d.empty()) {  // a scalar
+        d.push_back(1);
+        s.push_back(1);
+    }
+    return dnnl::memory::desc(d, dt::f32, s);
+}
+
+dnnl::memory::desc plain_desc(const shape& s) { return strided_desc(s.lens(), s.strides()); }
+
+dnnl::memory::desc blocked_desc(const shape& plain) {
+    dnnl::memory::dims d;
+    for (auto l : plain.lens()) d.push_back(static_cast<dnnl::memory::dim>(l));
+    return dnnl::memory::desc(d, dt::f32, dnnl::memory::format_tag::nChw8c);
+}
+
+std::optional<dnnl::post_ops> make_post_ops(const op::post_op_chain& chain,
+                                            const std::vector<dnnl::memory::desc>& operand_descs) {
+    using op::post_op_kind;
+    using alg = dnnl::algorithm;
+    dnnl::post_ops ops;
+    std::size_t next_operand = 0;
+    for (std::size_t k = 0; k < chain.kinds.size(); ++k) {
+        const float a = static_cast<float>(chain.alpha[k]);
+        const float b = static_cast<float>(chain.beta[k]);
+        switch (chain.kinds[k]) {
+        case post_op_kind::relu: ops.append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f); break;
+        case post_op_kind::sigmoid: ops.append_eltwise(1.f, alg::eltwise_logistic, 0.f, 0.f); break;
+        case post_op_kind::tanh: ops.append_eltwise(1.f, alg::eltwise_tanh, 0.f, 0.f); break;
+        case post_op_kind::gelu_erf: ops.append_eltwise(1.f, alg::eltwise_gelu_erf, 0.f, 0.f); break;
+        case post_op_kind::gelu_tanh: ops.append_eltwise(1.f, alg::eltwise_gelu_tanh, 0.f, 0.f); break;
+        case post_op_kind::clip: ops.append_eltwise(1.f, alg::eltwise_clip, a, b); break;
+        case post_op_kind::swish: ops.append_eltwise(1.f, alg::eltwise_swish, 1.f, 0.f); break;
+        case post_op_kind::hardswish: ops.append_eltwise(1.f, alg::eltwise_hardswish, 0.f, 0.f); break;
+        case post_op_kind::add:
+            ops.append_binary(alg::binary_add, operand_descs.at(next_operand++));
+            break;
+        case post_op_kind::mul:
+            ops.append_binary(alg::binary_mul, operand_descs.at(next_operand++));
+            break;
+        default: return std::nullopt;
+        }
+    }
+    return ops;
+}
+
+std::size_t post_op_index(const op::post_op_chain& chain, std::size_t k) {
+    for (std::size_t i = 0; i < chain.kinds.size(); ++i)
+        if (op::is_binary(chain.kinds[i]) && k-- == 0) return i;
+    fail(error_kind::runtime, "post-op chain has no binary operand " + std::to_string(k));
+}
+
+dnnl::primitive_attr user_scratchpad_attr() {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return attr;
+}
+
+primitive_kernel::primitive_kernel(dnnl::primitive p, std::vector<std::pair<int, dnnl::memory::desc>> descs,
+                                   std::vector<int> slots, std::unordered_map<int, dnnl::memory> fixed,
+                                   std::size_t scratch_bytes, std::vector<kept_constant> kept,
+                                   std::vector<argument> read_in_place)
+    : primitive_(std::move(p)),
+      descs_(std::move(descs)),
+      slots_(std::move(slots)),
+      fixed_(std::move(fixed)),
+      scratch_bytes_(scratch_bytes),
+      kept_(std::move(kept)),
+      read_in_place_(std::move(read_in_place)) {
+    if (scratch_bytes_ > 0) scratch_desc_ = dnnl::memory::desc({static_cast<dnnl::memory::dim>(scratch_bytes_)}, dt::u8, {1});
+    for (const auto& [id, desc] : descs_)
+        for (int i = 0; i < desc.data.ndims; ++i)
+            if (desc.data.padded_dims[i] != desc.data.dims[i]) reuse_args_ = false;
+}
+
+std::unique_ptr<primitive_kernel::bound_args> primitive_kernel::take_bound_args(const argument& result,
+                                                                                const std::vector<argument>& inputs,
+                                                                                std::byte* scratch) const {
+    std::unique_ptr<bound_args> bound;
+    if (reuse_args_) {
+        const std::lock_guard<std::mutex> lock(idle_mutex_);
+        if (!idle_args_.empty()) {
+            bound = std::move(idle_args_.back());
+            idle_args_.pop_back();
+        }
+    }
+    const bool fresh = bound == nullptr;
+    if (fresh) {
+        bound = std::make_unique<bound_args>();
+        bound->args = fixed_;
+    }
+    const auto& engine = cpu_engine();
+    auto bind = [&](std::size_t k, int id, const dnnl::memory::desc& desc, void* data) {
+        if (!fresh) return bound->run_time[k].set_data_handle(data);
+        bound->run_time.emplace_back(desc, engine, data);
+        bound->args.emplace(id, bound->run_time.back());
+    };
+    for (std::size_t i = 0; i < descs_.size(); ++i) {
+        const argument& a = slots_[i] == result_slot ? result : inputs.at(static_cast<std::size_t>(slots_[i]));
+        bind(i, descs_[i].first, descs_[i].second, a.data());
+    }
+    if (scratch_bytes_ > 0) bind(descs_.size(), DNNL_ARG_SCRATCHPAD, scratch_desc_, scratch);
+    return bound;
+}
+
+void primitive_kernel::run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const {
+    // Memory objects are handles over the plan's buffers (no data of their
+    // own); each run in flight holds its own map of them.
+    std::unique_ptr<bound_args> bound = take_bound_args(result, inputs, scratch);
+    thread_local dnnl::stream stream(cpu_engine());
+    primitive_.execute(stream, bound->args);
+    stream.wait();
+    if (!reuse_args_) return;
+    const std::lock_guard<std::mutex> lock(idle_mutex_);
+    idle_args_.push_back(std::move(bound));
+}
+
+bool primitive_kernel::keeps_own_copy(std::size_t index) const {
+    for (const auto& k : kept_)
+        if (k.input == index) return true;
+    return false;
+}
+
+std::size_t primitive_kernel::own_copy_bytes() const {
+    std::size_t bytes = 0;
+    for (const auto& k : kept_) bytes += k.copy.get_desc().get_size();
+    return bytes;
+}
+
+void primitive_kernel::restore_constant(std::size_t index, const argument& into) const {
+    for (const auto& k : kept_) {
+        if (k.input != index) continue;
+        dnnl::memory plain(k.plain, cpu_engine(), into.data());
+        dnnl::memory copy = k.copy;  // a handle: oneDNN's reorder takes non-const ones
+        dnnl::stream stream(cpu_engine());
+        dnnl::reorder(copy, plain).execute(stream, copy, plain);
+        stream.wait();
+        return;
+    }
+    cpu_kernel::restore_constant(index, into);
+}
+
+dnnl::memory reorder_constant(const argument& values, const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+    const auto& engine = cpu_engine();
+    dnnl::memory src(from, engine, values.data());
+    dnnl::memory dst(to, engine);
+    dnnl::stream stream(engine);
+    dnnl::reorder(src, dst).execute(stream, src, dst);
+    stream.wait();
+    return dst;
+}
+
+}  // namespace kiln::dnnl_support

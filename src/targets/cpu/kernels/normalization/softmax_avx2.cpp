@@ -1,0 +1,73 @@
+// softmax and log_softmax over contiguous rows (see normalization_avx2.hpp).
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+
+#include "targets/cpu/kernels/normalization/normalization_avx2.hpp"
+#include "targets/cpu/kernels/vector_math_avx2.hpp"
+
+namespace kiln::avx2 {
+
+namespace {
+
+// The maximum of the row; NaNs are skipped (max_ps returns its second
+// operand when the first is NaN), as fmax does in the reference.
+float row_max(const float* x, std::size_t n) {
+    __m256 m = splat(-std::numeric_limits<float>::infinity());
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
+    float best = hmax_ps(m);
+    for (; i < n; ++i)
+        if (x[i] > best) best = x[i];
+    return best;
+}
+
+void softmax_row(const float* x, float* y, std::size_t n, bool take_log) {
+    const __m256 shift = splat(row_max(x, n));
+    __m256d sum_low = _mm256_setzero_pd(), sum_high = _mm256_setzero_pd();
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
+        if (!take_log) _mm256_storeu_ps(y + i, e);
+        sum_low = _mm256_add_pd(sum_low, widen_low(e));
+        sum_high = _mm256_add_pd(sum_high, widen_high(e));
+    }
+    if (i < n) {
+        const __m256i m = tail_mask(n - i);
+        const __m256 e =
+            _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), shift)), _mm256_castsi256_ps(m));
+        if (!take_log) _mm256_maskstore_ps(y + i, m, e);
+        sum_low = _mm256_add_pd(sum_low, widen_low(e));
+        sum_high = _mm256_add_pd(sum_high, widen_high(e));
+    }
+    const double sum = hsum_pd(_mm256_add_pd(sum_low, sum_high));
+    if (take_log) {
+        // x - max - log(sum)
+        const __m256 offset = splat(static_cast<float>(std::log(sum)));
+        for (i = 0; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift), offset));
+        if (i < n) {
+            const __m256i m = tail_mask(n - i);
+            _mm256_maskstore_ps(y + i, m, _mm256_sub_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), shift), offset));
+        }
+        return;
+    }
+    const __m256 scale = splat(static_cast<float>(1.0 / sum));
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), scale));
+    for (; i < n; ++i) y[i] *= _mm256_cvtss_f32(scale);
+}
+
+}  // namespace
+
+void run_softmax(const row_layout& layout, bool take_log, const float* x, float* y) {
+    const std::size_t rows = layout.rows, n = layout.length;
+    if (layout.threads <= 1 || rows < layout.parallel_rows) {
+        for (std::size_t r = 0; r < rows; ++r) softmax_row(x + r * n, y + r * n, n, take_log);
+        return;
+    }
+#pragma omp parallel for num_threads(layout.threads) schedule(static)
+    for (std::size_t r = 0; r < rows; ++r) softmax_row(x + r * n, y + r * n, n, take_log);
+}
+
+}  // namespace kiln::avx2

@@ -1,0 +1,13 @@
+#include "targets/cpu/kernels/pooling/pooling_algorithms.hpp"
+
+namespace kiln {
+
+std::span<const kernel_algorithm> pooling_algorithms() {
+    static const kernel_algorithm algorithms[] = {
+        onednn_average_pooling,
+        max_pooling,
+    };
+    return algorithms;
+}
+
+}  // namespace kiln

@@ -1,0 +1,16 @@
+#pragma once
+// The cpu target's pooling algorithms (pooling_algorithms.cpp): average
+// pooling through oneDNN, max pooling on Kiln's own kernel, which keeps NaNs
+// as ONNX and PyTorch do where oneDNN's drops them.
+#include <span>
+
+#include "targets/cpu/kernels/kernel_algorithm.hpp"
+
+namespace kiln {
+
+extern const kernel_algorithm onednn_average_pooling;  // dnnl_pooling.cpp
+extern const kernel_algorithm max_pooling;             // max_pooling.cpp
+
+std::span<const kernel_algorithm> pooling_algorithms();
+
+}  // namespace kiln

@@ -1,0 +1,93 @@
+#pragma once
+// The executable form of a module on the CPU target.
+//
+// Every value lives in a "root" buffer: a parameter, a literal, a planned
+// arena region or a per-run output buffer. Views (transpose, slice, ...) are a
+// root plus a byte offset, fixed at compile time. A run binds the parameter
+// and output roots, then calls each step's kernel on prebuilt arguments.
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kiln/target.hpp"
+#include "runtime/memory_planner.hpp"
+#include "targets/cpu/kernels/cpu_kernel.hpp"
+
+namespace kiln {
+
+enum class root_kind { parameter, literal, arena, output };
+
+struct value_location {
+    std::size_t root = 0;         // index into cpu_executable::roots_
+    std::size_t byte_offset = 0;  // from the root's base
+    shape value_shape;
+};
+
+struct plan_root {
+    root_kind kind = root_kind::arena;
+    std::string parameter_name;   // parameter roots
+    // Literal roots: the literal, and its bytes unless it was handed over to
+    // the kernels that use it (then they never read the root, and only an
+    // observed run restores the values into it).
+    literal literal_source;
+    argument literal_value;
+    std::size_t arena_offset = 0;  // arena roots
+    shape output_shape;           // output roots
+
+    bool handed_over_literal() const { return kind == root_kind::literal && literal_value.data() == nullptr; }
+};
+
+struct plan_step {
+    operation op;
+    std::shared_ptr<const cpu_kernel> kernel;
+    std::string algorithm;    // the kernel's, as its family's list names it
+    std::string instruction;  // printed name, "@12"
+    std::vector<value_location> inputs;
+    value_location output;
+    // Control flow: the instruction's module arguments, each lowered to its
+    // own executable that the op runs through a module_runner, with the
+    // module's parameter names in order.
+    std::vector<std::shared_ptr<const executable>> modules;
+    std::vector<std::vector<std::string>> module_parameters;
+};
+
+class cpu_executable final : public executable {
+public:
+    cpu_executable(std::vector<plan_root> roots, std::vector<plan_step> steps, std::vector<value_location> outputs,
+                   std::size_t arena_bytes, int threads);
+    ~cpu_executable() override;
+    std::vector<argument> run(const parameter_map& inputs) const override { return execute(inputs, nullptr, nullptr); }
+    std::vector<argument> run_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const override {
+        return execute(inputs, &timings, nullptr);
+    }
+    std::vector<argument> run_observed(const parameter_map& inputs, const step_observer& observe) const override {
+        return execute(inputs, nullptr, &observe);
+    }
+    std::size_t planned_memory_bytes() const override { return arena_bytes_; }
+    std::size_t kernel_constant_bytes() const override;
+    std::vector<kernel_choice> kernel_choices() const override;
+
+private:
+    struct context;  // one arena and the prebuilt arguments that point into it
+    std::vector<argument> execute(const parameter_map& inputs, std::vector<step_timing>* timings,
+                                  const step_observer* observe) const;
+    std::unique_ptr<context> make_context() const;
+    argument output_buffer(context& c, std::size_t root) const;
+    std::unique_ptr<context> acquire() const;
+    void release(std::unique_ptr<context> c) const;
+
+    std::vector<plan_root> roots_;
+    std::vector<plan_step> steps_;
+    std::vector<value_location> outputs_;
+    std::size_t arena_bytes_;
+    std::size_t scratch_bytes_ = 0;  // the largest any step needs
+    int threads_;                    // resolved, >= 1
+
+    // Concurrent runs each take their own context; finished ones are reused.
+    mutable std::mutex pool_mutex_;
+    mutable std::vector<std::unique_ptr<context>> pool_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,151 @@
+// Which kernel runs each op on the cpu target, listed explicitly: each op
+// name maps to its family's ordered list of algorithms. Ops not listed, and
+// instructions no algorithm of the list builds, run their reference compute.
+#include "targets/cpu/lowering/kernel_registry.hpp"
+
+#include <map>
+#include <string>
+
+#include "ops/fused_convolution.hpp"
+#include "ops/fused_dot.hpp"
+#include "ops/linalg.hpp"
+#include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
+#include "targets/cpu/kernels/cpu_kernels.hpp"
+#include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
+#include "targets/cpu/kernels/pooling/pooling_algorithms.hpp"
+
+namespace kiln {
+
+namespace {
+
+class reference_kernel final : public cpu_kernel {
+public:
+    explicit reference_kernel(operation op) : op_(std::move(op)) {}
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
+        op_.compute(result, inputs);
+    }
+
+private:
+    operation op_;
+};
+
+// The families with one kernel: its factory is the eligibility check too.
+bool any_request(const kernel_request&) {
+    return true;
+}
+template <std::shared_ptr<const cpu_kernel> (*make)(const kernel_request&)>
+std::shared_ptr<const cpu_kernel> build_with(const kernel_request& r, const kernel_builder&) {
+    return make(r);
+}
+
+const kernel_algorithm reorder[] = {{"onednn_reorder", any_request, build_with<make_reorder_kernel>}};
+const kernel_algorithm concat[] = {{"concat_copy", any_request, build_with<make_concat_kernel>}};
+const kernel_algorithm reduce[] = {{"reduce", any_request, build_with<make_reduce_kernel>}};
+const kernel_algorithm softmax[] = {{"softmax_avx2", any_request, build_with<make_softmax_kernel>}};
+const kernel_algorithm layer_norm[] = {{"layer_norm_avx2", any_request, build_with<make_layer_norm_kernel>}};
+const kernel_algorithm attention[] = {{"attention_avx2", any_request, build_with<make_attention_kernel>}};
+const kernel_algorithm strided_copy[] = {{"strided_copy", any_request, build_with<make_strided_copy_kernel>}};
+const kernel_algorithm pointwise[] = {{"pointwise_avx2", any_request, build_with<make_pointwise_kernel>}};
+const kernel_algorithm concat_pointwise[] = {
+    {"concat_pointwise_avx2", any_request, build_with<make_concat_pointwise_kernel>}};
+
+const std::map<std::string, std::span<const kernel_algorithm>>& families() {
+    static const std::map<std::string, std::span<const kernel_algorithm>> by_op{
+        {"fused_convolution", convolution_algorithms()},
+        {"fused_dot", matmul_algorithms()},
+        {"pooling", pooling_algorithms()},
+        {"to_blocked", reorder},
+        {"from_blocked", reorder},
+        {"concat", concat},
+        {"reduce_sum", reduce},
+        {"reduce_mean", reduce},
+        {"reduce_max", reduce},
+        {"reduce_min", reduce},
+        {"softmax", softmax},
+        {"log_softmax", softmax},
+        {"layer_norm", layer_norm},
+        {"fused_attention", attention},
+        {"reshape", strided_copy},
+        {"flatten", strided_copy},
+        {"contiguous", strided_copy},
+        // elementwise ops: one-step pointwise programs
+        {"fused_pointwise", pointwise},
+        {"fused_concat_pointwise", concat_pointwise},
+        {"abs", pointwise},
+        {"neg", pointwise},
+        {"exp", pointwise},
+        {"log", pointwise},
+        {"sqrt", pointwise},
+        {"rsqrt", pointwise},
+        {"reciprocal", pointwise},
+        {"sin", pointwise},
+        {"cos", pointwise},
+        {"tanh", pointwise},
+        {"sigmoid", pointwise},
+        {"relu", pointwise},
+        {"erf", pointwise},
+        {"floor", pointwise},
+        {"ceil", pointwise},
+        {"round", pointwise},
+        {"sign", pointwise},
+        {"not", pointwise},
+        {"gelu", pointwise},
+        {"tan", pointwise},
+        {"asin", pointwise},
+        {"acos", pointwise},
+        {"atan", pointwise},
+        {"sinh", pointwise},
+        {"cosh", pointwise},
+        {"asinh", pointwise},
+        {"acosh", pointwise},
+        {"atanh", pointwise},
+        {"convert", pointwise},
+        {"add", pointwise},
+        {"sub", pointwise},
+        {"mul", pointwise},
+        {"div", pointwise},
+        {"pow", pointwise},
+        {"max", pointwise},
+        {"min", pointwise},
+        {"mod", pointwise},
+        {"equal", pointwise},
+        {"less", pointwise},
+        {"greater", pointwise},
+        {"and", pointwise},
+        {"or", pointwise},
+        {"xor", pointwise},
+        {"where", pointwise},
+        {"clip", pointwise},
+    };
+    return by_op;
+}
+
+// convolution and dot run as their fused forms with no bias or post-ops.
+operation fused_form(const operation& op) {
+    if (const auto* conv = op.get_if<op::convolution>()) {
+        op::fused_convolution fused;
+        fused.conv = *conv;
+        return fused;
+    }
+    if (op.get_if<op::dot>() != nullptr) return op::fused_dot{};
+    return op;
+}
+
+}  // namespace
+
+void cpu_kernel::restore_constant(std::size_t index, const argument&) const {
+    fail(error_kind::runtime, "this kernel keeps no copy of its input " + std::to_string(index));
+}
+
+chosen_kernel make_cpu_kernel(const kernel_request& request) {
+    const operation op = fused_form(request.op);
+    auto it = families().find(op.name());
+    if (it != families().end()) {
+        const kernel_request fused{op, request.input_shapes, request.output_shape, request.constant_inputs,
+                                   request.threads};
+        if (auto chosen = choose_kernel(it->second, fused); chosen.kernel) return chosen;
+    }
+    return {std::make_shared<reference_kernel>(request.op), "reference"};
+}
+
+}  // namespace kiln
