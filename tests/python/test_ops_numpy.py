@@ -372,7 +372,8 @@ def conv_cases():
 
 
 def fused_cases():
-    """The optimizer's fused ops with all inputs as parameters (test_cpu_kernels covers literal weights)."""
+    """The optimizer's fused ops with all inputs as parameters (test_cpu_convolution and test_cpu_matmul cover
+    literal weights)."""
     x, w, b = generate(np.float32, (1, 8, 6, 6)), generate(np.float32, (8, 8, 3, 3), seed=1), generate(np.float32, (8,))
     r = generate(np.float32, (1, 8, 6, 6), seed=2)
     conv = lambda x, w, b, r: np.maximum(conv_reference(x, w, [1, 1], [1, 1], [1, 1], 1) + b.reshape(8, 1, 1) + r, 0)
