@@ -1,5 +1,7 @@
 """Helpers shared by the Python tests (imported by name; conftest.py keeps
 only fixtures, since several conftest.py files exist in this tree)."""
+import os
+import pathlib
 import threading
 
 import numpy as np
@@ -7,6 +9,10 @@ import numpy as np
 import kiln
 
 TARGETS = ["ref", "cpu"]
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+# The kiln command: $KILN_CLI, or build/kiln under the repository root.
+CLI = os.environ.get("KILN_CLI", str(REPO / "build" / "kiln"))
 
 
 def build_program(params, body):
@@ -41,6 +47,50 @@ def run_in_threads(work, count):
 def run_on(p, target_name, inputs, **options):
     p.compile(kiln.get_target(target_name), **options)
     return [np.asarray(o) for o in p.run(inputs)]
+
+
+# --- numpy references, in float64 ---
+
+def conv_reference(x, w, stride, padding, dilation, group):
+    """Direct convolution over 1-D or 2-D spatial dims (NC... layout), in float64."""
+    k = w.ndim - 2
+    x = np.pad(x.astype(np.float64), [(0, 0), (0, 0)] + [(p, p) for p in padding])
+    w = w.astype(np.float64)
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    span = [dilation[d] * (w.shape[2 + d] - 1) + 1 for d in range(k)]
+    out_lens = [(x.shape[2 + d] - span[d]) // stride[d] + 1 for d in range(k)]
+    out = np.zeros([n, m] + out_lens)
+    cg, mg = c // group, m // group
+    for index in np.ndindex(*out_lens):
+        window = tuple(slice(index[d] * stride[d], index[d] * stride[d] + span[d], dilation[d]) for d in range(k))
+        for g in range(group):
+            patch = x[(slice(None), slice(g * cg, (g + 1) * cg)) + window]
+            weights = w[g * mg:(g + 1) * mg]
+            out[(slice(None), slice(g * mg, (g + 1) * mg)) + index] = np.tensordot(
+                patch, weights, axes=(list(range(1, k + 2)), list(range(1, k + 2))))
+    return out
+
+
+def pool_reference(x, mode, lengths, stride, padding, count_include_pad):
+    """2-D pooling without ceil_mode, in float64. Max ignores padding; average
+    divides by the in-bounds count, or by the window size with count_include_pad."""
+    x = x.astype(np.float64)
+    fill = -np.inf if mode == "max" else 0.0
+    padded = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in padding], constant_values=fill)
+    inside = np.pad(np.ones(x.shape[2:]), [(p, p) for p in padding])
+    out_lens = [(padded.shape[2 + d] - lengths[d]) // stride[d] + 1 for d in range(2)]
+    out = np.zeros(x.shape[:2] + tuple(out_lens))
+    for i, j in np.ndindex(*out_lens):
+        rows = slice(i * stride[0], i * stride[0] + lengths[0])
+        cols = slice(j * stride[1], j * stride[1] + lengths[1])
+        window = padded[:, :, rows, cols]
+        if mode == "max":
+            out[:, :, i, j] = window.max(axis=(2, 3))
+        else:
+            count = lengths[0] * lengths[1] if count_include_pad else inside[rows, cols].sum()
+            out[:, :, i, j] = window.sum(axis=(2, 3)) / count
+    return out
 
 
 # --- ONNX node cases (the onnx package's backend tests) through kiln.onnx_backend ---

@@ -5,7 +5,6 @@ built with the Python API and saved as .kiln files.
 """
 
 import os
-import pathlib
 import re
 import subprocess
 
@@ -13,9 +12,8 @@ import numpy as np
 import pytest
 
 import kiln
+from kiln_testing import CLI
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-CLI = os.environ.get("KILN_CLI", str(REPO / "build" / "kiln"))
 SUBCOMMANDS = ["read", "compile", "run", "verify", "perf", "params", "ops"]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import kiln
-from test_ops_numpy import conv_reference, pool_reference
+from kiln_testing import conv_reference, pool_reference
 
 RNG = np.random.default_rng(11)
 TOL = dict(rtol=1e-4, atol=1e-4)

@@ -23,7 +23,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import kiln
-from test_ops_numpy import conv_reference
+from kiln_testing import conv_reference
 
 # Kiln may be this much farther from float64 than ONNX Runtime (root mean
 # square over the output) before the test fails: the two engines order their

@@ -7,8 +7,7 @@ buffers each time, and from concurrent threads, against numpy."""
 import numpy as np
 
 import kiln
-from kiln_testing import run_in_threads
-from test_ops_numpy import conv_reference
+from kiln_testing import conv_reference, run_in_threads
 
 
 def program():

@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 import kiln
-from test_cli import CLI
-from test_ops_numpy import conv_reference
+from kiln_testing import CLI, conv_reference
 
 
 def exact_values(*shape):

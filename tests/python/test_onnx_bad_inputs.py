@@ -2,18 +2,15 @@
 make_corpus.py): each raises the listed kiln error naming the problem, from the
 Python API and from the kiln command, and nothing crashes."""
 import json
-import os
-import pathlib
 import subprocess
 
 import pytest
 
 import kiln
+from kiln_testing import CLI, REPO
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "data" / "onnx_bad"
 EXPECTED = {k: v for k, v in json.loads((CORPUS / "expected_errors.json").read_text()).items() if not k.startswith("_")}
-CLI = os.environ.get("KILN_CLI", str(REPO / "build" / "kiln"))
 
 
 def test_every_corpus_file_has_an_expectation():

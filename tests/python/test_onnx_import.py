@@ -1,7 +1,5 @@
 """kiln.parse_onnx / parse_onnx_buffer and the kiln command on .onnx files,
 checked against numpy on models built with onnx.helper."""
-import os
-import pathlib
 import subprocess
 
 import numpy as np
@@ -10,9 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import kiln
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
-CLI = os.environ.get("KILN_CLI", str(REPO / "build" / "kiln"))
+from kiln_testing import CLI
 
 
 def small_mlp(batch="N"):

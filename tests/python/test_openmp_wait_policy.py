@@ -7,7 +7,6 @@ fresh processes, since a policy is read once, when the runtime loads.
 """
 
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -15,9 +14,7 @@ import sys
 import pytest
 
 from kiln._openmp_wait_policy import SPIN_COUNT
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
-CLI = os.environ.get("KILN_CLI", str(REPO / "build" / "kiln"))
+from kiln_testing import CLI
 
 
 def loaded_spin_counts(command, **env_overrides):

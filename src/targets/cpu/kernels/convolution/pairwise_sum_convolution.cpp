@@ -20,7 +20,7 @@
 // the row a tap's columns are a run of one padded copy of the image, made
 // once per image; otherwise a row's columns are built in the thread's
 // scratch. The order of every sum is fixed by the description above and
-// tests/python/test_cpu_kernels.py emulates it bit for bit; tiles, spans and
+// tests/python/test_cpu_convolution.py emulates it bit for bit; tiles, spans and
 // threads only decide which outputs are summed together.
 #include <omp.h>
 
