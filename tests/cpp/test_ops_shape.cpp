@@ -492,7 +492,8 @@ TEST(ops_pad, reads_transposed_input_and_keeps_integer_dtype) {
 
 TEST(ops_pad, mode_round_trips_through_attributes) {
     auto op = pad_op({0, 1}, "reflect");
-    const value* mode = op.attributes().find("mode");
+    const value attributes = op.attributes();  // find points into it: keep it alive
+    const value* mode = attributes.find("mode");
     ASSERT_NE(mode, nullptr);
     EXPECT_EQ(mode->as_string(), "reflect");
     EXPECT_NE(to_string(op).find("reflect"), std::string::npos) << to_string(op);

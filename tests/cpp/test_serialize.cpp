@@ -242,7 +242,9 @@ TEST(serialize, missing_file_is_file_not_found) {
 }
 
 TEST(serialize, empty_and_foreign_files_are_rejected_naming_the_path) {
-    const std::string png("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0", 33);
+    // The literal holds 29 bytes; sizeof counts its terminating NUL too.
+    static constexpr char png_bytes[] = "\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0";
+    const std::string png(png_bytes, sizeof png_bytes - 1);
     // An ONNX file is a protobuf: field 1 (ir_version) varint, then producer_name.
     const std::string onnx("\x08\x07\x12\x07pytorch\x1a\x03\x32\x2e\x30", 15);
     for (const auto& [name, bytes, needle] :
