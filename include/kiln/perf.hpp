@@ -13,7 +13,7 @@ struct perf_report {
     struct instruction_time {
         std::string instruction;  // "@12"
         std::string op;
-        std::string algorithm;  // the target's kernel for it; empty if the target names none
+        std::string algorithm;  // the target's kernel for it ("reference" on ref)
         double mean_ms = 0;
         double share = 0;  // of all kernel time
     };

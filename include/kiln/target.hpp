@@ -24,7 +24,7 @@ using parameter_map = std::unordered_map<std::string, argument>;
 struct step_timing {
     std::string instruction;  // printed name, e.g. "@12"
     std::string op;           // op name, e.g. "convolution"
-    std::string algorithm;    // the target's kernel for it, e.g. "winograd_f2x2_3x3"; empty if it has no names
+    std::string algorithm;    // the target's kernel for it, e.g. "winograd_f2x2_3x3"; "reference" on ref
     double seconds = 0;
 };
 
