@@ -351,3 +351,57 @@ def test_perf_report(target_name):
     assert "Summary by op kind" in report["text"]
     with pytest.raises(kiln.KilnError):
         build_program({"x": ("float", (2,))}, lambda m, xp: xp).perf_report()
+
+
+def conv_dot_softmax_program():
+    """A 3 x 3 convolution over 16 channels (8 x 8: 16 Winograd tiles), relu, then a dot and a softmax."""
+    rng = np.random.default_rng(0)
+
+    def body(m, xp):
+        w = m.add_literal(rng.standard_normal((16, 16, 3, 3)).astype(np.float32))
+        y = m.add_instruction(kiln.op("convolution", padding=[1, 1]), [xp, w])
+        y = m.add_instruction(kiln.op("relu"), [y])
+        y = m.add_instruction(kiln.op("flatten"), [y])
+        d = m.add_literal(rng.standard_normal((1024, 10)).astype(np.float32))
+        return m.add_instruction(kiln.op("softmax"), [m.add_instruction(kiln.op("dot"), [y, d])])
+
+    return build_program({"x": ("float", (1, 16, 8, 8))}, body)
+
+
+def test_get_kernel_algorithms_names_the_cpu_kernels():
+    p = conv_dot_softmax_program()
+    assert p.get_kernel_algorithms() == []  # not compiled
+    p.compile(kiln.get_target("cpu"))
+    choices = p.get_kernel_algorithms()
+    assert choices and all(isinstance(c, tuple) and len(c) == 3 for c in choices)
+    by_op = {}
+    for instruction, op, algorithm in choices:
+        assert instruction.startswith("@") and algorithm, (instruction, op, algorithm)
+        by_op.setdefault(op, set()).add(algorithm)
+    # The relu rides on the convolution as a post-op; Winograd runs it on blocked input.
+    assert by_op["fused_convolution"] == {"winograd_f2x2_3x3"}
+    assert by_op["fused_dot"] == {"onednn"}
+    assert by_op["softmax"] == {"softmax_avx2"}
+    assert "to_blocked" in by_op and "relu" not in by_op
+    # In program order: the printed compiled module holds each instruction with its op.
+    text = str(p)
+    positions = [text.index(f"{instruction} = {op}") for instruction, op, _ in choices]
+    assert positions == sorted(positions)
+
+    with_ref = conv_dot_softmax_program()
+    with_ref.compile(kiln.get_target("ref"))
+    assert with_ref.get_kernel_algorithms() == []
+
+
+@pytest.mark.parametrize("target_name", TARGETS)
+def test_perf_report_names_each_instructions_algorithm(target_name):
+    p = conv_dot_softmax_program()
+    p.compile(kiln.get_target(target_name))
+    report = p.perf_report(runs=2, warmup=1)
+    algorithms = {i["instruction"]: i["algorithm"] for i in report["instructions"]}
+    if target_name == "ref":
+        # ref runs every op's reference compute.
+        assert set(algorithms.values()) == {"reference"}
+    else:
+        assert algorithms == {instruction: algorithm for instruction, _, algorithm in p.get_kernel_algorithms()}
+        assert "winograd_f2x2_3x3" in report["text"] and "softmax_avx2" in report["text"]

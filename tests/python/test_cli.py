@@ -326,3 +326,78 @@ def test_perf_batch_sets_symbolic_onnx_dimensions_and_the_rate(tmp_path):
     assert r.returncode == 0, r.stderr
     rate, mean = perf_figures(r.stdout)
     assert_rate_matches(rate, mean, 1)
+
+
+@pytest.fixture
+def conv_model(tmp_path):
+    """A 3 x 3 convolution over 16 channels of 8 x 8 (enough tiles for Winograd on cpu), relu, max pooling and a
+    softmax over the last axis, saved uncompiled."""
+    rng = np.random.default_rng(3)
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape(type="float", lens=[1, 16, 8, 8]))
+    w = m.add_literal(rng.standard_normal((16, 16, 3, 3)).astype(np.float32))
+    y = m.add_instruction(kiln.op("relu"), [m.add_instruction(kiln.op("convolution", padding=[1, 1]), [x, w])])
+    y = m.add_instruction(kiln.op("pooling", mode="max", lengths=[2, 2], stride=[2, 2]), [y])
+    m.add_return([m.add_instruction(kiln.op("softmax", axis=-1), [y])])
+    path = tmp_path / "conv.kiln"
+    kiln.save(p, str(path))
+    return path
+
+
+def kernel_lines(stdout):
+    """{instruction: (op, algorithm)} from the "kernels (cpu):" section of `kiln read`."""
+    assert "kernels (cpu):\n" in stdout, stdout
+    section = stdout.split("kernels (cpu):\n", 1)[1]
+    kernels = {}
+    for line in section.splitlines():
+        match = re.fullmatch(r"  (@\d+) = (\S+): (\S+)", line)
+        assert match, line
+        kernels[match.group(1)] = (match.group(2), match.group(3))
+    return kernels
+
+
+def test_read_of_a_compiled_file_lists_each_instructions_kernel(conv_model, tmp_path):
+    assert "kernels (" not in kiln_cli("read", conv_model).stdout  # not compiled
+
+    out = tmp_path / "conv_cpu.kiln"
+    assert kiln_cli("compile", conv_model, "-o", out, "--target", "cpu").returncode == 0
+    r = kiln_cli("read", out)
+    assert r.returncode == 0, r.stderr
+    kernels = kernel_lines(r.stdout)
+    # One line per computing instruction of the printed module, with its op.
+    module_text = r.stdout.split("kernels (cpu):\n", 1)[0]
+    computing = re.findall(r"^(@\d+) = (\w+)[\[(]", module_text, re.M)
+    assert {name: op for name, op in computing} == {name: op for name, (op, _) in kernels.items()}
+    assert kernels == {name: (op, algorithm) for name, op, algorithm in kiln.load(str(out)).get_kernel_algorithms()}
+    algorithms = {op: algorithm for op, algorithm in kernels.values()}
+    assert algorithms["fused_convolution"] == "winograd_f2x2_3x3"
+    assert algorithms["pooling"] == "max_pooling"
+    assert algorithms["softmax"] == "softmax_avx2"
+
+    on_ref = tmp_path / "conv_ref.kiln"
+    assert kiln_cli("compile", conv_model, "-o", on_ref, "--target", "ref").returncode == 0
+    assert "kernels (" not in kiln_cli("read", on_ref).stdout
+
+
+def perf_algorithms(stdout):
+    """{instruction: (op, algorithm)} from the "Instructions" table of `kiln perf`."""
+    table = stdout.split("Instructions (mean per run):\n", 1)[1].split("\n\n", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        match = re.fullmatch(r"  (@\d+)\s+(\S+)\s+(\S+)\s+[0-9.]+ ms\s+[0-9.]+%", line)
+        assert match, line
+        rows[match.group(1)] = (match.group(2), match.group(3))
+    return rows
+
+
+def test_perf_prints_each_instructions_algorithm(conv_model, tmp_path):
+    out = tmp_path / "conv_cpu.kiln"
+    assert kiln_cli("compile", conv_model, "-o", out, "--target", "cpu").returncode == 0
+    r = kiln_cli("perf", out, "-n", 2)
+    assert r.returncode == 0, r.stderr
+    assert perf_algorithms(r.stdout) == kernel_lines(kiln_cli("read", out).stdout)
+
+    r = kiln_cli("perf", conv_model, "-n", 2, "--target", "ref")
+    assert r.returncode == 0, r.stderr
+    assert {algorithm for _, algorithm in perf_algorithms(r.stdout).values()} == {"reference"}
