@@ -11,7 +11,6 @@
 namespace kiln::blocked_convolution {
 
 enum class finish { none, relu, add, add_relu };
-constexpr std::size_t finish_kinds = 4;
 
 struct epilogue {
     bool has_bias = false;

@@ -21,31 +21,30 @@
 // once per image; otherwise a row's columns are built in the thread's
 // scratch. The order of every sum is fixed by the description above and
 // tests/python/test_cpu_convolution.py emulates it bit for bit; tiles, spans and
-// threads only decide which outputs are summed together.
+// threads only decide which outputs are summed together. The leaf sums, the
+// tree's merges and the epilogue are AVX2 loops in
+// pairwise_sum_convolution_avx2.cpp; this file holds the kernel, the weight
+// packing, the im2col rows and the tree's bookkeeping.
 #include <omp.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <utility>
 
 #include "ops/conv.hpp"
 #include "targets/cpu/kernels/convolution/blocked_convolution_epilogue.hpp"
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "targets/cpu/kernels/convolution/pairwise_sum_convolution_avx2.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
 
 namespace kiln {
-
-#if defined(__x86_64__)
 
 namespace {
 
 constexpr std::size_t block = ops::channel_block;
-constexpr std::size_t tile = 6;         // output pixels of a row summed together
-constexpr std::size_t max_obs = 2;      // output channel blocks summed together
+static_assert(block == avx2::pairwise_block);
+constexpr std::size_t tile = avx2::pairwise_tile;
+constexpr std::size_t max_obs = avx2::pairwise_max_obs;
 constexpr std::size_t leaf_blocks = 2;  // channel blocks summed in one run before the tree
 constexpr std::size_t max_levels = 24;  // of the pairwise tree: 2^24 leaves
 
@@ -100,11 +99,24 @@ void fill_row_columns(const pairwise_geometry& g, const float* x, std::size_t oh
 }
 
 // The post-op chains the kernel applies after the bias: nothing, relu, a
-// residual add, or a residual add then relu (a template argument, so the
-// epilogue has no branch per vector).
+// residual add, or a residual add then relu (a template argument of the AVX2
+// leaf sums, so the epilogue has no branch per vector).
 using blocked_convolution::epilogue;
 using blocked_convolution::finish;
-using blocked_convolution::finish_kinds;
+
+avx2::pairwise_finish avx2_finish(finish then) {
+    switch (then) {
+        case finish::none:
+            return avx2::pairwise_finish::none;
+        case finish::relu:
+            return avx2::pairwise_finish::relu;
+        case finish::add:
+            return avx2::pairwise_finish::add;
+        case finish::add_relu:
+            return avx2::pairwise_finish::add_relu;
+    }
+    return avx2::pairwise_finish::none;
+}
 
 // Weights [M, C] (C columns) as groups of max_obs output blocks (fewer in
 // the last), each [C/8][8 input channels][blocks of the group][8 output
@@ -126,124 +138,6 @@ std::vector<float> packed_weights(const argument& w, std::size_t m, std::size_t 
     return out;
 }
 
-// Adds 8 input channels' products to `acc` (or starts it, when `first`).
-template <std::size_t pixels, std::size_t obs, bool first>
-__attribute__((target("avx2,fma"), always_inline)) inline void add_block(const float* x, const float* w, __m256* acc) {
-    constexpr std::size_t step = block;  // a row's pixels are adjacent
-#pragma GCC unroll 16
-    for (std::size_t c = 0; c < block; ++c) {
-        __m256 wc[obs];
-#pragma GCC unroll 16
-        for (std::size_t o = 0; o < obs; ++o) wc[o] = _mm256_loadu_ps(w + (c * obs + o) * block);
-#pragma GCC unroll 16
-        for (std::size_t p = 0; p < pixels; ++p) {
-            const __m256 xv = _mm256_broadcast_ss(x + p * step + c);
-#pragma GCC unroll 16
-            for (std::size_t o = 0; o < obs; ++o)
-                acc[o * pixels + p] =
-                    first && c == 0 ? _mm256_mul_ps(xv, wc[o]) : _mm256_fmadd_ps(xv, wc[o], acc[o * pixels + p]);
-        }
-    }
-}
-
-// One leaf of a row for one pair of output blocks: the leaf's one or two
-// input blocks (`x0`, `x1`: their rows' first pixels) and weights, where the
-// tree's held levels live, and for the last leaf where the outputs go. The
-// pairwise tree has the same shape for every tile, so a leaf is summed for
-// the whole row before the next: each input block's row is read start to
-// end (hardware prefetch follows it) instead of hopping between planes.
-struct leaf_pass {
-    const float* x0 = nullptr;
-    const float* x1 = nullptr;     // null when the leaf is one block
-    const float* w = nullptr;      // the leaf's first block, output blocks ob..
-    float* levels = nullptr;       // the row's level 0, tile-major inside a level
-    std::size_t level_floats = 0;  // out_w * max_obs * block
-    std::size_t merges = 0;        // held levels 0 .. merges-1 this leaf completes
-    // The last leaf only: the held levels left above `merges`, added lowest
-    // first, then the epilogue, stored at y (output block ob, the row's first pixel).
-    std::uint32_t upper = 0;
-    const float* bias = nullptr;  // ob's first bias, or null
-    const float* residual = nullptr;
-    float* y = nullptr;
-    std::size_t out_ob = 0;  // floats between output blocks' planes
-};
-
-// Sums leaf `a` for `tiles` tiles of `pixels` outputs starting at output
-// pixel `first`. Each tile's leaf sum adds the held levels it completes
-// (held on the left); an inner leaf stores the result at level `merges`, the
-// last one adds the levels still held (lowest first), bias, residual and relu
-// and stores the outputs, so the whole tree's order stays: leaf sums of 16
-// channels, equal-sized sums added pairwise.
-template <std::size_t pixels, std::size_t obs, bool last, finish then>
-__attribute__((target("avx2,fma"))) void sum_leaf_tiles(const leaf_pass& a, std::size_t first, std::size_t tiles) {
-    constexpr std::size_t count = pixels * obs, weight_block = block * block * obs;
-    // Locals, so that the stores below cannot make the compiler reload them.
-    const float *const x0 = a.x0, *const x1 = a.x1, *const w = a.w, *const bias = a.bias;
-    const float* const residual = a.residual;
-    const std::size_t level_floats = a.level_floats, merges = a.merges, out_ob = a.out_ob;
-    float *const levels = a.levels, *const y = a.y;
-    __m256 b[obs];
-    if constexpr (last)
-#pragma GCC unroll 16
-        for (std::size_t o = 0; o < obs; ++o)
-            b[o] = bias != nullptr ? _mm256_loadu_ps(bias + o * block) : _mm256_setzero_ps();
-    for (std::size_t t = 0, ow = first; t < tiles; ++t, ow += pixels) {
-        __m256 acc[count];
-        add_block<pixels, obs, true>(x0 + ow * block, w, acc);
-        if (x1 != nullptr) add_block<pixels, obs, false>(x1 + ow * block, w + weight_block, acc);
-        float* tile_levels = levels + ow * max_obs * block;
-        for (std::size_t level = 0; level < merges; ++level) {
-            const float* held = tile_levels + level * level_floats;
-#pragma GCC unroll 16
-            for (std::size_t i = 0; i < count; ++i) acc[i] = _mm256_add_ps(_mm256_loadu_ps(held + i * block), acc[i]);
-        }
-        if constexpr (!last) {
-            float* slot = tile_levels + merges * level_floats;
-#pragma GCC unroll 16
-            for (std::size_t i = 0; i < count; ++i) _mm256_storeu_ps(slot + i * block, acc[i]);
-        } else {
-            for (std::uint32_t upper = a.upper, level = merges + 1; upper != 0; upper >>= 1, ++level) {
-                if (!(upper & 1u)) continue;
-                const float* held = tile_levels + level * level_floats;
-#pragma GCC unroll 16
-                for (std::size_t i = 0; i < count; ++i)
-                    acc[i] = _mm256_add_ps(acc[i], _mm256_loadu_ps(held + i * block));
-            }
-#pragma GCC unroll 16
-            for (std::size_t o = 0; o < obs; ++o) {
-#pragma GCC unroll 16
-                for (std::size_t p = 0; p < pixels; ++p) {
-                    const std::size_t at = o * out_ob + (ow + p) * block;
-                    __m256 v = acc[o * pixels + p];
-                    if (bias != nullptr) v = _mm256_add_ps(v, b[o]);
-                    if constexpr (then == finish::add || then == finish::add_relu)
-                        v = _mm256_add_ps(v, _mm256_loadu_ps(residual + at));
-                    if constexpr (then == finish::relu || then == finish::add_relu)
-                        v = _mm256_max_ps(v, _mm256_setzero_ps());
-                    _mm256_storeu_ps(y + at, v);
-                }
-            }
-        }
-    }
-}
-
-using leaf_function = void (*)(const leaf_pass&, std::size_t, std::size_t);
-
-template <std::size_t obs, bool last, finish then, std::size_t... P>
-constexpr std::array<leaf_function, sizeof...(P)> make_leaf_functions(std::index_sequence<P...>) {
-    return {&sum_leaf_tiles<P + 1, obs, last, then>...};
-}
-// [obs - 1][pixels - 1]
-using leaf_table = std::array<std::array<leaf_function, tile>, max_obs>;
-template <bool last, finish then>
-constexpr leaf_table leaf_functions_for = {make_leaf_functions<1, last, then>(std::make_index_sequence<tile>()),
-                                           make_leaf_functions<2, last, then>(std::make_index_sequence<tile>())};
-constexpr leaf_table inner_leaf_functions = leaf_functions_for<false, finish::none>;
-// [finish]
-constexpr std::array<leaf_table, finish_kinds> last_leaf_functions = {
-    leaf_functions_for<true, finish::none>, leaf_functions_for<true, finish::relu>,
-    leaf_functions_for<true, finish::add>, leaf_functions_for<true, finish::add_relu>};
-
 // Levels the pairwise tree needs for `leaves` leaves: one per bit.
 std::size_t tree_levels(std::size_t leaves) {
     std::size_t levels = 1;
@@ -263,7 +157,7 @@ public:
           levels_(tree_levels((g_.in_blocks + leaf_blocks - 1) / leaf_blocks)) {}
 
     // Threads take output rows; for each pair of output blocks a row's
-    // tiles are summed leaf by leaf (see leaf_pass). A k x k layer of stride
+    // tiles are summed leaf by leaf (see avx2::pairwise_leaf_pass). A k x k layer of stride
     // 1 along the row first copies each image once with its padding, so a
     // tap's columns are a run of that copy; other k x k layers build a row's
     // columns in the thread's scratch.
@@ -401,10 +295,11 @@ private:
         // tile has too few independent sums to hide the FMA latency.
         const std::size_t tiles = (width + tile - 1) / tile, narrow = width / tiles, wide_tiles = width % tiles;
         const std::size_t leaves = (g_.in_blocks + leaf_blocks - 1) / leaf_blocks;
-        const auto& last_functions = last_leaf_functions[static_cast<std::size_t>(e_.then)];
+        const avx2::pairwise_leaf_table& last_functions =
+            avx2::pairwise_last_leaf_functions[static_cast<std::size_t>(avx2_finish(e_.then))];
         for (std::size_t ob = 0; ob < g_.out_blocks; ob += max_obs) {
             const std::size_t obs = std::min(max_obs, g_.out_blocks - ob);
-            leaf_pass a;
+            avx2::pairwise_leaf_pass a{};
             a.levels = s.own;
             a.level_floats = level_floats();
             std::uint32_t occupied = 0;
@@ -417,7 +312,8 @@ private:
                 a.merges = 0;
                 while (occupied & (1u << a.merges)) ++a.merges;
                 const bool last = leaf + 1 == leaves;
-                const leaf_table& functions = last ? last_functions : inner_leaf_functions;
+                const avx2::pairwise_leaf_table& functions =
+                    last ? last_functions : avx2::pairwise_inner_leaf_functions;
                 if (last) {
                     a.upper = occupied >> (a.merges + 1);
                     a.bias = s.bias != nullptr ? s.bias + ob * block : nullptr;
@@ -426,8 +322,8 @@ private:
                     a.y = s.y + out_row;
                     a.out_ob = g_.out_h * g_.out_w * block;
                 }
-                if (wide_tiles > 0) functions[obs - 1][narrow](a, 0, wide_tiles);
-                functions[obs - 1][narrow - 1](a, wide_tiles * (narrow + 1), tiles - wide_tiles);
+                if (wide_tiles > 0) functions.by_size[obs - 1][narrow](a, 0, wide_tiles);
+                functions.by_size[obs - 1][narrow - 1](a, wide_tiles * (narrow + 1), tiles - wide_tiles);
                 occupied = (occupied & ~((1u << a.merges) - 1)) | (1u << a.merges);
             }
         }
@@ -442,8 +338,6 @@ private:
 };
 
 }  // namespace
-
-#endif
 
 namespace {
 
@@ -469,12 +363,10 @@ ops::window window_of(const op::fused_convolution& conv, const shape& w) {
 }
 
 bool eligible(const kernel_request& r) {
-#if defined(__x86_64__)
-    static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     const auto& conv = requested_convolution(r);
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
-    if (!supported || !blocked_convolution::reads_blocked_float(conv, r)) return false;
+    if (!avx2::supported() || !blocked_convolution::reads_blocked_float(conv, r)) return false;
     const std::size_t kernel_h = w.lens()[2], kernel_w = w.lens()[3];
     const ops::window window = window_of(conv, w);
     // A 1 x 1 convolution reads its input rows in place: stride 1, no padding.
@@ -489,14 +381,9 @@ bool eligible(const kernel_request& r) {
     return blocked_convolution::epilogue_of(conv, r, w.lens()[0]) &&
            prefers_pairwise_sum(conv.plain_output_shape(r.input_shapes), w.lens()[1] * kernel_h * kernel_w) &&
            x.lens()[1] * kernel_h * kernel_w < (std::size_t{1} << max_levels);
-#else
-    (void)r;
-    return false;
-#endif
 }
 
 std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
-#if defined(__x86_64__)
     const auto& conv = requested_convolution(r);
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
@@ -520,10 +407,6 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     g.out_w = plain_y.lens()[3];
     return std::make_shared<pairwise_sum_convolution_kernel>(
         g, std::move(e), packed_weights(weights, w.lens()[0], w.lens()[1], g.taps()), weights.get_shape(), r.threads);
-#else
-    (void)r;
-    return nullptr;
-#endif
 }
 
 }  // namespace

@@ -13,7 +13,9 @@
 // group's input (split by channel block), then each takes its own output
 // channel blocks and, element by element, multiplies V by U with a
 // register-blocked AVX2 kernel (6 tiles x 16 output channels), and finally
-// transforms its products back, adding the bias and the post-ops.
+// transforms its products back, adding the bias and the post-ops. The
+// transforms and the products are AVX2 loops in winograd_convolution_avx2.cpp;
+// this file holds the kernel, the weight transform and the choice of groups.
 //
 // Accuracy: each run of a few input blocks is summed from zero and then
 // added to the partial sum, as oneDNN's 1 x 1 kernel does: 32 channels
@@ -29,45 +31,50 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <array>
 #include <utility>
 
 #include "ops/conv.hpp"
 #include "targets/cpu/kernels/convolution/blocked_convolution_epilogue.hpp"
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "targets/cpu/kernels/convolution/winograd_convolution_avx2.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
 
 namespace kiln {
-
-#if defined(__x86_64__)
 
 namespace {
 
 constexpr std::size_t block = ops::channel_block;
-constexpr std::size_t elements = 16;                     // of a 4 x 4 transformed tile
-constexpr std::size_t max_tiles = 6;                     // tiles multiplied together
-constexpr std::size_t max_obs = 2;                       // output channel blocks multiplied together
+static_assert(block == avx2::winograd_block);
+constexpr std::size_t elements = 16;  // of a 4 x 4 transformed tile
+constexpr std::size_t max_tiles = avx2::winograd_max_tiles;
+constexpr std::size_t max_obs = avx2::winograd_max_obs;
 constexpr std::size_t max_shared_u_bytes = 512 * 1024;   // transformed weights every thread may read
 constexpr std::size_t chunk_blocks = 4;                  // input blocks summed from zero before joining the partial sum
 constexpr std::size_t high_resolution_chunk_blocks = 2;  // the same at 56 x 56 and above
 constexpr std::size_t high_resolution_pixels = 56 * 56;
 
-struct winograd_geometry {
-    std::size_t images = 0, in_blocks = 0, out_blocks = 0;
-    std::size_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
-    std::size_t pad_top = 0, pad_left = 0;
-    std::size_t tiles_h = 0, tiles_w = 0;
-    std::size_t group_tiles = 0;   // tiles transformed and multiplied together
-    bool own_tiles = false;        // threads split the tiles, not the output blocks
-    std::size_t chunk_blocks = 0;  // input blocks summed from zero before joining the partial sum
-    std::size_t tiles() const { return images * tiles_h * tiles_w; }
-};
+using avx2::winograd_geometry;
+
+std::size_t tiles_of(const winograd_geometry& g) {
+    return g.images * g.tiles_h * g.tiles_w;
+}
 
 using blocked_convolution::epilogue;
 using blocked_convolution::finish;
+
+avx2::winograd_finish avx2_finish(finish then) {
+    switch (then) {
+        case finish::none:
+            return avx2::winograd_finish::none;
+        case finish::relu:
+            return avx2::winograd_finish::relu;
+        case finish::add:
+            return avx2::winograd_finish::add;
+        case finish::add_relu:
+            return avx2::winograd_finish::add_relu;
+    }
+    return avx2::winograd_finish::none;
+}
 
 // U = G g G^T for each (output, input) channel pair, in float64, stored as
 // [element][M/8][C][8 output lanes].
@@ -93,146 +100,6 @@ std::vector<float> transformed_weights(const argument& w, std::size_t m, std::si
     return out;
 }
 
-// B^T d B for the tiles [first, first + count) of the group and input block
-// cb: V[element][cb][tile][8], zero where the patch falls in the padding.
-__attribute__((target("avx2,fma"))) void transform_input(const winograd_geometry& g, const float* x, std::size_t first,
-                                                         std::size_t count, std::size_t cb, float* v) {
-    const std::size_t tiles_per_image = g.tiles_h * g.tiles_w, element_floats = g.in_blocks * g.group_tiles * block;
-    for (std::size_t t = 0; t < count; ++t) {
-        const std::size_t tile = first + t, n = tile / tiles_per_image, in_image = tile % tiles_per_image;
-        const auto top = static_cast<std::ptrdiff_t>(in_image / g.tiles_w * 2) - static_cast<std::ptrdiff_t>(g.pad_top);
-        const auto left =
-            static_cast<std::ptrdiff_t>(in_image % g.tiles_w * 2) - static_cast<std::ptrdiff_t>(g.pad_left);
-        const float* plane = x + (n * g.in_blocks + cb) * g.in_h * g.in_w * block;
-        __m256 d[4][4];
-        for (std::ptrdiff_t i = 0; i < 4; ++i)
-            for (std::ptrdiff_t j = 0; j < 4; ++j) {
-                const std::ptrdiff_t r = top + i, col = left + j;
-                const bool inside = r >= 0 && r < static_cast<std::ptrdiff_t>(g.in_h) && col >= 0 &&
-                                    col < static_cast<std::ptrdiff_t>(g.in_w);
-                d[i][j] =
-                    inside ? _mm256_loadu_ps(
-                                 plane + (static_cast<std::size_t>(r) * g.in_w + static_cast<std::size_t>(col)) * block)
-                           : _mm256_setzero_ps();
-            }
-        __m256 b[4][4];  // B^T d
-        for (std::size_t j = 0; j < 4; ++j) {
-            b[0][j] = _mm256_sub_ps(d[0][j], d[2][j]);
-            b[1][j] = _mm256_add_ps(d[1][j], d[2][j]);
-            b[2][j] = _mm256_sub_ps(d[2][j], d[1][j]);
-            b[3][j] = _mm256_sub_ps(d[1][j], d[3][j]);
-        }
-        float* out = v + (cb * g.group_tiles + t) * block;
-        for (std::size_t i = 0; i < 4; ++i) {
-            _mm256_storeu_ps(out + (i * 4 + 0) * element_floats, _mm256_sub_ps(b[i][0], b[i][2]));
-            _mm256_storeu_ps(out + (i * 4 + 1) * element_floats, _mm256_add_ps(b[i][1], b[i][2]));
-            _mm256_storeu_ps(out + (i * 4 + 2) * element_floats, _mm256_sub_ps(b[i][2], b[i][1]));
-            _mm256_storeu_ps(out + (i * 4 + 3) * element_floats, _mm256_sub_ps(b[i][1], b[i][3]));
-        }
-    }
-}
-
-// products[ob][tile][8] of `tiles` tiles and `obs` output blocks for one
-// element: the sum over input blocks of V[cb][tile][c] * U[ob][cb * 8 + c][8],
-// each run of `chunk` blocks summed from zero and then added on.
-template <std::size_t tiles, std::size_t obs>
-__attribute__((target("avx2,fma"))) void multiply_tiles(const float* v, std::size_t v_block_floats, const float* u,
-                                                        std::size_t u_ob_floats, std::size_t in_blocks, float* products,
-                                                        std::size_t product_ob_floats, std::size_t chunk) {
-    constexpr std::size_t count = tiles * obs;
-    for (std::size_t cb0 = 0; cb0 < in_blocks; cb0 += chunk) {
-        const std::size_t cb1 = std::min(in_blocks, cb0 + chunk);
-        __m256 acc[count];
-#pragma GCC unroll 16
-        for (std::size_t i = 0; i < count; ++i) acc[i] = _mm256_setzero_ps();
-        for (std::size_t cb = cb0; cb < cb1; ++cb) {
-            const float* vb = v + cb * v_block_floats;
-            const float* ub = u + cb * block * block;
-#pragma GCC unroll 8
-            for (std::size_t c = 0; c < block; ++c) {
-                __m256 w[obs];
-#pragma GCC unroll 2
-                for (std::size_t o = 0; o < obs; ++o) w[o] = _mm256_loadu_ps(ub + o * u_ob_floats + c * block);
-#pragma GCC unroll 6
-                for (std::size_t t = 0; t < tiles; ++t) {
-                    const __m256 xv = _mm256_broadcast_ss(vb + t * block + c);
-#pragma GCC unroll 2
-                    for (std::size_t o = 0; o < obs; ++o)
-                        acc[o * tiles + t] = _mm256_fmadd_ps(xv, w[o], acc[o * tiles + t]);
-                }
-            }
-        }
-#pragma GCC unroll 2
-        for (std::size_t o = 0; o < obs; ++o)
-#pragma GCC unroll 6
-            for (std::size_t t = 0; t < tiles; ++t) {
-                float* p = products + o * product_ob_floats + t * block;
-                const __m256 sum =
-                    cb0 == 0 ? acc[o * tiles + t] : _mm256_add_ps(_mm256_loadu_ps(p), acc[o * tiles + t]);
-                _mm256_storeu_ps(p, sum);
-            }
-    }
-}
-
-using multiply_function = void (*)(const float*, std::size_t, const float*, std::size_t, std::size_t, float*,
-                                   std::size_t, std::size_t);
-
-template <std::size_t obs, std::size_t... T>
-constexpr std::array<multiply_function, sizeof...(T)> make_multiply_functions(std::index_sequence<T...>) {
-    return {&multiply_tiles<T + 1, obs>...};
-}
-// [obs - 1][tiles - 1]
-constexpr std::array<std::array<multiply_function, max_tiles>, max_obs> multiply_functions = {
-    make_multiply_functions<1>(std::make_index_sequence<max_tiles>()),
-    make_multiply_functions<2>(std::make_index_sequence<max_tiles>())};
-
-// A^T m A for tiles [first, first + count) of one output block, then the
-// bias and post-ops; outputs past the image's edge (odd extents) are dropped.
-template <finish then>
-__attribute__((target("avx2,fma"))) void transform_output(const winograd_geometry& g, const epilogue& e,
-                                                          const float* products, std::size_t element_floats,
-                                                          std::size_t first, std::size_t count, std::size_t ob,
-                                                          const float* bias, const float* residual, float* y) {
-    const std::size_t tiles_per_image = g.tiles_h * g.tiles_w;
-    const __m256 b = e.has_bias ? _mm256_loadu_ps(bias + ob * block) : _mm256_setzero_ps();
-    for (std::size_t t = 0; t < count; ++t) {
-        const std::size_t tile = first + t, n = tile / tiles_per_image, in_image = tile % tiles_per_image;
-        const std::size_t top = in_image / g.tiles_w * 2, left = in_image % g.tiles_w * 2;
-        __m256 m[4][4];
-        for (std::size_t i = 0; i < 4; ++i)
-            for (std::size_t j = 0; j < 4; ++j)
-                m[i][j] = _mm256_loadu_ps(products + (i * 4 + j) * element_floats + t * block);
-        __m256 s[2][4];  // A^T m
-        for (std::size_t j = 0; j < 4; ++j) {
-            s[0][j] = _mm256_add_ps(_mm256_add_ps(m[0][j], m[1][j]), m[2][j]);
-            s[1][j] = _mm256_sub_ps(_mm256_sub_ps(m[1][j], m[2][j]), m[3][j]);
-        }
-        __m256 out[2][2];
-        for (std::size_t i = 0; i < 2; ++i) {
-            out[i][0] = _mm256_add_ps(_mm256_add_ps(s[i][0], s[i][1]), s[i][2]);
-            out[i][1] = _mm256_sub_ps(_mm256_sub_ps(s[i][1], s[i][2]), s[i][3]);
-        }
-        const std::size_t plane = (n * g.out_blocks + ob) * g.out_h * g.out_w * block;
-        for (std::size_t i = 0; i < 2 && top + i < g.out_h; ++i)
-            for (std::size_t j = 0; j < 2 && left + j < g.out_w; ++j) {
-                const std::size_t at = plane + ((top + i) * g.out_w + left + j) * block;
-                __m256 v = out[i][j];
-                if (e.has_bias) v = _mm256_add_ps(v, b);
-                if constexpr (then == finish::add || then == finish::add_relu)
-                    v = _mm256_add_ps(v, _mm256_loadu_ps(residual + at));
-                if constexpr (then == finish::relu || then == finish::add_relu)
-                    v = _mm256_max_ps(v, _mm256_setzero_ps());
-                _mm256_storeu_ps(y + at, v);
-            }
-    }
-}
-
-using output_function = void (*)(const winograd_geometry&, const epilogue&, const float*, std::size_t, std::size_t,
-                                 std::size_t, std::size_t, const float*, const float*, float*);
-constexpr std::array<output_function, 4> output_functions = {
-    &transform_output<finish::none>, &transform_output<finish::relu>, &transform_output<finish::add>,
-    &transform_output<finish::add_relu>};
-
 // The first of `parts` equal shares of `total`.
 std::size_t share_begin(std::size_t total, std::size_t part, std::size_t parts) {
     return total * part / parts;
@@ -250,7 +117,7 @@ public:
         if (inputs.size() > (e_.has_bias ? 3u : 2u)) residual = inputs[e_.has_bias ? 3 : 2].data_as<float>();
         float* y = result.data_as<float>();
         auto* v = reinterpret_cast<float*>(scratch);
-        const std::size_t total_tiles = g_.tiles();
+        const std::size_t total_tiles = tiles_of(g_);
         const std::size_t v_floats = elements * g_.in_blocks * g_.group_tiles * block;
         if (g_.own_tiles) {
             // Each thread takes its own run of tiles and every output block.
@@ -265,7 +132,8 @@ public:
                 float* products = own_v + v_floats;
                 for (std::size_t first = begin; first < end; first += g_.group_tiles) {
                     const std::size_t count = std::min(g_.group_tiles, end - first);
-                    for (std::size_t cb = 0; cb < g_.in_blocks; ++cb) transform_input(g_, x, first, count, cb, own_v);
+                    for (std::size_t cb = 0; cb < g_.in_blocks; ++cb)
+                        avx2::winograd_transform_input(g_, x, first, count, cb, own_v);
                     multiply_and_finish(own_v, first, count, 0, g_.out_blocks, products, bias, residual, y);
                 }
             }
@@ -284,7 +152,8 @@ public:
             for (std::size_t first = 0; first < total_tiles; first += g_.group_tiles) {
                 const std::size_t count = std::min(g_.group_tiles, total_tiles - first);
 #pragma omp for schedule(static)
-                for (std::size_t cb = 0; cb < g_.in_blocks; ++cb) transform_input(g_, x, first, count, cb, v);
+                for (std::size_t cb = 0; cb < g_.in_blocks; ++cb)
+                    avx2::winograd_transform_input(g_, x, first, count, cb, v);
                 for (std::size_t share = thread; share < shares; share += threads) {
                     const std::size_t ob_begin =
                         std::min(g_.out_blocks, share_begin(ob_pairs, share, shares) * max_obs);
@@ -341,16 +210,17 @@ private:
                 float* p = products + e * product_element_floats + (ob - ob_begin) * product_ob_floats;
                 for (std::size_t t = 0; t < count; t += max_tiles) {
                     const std::size_t tiles = std::min(max_tiles, count - t);
-                    multiply_functions[obs - 1][tiles - 1](ve + t * block, g_.group_tiles * block, u, u_ob_floats,
-                                                           g_.in_blocks, p + t * block, product_ob_floats,
-                                                           g_.chunk_blocks);
+                    avx2::winograd_multiply_functions[obs - 1][tiles - 1](ve + t * block, g_.group_tiles * block, u,
+                                                                          u_ob_floats, g_.in_blocks, p + t * block,
+                                                                          product_ob_floats, g_.chunk_blocks);
                 }
             }
         }
-        const output_function finish_tiles = output_functions[static_cast<std::size_t>(e_.then)];
+        const avx2::winograd_output_function finish_tiles =
+            avx2::winograd_output_functions[static_cast<std::size_t>(avx2_finish(e_.then))];
         for (std::size_t ob = ob_begin; ob < ob_end; ++ob)
-            finish_tiles(g_, e_, products + (ob - ob_begin) * product_ob_floats, product_element_floats, first, count,
-                         ob, bias, residual, y);
+            finish_tiles(g_, e_.has_bias, products + (ob - ob_begin) * product_ob_floats, product_element_floats, first,
+                         count, ob, bias, residual, y);
     }
 
     winograd_geometry g_;
@@ -360,8 +230,6 @@ private:
 };
 
 }  // namespace
-
-#endif
 
 namespace {
 
@@ -384,24 +252,19 @@ ops::window window_of(const op::fused_convolution& conv) {
 }
 
 bool eligible(const kernel_request& r) {
-#if defined(__x86_64__)
-    static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     const auto& conv = requested_convolution(r);
     const shape& w = r.input_shapes[1];
-    if (!supported || !blocked_convolution::reads_blocked_float(conv, r) || w.lens()[2] != 3 || w.lens()[3] != 3)
+    if (!avx2::supported() || !blocked_convolution::reads_blocked_float(conv, r) || w.lens()[2] != 3 ||
+        w.lens()[3] != 3)
         return false;
     const ops::window window = window_of(conv);
     for (std::size_t i = 0; i < 2; ++i)
         if (window.stride[i] != 1 || window.dilation[i] != 1 || window.pad_begin[i] > 2) return false;
-    return blocked_convolution::epilogue_of(conv, r, w.lens()[0]) && prefers_winograd(conv.plain_output_shape(r.input_shapes));
-#else
-    (void)r;
-    return false;
-#endif
+    return blocked_convolution::epilogue_of(conv, r, w.lens()[0]) &&
+           prefers_winograd(conv.plain_output_shape(r.input_shapes));
 }
 
 std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
-#if defined(__x86_64__)
     const auto& conv = requested_convolution(r);
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
@@ -410,7 +273,7 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     const epilogue e = *blocked_convolution::epilogue_of(conv, r, w.lens()[0]);
     const shape plain_y = conv.plain_output_shape(r.input_shapes);
 
-    winograd_geometry g;
+    winograd_geometry g{};
     g.images = x.lens()[0];
     g.in_blocks = x.lens()[1];
     g.in_h = x.lens()[2];
@@ -428,19 +291,15 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     // transforming its own input into its own L2 with no barrier.
     const std::size_t u_bytes = elements * w.lens()[0] * w.lens()[1] * sizeof(float);
     const auto threads = static_cast<std::size_t>(r.threads);
-    g.own_tiles = u_bytes <= max_shared_u_bytes && g.tiles() >= 2 * max_tiles * threads;
+    g.own_tiles = u_bytes <= max_shared_u_bytes && tiles_of(g) >= 2 * max_tiles * threads;
     // A group's transformed input (16 x C floats a tile) near 2 MB shared (a
     // quarter of L2 when a thread's own), in whole runs of max_tiles.
     const std::size_t group_bytes = g.own_tiles ? 128 * 1024 : 2048 * 1024;
     const std::size_t per_tile = elements * g.in_blocks * block * sizeof(float);
     g.group_tiles = std::max<std::size_t>(max_tiles, group_bytes / per_tile / max_tiles * max_tiles);
-    g.group_tiles = std::min(g.group_tiles, (g.tiles() + max_tiles - 1) / max_tiles * max_tiles);
+    g.group_tiles = std::min(g.group_tiles, (tiles_of(g) + max_tiles - 1) / max_tiles * max_tiles);
     return std::make_shared<winograd_convolution_kernel>(g, e, transformed_weights(weights, w.lens()[0], w.lens()[1]),
                                                          r.threads);
-#else
-    (void)r;
-    return nullptr;
-#endif
 }
 
 }  // namespace
