@@ -29,13 +29,23 @@ const char* class_name(error_kind kind) {
     return "KilnRuntimeError";
 }
 
+// The message as a Python str. It may quote bytes from the user's file (a
+// node name that is not UTF-8): those become \x escapes, where decoding them
+// strictly would raise UnicodeDecodeError instead of the Kiln error.
+nb::object message_of(const error& e) {
+    const std::string text = e.what();
+    PyObject* s = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace");
+    if (s == nullptr) throw nb::python_error();
+    return nb::steal(s);
+}
+
 void raise_kiln_error(const error& e) {
     try {
         nb::object cls = nb::module_::import_("kiln.errors").attr(class_name(e.kind()));
-        PyErr_SetString(cls.ptr(), e.what());
+        PyErr_SetObject(cls.ptr(), message_of(e).ptr());
     } catch (const nb::python_error&) {
         // kiln.errors is unavailable (extension imported on its own): keep the message.
-        PyErr_SetString(PyExc_RuntimeError, e.what());
+        PyErr_SetObject(PyExc_RuntimeError, message_of(e).ptr());
     }
 }
 

@@ -17,6 +17,8 @@ namespace {
 // which also bounds the recursion below.
 constexpr int max_value_depth = 32;
 
+struct too_deep {};
+
 value to_value(const json& j, int depth) {
     if (depth > max_value_depth)
         bad("attribute value nested deeper than " + std::to_string(max_value_depth) + " levels");
@@ -70,6 +72,22 @@ std::vector<std::size_t> to_sizes(const json& j, const char* what) {
 }
 
 }  // namespace
+
+json parse_document(const char* begin, const char* end) {
+    // The callback sees each array and object as it opens, before the parser
+    // goes into it; an exception is the only way to stop the parse there.
+    auto bounded = [](int depth, json::parse_event_t event, json&) {
+        if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+            depth >= max_document_depth)
+            throw too_deep{};
+        return true;
+    };
+    try {
+        return json::parse(begin, end, bounded);
+    } catch (const too_deep&) {
+        bad("the metadata nests arrays and objects more than " + std::to_string(max_document_depth) + " levels deep");
+    }
+}
 
 json value_to_json(const value& v) {
     return std::visit(

@@ -17,6 +17,14 @@ using json = nlohmann::ordered_json;
 // Finite doubles are JSON numbers; NaN and infinities, which JSON lacks, are
 // written as {"$float": "nan" | "inf" | "-inf"}.
 json value_to_json(const value& v);
+
+// The most levels of arrays and objects a .kiln metadata document may nest:
+// the program, its modules, their instructions and attribute values nested
+// as deep as to_value accepts, with room to spare.
+constexpr int max_document_depth = 64;
+// Parses a metadata document, refusing deeper nesting while it reads rather
+// than after (a document nested 100,000 deep overflowed the stack).
+json parse_document(const char* begin, const char* end);
 value json_to_value(const json& j);
 
 json shape_to_json(const shape& s);

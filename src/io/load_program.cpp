@@ -179,7 +179,8 @@ program load_image(const unsigned char* bytes, std::size_t size, const std::stri
     try {
         io::json meta;
         try {
-            meta = io::json::parse(bytes + h.metadata_offset, bytes + h.metadata_offset + h.metadata_size);
+            const auto* text = reinterpret_cast<const char*>(bytes + h.metadata_offset);
+            meta = io::parse_document(text, text + h.metadata_size);
         } catch (const io::json::exception& e) {
             bad(std::string("the metadata is not valid JSON: ") + e.what());
         }

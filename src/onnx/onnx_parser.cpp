@@ -393,8 +393,13 @@ namespace kiln {
 
 program parse_onnx(const std::string& path, const onnx_options& options) {
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec))
-        fail(error_kind::file_not_found, "parse_onnx: no such file: " + path);
+    const auto status = std::filesystem::status(path, ec);
+    if (!std::filesystem::exists(status)) fail(error_kind::file_not_found, "parse_onnx: no such file: " + path);
+    // A directory, FIFO or device would be read forever or not at all.
+    if (!std::filesystem::is_regular_file(status))
+        fail(error_kind::invalid_argument, "parse_onnx: " + path + " is not a regular file (" +
+                                               (std::filesystem::is_directory(status) ? "a directory" : "a FIFO, socket or device") +
+                                               "); give the path of an .onnx file");
     auto size = std::filesystem::file_size(path, ec);
     if (ec) fail(error_kind::file_not_found, "parse_onnx: cannot read the size of " + path);
     // Checked before reading so that a huge file is never loaded.

@@ -1,5 +1,7 @@
 // ONNX importer: bad input raises a kiln::error naming the problem and the
 // node or file, never crashes or allocates without bound.
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -93,6 +95,19 @@ TEST_F(onnx_files, missing_file_is_file_not_found) {
     auto e = error_from([&] { parse_onnx((dir_ / "nope.onnx").string()); });
     EXPECT_EQ(e.kind(), error_kind::file_not_found);
     expect_mentions(e, {"nope.onnx"});
+}
+
+TEST_F(onnx_files, a_path_that_is_not_a_regular_file_says_so) {
+    std::filesystem::create_directories(dir_ / "a_directory.onnx");
+    const auto fifo = dir_ / "a_fifo.onnx";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    for (const auto& [path, kind] : {std::pair{(dir_ / "a_directory.onnx").string(), "a directory"},
+                                     std::pair{fifo.string(), "a FIFO, socket or device"},
+                                     std::pair{std::string("/dev/zero"), "a FIFO, socket or device"}}) {
+        auto e = error_from([&] { parse_onnx(path); });
+        EXPECT_EQ(e.kind(), error_kind::invalid_argument) << e.what();
+        expect_mentions(e, {path, "not a regular file", kind});
+    }
 }
 
 TEST_F(onnx_files, empty_file_is_a_parse_error) {

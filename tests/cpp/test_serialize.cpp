@@ -318,3 +318,22 @@ TEST(serialize, semantic_errors_name_what_is_wrong) {
     // No return: the verifier rejects the module.
     expect_parse_error(image(",{\"op\":\"@return\",\"inputs\":[5,6]}", ""), "returns");
 }
+
+TEST(serialize, metadata_nested_too_deep_is_refused_while_parsing) {
+    std::string bytes = save_buffer(small_program());
+    // 100,000 levels overflowed the stack inside the parser before the depth
+    // was checked; 65 is just past the documented limit of 64.
+    for (std::size_t levels : {std::size_t{65}, std::size_t{100000}}) {
+        const std::string deep = std::string(levels, '[') + std::string(levels, ']');
+        expect_parse_error(with_metadata(bytes, "{\"producer\"", "{\"deep\":" + deep + ",\"producer\""),
+                           "more than 64 levels deep");
+    }
+    // 60 levels parse; the reader then rejects the unknown member.
+    const std::string fine = std::string(60, '[') + std::string(60, ']');
+    try {
+        const std::string image = with_metadata(bytes, "{\"producer\"", "{\"deep\":" + fine + ",\"producer\"");
+        load_buffer(image.data(), image.size());
+    } catch (const error& e) {
+        EXPECT_EQ(std::string(e.what()).find("levels deep"), std::string::npos) << e.what();
+    }
+}

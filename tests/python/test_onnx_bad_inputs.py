@@ -36,3 +36,24 @@ def test_kiln_command_rejects_without_crashing(name):
     assert result.returncode == 2, (result.returncode, result.stderr)
     assert result.stderr.startswith("kiln: error:")
     assert name in result.stderr
+
+
+def test_a_node_name_that_is_not_utf8_gives_a_kiln_error_not_unicode_decode_error():
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Frobnicate", ["x"], ["y"], name="NODEXYZ")
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    data = helper.make_model(graph).SerializeToString()
+    # Same length, so every protobuf length prefix stays valid; \xff\xfe is no UTF-8.
+    assert data.count(b"NODEXYZ") == 1
+    data = data.replace(b"NODEXYZ", b"NODE\xff\xfeZ")
+    with pytest.raises(kiln.KilnError) as info:
+        kiln.parse_onnx_buffer(data)
+    assert "Frobnicate" in str(info.value)
+    assert "NODE\\xff\\xfeZ" in str(info.value)
