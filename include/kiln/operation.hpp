@@ -27,12 +27,27 @@ using module_ref = module*;
 // compute of ops that take modules, so each target runs submodules its own way.
 using module_runner = std::function<std::vector<argument>(std::size_t index, const std::vector<argument>& inputs)>;
 
+// The scalar float32 function of an elementwise op whose float32 result is
+// float32: one of the two is set, or neither when the op has none (bool
+// results, integer-only ops, ternary ops). Built from the same scalar
+// functors as the op's reference compute, so fast kernels that call it
+// give the reference's bits.
+struct pointwise_formula {
+    float (*unary)(float) = nullptr;
+    float (*binary)(float, float) = nullptr;
+};
+
 // Defaults an op struct may override.
 struct op_base {
     template <class Self, class F>
     static void reflect(Self&, F&&) {}
     // Index of the input whose memory the result aliases (views), or -1.
     int output_alias(const std::vector<shape>&) const { return -1; }
+    // Elementwise: result element i depends only on element i of the inputs
+    // broadcast numpy-style. Such an op can be a fused_pointwise step and
+    // runs on the cpu target's pointwise kernel.
+    bool is_pointwise() const { return false; }
+    pointwise_formula float32_formula() const { return {}; }
     // For aliasing ops: the result as a view of the aliased input.
     argument compute_alias(const shape&, const std::vector<argument>&) const {
         fail(error_kind::not_implemented, "op does not produce a view");
@@ -69,6 +84,8 @@ public:
     argument compute_alias(const shape& out, const std::vector<argument>& inputs) const {
         return self().compute_alias(out, inputs);
     }
+    bool is_pointwise() const { return self().is_pointwise(); }
+    pointwise_formula float32_formula() const { return self().float32_formula(); }
     // Convenience for ref and constant folding: allocates the result (or makes the view).
     argument evaluate(const shape& out, const std::vector<argument>& inputs) const;
     // evaluate of an op with module arguments.
@@ -101,6 +118,8 @@ private:
                                           const module_runner& run) const = 0;
         virtual int output_alias(const std::vector<shape>& inputs) const = 0;
         virtual argument compute_alias(const shape& out, const std::vector<argument>& inputs) const = 0;
+        virtual bool is_pointwise() const = 0;
+        virtual pointwise_formula float32_formula() const = 0;
         virtual value attributes() const = 0;
         virtual std::shared_ptr<const concept_t> with_attributes(const value& attrs) const = 0;
     };
@@ -125,6 +144,8 @@ private:
         argument compute_alias(const shape& out, const std::vector<argument>& inputs) const override {
             return op.compute_alias(out, inputs);
         }
+        bool is_pointwise() const override { return op.is_pointwise(); }
+        pointwise_formula float32_formula() const override { return op.float32_formula(); }
         value attributes() const override { return reflect_to_value(op); }
         std::shared_ptr<const concept_t> with_attributes(const value& attrs) const override {
             Op copy = op;

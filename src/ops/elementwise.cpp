@@ -18,6 +18,18 @@ using ops::for_each_broadcast;
 
 enum class accepts { numeric, signed_numeric, floating, boolean, any };
 
+// An op with a bool result has no float32 formula: its float32 inputs give a mask.
+template <auto F, bool BoolResult>
+pointwise_formula unary_formula() {
+    if constexpr (BoolResult) return {};
+    else return {.unary = ops::fn::float32_unary<F>};
+}
+template <auto F, bool BoolResult>
+pointwise_formula binary_formula() {
+    if constexpr (BoolResult) return {};
+    else return {.binary = ops::fn::float32_binary<F>};
+}
+
 void check_kind(const std::string& op, const shape& s, accepts kind, std::size_t index) {
     dtype t = s.type();
     const std::string which = "input " + std::to_string(index);
@@ -86,6 +98,9 @@ void apply_binary(F f, const argument& result, const argument& a, const argument
     }                                                                                      \
     void STRUCT::compute(const argument& result, const std::vector<argument>& inputs) const { \
         apply_unary(ops::fn::FN{}, result, inputs[0]);                                     \
+    }                                                                                      \
+    pointwise_formula STRUCT::float32_formula() const {                                    \
+        return unary_formula<ops::fn::FN{}, BOOL_RESULT>();                                \
     }
 
 KILN_DEFINE_UNARY(abs, abs, numeric, false)
@@ -114,6 +129,9 @@ KILN_DEFINE_UNARY(logical_not, logical_not, boolean, true)
     }                                                                                      \
     void STRUCT::compute(const argument& result, const std::vector<argument>& inputs) const { \
         apply_binary(ops::fn::FN{}, result, inputs[0], inputs[1]);                         \
+    }                                                                                      \
+    pointwise_formula STRUCT::float32_formula() const {                                    \
+        return binary_formula<ops::fn::FN{}, BOOL_RESULT>();                               \
     }
 
 KILN_DEFINE_BINARY(add, add, numeric, false)
@@ -137,6 +155,10 @@ shape mod::compute_shape(const std::vector<shape>& inputs) const {
 void mod::compute(const argument& result, const std::vector<argument>& inputs) const {
     apply_binary(ops::fn::mod{fmod}, result, inputs[0], inputs[1]);
 }
+pointwise_formula mod::float32_formula() const {
+    if (fmod) return {.binary = ops::fn::float32_binary<ops::fn::mod{true}>};
+    return {.binary = ops::fn::float32_binary<ops::fn::mod{false}>};
+}
 
 shape where::compute_shape(const std::vector<shape>& inputs) const {
     ops::expect_inputs(name(), inputs, 3);
@@ -159,6 +181,11 @@ void where::compute(const argument& result, const std::vector<argument>& inputs)
         const std::byte* src = c[off[0]] ? x + off[1] * size : y + off[2] * size;
         std::memcpy(out + i * size, src, size);
     });
+}
+
+// where and clip take three inputs; a pointwise_formula has one- and two-input functions only.
+pointwise_formula where::float32_formula() const {
+    return {};
 }
 
 shape clip::compute_shape(const std::vector<shape>& inputs) const {
@@ -190,22 +217,20 @@ void clip::compute(const argument& result, const std::vector<argument>& inputs) 
     });
 }
 
+// As where's: three inputs.
+pointwise_formula clip::float32_formula() const {
+    return {};
+}
+
 shape gelu::compute_shape(const std::vector<shape>& inputs) const {
     return unary_shape(name(), inputs, accepts::floating);
 }
 void gelu::compute(const argument& result, const std::vector<argument>& inputs) const {
-    // In double, rounded once: the reference other kernels are checked against.
-    const bool tanh_form = approximate == gelu_approximation::tanh;
-    apply_unary(
-        [tanh_form](auto x_in) {
-            using T = decltype(x_in);
-            const double x = static_cast<double>(static_cast<compute_t<T>>(x_in));
-            // 1 + tanh(u) = 2 / (1 + e^-2u) and 1 + erf(v) = erfc(-v) lose nothing for negative x.
-            const double y = tanh_form ? x / (1.0 + std::exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x)))
-                                       : 0.5 * x * std::erfc(-x * 0.7071067811865476);
-            return T(static_cast<compute_t<T>>(y));
-        },
-        result, inputs[0]);
+    apply_unary(ops::fn::gelu{approximate == gelu_approximation::tanh}, result, inputs[0]);
+}
+pointwise_formula gelu::float32_formula() const {
+    if (approximate == gelu_approximation::tanh) return {.unary = ops::fn::float32_unary<ops::fn::gelu{true}>};
+    return {.unary = ops::fn::float32_unary<ops::fn::gelu{false}>};
 }
 
 shape convert::compute_shape(const std::vector<shape>& inputs) const {

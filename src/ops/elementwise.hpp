@@ -9,9 +9,12 @@
 
 namespace kiln::op {
 
+// Each declares its float32 formula (elementwise.cpp: none for bool results and where, clip).
 #define KILN_DECLARE_POINTWISE_OP(STRUCT, TEXT)                                        \
     struct STRUCT : op_base {                                                          \
         std::string name() const { return TEXT; }                                      \
+        bool is_pointwise() const { return true; }                                     \
+        pointwise_formula float32_formula() const;                                     \
         shape compute_shape(const std::vector<shape>& inputs) const;                   \
         void compute(const argument& result, const std::vector<argument>& inputs) const; \
     };
@@ -63,6 +66,8 @@ struct mod : op_base {
         f(self.fmod, "fmod");
     }
     std::string name() const { return "mod"; }
+    bool is_pointwise() const { return true; }
+    pointwise_formula float32_formula() const;
     shape compute_shape(const std::vector<shape>& inputs) const;
     void compute(const argument& result, const std::vector<argument>& inputs) const;
 };
@@ -84,6 +89,8 @@ struct gelu : op_base {
         f(self.approximate, "approximate");
     }
     std::string name() const { return "gelu"; }
+    bool is_pointwise() const { return true; }
+    pointwise_formula float32_formula() const;
     shape compute_shape(const std::vector<shape>& inputs) const;
     void compute(const argument& result, const std::vector<argument>& inputs) const;
 };
@@ -96,6 +103,7 @@ struct convert : op_base {
         f(self.target_type, "target_type");
     }
     std::string name() const { return "convert"; }
+    bool is_pointwise() const { return true; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     void compute(const argument& result, const std::vector<argument>& inputs) const;
 };

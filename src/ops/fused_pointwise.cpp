@@ -1,25 +1,9 @@
 #include "ops/fused_pointwise.hpp"
 
-#include <set>
-
 #include "kiln/op_registry.hpp"
 #include "ops/op_helpers.hpp"
 
 namespace kiln::op {
-
-bool is_pointwise_step_op(const std::string& op_name) {
-    static const std::set<std::string> names{
-        // unary
-        "abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh", "sigmoid", "relu", "erf",
-        "floor", "ceil", "round", "sign", "not", "gelu", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
-        "acosh", "atanh", "bitwise_not", "convert",
-        // binary, numpy broadcasting
-        "add", "sub", "mul", "div", "pow", "max", "min", "mod", "equal", "less", "greater", "and", "or", "xor",
-        "bitwise_and", "bitwise_or", "bitwise_xor", "bitshift",
-        // ternary
-        "where", "clip"};
-    return names.count(op_name) > 0;
-}
 
 value attribute_to_value(const pointwise_step& step) {
     value_list args;
@@ -38,7 +22,8 @@ void attribute_from_value(const value& v, pointwise_step& step) {
                  to_string(v));
     const auto& parts = v.as_list();
     const std::string& name = parts[0].as_string();
-    if (!is_pointwise_step_op(name))
+    // Checked before the attributes are applied, which could fail with a less clear message.
+    if (!has_op(name) || !make_op(name).is_pointwise())
         fail(error_kind::invalid_argument, "'" + name + "' is not an elementwise op a fused_pointwise step can run");
     step.op = make_op(name, parts.size() == 3 ? parts[2] : value());
     step.args.clear();
@@ -53,7 +38,7 @@ std::vector<shape> fused_pointwise::value_shapes(const std::vector<shape>& input
     for (std::size_t k = 0; k < steps.size(); ++k) {
         const auto& step = steps[k];
         const std::string where = name() + ": step " + std::to_string(k) + " (" + step.op.name() + ")";
-        if (step.op.empty() || !is_pointwise_step_op(step.op.name()))
+        if (step.op.empty() || !step.op.is_pointwise())
             fail(where + " is not an elementwise op a fused_pointwise step can run");
         std::vector<shape> step_inputs;
         for (auto a : step.args) {

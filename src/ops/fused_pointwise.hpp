@@ -5,8 +5,8 @@
 //
 // The op carries a small program. Values are numbered: 0..n-1 are the fused
 // op's n inputs, n+k is the result of step k. Each step is an elementwise op
-// (with its attributes) applied to earlier values with numpy broadcasting;
-// the last step's result is the op's result. Printed:
+// (is_pointwise(), with its attributes) applied to earlier values with numpy
+// broadcasting; the last step's result is the op's result. Printed:
 //   fused_pointwise[steps={{"div", {0, 1}}, {"erf", {3}}, {"add", {4, 2}}}]
 #include <cstdint>
 #include <string>
@@ -29,11 +29,6 @@ struct pointwise_step {
 // found by argument-dependent lookup from reflect.hpp.
 value attribute_to_value(const pointwise_step& step);
 void attribute_from_value(const value& v, pointwise_step& step);
-
-// Whether `op` may be a step: an elementwise op (unary, binary with numpy
-// broadcasting, where, clip, convert) whose result element i depends only on
-// element i of its broadcast inputs.
-bool is_pointwise_step_op(const std::string& op_name);
 
 struct fused_pointwise : op_base {
     std::vector<pointwise_step> steps;

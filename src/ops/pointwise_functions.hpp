@@ -36,6 +36,15 @@ KILN_FLOAT_UNARY(erf, std::erf(x))
 KILN_FLOAT_UNARY(floor, std::floor(x))
 KILN_FLOAT_UNARY(ceil, std::ceil(x))
 KILN_FLOAT_UNARY(round, std::nearbyint(x))  // ties to even, as ONNX and numpy
+KILN_FLOAT_UNARY(tan, std::tan(x))
+KILN_FLOAT_UNARY(asin, std::asin(x))
+KILN_FLOAT_UNARY(acos, std::acos(x))
+KILN_FLOAT_UNARY(atan, std::atan(x))
+KILN_FLOAT_UNARY(sinh, std::sinh(x))
+KILN_FLOAT_UNARY(cosh, std::cosh(x))
+KILN_FLOAT_UNARY(asinh, std::asinh(x))
+KILN_FLOAT_UNARY(acosh, std::acosh(x))
+KILN_FLOAT_UNARY(atanh, std::atanh(x))
 #undef KILN_FLOAT_UNARY
 
 struct abs {
@@ -63,6 +72,19 @@ struct relu {
     template <class T>
     T operator()(T x) const {
         return x < T(0) ? T(0) : x;
+    }
+};
+// tanh_form: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), else 0.5 x (1 + erf(x / sqrt 2)).
+struct gelu {
+    bool tanh_form = false;
+    template <class T>
+    T operator()(T x_in) const {
+        // In double, rounded once: the reference other kernels are checked against.
+        const double x = static_cast<double>(static_cast<compute_t<T>>(x_in));
+        // 1 + tanh(u) = 2 / (1 + e^-2u) and 1 + erf(v) = erfc(-v) lose nothing for negative x.
+        const double y = tanh_form ? x / (1.0 + std::exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x)))
+                                   : 0.5 * x * std::erfc(-x * 0.7071067811865476);
+        return T(static_cast<compute_t<T>>(y));
     }
 };
 struct logical_not {
@@ -190,5 +212,16 @@ struct logical_or {
 struct logical_xor {
     bool operator()(bool a, bool b) const { return a != b; }
 };
+
+// The functor F at float32 as a plain function, for pointwise_formula
+// (F is a value so that attributes such as mod's fmod pick the function).
+template <auto F>
+float float32_unary(float x) {
+    return F(x);
+}
+template <auto F>
+float float32_binary(float a, float b) {
+    return F(a, b);
+}
 
 }  // namespace kiln::ops::fn

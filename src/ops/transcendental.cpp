@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "ops/op_helpers.hpp"
+#include "ops/pointwise_functions.hpp"
 
 namespace kiln::op {
 
@@ -71,31 +72,38 @@ void apply_integer(F f, const argument& result, const std::vector<argument>& inp
 
 }  // namespace
 
-#define KILN_DEFINE_FLOAT_UNARY(STRUCT, EXPR)                                                 \
+#define KILN_DEFINE_FLOAT_UNARY(STRUCT)                                                       \
     shape STRUCT::compute_shape(const std::vector<shape>& inputs) const {                     \
         return float_unary_shape(name(), inputs);                                             \
     }                                                                                         \
     void STRUCT::compute(const argument& result, const std::vector<argument>& inputs) const { \
-        apply_float_unary([](auto x) { return EXPR; }, result, inputs[0]);                    \
+        apply_float_unary(ops::fn::STRUCT{}, result, inputs[0]);                              \
+    }                                                                                         \
+    pointwise_formula STRUCT::float32_formula() const {                                       \
+        return {.unary = ops::fn::float32_unary<ops::fn::STRUCT{}>};                          \
     }
 
-KILN_DEFINE_FLOAT_UNARY(tan, std::tan(x))
-KILN_DEFINE_FLOAT_UNARY(asin, std::asin(x))
-KILN_DEFINE_FLOAT_UNARY(acos, std::acos(x))
-KILN_DEFINE_FLOAT_UNARY(atan, std::atan(x))
-KILN_DEFINE_FLOAT_UNARY(sinh, std::sinh(x))
-KILN_DEFINE_FLOAT_UNARY(cosh, std::cosh(x))
-KILN_DEFINE_FLOAT_UNARY(asinh, std::asinh(x))
-KILN_DEFINE_FLOAT_UNARY(acosh, std::acosh(x))
-KILN_DEFINE_FLOAT_UNARY(atanh, std::atanh(x))
+KILN_DEFINE_FLOAT_UNARY(tan)
+KILN_DEFINE_FLOAT_UNARY(asin)
+KILN_DEFINE_FLOAT_UNARY(acos)
+KILN_DEFINE_FLOAT_UNARY(atan)
+KILN_DEFINE_FLOAT_UNARY(sinh)
+KILN_DEFINE_FLOAT_UNARY(cosh)
+KILN_DEFINE_FLOAT_UNARY(asinh)
+KILN_DEFINE_FLOAT_UNARY(acosh)
+KILN_DEFINE_FLOAT_UNARY(atanh)
 #undef KILN_DEFINE_FLOAT_UNARY
 
+// Integer types only, so no float32 formula.
 #define KILN_DEFINE_INTEGER_OP(STRUCT, ARITY, EXPR)                                                       \
     shape STRUCT::compute_shape(const std::vector<shape>& inputs) const {                                 \
         return integer_shape(name(), inputs, ARITY);                                                      \
     }                                                                                                     \
     void STRUCT::compute(const argument& result, const std::vector<argument>& inputs) const {             \
         apply_integer([](auto a, [[maybe_unused]] auto b) { return decltype(a)(EXPR); }, result, inputs); \
+    }                                                                                                     \
+    pointwise_formula STRUCT::float32_formula() const {                                                   \
+        return {};                                                                                        \
     }
 
 KILN_DEFINE_INTEGER_OP(bitwise_not, 1, ~a)

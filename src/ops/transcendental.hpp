@@ -9,9 +9,12 @@
 
 namespace kiln::op {
 
+// Each declares its float32 formula (transcendental.cpp: none for the integer ops).
 #define KILN_DECLARE_MATH_OP(STRUCT, TEXT)                                               \
     struct STRUCT : op_base {                                                            \
         std::string name() const { return TEXT; }                                        \
+        bool is_pointwise() const { return true; }                                       \
+        pointwise_formula float32_formula() const;                                       \
         shape compute_shape(const std::vector<shape>& inputs) const;                     \
         void compute(const argument& result, const std::vector<argument>& inputs) const; \
     };
@@ -51,6 +54,7 @@ struct bitshift : op_base {
         f(self.direction, "direction");
     }
     std::string name() const { return "bitshift"; }
+    bool is_pointwise() const { return true; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     void compute(const argument& result, const std::vector<argument>& inputs) const;
 };

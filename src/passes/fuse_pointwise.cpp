@@ -31,7 +31,7 @@ bool fusable_type(dtype t) {
 
 bool fusable(const instruction& ins) {
     if (ins.is_param() || ins.is_literal() || ins.is_return() || !ins.module_inputs().empty()) return false;
-    if (!op::is_pointwise_step_op(ins.name()) || ins.get_shape().elements() == 0) return false;
+    if (!ins.get_operator().is_pointwise() || ins.get_shape().elements() == 0) return false;
     if (!fusable_type(ins.get_shape().type())) return false;
     return std::all_of(ins.inputs().begin(), ins.inputs().end(),
                        [](const instruction_ref& in) { return fusable_type(in->get_shape().type()); });

@@ -1,6 +1,7 @@
 // Which kernel runs each op on the cpu target, listed explicitly: each op
-// name maps to its family's ordered list of algorithms. Ops not listed, and
-// instructions no algorithm of the list builds, run their reference compute.
+// name maps to its family's ordered list of algorithms, and every elementwise
+// op (is_pointwise) to the pointwise kernel. Other ops, and instructions no
+// algorithm of the list builds, run their reference compute.
 #include "targets/cpu/lowering/kernel_registry.hpp"
 
 #include <map>
@@ -68,54 +69,8 @@ const std::map<std::string, std::span<const kernel_algorithm>>& families() {
         {"reshape", strided_copy},
         {"flatten", strided_copy},
         {"contiguous", strided_copy},
-        // elementwise ops: one-step pointwise programs
         {"fused_pointwise", pointwise},
         {"fused_concat_pointwise", concat_pointwise},
-        {"abs", pointwise},
-        {"neg", pointwise},
-        {"exp", pointwise},
-        {"log", pointwise},
-        {"sqrt", pointwise},
-        {"rsqrt", pointwise},
-        {"reciprocal", pointwise},
-        {"sin", pointwise},
-        {"cos", pointwise},
-        {"tanh", pointwise},
-        {"sigmoid", pointwise},
-        {"relu", pointwise},
-        {"erf", pointwise},
-        {"floor", pointwise},
-        {"ceil", pointwise},
-        {"round", pointwise},
-        {"sign", pointwise},
-        {"not", pointwise},
-        {"gelu", pointwise},
-        {"tan", pointwise},
-        {"asin", pointwise},
-        {"acos", pointwise},
-        {"atan", pointwise},
-        {"sinh", pointwise},
-        {"cosh", pointwise},
-        {"asinh", pointwise},
-        {"acosh", pointwise},
-        {"atanh", pointwise},
-        {"convert", pointwise},
-        {"add", pointwise},
-        {"sub", pointwise},
-        {"mul", pointwise},
-        {"div", pointwise},
-        {"pow", pointwise},
-        {"max", pointwise},
-        {"min", pointwise},
-        {"mod", pointwise},
-        {"equal", pointwise},
-        {"less", pointwise},
-        {"greater", pointwise},
-        {"and", pointwise},
-        {"or", pointwise},
-        {"xor", pointwise},
-        {"where", pointwise},
-        {"clip", pointwise},
     };
     return by_op;
 }
@@ -131,6 +86,14 @@ operation fused_form(const operation& op) {
     return op;
 }
 
+// A single elementwise op runs as a one-step pointwise program.
+std::span<const kernel_algorithm> algorithms_for(const operation& op) {
+    auto it = families().find(op.name());
+    if (it != families().end()) return it->second;
+    if (op.is_pointwise()) return pointwise;
+    return {};
+}
+
 }  // namespace
 
 void cpu_kernel::restore_constant(std::size_t index, const argument&) const {
@@ -139,11 +102,11 @@ void cpu_kernel::restore_constant(std::size_t index, const argument&) const {
 
 chosen_kernel make_cpu_kernel(const kernel_request& request) {
     const operation op = fused_form(request.op);
-    auto it = families().find(op.name());
-    if (it != families().end()) {
+    const auto algorithms = algorithms_for(op);
+    if (!algorithms.empty()) {
         const kernel_request fused{op, request.input_shapes, request.output_shape, request.constant_inputs,
                                    request.threads};
-        if (auto chosen = choose_kernel(it->second, fused); chosen.kernel) return chosen;
+        if (auto chosen = choose_kernel(algorithms, fused); chosen.kernel) return chosen;
     }
     return {std::make_shared<reference_kernel>(request.op), "reference"};
 }

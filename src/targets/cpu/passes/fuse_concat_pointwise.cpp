@@ -41,7 +41,7 @@ void fuse_concat_pointwise::apply(module& m) const {
         std::vector<op::pointwise_step> steps;
         if (const auto* program = ins->get_operator().get_if<op::fused_pointwise>()) {
             steps = program->steps;
-        } else if (op::is_pointwise_step_op(ins->name())) {
+        } else if (ins->get_operator().is_pointwise()) {
             op::pointwise_step single{ins->get_operator(), {}};
             for (std::size_t i = 0; i < ins->inputs().size(); ++i) single.args.push_back(i);
             steps.push_back(std::move(single));

@@ -10,7 +10,6 @@
 #include "ops/elementwise.hpp"
 #include "ops/fused_pointwise.hpp"
 #include "ops/op_helpers.hpp"
-#include "ops/pointwise_functions.hpp"
 #include "targets/cpu/kernels/pointwise/pointwise_avx2.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
@@ -23,69 +22,6 @@ using avx2::pw_op;
 
 constexpr std::size_t max_inputs = 32;
 constexpr std::size_t max_slots = 64;
-
-// Scalar functions for ops without a vector form, as the reference computes them.
-float scalar_log(float x) {
-    return std::log(x);
-}
-float scalar_sin(float x) {
-    return std::sin(x);
-}
-float scalar_cos(float x) {
-    return std::cos(x);
-}
-float scalar_tan(float x) {
-    return std::tan(x);
-}
-float scalar_asin(float x) {
-    return std::asin(x);
-}
-float scalar_acos(float x) {
-    return std::acos(x);
-}
-float scalar_atan(float x) {
-    return std::atan(x);
-}
-float scalar_sinh(float x) {
-    return std::sinh(x);
-}
-float scalar_cosh(float x) {
-    return std::cosh(x);
-}
-float scalar_asinh(float x) {
-    return std::asinh(x);
-}
-float scalar_acosh(float x) {
-    return std::acosh(x);
-}
-float scalar_atanh(float x) {
-    return std::atanh(x);
-}
-float scalar_pow(float a, float b) {
-    return ops::fn::pow{}(a, b);
-}
-float scalar_mod(float a, float b) {
-    return ops::fn::mod{false}(a, b);
-}
-float scalar_fmod(float a, float b) {
-    return ops::fn::mod{true}(a, b);
-}
-
-float (*unary_function_of(const std::string& name))(float) {
-    if (name == "log") return scalar_log;
-    if (name == "sin") return scalar_sin;
-    if (name == "cos") return scalar_cos;
-    if (name == "tan") return scalar_tan;
-    if (name == "asin") return scalar_asin;
-    if (name == "acos") return scalar_acos;
-    if (name == "atan") return scalar_atan;
-    if (name == "sinh") return scalar_sinh;
-    if (name == "cosh") return scalar_cosh;
-    if (name == "asinh") return scalar_asinh;
-    if (name == "acosh") return scalar_acosh;
-    if (name == "atanh") return scalar_atanh;
-    return nullptr;
-}
 
 std::optional<pw_op> float_unary_op(const operation& op) {
     static const std::map<std::string, pw_op> ops{
@@ -245,14 +181,16 @@ private:
             emit(*b, dst, src);
             return true;
         }
-        if (auto f = unary_function_of(name)) {
+        // Ops without a vector form call the op's own scalar formula.
+        const pointwise_formula formula = step.op.float32_formula();
+        if (formula.unary) {
             emit(pw_op::unary_function, dst, src);
-            code.back().unary_function = f;
+            code.back().unary_function = formula.unary;
             return true;
         }
-        if (const auto* m = step.op.get_if<op::mod>()) {
+        if (formula.binary) {
             emit(pw_op::binary_function, dst, src);
-            code.back().binary_function = m->fmod ? scalar_fmod : scalar_mod;
+            code.back().binary_function = formula.binary;
             return true;
         }
         return false;
@@ -270,7 +208,7 @@ private:
             }
         }
         emit(pw_op::binary_function, dst, src);
-        code.back().binary_function = scalar_pow;
+        code.back().binary_function = step.op.float32_formula().binary;
         return true;
     }
 
