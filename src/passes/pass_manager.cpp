@@ -4,8 +4,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "kiln/compile_options.hpp"
 #include "kiln/pass.hpp"
-#include "kiln/target.hpp"
 #include "kiln/verifier.hpp"
 
 namespace kiln {
