@@ -200,6 +200,22 @@ instruction_ref insert_if_shape(module& m, instruction_ref pos, const operation&
     return m.insert_instruction(pos, op, inputs);
 }
 
+namespace {
+
+// A rule that declines after inserting instructions (a view it then could
+// not substitute) must leave the module as it was. What it inserted sits
+// between `before` and the root, read by nothing; left there, another rule
+// rewrote it (merge_reshapes on a dead reshape of a reshape) after every
+// declined attempt, so the driver never reached a fixed point.
+void discard_declined_attempt(module& m, std::optional<instruction_ref> before, instruction_ref root) {
+    std::vector<instruction_ref> inserted;
+    for (auto it = before ? std::next(*before) : m.begin(); it != root; ++it) inserted.push_back(it);
+    for (auto it = inserted.rbegin(); it != inserted.rend(); ++it)
+        if (is_removable(**it) && (*it)->outputs().empty()) m.remove_instruction(*it);
+}
+
+}  // namespace
+
 rewrite_stats rewrite_to_fixed_point(module& m, const std::vector<rewrite_rule>& rules) {
     rewrite_stats stats;
     stats.removed += remove_dead_instructions(m);
@@ -219,7 +235,10 @@ rewrite_stats rewrite_to_fixed_point(module& m, const std::vector<rewrite_rule>&
                 auto inputs = (*ins)->inputs();
                 std::optional<instruction_ref> before;
                 if (*ins != m.begin()) before = std::prev(*ins);
-                if (!rule.apply(m, *match)) continue;
+                if (!rule.apply(m, *match)) {
+                    discard_declined_attempt(m, before, *ins);
+                    continue;
+                }
                 ++stats.applied;
                 ++applied_this_round;
                 ++stats.applied_by_rule[rule.name];

@@ -99,3 +99,21 @@ def assert_converted(fn, inputs, ops, *, dtype=None, rtol=None, atol=None, targe
         equal_nan=True,
     )
     return lowered, report
+
+
+class AttentionReturningKeys(torch.nn.Module):
+    """GPT-2's attention with a cache, in ten lines: one QKV product split into
+    heads, causal scaled-dot-product attention, and the keys and values
+    returned beside the output (what generate()'s prefill compiles)."""
+
+    def __init__(self, width=64, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(width, 3 * width)
+
+    def forward(self, x):
+        b, t, width = x.shape
+        q, k, v = self.qkv(x).split(width, dim=2)
+        q, k, v = (z.view(b, t, self.heads, width // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return y.transpose(1, 2).reshape(b, t, width), k, v

@@ -328,3 +328,17 @@ def test_untraceable_model_points_to_torch_compile():
 def test_training_mode_batch_norm_is_refused():
     with pytest.raises(kiln.UnsupportedError, match="model.eval"):
         kiln.torch.compile(nn.BatchNorm1d(3).train(), (torch.randn(4, 3),))
+
+
+def test_attention_returning_its_keys_and_values_compiles():
+    """simplify_reshapes never reached a fixed point on this module (a view it
+    declined left an instruction behind that another rule rewrote each round)."""
+    from kiln_torch_testing import AttentionReturningKeys
+
+    torch.manual_seed(0)
+    model = AttentionReturningKeys().eval()
+    x = torch.randn(1, 7, 64)
+    compiled = kiln.torch.compile(model, (x,))
+    with torch.no_grad():
+        for got, want in zip(compiled(x), model(x)):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

@@ -237,3 +237,17 @@ def test_dist_info_is_idempotent_and_replaces_stale_versions(tmp_path):
     second = script.write_dist_info(tmp_path, REPO)
     assert first == second and before == {p.name: p.read_text() for p in second.iterdir()}
     assert not stale.exists() and foreign.exists()
+
+
+def test_attention_returning_its_keys_and_values_compiles():
+    """The prefill of generate() through torch.compile(backend="kiln") failed
+    with 'rewrite rules do not reach a fixed point ... merge_reshapes'."""
+    from kiln_torch_testing import AttentionReturningKeys
+
+    torch.manual_seed(0)
+    model = AttentionReturningKeys().eval()
+    x = torch.randn(1, 7, 64)
+    compiled = torch.compile(model, backend="kiln")
+    with torch.no_grad():
+        for got, want in zip(compiled(x), model(x)):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
