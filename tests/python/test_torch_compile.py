@@ -5,6 +5,7 @@ verify, and saving / loading without compiling again."""
 import io
 import logging
 import threading
+import warnings
 
 import pytest
 import torch
@@ -342,3 +343,58 @@ def test_attention_returning_its_keys_and_values_compiles():
     with torch.no_grad():
         for got, want in zip(compiled(x), model(x)):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _small_net():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4)).eval()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: m.load_state_dict(_small_net().state_dict() | {"0.bias": torch.ones(16)}),
+        lambda m: torch.no_grad()(lambda: m[3].weight.mul_(2))(),
+        lambda m: m.train()(torch.randn(4, 8)),  # BatchNorm's running statistics move
+    ],
+    ids=["load_state_dict", "in_place_mul", "batchnorm_in_train_mode"],
+)
+def test_a_weight_changed_in_place_after_compile_raises(change):
+    model = _small_net()
+    compiled = kiln.torch.compile(model, (torch.randn(2, 8),))
+    x = torch.randn(2, 8)
+    torch.testing.assert_close(compiled(x), model(x))
+    change(model)
+    with pytest.raises(kiln.KilnRuntimeError, match="changed after kiln.torch.compile"):
+        compiled(x)
+
+
+def test_an_unchanged_model_keeps_running_and_a_dropped_one_is_not_kept_alive():
+    import gc
+    import weakref
+
+    model = _small_net()
+    compiled = kiln.torch.compile(model, (torch.randn(2, 8),))
+    x = torch.randn(2, 8)
+    want = model(x)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), want)
+    alive = weakref.ref(model)
+    del model
+    gc.collect()
+    assert alive() is None
+    torch.testing.assert_close(compiled(x), want)
+
+
+def test_an_input_that_requires_grad_warns_once_that_outputs_carry_none():
+    model = _small_net()
+    compiled = kiln.torch.compile(model, (torch.randn(2, 8),))
+    x = torch.randn(2, 8, requires_grad=True)
+    with pytest.warns(UserWarning, match="compiles for inference"):
+        out = compiled(x)
+    assert not out.requires_grad
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled(x)  # once per module
+        with torch.no_grad():
+            compiled(x)

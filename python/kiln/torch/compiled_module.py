@@ -16,6 +16,8 @@ neither loading compiles anything again.
 """
 
 import dataclasses
+import warnings
+import weakref
 
 import torch
 import torch.utils._pytree as pytree
@@ -99,7 +101,38 @@ class CompiledModule(torch.nn.Module):
         self.target = target
         self.precision = precision
         self.verification = None
+        self._watched = []
+        self._warned_about_grad = False
         self._set_fast_paths()
+
+    def watch_weights(self, model):
+        """Remembers the version of each parameter and buffer of `model`, whose
+        values the compiled program holds as constants: a call after any of
+        them changed in place (load_state_dict, an optimizer step, a BatchNorm
+        in train mode) raises instead of computing with the old values. Weak
+        references: the compiled module does not keep the model alive."""
+        tensors = list(model.named_parameters()) + list(model.named_buffers())
+        self._watched = [(name, weakref.ref(t), t.data_ptr(), t._version) for name, t in tensors]
+
+    def _check_weights(self):
+        for name, ref, address, version in self._watched:
+            t = ref()
+            if t is not None and (t._version != version or t.data_ptr() != address):
+                raise kiln.KilnRuntimeError(
+                    f"CompiledModule: the model's '{name}' changed after kiln.torch.compile, which compiled its "
+                    "values at that time; compile the model again to use the new values"
+                )
+
+    def _warn_if_grad_wanted(self, inputs):
+        if self._warned_about_grad or not torch.is_grad_enabled():
+            return
+        if any(isinstance(v, torch.Tensor) and v.requires_grad for v in inputs):
+            self._warned_about_grad = True
+            warnings.warn(
+                "CompiledModule: an input requires grad, but Kiln compiles for inference: the outputs carry no "
+                "gradient (run the original module to train)",
+                stacklevel=3,
+            )
 
     def _set_fast_paths(self):
         # Most models take tensors positionally and return a tensor or a flat
@@ -148,8 +181,11 @@ class CompiledModule(torch.nn.Module):
         return flat
 
     def forward(self, *args, **kwargs):
+        self._check_weights()
+        inputs = self._flat_inputs(args, kwargs)
+        self._warn_if_grad_wanted(inputs)
         # forward directly: GraphModule.__call__ only adds error rewriting.
-        outputs = self.lowered.forward(*self._flat_inputs(args, kwargs))
+        outputs = self.lowered.forward(*inputs)
         if self._output_form == "tuple":
             return tuple(outputs)
         if self._output_form == "tensor":
@@ -161,6 +197,7 @@ class CompiledModule(torch.nn.Module):
 
     def __getstate__(self):
         state = self.__dict__.copy()
+        state["_watched"] = []  # weak references to the original model do not travel
         state["in_spec"] = pytree.treespec_dumps(self.in_spec)
         state["out_spec"] = pytree.treespec_dumps(self.out_spec)
         return state
@@ -169,5 +206,7 @@ class CompiledModule(torch.nn.Module):
         state = dict(state)
         state["in_spec"] = pytree.treespec_loads(state["in_spec"])
         state["out_spec"] = pytree.treespec_loads(state["out_spec"])
+        state.setdefault("_watched", [])  # files saved before weights were watched
+        state.setdefault("_warned_about_grad", False)
         self.__dict__.update(state)
         self._set_fast_paths()

@@ -226,6 +226,7 @@ def compile_module(
         target if isinstance(target, str) else target.name(),
         precision,
     )
+    compiled.watch_weights(model)
     if verify:
         rtol, atol = VERIFY_TOLERANCES[precision]
         compiled.verification = verify_against_eager(compiled, model, args, kwargs, rtol, atol)
