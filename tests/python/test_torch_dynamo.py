@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 import torch
@@ -251,3 +252,39 @@ def test_attention_returning_its_keys_and_values_compiles():
     with torch.no_grad():
         for got, want in zip(compiled(x), model(x)):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_concurrent_first_calls_all_compile():
+    """Eight threads, eight shapes, all first calls at once: torch.export keeps
+    global tracing state, so exports running side by side failed with
+    '... is not tracked with proxy for _ModuleStackTracer'."""
+    import threading
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8)).eval()
+    compiled = torch.compile(model, backend="kiln", dynamic=False)
+    inputs = [torch.randn(n + 1, 16) for n in range(8)]
+    barrier = threading.Barrier(len(inputs))
+    results, errors = [None] * len(inputs), []
+
+    def call(i):
+        barrier.wait()
+        try:
+            with torch.no_grad():
+                results[i] = compiled(inputs[i])
+        except Exception as e:  # collected and reported below
+            errors.append(f"{type(e).__name__}: {str(e)[:300]}")
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(inputs))]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    # A broken export falls back to PyTorch with a warning: none may have.
+    assert not [str(w.message) for w in caught if "runs eagerly" in str(w.message)]
+    with torch.no_grad():
+        for x, got in zip(inputs, results):
+            torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)

@@ -16,6 +16,7 @@ handles graph breaks.
 """
 
 import logging
+import threading
 import warnings
 
 import torch
@@ -28,6 +29,24 @@ from .compiled_module import CompiledModule, InputSpec, VerificationReport
 from .graph_lowering import lower_graph_module
 
 logger = logging.getLogger("kiln.torch")
+
+
+def _tracing_lock():
+    """torch.export keeps tracing state in globals (the module hierarchy, the
+    proxy tracer, the mode stack), so an export beside another export, or
+    beside dynamo tracing a frame in another thread, breaks one of them: first
+    calls of a torch.compile'd model from several threads failed. Exports take
+    the lock dynamo holds while it compiles a frame (the backend compiles
+    lazily, outside it), so all tracing in the process takes turns."""
+    try:
+        from torch._dynamo.convert_frame import compile_lock
+
+        return compile_lock
+    except ImportError:  # a torch without it: at least Kiln's own exports take turns
+        return threading.RLock()
+
+
+_export_lock = _tracing_lock()
 
 # Composite ops with a converter that is better than their decomposition.
 KEPT_WHOLE = (torch.ops.aten.scaled_dot_product_attention.default,)
@@ -203,16 +222,17 @@ def compile_module(
 ):
     """kiln.torch.compile without the argument checks; `caller` names it in logs."""
     args, kwargs = _distinct_tensors(_as_tuple(example_inputs), dict(example_kwargs or {}))
-    try:
-        with torch.no_grad():
-            ep = torch.export.export(model, args, kwargs)
-    except Exception as e:
-        raise kiln.UnsupportedError(
-            f"kiln.torch.compile: torch.export could not capture the model ({type(e).__name__}: {e}); "
-            'models with data-dependent control flow compile with torch.compile(model, backend="kiln")'
-        ) from e
-    ep = ep.run_decompositions(decomposition_table())
-    gm = exported_graph_module(ep)
+    with _export_lock:
+        try:
+            with torch.no_grad():
+                ep = torch.export.export(model, args, kwargs)
+        except Exception as e:
+            raise kiln.UnsupportedError(
+                f"kiln.torch.compile: torch.export could not capture the model ({type(e).__name__}: {e}); "
+                'models with data-dependent control flow compile with torch.compile(model, backend="kiln")'
+            ) from e
+        ep = ep.run_decompositions(decomposition_table())
+        gm = exported_graph_module(ep)
     lowered, report = lower_graph_module(
         gm, target=target, precision=precision, min_subgraph_size=min_subgraph_size, compile_options=compile_options
     )
