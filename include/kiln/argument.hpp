@@ -17,6 +17,8 @@ namespace kiln {
 inline constexpr std::size_t buffer_alignment = 64;
 
 // Shared owner of a 64-byte aligned, zero-initialised allocation.
+// The machine's physical memory in bytes.
+std::size_t physical_memory_bytes();
 std::shared_ptr<std::byte> allocate_aligned(std::size_t bytes);
 
 class argument {

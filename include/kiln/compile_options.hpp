@@ -17,6 +17,11 @@ struct compile_options {
     std::vector<std::string> disabled_passes;
     // Run the verifier after every pass (tests set it; a debug build of Kiln always does).
     bool verify_passes = false;
+    // The most memory one run may need (planned intermediates plus outputs,
+    // and no single value larger): compile refuses a program beyond it and
+    // names its largest value. 0 means half of this machine's memory. Only
+    // compile reads it: a saved compiled program does not keep it.
+    std::size_t max_memory_bytes = 0;
 };
 
 }  // namespace kiln

@@ -35,6 +35,17 @@ compile_options to_compile_options(const nb::kwargs& kwargs) {
             if (n < 0 || n > 1 << 16)
                 fail("compile option 'threads' must be between 0 (all cores) and 65536, got " + std::to_string(n));
             options.threads = static_cast<int>(n);
+        } else if (name == "max_memory_bytes") {
+            if (!PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()))
+                fail(error_kind::type_error,
+                     "compile option 'max_memory_bytes' must be an int, got " + python_type_name(v));
+            const long long n = PyLong_AsLongLong(v.ptr());
+            if (n < 0 || PyErr_Occurred()) {
+                PyErr_Clear();
+                fail("compile option 'max_memory_bytes' must be a non-negative byte count (0: half of this machine's "
+                     "memory)");
+            }
+            options.max_memory_bytes = static_cast<std::size_t>(n);
         } else if (name == "disabled_passes") {
             // One name or a list of names.
             value names = to_value(v, "compile option 'disabled_passes'");
@@ -45,7 +56,8 @@ compile_options to_compile_options(const nb::kwargs& kwargs) {
             }
         } else {
             fail("unknown compile option '" + name +
-                 "'; the options are: offload_copy, threads, trace_passes, disabled_passes, verify_passes");
+                 "'; the options are: offload_copy, threads, trace_passes, disabled_passes, verify_passes, "
+                 "max_memory_bytes");
         }
     }
     return options;

@@ -15,12 +15,13 @@ namespace {
 // Allocations from this size on are mapped directly (see allocate_aligned).
 constexpr std::size_t mapped_allocation_bytes = std::size_t{1} << 20;
 
+}  // namespace
+
 std::size_t physical_memory_bytes() {
     static const std::size_t bytes = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) *
                                      static_cast<std::size_t>(sysconf(_SC_PAGE_SIZE));
     return bytes;
 }
-}  // namespace
 
 std::shared_ptr<std::byte> allocate_aligned(std::size_t bytes) {
     // A request beyond physical memory can only come from a bad shape; refuse

@@ -64,6 +64,41 @@ void program::remove_modules(const std::vector<const module*>& modules) {
     std::erase_if(modules_, [&](const std::unique_ptr<module>& m) { return doomed(m.get()); });
 }
 
+namespace {
+
+// A model of a few hundred bytes can ask for any amount of memory (an 18 GB
+// ConstantOfShape a relu reads): refuse it at compile time, naming the
+// largest value, instead of running the process out of memory.
+void check_memory_limit(const module& main, const executable& e, const compile_options& options) {
+    const std::size_t limit = options.max_memory_bytes > 0 ? options.max_memory_bytes : physical_memory_bytes() / 2;
+    std::size_t output_bytes = 0;
+    const instruction* largest = nullptr;
+    for (const auto& ins : main) {
+        if (ins.is_return())
+            for (const auto& in : ins.inputs()) output_bytes += in->get_shape().elements() * in->get_shape().element_size();
+        else if (!ins.is_param() && !ins.is_literal() &&
+                 ins.get_operator().output_alias(ins.input_shapes()) < 0 &&  // views take no memory of their own
+                 (largest == nullptr || ins.get_shape().elements() * ins.get_shape().element_size() >
+                                            largest->get_shape().elements() * largest->get_shape().element_size()))
+            largest = &ins;
+    }
+    const std::size_t largest_bytes =
+        largest ? largest->get_shape().elements() * largest->get_shape().element_size() : 0;
+    const std::size_t needed = std::max(e.planned_memory_bytes() + output_bytes, largest_bytes);
+    if (needed <= limit) return;
+    const std::string what = largest ? "; its largest value is " + main.instruction_names().at(largest) + " = " +
+                                           largest->name() + " -> " + to_string(largest->get_shape())
+                                     : "";
+    fail(error_kind::invalid_argument,
+         "compile: a run would need " + std::to_string(needed) + " bytes (planned intermediates " +
+             std::to_string(e.planned_memory_bytes()) + ", outputs " + std::to_string(output_bytes) +
+             "), more than the limit of " + std::to_string(limit) + " bytes (compile option max_memory_bytes" +
+             (options.max_memory_bytes > 0 ? "" : ", by default half of this machine's memory") +
+             ")" + what);
+}
+
+}  // namespace
+
 void program::compile(const target& t, const compile_options& options) {
     if (is_compiled())
         fail("program is already compiled for target '" + target_name_ + "'; compile a copy of the original instead");
@@ -75,7 +110,9 @@ void program::compile(const target& t, const compile_options& options) {
     // to the instructions that take them.
     for (const module* sub : main.submodules()) run_passes(*get_module(sub->name()), passes, options);
     run_passes(main, passes, options);
-    executable_ = t.lower(main, options);
+    auto lowered = t.lower(main, options);
+    check_memory_limit(main, *lowered, options);
+    executable_ = std::move(lowered);
     target_name_ = t.name();
     options_ = options;
 }

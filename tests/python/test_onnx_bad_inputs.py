@@ -4,6 +4,7 @@ Python API and from the kiln command, and nothing crashes."""
 import json
 import subprocess
 
+import numpy as np
 import pytest
 
 import kiln
@@ -57,3 +58,34 @@ def test_a_node_name_that_is_not_utf8_gives_a_kiln_error_not_unicode_decode_erro
         kiln.parse_onnx_buffer(data)
     assert "Frobnicate" in str(info.value)
     assert "NODE\\xff\\xfeZ" in str(info.value)
+
+
+def _constant_of_shape_relu(elements):
+    from onnx import TensorProto, helper
+
+    shape = helper.make_tensor("shape", TensorProto.INT64, [1], [elements])
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["big"]), helper.make_node("Relu", ["big"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [elements])], [shape])
+    return helper.make_model(graph).SerializeToString()
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu"])
+def test_a_tiny_model_asking_for_18_gb_is_refused_at_compile(target):
+    pytest.importorskip("onnx")
+    data = _constant_of_shape_relu(18 * 10**9 // 4)
+    assert len(data) < 300
+    p = kiln.parse_onnx_buffer(data)
+    with pytest.raises(kiln.KilnError, match="max_memory_bytes") as info:
+        p.compile(target)
+    assert isinstance(info.value, ValueError)
+    assert "18000000000" in str(info.value) and "{4500000000}" in str(info.value)
+
+
+def test_max_memory_bytes_sets_the_limit():
+    pytest.importorskip("onnx")
+    data = _constant_of_shape_relu(1000)  # 4000 bytes of output
+    with pytest.raises(kiln.KilnError, match="more than the limit of 3999 bytes"):
+        kiln.parse_onnx_buffer(data).compile("cpu", max_memory_bytes=3999)
+    p = kiln.parse_onnx_buffer(data)
+    p.compile("cpu", max_memory_bytes=4000)
+    np.testing.assert_array_equal(np.asarray(p.run({})[0]), np.zeros(1000, np.float32))

@@ -116,6 +116,9 @@ def test_matches_onnxruntime(name, target):
     assert len(outputs) == len(expected)
     for index, (got, want) in enumerate(zip(outputs, expected)):
         check_output(f"{name} on {target}, output {index}", got, want, exact[index] if exact else None)
+    # Same input, same bits: every reduction and thread split runs in a fixed order.
+    for index, (first, again) in enumerate(zip(outputs, (np.asarray(o) for o in p.run(inputs)))):
+        np.testing.assert_array_equal(again, first, err_msg=f"{name} on {target}, output {index}: a second run differs")
 
 
 @pytest.mark.parametrize("name,target", _cases(["cli"]))
