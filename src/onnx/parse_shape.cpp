@@ -85,7 +85,25 @@ args_t parse_unsqueeze(const node_context& ctx, const args_t& args) {
     return {ctx.add("unsqueeze", {args[0]}, value_map{{"axes", int_list(axes)}})};
 }
 
+// The indices a slice with a negative step takes along an axis of `extent`,
+// in order (ONNX: start clamped to [0, extent - 1], end to [-1, extent - 1]
+// after adding the extent to negative ones).
+std::vector<std::int64_t> reversed_slice_indices(std::int64_t start, std::int64_t end, std::int64_t step,
+                                                 std::int64_t extent) {
+    auto resolve = [extent](std::int64_t i, std::int64_t low) {
+        if (i < 0) i = i < -extent ? -extent - 1 : i;  // no overflow for INT64_MIN: clamp before adding
+        if (i < 0) i += extent;
+        return std::clamp(i, low, extent - 1);
+    };
+    std::vector<std::int64_t> indices;
+    if (extent == 0) return indices;
+    for (std::int64_t i = resolve(start, 0), last = resolve(end, -1); i > last; i += step) indices.push_back(i);
+    return indices;
+}
+
 // Attributes before opset 10; constant inputs (with steps) from then on.
+// Axes with negative steps (a list reversed) take their elements with a
+// gather, since a view's strides cannot run backwards.
 args_t parse_slice(const node_context& ctx, const args_t& args) {
     std::vector<std::int64_t> starts, ends, axes, steps;
     if (ctx.opset() < 10) {
@@ -106,9 +124,33 @@ args_t parse_slice(const node_context& ctx, const args_t& args) {
         for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
     axes = normalize_axes(ctx, axes, rank_of(args[0]));
     if (steps.empty()) steps.assign(starts.size(), 1);
-    value_map attrs{{"axes", int_list(axes)}, {"starts", int_list(starts)}, {"ends", int_list(ends)},
-                    {"steps", int_list(steps)}};
-    return {ctx.add("slice", {args[0]}, attrs)};
+    if (steps.size() != starts.size()) ctx.fail(error_kind::invalid_argument, "steps and starts have different lengths");
+    if (axes.size() != starts.size()) ctx.fail(error_kind::invalid_argument, "axes and starts have different lengths");
+    std::vector<std::int64_t> forward_axes, forward_starts, forward_ends, forward_steps;
+    std::vector<std::size_t> reversed;
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+        if (steps[k] == 0) ctx.fail(error_kind::invalid_argument, "steps[" + std::to_string(k) + "] is 0");
+        if (steps[k] < 0) {
+            reversed.push_back(k);
+            continue;
+        }
+        forward_axes.push_back(axes[k]);
+        forward_starts.push_back(starts[k]);
+        forward_ends.push_back(ends[k]);
+        forward_steps.push_back(steps[k]);
+    }
+    instruction_ref out = args[0];
+    if (!forward_axes.empty() || reversed.empty())
+        out = ctx.add("slice", {out}, value_map{{"axes", int_list(forward_axes)}, {"starts", int_list(forward_starts)},
+                                                {"ends", int_list(forward_ends)}, {"steps", int_list(forward_steps)}});
+    for (std::size_t k : reversed) {
+        const auto axis = static_cast<std::size_t>(axes[k]);
+        const auto extent = static_cast<std::int64_t>(out->get_shape().lens()[axis]);
+        const auto indices = reversed_slice_indices(starts[k], ends[k], steps[k], extent);
+        const auto index = ctx.add_literal(literal(shape{dtype::int64_type, {indices.size()}}, indices));
+        out = ctx.add("gather", {out, index}, value_map{{"axis", axes[k]}});
+    }
+    return {out};
 }
 
 // Pads: attributes before opset 11; inputs pads, constant_value and (opset 18) axes after.

@@ -103,3 +103,39 @@ def test_cli_reads_and_verifies_onnx(tmp_path):
     assert "softmax" in read.stdout and "dot" in read.stdout
     verify = subprocess.run([CLI, "verify", str(path), "--target", "cpu"], capture_output=True, text=True, timeout=120)
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+@pytest.mark.parametrize(
+    "starts,ends,axes,steps",
+    [
+        ([-1], [INT64_MIN], [1], [-1]),  # reverse a whole axis (TF-style "same" padding's pad list)
+        ([20, 10, 4], [0, 0, 1], [0, 1, 2], [-1, -3, -2]),  # the conformance case's pattern
+        ([-100], [INT64_MIN], [2], [-1]),  # a start before the beginning clamps to index 0
+        ([INT64_MAX], [-3], [0], [-2]),  # a start past the end clamps to the last index
+        ([1, 3], [5, 0], [0, 1], [2, -1]),  # forward and backward axes together
+        ([2], [2], [1], [-1]),  # empty
+    ],
+)
+@pytest.mark.parametrize("target", ["ref", "cpu"])
+def test_slice_with_negative_steps_matches_onnxruntime(starts, ends, axes, steps, target):
+    ort = pytest.importorskip("onnxruntime")
+    x = np.arange(6 * 5 * 4, dtype=np.float32).reshape(6, 5, 4)
+    names = ["starts", "ends", "axes", "steps"]
+    consts = [numpy_helper.from_array(np.array(v, np.int64), n) for v, n in zip((starts, ends, axes, steps), names)]
+    node = helper.make_node("Slice", ["x", *names], ["y"])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        consts,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    data = model.SerializeToString()
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    p = kiln.parse_onnx_buffer(data)
+    p.compile(target)
+    np.testing.assert_array_equal(np.asarray(p.run({"x": x})[0]), want)
