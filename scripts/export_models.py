@@ -187,6 +187,60 @@ def export(name, build_dir=None, log=print, batch=1):
     return path, inputs
 
 
+# The TorchScript exporter (torch.onnx.export(..., dynamo=False)) at each
+# opset the real-model suite imports: {model: opsets}. The transformers'
+# attention needs opset 14 there (scaled_dot_product_attention); GPT-2 does not
+# export that way at all (aten::diff has no TorchScript-exporter symbolic).
+LEGACY_EXPORTS = {
+    "resnet50": (13, 17),
+    "mobilenet_v2": (13, 17),
+    "densenet121": (13, 17),
+    "bert_base": (14, 17),
+    "vit_b16": (14, 17),
+}
+
+
+def export_legacy(name, opset):
+    """The model exported by the TorchScript exporter at `opset`, as bytes
+    (not cached: a few seconds each), and its inputs."""
+    import io
+
+    import torch
+
+    module, inputs = build(name)
+    names = list(inputs)
+
+    class Positional(torch.nn.Module):
+        """The TorchScript exporter takes positional inputs; the models take keywords."""
+
+        def __init__(self):
+            super().__init__()
+            self.model = module
+
+        def forward(self, *args):
+            return _first_tensor(self.model(**dict(zip(names, args))))
+
+    buffer = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(
+            Positional().eval(),
+            tuple(torch.from_numpy(v) for v in inputs.values()),
+            buffer,
+            dynamo=False,
+            opset_version=opset,
+            input_names=names,
+        )
+    return buffer.getvalue(), inputs
+
+
+def _first_tensor(out):
+    if hasattr(out, "logits"):
+        return out.logits
+    if hasattr(out, "last_hidden_state"):
+        return out.last_hidden_state
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
 def save_module(name, build_dir=None, log=print):
     """Path of the torch module pickled whole (torch.save), built on a cache
     miss; torch.load(path, weights_only=False) gives it back in eval mode with

@@ -131,3 +131,32 @@ def test_cli_read_and_verify(name, target):
     verify = subprocess.run(verify_cmd, capture_output=True, text=True)
     print(verify.stdout[-1000:])
     assert verify.returncode == 0, (verify.stdout + verify.stderr)[-2000:]
+
+
+# Every model through both of torch's exporters: the dynamo exporter at opset
+# 18 (the tests above) and the TorchScript exporter (dynamo=False) at the
+# opsets of export_models.LEGACY_EXPORTS, each imported and run on cpu against
+# ONNX Runtime on the same file.
+LEGACY_CASES = [(name, opset) for name, opsets in export_models.LEGACY_EXPORTS.items() for opset in opsets]
+
+
+def test_the_exporter_matrix_covers_every_model():
+    dynamo_only = set(export_models.MODELS) - set(export_models.LEGACY_EXPORTS)
+    assert dynamo_only == {"gpt2_small"}, "each model not exported by dynamo=False needs its reason in export_models"
+
+
+@pytest.mark.parametrize("name,opset", LEGACY_CASES, ids=[f"{n}-torchscript-opset{o}" for n, o in LEGACY_CASES])
+def test_torchscript_exporter_output_matches_onnxruntime(name, opset):
+    exact = exported(name)[3]  # the same module's float64 outputs (same seed, same inputs)
+    data, inputs = export_models.export_legacy(name, opset)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    expected = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"]).run(None, inputs)
+    p = kiln.parse_onnx_buffer(data)
+    p.compile(kiln.get_target("cpu"))
+    outputs = [np.asarray(o) for o in p.run(inputs)]
+    assert len(outputs) == len(expected)
+    for index, (got, want) in enumerate(zip(outputs, expected)):
+        check_output(
+            f"{name} (TorchScript exporter, opset {opset}), output {index}", got, want, exact[index] if exact else None
+        )
