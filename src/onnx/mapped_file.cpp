@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include "kiln/errors.hpp"
 
@@ -31,7 +33,7 @@ bool read_all(int fd, char* out, std::size_t size) {
 }
 }  // namespace
 
-mapped_file::mapped_file(const std::string& path) {
+mapped_file::mapped_file(const std::string& path) : path_(path) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail(error_kind::file_not_found, "parse_onnx: cannot open " + path);
     fd_closer closer{fd};
@@ -44,6 +46,11 @@ mapped_file::mapped_file(const std::string& path) {
     if (p != MAP_FAILED) {
         data_ = p;
         mapped_ = true;
+        fd_ = ::dup(fd);  // the closer closes `fd`; copy_out reads through this one
+        if (fd_ < 0) {
+            ::munmap(data_, size_);
+            fail(error_kind::runtime, "parse_onnx: out of file descriptors reading " + path);
+        }
         return;
     }
     // Some file systems cannot map files: read them instead.
@@ -63,11 +70,32 @@ void mapped_file::release(const void* begin, std::size_t size) const {
     if (start < end) ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
 }
 
+void mapped_file::copy_out(const void* begin, std::size_t size, void* out) const {
+    if (!mapped_) {
+        std::memcpy(out, begin, size);
+        return;
+    }
+    const auto offset = static_cast<std::size_t>(static_cast<const char*>(begin) - static_cast<const char*>(data_));
+    std::size_t done = 0;
+    while (done < size) {
+        const ssize_t n = ::pread(fd_, static_cast<char*>(out) + done, size - done, static_cast<off_t>(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            fail(error_kind::parse_error, "parse_onnx: " + path_ +
+                                              " changed while it was read: it ends before byte " +
+                                              std::to_string(offset + size) + " (was " + std::to_string(size_) +
+                                              " bytes)");
+        done += static_cast<std::size_t>(n);
+    }
+}
+
 mapped_file::~mapped_file() {
-    if (mapped_)
+    if (mapped_) {
         ::munmap(data_, size_);
-    else
+        ::close(fd_);
+    } else {
         std::free(data_);
+    }
 }
 
 }  // namespace kiln::onnx_import

@@ -21,8 +21,15 @@ public:
     // pages among them leave the process's resident memory (a mapped file's
     // pages count in it; the file keeps them, so a later read still works).
     void release(const void* begin, std::size_t size) const;
+    // Copies the bytes in [begin, begin + size) into `out` by reading the
+    // file, not the mapping: if another process has cut the file short since
+    // it was mapped, touching the mapping kills the process with SIGBUS, and
+    // a read just comes back short (a Kiln error naming the file).
+    void copy_out(const void* begin, std::size_t size, void* out) const;
 
 private:
+    std::string path_;
+    int fd_ = -1;  // open while mapped, for copy_out
     void* data_ = nullptr;
     std::size_t size_ = 0;
     bool mapped_ = false;  // false: data_ is a heap copy (files mmap refuses)

@@ -110,14 +110,15 @@ void onnx_parser::check_supported(const onnx::GraphProto& graph) const {
 
 void onnx_parser::add_initializers(const onnx::GraphProto& graph,
                                    const std::vector<std::optional<std::string_view>>& raw_data,
-                                   const std::function<void(std::string_view)>& copied) {
+                                   const std::function<void(std::string_view)>& copied,
+                                   const raw_copier& copy_raw) {
     for (int i = 0; i < graph.initializer_size(); ++i) {
         const auto& init = graph.initializer(i);
         if (init.name().empty()) fail(error_kind::parse_error, source_ + ": an initializer has no name");
         auto k = static_cast<std::size_t>(i);
         try {
             auto raw = k < raw_data.size() ? raw_data[k] : std::nullopt;
-            scope_->values[init.name()] = mod().add_literal(tensor_to_literal(init, model_dir_, raw));
+            scope_->values[init.name()] = mod().add_literal(tensor_to_literal(init, model_dir_, raw, copy_raw));
             if (raw && copied) copied(*raw);
         } catch (const error& e) {
             throw error(e.kind(), source_ + ": initializer: " + e.what());
@@ -344,14 +345,14 @@ node_context::subgraphs onnx_parser::parse_subgraphs_into_modules(
 
 program onnx_parser::parse(const onnx::ModelProto& model,
                            const std::vector<std::optional<std::string_view>>& initializer_raw_data,
-                           const std::function<void(std::string_view)>& copied) {
+                           const std::function<void(std::string_view)>& copied, const raw_copier& copy_raw) {
     if (!model.has_graph()) fail(error_kind::parse_error, source_ + ": the model has no graph");
     const auto& graph = model.graph();
     read_opsets(model);
     read_value_infos(graph);
     check_supported(graph);
     main_scope_.mod = prog_.get_main_module();
-    add_initializers(graph, initializer_raw_data, copied);
+    add_initializers(graph, initializer_raw_data, copied, copy_raw);
     add_inputs(graph);
     parse_nodes(graph, source_ + ": ");
     std::vector<instruction_ref> outputs;
@@ -367,9 +368,11 @@ program onnx_parser::parse(const onnx::ModelProto& model,
 
 namespace {
 
-// `file`, when the bytes are a mapped model file, drops each initializer's
-// pages once its literal holds a copy: mapped pages count in the process's
-// memory, and keeping them would hold the weights twice while parsing.
+// `file`, when the bytes are a mapped model file, reads each initializer's
+// bytes from the file (a file another process cuts short meanwhile is then a
+// read error, not SIGBUS on the mapping) and drops its pages once its literal
+// holds a copy: mapped pages count in the process's memory, and keeping them
+// would hold the weights twice while parsing.
 program parse_model_bytes(const void* data, std::size_t size, const onnx_options& options,
                           const std::filesystem::path& model_dir, const std::string& source,
                           const mapped_file* file = nullptr) {
@@ -381,8 +384,12 @@ program parse_model_bytes(const void* data, std::size_t size, const onnx_options
         fail(error_kind::parse_error, source + ": not a valid ONNX model (malformed or truncated protobuf)");
     onnx_parser parser(options, model_dir, source);
     std::function<void(std::string_view)> copied;
-    if (file != nullptr) copied = [file](std::string_view bytes) { file->release(bytes.data(), bytes.size()); };
-    return parser.parse(loaded.model, loaded.initializer_raw_data, copied);
+    raw_copier copy_raw;
+    if (file != nullptr) {
+        copied = [file](std::string_view bytes) { file->release(bytes.data(), bytes.size()); };
+        copy_raw = [file](std::string_view raw, std::byte* out) { file->copy_out(raw.data(), raw.size(), out); };
+    }
+    return parser.parse(loaded.model, loaded.initializer_raw_data, copied, copy_raw);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "kiln/onnx.hpp"
 #include "kiln/program.hpp"
 #include "onnx.pb.h"
+#include "onnx/onnx_tensor.hpp"
 
 namespace kiln::onnx_import {
 
@@ -131,10 +132,11 @@ public:
 
     // `initializer_raw_data[i]`, where present, is the raw_data of the main
     // graph's initializer i (see read_model). `copied`, when given, is told
-    // each of those once its literal holds a copy, so that the bytes can go.
+    // each of those once its literal holds a copy, so that the bytes can go;
+    // `copy_raw`, when given, copies them (see tensor_to_literal).
     program parse(const onnx::ModelProto& model,
                   const std::vector<std::optional<std::string_view>>& initializer_raw_data = {},
-                  const std::function<void(std::string_view)>& copied = {});
+                  const std::function<void(std::string_view)>& copied = {}, const raw_copier& copy_raw = {});
 
     // The module of the graph being parsed.
     module& mod() { return *scope_->mod; }
@@ -158,7 +160,8 @@ private:
     void check_supported(const onnx::GraphProto& graph) const;
     void add_initializers(const onnx::GraphProto& graph,
                           const std::vector<std::optional<std::string_view>>& raw_data = {},
-                          const std::function<void(std::string_view)>& copied = {});
+                          const std::function<void(std::string_view)>& copied = {},
+                          const raw_copier& copy_raw = {});
     void add_inputs(const onnx::GraphProto& graph);
     void parse_nodes(const onnx::GraphProto& graph, const std::string& where);
     void parse_node(const onnx::NodeProto& node, std::size_t index);

@@ -199,7 +199,7 @@ shape checked_shape(dtype t, const std::vector<std::int64_t>& dims, const std::s
 }
 
 literal tensor_to_literal(const onnx::TensorProto& t, const std::filesystem::path& model_dir,
-                          std::optional<std::string_view> raw_data) {
+                          std::optional<std::string_view> raw_data, const raw_copier& copy_raw) {
     const std::string label = tensor_label(t);
     dtype type = to_dtype(t.data_type(), label);
     std::vector<std::int64_t> dims(t.dims().begin(), t.dims().end());
@@ -215,13 +215,15 @@ literal tensor_to_literal(const onnx::TensorProto& t, const std::filesystem::pat
                                               std::to_string(bytes) + " bytes) but raw_data holds " +
                                               std::to_string(raw.size()) + " bytes");
         return literal(s, [&](std::byte* out) {
-            // ONNX stores raw data little-endian, as the host does; bools are
-            // one byte, of which any nonzero value means true.
-            if (type == dtype::bool_type) {
-                bool* flags = reinterpret_cast<bool*>(out);
-                for (std::size_t i = 0; i < bytes; ++i) flags[i] = raw[i] != 0;
-            } else {
+            // ONNX stores raw data little-endian, as the host does.
+            if (copy_raw && raw_data)
+                copy_raw(raw, out);
+            else
                 std::memcpy(out, raw.data(), bytes);
+            // A bool is one byte, of which any nonzero value means true.
+            if (type == dtype::bool_type) {
+                auto* flags = reinterpret_cast<unsigned char*>(out);
+                for (std::size_t i = 0; i < bytes; ++i) flags[i] = flags[i] != 0 ? 1 : 0;
             }
         });
     }

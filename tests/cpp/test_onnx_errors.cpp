@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "onnx/mapped_file.hpp"
 #include "onnx_model_builder.hpp"
 
 using namespace kiln;
@@ -108,6 +109,24 @@ TEST_F(onnx_files, a_path_that_is_not_a_regular_file_says_so) {
         EXPECT_EQ(e.kind(), error_kind::invalid_argument) << e.what();
         expect_mentions(e, {path, "not a regular file", kind});
     }
+}
+
+// Another process may cut a model file short while it is parsed: reading the
+// mapping past the new end is SIGBUS, so the weights are copied out with
+// pread, which comes back short instead.
+TEST_F(onnx_files, copying_out_of_a_file_cut_short_is_an_error_not_sigbus) {
+    std::string bytes(1 << 20, '\0');
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7);
+    const auto path = write("model/shrinking.bin", bytes);
+    onnx_import::mapped_file file(path);
+    std::filesystem::resize_file(path, 4096);
+    std::string out(8192, '\0');
+    file.copy_out(file.data(), 4096, out.data());
+    EXPECT_EQ(out.substr(0, 4096), bytes.substr(0, 4096));
+    const char* base = static_cast<const char*>(file.data());
+    auto e = error_from([&] { file.copy_out(base + (512 << 10), 8192, out.data()); });
+    EXPECT_EQ(e.kind(), error_kind::parse_error);
+    expect_mentions(e, {"shrinking.bin", "changed while it was read"});
 }
 
 TEST_F(onnx_files, empty_file_is_a_parse_error) {

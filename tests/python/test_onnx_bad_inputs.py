@@ -3,6 +3,7 @@ make_corpus.py): each raises the listed kiln error naming the problem, from the
 Python API and from the kiln command, and nothing crashes."""
 import json
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -89,3 +90,46 @@ def test_max_memory_bytes_sets_the_limit():
     p = kiln.parse_onnx_buffer(data)
     p.compile("cpu", max_memory_bytes=4000)
     np.testing.assert_array_equal(np.asarray(p.run({})[0]), np.zeros(1000, np.float32))
+
+
+TRUNCATE_WHILE_PARSING = r"""
+import os, random, sys, threading, time
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+import kiln
+
+path = sys.argv[1]
+weights = numpy_helper.from_array(np.ones((16, 1 << 20), np.float32), "w")  # 64 MiB of raw_data
+graph = helper.make_graph(
+    [helper.make_node("Add", ["x", "w"], ["y"])], "g",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 1 << 20])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 1 << 20])], [weights])
+data = helper.make_model(graph).SerializeToString()
+outcomes = {"parsed": 0, "kiln error": 0}
+rng = random.Random(0)
+for trial in range(12):
+    with open(path, "wb") as f:
+        f.write(data)
+    delay = rng.uniform(0, 0.03)
+    cutter = threading.Timer(delay, lambda: os.truncate(path, len(data) // 3))
+    cutter.start()
+    try:
+        kiln.parse_onnx(path)
+        outcomes["parsed"] += 1
+    except kiln.KilnError as e:
+        outcomes["kiln error"] += 1
+    cutter.join()
+print(outcomes)
+"""
+
+
+def test_a_model_file_cut_short_while_parsing_gives_an_error_not_sigbus(tmp_path):
+    """Another process truncating the file mid-parse used to kill this one with
+    SIGBUS (a memcpy from the mapped file); every trial must now either parse
+    or raise a Kiln error."""
+    pytest.importorskip("onnx")
+    script = tmp_path / "cut.py"
+    script.write_text(TRUNCATE_WHILE_PARSING)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "model.onnx")], capture_output=True, text=True)
+    assert done.returncode == 0, f"exit {done.returncode} (negative: killed by that signal)\n{done.stderr[-2000:]}"
+    assert "kiln error" in done.stdout, done.stdout
