@@ -32,7 +32,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import numpy as np  # noqa: E402
 
-from model_zoo import MODELS  # noqa: E402
+from model_zoo import MODELS, TITLES  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 # Bump when the export settings or the model definitions in model_zoo.py change.
