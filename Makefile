@@ -9,7 +9,7 @@ JOBS   ?= 2
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: all setup build test test-cpp test-python test-slow test-package demo bench fuzz fuzz-build format clean
+.PHONY: all setup build test test-cpp test-python test-slow test-package test-sanitize demo bench fuzz fuzz-build format clean
 FUZZ_BUILD   := build-fuzz
 FUZZ_SECONDS ?= 1800
 
@@ -38,6 +38,17 @@ test-python:
 
 test-slow: build
 	@$(VENV)/bin/pytest tests/python -q -m slow -rA
+
+# The C++ tests and the fuzz corpus replay under AddressSanitizer and
+# UndefinedBehaviorSanitizer, in their own build folder (only what they link).
+SANITIZE_BUILD := build-sanitize
+test-sanitize: setup
+	@test -f $(SANITIZE_BUILD)/build.ninja || cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DKILN_SANITIZE=ON \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_PYTHON=OFF -DKILN_BUILD_CLI=OFF -DKILN_BUILD_BENCH=OFF \
+		-DPython_EXECUTABLE=$(PY)
+	@cmake --build $(SANITIZE_BUILD) -j$(JOBS) --target kiln_tests kiln_fuzz_replay
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j$(JOBS)
 
 # Installs the C++ package and builds examples/ against it with find_package(kiln).
 test-package:

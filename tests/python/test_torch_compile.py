@@ -398,3 +398,81 @@ def test_an_input_that_requires_grad_warns_once_that_outputs_carry_none():
         compiled(x)  # once per module
         with torch.no_grad():
             compiled(x)
+
+
+def test_kiln_torch_save_round_trips_subgraphs_fallback_ops_and_reports(monkeypatch, tmp_path):
+    torch.manual_seed(0)
+    model = WithI0().eval()
+    x = torch.randn(3, 4)
+    c = kiln.torch.compile(model, (x,), verify=True)
+    assert c.num_subgraphs >= 1 and c.fallback_ops == {"aten.i0.default": 1}
+    kiln.torch.save(c, tmp_path / "m.kiln.pt")
+    _no_compiling(monkeypatch)
+    again = kiln.torch.load(tmp_path / "m.kiln.pt")
+    assert torch.equal(again(x), c(x))
+    assert again.fallback_ops == c.fallback_ops and again.num_subgraphs == c.num_subgraphs
+    assert again.verification == c.verification
+    with pytest.raises(kiln.InvalidArgumentError, match="expected shape"):
+        again(torch.randn(2, 4))
+
+
+def test_kiln_torch_load_runs_no_code_from_the_file(compiled, tmp_path):
+    """A torch.save pickle can run anything while it loads: kiln.torch.load
+    refuses it unless told to trust it, and a manifest naming something other
+    than a torch operator is an error, not a call."""
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    torch.save({"not": Payload()}, tmp_path / "evil.pt")
+    with pytest.raises(kiln.InvalidArgumentError, match="trust_pickle"):
+        kiln.torch.load(tmp_path / "evil.pt")
+    assert not marker.exists()
+
+    _, c = compiled
+    torch.save(c, tmp_path / "pickled.pt")  # a legitimate pickle loads when trusted
+    x, y = _inputs(3)
+    loaded = kiln.torch.load(tmp_path / "pickled.pt", trust_pickle=True)
+    assert all(torch.equal(a, b) for a, b in zip(loaded(x, y), c(x, y)))
+
+    import json
+    import zipfile
+
+    kiln.torch.save(c, tmp_path / "good.pt")
+    with zipfile.ZipFile(tmp_path / "good.pt") as archive:
+        parts = {name: archive.read(name) for name in archive.namelist()}
+    manifest = json.loads(parts["kiln_manifest.json"])
+    call = next(n for n in manifest["nodes"] if n["op"] == "call_function")
+    call["target"] = "builtins.open"
+    parts["kiln_manifest.json"] = json.dumps(manifest).encode()
+    with zipfile.ZipFile(tmp_path / "crafted.pt", "w") as archive:
+        for name, data in parts.items():
+            archive.writestr(name, data)
+    with pytest.raises(kiln.ParseError, match="builtins.open"):
+        kiln.torch.load(tmp_path / "crafted.pt")
+    (tmp_path / "not_a_zip.pt").write_bytes(b"hello")
+    with pytest.raises(kiln.ParseError, match="not a file kiln.torch.save wrote"):
+        kiln.torch.load(tmp_path / "not_a_zip.pt")
+
+
+def test_kiln_torch_load_refuses_a_node_target_that_would_be_code(compiled, tmp_path):
+    """fx generates the loaded module's forward as Python source from the
+    graph: a placeholder target is written into it as a parameter name."""
+    import json
+    import zipfile
+
+    _, c = compiled
+    kiln.torch.save(c, tmp_path / "good.pt")
+    with zipfile.ZipFile(tmp_path / "good.pt") as archive:
+        parts = {name: archive.read(name) for name in archive.namelist()}
+    manifest = json.loads(parts["kiln_manifest.json"])
+    placeholder = next(n for n in manifest["nodes"] if n["op"] == "placeholder")
+    placeholder["target"] = "x=__import__('os').system('true')"
+    parts["kiln_manifest.json"] = json.dumps(manifest).encode()
+    with zipfile.ZipFile(tmp_path / "crafted.pt", "w") as archive:
+        for name, data in parts.items():
+            archive.writestr(name, data)
+    with pytest.raises(kiln.ParseError, match="not a plain name"):
+        kiln.torch.load(tmp_path / "crafted.pt")

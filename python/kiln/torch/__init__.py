@@ -13,8 +13,11 @@ Two ways in, one converter registry and one partitioner behind them:
 
 Ops without a converter, or whose converter refuses their arguments, run in
 PyTorch; the rest is compiled in as few Kiln subgraphs as the data flow
-allows. ``kiln.torch.save`` / ``kiln.torch.load`` (or ``torch.save`` /
-``torch.load``) store a compiled module without compiling it again.
+allows. ``kiln.torch.save`` / ``kiln.torch.load`` store a compiled module
+without compiling it again, in a file loading cannot be made to run code
+from (a JSON manifest, Kiln programs, tensors); ``torch.save`` /
+``torch.load`` pickle it, and ``kiln.torch.load`` reads such a pickle only
+with ``trust_pickle=True``.
 
 Building blocks for other front ends: :func:`lower_graph_module` (an ATen fx
 GraphModule to a GraphModule of Kiln subgraphs and PyTorch fallbacks, with a
