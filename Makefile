@@ -12,6 +12,8 @@ export CCACHE_NOHASHDIR := true
 .PHONY: all setup build test test-cpp test-python test-slow test-package test-sanitize demo bench fuzz fuzz-build format clean
 FUZZ_BUILD   := build-fuzz
 FUZZ_SECONDS ?= 1800
+# fuzz_onnx_import (the ONNX importer) or fuzz_kiln_load (the .kiln loader).
+FUZZ_TARGET  ?= fuzz_onnx_import
 
 all: build
 
@@ -63,18 +65,22 @@ demo: build
 bench: build
 	@$(PY) bench/run_bench.py $(BENCH_ARGS)
 
-# libFuzzer on the ONNX importer (clang, ASan + UBSan). New inputs that grow
-# coverage go to build-fuzz/corpus; crashes are written as crash-* files there.
+# libFuzzer on FUZZ_TARGET (clang, ASan + UBSan). New inputs that grow
+# coverage go to build-fuzz/corpus-$(FUZZ_TARGET); crashes are written as
+# crash-* files there (keep each, once fixed, under tests/data/ as a
+# regression input that ctest replays).
 fuzz-build: setup
 	@bash scripts/setup.sh --fuzz
 	@test -f $(FUZZ_BUILD)/build.ninja || CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja \
 		-DKILN_BUILD_FUZZER=ON -DKILN_BUILD_PYTHON=OFF -DKILN_BUILD_CLI=OFF -DKILN_WARNINGS_AS_ERRORS=OFF \
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(PY)
-	@cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz_onnx_import
+	@cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(FUZZ_TARGET)
 
+FUZZ_SEEDS_fuzz_onnx_import := ../tests/fuzz/seeds ../tests/data/onnx_bad
+FUZZ_SEEDS_fuzz_kiln_load := ../tests/fuzz/kiln_seeds ../tests/data/kiln_fuzz_regressions
 fuzz: fuzz-build
-	@mkdir -p $(FUZZ_BUILD)/corpus
-	@cd $(FUZZ_BUILD) && ./tests/fuzz/fuzz_onnx_import corpus ../tests/fuzz/seeds ../tests/data/onnx_bad \
+	@mkdir -p $(FUZZ_BUILD)/corpus-$(FUZZ_TARGET)
+	@cd $(FUZZ_BUILD) && ./tests/fuzz/$(FUZZ_TARGET) corpus-$(FUZZ_TARGET) $(FUZZ_SEEDS_$(FUZZ_TARGET)) \
 		-max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -malloc_limit_mb=2048 -timeout=10 -print_final_stats=1
 
 format:
