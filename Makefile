@@ -48,7 +48,7 @@ test-sanitize: setup
 	@test -f $(SANITIZE_BUILD)/build.ninja || cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DKILN_SANITIZE=ON \
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_PYTHON=OFF -DKILN_BUILD_CLI=OFF -DKILN_BUILD_BENCH=OFF \
 		-DPython_EXECUTABLE=$(PY)
-	@cmake --build $(SANITIZE_BUILD) -j$(JOBS) --target kiln_tests kiln_fuzz_replay
+	@cmake --build $(SANITIZE_BUILD) -j$(JOBS) --target kiln_tests kiln_fuzz_replay kiln_fuzz_load_replay
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j$(JOBS)
 
