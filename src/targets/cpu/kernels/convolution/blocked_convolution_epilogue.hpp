@@ -6,11 +6,10 @@
 #include <optional>
 
 #include "ops/fused_convolution.hpp"
+#include "targets/cpu/kernels/convolution/convolution_finish.hpp"
 #include "targets/cpu/kernels/cpu_kernel.hpp"
 
 namespace kiln::blocked_convolution {
-
-enum class finish { none, relu, add, add_relu };
 
 struct epilogue {
     bool has_bias = false;

@@ -104,20 +104,6 @@ void fill_row_columns(const pairwise_geometry& g, const float* x, std::size_t oh
 using blocked_convolution::epilogue;
 using blocked_convolution::finish;
 
-avx2::pairwise_finish avx2_finish(finish then) {
-    switch (then) {
-        case finish::none:
-            return avx2::pairwise_finish::none;
-        case finish::relu:
-            return avx2::pairwise_finish::relu;
-        case finish::add:
-            return avx2::pairwise_finish::add;
-        case finish::add_relu:
-            return avx2::pairwise_finish::add_relu;
-    }
-    return avx2::pairwise_finish::none;
-}
-
 // Weights [M, C] (C columns) as groups of max_obs output blocks (fewer in
 // the last), each [C/8][8 input channels][blocks of the group][8 output
 // lanes]: the microkernel reads one channel's weights for all its output
@@ -296,7 +282,7 @@ private:
         const std::size_t tiles = (width + tile - 1) / tile, narrow = width / tiles, wide_tiles = width % tiles;
         const std::size_t leaves = (g_.in_blocks + leaf_blocks - 1) / leaf_blocks;
         const avx2::pairwise_leaf_table& last_functions =
-            avx2::pairwise_last_leaf_functions[static_cast<std::size_t>(avx2_finish(e_.then))];
+            avx2::pairwise_last_leaf_functions[static_cast<std::size_t>(e_.then)];
         for (std::size_t ob = 0; ob < g_.out_blocks; ob += max_obs) {
             const std::size_t obs = std::min(max_obs, g_.out_blocks - ob);
             avx2::pairwise_leaf_pass a{};

@@ -36,7 +36,7 @@ __attribute__((always_inline)) inline void add_block(const float* x, const float
 }
 
 // See pairwise_leaf_function.
-template <std::size_t pixels, std::size_t obs, bool last, pairwise_finish then>
+template <std::size_t pixels, std::size_t obs, bool last, finish then>
 void sum_leaf_tiles(const pairwise_leaf_pass& a, std::size_t first, std::size_t tiles) {
     constexpr std::size_t count = pixels * obs, weight_block = block * block * obs;
     // Locals, so that the stores below cannot make the compiler reload them.
@@ -78,9 +78,9 @@ void sum_leaf_tiles(const pairwise_leaf_pass& a, std::size_t first, std::size_t 
                     const std::size_t at = o * out_ob + (ow + p) * block;
                     __m256 v = acc[o * pixels + p];
                     if (bias != nullptr) v = _mm256_add_ps(v, b[o]);
-                    if constexpr (then == pairwise_finish::add || then == pairwise_finish::add_relu)
+                    if constexpr (then == finish::add || then == finish::add_relu)
                         v = _mm256_add_ps(v, _mm256_loadu_ps(residual + at));
-                    if constexpr (then == pairwise_finish::relu || then == pairwise_finish::add_relu)
+                    if constexpr (then == finish::relu || then == finish::add_relu)
                         v = _mm256_max_ps(v, _mm256_setzero_ps());
                     _mm256_storeu_ps(y + at, v);
                 }
@@ -90,7 +90,7 @@ void sum_leaf_tiles(const pairwise_leaf_pass& a, std::size_t first, std::size_t 
 }
 
 // Every (obs, pixels) pair for one kind of leaf.
-template <bool last, pairwise_finish then>
+template <bool last, finish then>
 constexpr pairwise_leaf_table leaf_table_for() {
     static_assert(pairwise_max_obs == 2 && pairwise_tile == 6, "the table lists every instantiation");
     return {
@@ -102,9 +102,9 @@ constexpr pairwise_leaf_table leaf_table_for() {
 
 }  // namespace
 
-constinit const pairwise_leaf_table pairwise_inner_leaf_functions = leaf_table_for<false, pairwise_finish::none>();
-constinit const pairwise_leaf_table pairwise_last_leaf_functions[pairwise_finish_kinds] = {
-    leaf_table_for<true, pairwise_finish::none>(), leaf_table_for<true, pairwise_finish::relu>(),
-    leaf_table_for<true, pairwise_finish::add>(), leaf_table_for<true, pairwise_finish::add_relu>()};
+constinit const pairwise_leaf_table pairwise_inner_leaf_functions = leaf_table_for<false, finish::none>();
+constinit const pairwise_leaf_table pairwise_last_leaf_functions[blocked_convolution::finish_kinds] = {
+    leaf_table_for<true, finish::none>(), leaf_table_for<true, finish::relu>(),
+    leaf_table_for<true, finish::add>(), leaf_table_for<true, finish::add_relu>()};
 
 }  // namespace kiln::avx2

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "targets/cpu/kernels/convolution/convolution_finish.hpp"
+
 namespace kiln::avx2 {
 
 constexpr std::size_t pairwise_block = 8;    // channels of an nChw8c block, one __m256
@@ -37,9 +39,8 @@ struct pairwise_leaf_pass {
     std::size_t out_ob;  // floats between output blocks' planes
 };
 
-// The post-op chain after the bias; indexes pairwise_last_leaf_functions.
-enum class pairwise_finish : int { none, relu, add, add_relu };
-constexpr std::size_t pairwise_finish_kinds = 4;
+// The post-op chain after the bias (convolution_finish.hpp) indexes pairwise_last_leaf_functions.
+using blocked_convolution::finish;
 
 // Sums leaf `a` for `tiles` tiles of `pixels` outputs starting at output
 // pixel `first`. Each tile's leaf sum adds the held levels it completes
@@ -52,7 +53,7 @@ struct pairwise_leaf_table {
     pairwise_leaf_function by_size[pairwise_max_obs][pairwise_tile];  // [obs - 1][pixels - 1]
 };
 extern const pairwise_leaf_table pairwise_inner_leaf_functions;
-// [pairwise_finish]
-extern const pairwise_leaf_table pairwise_last_leaf_functions[pairwise_finish_kinds];
+// [finish]
+extern const pairwise_leaf_table pairwise_last_leaf_functions[blocked_convolution::finish_kinds];
 
 }  // namespace kiln::avx2

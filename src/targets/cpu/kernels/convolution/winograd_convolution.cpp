@@ -62,20 +62,6 @@ std::size_t tiles_of(const winograd_geometry& g) {
 using blocked_convolution::epilogue;
 using blocked_convolution::finish;
 
-avx2::winograd_finish avx2_finish(finish then) {
-    switch (then) {
-        case finish::none:
-            return avx2::winograd_finish::none;
-        case finish::relu:
-            return avx2::winograd_finish::relu;
-        case finish::add:
-            return avx2::winograd_finish::add;
-        case finish::add_relu:
-            return avx2::winograd_finish::add_relu;
-    }
-    return avx2::winograd_finish::none;
-}
-
 // U = G g G^T for each (output, input) channel pair, in float64, stored as
 // [element][M/8][C][8 output lanes].
 std::vector<float> transformed_weights(const argument& w, std::size_t m, std::size_t c) {
@@ -217,7 +203,7 @@ private:
             }
         }
         const avx2::winograd_output_function finish_tiles =
-            avx2::winograd_output_functions[static_cast<std::size_t>(avx2_finish(e_.then))];
+            avx2::winograd_output_functions[static_cast<std::size_t>(e_.then)];
         for (std::size_t ob = ob_begin; ob < ob_end; ++ob)
             finish_tiles(g_, e_.has_bias, products + (ob - ob_begin) * product_ob_floats, product_element_floats, first,
                          count, ob, bias, residual, y);

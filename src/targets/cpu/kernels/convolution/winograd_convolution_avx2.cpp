@@ -97,7 +97,7 @@ void multiply_tiles(const float* v, std::size_t v_block_floats, const float* u, 
     }
 }
 
-template <winograd_finish then>
+template <finish then>
 void transform_output(const winograd_geometry& g, bool has_bias, const float* products, std::size_t element_floats,
                       std::size_t first, std::size_t count, std::size_t ob, const float* bias, const float* residual,
                       float* y) {
@@ -126,9 +126,9 @@ void transform_output(const winograd_geometry& g, bool has_bias, const float* pr
                 const std::size_t at = plane + ((top + i) * g.out_w + left + j) * block;
                 __m256 v = out[i][j];
                 if (has_bias) v = _mm256_add_ps(v, b);
-                if constexpr (then == winograd_finish::add || then == winograd_finish::add_relu)
+                if constexpr (then == finish::add || then == finish::add_relu)
                     v = _mm256_add_ps(v, _mm256_loadu_ps(residual + at));
-                if constexpr (then == winograd_finish::relu || then == winograd_finish::add_relu)
+                if constexpr (then == finish::relu || then == finish::add_relu)
                     v = _mm256_max_ps(v, _mm256_setzero_ps());
                 _mm256_storeu_ps(y + at, v);
             }
@@ -144,8 +144,8 @@ constinit const winograd_multiply_function winograd_multiply_functions[winograd_
     {&multiply_tiles<1, 2>, &multiply_tiles<2, 2>, &multiply_tiles<3, 2>, &multiply_tiles<4, 2>, &multiply_tiles<5, 2>,
      &multiply_tiles<6, 2>}};
 
-constinit const winograd_output_function winograd_output_functions[winograd_finish_kinds] = {
-    &transform_output<winograd_finish::none>, &transform_output<winograd_finish::relu>,
-    &transform_output<winograd_finish::add>, &transform_output<winograd_finish::add_relu>};
+constinit const winograd_output_function winograd_output_functions[blocked_convolution::finish_kinds] = {
+    &transform_output<finish::none>, &transform_output<finish::relu>,
+    &transform_output<finish::add>, &transform_output<finish::add_relu>};
 
 }  // namespace kiln::avx2

@@ -7,6 +7,8 @@
 // cpu_features.hpp for why.
 #include <cstddef>
 
+#include "targets/cpu/kernels/convolution/convolution_finish.hpp"
+
 namespace kiln::avx2 {
 
 constexpr std::size_t winograd_block = 8;      // channels of an nChw8c block, one __m256
@@ -25,9 +27,8 @@ struct winograd_geometry {
     std::size_t chunk_blocks;  // input blocks summed from zero before joining the partial sum
 };
 
-// The post-op chain after the bias; indexes winograd_output_functions.
-enum class winograd_finish : int { none, relu, add, add_relu };
-constexpr std::size_t winograd_finish_kinds = 4;
+// The post-op chain after the bias (convolution_finish.hpp) indexes winograd_output_functions.
+using blocked_convolution::finish;
 
 // B^T d B for the tiles [first, first + count) of the group and input block
 // cb: V[element][cb][tile][8], zero where the patch falls in the padding.
@@ -50,7 +51,7 @@ extern const winograd_multiply_function winograd_multiply_functions[winograd_max
 // first, count, ob, bias, residual, y.
 using winograd_output_function = void (*)(const winograd_geometry&, bool, const float*, std::size_t, std::size_t,
                                           std::size_t, std::size_t, const float*, const float*, float*);
-// [winograd_finish]
-extern const winograd_output_function winograd_output_functions[winograd_finish_kinds];
+// [finish]
+extern const winograd_output_function winograd_output_functions[blocked_convolution::finish_kinds];
 
 }  // namespace kiln::avx2
