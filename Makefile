@@ -43,9 +43,11 @@ test-slow: build
 
 # The C++ tests and the fuzz corpus replay under AddressSanitizer and
 # UndefinedBehaviorSanitizer, in their own build folder (only what they link).
+# Warnings stay warnings there: GCC 12 reports -Wmaybe-uninitialized false
+# positives inside std::variant when the sanitizers instrument it.
 SANITIZE_BUILD := build-sanitize
 test-sanitize: setup
-	@test -f $(SANITIZE_BUILD)/build.ninja || cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DKILN_SANITIZE=ON \
+	@test -f $(SANITIZE_BUILD)/build.ninja || cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DKILN_SANITIZE=ON -DKILN_WARNINGS_AS_ERRORS=OFF \
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_PYTHON=OFF -DKILN_BUILD_CLI=OFF -DKILN_BUILD_BENCH=OFF \
 		-DPython_EXECUTABLE=$(PY)
 	@cmake --build $(SANITIZE_BUILD) -j$(JOBS) --target kiln_tests kiln_fuzz_replay kiln_fuzz_load_replay
