@@ -16,9 +16,10 @@ namespace kiln {
 
 inline constexpr std::size_t buffer_alignment = 64;
 
-// Shared owner of a 64-byte aligned, zero-initialised allocation.
 // The machine's physical memory in bytes.
 std::size_t physical_memory_bytes();
+
+// Shared owner of a 64-byte aligned, zero-initialised allocation.
 std::shared_ptr<std::byte> allocate_aligned(std::size_t bytes);
 
 class argument {

@@ -61,6 +61,8 @@ public:
     void print(std::ostream& os) const;
 
 private:
+    void compile_in_place(const target& t, const compile_options& options);
+    void restore_modules(const program& saved);
     parameter_map checked_inputs(const parameter_map& inputs) const;
 
     std::vector<std::unique_ptr<module>> modules_;

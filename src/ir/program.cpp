@@ -102,8 +102,35 @@ void check_memory_limit(const module& main, const executable& e, const compile_o
 void program::compile(const target& t, const compile_options& options) {
     if (is_compiled())
         fail("program is already compiled for target '" + target_name_ + "'; compile a copy of the original instead");
-    module& main = *get_main_module();
     verify_program(*this, "before compile");
+    // The passes rewrite the modules in place: a compile that fails (a
+    // lowering error, the memory limit) gives the program back as it was.
+    const program before(*this);
+    try {
+        compile_in_place(t, options);
+    } catch (...) {
+        restore_modules(before);
+        throw;
+    }
+}
+
+// Puts the modules' contents back into the same module objects, which callers
+// (the Python API) may hold.
+void program::restore_modules(const program& saved) {
+    if (saved.modules_.size() != modules_.size()) {
+        *this = saved;
+        return;
+    }
+    std::unordered_map<const module*, module_ref> mapping;
+    for (std::size_t i = 0; i < modules_.size(); ++i) {
+        *modules_[i] = *saved.modules_[i];
+        mapping[saved.modules_[i].get()] = modules_[i].get();
+    }
+    for (auto& m : modules_) m->remap_module_inputs(mapping);
+}
+
+void program::compile_in_place(const target& t, const compile_options& options) {
+    module& main = *get_main_module();
     pass_list passes = t.get_passes(options);
     // Submodules (branches, loop bodies) are optimized like main. Passes keep
     // a module's parameters and output shapes, so the order does not matter

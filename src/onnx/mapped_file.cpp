@@ -46,7 +46,7 @@ mapped_file::mapped_file(const std::string& path) : path_(path) {
     if (p != MAP_FAILED) {
         data_ = p;
         mapped_ = true;
-        fd_ = ::dup(fd);  // the closer closes `fd`; copy_out reads through this one
+        fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);  // the closer closes `fd`; copy_out reads through this one
         if (fd_ < 0) {
             ::munmap(data_, size_);
             fail(error_kind::runtime, "parse_onnx: out of file descriptors reading " + path);
@@ -80,7 +80,8 @@ void mapped_file::copy_out(const void* begin, std::size_t size, void* out) const
     while (done < size) {
         const ssize_t n = ::pread(fd_, static_cast<char*>(out) + done, size - done, static_cast<off_t>(offset + done));
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0)
+        if (n < 0) fail(error_kind::parse_error, "parse_onnx: cannot read " + path_ + ": " + std::strerror(errno));
+        if (n == 0)
             fail(error_kind::parse_error, "parse_onnx: " + path_ +
                                               " changed while it was read: it ends before byte " +
                                               std::to_string(offset + size) + " (was " + std::to_string(size_) +

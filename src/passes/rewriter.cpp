@@ -235,8 +235,10 @@ rewrite_stats rewrite_to_fixed_point(module& m, const std::vector<rewrite_rule>&
                 auto inputs = (*ins)->inputs();
                 std::optional<instruction_ref> before;
                 if (*ins != m.begin()) before = std::prev(*ins);
+                const std::size_t size_before = m.size();
                 if (!rule.apply(m, *match)) {
-                    discard_declined_attempt(m, before, *ins);
+                    // Rules insert right before the root and erase nothing when they decline.
+                    if (m.size() != size_before) discard_declined_attempt(m, before, *ins);
                     continue;
                 }
                 ++stats.applied;

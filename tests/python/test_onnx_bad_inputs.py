@@ -133,3 +133,16 @@ def test_a_model_file_cut_short_while_parsing_gives_an_error_not_sigbus(tmp_path
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "model.onnx")], capture_output=True, text=True)
     assert done.returncode == 0, f"exit {done.returncode} (negative: killed by that signal)\n{done.stderr[-2000:]}"
     assert "kiln error" in done.stdout, done.stdout
+
+
+def test_a_compile_refused_by_the_memory_limit_leaves_the_program_as_it_was():
+    pytest.importorskip("onnx")
+    p = kiln.parse_onnx_buffer(_constant_of_shape_relu(1000))
+    before = str(p)
+    m = p.get_main_module()
+    with pytest.raises(kiln.KilnError, match="max_memory_bytes"):
+        p.compile("cpu", max_memory_bytes=16)
+    assert not p.is_compiled() and str(p) == before
+    assert str(m) in before  # a module handle taken before still works, on the restored module
+    p.compile("cpu")
+    np.testing.assert_array_equal(np.asarray(p.run({})[0]), np.zeros(1000, np.float32))

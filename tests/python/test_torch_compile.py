@@ -476,3 +476,78 @@ def test_kiln_torch_load_refuses_a_node_target_that_would_be_code(compiled, tmp_
             archive.writestr(name, data)
     with pytest.raises(kiln.ParseError, match="not a plain name"):
         kiln.torch.load(tmp_path / "crafted.pt")
+
+
+def _crafted(tmp_path, compiled_module, edit, name="crafted.pt", compress=False):
+    """A copy of kiln.torch.save's file for `compiled_module` with its manifest changed by `edit`."""
+    import json
+    import zipfile
+
+    kiln.torch.save(compiled_module, tmp_path / "good.pt")
+    with zipfile.ZipFile(tmp_path / "good.pt") as archive:
+        parts = {n: archive.read(n) for n in archive.namelist()}
+    manifest = json.loads(parts["kiln_manifest.json"])
+    edit(manifest)
+    parts["kiln_manifest.json"] = json.dumps(manifest).encode()
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(tmp_path / name, "w", method) as archive:
+        for n, data in parts.items():
+            archive.writestr(n, data)
+    return tmp_path / name
+
+
+def _with_enum_context(spec):
+    import json
+
+    protocol, tree = json.loads(spec)
+    tree["context"] = json.dumps({"__enum__": {"fqn": "this_module_would_be_imported:E", "name": "A"}})
+    return json.dumps([protocol, tree])
+
+
+def _first(manifest, op):
+    return next(n for n in manifest["nodes"] if n["op"] == op)
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        # fx writes kwargs keys into the generated forward's source
+        (lambda m: _first(m, "call_function")["kwargs"].update({"dict": {"x=__import__('os')": 1}}), "plain name"),
+        # an enum in a tree spec's context makes torch import the module it names
+        (lambda m: m.update(in_spec=_with_enum_context(m["in_spec"])), "enum"),
+        (lambda m: _first(m, "call_function").update(target="torch.ops.quantized.add.default"), "unknown function"),
+        (lambda m: _first(m, "output").update(args={"tuple": []}), "malformed"),
+        (lambda m: m["inputs"][0].update(shape=[float("inf")]), "malformed"),
+    ],
+    ids=["kwargs_key_as_code", "treespec_enum", "non_aten_op", "output_without_value", "infinite_shape"],
+)
+def test_kiln_torch_load_refuses_crafted_manifests_with_a_kiln_error(compiled, tmp_path, edit, message):
+    _, c = compiled
+    with pytest.raises(kiln.ParseError, match=message):
+        kiln.torch.load(_crafted(tmp_path, c, edit))
+
+
+def test_kiln_torch_load_refuses_compressed_members(compiled, tmp_path):
+    _, c = compiled
+    with pytest.raises(kiln.ParseError, match="compressed"):
+        kiln.torch.load(_crafted(tmp_path, c, lambda m: None, compress=True))
+
+
+def test_a_parameter_replaced_after_compile_raises():
+    model = _small_net()
+    compiled = kiln.torch.compile(model, (torch.randn(2, 8),))
+    x = torch.randn(2, 8)
+    compiled(x)
+    model.load_state_dict(_small_net().state_dict(), assign=True)  # new tensors, not in-place writes
+    with pytest.raises(kiln.KilnRuntimeError, match="changed after kiln.torch.compile"):
+        compiled(x)
+
+
+def test_a_model_of_inference_tensors_compiles_and_runs():
+    """Inference tensors keep no version counter: the weight watch must not ask for one."""
+    with torch.inference_mode():
+        model = _small_net()
+        x = torch.randn(2, 8)
+        compiled = kiln.torch.compile(model, (x,))
+        torch.testing.assert_close(compiled(x), model(x))
+        torch.testing.assert_close(compiled(x), model(x))

@@ -106,18 +106,35 @@ class CompiledModule(torch.nn.Module):
         self._set_fast_paths()
 
     def watch_weights(self, model):
-        """Remembers the version of each parameter and buffer of `model`, whose
-        values the compiled program holds as constants: a call after any of
-        them changed in place (load_state_dict, an optimizer step, a BatchNorm
-        in train mode) raises instead of computing with the old values. Weak
-        references: the compiled module does not keep the model alive."""
-        tensors = list(model.named_parameters()) + list(model.named_buffers())
-        self._watched = [(name, weakref.ref(t), t.data_ptr(), t._version) for name, t in tensors]
+        """Remembers each parameter and buffer of `model`, whose values the
+        compiled program holds as constants: a call after any of them changed
+        in place (an optimizer step, a BatchNorm in train mode) or was
+        replaced (load_state_dict, a new Parameter) raises instead of
+        computing with the old values. Weak references: the compiled module
+        does not keep the model alive."""
+        self._watched = []
+        for prefix, owner in model.named_modules():
+            for kind in ("_parameters", "_buffers"):
+                for key, t in getattr(owner, kind).items():
+                    if t is None:
+                        continue
+                    # Inference tensors (made under torch.inference_mode) keep no version.
+                    version = None if t.is_inference() else t._version
+                    name = f"{prefix}.{key}" if prefix else key
+                    self._watched.append((name, weakref.ref(owner), kind, key, weakref.ref(t), t.data_ptr(), version))
 
     def _check_weights(self):
-        for name, ref, address, version in self._watched:
-            t = ref()
-            if t is not None and (t._version != version or t.data_ptr() != address):
+        for name, owner_ref, kind, key, tensor_ref, address, version in self._watched:
+            owner = owner_ref()
+            if owner is None:  # the model is gone: nothing can change it any more
+                continue
+            t = getattr(owner, kind).get(key)
+            if (
+                t is None
+                or t is not tensor_ref()
+                or t.data_ptr() != address
+                or (version is not None and t._version != version)
+            ):
                 raise kiln.KilnRuntimeError(
                     f"CompiledModule: the model's '{name}' changed after kiln.torch.compile, which compiled its "
                     "values at that time; compile the model again to use the new values"

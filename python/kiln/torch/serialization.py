@@ -100,11 +100,20 @@ def load(path, *, trust_pickle=False):
             archive.close()
             return _load_pickle(path, trust_pickle)
         try:
+            _check_members(archive)
             return _read(archive)
         except kiln.KilnError as e:
             raise type(e)(f"kiln.torch.load: {path}: {e}") from e
-        except (KeyError, TypeError, ValueError, AttributeError, RuntimeError, zipfile.BadZipFile) as e:
+        except Exception as e:  # whatever a crafted file makes the readers raise
             raise kiln.ParseError(f"kiln.torch.load: {path}: malformed file ({type(e).__name__}: {e})") from e
+
+
+def _check_members(archive):
+    """save writes members uncompressed: a compressed one could expand
+    without bound (a zip bomb) when read."""
+    for info in archive.infolist():
+        if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
+            raise kiln.ParseError(f"member {info.filename!r} is compressed; kiln.torch.save stores members as they are")
 
 
 def _load_pickle(path, trust_pickle):
@@ -139,6 +148,10 @@ def _read(archive):
     for entry in manifest["nodes"]:
         args = _decode(entry["args"], made)
         kwargs = _decode(entry["kwargs"], made)
+        if not isinstance(args, tuple) or not isinstance(kwargs, dict):
+            raise kiln.ParseError(f"node {entry['name']!r}: malformed arguments")
+        for key in kwargs:  # fx writes them into the generated source too
+            _check_identifier(key, entry["name"])
         op = entry["op"]
         if op in ("placeholder", "call_module", "get_attr"):
             _check_identifier(entry["target"], entry["name"])
@@ -159,8 +172,8 @@ def _read(archive):
     module = CompiledModule(
         torch.fx.GraphModule(root, graph),
         [_input_spec_from_json(s) for s in manifest["inputs"]],
-        pytree.treespec_loads(manifest["in_spec"]),
-        pytree.treespec_loads(manifest["out_spec"]),
+        _treespec(manifest["in_spec"]),
+        _treespec(manifest["out_spec"]),
         LoweringReport(report["subgraphs"], report["compiled_nodes"], [FallbackNode(*f) for f in report["fallback_nodes"]]),
         manifest["target"],
         manifest["precision"],
@@ -168,6 +181,29 @@ def _read(archive):
     if manifest["verification"] is not None:
         module.verification = VerificationReport(**manifest["verification"])
     return module
+
+
+# The containers a CompiledModule's inputs and outputs are made of.
+_TREE_TYPES = {None, "builtins.tuple", "builtins.list", "builtins.dict", "collections.OrderedDict"}
+
+
+def _treespec(text):
+    """pytree.treespec_loads of the file's text, after checking that it names
+    only plain containers: a context may name a module that loading imports
+    (an enum's), which would run that module's code."""
+    def check(node):
+        if not isinstance(node, dict) or node.get("type") not in _TREE_TYPES:
+            raise kiln.ParseError(f"an input or output structure of type {node.get('type') if isinstance(node, dict) else node!r}")
+        if isinstance(node.get("context"), str) and "__enum__" in node["context"]:
+            raise kiln.ParseError("an input or output structure names an enum")
+        for child in node.get("children_spec", []):
+            check(child)
+
+    parsed = json.loads(text)
+    if not isinstance(parsed, list) or len(parsed) != 2:
+        raise kiln.ParseError("malformed input or output structure")
+    check(parsed[1])
+    return pytree.treespec_loads(text)
 
 
 def _check_identifier(text, node):
@@ -192,7 +228,8 @@ def _resolve_function(name):
     if name == "operator.getitem":
         return operator.getitem
     parts = name.split(".")
-    if len(parts) != 5 or parts[:2] != ["torch", "ops"]:
+    # ATen's operators check their arguments; other namespaces (custom ops) may not.
+    if len(parts) != 5 or parts[:3] != ["torch", "ops", "aten"]:
         raise kiln.ParseError(f"unknown function {name!r}")
     try:
         op = getattr(getattr(getattr(torch.ops, parts[2]), parts[3]), parts[4])
