@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kiln
+from cpu_kernel_testing import blocked, unblocked
 from kiln_testing import conv_reference, pool_reference
 
 RNG = np.random.default_rng(11)
@@ -122,16 +123,6 @@ def test_global_pooling_runs_blocked(mode):
     y = conv_in(x)
     pooled = y.max(axis=(2, 3), keepdims=True) if mode == "max" else y.mean(axis=(2, 3), keepdims=True)
     check(lambda: sandwich(x.shape, middle), {"x": x}, conv_out(pooled))
-
-
-def blocked(x):
-    n, c, h, w = x.shape
-    return np.ascontiguousarray(x.reshape(n, c // 8, 8, h, w).transpose(0, 1, 3, 4, 2))
-
-
-def unblocked(x):
-    n, cb, h, w, _ = x.shape
-    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * 8, h, w))
 
 
 @pytest.mark.parametrize("ceil_mode", [False, True])

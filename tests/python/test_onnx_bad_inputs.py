@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 
 import kiln
 from kiln_testing import CLI, REPO
@@ -41,9 +42,6 @@ def test_kiln_command_rejects_without_crashing(name):
 
 
 def test_a_node_name_that_is_not_utf8_gives_a_kiln_error_not_unicode_decode_error():
-    onnx = pytest.importorskip("onnx")
-    from onnx import TensorProto, helper
-
     node = helper.make_node("Frobnicate", ["x"], ["y"], name="NODEXYZ")
     graph = helper.make_graph(
         [node],
@@ -62,8 +60,6 @@ def test_a_node_name_that_is_not_utf8_gives_a_kiln_error_not_unicode_decode_erro
 
 
 def _constant_of_shape_relu(elements):
-    from onnx import TensorProto, helper
-
     shape = helper.make_tensor("shape", TensorProto.INT64, [1], [elements])
     nodes = [helper.make_node("ConstantOfShape", ["shape"], ["big"]), helper.make_node("Relu", ["big"], ["y"])]
     graph = helper.make_graph(nodes, "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [elements])], [shape])
@@ -72,7 +68,6 @@ def _constant_of_shape_relu(elements):
 
 @pytest.mark.parametrize("target", ["ref", "cpu"])
 def test_a_tiny_model_asking_for_18_gb_is_refused_at_compile(target):
-    pytest.importorskip("onnx")
     data = _constant_of_shape_relu(18 * 10**9 // 4)
     assert len(data) < 300
     p = kiln.parse_onnx_buffer(data)
@@ -83,7 +78,6 @@ def test_a_tiny_model_asking_for_18_gb_is_refused_at_compile(target):
 
 
 def test_max_memory_bytes_sets_the_limit():
-    pytest.importorskip("onnx")
     data = _constant_of_shape_relu(1000)  # 4000 bytes of output
     with pytest.raises(kiln.KilnError, match="more than the limit of 3999 bytes"):
         kiln.parse_onnx_buffer(data).compile("cpu", max_memory_bytes=3999)
@@ -127,7 +121,6 @@ def test_a_model_file_cut_short_while_parsing_gives_an_error_not_sigbus(tmp_path
     """Another process truncating the file mid-parse used to kill this one with
     SIGBUS (a memcpy from the mapped file); every trial must now either parse
     or raise a Kiln error."""
-    pytest.importorskip("onnx")
     script = tmp_path / "cut.py"
     script.write_text(TRUNCATE_WHILE_PARSING)
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "model.onnx")], capture_output=True, text=True)
@@ -136,7 +129,6 @@ def test_a_model_file_cut_short_while_parsing_gives_an_error_not_sigbus(tmp_path
 
 
 def test_a_compile_refused_by_the_memory_limit_leaves_the_program_as_it_was():
-    pytest.importorskip("onnx")
     p = kiln.parse_onnx_buffer(_constant_of_shape_relu(1000))
     before = str(p)
     m = p.get_main_module()

@@ -4,6 +4,7 @@ import subprocess
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -121,7 +122,6 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 )
 @pytest.mark.parametrize("target", ["ref", "cpu"])
 def test_slice_with_negative_steps_matches_onnxruntime(starts, ends, axes, steps, target):
-    ort = pytest.importorskip("onnxruntime")
     x = np.arange(6 * 5 * 4, dtype=np.float32).reshape(6, 5, 4)
     names = ["starts", "ends", "axes", "steps"]
     consts = [numpy_helper.from_array(np.array(v, np.int64), n) for v, n in zip((starts, ends, axes, steps), names)]

@@ -437,21 +437,9 @@ def test_kiln_torch_load_runs_no_code_from_the_file(compiled, tmp_path):
     loaded = kiln.torch.load(tmp_path / "pickled.pt", trust_pickle=True)
     assert all(torch.equal(a, b) for a, b in zip(loaded(x, y), c(x, y)))
 
-    import json
-    import zipfile
-
-    kiln.torch.save(c, tmp_path / "good.pt")
-    with zipfile.ZipFile(tmp_path / "good.pt") as archive:
-        parts = {name: archive.read(name) for name in archive.namelist()}
-    manifest = json.loads(parts["kiln_manifest.json"])
-    call = next(n for n in manifest["nodes"] if n["op"] == "call_function")
-    call["target"] = "builtins.open"
-    parts["kiln_manifest.json"] = json.dumps(manifest).encode()
-    with zipfile.ZipFile(tmp_path / "crafted.pt", "w") as archive:
-        for name, data in parts.items():
-            archive.writestr(name, data)
+    crafted = _crafted(tmp_path, c, lambda m: _first(m, "call_function").update(target="builtins.open"))
     with pytest.raises(kiln.ParseError, match="builtins.open"):
-        kiln.torch.load(tmp_path / "crafted.pt")
+        kiln.torch.load(crafted)
     (tmp_path / "not_a_zip.pt").write_bytes(b"hello")
     with pytest.raises(kiln.ParseError, match="not a file kiln.torch.save wrote"):
         kiln.torch.load(tmp_path / "not_a_zip.pt")
@@ -460,22 +448,12 @@ def test_kiln_torch_load_runs_no_code_from_the_file(compiled, tmp_path):
 def test_kiln_torch_load_refuses_a_node_target_that_would_be_code(compiled, tmp_path):
     """fx generates the loaded module's forward as Python source from the
     graph: a placeholder target is written into it as a parameter name."""
-    import json
-    import zipfile
-
     _, c = compiled
-    kiln.torch.save(c, tmp_path / "good.pt")
-    with zipfile.ZipFile(tmp_path / "good.pt") as archive:
-        parts = {name: archive.read(name) for name in archive.namelist()}
-    manifest = json.loads(parts["kiln_manifest.json"])
-    placeholder = next(n for n in manifest["nodes"] if n["op"] == "placeholder")
-    placeholder["target"] = "x=__import__('os').system('true')"
-    parts["kiln_manifest.json"] = json.dumps(manifest).encode()
-    with zipfile.ZipFile(tmp_path / "crafted.pt", "w") as archive:
-        for name, data in parts.items():
-            archive.writestr(name, data)
+    crafted = _crafted(
+        tmp_path, c, lambda m: _first(m, "placeholder").update(target="x=__import__('os').system('true')")
+    )
     with pytest.raises(kiln.ParseError, match="not a plain name"):
-        kiln.torch.load(tmp_path / "crafted.pt")
+        kiln.torch.load(crafted)
 
 
 def _crafted(tmp_path, compiled_module, edit, name="crafted.pt", compress=False):

@@ -18,6 +18,12 @@ bool reads_blocked_float(const op::fused_convolution& conv, const kernel_request
            r.output_shape.standard();
 }
 
+epilogue_operands operands_of(const epilogue& e, const std::vector<argument>& inputs) {
+    const std::size_t first_operand = e.has_bias ? 3 : 2;
+    return {e.has_bias ? inputs[2].data_as<float>() : nullptr,
+            inputs.size() > first_operand ? inputs[first_operand].data_as<float>() : nullptr};
+}
+
 std::optional<epilogue> epilogue_of(const op::fused_convolution& conv, const kernel_request& r,
                                     std::size_t out_channels) {
     using kind = op::post_op_kind;

@@ -16,6 +16,13 @@ struct epilogue {
     finish then = finish::none;
 };
 
+// The epilogue's operands among the kernel's inputs (x, w [, bias] [, residual]); null where absent.
+struct epilogue_operands {
+    const float* bias = nullptr;
+    const float* residual = nullptr;
+};
+epilogue_operands operands_of(const epilogue& e, const std::vector<argument>& inputs);
+
 // True when `conv` is a float32, group-1 convolution from and to nChw8c
 // with standard layouts and constant weights [M, C, kh, kw], M a multiple of
 // the channel block: what these kernels read.

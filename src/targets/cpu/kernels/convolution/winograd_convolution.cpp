@@ -98,9 +98,9 @@ public:
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         const float* x = inputs[0].data_as<float>();
-        const float* bias = e_.has_bias ? inputs[2].data_as<float>() : nullptr;
-        const float* residual = nullptr;
-        if (inputs.size() > (e_.has_bias ? 3u : 2u)) residual = inputs[e_.has_bias ? 3 : 2].data_as<float>();
+        const blocked_convolution::epilogue_operands operands = blocked_convolution::operands_of(e_, inputs);
+        const float* bias = operands.bias;
+        const float* residual = operands.residual;
         float* y = result.data_as<float>();
         auto* v = reinterpret_cast<float*>(scratch);
         const std::size_t total_tiles = tiles_of(g_);
