@@ -58,7 +58,7 @@ struct small_float {
         const std::uint32_t exponent = magnitude >> MantissaBits;
         const std::uint32_t mantissa = magnitude & mantissa_ones;
         if constexpr (Specials == float_specials::fnuz) {
-            if (c == sign_bit) return std::numeric_limits<float>::quiet_NaN();
+            if (c == sign_bit) return -std::numeric_limits<float>::quiet_NaN();  // the -0 code: NaN, signed as ml_dtypes reads it
         } else if constexpr (Specials == float_specials::fn) {
             if (magnitude == sign_bit - 1)
                 return negative ? -std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::quiet_NaN();
@@ -87,7 +87,9 @@ struct small_float {
         if (std::isnan(x)) return nan_code(negative);
         const double a = std::fabs(x);
         std::int64_t code = static_cast<std::int64_t>(max_code) + 1;  // overflow unless finite and in range
-        if (std::isfinite(a)) {
+        if (a == 0) {
+            code = 0;
+        } else if (std::isfinite(a)) {
             int e = 0;
             std::frexp(a, &e);  // a = f * 2^e with f in [0.5, 1)
             const int exponent = e - 1 > min_exponent ? e - 1 : min_exponent;

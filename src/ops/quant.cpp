@@ -135,13 +135,13 @@ void quantize_linear::compute(const argument& result, const std::vector<argument
             const T* x = standard_data<T>(inputs[0], x_copy);
             const T* scale = standard_data<T>(inputs[1], scale_copy);
             // x / scale, rounded to x's type as ONNX's reference computes it.
-            auto quotient = [&](std::size_t i, std::size_t s) {
+            [[maybe_unused]] auto quotient = [&](std::size_t i, std::size_t s) {
                 return static_cast<C>(static_cast<T>(static_cast<C>(x[i]) / static_cast<C>(scale[s])));
             };
             visit_any_type(result.get_shape().type(), [&](auto otag) {
                 using O = typename decltype(otag)::type;
-                O* y = result.data_as<O>();
-                const O* zero = has_zero_point ? standard_data<O>(inputs[2], zero_copy) : nullptr;
+                [[maybe_unused]] O* y = result.data_as<O>();
+                [[maybe_unused]] const O* zero = has_zero_point ? standard_data<O>(inputs[2], zero_copy) : nullptr;
                 if constexpr (is_small_float_v<O> && !std::is_same_v<O, float8_e8m0fnu>) {
                     for (std::size_t i = 0; i < n; ++i) {
                         const std::size_t s = layout.scale_index(i);

@@ -70,7 +70,7 @@ def interesting_floats(rng, type_name):
 def test_numpy_round_trip_without_copy(type_name):
     codes = every_code(type_name).reshape(-1, 2 if type_name in ("int2_type", "uint2_type") else 4)
     arg = kiln.argument(codes)
-    assert arg.get_shape().type() == type_name
+    assert arg.get_shape().type == type_name
     assert arg.data_ptr() == codes.__array_interface__["data"][0]
     back = np.asarray(arg)
     same_bits(back, codes)
@@ -87,7 +87,7 @@ def test_torch_float8_through_dlpack(type_name):
     }[type_name]
     t = torch.arange(256, dtype=torch.uint8).view(torch_type).reshape(16, 16)
     arg = kiln.argument(t)
-    assert arg.get_shape().type() == type_name
+    assert arg.get_shape().type == type_name
     np.testing.assert_array_equal(np.asarray(arg).view(np.uint8), t.view(torch.uint8).numpy())
     back = torch.from_dlpack(arg)
     assert back.dtype == torch_type
@@ -162,7 +162,7 @@ def test_e8m0_conversion_matches_onnx(round_mode, saturate, rng):
 
 def test_arithmetic_on_a_storage_type_is_a_clear_error():
     p = build_program({"x": ("fp8e4m3fn_type", (3,))}, lambda m, a: m.add_instruction(kiln.op("add"), [a, a]))
-    with pytest.raises(kiln.Error, match="fp8e4m3fn_type is a storage type"):
+    with pytest.raises(kiln.KilnError, match="fp8e4m3fn_type is a storage type"):
         run_on(p, "ref", {"x": np.zeros(3, ml_dtypes.float8_e4m3fn)})
 
 
@@ -207,7 +207,8 @@ def test_quantize_dequantize_match_onnx_reference(case, target, rng):
     type_name, zp_type, axis, block_size, scale_shape = case
     out_type = getattr(TensorProto, type_name)
     x = (rng.standard_normal((4, 7)) * 20).astype(np.float32)
-    x.flat[:4] = [np.inf, -np.inf, 1e9, -0.0]
+    # ONNX leaves infinities undefined for integer results (its reference casts them to int32).
+    x.flat[:4] = [np.inf, -np.inf, 1e9, -0.0] if type_name.startswith("FLOAT") else [1e9, -1e9, 0.5, -0.0]
     scale = (rng.uniform(0.05, 2, scale_shape)).astype(np.float32)
     feeds = {"x": x, "s": scale}
     inputs = ["x", "s"]
