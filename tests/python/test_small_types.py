@@ -71,6 +71,7 @@ def test_numpy_round_trip_without_copy(type_name):
     codes = every_code(type_name).reshape(-1, 2 if type_name in ("int2_type", "uint2_type") else 4)
     arg = kiln.argument(codes)
     assert arg.get_shape().type == type_name
+    assert kiln.shape(ALL[type_name], [2]).type == type_name  # numpy dtypes name the type too
     assert arg.data_ptr() == codes.__array_interface__["data"][0]
     back = np.asarray(arg)
     same_bits(back, codes)
@@ -275,3 +276,33 @@ def test_cast_and_back_matches_onnx_reference(to, saturate, rng):
     got_c, got_y = run_kiln_onnx(model, {"x": x}, "cpu")
     same_bits(got_c, np.asarray(want_c, helper.tensor_dtype_to_np_dtype(elem)))
     np.testing.assert_array_equal(got_y, want_y)
+
+
+@pytest.mark.parametrize(
+    "elem, values",
+    [
+        (TensorProto.INT4, [-8, -1, 0, 3, 7]),
+        (TensorProto.UINT4, [15, 0, 9]),
+        (TensorProto.INT2, [-2, -1, 0, 1, 1, -2]),
+        (TensorProto.UINT2, [0, 1, 2, 3, 1]),
+        (TensorProto.FLOAT4E2M1, [-6.0, 0.5, 3.0]),
+        (TensorProto.FLOAT8E4M3FN, [1.0, -448.0, 0.3]),
+        (TensorProto.FLOAT8E5M2FNUZ, [57344.0, -0.0, 1e-5]),
+        (TensorProto.FLOAT8E8M0, [1.0, 0.25, 1024.0]),
+    ],
+)
+@pytest.mark.parametrize("raw", [False, True])
+def test_initializers_in_int32_data_and_raw_data(elem, values, raw):
+    """ONNX keeps float8 codes one per int32_data entry and 4- / 2-bit values
+    packed (first value in the low bits) in int32_data or raw_data."""
+    tensor = helper.make_tensor("w", elem, [len(values)], values)
+    want = numpy_helper.to_array(tensor)
+    if raw:
+        tensor = numpy_helper.from_array(want, "w")
+        assert tensor.HasField("raw_data")
+    node = helper.make_node("Identity", ["w"], ["y"])
+    graph = helper.make_graph([node], "g", [], [helper.make_tensor_value_info("y", elem, [len(values)])],
+                              initializer=[tensor])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)])
+    got = run_kiln_onnx(model, {}, "ref")[0]
+    same_bits(got, want)

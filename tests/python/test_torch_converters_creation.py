@@ -72,3 +72,19 @@ def test_type_as_and_undecomposed_to():
         dtype=torch.float64,
         decompose=False,
     )
+
+
+FLOAT8_TYPES = [torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2, torch.float8_e5m2fnuz,
+                torch.float8_e8m0fnu]
+
+
+@pytest.mark.parametrize("float8", FLOAT8_TYPES, ids=str)
+def test_to_float8_and_back_rounds_as_pytorch(float8):
+    """A float8 round trip (what fp8 weight emulation traces to), with values
+    beyond each type's range, ties and infinities: PyTorch saturates only
+    float8_e4m3fn and rounds e8m0 to the nearest power of two."""
+    x = torch.cat([make((40,), torch.float32, low=-300, high=300),
+                   torch.tensor([1e6, -1e6, float("inf"), -float("inf"), 464.0, 1.25, 1.75, 3.0, 0.0, -0.0])])
+    if float8 == torch.float8_e8m0fnu:
+        x = x.abs()  # e8m0 has no sign
+    assert_converted(lambda t: t.to(float8).to(torch.float32), (x,), [aten._to_copy.default], rtol=0, atol=0)

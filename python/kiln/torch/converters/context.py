@@ -19,6 +19,18 @@ from ..dtypes import to_kiln_type, to_torch_dtype
 from .registry import ConversionRefused
 
 
+
+# How PyTorch rounds into its float8 types (measured: torch 2.13): float8_e4m3fn
+# saturates, the others give inf / NaN beyond their range; float8_e8m0fnu rounds
+# to the nearest power of two (ties up).
+_TORCH_FLOAT8_ROUNDING = {
+    "fp8e4m3fn_type": {"saturate": True},
+    "fp8e4m3fnuz_type": {"saturate": False},
+    "fp8e5m2_type": {"saturate": False},
+    "fp8e5m2fnuz_type": {"saturate": False},
+    "fp8e8m0fnu_type": {"saturate": False, "round_mode": "nearest"},
+}
+
 class KilnValue:
     """One tensor of the Kiln graph: instruction, dtype, shape (and value if constant)."""
 
@@ -140,7 +152,7 @@ class ConversionContext:
         kiln_type = to_kiln_type(dtype)
         if kiln_type is None:
             raise ConversionRefused(f"Kiln has no element type for {dtype}")
-        return self.add("convert", [value], target_type=kiln_type)
+        return self.add("convert", [value], target_type=kiln_type, **_TORCH_FLOAT8_ROUNDING.get(kiln_type, {}))
 
     def common_dtype(self, *operands):
         """The dtype PyTorch's type promotion gives `operands` (KilnValues and numbers)."""
