@@ -75,7 +75,7 @@ def test_get_operators_lists_elementwise_ops():
 def test_op_attributes_and_str():
     op = kiln.op("convert", target_type="float16")
     assert op.name() == "convert"
-    assert op.attributes == {"target_type": "half_type"}
+    assert op.attributes == {"target_type": "half_type", "saturate": True, "round_mode": "up"}
     assert "convert" in str(op) and "half_type" in str(op)
     assert kiln.op("mod", fmod=True) == kiln.op("mod", fmod=True)
     assert kiln.op("mod", fmod=True) != kiln.op("mod")

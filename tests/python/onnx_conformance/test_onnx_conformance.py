@@ -4,7 +4,7 @@ pytorch-operator) on Kiln's ref and cpu targets.
 expected_failures.txt lists every in-scope case that does not pass. A test
 fails when an unlisted case fails and when a listed case passes, so the list
 only shrinks; listed failures show as xfail. Out-of-scope cases (training,
-ai.onnx.ml, strings, sequences, optionals, element types Kiln's IR lacks)
+ai.onnx.ml, strings, sequences, optionals, complex element types)
 show as skips with their reason. All cases run up front in two worker
 processes, each under a time limit (KILN_CONFORMANCE_TIMEOUT seconds, 60 by
 default). Regenerate the list with
