@@ -5,8 +5,7 @@ Kiln's shapes are static, so inputs that decide an output's shape (TopK's K,
 Range's bounds, Tile's repeats, OneHot's depth, ...) are turned into
 initializers holding the case's own values: the model is otherwise unchanged
 and the expected outputs are the case's. Cases whose output shape depends on
-runtime data, or that use types Kiln lacks (float8, 4-bit, 2-bit), are not
-listed here; scripts/onnx_conformance.py counts every case.
+runtime data are not listed here; scripts/onnx_conformance.py counts every case.
 """
 import numpy as np
 import onnx
@@ -53,6 +52,15 @@ CASES = {
     "test_quantizelinear_int16": [],
     "test_dequantizelinear": [], "test_dequantizelinear_axis": [], "test_dequantizelinear_uint16": [],
     "test_dequantizelinear_int16": [],
+    # float8 / float4 / int4 / int2 results and blocked scales
+    "test_quantizelinear_int4": [], "test_quantizelinear_uint4": [], "test_quantizelinear_int2": [],
+    "test_quantizelinear_uint2": [], "test_quantizelinear_e4m3fn": [], "test_quantizelinear_e5m2": [],
+    "test_quantizelinear_float4e2m1": [], "test_quantizelinear_blocked_asymmetric": [],
+    "test_quantizelinear_blocked_symmetric": [],
+    "test_dequantizelinear_int4": [], "test_dequantizelinear_uint4": [], "test_dequantizelinear_int2": [],
+    "test_dequantizelinear_uint2": [], "test_dequantizelinear_e4m3fn": [], "test_dequantizelinear_e4m3fn_float16": [],
+    "test_dequantizelinear_e4m3fn_zero_point": [], "test_dequantizelinear_e5m2": [],
+    "test_dequantizelinear_float4e2m1": [], "test_dequantizelinear_blocked": [],
     "test_dynamicquantizelinear": [], "test_dynamicquantizelinear_max_adjusted": [],
     "test_dynamicquantizelinear_min_adjusted": [],
     "test_qlinearmatmul_2D_uint8_float32": [], "test_qlinearmatmul_3D_uint8_float32": [],
@@ -94,7 +102,10 @@ def freeze(model, inputs, names):
 
 def run_case(name, frozen, target):
     case = collected()[name]
+    # The cases give packed 4- and 2-bit and float8 values as TensorProtos.
+    as_array = lambda v: onnx.numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v
     for inputs, outputs in case.data_sets:
+        inputs, outputs = [as_array(v) for v in inputs], [as_array(v) for v in outputs]
         declared = [v.name for v in case.model.graph.input]
         model = freeze(case.model, inputs, set(frozen))
         p = kiln.parse_onnx_buffer(model.SerializeToString())
