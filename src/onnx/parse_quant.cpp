@@ -54,7 +54,14 @@ args_t parse_quantize_linear(const node_context& ctx, const args_t& args) {
                                                  " does not match the zero point's dtype " + to_string(out));
         out = wanted;
     }
-    args_t inputs{args[0], as_type(ctx, args[1], args[0]->get_shape().type())};
+    // x / scale in `precision` (opset 25) when given, else in x's type. A float8 e8m0 scale converts exactly.
+    dtype division = args[0]->get_shape().type();
+    if (ctx.get_int("precision", 0) != 0)
+        division = to_dtype(static_cast<std::int32_t>(ctx.get_int("precision", 0)), "precision");
+    if (!is_floating(division))
+        ctx.fail(error_kind::type_error, "the division x / y_scale needs a floating-point type, got " +
+                                             to_string(division) + " (set precision)");
+    args_t inputs{as_type(ctx, args[0], division), as_type(ctx, args[1], division)};
     if (has_zero_point) inputs.push_back(args[2]);
     return {ctx.add("quantize_linear", inputs,
                     value_map{{"axis", ctx.get_int("axis", 1)},
@@ -65,7 +72,10 @@ args_t parse_quantize_linear(const node_context& ctx, const args_t& args) {
 
 args_t parse_dequantize_linear(const node_context& ctx, const args_t& args) {
     ctx.expect_inputs(args, 2, 3);
-    args_t inputs{args[0], args[1]};
+    // A float8 e8m0 scale (the MX formats') multiplies in float32, as ONNX's reference does.
+    auto scale = args[1];
+    if (scale->get_shape().type() == dtype::fp8e8m0fnu_type) scale = as_type(ctx, scale, dtype::float_type);
+    args_t inputs{args[0], scale};
     if (ctx.has_input(args, 2)) inputs.push_back(args[2]);
     auto y = ctx.add("dequantize_linear", inputs,
                      value_map{{"axis", ctx.get_int("axis", 1)}, {"block_size", block_size_of(ctx)}});

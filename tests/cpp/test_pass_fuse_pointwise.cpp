@@ -144,8 +144,9 @@ TEST(fused_pointwise_op, attributes_round_trip_through_values_and_files) {
     operation rebuilt = make_op("fused_pointwise", ins.get_operator().attributes());
     EXPECT_EQ(rebuilt, ins.get_operator());
     EXPECT_EQ(to_string(rebuilt),
-              "fused_pointwise[steps={{\"convert\", {0}, {target_type=\"bool_type\"}}, {\"not\", {1}}, "
-              "{\"convert\", {2}, {target_type=\"float_type\"}}, {\"mod\", {3, 0}, {fmod=true}}}]");
+              "fused_pointwise[steps={{\"convert\", {0}, {target_type=\"bool_type\", saturate=true, "
+              "round_mode=\"up\"}}, {\"not\", {1}}, {\"convert\", {2}, {target_type=\"float_type\", "
+              "saturate=true, round_mode=\"up\"}}, {\"mod\", {3, 0}, {fmod=true}}}]");
     program p = as_program(fused);
     program loaded = [&] {
         std::string bytes = save_buffer(p);

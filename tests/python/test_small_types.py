@@ -306,3 +306,24 @@ def test_initializers_in_int32_data_and_raw_data(elem, values, raw):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)])
     got = run_kiln_onnx(model, {}, "ref")[0]
     same_bits(got, want)
+
+
+def test_quantize_precision_and_e8m0_scales_match_onnx_reference(rng):
+    """Opset 25: QuantizeLinear's `precision` sets the type x / y_scale is computed in;
+    DequantizeLinear takes a float8 e8m0 scale (MX formats)."""
+    x = (rng.standard_normal((3, 8)) * 30).astype(np.float16)
+    scale = np.array([0.37, 1.9, 0.011], np.float16)
+    quantize = helper.make_node("QuantizeLinear", ["x", "s"], ["q"], axis=0, precision=TensorProto.FLOAT,
+                                output_dtype=TensorProto.INT8)
+    model = onnx_model([quantize], [value("x", x), value("s", scale)],
+                       [helper.make_tensor_value_info("q", TensorProto.INT8, x.shape)], opset=25)
+    want = ReferenceEvaluator(model).run(None, {"x": x, "s": scale})[0]
+    np.testing.assert_array_equal(run_kiln_onnx(model, {"x": x, "s": scale}, "ref")[0], want)
+
+    q = rng.integers(-8, 8, (3, 8)).astype(ml_dtypes.int4)
+    e8m0 = np.array([0.25, 8.0, 2.0**-20], np.float32).astype(ml_dtypes.float8_e8m0fnu)
+    dequantize = helper.make_node("DequantizeLinear", ["q", "s"], ["y"], axis=0, output_dtype=TensorProto.FLOAT)
+    model = onnx_model([dequantize], [value("q", q), value("s", e8m0)],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, q.shape)], opset=25)
+    want = ReferenceEvaluator(model).run(None, {"q": q, "s": e8m0})[0]
+    np.testing.assert_array_equal(run_kiln_onnx(model, {"q": q, "s": e8m0}, "cpu")[0], want)
