@@ -71,7 +71,11 @@ void quantize_int8_program(program& p, nb::handle t, nb::handle calibration, nb:
     const target& tgt = to_target(t);
     quantize_int8_options options;
     options.ins_names = to_names(ins_names, caller, "ins_names");
-    options.method = to_calibration_method(method);
+    try {
+        options.method = to_calibration_method(method);
+    } catch (const error& e) {
+        fail(e.kind(), caller + ": " + e.what());
+    }
     options.per_channel = per_channel;
     options.exclude = to_names(exclude, caller, "exclude");
     options.percentile = percentile;
