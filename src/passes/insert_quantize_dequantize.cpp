@@ -163,7 +163,7 @@ activation_quantization choose_activation_quantization(double lo, double hi, con
 
 std::vector<float> choose_weight_scales(const argument& weights, std::int64_t channel_axis, double limit) {
     const shape& s = weights.get_shape();
-    if (!s.standard()) return choose_weight_scales(weights.copy(), channel_axis, limit);
+    if (!s.standard()) return choose_weight_scales(weights.contiguous(), channel_axis, limit);
     const std::size_t channels = channel_axis < 0 ? 1 : s.lens().at(static_cast<std::size_t>(channel_axis));
     std::vector<double> maxima(channels, 0.0);
     visit_type(s.type(), [&](auto tag) {

@@ -15,7 +15,7 @@ activation_statistics::activation_statistics(std::size_t bins)
 }
 
 void activation_statistics::add(const argument& values) {
-    const argument standard = values.get_shape().standard() ? values : values.copy();
+    const argument standard = values.get_shape().standard() ? values : values.contiguous();
     const std::size_t n = standard.get_shape().elements();
     bool handled = false;
     visit_type(standard.get_shape().type(), [&](auto tag) {
