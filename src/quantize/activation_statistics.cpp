@@ -94,7 +94,10 @@ double activation_statistics::entropy_threshold() const {
     std::vector<std::uint64_t> magnitudes(positive_.size());
     for (std::size_t b = 0; b < magnitudes.size(); ++b) magnitudes[b] = positive_[b] + negative_[b];
     const double width = bound_ / static_cast<double>(magnitudes.size());
-    const std::size_t clip = entropy_clip_bins(magnitudes);
+    // The int8 levels [0, threshold] gets: all 256 when the values have one
+    // sign (the zero point sits at the end), half when they have both.
+    const bool one_sided = min_ >= 0 || max_ <= 0;
+    const std::size_t clip = entropy_clip_bins(magnitudes, one_sided ? 256 : 128);
     return std::min((static_cast<double>(clip) + 0.5) * width, std::max(std::fabs(min_), std::fabs(max_)));
 }
 

@@ -42,7 +42,9 @@ public:
     // Percentile method: the smallest bin edge e with at most `tail` of the
     // values of one sign above it in magnitude.
     double magnitude_cut(const std::vector<std::uint64_t>& counts, double tail) const;
-    // Entropy method: the clipping threshold on |x| (see entropy_threshold).
+    // Entropy method: the clipping threshold on |x| (see entropy_clip_bins),
+    // searched with as many levels as int8 gives [0, threshold]: 256 for
+    // values of one sign (ReLU outputs), 128 for values of both.
     double entropy_threshold() const;
 
 private:
