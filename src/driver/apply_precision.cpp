@@ -26,7 +26,7 @@ calibration_progress terminal_progress() {
 std::vector<parameter_map> calibration_set(const program& p, const precision_settings& s) {
     if (s.calibration.empty())
         fail("--" + s.precision + " needs calibration inputs: give --calibration file.npz (one array per model "
-             "input, one sample or a stack of samples along a leading axis)");
+             "input: one sample, a stack of samples, or samples concatenated along the input's first axis)");
     return read_calibration_set(p, s.calibration);
 }
 

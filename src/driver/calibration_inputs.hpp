@@ -1,8 +1,9 @@
 #pragma once
 // Calibration samples for `kiln compile --int8 / --fp8` from .npz files.
-// Each file holds one array per model input, keyed by the input's name,
-// either one sample (the input's shape) or a stack of samples (a leading
-// sample axis before the input's shape, the same count for every input).
+// Each file holds one array per model input, keyed by the input's name:
+// one sample (the input's shape), a stack of samples (a new leading axis
+// before the input's shape) or samples concatenated along the input's first
+// axis (np.concatenate of batches); every input holds as many samples.
 #include <string>
 #include <vector>
 

@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
             if (a != b) a->excludes(b);
     compile->add_option("--calibration", precision.calibration,
                         "Calibration inputs for --int8 / --fp8 (repeatable): an .npz file with one array per model "
-                        "input, holding one sample or a stack of samples along a leading axis");
+                        "input, holding one sample, a stack of samples along a new leading axis, or samples "
+                        "concatenated along the input's first axis");
     compile->add_option("--calibration-method", precision.calibration_method, "How --int8 chooses activation ranges")
         ->check(CLI::IsMember({"max", "percentile", "entropy"}))
         ->needs(int8_flag)

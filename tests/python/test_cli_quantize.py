@@ -65,17 +65,25 @@ def test_compile_int8_with_one_npz_per_sample_and_a_stacked_npz(cnn, tmp_path, m
     assert sqnr_db(reference, run_model(out, x, tmp_path)) > 20
 
 
-def test_stacked_and_separate_samples_give_the_same_program(cnn, tmp_path):
+def test_separate_stacked_and_concatenated_samples_give_the_same_program(cnn, tmp_path):
     model, _, rng = cnn
-    samples = image_batches(rng, 3)
+    samples = image_batches(rng, 3)  # each [2, 3, 12, 12], the model's input shape
+    samples[2] *= 3  # the last sample widens every range
     for i, s in enumerate(samples):
         np.savez(tmp_path / f"s{i}.npz", x=s)
-    np.savez(tmp_path / "stack.npz", x=np.stack(samples))
+    np.savez(tmp_path / "stack.npz", x=np.stack(samples))  # [3, 2, 3, 12, 12]
+    np.savez(tmp_path / "concatenated.npz", x=np.concatenate(samples))  # [6, 3, 12, 12]
     separate = [arg for i in range(3) for arg in ("--calibration", tmp_path / f"s{i}.npz")]
-    assert kiln_cli("compile", model, "-o", tmp_path / "a.kiln", "--int8", *separate).returncode == 0
-    assert kiln_cli("compile", model, "-o", tmp_path / "b.kiln", "--int8", "--calibration",
-                    tmp_path / "stack.npz").returncode == 0
-    assert kiln_cli("read", tmp_path / "a.kiln").stdout == kiln_cli("read", tmp_path / "b.kiln").stdout
+    shown = []
+    for name, files in [("a", separate), ("b", ["--calibration", tmp_path / "stack.npz"]),
+                        ("c", ["--calibration", tmp_path / "concatenated.npz"])]:
+        r = kiln_cli("compile", model, "-o", tmp_path / f"{name}.kiln", "--int8", *files)
+        assert r.returncode == 0, r.stderr
+        shown.append(kiln_cli("read", tmp_path / f"{name}.kiln").stdout)
+    assert shown[0] == shown[1] == shown[2]
+    # Without the last sample the ranges differ: every sample is read.
+    r = kiln_cli("compile", model, "-o", tmp_path / "d.kiln", "--int8", *separate[:4])
+    assert r.returncode == 0 and kiln_cli("read", tmp_path / "d.kiln").stdout != shown[0]
 
 
 def test_exclude_keeps_a_layer_in_float(cnn, tmp_path):
@@ -96,6 +104,9 @@ def test_calibration_errors_name_the_file_and_input(cnn, tmp_path):
     np.savez(tmp_path / "shape.npz", x=np.zeros((2, 3, 12, 11), np.float32))
     expect_error(kiln_cli("compile", model, "-o", out, "--int8", "--calibration", tmp_path / "shape.npz"),
                  "shape.npz", "'x'", "{2, 3, 12, 11}")
+    np.savez(tmp_path / "odd.npz", x=np.zeros((3, 3, 12, 12), np.float32))  # not a whole number of samples
+    expect_error(kiln_cli("compile", model, "-o", out, "--int8", "--calibration", tmp_path / "odd.npz"),
+                 "odd.npz", "{3, 3, 12, 12}", "concatenated")
     np.savez(tmp_path / "dtype.npz", x=np.zeros((2, 3, 12, 12), np.float64))
     expect_error(kiln_cli("compile", model, "-o", out, "--int8", "--calibration", tmp_path / "dtype.npz"),
                  "dtype.npz", "'x'", "double")
