@@ -9,11 +9,11 @@ namespace {
 
 // The instructions of `copy` at the positions `observed` have in `original`
 // (a program copy keeps every module's instruction order).
-std::vector<instruction_ref> same_positions(module& original, module& copy,
+std::vector<instruction_ref> same_positions(const module& original, module& copy,
                                             const std::vector<instruction_ref>& observed) {
     std::unordered_map<const instruction*, std::size_t> position;
     std::size_t index = 0;
-    for (auto& ins : original) position.emplace(&ins, index++);
+    for (const auto& ins : original) position.emplace(&ins, index++);
     std::vector<instruction_ref> by_index;
     by_index.reserve(copy.size());
     for (auto it = copy.begin(); it != copy.end(); ++it) by_index.push_back(it);
@@ -57,7 +57,7 @@ std::vector<activation_statistics> calibrate(const program& p, const target& t,
         return stats;
     }
     program copy(p);
-    module& original = const_cast<module&>(*p.get_main_module());
+    const module& original = *p.get_main_module();
     module& observing = *copy.get_main_module();
     const std::size_t own_outputs = observing.get_return()->inputs().size();
     return_observed(observing, same_positions(original, observing, observed));
