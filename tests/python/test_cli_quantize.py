@@ -1,0 +1,163 @@
+"""`kiln compile --int8 / --fp8` with calibration inputs from .npz files, run
+as a subprocess ($KILN_CLI or build/kiln). The reference is ONNX Runtime's
+float32 output of the same ONNX model."""
+import os
+import pty
+import re
+import subprocess
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from kiln_testing import CLI
+from test_quantize_int8 import image_batches, small_cnn_onnx, sqnr_db
+
+
+def kiln_cli(*args):
+    result = subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=300)
+    assert result.returncode >= 0, f"kiln crashed: {result.stderr}"
+    return result
+
+
+def expect_error(result, *needles):
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("kiln: error: "), result.stderr
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+
+
+@pytest.fixture
+def cnn(tmp_path):
+    rng = np.random.default_rng(5)
+    data = small_cnn_onnx(rng)
+    path = tmp_path / "cnn.onnx"
+    path.write_bytes(data)
+    return path, data, rng
+
+
+def run_model(model, x, tmp_path):
+    np.save(tmp_path / "x.npy", x)
+    outs = tmp_path / "outs"
+    outs.mkdir(exist_ok=True)
+    r = kiln_cli("run", model, "--input", f"x={tmp_path / 'x.npy'}", "--save-outputs", outs)
+    assert r.returncode == 0, r.stderr
+    return np.load(outs / "output_0.npy")
+
+
+@pytest.mark.parametrize("method", ["max", "percentile", "entropy"])
+def test_compile_int8_with_one_npz_per_sample_and_a_stacked_npz(cnn, tmp_path, method):
+    model, data, rng = cnn
+    samples = image_batches(rng, 6)
+    # Two files of one sample each and one with a stack of four.
+    np.savez(tmp_path / "a.npz", x=samples[0])
+    np.savez_compressed(tmp_path / "b.npz", x=samples[1])
+    np.savez(tmp_path / "stack.npz", x=np.stack(samples[2:]))
+    out = tmp_path / "int8.kiln"
+    r = kiln_cli("compile", model, "-o", out, "--int8", "--calibration", tmp_path / "a.npz", "--calibration",
+                 tmp_path / "b.npz", "--calibration", tmp_path / "stack.npz", "--calibration-method", method)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""  # no progress bar when stderr is not a terminal
+    shown = kiln_cli("read", out).stdout
+    assert "quantize_linear" in shown and "dequantize_linear" in shown
+    x = image_batches(rng, 1)[0]
+    reference = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    # The bound of test_quantize_int8's clipping-method test (the max method alone gets ~40 dB).
+    assert sqnr_db(reference, run_model(out, x, tmp_path)) > 20
+
+
+def test_separate_stacked_and_concatenated_samples_give_the_same_program(cnn, tmp_path):
+    model, _, rng = cnn
+    samples = image_batches(rng, 3)  # each [2, 3, 12, 12], the model's input shape
+    samples[2] *= 3  # the last sample widens every range
+    for i, s in enumerate(samples):
+        np.savez(tmp_path / f"s{i}.npz", x=s)
+    np.savez(tmp_path / "stack.npz", x=np.stack(samples))  # [3, 2, 3, 12, 12]
+    np.savez(tmp_path / "concatenated.npz", x=np.concatenate(samples))  # [6, 3, 12, 12]
+    separate = [arg for i in range(3) for arg in ("--calibration", tmp_path / f"s{i}.npz")]
+    shown = []
+    for name, files in [("a", separate), ("b", ["--calibration", tmp_path / "stack.npz"]),
+                        ("c", ["--calibration", tmp_path / "concatenated.npz"])]:
+        r = kiln_cli("compile", model, "-o", tmp_path / f"{name}.kiln", "--int8", *files)
+        assert r.returncode == 0, r.stderr
+        shown.append(kiln_cli("read", tmp_path / f"{name}.kiln").stdout)
+    assert shown[0] == shown[1] == shown[2]
+    # Without the last sample the ranges differ: every sample is read.
+    r = kiln_cli("compile", model, "-o", tmp_path / "d.kiln", "--int8", *separate[:4])
+    assert r.returncode == 0 and kiln_cli("read", tmp_path / "d.kiln").stdout != shown[0]
+
+
+def test_exclude_keeps_a_layer_in_float(cnn, tmp_path):
+    model, _, rng = cnn
+    np.savez(tmp_path / "c.npz", x=image_batches(rng, 1)[0])
+    plain = kiln_cli("read", model).stdout
+    first_conv = next(line.split(" = ")[0] for line in plain.splitlines() if " = convolution" in line)
+    r = kiln_cli("compile", model, "-o", tmp_path / "q.kiln", "--int8", "--calibration", tmp_path / "c.npz",
+                 "--exclude", first_conv)
+    assert r.returncode == 0, r.stderr
+    assert not re.search(r"quantize_linear\[[^\]]*\]\(x,", kiln_cli("read", tmp_path / "q.kiln").stdout)
+
+
+def test_calibration_errors_name_the_file_and_input(cnn, tmp_path):
+    model, _, rng = cnn
+    out = tmp_path / "q.kiln"
+    expect_error(kiln_cli("compile", model, "-o", out, "--int8"), "--int8 needs calibration inputs", "--calibration")
+    np.savez(tmp_path / "shape.npz", x=np.zeros((2, 3, 12, 11), np.float32))
+    expect_error(kiln_cli("compile", model, "-o", out, "--int8", "--calibration", tmp_path / "shape.npz"),
+                 "shape.npz", "'x'", "{2, 3, 12, 11}")
+    np.savez(tmp_path / "odd.npz", x=np.zeros((3, 3, 12, 12), np.float32))  # not a whole number of samples
+    expect_error(kiln_cli("compile", model, "-o", out, "--int8", "--calibration", tmp_path / "odd.npz"),
+                 "odd.npz", "{3, 3, 12, 12}", "concatenated")
+    np.savez(tmp_path / "dtype.npz", x=np.zeros((2, 3, 12, 12), np.float64))
+    expect_error(kiln_cli("compile", model, "-o", out, "--int8", "--calibration", tmp_path / "dtype.npz"),
+                 "dtype.npz", "'x'", "double")
+    np.savez(tmp_path / "extra.npz", x=np.zeros((2, 3, 12, 12), np.float32), y=np.zeros(2, np.float32))
+    expect_error(kiln_cli("compile", model, "-o", out, "--int8", "--calibration", tmp_path / "extra.npz"),
+                 "extra.npz", "'y'")
+    np.savez(tmp_path / "none.npz", z=np.zeros(2, np.float32))
+    expect_error(kiln_cli("compile", model, "-o", out, "--int8", "--calibration", tmp_path / "none.npz"), "'z'")
+    (tmp_path / "junk.npz").write_bytes(b"not a zip file")
+    expect_error(kiln_cli("compile", model, "-o", out, "--int8", "--calibration", tmp_path / "junk.npz"),
+                 "junk.npz")
+    expect_error(kiln_cli("compile", model, "-o", out, "--int8", "--calibration", tmp_path / "missing.npz"),
+                 "missing.npz")
+    np.savez(tmp_path / "ok.npz", x=image_batches(rng, 1)[0])
+    ok = ["--calibration", tmp_path / "ok.npz"]
+    expect_error(kiln_cli("compile", model, "-o", out, *ok), "--calibration is for --int8 and --fp8")
+    expect_error(kiln_cli("compile", model, "-o", out, "--int8", "--fp8", *ok), "excludes")
+    expect_error(kiln_cli("compile", model, "-o", out, "--int8", *ok, "--calibration-method", "kl"), "kl")
+    expect_error(kiln_cli("compile", model, "-o", out, "--int8", *ok, "--exclude", "@999"), "'@999'")
+    assert not out.exists()
+
+
+def test_compile_progress_bar_on_a_terminal(cnn, tmp_path):
+    model, _, rng = cnn
+    np.savez(tmp_path / "stack.npz", x=np.stack(image_batches(rng, 3)))
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([CLI, "compile", model, "-o", tmp_path / "q.kiln", "--int8", "--calibration",
+                             tmp_path / "stack.npz"], stdout=subprocess.PIPE, stderr=follower)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    proc.wait(timeout=300)
+    os.close(leader)
+    shown = b"".join(chunks).decode()
+    assert proc.returncode == 0, shown
+    assert "calibrating [" in shown and "3/3" in shown, shown
+
+
+def test_compile_fp8_flag_reaches_quantize_fp8(cnn, tmp_path):
+    model, _, rng = cnn
+    np.savez(tmp_path / "c.npz", x=image_batches(rng, 1)[0])
+    r = kiln_cli("compile", model, "-o", tmp_path / "q.kiln", "--fp8", "--calibration", tmp_path / "c.npz")
+    if r.returncode != 0:  # until the IR has float8 types
+        expect_error(r, "quantize_fp8", "float8")
+        return
+    assert "quantize_linear" in kiln_cli("read", tmp_path / "q.kiln").stdout
