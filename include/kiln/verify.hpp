@@ -156,8 +156,11 @@ std::string format_bisect_report(const bisect_report& r);
 // The float32 program a quantized one stands for: a copy of `quantized` in
 // which every dequantize_linear(quantize_linear(x, s, z), s, z) (the QDQ form
 // around an activation, or around a float weight literal as quantize_int8
-// writes it) is x. Weights held only as dequantize_linear(int8 literal) (an
-// ONNX QDQ file) stay dequantized: their float values are gone.
+// writes it) is x, or max(x, 0) for an activation when the pair's range
+// starts at 0 (zero point = the type's lowest value): such a pair clamps as a
+// relu does, and ONNX Runtime's quantizer removes the Relu it folds into one.
+// Weights held only as dequantize_linear(int8 literal) (an ONNX QDQ file)
+// stay dequantized: their float values are gone.
 std::unique_ptr<module> float_counterpart(const module& quantized);
 
 // How much precision one quantized layer (an instruction that reads a

@@ -50,6 +50,7 @@ from ._core import (
     shape,
     target,
     verify,
+    verify_quantization,
 )
 
 __all__ = [
@@ -73,6 +74,7 @@ __all__ = [
     "shape",
     "target",
     "verify",
+    "verify_quantization",
     "KilnError",
     "InvalidArgumentError",
     "KilnTypeError",

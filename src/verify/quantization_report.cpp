@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "kiln/builtin_ops.hpp"
+#include "kiln/op_registry.hpp"
 #include "kiln/target.hpp"
 #include "kiln/verify.hpp"
 #include "ops/quant.hpp"
@@ -58,6 +59,24 @@ const instruction* simulated_quantization_source(const instruction& dq) {
     for (std::size_t i = 1; i < dq.inputs().size(); ++i)
         if (!same_value(*q.inputs()[i], *dq.inputs()[i])) return nullptr;
     return &*q.inputs()[0];
+}
+
+// Whether the pair's quantized range starts at zero (its zero point is the
+// smallest value of its type): it then clamps negatives to 0 as a relu does,
+// and ONNX Runtime's quantizer drops the Relu (or Clip at 0) it folds into
+// such a pair, so the float32 program it stands for has max(x, 0) there.
+bool clamps_at_zero(const instruction& dq) {
+    const instruction& q = *dq.inputs()[0];
+    if (q.inputs().size() < 3) return q.get_shape().type() == dtype::uint8_type;
+    const instruction& zero_point = *q.inputs()[2];
+    if (!zero_point.is_literal()) return false;
+    const argument z = zero_point.get_literal().get_argument();
+    const double lowest = z.get_shape().type() == dtype::uint8_type ? 0.0
+                          : z.get_shape().type() == dtype::int8_type ? -128.0
+                                                                     : std::numeric_limits<double>::quiet_NaN();
+    for (std::size_t i = 0; i < z.get_shape().elements(); ++i)
+        if (z.value_at(i) != lowest) return false;
+    return true;
 }
 
 // Instructions whose value depends on no parameter.
@@ -110,9 +129,13 @@ std::unique_ptr<module> float_counterpart_of(const module& quantized,
                                              std::unordered_map<const instruction*, instruction_ref>& copies) {
     auto f = std::make_unique<module>(quantized);
     copies = pair_instructions(quantized, *f);
-    for (const auto& ins : quantized)
-        if (const instruction* source = simulated_quantization_source(ins))
-            f->replace_all_uses(copies.at(&ins), copies.at(source));
+    for (const auto& ins : quantized) {
+        const instruction* source = simulated_quantization_source(ins);
+        if (source == nullptr) continue;
+        instruction_ref dq = copies.at(&ins), x = copies.at(source);
+        if (clamps_at_zero(ins) && !source->is_literal()) x = f->insert_instruction(dq, make_op("relu"), {x});
+        f->replace_all_uses(dq, x);
+    }
     remove_unused_quantization(*f);
     return f;
 }
