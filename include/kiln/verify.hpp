@@ -166,12 +166,15 @@ std::unique_ptr<module> float_counterpart(const module& quantized);
 // How much precision one quantized layer (an instruction that reads a
 // dequantize_linear: a convolution, a dot, an add fed by QDQ pairs...)
 // loses, as signal-to-quantization-noise ratios in dB, 10 log10(sum f^2 /
-// sum (q - f)^2) over every element of every sample; +inf when equal.
+// sum (q - f)^2) over every element of every sample; +inf when equal. The
+// value compared is the output of the node the layer came from: the layer
+// and the instructions after it with its origin (a bias add), up to the
+// next quantize_linear.
 struct quantized_layer {
     std::string instruction;  // printed name in the quantized module, "@12"
     std::string origin;       // the ONNX node it came from (instruction::origin), may be empty
     std::string op;           // the op with its attributes
-    shape output_shape;
+    shape output_shape;  // of the node's output
     // Its output in the quantized program against the float32 program's:
     // the noise of every layer up to here.
     double sqnr_db = 0;

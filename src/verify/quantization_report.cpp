@@ -101,6 +101,24 @@ bool is_layer(const instruction& ins, constness& constant) {
     return std::any_of(ins.inputs().begin(), ins.inputs().end(), [](const auto& in) { return is_dequantize(*in); });
 }
 
+// A layer and the instructions after it made from the same node (a
+// convolution and its bias add): each the only user of the one before, with
+// the same origin. The last one's value is the node's output.
+std::vector<const instruction*> node_instructions(const instruction& layer) {
+    std::vector<const instruction*> chain{&layer};
+    if (layer.origin().empty()) return chain;
+    for (;;) {
+        const instruction& last = *chain.back();
+        if (last.outputs().size() != 1) break;
+        const instruction& next = *last.outputs().front();
+        if (next.origin() != layer.origin() || next.is_return() || is_quantize(next) || is_dequantize(next) ||
+            !next.module_inputs().empty())
+            break;
+        chain.push_back(&next);
+    }
+    return chain;
+}
+
 // Each instruction of `from` and its copy in `to` (a module copied from it).
 std::unordered_map<const instruction*, instruction_ref> pair_instructions(const module& from, module& to) {
     std::unordered_map<const instruction*, instruction_ref> copies;
@@ -223,12 +241,18 @@ class layer_isolator {
 public:
     explicit layer_isolator(constness& constant) : constant_(constant) {}
 
-    isolated_layer isolate(const instruction& layer) {
+    // `chain`: node_instructions of the layer.
+    isolated_layer isolate(const std::vector<const instruction*>& chain) {
         isolated_layer out;
         copies_.clear();
-        std::vector<instruction_ref> inputs;
-        for (const auto& in : layer.inputs()) inputs.push_back(copy(*in, out));
-        out.m.add_return({out.m.add_instruction(layer.get_operator(), inputs)});
+        instruction_ref last;
+        for (const instruction* ins : chain) {
+            std::vector<instruction_ref> inputs;
+            for (const auto& in : ins->inputs()) inputs.push_back(copy(*in, out));
+            last = out.m.add_instruction(ins->get_operator(), inputs);
+            copies_.emplace(ins, last);
+        }
+        out.m.add_return({last});
         return out;
     }
 
@@ -298,9 +322,10 @@ quantization_report verify_quantization(const program& quantized, const std::vec
     std::vector<isolated_layer> isolated;
     for (const auto& ins : q) {
         if (!is_layer(ins, constant)) continue;
-        layers.push_back(&ins);
-        isolated.push_back(isolator.isolate(ins));
-        r.layers.push_back({names.at(&ins), ins.origin(), to_string(ins.get_operator()), ins.get_shape(), 0, 0});
+        const auto chain = node_instructions(ins);
+        layers.push_back(chain.back());
+        isolated.push_back(isolator.isolate(chain));
+        r.layers.push_back({names.at(&ins), ins.origin(), to_string(ins.get_operator()), chain.back()->get_shape(), 0, 0});
     }
 
     // The float32 run keeps each layer's value, then every value an isolated layer reads.
@@ -314,7 +339,8 @@ quantization_report verify_quantization(const program& quantized, const std::vec
     recording_run float_run(*f, float_kept, t);
     recording_run quantized_run(q, layers, t);
     std::vector<std::unique_ptr<recording_run>> isolated_runs;
-    for (const auto& iso : isolated) isolated_runs.push_back(std::make_unique<recording_run>(iso.m, std::vector<const instruction*>{}, t));
+    for (const auto& iso : isolated)
+        isolated_runs.push_back(std::make_unique<recording_run>(iso.m, std::vector<const instruction*>{}, t));
 
     std::vector<noise_power> cumulative(layers.size()), own(layers.size()), outputs;
     for (const auto& sample : inputs) {
