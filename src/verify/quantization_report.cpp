@@ -233,7 +233,7 @@ private:
 // constants copied, every other value it reads a parameter ("in0", ...)
 // bound to the float32 program's value.
 struct isolated_layer {
-    module m{"isolated"};
+    module m{"main"};  // the name a program's main module has: a target may compile it
     std::vector<const instruction*> bound;  // per parameter: the quantized module's instruction it stands for
 };
 
