@@ -9,7 +9,7 @@ cd "$repo_root"
 debian_packages=(
   build-essential cmake ninja-build ccache pkg-config
   libdnnl-dev libprotobuf-dev protobuf-compiler
-  libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
+  libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev zlib1g-dev libzip-dev
   ocl-icd-opencl-dev opencl-c-headers clang-format
 )
 

@@ -19,7 +19,16 @@ struct run_settings {
 int read_command(const std::string& model);
 int params_command(const std::string& model);
 int ops_command();
-int compile_command(const std::string& model, const std::string& output, const std::string& target);
+// Reduced precision applied before compiling (kiln/quantize.hpp).
+struct precision_settings {
+    std::string precision;                // "" (as the model is), "fp16", "bf16", "int8" or "fp8"
+    std::vector<std::string> calibration;  // .npz files (calibration_inputs.hpp)
+    std::string calibration_method = "max";
+    std::vector<std::string> exclude;  // instructions kept in float
+};
+
+int compile_command(const std::string& model, const std::string& output, const std::string& target,
+                    const precision_settings& precision = {});
 
 // Prints each output's shape, min/max/mean and first values; writes
 // output_<i>.npy files into `save_dir` when it is not empty.

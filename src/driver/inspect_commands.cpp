@@ -4,6 +4,7 @@
 
 #include "driver/commands.hpp"
 #include "driver/model_file.hpp"
+#include "driver/apply_precision.hpp"
 #include "kiln/op_registry.hpp"
 #include "kiln/serialize.hpp"
 
@@ -37,10 +38,12 @@ int ops_command() {
     return 0;
 }
 
-int compile_command(const std::string& model, const std::string& output, const std::string& target) {
+int compile_command(const std::string& model, const std::string& output, const std::string& target,
+                    const precision_settings& precision) {
     program p = load_model(model);
     if (p.is_compiled())
         fail(model + " is already compiled for target '" + p.target_name() + "'; compile the original model instead");
+    apply_precision(p, get_target(target), precision);
     p.compile(get_target(target));
     save(p, output);
     std::cout << "wrote " << output << " (compiled for " << target << ", " << std::filesystem::file_size(output)

@@ -50,7 +50,30 @@ int main(int argc, char** argv) {
     compile->add_option("FILE", model, "Model file (.kiln or .onnx)")->required();
     compile->add_option("-o,--output", output, "Compiled .kiln file to write")->required();
     compile->add_option("--target", target, "Target: ref or cpu")->capture_default_str();
-    compile->callback([&] { action = [&] { return kiln::driver::compile_command(model, output, target); }; });
+    kiln::driver::precision_settings precision;
+    bool fp16 = false, bf16 = false, int8 = false, fp8 = false;
+    auto* fp16_flag = compile->add_flag("--fp16", fp16, "Compute in float16 (kiln::quantize_fp16)");
+    auto* bf16_flag = compile->add_flag("--bf16", bf16, "Compute in bfloat16 (kiln::quantize_bf16)");
+    auto* int8_flag = compile->add_flag(
+        "--int8", int8, "Quantize dot and convolution inputs to int8 with scales from --calibration (kiln::quantize_int8)");
+    auto* fp8_flag = compile->add_flag(
+        "--fp8", fp8, "Quantize dot and convolution inputs to float8 e4m3fn with scales from --calibration");
+    for (auto* a : {fp16_flag, bf16_flag, int8_flag, fp8_flag})
+        for (auto* b : {fp16_flag, bf16_flag, int8_flag, fp8_flag})
+            if (a != b) a->excludes(b);
+    compile->add_option("--calibration", precision.calibration,
+                        "Calibration inputs for --int8 / --fp8 (repeatable): an .npz file with one array per model "
+                        "input, holding one sample or a stack of samples along a leading axis");
+    compile->add_option("--calibration-method", precision.calibration_method, "How --int8 chooses activation ranges")
+        ->check(CLI::IsMember({"max", "percentile", "entropy"}))
+        ->needs(int8_flag)
+        ->capture_default_str();
+    compile->add_option("--exclude", precision.exclude,
+                        "Instruction kept in float by --int8 / --fp8, by printed name such as @12 (repeatable)");
+    compile->callback([&] {
+        precision.precision = fp16 ? "fp16" : bf16 ? "bf16" : int8 ? "int8" : fp8 ? "fp8" : "";
+        action = [&] { return kiln::driver::compile_command(model, output, target, precision); };
+    });
 
     auto* run = app.add_subcommand("run", "Run a model and summarise its outputs");
     add_run_options(*run, settings);

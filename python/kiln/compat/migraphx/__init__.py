@@ -36,7 +36,7 @@ from ._module import instruction_ref, module
 from ._operation import op
 from ._parsers import parse_onnx, parse_onnx_buffer, parse_tf
 from ._program import get_target, program
-from ._quantization import autocast_fp8, quantize_bf16, quantize_fp16, quantize_int8
+from ._quantization import autocast_fp8, quantize_bf16, quantize_fp16, quantize_fp8, quantize_int8
 from ._serialization import load, load_buffer, save, save_buffer
 from ._shape import shape
 
@@ -66,6 +66,7 @@ __all__ = [
     "program",
     "quantize_bf16",
     "quantize_fp16",
+    "quantize_fp8",
     "quantize_int8",
     "save",
     "save_buffer",

@@ -1,4 +1,4 @@
-"""quantize_fp16 / quantize_bf16 / quantize_int8 over Kiln's quantization
+"""quantize_fp16 / quantize_bf16 / quantize_int8 / quantize_fp8 over Kiln's quantization
 functions, which rewrite the program in place as MIGraphX's do. Where this
 build of Kiln lacks one, calling it raises kiln.UnsupportedError (a
 NotImplementedError) naming it, rather than silently leaving the program in
@@ -6,7 +6,7 @@ float32."""
 import kiln
 
 from ._errors import unsupported
-from ._program import to_kiln_program
+from ._program import _kiln_params, to_kiln_program
 
 
 def _kiln_function(name):
@@ -37,16 +37,28 @@ def quantize_bf16(prog, ins_names=("all",)):
     return fn(target) if names is None else fn(target, ins_names=names)
 
 
-def quantize_int8(prog, t, calibration=None, ins_names=("dot", "convolution")):
-    """Quantizes dot and convolution to int8 with scales taken from running
-    the calibration inputs ([{name: array}, ...]) on target `t`."""
+def _calibration(calibration, parameter_shapes):
+    # MIGraphX takes a list of {name: argument}; one-element values get the
+    # parameter's lens as run() gives them.
+    return [_kiln_params(sample, parameter_shapes) for sample in (calibration or [])]
+
+
+def quantize_int8(prog, t, calibration=(), ins_names=("dot", "convolution")):
+    """Quantizes dot and convolution (or the ops named in ins_names) to int8
+    with scales taken from running the calibration inputs ([{name: array},
+    ...]) on target `t`; kiln.quantize_int8 with its defaults otherwise."""
     fn = _kiln_function("quantize_int8")
-    names = _instruction_names(None if ins_names is None else sorted(ins_names), sorted(("dot", "convolution")))
     target = to_kiln_program(prog, "quantize_int8")
-    kwargs = {"calibration": list(calibration or [])}
-    if names is not None:
-        kwargs["ins_names"] = names
-    return fn(target, t, **kwargs)
+    names = list(ins_names) if ins_names is not None else ["dot", "convolution"]
+    return fn(target, t, _calibration(calibration, target.get_parameter_shapes()), names)
+
+
+def quantize_fp8(prog, t, calibration=()):
+    """Quantizes dot and convolution to float8 e4m3fn with per-tensor scales
+    taken from running the calibration inputs on target `t`."""
+    fn = _kiln_function("quantize_fp8")
+    target = to_kiln_program(prog, "quantize_fp8")
+    return fn(target, t, _calibration(calibration, target.get_parameter_shapes()))
 
 
 def autocast_fp8(prog):

@@ -1,0 +1,77 @@
+#pragma once
+// Reduced precision by rewriting a program's graph in place (MIGraphX's
+// quantize_* functions): half types for the float computation, or int8 /
+// fp8 quantize-dequantize pairs around chosen ops with scales taken from
+// running calibration inputs. Targets then lower the rewritten graph to
+// their real kernels (DESIGN.md: reduced precision is a property of the graph).
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kiln/program.hpp"
+#include "kiln/target.hpp"
+
+namespace kiln {
+
+// Float32 computation to float16 (quantize_fp16) or bfloat16 (quantize_bf16):
+// the chosen instructions read their float32 inputs converted to the 16-bit
+// type (float32 literals, the weights, become 16-bit literals) and compute in
+// it. Program inputs and outputs keep their float32 types (converts at the
+// boundary), and the ops that need float32 range stay in float32 with
+// converts around them: sums and means, products, softmax, batch and layer
+// normalization, attention. `ins_names` lists op names to convert, or
+// {"all"}; an unknown name is an error.
+void quantize_fp16(program& p, const std::vector<std::string>& ins_names = {"all"});
+void quantize_bf16(program& p, const std::vector<std::string>& ins_names = {"all"});
+
+// How an activation's range is chosen from its calibration statistics.
+enum class calibration_method {
+    max,         // the smallest and largest value seen
+    percentile,  // cut `percentile` of the values: (100 - percentile) / 2 percent from each tail
+    entropy,     // the clipping threshold whose int8 histogram is nearest (KL divergence) to the float one
+};
+
+// "max", "percentile" or "entropy"; anything else raises an error naming the choices.
+calibration_method to_calibration_method(const std::string& name);
+std::string to_string(calibration_method m);
+
+// Called after each calibration sample has run: (samples done, samples in all).
+using calibration_progress = std::function<void(std::size_t done, std::size_t total)>;
+
+struct quantize_int8_options {
+    // Op names whose float inputs are quantized: "dot", "convolution", or "all" (both).
+    std::vector<std::string> ins_names{"dot", "convolution"};
+    calibration_method method = calibration_method::max;
+    // The percentile of the values kept by calibration_method::percentile (above 50, at most 100).
+    double percentile = 99.99;
+    // Weights get one scale per output channel (else one per tensor).
+    bool per_channel = true;
+    // Instructions kept in float: printed names ("@12") or origins (ONNX node names).
+    std::vector<std::string> exclude;
+    calibration_progress progress;
+};
+
+// Runs every calibration input ({parameter name: value}) through a copy of
+// `p` compiled for `t`, collects the range of each chosen op's float
+// activation inputs in bounded memory, and inserts
+// dequantize_linear(quantize_linear(x, scale, zero_point)) before them: int8
+// per tensor with a zero point for activations, int8 symmetric per output
+// channel (or per tensor) for constant weights. An empty calibration set,
+// a sample with a missing, unknown or misshapen input, an unknown op name
+// or exclude name raise errors.
+void quantize_int8(program& p, const target& t, const std::vector<parameter_map>& calibration,
+                   const quantize_int8_options& options = {});
+
+struct quantize_fp8_options {
+    std::vector<std::string> ins_names{"dot", "convolution"};
+    std::vector<std::string> exclude;
+    calibration_progress progress;
+};
+
+// Like quantize_int8 with float8 e4m3fn: one scale per tensor (amax / 448),
+// no zero point, for activations and weights alike.
+void quantize_fp8(program& p, const target& t, const std::vector<parameter_map>& calibration,
+                  const quantize_fp8_options& options = {});
+
+}  // namespace kiln

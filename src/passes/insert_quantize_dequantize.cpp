@@ -1,0 +1,247 @@
+#include "passes/insert_quantize_dequantize.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ops/quant.hpp"
+#include "passes/matcher.hpp"
+
+namespace kiln {
+
+namespace {
+
+// Float types a quantize_linear can read (its scale takes the same type).
+bool is_quantizable_float(dtype t) {
+    return t == dtype::half_type || t == dtype::bf16_type || t == dtype::float_type || t == dtype::double_type;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+}
+
+std::set<std::string> chosen_ops(const std::vector<std::string>& ins_names, const std::vector<std::string>& supported,
+                                 const std::string& caller) {
+    std::set<std::string> ops;
+    for (const auto& name : ins_names) {
+        if (name == "all") {
+            ops.insert(supported.begin(), supported.end());
+        } else if (std::find(supported.begin(), supported.end(), name) != supported.end()) {
+            ops.insert(name);
+        } else {
+            fail(caller + ": ins_names has '" + name + "', but only " + joined(supported) +
+                 " (or \"all\") can be quantized");
+        }
+    }
+    return ops;
+}
+
+// Names an exclude entry may use for an instruction: its printed name.
+std::set<const instruction*> excluded_instructions(const module& m, const std::vector<std::string>& exclude,
+                                                   const std::string& caller) {
+    std::unordered_map<std::string, const instruction*> by_name;
+    for (const auto& [ins, name] : m.instruction_names()) by_name.emplace(name, ins);
+    std::set<const instruction*> out;
+    for (const auto& name : exclude) {
+        auto it = by_name.find(name);
+        if (it == by_name.end())
+            fail(caller + ": exclude names '" + name + "', which is no instruction of module '" + m.name() +
+                 "' (use a printed name such as \"@12\")");
+        out.insert(it->second);
+    }
+    return out;
+}
+
+// The output-channel axis of a constant input: convolution weights
+// [M, C / group, kernel...] have it first; dot's second input [..., K, N]
+// last. Elsewhere the value is quantized per tensor.
+std::int64_t channel_axis_of(const instruction& consumer, std::size_t input) {
+    if (input != 1) return -1;
+    const auto rank = static_cast<std::int64_t>(consumer.inputs()[1]->get_shape().ndim());
+    if (consumer.name() == "convolution") return 0;
+    if (consumer.name() == "dot" && rank >= 2) return rank - 1;
+    return -1;
+}
+
+template <class T>
+void accumulate_channel_maxima(const argument& w, std::int64_t axis, std::vector<double>& maxima) {
+    const T* data = w.data_as<const T>();
+    const auto& lens = w.get_shape().lens();
+    std::size_t inner = 1;
+    if (axis >= 0)
+        for (std::size_t d = static_cast<std::size_t>(axis) + 1; d < lens.size(); ++d) inner *= lens[d];
+    const std::size_t channels = maxima.size();
+    const std::size_t n = w.get_shape().elements();
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t c = axis < 0 ? 0 : (i / inner) % channels;
+        const double a = std::fabs(static_cast<double>(data[i]));
+        if (!std::isfinite(a)) fail("weight value " + std::to_string(static_cast<double>(data[i])) + " is not finite");
+        maxima[c] = std::max(maxima[c], a);
+    }
+}
+
+// Inserts a float literal of `type` holding `values` (a scalar for one value).
+instruction_ref insert_scale(module& m, instruction_ref pos, dtype type, const std::vector<float>& values) {
+    std::vector<std::size_t> lens;
+    if (values.size() != 1) lens.push_back(values.size());
+    return m.insert_literal(pos, literal(shape{type, lens}, values));
+}
+
+instruction_ref first_use(module& m, const quantized_value& v) {
+    std::unordered_set<const instruction*> users;
+    for (const auto& [ins, index] : v.uses) users.insert(&*ins);
+    for (auto it = m.begin(); it != m.end(); ++it)
+        if (users.count(&*it)) return it;
+    fail("insert quantize / dequantize: the chosen uses are not in module '" + m.name() + "'");
+}
+
+void reroute(module& m, const quantized_value& v, instruction_ref replacement) {
+    for (const auto& [ins, index] : v.uses) {
+        std::vector<instruction_ref> inputs = ins->inputs();
+        inputs.at(index) = replacement;
+        m.replace_instruction(ins, ins->get_operator(), inputs, ins->module_inputs());
+    }
+}
+
+}  // namespace
+
+std::vector<quantized_value> plan_quantized_values(const module& m, const std::vector<std::string>& ins_names,
+                                                   const std::vector<std::string>& exclude,
+                                                   const std::vector<std::string>& supported_ops,
+                                                   const std::string& caller) {
+    const std::set<std::string> ops = chosen_ops(ins_names, supported_ops, caller);
+    const std::set<const instruction*> excluded = excluded_instructions(m, exclude, caller);
+    // The module is not changed here; the refs are handed back for the insertion.
+    auto& mm = const_cast<module&>(m);
+    std::vector<quantized_value> planned;
+    std::map<std::pair<const instruction*, std::int64_t>, std::size_t> index_of;  // (value, axis) -> planned
+    for (auto ins = mm.begin(); ins != mm.end(); ++ins) {
+        if (!ops.count(ins->name()) || excluded.count(&*ins)) continue;
+        for (std::size_t i = 0; i < ins->inputs().size() && i < 2; ++i) {
+            instruction_ref in = ins->inputs()[i];
+            if (!is_quantizable_float(in->get_shape().type()) || in->name() == "dequantize_linear") continue;
+            const bool weight = match::is_constant_instruction(*in);
+            const std::int64_t axis = weight ? channel_axis_of(*ins, i) : -1;
+            auto key = std::make_pair(&*in, axis);
+            auto found = index_of.find(key);
+            if (found == index_of.end()) {
+                found = index_of.emplace(key, planned.size()).first;
+                planned.push_back(quantized_value{in, {}, weight, axis});
+            }
+            planned[found->second].uses.emplace_back(ins, i);
+        }
+    }
+    return planned;
+}
+
+activation_quantization choose_activation_quantization(double lo, double hi, const quantization_scheme& scheme) {
+    if (!std::isfinite(lo) || !std::isfinite(hi) || lo > hi)
+        fail("activation range [" + std::to_string(lo) + ", " + std::to_string(hi) + "] is not a finite range");
+    activation_quantization q;
+    if (!scheme.activation_zero_point) {
+        const double a = std::max(std::fabs(lo), std::fabs(hi));
+        q.scale = a > 0 ? static_cast<float>(a / scheme.activation_limit) : 1.0f;
+        return q;
+    }
+    // int8 with a zero point, ONNX Runtime's asymmetric choice: the range
+    // always holds 0, which must be exact (zero padding, ReLU outputs).
+    lo = std::min(lo, 0.0);
+    hi = std::max(hi, 0.0);
+    const double qmin = -128, qmax = 127;
+    const double scale = (hi - lo) / (qmax - qmin);
+    if (!(scale > 0) || !std::isfinite(static_cast<float>(scale))) return q;  // only zeros seen: any scale is exact
+    q.scale = static_cast<float>(scale);
+    const double zp = std::nearbyint(qmin - lo / static_cast<double>(q.scale));
+    q.zero_point = static_cast<std::int64_t>(std::clamp(zp, qmin, qmax));
+    return q;
+}
+
+std::vector<float> choose_weight_scales(const argument& weights, std::int64_t channel_axis, double limit) {
+    const shape& s = weights.get_shape();
+    if (!s.standard()) return choose_weight_scales(weights.copy(), channel_axis, limit);
+    const std::size_t channels = channel_axis < 0 ? 1 : s.lens().at(static_cast<std::size_t>(channel_axis));
+    std::vector<double> maxima(channels, 0.0);
+    visit_type(s.type(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (is_float_like_v<T>) accumulate_channel_maxima<T>(weights, channel_axis, maxima);
+    });
+    std::vector<float> scales(channels);
+    for (std::size_t c = 0; c < channels; ++c) {
+        const float scale = static_cast<float>(maxima[c] / limit);
+        scales[c] = scale > 0 ? scale : 1.0f;
+    }
+    return scales;
+}
+
+argument evaluate_constant(const instruction& ins) {
+    if (ins.is_literal()) return ins.get_literal().get_argument();
+    if (!match::is_constant_instruction(ins)) fail("evaluate_constant: the instruction is not a constant");
+    std::vector<const instruction*> order;  // post-order over the constant subgraph
+    std::unordered_set<const instruction*> seen{&ins};
+    std::vector<std::pair<const instruction*, bool>> stack{{&ins, false}};
+    while (!stack.empty()) {
+        auto [cur, expanded] = stack.back();
+        stack.pop_back();
+        if (expanded || cur->is_literal()) {
+            order.push_back(cur);
+            continue;
+        }
+        stack.emplace_back(cur, true);
+        for (const auto& in : cur->inputs())
+            if (seen.insert(&*in).second) stack.emplace_back(&*in, false);
+    }
+    std::unordered_map<const instruction*, argument> values;
+    for (const instruction* cur : order) {
+        if (cur->is_literal()) {
+            values.emplace(cur, cur->get_literal().get_argument());
+            continue;
+        }
+        std::vector<argument> args;
+        for (const auto& in : cur->inputs()) args.push_back(values.at(&*in));
+        values.emplace(cur, cur->get_operator().evaluate(cur->get_shape(), args));
+    }
+    return values.at(&ins);
+}
+
+void insert_activation_qdq(module& m, const quantized_value& v, const activation_quantization& q,
+                           const quantization_scheme& scheme) {
+    const instruction_ref pos = first_use(m, v);
+    const dtype float_type = v.value->get_shape().type();
+    instruction_ref scale = insert_scale(m, pos, float_type, {q.scale});
+    op::quantize_linear quantize;
+    op::dequantize_linear dequantize;
+    quantize.output_type = scheme.type;
+    std::vector<instruction_ref> quantize_inputs{v.value, scale};
+    std::vector<instruction_ref> dequantize_tail{scale};
+    if (scheme.activation_zero_point) {
+        instruction_ref zero_point =
+            m.insert_literal(pos, literal(shape{scheme.type, {}}, std::vector<std::int64_t>{q.zero_point}));
+        quantize_inputs.push_back(zero_point);
+        dequantize_tail.push_back(zero_point);
+    }
+    instruction_ref quantized = m.insert_instruction(pos, quantize, quantize_inputs);
+    std::vector<instruction_ref> dequantize_inputs{quantized};
+    dequantize_inputs.insert(dequantize_inputs.end(), dequantize_tail.begin(), dequantize_tail.end());
+    reroute(m, v, m.insert_instruction(pos, dequantize, dequantize_inputs));
+}
+
+void insert_weight_qdq(module& m, const quantized_value& v, const quantization_scheme& scheme) {
+    const std::int64_t axis = scheme.weights_per_channel ? v.channel_axis : -1;
+    std::vector<float> scales = choose_weight_scales(evaluate_constant(*v.value), axis, scheme.weight_limit);
+    const instruction_ref pos = first_use(m, v);
+    instruction_ref scale = insert_scale(m, pos, v.value->get_shape().type(), scales);
+    op::quantize_linear quantize;
+    op::dequantize_linear dequantize;
+    quantize.output_type = scheme.type;
+    // A per-tensor scale ignores the axis; keep the op's default then.
+    if (scales.size() != 1) quantize.axis = dequantize.axis = axis;
+    instruction_ref quantized = m.insert_instruction(pos, quantize, {v.value, scale});
+    reroute(m, v, m.insert_instruction(pos, dequantize, {quantized, scale}));
+}
+
+}  // namespace kiln

@@ -1,0 +1,79 @@
+#pragma once
+// The graph side of post-training quantization (kiln::quantize_int8 / fp8):
+// which float inputs of which instructions get quantized, and inserting the
+// dequantize_linear(quantize_linear(x, scale[, zero_point])) pairs with
+// their scales. Calibration (running the program to learn activation
+// ranges) lives above the targets, in src/quantize.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/module.hpp"
+
+namespace kiln {
+
+// One float value that feeds chosen instructions and is to be quantized.
+struct quantized_value {
+    instruction_ref value;
+    // The (instruction, input index) uses to reroute through the new pair;
+    // other users keep reading the float value.
+    std::vector<std::pair<instruction_ref, std::size_t>> uses;
+    // A constant (computed from literals only): quantized from its own
+    // values, without calibration.
+    bool is_weight = false;
+    // For weights: the axis of output channels (convolution: 0; dot's
+    // second input: its last axis), -1 when the value has none.
+    std::int64_t channel_axis = -1;
+};
+
+// The float inputs to quantize of the instructions in `m` whose op is named
+// in `ins_names` ("all" stands for every op in `supported_ops`) and that
+// `exclude` does not name. An exclude entry is an instruction's printed name
+// ("@12", a parameter's name) and must name an instruction of `m`; an op
+// name outside `supported_ops` is an error. Inputs that are already the
+// result of dequantize_linear are left alone. `caller` prefixes errors.
+std::vector<quantized_value> plan_quantized_values(const module& m, const std::vector<std::string>& ins_names,
+                                                   const std::vector<std::string>& exclude,
+                                                   const std::vector<std::string>& supported_ops,
+                                                   const std::string& caller);
+
+// The quantized type and how its scales are chosen.
+struct quantization_scheme {
+    dtype type = dtype::int8_type;
+    // Largest magnitude of the quantized type that weights use (127 for
+    // int8: symmetric, -128 unused; 448 for float8 e4m3fn).
+    double weight_limit = 127;
+    bool weights_per_channel = true;
+    // Activations: int8 maps [min(lo, 0), max(hi, 0)] onto -128..127 with a
+    // zero point; without one, [-a, a] (a = max |lo|, |hi|) onto +-activation_limit.
+    bool activation_zero_point = true;
+    double activation_limit = 127;
+};
+
+// Scale and zero point of an activation whose values were seen in [lo, hi].
+struct activation_quantization {
+    float scale = 1;
+    std::int64_t zero_point = 0;
+};
+activation_quantization choose_activation_quantization(double lo, double hi, const quantization_scheme& scheme);
+
+// Per-channel (or per-tensor) symmetric scales for constant `weights`:
+// max |w| over each channel / `limit`; 1 for a channel of zeros (any scale
+// represents zero exactly).
+std::vector<float> choose_weight_scales(const argument& weights, std::int64_t channel_axis, double limit);
+
+// The value of a constant instruction, evaluated with the reference compute
+// (no size limit: weights are as large as they are).
+argument evaluate_constant(const instruction& ins);
+
+// Inserts the pair for an activation before its first chosen use and
+// reroutes the chosen uses through it.
+void insert_activation_qdq(module& m, const quantized_value& v, const activation_quantization& q,
+                           const quantization_scheme& scheme);
+
+// Inserts dequantize_linear(quantize_linear(w, scales), scales) for a weight
+// (the float weights stay in the graph; constant folding turns the
+// quantize_linear of a literal into the quantized literal).
+void insert_weight_qdq(module& m, const quantized_value& v, const quantization_scheme& scheme);
+
+}  // namespace kiln

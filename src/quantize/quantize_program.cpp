@@ -1,0 +1,46 @@
+#include "quantize/quantize_program.hpp"
+
+#include "kiln/verifier.hpp"
+#include "quantize/calibrate.hpp"
+
+namespace kiln {
+
+namespace {
+
+// The ops whose inputs post-training quantization rewrites.
+const std::vector<std::string> quantizable_ops{"dot", "convolution"};
+
+}  // namespace
+
+void quantize_program(program& p, const target& t, const std::vector<parameter_map>& calibration,
+                      const quantize_request& request) {
+    const std::string& caller = request.caller;
+    if (p.is_compiled())
+        fail(caller + ": the program is already compiled for target '" + p.target_name() +
+             "'; quantize the program before compiling it");
+    if (request.method == calibration_method::percentile && !(request.percentile > 50 && request.percentile <= 100))
+        fail(caller + ": percentile must be above 50 and at most 100, got " + std::to_string(request.percentile));
+    check_calibration_set(p, calibration, caller);
+    module& m = *p.get_main_module();
+    const std::vector<quantized_value> planned =
+        plan_quantized_values(m, request.ins_names, request.exclude, quantizable_ops, caller);
+
+    std::vector<instruction_ref> activations;
+    for (const auto& v : planned)
+        if (!v.is_weight) activations.push_back(v.value);
+    const std::vector<activation_statistics> stats =
+        calibrate(p, t, activations, calibration, request.progress, caller);
+
+    std::size_t next_activation = 0;
+    for (const auto& v : planned) {
+        if (v.is_weight) {
+            insert_weight_qdq(m, v, request.scheme);
+            continue;
+        }
+        const auto [lo, hi] = stats[next_activation++].range(request.method, request.percentile);
+        insert_activation_qdq(m, v, choose_activation_quantization(lo, hi, request.scheme), request.scheme);
+    }
+    verify_module(m, caller);
+}
+
+}  // namespace kiln

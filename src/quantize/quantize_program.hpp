@@ -1,0 +1,25 @@
+#pragma once
+// The steps quantize_int8 and quantize_fp8 share: choose the values, run
+// the calibration for the activations among them, insert the pairs.
+#include <string>
+#include <vector>
+
+#include "kiln/quantize.hpp"
+#include "passes/insert_quantize_dequantize.hpp"
+
+namespace kiln {
+
+struct quantize_request {
+    std::string caller;  // "quantize_int8", prefixes errors
+    std::vector<std::string> ins_names;
+    std::vector<std::string> exclude;
+    calibration_method method = calibration_method::max;
+    double percentile = 99.99;
+    quantization_scheme scheme;
+    calibration_progress progress;
+};
+
+void quantize_program(program& p, const target& t, const std::vector<parameter_map>& calibration,
+                      const quantize_request& request);
+
+}  // namespace kiln
