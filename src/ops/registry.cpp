@@ -26,6 +26,7 @@
 #include "ops/norm.hpp"
 #include "ops/pool.hpp"
 #include "ops/quant.hpp"
+#include "ops/quantized_linalg.hpp"
 #include "ops/reduce.hpp"
 #include "ops/resize.hpp"
 #include "ops/roi_align.hpp"
@@ -151,6 +152,8 @@ op_registry build_registry() {
     // quant
     r.add<op::quantize_linear>();
     r.add<op::dequantize_linear>();
+    r.add<op::quant_convolution>();
+    r.add<op::quant_dot>();
     // reduce
     r.add<op::reduce_sum>();
     r.add<op::reduce_mean>();
