@@ -54,6 +54,8 @@ const std::map<std::string, std::span<const kernel_algorithm>>& families() {
     static const std::map<std::string, std::span<const kernel_algorithm>> by_op{
         {"fused_convolution", convolution_algorithms()},
         {"fused_dot", matmul_algorithms()},
+        {"fused_quant_convolution", quant_convolution_algorithms()},
+        {"fused_quant_dot", quant_matmul_algorithms()},
         {"pooling", pooling_algorithms()},
         {"to_blocked", reorder},
         {"from_blocked", reorder},

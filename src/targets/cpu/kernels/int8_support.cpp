@@ -1,0 +1,167 @@
+#include "targets/cpu/kernels/int8_support.hpp"
+
+#include "targets/cpu/kernels/dnnl_support.hpp"
+
+namespace kiln::int8_support {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using alg = dnnl::algorithm;
+
+// The unary kinds oneDNN's int8 kernels apply (its eltwise post-ops).
+bool append_unary(dnnl::post_ops& ops, const op::post_op_chain& chain) {
+    using op::post_op_kind;
+    for (std::size_t k = 0; k < chain.kinds.size(); ++k) {
+        const auto a = static_cast<float>(chain.alpha[k]);
+        const auto b = static_cast<float>(chain.beta[k]);
+        switch (chain.kinds[k]) {
+        case post_op_kind::relu: ops.append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f); break;
+        case post_op_kind::clip: ops.append_eltwise(1.f, alg::eltwise_clip, a, b); break;
+        case post_op_kind::sigmoid: ops.append_eltwise(1.f, alg::eltwise_logistic, 0.f, 0.f); break;
+        case post_op_kind::tanh: ops.append_eltwise(1.f, alg::eltwise_tanh, 0.f, 0.f); break;
+        case post_op_kind::gelu_erf: ops.append_eltwise(1.f, alg::eltwise_gelu_erf, 0.f, 0.f); break;
+        case post_op_kind::gelu_tanh: ops.append_eltwise(1.f, alg::eltwise_gelu_tanh, 0.f, 0.f); break;
+        default: return false;
+        }
+    }
+    return true;
+}
+
+void append_linear(dnnl::post_ops& ops, double alpha, double beta) {
+    ops.append_eltwise(1.f, alg::eltwise_linear, static_cast<float>(alpha), static_cast<float>(beta));
+}
+
+std::pair<float, float> code_range(dtype t) { return t == dtype::uint8_type ? std::pair{0.f, 255.f} : std::pair{-128.f, 127.f}; }
+
+class staged_kernel final : public cpu_kernel {
+public:
+    staged_kernel(std::shared_ptr<const cpu_kernel> inner, const shape& x, const shape& inner_x, const shape& result,
+                  const shape& inner_y)
+        : inner_(std::move(inner)), inner_x_(inner_x), inner_y_(inner_y) {
+        const auto& engine = dnnl_support::cpu_engine();
+        if (x.strides() != inner_x.strides()) {
+            x_from_ = typed_desc(x);
+            x_to_ = typed_desc(inner_x);
+            reorder_x_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, x_from_, engine, x_to_));
+            x_bytes_ = aligned(inner_x.bytes());
+        }
+        if (result.strides() != inner_y.strides()) {
+            y_from_ = typed_desc(inner_y);
+            y_to_ = typed_desc(result);
+            reorder_y_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, y_from_, engine, y_to_));
+            y_bytes_ = aligned(inner_y.bytes());
+        }
+    }
+
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
+        const auto& engine = dnnl_support::cpu_engine();
+        thread_local dnnl::stream stream(engine);
+        std::vector<argument> staged_inputs = inputs;
+        if (x_bytes_ > 0) {
+            dnnl::memory from(x_from_, engine, inputs[0].data()), to(x_to_, engine, scratch);
+            reorder_x_.execute(stream, from, to);
+            stream.wait();
+            staged_inputs[0] = argument(inner_x_, scratch);
+        }
+        const argument staged_result = y_bytes_ > 0 ? argument(inner_y_, scratch + x_bytes_) : result;
+        inner_->run(staged_result, staged_inputs, scratch + x_bytes_ + y_bytes_);
+        if (y_bytes_ > 0) {
+            dnnl::memory from(y_from_, engine, staged_result.data()), to(y_to_, engine, result.data());
+            reorder_y_.execute(stream, from, to);
+            stream.wait();
+        }
+    }
+    std::size_t scratch_bytes() const override { return x_bytes_ + y_bytes_ + inner_->scratch_bytes(); }
+
+private:
+    static std::size_t aligned(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+    std::shared_ptr<const cpu_kernel> inner_;
+    shape inner_x_, inner_y_;
+    dnnl::memory::desc x_from_, x_to_, y_from_, y_to_;
+    dnnl::reorder reorder_x_, reorder_y_;
+    std::size_t x_bytes_ = 0, y_bytes_ = 0;
+};
+
+}  // namespace
+
+dnnl::memory::data_type dnnl_type(dtype t) {
+    switch (t) {
+    case dtype::int8_type: return dt::s8;
+    case dtype::uint8_type: return dt::u8;
+    case dtype::int32_type: return dt::s32;
+    case dtype::float_type: return dt::f32;
+    default: fail(error_kind::runtime, "no oneDNN int8-kernel type for " + to_string(t));
+    }
+}
+
+dnnl::memory::desc typed_desc(const shape& s) {
+    dnnl::memory::dims d, st;
+    for (std::size_t i = 0; i < s.ndim(); ++i) {
+        const bool broadcast = s.strides()[i] == 0 && s.lens()[i] > 1;
+        d.push_back(static_cast<dnnl::memory::dim>(broadcast ? 1 : s.lens()[i]));
+        st.push_back(static_cast<dnnl::memory::dim>(s.strides()[i]));
+    }
+    if (d.empty()) {
+        d.push_back(1);
+        st.push_back(1);
+    }
+    return dnnl::memory::desc(d, dnnl_type(s.type()), st);
+}
+
+dnnl::memory::desc channels_last_desc(const shape& plain, dtype t) {
+    return typed_desc(shape{t, plain.lens(), op::channels_last_strides(plain.lens())});
+}
+
+std::optional<dnnl::primitive_attr> epilogue_attr(const op::requantize_epilogue& e, const std::vector<float>& scales,
+                                                  int channel_axis, std::int32_t src_zero_point,
+                                                  const dnnl::memory::desc& residual) {
+    auto attr = dnnl_support::user_scratchpad_attr();
+    attr.set_output_scales(1 << channel_axis, scales);
+    if (src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {src_zero_point});
+    dnnl::post_ops ops;
+    if (!append_unary(ops, e.activation)) return std::nullopt;
+    if (e.round_type != dtype::float_type) {
+        // quantize -> dequantize: to codes, rounded and saturated, and back.
+        const auto [lo, hi] = code_range(e.round_type);
+        const auto z = static_cast<double>(e.round_zero_point);
+        append_linear(ops, 1 / e.round_scale, z);
+        if (!std::getenv("DEBUG_NO_ROUND")) ops.append_eltwise(1.f, alg::eltwise_round, 0.f, 0.f);
+        if (!std::getenv("DEBUG_NO_CLIP")) ops.append_eltwise(1.f, alg::eltwise_clip, lo, hi);
+        append_linear(ops, e.round_scale, -z * e.round_scale);
+    }
+    if (e.residual == op::residual_kind::real) ops.append_binary(alg::binary_add, residual);
+    if (e.residual == op::residual_kind::quantized) {
+        // v + (r - zr) * sr = sr * (v / sr - zr + r): the codes r are added as they are.
+        append_linear(ops, 1 / e.residual_scale, -static_cast<double>(e.residual_zero_point));
+        ops.append_binary(alg::binary_add, residual);
+        append_linear(ops, e.residual_scale, 0);
+    }
+    if (!append_unary(ops, e.after_residual)) return std::nullopt;
+    // The conversion to the 8-bit destination rounds half to even and saturates.
+    if (e.output_type != dtype::float_type) append_linear(ops, 1 / e.output_scale, static_cast<double>(e.output_zero_point));
+    attr.set_post_ops(ops);
+    return attr;
+}
+
+int residual_arg(const op::requantize_epilogue& e) {
+    int index = static_cast<int>(e.activation.kinds.size());
+    if (e.round_type != dtype::float_type) index += 4;
+    if (e.residual == op::residual_kind::quantized) index += 1;
+    return DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1;
+}
+
+std::vector<float> bias_in_sum_units(const float* bias, const std::vector<float>& scales) {
+    std::vector<float> out(scales.size());
+    for (std::size_t c = 0; c < scales.size(); ++c) out[c] = bias[c] / scales[c];
+    return out;
+}
+
+std::shared_ptr<const cpu_kernel> staged(std::shared_ptr<const cpu_kernel> inner, const shape& x, const shape& inner_x,
+                                         const shape& result, const shape& inner_y) {
+    if (x.strides() == inner_x.strides() && result.strides() == inner_y.strides()) return inner;
+    return std::make_shared<staged_kernel>(std::move(inner), x, inner_x, result, inner_y);
+}
+
+}  // namespace kiln::int8_support
