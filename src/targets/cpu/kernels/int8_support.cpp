@@ -1,5 +1,7 @@
 #include "targets/cpu/kernels/int8_support.hpp"
 
+#include <cstring>
+
 #include "targets/cpu/kernels/dnnl_support.hpp"
 
 namespace kiln::int8_support {
@@ -84,6 +86,24 @@ private:
     std::size_t x_bytes_ = 0, y_bytes_ = 0;
 };
 
+// Puts the residual's codes where the primitive's sum post-op reads them.
+class residual_first_kernel final : public cpu_kernel {
+public:
+    residual_first_kernel(std::shared_ptr<const cpu_kernel> inner, std::size_t input)
+        : inner_(std::move(inner)), input_(input) {}
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
+        // The plan may give the result the residual's own buffer.
+        if (result.data() != inputs[input_].data())
+            std::memmove(result.data(), inputs[input_].data(), inputs[input_].get_shape().bytes());
+        inner_->run(result, inputs, scratch);
+    }
+    std::size_t scratch_bytes() const override { return inner_->scratch_bytes(); }
+
+private:
+    std::shared_ptr<const cpu_kernel> inner_;
+    std::size_t input_;
+};
+
 }  // namespace
 
 dnnl::memory::data_type dnnl_type(dtype t) {
@@ -114,48 +134,85 @@ dnnl::memory::desc channels_last_desc(const shape& plain, dtype t) {
     return typed_desc(shape{t, plain.lens(), op::channels_last_strides(plain.lens())});
 }
 
+// The chain runs in a unit u (the value divided by u): the rounding scale,
+// else the output scale, else 1. oneDNN's output scale then carries 1 / u,
+// relu commutes with it and clip bounds are divided by it; the rounding of
+// an intermediate quantize is round + clip to the codes minus the zero
+// point; a quantized residual is a sum post-op over codes the kernel puts
+// in the destination first. One eltwise_linear at most: oneDNN 2.6's jit
+// post-op chains computed wrong values with two.
+double chain_unit(const op::requantize_epilogue& e) {
+    if (e.round_type != dtype::float_type) return e.round_scale;
+    if (e.output_type != dtype::float_type) return e.output_scale;
+    return 1;
+}
+
+namespace {
+
+bool append_scaled(dnnl::post_ops& ops, const op::post_op_chain& chain, double unit) {
+    if (unit == 1) return append_unary(ops, chain);
+    for (std::size_t k = 0; k < chain.kinds.size(); ++k) {
+        if (chain.kinds[k] == op::post_op_kind::relu)
+            ops.append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f);
+        else if (chain.kinds[k] == op::post_op_kind::clip)
+            ops.append_eltwise(1.f, alg::eltwise_clip, static_cast<float>(chain.alpha[k] / unit),
+                               static_cast<float>(chain.beta[k] / unit));
+        else
+            return false;  // not homogeneous: needs the real value
+    }
+    return true;
+}
+
+}  // namespace
+
 std::optional<dnnl::primitive_attr> epilogue_attr(const op::requantize_epilogue& e, const std::vector<float>& scales,
                                                   int channel_axis, std::int32_t src_zero_point,
                                                   const dnnl::memory::desc& residual) {
+    const double unit = chain_unit(e);
+    std::vector<float> output_scales(scales.size());
+    for (std::size_t c = 0; c < scales.size(); ++c) output_scales[c] = static_cast<float>(scales[c] / unit);
     auto attr = dnnl_support::user_scratchpad_attr();
-    attr.set_output_scales(1 << channel_axis, scales);
+    attr.set_output_scales(1 << channel_axis, output_scales);
     if (src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {src_zero_point});
     dnnl::post_ops ops;
-    if (!append_unary(ops, e.activation)) return std::nullopt;
+    if (!append_scaled(ops, e.activation, unit)) return std::nullopt;
     if (e.round_type != dtype::float_type) {
-        // quantize -> dequantize: to codes, rounded and saturated, and back.
+        // quantize -> dequantize, in codes: round(v / s) + z saturated, minus z.
         const auto [lo, hi] = code_range(e.round_type);
-        const auto z = static_cast<double>(e.round_zero_point);
-        append_linear(ops, 1 / e.round_scale, z);
-        if (!std::getenv("DEBUG_NO_ROUND")) ops.append_eltwise(1.f, alg::eltwise_round, 0.f, 0.f);
-        if (!std::getenv("DEBUG_NO_CLIP")) ops.append_eltwise(1.f, alg::eltwise_clip, lo, hi);
-        append_linear(ops, e.round_scale, -z * e.round_scale);
+        const auto z = static_cast<float>(e.round_zero_point);
+        ops.append_eltwise(1.f, alg::eltwise_round, 0.f, 0.f);
+        ops.append_eltwise(1.f, alg::eltwise_clip, lo - z, hi - z);
     }
-    if (e.residual == op::residual_kind::real) ops.append_binary(alg::binary_add, residual);
-    if (e.residual == op::residual_kind::quantized) {
-        // v + (r - zr) * sr = sr * (v / sr - zr + r): the codes r are added as they are.
-        append_linear(ops, 1 / e.residual_scale, -static_cast<double>(e.residual_zero_point));
+    if (e.residual == op::residual_kind::real) {
+        if (unit != 1) return std::nullopt;
         ops.append_binary(alg::binary_add, residual);
-        append_linear(ops, e.residual_scale, 0);
     }
-    if (!append_unary(ops, e.after_residual)) return std::nullopt;
-    // The conversion to the 8-bit destination rounds half to even and saturates.
-    if (e.output_type != dtype::float_type) append_linear(ops, 1 / e.output_scale, static_cast<double>(e.output_zero_point));
+    if (e.residual == op::residual_kind::quantized) {
+        if (e.output_type == dtype::float_type) return std::nullopt;  // the codes sum in the destination
+        ops.append_sum(static_cast<float>(e.residual_scale / unit), static_cast<std::int32_t>(e.residual_zero_point),
+                       residual.data_type());
+    }
+    if (!append_scaled(ops, e.after_residual, unit)) return std::nullopt;
+    // The conversion to an 8-bit destination rounds half to even and saturates.
+    const double out_scale = e.output_type == dtype::float_type ? 1 : e.output_scale;
+    const double out_zero = e.output_type == dtype::float_type ? 0 : static_cast<double>(e.output_zero_point);
+    if (unit != out_scale || out_zero != 0) append_linear(ops, unit / out_scale, out_zero);
     attr.set_post_ops(ops);
     return attr;
 }
 
 int residual_arg(const op::requantize_epilogue& e) {
-    int index = static_cast<int>(e.activation.kinds.size());
-    if (e.round_type != dtype::float_type) index += 4;
-    if (e.residual == op::residual_kind::quantized) index += 1;
-    return DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1;
+    return DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(e.activation.kinds.size())) | DNNL_ARG_SRC_1;
 }
 
 std::vector<float> bias_in_sum_units(const float* bias, const std::vector<float>& scales) {
     std::vector<float> out(scales.size());
     for (std::size_t c = 0; c < scales.size(); ++c) out[c] = bias[c] / scales[c];
     return out;
+}
+
+std::shared_ptr<const cpu_kernel> with_residual_in_result(std::shared_ptr<const cpu_kernel> inner, std::size_t input) {
+    return std::make_shared<residual_first_kernel>(std::move(inner), input);
 }
 
 std::shared_ptr<const cpu_kernel> staged(std::shared_ptr<const cpu_kernel> inner, const shape& x, const shape& inner_x,

@@ -27,8 +27,11 @@ dnnl::memory::desc channels_last_desc(const shape& plain, dtype t);
 std::optional<dnnl::primitive_attr> epilogue_attr(const op::requantize_epilogue& e, const std::vector<float>& scales,
                                                   int channel_axis, std::int32_t src_zero_point,
                                                   const dnnl::memory::desc& residual);
-// The argument id of the residual operand in the chain epilogue_attr made.
+// The argument id of a real residual (a binary post-op operand) in the
+// chain epilogue_attr made. A quantized residual is a sum post-op instead:
+// the kernel copies its codes into the result first (with_residual_in_result).
 int residual_arg(const op::requantize_epilogue& e);
+std::shared_ptr<const cpu_kernel> with_residual_in_result(std::shared_ptr<const cpu_kernel> inner, std::size_t input);
 
 // The bias in the accumulator's units (oneDNN 2.x adds it before the output
 // scale): bias[c] / scale[c].

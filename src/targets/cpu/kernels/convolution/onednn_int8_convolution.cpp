@@ -35,7 +35,6 @@ const op::fused_quant_convolution* requested(const kernel_request& r) { return r
 
 bool eligible(const kernel_request& r) {
     const auto* f = requested(r);
-    if (std::getenv("DEBUG_NO_INT8")) return false;
     if (f == nullptr || r.input_shapes[0].ndim() != 4 || !r.input_shapes[1].standard()) return false;
     for (std::size_t i = 1; i < (f->epilogue.has_bias ? 5u : 4u); ++i)
         if (r.constant_inputs[i].empty()) return false;
@@ -109,14 +108,16 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
         }
         ds::arg_descs descs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
         std::vector<int> slots{0, ds::primitive_kernel::result_slot};
-        if (e.residual != residual_kind::none) {
+        if (e.residual == residual_kind::real) {
             descs.emplace_back(is::residual_arg(e), residual);
             slots.push_back(static_cast<int>(e.residual_input()));
         }
         auto inner = std::make_shared<ds::primitive_kernel>(dnnl::convolution_forward(pd), std::move(descs),
                                                             std::move(slots), std::move(fixed),
                                                             pd.scratchpad_desc().get_size());
-        return is::staged(inner, x, inner_x, y, inner_y);
+        std::shared_ptr<const cpu_kernel> kernel = inner;
+        if (e.residual == residual_kind::quantized) kernel = is::with_residual_in_result(inner, e.residual_input());
+        return is::staged(kernel, x, inner_x, y, inner_y);
     } catch (const dnnl::error&) {
         return nullptr;  // no oneDNN implementation for these shapes: the reference kernel runs
     }

@@ -57,7 +57,12 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     const shape& y = r.output_shape;
     const std::size_t rank = y.ndim();
     dnnl::memory::desc residual;
-    if (e.residual != residual_kind::none) residual = is::typed_desc(r.input_shapes[e.residual_input()]);
+    if (e.residual != residual_kind::none) {
+        const shape& res = r.input_shapes[e.residual_input()];
+        // A full-tensor operand, or the codes copied into the result, share its layout.
+        if (res.strides() != y.strides()) return nullptr;
+        residual = is::typed_desc(res);
+    }
     const std::vector<float> scales = float_values(r.constant_inputs[3]);
     auto attr = is::epilogue_attr(e, scales, static_cast<int>(rank) - 1, zero_point_value(r.constant_inputs[2]), residual);
     if (!attr) return nullptr;
@@ -85,12 +90,14 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
         }
         ds::arg_descs descs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
         std::vector<int> slots{0, ds::primitive_kernel::result_slot};
-        if (e.residual != residual_kind::none) {
+        if (e.residual == residual_kind::real) {
             descs.emplace_back(is::residual_arg(e), residual);
             slots.push_back(static_cast<int>(e.residual_input()));
         }
-        return std::make_shared<ds::primitive_kernel>(dnnl::matmul(pd), std::move(descs), std::move(slots),
-                                                      std::move(fixed), pd.scratchpad_desc().get_size());
+        auto inner = std::make_shared<ds::primitive_kernel>(dnnl::matmul(pd), std::move(descs), std::move(slots),
+                                                            std::move(fixed), pd.scratchpad_desc().get_size());
+        if (e.residual == residual_kind::quantized) return is::with_residual_in_result(inner, e.residual_input());
+        return inner;
     } catch (const dnnl::error&) {
         return nullptr;
     }
