@@ -205,6 +205,36 @@ int residual_arg(const op::requantize_epilogue& e) {
     return DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(e.activation.kinds.size())) | DNNL_ARG_SRC_1;
 }
 
+bool has_vnni() {
+    using isa = dnnl::cpu_isa;
+    const isa effective = dnnl::get_effective_cpu_isa();  // what ONEDNN_MAX_CPU_ISA leaves
+    return effective == isa::avx512_core_vnni || effective == isa::avx512_core_bf16 ||
+           effective == isa::avx512_core_amx || effective == isa::avx2_vnni;
+}
+
+bool is_reference(const dnnl::primitive_desc& pd) { return pd.impl_info_str().rfind("ref", 0) == 0; }
+
+bool pairs_fit_16_bits(const shape& x, const argument& weights) {
+    if (x.type() != dtype::uint8_type) return false;
+    const auto* w = weights.data_as<const std::int8_t>();
+    for (std::size_t i = 0; i < weights.get_shape().elements(); ++i)
+        if (w[i] < -64 || w[i] > 64) return false;
+    return true;
+}
+
+bool skip_to_exact(dnnl::primitive_desc& pd, bool pairs_fit) {
+    auto inexact = [&] {
+        const auto& extra = pd.weights_desc().data.extra;
+        if ((extra.flags & dnnl_memory_extra_flag_scale_adjust) != 0 && extra.scale_adjust != 1.0f) return true;
+        // The direct kernels (jit, brgemm) multiply u8 by s8 with vpmaddubsw.
+        const std::string impl = pd.impl_info_str();
+        return !has_vnni() && !pairs_fit && impl.rfind("ref", 0) != 0;
+    };
+    while (inexact())
+        if (!pd.next_impl()) return false;
+    return true;
+}
+
 std::vector<float> bias_in_sum_units(const float* bias, const std::vector<float>& scales) {
     std::vector<float> out(scales.size());
     for (std::size_t c = 0; c < scales.size(); ++c) out[c] = bias[c] / scales[c];

@@ -33,6 +33,24 @@ std::optional<dnnl::primitive_attr> epilogue_attr(const op::requantize_epilogue&
 int residual_arg(const op::requantize_epilogue& e);
 std::shared_ptr<const cpu_kernel> with_residual_in_result(std::shared_ptr<const cpu_kernel> inner, std::size_t input);
 
+// Without VNNI, oneDNN's int8 kernels (direct and gemm-based) multiply u8
+// by s8 with vpmaddubsw, whose pairwise sums saturate at 16 bits: for u8
+// sources they just saturate (255 * 127 * 2 > 32767), for s8 sources
+// (shifted to u8) they halve the weights when reordering them (the weights
+// desc's scale_adjust 0.5), which rounds every odd weight. Exact there are
+// u8 sources with reduced-range weights (|w| <= 64: 255 * 64 * 2 fits), and
+// oneDNN's reference kernels. Moves `pd` to the first exact implementation;
+// false when there is none. With VNNI (vpdpbusd sums in 32 bits) the first
+// one is exact.
+bool skip_to_exact(dnnl::primitive_desc& pd, bool pairs_fit);
+// Whether `pd` is oneDNN's reference implementation.
+bool is_reference(const dnnl::primitive_desc& pd);
+// Whether every pair of products of u8 source `x` and `weights` fits 16 bits.
+bool pairs_fit_16_bits(const shape& x, const argument& weights);
+// Whether oneDNN runs on VNNI instructions here (ONEDNN_MAX_CPU_ISA counts).
+bool has_vnni();
+bool skip_to_exact(dnnl::primitive_desc& pd);
+
 // The bias in the accumulator's units (oneDNN 2.x adds it before the output
 // scale): bias[c] / scale[c].
 std::vector<float> bias_in_sum_units(const float* bias, const std::vector<float>& scales);

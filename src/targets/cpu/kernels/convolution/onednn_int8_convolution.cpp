@@ -53,7 +53,7 @@ dnnl::memory::desc weights_desc(const shape& w, std::size_t group, dnnl::memory:
     return dnnl::memory::desc(d, dnnl::memory::data_type::s8, tag);
 }
 
-std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
+std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_allowed) {
     const auto& f = *requested(r);
     const auto& e = f.epilogue;
     const shape& x = r.input_shapes[0];
@@ -97,6 +97,8 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
                                : dnnl::convolution_forward::desc(prop, direct, src, any_weights, dst, strides, dil,
                                                                  pad_l, pad_r);
         dnnl::convolution_forward::primitive_desc pd(desc, *attr, ds::cpu_engine());
+        if (!is::skip_to_exact(pd, is::pairs_fit_16_bits(x, r.constant_inputs[1]))) return nullptr;
+        if (!reference_allowed && is::is_reference(pd)) return nullptr;
         const auto plain_weights =
             weights_desc(w, group, group > 1 ? dnnl::memory::format_tag::goihw : dnnl::memory::format_tag::oihw);
         ds::fixed_args fixed{{DNNL_ARG_WEIGHTS, ds::reorder_constant(r.constant_inputs[1], plain_weights, pd.weights_desc())}};
@@ -123,12 +125,18 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     }
 }
 
+std::shared_ptr<const cpu_kernel> build_fast(const kernel_request& r, const kernel_builder&) { return build(r, false); }
+std::shared_ptr<const cpu_kernel> build_exact(const kernel_request& r, const kernel_builder&) { return build(r, true); }
+
 }  // namespace
 
-const kernel_algorithm onednn_int8_convolution{"onednn_int8", eligible, build};
+const kernel_algorithm onednn_int8_convolution{"onednn_int8", eligible, build_fast};
 
+// oneDNN's reference int8 convolution: exact where its fast kernels are not
+// (no VNNI, s8 sources or full-range weights), and slow.
 std::span<const kernel_algorithm> quant_convolution_algorithms() {
-    static const kernel_algorithm algorithms[] = {onednn_int8_convolution};
+    static const kernel_algorithm algorithms[] = {onednn_int8_convolution,
+                                                  {"onednn_int8_reference", eligible, build_exact}};
     return algorithms;
 }
 

@@ -50,7 +50,7 @@ dnnl::memory::desc ranked_desc(const shape& s, std::size_t rank) {
     return is::typed_desc(shape{s.type(), lens, strides});
 }
 
-std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
+std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_allowed) {
     const auto& e = requested(r)->epilogue;
     const shape& a = r.input_shapes[0];
     const shape& b = r.input_shapes[1];
@@ -81,6 +81,8 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     try {
         auto desc = e.has_bias ? dnnl::matmul::desc(src, any_weights, bias_desc, dst) : dnnl::matmul::desc(src, any_weights, dst);
         dnnl::matmul::primitive_desc pd(desc, *attr, ds::cpu_engine());
+        if (!is::skip_to_exact(pd, is::pairs_fit_16_bits(a, r.constant_inputs[1]))) return nullptr;
+        if (!reference_allowed && is::is_reference(pd)) return nullptr;
         ds::fixed_args fixed{{DNNL_ARG_WEIGHTS, ds::reorder_constant(r.constant_inputs[1], ranked_desc(b, rank), pd.weights_desc())}};
         if (e.has_bias) {
             dnnl::memory bias(bias_desc, ds::cpu_engine());
@@ -103,10 +105,16 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     }
 }
 
+std::shared_ptr<const cpu_kernel> build_fast(const kernel_request& r, const kernel_builder&) { return build(r, false); }
+std::shared_ptr<const cpu_kernel> build_exact(const kernel_request& r, const kernel_builder&) { return build(r, true); }
+
 }  // namespace
 
+// The reference entry is oneDNN's exact, slow int8 matmul, for where the fast
+// ones saturate (int8_support.hpp, skip_to_exact).
 std::span<const kernel_algorithm> quant_matmul_algorithms() {
-    static const kernel_algorithm algorithms[] = {{"onednn_int8", eligible, build}};
+    static const kernel_algorithm algorithms[] = {{"onednn_int8", eligible, build_fast},
+                                                  {"onednn_int8_reference", eligible, build_exact}};
     return algorithms;
 }
 
