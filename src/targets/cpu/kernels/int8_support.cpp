@@ -212,7 +212,7 @@ bool has_vnni() {
            effective == isa::avx512_core_amx || effective == isa::avx2_vnni;
 }
 
-bool is_reference(const dnnl::primitive_desc& pd) { return pd.impl_info_str().rfind("ref", 0) == 0; }
+bool is_reference(const dnnl::primitive_desc& pd) { return std::string(pd.impl_info_str()).rfind("ref", 0) == 0; }
 
 bool pairs_fit_16_bits(const shape& x, const argument& weights) {
     if (x.type() != dtype::uint8_type) return false;
