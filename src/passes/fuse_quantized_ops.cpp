@@ -8,7 +8,8 @@
 //   - quantize(dequantize(q, s, z), s, z) is q;
 //   - a dequantize moves below reshapes, transposes, slices, max pooling and
 //     concats of equally scaled inputs, so that such a view of a quantized
-//     layer's output meets the next layer's quantize and the pair cancels.
+//     layer's output meets the next layer's quantize and the pair cancels;
+//   - a per-tensor quantize moves above max pooling, which then pools codes.
 // The weights must be constant int8 with zero points absent or all zero
 // (symmetric); others stay float (correct, slow): kiln perf shows them as
 // float convolutions. Exact in integers: the only rounding left is the
@@ -258,11 +259,28 @@ rewrite_rule dequantize_below_concat() {
             }};
 }
 
+// quantize(max_pooling(v)) = max_pooling(quantize(v)) for a per-tensor
+// quantize (monotone): the pooling then runs on codes.
+rewrite_rule quantize_above_max_pooling() {
+    auto pattern = name("quantize_linear").where([](instruction_ref ins) {
+        auto in = ins->inputs()[0];
+        return in->name() == "pooling" && in->outputs().size() == 1 && is_max_pooling(in->get_operator()) &&
+               ins->inputs()[1]->get_shape().elements() == 1;
+    });
+    return {"quantize_above_max_pooling", pattern, [](module& m, const match_result& r) {
+                auto pool = r.root->inputs()[0];
+                auto inputs = r.root->inputs();
+                inputs[0] = pool->inputs()[0];
+                auto codes = m.insert_instruction(r.root, r.root->get_operator(), inputs);
+                return replace_with_new(m, r.root, pool->get_operator(), {codes});
+            }};
+}
+
 }  // namespace
 
 void fuse_quantized_ops::apply(module& m) const {
     rewrite_to_fixed_point(m, {quantize_convolution(), quantize_dot(), cancel_requantize(), dequantize_below_view(),
-                               dequantize_below_concat()});
+                               dequantize_below_concat(), quantize_above_max_pooling()});
 }
 
 }  // namespace kiln

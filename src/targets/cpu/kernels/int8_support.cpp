@@ -86,22 +86,38 @@ private:
     std::size_t x_bytes_ = 0, y_bytes_ = 0;
 };
 
-// Puts the residual's codes where the primitive's sum post-op reads them.
+// Puts the residual where the primitive's sum post-op reads it: codes as
+// they are into an 8-bit result, real values into a float one.
 class residual_first_kernel final : public cpu_kernel {
 public:
-    residual_first_kernel(std::shared_ptr<const cpu_kernel> inner, std::size_t input)
-        : inner_(std::move(inner)), input_(input) {}
+    residual_first_kernel(std::shared_ptr<const cpu_kernel> inner, const op::requantize_epilogue& e)
+        : inner_(std::move(inner)), e_(e) {}
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
-        // The plan may give the result the residual's own buffer.
-        if (result.data() != inputs[input_].data())
-            std::memmove(result.data(), inputs[input_].data(), inputs[input_].get_shape().bytes());
+        const argument& r = inputs[e_.residual_input()];
+        const std::size_t n = r.get_shape().elements();
+        if (result.get_shape().type() != dtype::float_type || r.get_shape().type() == dtype::float_type) {
+            // The plan may give the result the residual's own buffer.
+            if (result.data() != r.data()) std::memmove(result.data(), r.data(), r.get_shape().bytes());
+        } else if (r.get_shape().type() == dtype::uint8_type) {
+            to_real(r.data_as<const std::uint8_t>(), result.data_as<float>(), n);
+        } else {
+            to_real(r.data_as<const std::int8_t>(), result.data_as<float>(), n);
+        }
         inner_->run(result, inputs, scratch);
     }
     std::size_t scratch_bytes() const override { return inner_->scratch_bytes(); }
 
 private:
+    template <class T>
+    void to_real(const T* codes, float* out, std::size_t n) const {
+        const auto scale = static_cast<float>(e_.residual_scale);
+        const auto zero = static_cast<float>(e_.residual_zero_point);
+#pragma omp parallel for schedule(static)
+        for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(n); ++i) out[i] = (static_cast<float>(codes[i]) - zero) * scale;
+    }
+
     std::shared_ptr<const cpu_kernel> inner_;
-    std::size_t input_;
+    op::requantize_epilogue e_;
 };
 
 }  // namespace
@@ -183,14 +199,18 @@ std::optional<dnnl::primitive_attr> epilogue_attr(const op::requantize_epilogue&
         ops.append_eltwise(1.f, alg::eltwise_round, 0.f, 0.f);
         ops.append_eltwise(1.f, alg::eltwise_clip, lo - z, hi - z);
     }
-    if (e.residual == op::residual_kind::real) {
-        if (unit != 1) return std::nullopt;
-        ops.append_binary(alg::binary_add, residual);
-    }
-    if (e.residual == op::residual_kind::quantized) {
-        if (e.output_type == dtype::float_type) return std::nullopt;  // the codes sum in the destination
-        ops.append_sum(static_cast<float>(e.residual_scale / unit), static_cast<std::int32_t>(e.residual_zero_point),
-                       residual.data_type());
+    if (e.residual != op::residual_kind::none) {
+        const bool float_result = e.output_type == dtype::float_type;
+        if (!residual_in_result(e)) {
+            ops.append_binary(alg::binary_add, residual);
+        } else if (float_result) {
+            ops.append_sum(static_cast<float>(1 / unit));  // the real residual, put in the result
+        } else if (e.residual == op::residual_kind::quantized) {
+            ops.append_sum(static_cast<float>(e.residual_scale / unit), static_cast<std::int32_t>(e.residual_zero_point),
+                           residual.data_type());
+        } else {
+            return std::nullopt;  // real values do not fit an 8-bit result
+        }
     }
     if (!append_scaled(ops, e.after_residual, unit)) return std::nullopt;
     // The conversion to an 8-bit destination rounds half to even and saturates.
@@ -199,6 +219,10 @@ std::optional<dnnl::primitive_attr> epilogue_attr(const op::requantize_epilogue&
     if (unit != out_scale || out_zero != 0) append_linear(ops, unit / out_scale, out_zero);
     attr.set_post_ops(ops);
     return attr;
+}
+
+bool residual_in_result(const op::requantize_epilogue& e) {
+    return e.residual == op::residual_kind::quantized || (e.residual == op::residual_kind::real && chain_unit(e) != 1);
 }
 
 int residual_arg(const op::requantize_epilogue& e) {
@@ -241,8 +265,9 @@ std::vector<float> bias_in_sum_units(const float* bias, const std::vector<float>
     return out;
 }
 
-std::shared_ptr<const cpu_kernel> with_residual_in_result(std::shared_ptr<const cpu_kernel> inner, std::size_t input) {
-    return std::make_shared<residual_first_kernel>(std::move(inner), input);
+std::shared_ptr<const cpu_kernel> with_residual_in_result(std::shared_ptr<const cpu_kernel> inner,
+                                                          const op::requantize_epilogue& e) {
+    return std::make_shared<residual_first_kernel>(std::move(inner), e);
 }
 
 std::shared_ptr<const cpu_kernel> staged(std::shared_ptr<const cpu_kernel> inner, const shape& x, const shape& inner_x,

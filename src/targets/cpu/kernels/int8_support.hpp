@@ -27,11 +27,14 @@ dnnl::memory::desc channels_last_desc(const shape& plain, dtype t);
 std::optional<dnnl::primitive_attr> epilogue_attr(const op::requantize_epilogue& e, const std::vector<float>& scales,
                                                   int channel_axis, std::int32_t src_zero_point,
                                                   const dnnl::memory::desc& residual);
-// The argument id of a real residual (a binary post-op operand) in the
-// chain epilogue_attr made. A quantized residual is a sum post-op instead:
-// the kernel copies its codes into the result first (with_residual_in_result).
+// Whether the residual is a sum post-op over values the kernel puts in the
+// result first (with_residual_in_result): quantized codes, or real values
+// where the chain runs in another unit; else it is a binary post-op operand,
+// with argument id residual_arg.
+bool residual_in_result(const op::requantize_epilogue& e);
 int residual_arg(const op::requantize_epilogue& e);
-std::shared_ptr<const cpu_kernel> with_residual_in_result(std::shared_ptr<const cpu_kernel> inner, std::size_t input);
+std::shared_ptr<const cpu_kernel> with_residual_in_result(std::shared_ptr<const cpu_kernel> inner,
+                                                          const op::requantize_epilogue& e);
 
 // Without VNNI, oneDNN's int8 kernels (direct and gemm-based) multiply u8
 // by s8 with vpmaddubsw, whose pairwise sums saturate at 16 bits: for u8

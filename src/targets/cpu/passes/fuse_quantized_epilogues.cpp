@@ -155,13 +155,13 @@ rewrite_rule fuse_bias() {
             }};
 }
 
-// An activation goes before the residual add when there is none yet, after it otherwise.
+// An activation goes before the rounding and the residual add when there
+// is neither yet, after them otherwise.
 bool append_activation(module& m, const match_result& r, post_op_kind kind, double a = 0, double b = 0) {
     auto f = r.at("f");
-    const auto& e = *epilogue_of(f->get_operator());
-    if (e.round_type != dtype::float_type && e.residual == residual_kind::none) return false;
     auto fused = with_epilogue(f->get_operator(), [&](auto& ep) {
-        (ep.residual == residual_kind::none ? ep.activation : ep.after_residual).append(kind, a, b);
+        const bool before = ep.round_type == dtype::float_type && ep.residual == residual_kind::none;
+        (before ? ep.activation : ep.after_residual).append(kind, a, b);
     });
     return replace_with_new(m, r.root, fused, f->inputs());
 }
@@ -219,9 +219,10 @@ std::optional<instruction_ref> rounding_product(instruction_ref dequantize) {
 }
 
 // dequantize(quantized product) -> the product rounded to those codes, as
-// float: a residual add can then join it. When both operands of an add are
-// such products, the later one takes the add and the other keeps its int8
-// result, read as a quantized residual.
+// float: a residual add can then join it. When the add's other operand is
+// a dequantize of a value computed later (another layer's output), that
+// layer takes the add instead, and this one keeps its int8 result, read as
+// a quantized residual.
 rewrite_rule fuse_rounding() {
     auto pattern = name("dequantize_linear").where([](instruction_ref ins) { return rounding_product(ins).has_value(); });
     return {"fuse_rounding", pattern, [](module& m, const match_result& r) {
@@ -229,7 +230,8 @@ rewrite_rule fuse_rounding() {
                 auto user = r.root->outputs().front();
                 if (user->name() == "add" && user->inputs().size() == 2) {
                     auto other = user->inputs()[0] == r.root ? user->inputs()[1] : user->inputs()[0];
-                    if (auto g = rounding_product(other); g && position(m, *g) > position(m, f)) return false;
+                    if (other->name() == "dequantize_linear" && position(m, other->inputs()[0]) > position(m, f))
+                        return false;
                 }
                 const auto& e = *epilogue_of(f->get_operator());
                 auto fused = with_epilogue(f->get_operator(), [&](auto& ep) {

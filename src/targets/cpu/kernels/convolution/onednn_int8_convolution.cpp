@@ -110,7 +110,7 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
         }
         ds::arg_descs descs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
         std::vector<int> slots{0, ds::primitive_kernel::result_slot};
-        if (e.residual == residual_kind::real) {
+        if (e.residual != residual_kind::none && !is::residual_in_result(e)) {
             descs.emplace_back(is::residual_arg(e), residual);
             slots.push_back(static_cast<int>(e.residual_input()));
         }
@@ -118,7 +118,7 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
                                                             std::move(slots), std::move(fixed),
                                                             pd.scratchpad_desc().get_size());
         std::shared_ptr<const cpu_kernel> kernel = inner;
-        if (e.residual == residual_kind::quantized) kernel = is::with_residual_in_result(inner, e.residual_input());
+        if (is::residual_in_result(e)) kernel = is::with_residual_in_result(inner, e);
         return is::staged(kernel, x, inner_x, y, inner_y);
     } catch (const dnnl::error&) {
         return nullptr;  // no oneDNN implementation for these shapes: the reference kernel runs

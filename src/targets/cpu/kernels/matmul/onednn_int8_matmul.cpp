@@ -92,13 +92,13 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
         }
         ds::arg_descs descs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
         std::vector<int> slots{0, ds::primitive_kernel::result_slot};
-        if (e.residual == residual_kind::real) {
+        if (e.residual != residual_kind::none && !is::residual_in_result(e)) {
             descs.emplace_back(is::residual_arg(e), residual);
             slots.push_back(static_cast<int>(e.residual_input()));
         }
         auto inner = std::make_shared<ds::primitive_kernel>(dnnl::matmul(pd), std::move(descs), std::move(slots),
                                                             std::move(fixed), pd.scratchpad_desc().get_size());
-        if (e.residual == residual_kind::quantized) return is::with_residual_in_result(inner, e.residual_input());
+        if (is::residual_in_result(e)) return is::with_residual_in_result(inner, e);
         return inner;
     } catch (const dnnl::error&) {
         return nullptr;
