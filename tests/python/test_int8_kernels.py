@@ -239,3 +239,67 @@ def test_int8_kernels_do_not_saturate(isa):
         np.testing.assert_array_equal(np.array(result["output"]), _exact_saturation_reference(kind, x_value, weight),
                                       err_msg=f"{kind} x={x_value} w={weight} on {result['algorithm']} ({isa})")
         assert result["algorithm"] and result["algorithm"][0].startswith("onednn_int8")
+
+
+# --- QOperator models: the same int8 kernels ---
+
+def _qoperator_model(x_type, rng):
+    """QLinearConv -> QLinearConv (bias, per-channel weight scales) -> QLinearMatMul, constant parameters."""
+    z = lambda v: np.array(v, x_type)  # noqa: E731
+    inits = [
+        onh.from_array(np.float32(0.05), "xs"), onh.from_array(z(3), "xz"),
+        onh.from_array(rng.integers(-128, 128, (8, 3, 3, 3)).astype(np.int8), "w1"),
+        onh.from_array((rng.random(8) * 0.02 + 0.005).astype(np.float32), "w1s"), onh.from_array(np.zeros(8, np.int8), "w1z"),
+        onh.from_array(np.float32(0.2), "y1s"), onh.from_array(z(10), "y1z"),
+        onh.from_array(rng.integers(-128, 128, (8, 8, 1, 1)).astype(np.int8), "w2"),
+        onh.from_array(np.float32(0.01), "w2s"), onh.from_array(np.int8(0), "w2z"),
+        onh.from_array(rng.integers(-2000, 2000, 8).astype(np.int32), "b2"),
+        onh.from_array(np.float32(0.3), "y2s"), onh.from_array(z(-2 if x_type == np.int8 else 120), "y2z"),
+        onh.from_array(rng.integers(-128, 128, (6, 5)).astype(np.int8), "w3"),
+        onh.from_array((rng.random(5) * 0.02 + 0.005).astype(np.float32), "w3s"), onh.from_array(np.zeros(5, np.int8), "w3z"),
+        onh.from_array(np.float32(0.5), "y3s"), onh.from_array(z(1), "y3z"),
+    ]
+    nodes = [
+        oh.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        oh.make_node("QLinearConv", ["xq", "xs", "xz", "w1", "w1s", "w1z", "y1s", "y1z"], ["y1"], pads=[1, 1, 1, 1]),
+        oh.make_node("QLinearConv", ["y1", "y1s", "y1z", "w2", "w2s", "w2z", "y2s", "y2z", "b2"], ["y2"]),
+        oh.make_node("QLinearMatMul", ["y2", "y2s", "y2z", "w3", "w3s", "w3z", "y3s", "y3z"], ["y3"]),
+        oh.make_node("DequantizeLinear", ["y3", "y3s", "y3z"], ["y"]),
+    ]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 19)]).SerializeToString()
+
+
+@pytest.mark.parametrize("x_type", [np.int8, np.uint8])
+def test_qoperator_model_runs_on_int8_kernels_and_matches(x_type):
+    rng = np.random.default_rng(5)
+    data = _qoperator_model(x_type, rng)
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    expected = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    p = kiln.parse_onnx_buffer(data)
+    p.compile(kiln.get_target("cpu"))
+    np.testing.assert_allclose(np.asarray(p.run({"x": x})[0]), expected, rtol=0, atol=0.5 * 1.001)
+    algorithms = [(op, a) for _, op, a in p.get_kernel_algorithms() if op.startswith("fused")]
+    assert algorithms == [("fused_quant_convolution", "onednn_int8")] * 2 + [("fused_quant_dot", "onednn_int8")]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_integer_ops_import_as_quantized_ops(target):
+    rng = np.random.default_rng(6)
+    w = rng.integers(-128, 128, (4, 3, 3, 3)).astype(np.int8)
+    b = rng.integers(-128, 128, (36, 5)).astype(np.int8)
+    inits = [onh.from_array(w, "w"), onh.from_array(np.uint8(7), "xz"), onh.from_array(b, "b"), onh.from_array(np.uint8(200), "az")]
+    nodes = [oh.make_node("ConvInteger", ["x", "w", "xz"], ["y"], auto_pad="SAME_UPPER"),
+             oh.make_node("MatMulInteger", ["a", "b", "az"], ["z"])]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.UINT8, [1, 3, 5, 5]),
+                                       oh.make_tensor_value_info("a", TensorProto.UINT8, [2, 36])],
+                          [oh.make_tensor_value_info("y", TensorProto.INT32, None),
+                           oh.make_tensor_value_info("z", TensorProto.INT32, None)], inits)
+    p = kiln.parse_onnx_buffer(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 19)]).SerializeToString())
+    assert "quant_convolution" in str(p) and "quant_dot" in str(p)
+    x = rng.integers(0, 256, (1, 3, 5, 5)).astype(np.uint8)
+    a = rng.integers(0, 256, (2, 36)).astype(np.uint8)
+    y, z = run_on(p, target, {"x": x, "a": a})
+    np.testing.assert_array_equal(y, int_conv(x, w, 7, 1, 1, 1))
+    np.testing.assert_array_equal(z, (a.astype(np.int64) - 200) @ b.astype(np.int64))

@@ -67,7 +67,9 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
     auto attr = is::epilogue_attr(e, scales, static_cast<int>(rank) - 1, zero_point_value(r.constant_inputs[2]), residual);
     if (!attr) return nullptr;
 
-    const auto src = is::typed_desc(a);
+    // A channels-last int8 convolution result is copied to standard strides first.
+    const shape standard_a{a.type(), a.lens()};
+    const auto src = is::typed_desc(standard_a);
     const auto dst = is::typed_desc(y);
     dims weight_dims(rank, 1);
     weight_dims[rank - 2] = static_cast<dnnl::memory::dim>(b.lens()[0]);
@@ -98,8 +100,9 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
         }
         auto inner = std::make_shared<ds::primitive_kernel>(dnnl::matmul(pd), std::move(descs), std::move(slots),
                                                             std::move(fixed), pd.scratchpad_desc().get_size());
-        if (is::residual_in_result(e)) return is::with_residual_in_result(inner, e);
-        return inner;
+        std::shared_ptr<const cpu_kernel> kernel = inner;
+        if (is::residual_in_result(e)) kernel = is::with_residual_in_result(inner, e);
+        return is::staged(kernel, a, standard_a, y, y);
     } catch (const dnnl::error&) {
         return nullptr;
     }
