@@ -303,3 +303,25 @@ def test_integer_ops_import_as_quantized_ops(target):
     y, z = run_on(p, target, {"x": x, "a": a})
     np.testing.assert_array_equal(y, int_conv(x, w, 7, 1, 1, 1))
     np.testing.assert_array_equal(z, (a.astype(np.int64) - 200) @ b.astype(np.int64))
+
+
+def test_quantize_int8_form_with_float_weights_reaches_int8_kernels():
+    """kiln.quantize_int8 writes weights as dequantize(quantize(float literal)): folded into int8 codes, then fused."""
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    sw = (np.abs(w).reshape(8, -1).max(axis=1) / 127).astype(np.float32)
+    sx, x = np.float32(0.03), rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+
+    def body(m, xp):
+        s, z = m.add_literal(np.array(sx)), m.add_literal(np.array(0, np.int8))
+        xd = m.add_instruction(kiln.op("dequantize_linear"), [m.add_instruction(kiln.op("quantize_linear"), [xp, s, z]), s, z])
+        scale = m.add_literal(sw)
+        codes = m.add_instruction(kiln.op("quantize_linear", axis=0, output_type="int8_type"), [m.add_literal(w), scale])
+        wd = m.add_instruction(kiln.op("dequantize_linear", axis=0), [codes, scale])
+        return m.add_instruction(kiln.op("convolution", padding=[1, 1, 1, 1]), [xd, wd])
+
+    p = build_program({"x": ("float", x.shape)}, body)
+    (want,) = run_on(build_program({"x": ("float", x.shape)}, body), "ref", {"x": x})
+    (got,) = run_on(p, "cpu", {"x": x})
+    assert [a for _, op, a in p.get_kernel_algorithms() if op.startswith("fused")] == ["onednn_int8"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
