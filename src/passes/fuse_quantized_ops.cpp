@@ -94,6 +94,7 @@ bool is_quantized_weight(const dequantized& d, std::size_t axis, std::size_t cha
     if (d.q->get_shape().type() != dtype::int8_type || !match::is_constant_instruction(*d.q)) return false;
     if (d.scale->get_shape().type() != dtype::float_type || !match::is_constant_instruction(*d.scale)) return false;
     if (!d.per_tensor()) {
+        if (d.scale->get_shape().ndim() != 1) return false;  // blocked scales
         const auto a = static_cast<std::size_t>(d.axis < 0 ? d.axis + static_cast<std::int64_t>(d.q->get_shape().ndim()) : d.axis);
         if (a != axis || d.scale->get_shape().elements() != channels) return false;
     }
@@ -223,7 +224,7 @@ rewrite_rule dequantize_below_view() {
                 }
                 if (d.per_tensor()) return move_below(m, r.root, d, 1);
                 const auto* t = r.root->get_operator().get_if<op::transpose>();
-                if (t == nullptr) return false;
+                if (t == nullptr || d.scale->get_shape().ndim() != 1) return false;  // per axis, not blocked
                 const auto rank = static_cast<std::int64_t>(d.q->get_shape().ndim());
                 const std::int64_t axis = d.axis < 0 ? d.axis + rank : d.axis;
                 for (std::int64_t i = 0; i < rank; ++i) {
