@@ -325,3 +325,25 @@ def test_quantize_int8_form_with_float_weights_reaches_int8_kernels():
     (got,) = run_on(p, "cpu", {"x": x})
     assert [a for _, op, a in p.get_kernel_algorithms() if op.startswith("fused")] == ["onednn_int8"]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("code_type", ["int8", "uint8"])
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_cpu_quantize_and_dequantize_kernels_match_ref_bitwise(code_type, per_axis):
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((2, 3, 4, 5)) * 4).astype(np.float32)
+    x.flat[:6] = [0.25, -0.25, 0.75, 1e9, -1e9, np.nan]  # ties to even at scale 0.5, saturation, NaN
+    scale = np.array([0.5, 0.25, 1.0], np.float32) if per_axis else np.array(0.5, np.float32)
+    zero = np.array([3, -2, 0] if code_type == "int8" else [3, 200, 0], code_type) if per_axis else np.array(7, code_type)
+
+    def body(m, xp):
+        s, z = m.add_literal(scale), m.add_literal(zero)
+        q = m.add_instruction(kiln.op("quantize_linear", axis=1), [xp, s, z])
+        return [q, m.add_instruction(kiln.op("dequantize_linear", axis=1), [q, s, z])]
+
+    p = build_program({"x": ("float", x.shape)}, body)
+    ref = run_on(build_program({"x": ("float", x.shape)}, body), "ref", {"x": x})
+    cpu = run_on(p, "cpu", {"x": x})
+    assert {a for _, op, a in p.get_kernel_algorithms()} == {"quantize_8bit", "dequantize_8bit"}
+    for got, want in zip(cpu, ref):
+        np.testing.assert_array_equal(got, want)
