@@ -5,6 +5,7 @@
 // region). Threaded loops the compiler vectorizes; the same arithmetic as
 // the ops' reference compute: rint(x / scale) + zero point in float32,
 // saturated, and (q - zero point) * scale.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -53,6 +54,30 @@ std::optional<channel_parameters> read_parameters(const kernel_request& r, const
     return p;
 }
 
+// Calls f(begin, end, channel) over runs of elements sharing one channel's
+// parameters, in parallel: fixed-size chunks per tensor, one run per block
+// of `inner` elements per axis.
+template <class F>
+void for_each_run(const channel_parameters& p, std::size_t n, F&& f) {
+    const std::size_t run = p.channels == 1 ? 16384 : p.inner;
+    const auto runs = static_cast<std::ptrdiff_t>((n + run - 1) / run);
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t r = 0; r < runs; ++r) {
+        const auto begin = static_cast<std::size_t>(r) * run;
+        f(begin, std::min(n, begin + run), p.channels == 1 ? 0 : static_cast<std::size_t>(r) % p.channels);
+    }
+}
+
+// rint without a libm call (which kept the loop scalar): adding and taking
+// away 1.5 * 2^23 rounds to an integer, half to even, in the default rounding
+// mode; values beyond +-2^22 are clamped first (they saturate anyway).
+inline float round_half_even(float v) {
+    constexpr float magic = 12582912.0f;
+    constexpr float bound = 4194304.0f;
+    v = v > bound ? bound : (v < -bound ? -bound : v);
+    return (v + magic) - magic;
+}
+
 template <class Q>
 class quantize_kernel final : public cpu_kernel {
 public:
@@ -60,15 +85,14 @@ public:
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
         const float* x = inputs[0].data_as<const float>();
         Q* y = result.data_as<Q>();
-        const auto n = static_cast<std::ptrdiff_t>(result.get_shape().elements());
-        constexpr float lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
-#pragma omp parallel for schedule(static)
-        for (std::ptrdiff_t i = 0; i < n; ++i) {
-            const std::size_t c = (static_cast<std::size_t>(i) / p_.inner) % p_.channels;
-            float q = std::nearbyint(x[i] / p_.scale[c]) + p_.zero_point[c];
-            q = std::isnan(q) ? p_.zero_point[c] : q;  // no NaN code
-            y[i] = static_cast<Q>(std::fmin(hi, std::fmax(lo, q)));
-        }
+        for_each_run(p_, result.get_shape().elements(), [&](std::size_t begin, std::size_t end, std::size_t c) {
+            constexpr float lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
+            const float s = p_.scale[c], z = p_.zero_point[c];
+            for (std::size_t i = begin; i < end; ++i) {
+                const float q = std::fmin(hi, std::fmax(lo, round_half_even(x[i] / s) + z));
+                y[i] = static_cast<Q>(x[i] != x[i] ? z : q);  // NaN has no code: the zero point
+            }
+        });
     }
 
 private:
@@ -82,12 +106,10 @@ public:
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
         const Q* q = inputs[0].data_as<const Q>();
         float* y = result.data_as<float>();
-        const auto n = static_cast<std::ptrdiff_t>(result.get_shape().elements());
-#pragma omp parallel for schedule(static)
-        for (std::ptrdiff_t i = 0; i < n; ++i) {
-            const std::size_t c = (static_cast<std::size_t>(i) / p_.inner) % p_.channels;
-            y[i] = (static_cast<float>(q[i]) - p_.zero_point[c]) * p_.scale[c];
-        }
+        for_each_run(p_, result.get_shape().elements(), [&](std::size_t begin, std::size_t end, std::size_t c) {
+            const float s = p_.scale[c], z = p_.zero_point[c];
+            for (std::size_t i = begin; i < end; ++i) y[i] = (static_cast<float>(q[i]) - z) * s;
+        });
     }
 
 private:
