@@ -32,6 +32,10 @@ public:
     // A folded literal larger than this must not be larger than the literals
     // it is computed from, so folding never multiplies constant data.
     std::size_t small_bytes = std::size_t{64} << 10;
+    // Whether dequantize_linear of a constant folds into a float constant.
+    // Pipelines that run fuse_quantized_ops turn it off before that pass,
+    // which needs to see the int8 weights.
+    bool fold_dequantize = true;
 
     std::string name() const override { return "constant_propagation"; }
     void apply(module& m) const override;
@@ -60,6 +64,17 @@ public:
 class fuse_post_ops final : public pass {
 public:
     std::string name() const override { return "fuse_post_ops"; }
+    void apply(module& m) const override;
+};
+
+// Rewrites QDQ convolutions and dots (dequantized int8 activations and
+// weights) into quant_convolution / quant_dot followed by one dequantize,
+// cancels quantize / dequantize pairs and moves dequantize below views,
+// max pooling and concats so that int8 flows between quantized layers (see
+// fuse_quantized_ops.cpp for the exact rules and what is declined).
+class fuse_quantized_ops final : public pass {
+public:
+    std::string name() const override { return "fuse_quantized_ops"; }
     void apply(module& m) const override;
 };
 

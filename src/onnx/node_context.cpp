@@ -110,7 +110,9 @@ instruction_ref node_context::add(const std::string& name, const std::vector<ins
     const shape& s = ins->get_shape();
     // Intermediate results count against the memory limit too.
     checked_shape(s.type(), std::vector<std::int64_t>(s.lens().begin(), s.lens().end()), "result of " + name);
-    bool all_constant = !inputs.empty();
+    // A dequantized constant stays as int8 codes and scales: the quantized-op
+    // fusion needs the codes (constant propagation folds it if it declines).
+    bool all_constant = !inputs.empty() && name != "dequantize_linear";
     for (auto in : inputs) all_constant = all_constant && in->is_literal();
     if (!all_constant || s.elements() * s.element_size() > max_folded_bytes) return ins;
     std::vector<argument> args;

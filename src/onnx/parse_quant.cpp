@@ -1,8 +1,8 @@
 // ONNX quantization ops. QuantizeLinear / DequantizeLinear map to IR ops; the
-// integer and QLinear ops are decomposed into convert / sub / dot /
-// convolution / mul and a final quantize_linear, so no new kernels are needed.
-// Integer products are exact: dot accumulates in int32, and convolution runs
-// in double, which holds every sum of 8-bit products exactly.
+// QOperator ops become the QDQ form or integer ops (see below), so that they
+// reach the same int8 kernels as QDQ models. Integer products that do not fit
+// the integer ops are decomposed exactly: dot accumulates in int32, and
+// convolution runs in double, which holds every sum of 8-bit products.
 #include "onnx/onnx_tensor.hpp"
 #include "onnx/parse_families.hpp"
 
@@ -102,41 +102,75 @@ args_t parse_dynamic_quantize_linear(const node_context& ctx, const args_t& args
     return {y, scale, zp};
 }
 
-// Rounds an exact double accumulator into y's quantized type: rint(acc) +
-// zero point, saturated (quantize_linear with a scale of 1).
-instruction_ref requantize(const node_context& ctx, instruction_ref acc, const args_t& args, std::size_t y_zp,
-                           dtype fallback) {
-    args_t inputs{acc, ctx.add_scalar(dtype::double_type, 1)};
-    if (ctx.has_input(args, y_zp)) inputs.push_back(args[y_zp]);
+// ---- QOperator ops ----
+// QLinearConv / QLinearMatMul import as the QDQ form (dequantize the
+// operands, the float op, quantize the result), which fuse_quantized_ops
+// turns into quant_convolution / quant_dot and the cpu target into its int8
+// kernels, as for a QDQ model. ConvInteger / MatMulInteger with one zero
+// point for x and none (or zero) for the weights are quant_convolution /
+// quant_dot themselves; other zero points decompose into exact arithmetic.
+
+// dequantize_linear(q, scale[, zero_point]) with per-axis parameters along
+// `axis` (scale is converted to float32 when it is float16: the products
+// and their sums then round as in the QDQ form's float32).
+instruction_ref dequantized(const node_context& ctx, const args_t& args, std::size_t q, std::size_t scale,
+                            std::size_t zp, std::int64_t axis) {
+    args_t inputs{args[q], as_type(ctx, args[scale], dtype::float_type)};
+    if (ctx.has_input(args, zp)) inputs.push_back(args[zp]);
+    return ctx.add("dequantize_linear", inputs, value_map{{"axis", axis}});
+}
+
+instruction_ref quantized(const node_context& ctx, instruction_ref y, const args_t& args, std::size_t scale,
+                          std::size_t zp, dtype fallback) {
+    args_t inputs{y, as_type(ctx, args[scale], dtype::float_type)};
+    if (ctx.has_input(args, zp)) inputs.push_back(args[zp]);
     return ctx.add("quantize_linear", inputs, value_map{{"output_type", to_string(fallback)}});
 }
 
-// a_scale * b_scale / y_scale in the scales' dtype, then widened to double
-// (as the ONNX reference multiplies its int32 accumulator).
-instruction_ref multiplier(const node_context& ctx, instruction_ref a_scale, instruction_ref b_scale,
-                           instruction_ref y_scale) {
-    auto m = ctx.add("div", {ctx.add("mul", {a_scale, b_scale}), y_scale});
-    return as_type(ctx, m, dtype::double_type);
+// Whether input `zp` is absent or a literal of zeros.
+bool absent_or_zero(const node_context& ctx, const args_t& args, std::size_t zp) {
+    if (!ctx.has_input(args, zp)) return true;
+    if (!args[zp]->is_literal()) return false;
+    const argument& v = args[zp]->get_literal().get_argument();
+    const auto* bytes = reinterpret_cast<const unsigned char*>(v.data());
+    for (std::size_t i = 0; i < v.get_shape().bytes(); ++i)
+        if (bytes[i] != 0) return false;
+    return true;
+}
+
+bool one_value(const node_context& ctx, const args_t& args, std::size_t zp) {
+    return !ctx.has_input(args, zp) || args[zp]->get_shape().elements() == 1;
+}
+
+// The quantized ops take their zero point as one value of x's type.
+args_t codes_and_zero_point(const node_context& ctx, const args_t& args, std::size_t x, std::size_t w, std::size_t zp) {
+    args_t inputs{args[x], args[w]};
+    if (ctx.has_input(args, zp))
+        inputs.push_back(ctx.add("reshape", {args[zp]}, value_map{{"dims", int_list(std::vector<std::int64_t>{})}}));
+    return inputs;
 }
 
 args_t parse_matmul_integer(const node_context& ctx, const args_t& args) {
     ctx.expect_inputs(args, 2, 4);
+    if (one_value(ctx, args, 2) && absent_or_zero(ctx, args, 3) && args[1]->get_shape().type() == dtype::int8_type)
+        return {ctx.add("quant_dot", codes_and_zero_point(ctx, args, 0, 1, 2))};
     auto a = centered(ctx, args, 0, 2, dtype::int32_type, 2, 0);  // a zero point per row of A
     auto b = centered(ctx, args, 1, 3, dtype::int32_type);
     return {ctx.add("dot", {a, b})};
 }
 
-// a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp
+// a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp: per-row scales of a,
+// per-column scales of b.
 args_t parse_qlinear_matmul(const node_context& ctx, const args_t& args) {
     ctx.expect_inputs(args, 8, 8);
-    auto a = centered(ctx, args, 0, 2, dtype::int32_type, 2, 0);
-    auto b = centered(ctx, args, 3, 5, dtype::int32_type);
-    auto acc = as_type(ctx, ctx.add("dot", {a, b}), dtype::double_type);
-    auto m = multiplier(ctx, along(ctx, args[1], 2, 0), args[4], args[6]);
-    return {requantize(ctx, ctx.add("mul", {acc, m}), args, 7, args[0]->get_shape().type())};
+    const auto rank_a = static_cast<std::int64_t>(args[0]->get_shape().ndim());
+    const auto rank_b = static_cast<std::int64_t>(args[3]->get_shape().ndim());
+    auto a = dequantized(ctx, args, 0, 1, 2, std::max<std::int64_t>(rank_a - 2, 0));
+    auto b = dequantized(ctx, args, 3, 4, 5, rank_b - 1);
+    return {quantized(ctx, ctx.add("dot", {a, b}), args, 6, 7, args[0]->get_shape().type())};
 }
 
-// The Conv parser (same attributes) on double operands.
+// The Conv parser (same attributes) on the given operands.
 instruction_ref integer_conv(const node_context& ctx, instruction_ref x, instruction_ref w) {
     return get_parsers().at("Conv")(ctx, {x, w}).at(0);
 }
@@ -144,23 +178,30 @@ instruction_ref integer_conv(const node_context& ctx, instruction_ref x, instruc
 args_t parse_conv_integer(const node_context& ctx, const args_t& args) {
     ctx.expect_inputs(args, 2, 4);
     const std::size_t rank = args[1]->get_shape().ndim();
+    if (one_value(ctx, args, 2) && absent_or_zero(ctx, args, 3) && args[1]->get_shape().type() == dtype::int8_type) {
+        // The Conv parser resolves the geometry (auto_pad and all) on a float view, which then dies.
+        auto geometry = integer_conv(ctx, as_type(ctx, args[0], dtype::float_type), as_type(ctx, args[1], dtype::float_type));
+        if (geometry->name() == "convolution")
+            return {ctx.add("quant_convolution", codes_and_zero_point(ctx, args, 0, 1, 2),
+                            geometry->get_operator().attributes())};
+    }
     auto x = centered(ctx, args, 0, 2, dtype::double_type);
     auto w = centered(ctx, args, 1, 3, dtype::double_type, rank, 0);  // a zero point per output channel
     return {as_type(ctx, integer_conv(ctx, x, w), dtype::int32_type)};
 }
 
-// x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp[, B (int32)]
+// x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp[, B (int32, scale x_scale * w_scale)]
 args_t parse_qlinear_conv(const node_context& ctx, const args_t& args) {
     ctx.expect_inputs(args, 8, 9);
-    const std::size_t rank = args[3]->get_shape().ndim();
-    auto x = centered(ctx, args, 0, 2, dtype::double_type);
-    auto w = centered(ctx, args, 3, 5, dtype::double_type, rank, 0);
-    auto acc = integer_conv(ctx, x, w);
-    if (ctx.has_input(args, 8))
-        acc = ctx.add("add", {acc, along(ctx, as_type(ctx, args[8], dtype::double_type), rank - 1, 0)});
-    // Per-channel scales line up with the output's channel dim.
-    auto m = multiplier(ctx, args[1], along(ctx, args[4], rank - 1, 0), args[6]);
-    return {requantize(ctx, ctx.add("mul", {acc, m}), args, 7, args[0]->get_shape().type())};
+    auto x = dequantized(ctx, args, 0, 1, 2, 1);
+    auto w = dequantized(ctx, args, 3, 4, 5, 0);
+    args_t conv_inputs{x, w};
+    if (ctx.has_input(args, 8)) {
+        auto bias_scale = ctx.add("mul", {as_type(ctx, args[1], dtype::float_type), as_type(ctx, args[4], dtype::float_type)});
+        conv_inputs.push_back(ctx.add("dequantize_linear", {args[8], bias_scale}, value_map{{"axis", 0}}));
+    }
+    auto y = get_parsers().at("Conv")(ctx, conv_inputs).at(0);
+    return {quantized(ctx, y, args, 6, 7, args[0]->get_shape().type())};
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "ops/fused_attention.hpp"
 #include "ops/fused_concat_pointwise.hpp"
 #include "ops/fused_convolution.hpp"
+#include "ops/fused_quantized_linalg.hpp"
 #include "ops/fused_dot.hpp"
 #include "ops/fused_pointwise.hpp"
 #include "ops/grid_sample.hpp"
@@ -26,6 +27,7 @@
 #include "ops/norm.hpp"
 #include "ops/pool.hpp"
 #include "ops/quant.hpp"
+#include "ops/quantized_linalg.hpp"
 #include "ops/reduce.hpp"
 #include "ops/resize.hpp"
 #include "ops/roi_align.hpp"
@@ -151,6 +153,8 @@ op_registry build_registry() {
     // quant
     r.add<op::quantize_linear>();
     r.add<op::dequantize_linear>();
+    r.add<op::quant_convolution>();
+    r.add<op::quant_dot>();
     // reduce
     r.add<op::reduce_sum>();
     r.add<op::reduce_mean>();
@@ -175,6 +179,8 @@ op_registry build_registry() {
     // fused (made by the optimizer: kernels with post-ops, layout changes)
     r.add<op::fused_convolution>();
     r.add<op::fused_dot>();
+    r.add<op::fused_quant_convolution>();
+    r.add<op::fused_quant_dot>();
     r.add<op::fused_pointwise>();
     r.add<op::fused_concat_pointwise>();
     r.add<op::fused_attention>();

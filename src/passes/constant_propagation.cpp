@@ -24,7 +24,7 @@ namespace {
 
 using instruction_set = std::unordered_set<const instruction*>;
 
-instruction_set find_constants(const module& m) {
+instruction_set find_constants(const module& m, bool fold_dequantize) {
     instruction_set constant;
     for (const auto& ins : m) {
         if (ins.is_literal()) {
@@ -34,6 +34,7 @@ instruction_set find_constants(const module& m) {
         if (ins.is_param() || ins.is_return() || !ins.module_inputs().empty() ||
             match::is_nondeterministic(ins.get_operator()))
             continue;
+        if (!fold_dequantize && ins.name() == "dequantize_linear") continue;
         bool all = true;
         for (const auto& in : ins.inputs()) all = all && constant.count(&*in) > 0;
         if (all) constant.insert(&ins);
@@ -58,7 +59,7 @@ std::size_t source_literal_bytes(const instruction& ins) {
 
 class folder {
 public:
-    folder(module& m, const constant_propagation& options) : m_(m), options_(options), constant_(find_constants(m)) {}
+    folder(module& m, const constant_propagation& options) : m_(m), options_(options), constant_(find_constants(m, options.fold_dequantize)) {}
 
     void run() {
         choose_literals();

@@ -19,14 +19,19 @@ namespace kiln {
 // chains the kernel fusions before it left, and after CSE, so that
 // duplicates are merged before groups form; a concat only a pointwise group
 // reads then joins the group. A final DCE
-// removes what CSE and constant propagation leave unused.
+// removes what CSE and constant propagation leave unused. The first constant
+// propagation keeps dequantized int8 weights as they are, for the
+// quantized-op fusion right after it; the second folds the ones it declined.
 pass_list cpu_target::get_passes(const compile_options&) const {
-    return {std::make_shared<dead_code_elimination>(), std::make_shared<constant_propagation>(),
+    auto keep_dequantize = std::make_shared<constant_propagation>();
+    keep_dequantize->fold_dequantize = false;
+    return {std::make_shared<dead_code_elimination>(), keep_dequantize, std::make_shared<fuse_quantized_ops>(),
             std::make_shared<simplify_reshapes>(), std::make_shared<simplify_algebra>(),
             std::make_shared<constant_propagation>(),
             // Recognizers of composite ops, before post-op fusion can split them up.
             std::make_shared<fuse_gelu>(), std::make_shared<fuse_layer_norm>(), std::make_shared<fuse_attention>(),
-            std::make_shared<fuse_post_ops>(), std::make_shared<constant_propagation>(),
+            std::make_shared<fuse_quantized_epilogues>(), std::make_shared<fuse_post_ops>(),
+            std::make_shared<constant_propagation>(),
             std::make_shared<propagate_blocked_layout>(), std::make_shared<common_subexpression_elimination>(),
             std::make_shared<fuse_pointwise>(), std::make_shared<fuse_concat_pointwise>(),
             std::make_shared<dead_code_elimination>()};

@@ -35,6 +35,10 @@ std::shared_ptr<const cpu_kernel> make_layer_norm_kernel(const kernel_request& r
 std::shared_ptr<const cpu_kernel> make_attention_kernel(const kernel_request& r);
 // reshape, flatten, contiguous when they copy (strided_copy_kernel.cpp)
 std::shared_ptr<const cpu_kernel> make_strided_copy_kernel(const kernel_request& r);
+// quantize_linear / dequantize_linear between float32 and 8-bit codes
+// (quantize/linear_quantize_kernels.cpp); nullptr for other types or layouts
+std::shared_ptr<const cpu_kernel> make_quantize_kernel(const kernel_request& r);
+std::shared_ptr<const cpu_kernel> make_dequantize_kernel(const kernel_request& r);
 // to_blocked, from_blocked (dnnl_reorder.cpp)
 std::shared_ptr<const cpu_kernel> make_reorder_kernel(const kernel_request& r);
 

@@ -47,6 +47,8 @@ const kernel_algorithm layer_norm[] = {{"layer_norm_avx2", any_request, build_wi
 const kernel_algorithm attention[] = {{"attention_avx2", any_request, build_with<make_attention_kernel>}};
 const kernel_algorithm strided_copy[] = {{"strided_copy", any_request, build_with<make_strided_copy_kernel>}};
 const kernel_algorithm pointwise[] = {{"pointwise_avx2", any_request, build_with<make_pointwise_kernel>}};
+const kernel_algorithm quantize[] = {{"quantize_8bit", any_request, build_with<make_quantize_kernel>}};
+const kernel_algorithm dequantize[] = {{"dequantize_8bit", any_request, build_with<make_dequantize_kernel>}};
 const kernel_algorithm concat_pointwise[] = {
     {"concat_pointwise_avx2", any_request, build_with<make_concat_pointwise_kernel>}};
 
@@ -54,6 +56,8 @@ const std::map<std::string, std::span<const kernel_algorithm>>& families() {
     static const std::map<std::string, std::span<const kernel_algorithm>> by_op{
         {"fused_convolution", convolution_algorithms()},
         {"fused_dot", matmul_algorithms()},
+        {"fused_quant_convolution", quant_convolution_algorithms()},
+        {"fused_quant_dot", quant_matmul_algorithms()},
         {"pooling", pooling_algorithms()},
         {"to_blocked", reorder},
         {"from_blocked", reorder},
@@ -71,6 +75,8 @@ const std::map<std::string, std::span<const kernel_algorithm>>& families() {
         {"contiguous", strided_copy},
         {"fused_pointwise", pointwise},
         {"fused_concat_pointwise", concat_pointwise},
+        {"quantize_linear", quantize},
+        {"dequantize_linear", dequantize},
     };
     return by_op;
 }

@@ -26,3 +26,17 @@ public:
 };
 
 }  // namespace kiln
+
+namespace kiln {
+
+// Folds the dequantize, bias, activations, residual add and quantize after
+// each quant_convolution / quant_dot into one fused_quant_convolution /
+// fused_quant_dot that oneDNN's int8 kernels run (see
+// fuse_quantized_epilogues.cpp); 4-D int8 results are stored channels-last.
+class fuse_quantized_epilogues final : public pass {
+public:
+    std::string name() const override { return "fuse_quantized_epilogues"; }
+    void apply(module& m) const override;
+};
+
+}  // namespace kiln

@@ -13,6 +13,10 @@ extern const kernel_algorithm pairwise_sum_convolution;   // pairwise_sum_convol
 extern const kernel_algorithm im2col_convolution;         // im2col_convolution.cpp
 extern const kernel_algorithm channel_split_convolution;  // channel_split_convolution.cpp
 extern const kernel_algorithm onednn_convolution;         // dnnl_convolution.cpp
+extern const kernel_algorithm onednn_int8_convolution;    // onednn_int8_convolution.cpp
+
+// The int8 convolutions (fused_quant_convolution), in the same file.
+std::span<const kernel_algorithm> quant_convolution_algorithms();
 
 // Most specific first; oneDNN takes whatever is left.
 std::span<const kernel_algorithm> convolution_algorithms();

@@ -10,5 +10,7 @@
 namespace kiln {
 
 std::span<const kernel_algorithm> matmul_algorithms();
+// The int8 products (fused_quant_dot): oneDNN's int8 matmul (onednn_int8_matmul.cpp).
+std::span<const kernel_algorithm> quant_matmul_algorithms();
 
 }  // namespace kiln

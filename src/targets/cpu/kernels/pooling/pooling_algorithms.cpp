@@ -6,6 +6,7 @@ std::span<const kernel_algorithm> pooling_algorithms() {
     static const kernel_algorithm algorithms[] = {
         onednn_average_pooling,
         max_pooling,
+        onednn_int8_max_pooling,
     };
     return algorithms;
 }

@@ -1,0 +1,287 @@
+// Quantized-op fusion: a QDQ graph (what ONNX Runtime's quantize_static and
+// kiln.quantize_int8 write) computes each quantized layer as float
+// convolution / dot over dequantized operands. These rules make the integer
+// arithmetic explicit, so that targets run it on int8 kernels:
+//   - convolution(dequantize(xq, sx, zx), dequantize(wq, sw)) becomes
+//     dequantize(quant_convolution(xq, wq, zx), sx * sw, axis 1), and dot
+//     likewise (quant_dot, the scale along the result's last axis);
+//   - quantize(dequantize(q, s, z), s, z) is q;
+//   - a dequantize moves below reshapes, transposes, slices, max pooling and
+//     concats of equally scaled inputs, so that such a view of a quantized
+//     layer's output meets the next layer's quantize and the pair cancels;
+//   - a per-tensor quantize moves above max pooling, which then pools codes.
+// The weights must be constant int8 with zero points absent or all zero
+// (symmetric); others stay float (correct, slow): kiln perf shows them as
+// float convolutions. Exact in integers: the only rounding left is the
+// product of the two scales, formed in float32 (what the dequantized float
+// convolution rounds per product anyway).
+#include <optional>
+
+#include "kiln/op_registry.hpp"
+#include "kiln/passes.hpp"
+#include "ops/conv.hpp"
+#include "ops/pool.hpp"
+#include "ops/quant.hpp"
+#include "ops/quantized_linalg.hpp"
+#include "ops/shape_ops.hpp"
+#include "passes/constant_value.hpp"
+#include "passes/rewriter.hpp"
+
+namespace kiln {
+
+namespace {
+
+using match::match_result;
+using match::name;
+
+// The parts of a dequantize_linear instruction.
+struct dequantized {
+    instruction_ref q;
+    instruction_ref scale;
+    std::optional<instruction_ref> zero_point;
+    std::int64_t axis = 1;
+
+    bool per_tensor() const { return scale->get_shape().elements() == 1; }
+};
+
+dequantized read_dequantize(instruction_ref d) {
+    const auto& in = d->inputs();
+    dequantized r{in[0], in[1], std::nullopt, d->get_operator().get_if<op::dequantize_linear>()->axis};
+    if (in.size() == 3) r.zero_point = in[2];
+    return r;
+}
+
+bool is_8bit(dtype t) { return t == dtype::int8_type || t == dtype::uint8_type; }
+
+// A float32 constant's values; nothing when it is not one.
+std::optional<std::vector<float>> float_values(instruction_ref ins) {
+    if (ins->get_shape().type() != dtype::float_type || !match::is_constant_instruction(*ins)) return std::nullopt;
+    auto v = constant_value(*ins);
+    if (!v) return std::nullopt;
+    std::vector<float> out;
+    const auto& s = v->get_shape();
+    const float* p = v->data_as<const float>();
+    std::vector<std::vector<std::size_t>> strides{s.strides()};
+    out.resize(s.elements());
+    ops::for_each_broadcast<1>(s.lens(), strides, [&](std::size_t i, const std::size_t* off) { out[i] = p[off[0]]; });
+    return out;
+}
+
+// Whether every value of a constant integer zero point is 0 (an absent one is).
+bool is_zero(const std::optional<instruction_ref>& zero_point) {
+    if (!zero_point) return true;
+    if (!match::is_constant_instruction(**zero_point)) return false;
+    auto v = constant_value(**zero_point);
+    if (!v) return false;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(v->data());
+    for (std::size_t i = 0; i < v->get_shape().bytes(); ++i)
+        if (bytes[i] != 0) return false;
+    return true;
+}
+
+// An activation's dequantize: int8 / uint8 codes, one constant positive
+// scale and a constant zero point (or none).
+bool is_quantized_activation(const dequantized& d) {
+    if (!is_8bit(d.q->get_shape().type()) || !d.per_tensor()) return false;
+    auto s = scalar_constant(*d.scale);
+    if (!s || !(*s > 0) || d.scale->get_shape().type() != dtype::float_type) return false;
+    return !d.zero_point || scalar_constant(**d.zero_point).has_value();
+}
+
+// A weight's dequantize: constant int8 codes, symmetric, float32 scales
+// per tensor or along `axis` (`channels` values).
+bool is_quantized_weight(const dequantized& d, std::size_t axis, std::size_t channels) {
+    if (d.q->get_shape().type() != dtype::int8_type || !match::is_constant_instruction(*d.q)) return false;
+    if (d.scale->get_shape().type() != dtype::float_type || !match::is_constant_instruction(*d.scale)) return false;
+    if (!d.per_tensor()) {
+        if (d.scale->get_shape().ndim() != 1) return false;  // blocked scales
+        const auto a = static_cast<std::size_t>(d.axis < 0 ? d.axis + static_cast<std::int64_t>(d.q->get_shape().ndim()) : d.axis);
+        if (a != axis || d.scale->get_shape().elements() != channels) return false;
+    }
+    return is_zero(d.zero_point);
+}
+
+// sx * sw for each of `channels` output channels, as a float32 [channels] literal.
+instruction_ref combined_scale(module& m, instruction_ref pos, const dequantized& x, const dequantized& w,
+                               std::size_t channels) {
+    const float sx = (*float_values(x.scale))[0];
+    const std::vector<float> sw = *float_values(w.scale);
+    std::vector<float> values(channels);
+    for (std::size_t c = 0; c < channels; ++c) values[c] = sx * sw[sw.size() == 1 ? 0 : c];
+    return m.insert_literal(pos, literal(shape{dtype::float_type, {channels}}, values));
+}
+
+std::vector<instruction_ref> codes_and_zero_point(const dequantized& x, const dequantized& w) {
+    std::vector<instruction_ref> inputs{x.q, w.q};
+    if (x.zero_point) inputs.push_back(*x.zero_point);
+    return inputs;
+}
+
+operation dequantize_along(std::int64_t axis) {
+    op::dequantize_linear d;
+    d.axis = axis;
+    return d;
+}
+
+rewrite_rule quantize_convolution() {
+    auto pattern = name("convolution")
+                       .shape_is([](const shape& s) { return s.type() == dtype::float_type; })
+                       .args(name("dequantize_linear").bind("x"), name("dequantize_linear").bind("w"));
+    return {"quantize_convolution", pattern, [](module& m, const match_result& r) {
+                const auto x = read_dequantize(r.at("x"));
+                const auto w = read_dequantize(r.at("w"));
+                const std::size_t channels = r.root->get_shape().lens()[1];
+                if (!is_quantized_activation(x) || !is_quantized_weight(w, 0, channels)) return false;
+                const auto* conv = r.root->get_operator().get_if<op::convolution>();
+                op::quant_convolution q;
+                q.padding = conv->padding;
+                q.stride = conv->stride;
+                q.dilation = conv->dilation;
+                q.group = conv->group;
+                auto sums = m.insert_instruction(r.root, q, codes_and_zero_point(x, w));
+                auto scale = combined_scale(m, r.root, x, w, channels);
+                return replace_with_new(m, r.root, dequantize_along(1), {sums, scale});
+            }};
+}
+
+rewrite_rule quantize_dot() {
+    auto pattern = name("dot")
+                       .shape_is([](const shape& s) { return s.type() == dtype::float_type && s.ndim() >= 2; })
+                       .args(name("dequantize_linear").bind("a"), name("dequantize_linear").bind("b"));
+    return {"quantize_dot", pattern, [](module& m, const match_result& r) {
+                const auto a = read_dequantize(r.at("a"));
+                const auto b = read_dequantize(r.at("b"));
+                const shape& out = r.root->get_shape();
+                const std::size_t b_rank = b.q->get_shape().ndim();
+                const std::size_t columns = out.lens().back();
+                if (a.q->get_shape().ndim() < 2 || b_rank < 2) return false;
+                if (!is_quantized_activation(a) || !is_quantized_weight(b, b_rank - 1, columns)) return false;
+                auto sums = m.insert_instruction(r.root, op::quant_dot{}, codes_and_zero_point(a, b));
+                auto scale = combined_scale(m, r.root, a, b, columns);
+                return replace_with_new(m, r.root, dequantize_along(static_cast<std::int64_t>(out.ndim()) - 1),
+                                        {sums, scale});
+            }};
+}
+
+// Two optional one-value constants hold the same number (absent is 0).
+bool same_scalar(const std::optional<instruction_ref>& a, const std::optional<instruction_ref>& b) {
+    const auto va = a ? scalar_constant(**a) : std::optional<double>(0.0);
+    const auto vb = b ? scalar_constant(**b) : std::optional<double>(0.0);
+    return va && vb && *va == *vb;
+}
+
+bool same_per_tensor_parameters(const dequantized& a, const dequantized& b) {
+    return a.per_tensor() && b.per_tensor() && a.q->get_shape().type() == b.q->get_shape().type() &&
+           a.scale->get_shape().type() == b.scale->get_shape().type() && same_scalar(a.scale, b.scale) &&
+           same_scalar(a.zero_point, b.zero_point);
+}
+
+// quantize(dequantize(q, s, z), s, z) with the same codes' type: q itself.
+rewrite_rule cancel_requantize() {
+    auto pattern = name("quantize_linear").where([](instruction_ref ins) {
+        return ins->inputs()[0]->name() == "dequantize_linear";
+    });
+    return {"cancel_requantize", pattern, [](module& m, const match_result& r) {
+                const auto d = read_dequantize(r.root->inputs()[0]);
+                const auto& in = r.root->inputs();
+                dequantized q{r.root, in[1], std::nullopt, 1};
+                if (in.size() == 3) q.zero_point = in[2];
+                if (d.q->get_shape().type() != r.root->get_shape().type()) return false;
+                if (!same_per_tensor_parameters(d, q)) return false;
+                return replace_value(m, r.root, d.q);
+            }};
+}
+
+// Replaces `view` (a view or other order-preserving op of dequantize `d`)
+// by the same op of d's codes, dequantized with d's parameters along `axis`.
+bool move_below(module& m, instruction_ref view, const dequantized& d, std::int64_t axis) {
+    auto moved = m.insert_instruction(view, view->get_operator(), {d.q});
+    std::vector<instruction_ref> inputs{moved, d.scale};
+    if (d.zero_point) inputs.push_back(*d.zero_point);
+    auto replacement = m.insert_instruction(view, dequantize_along(axis), inputs);
+    if (replacement->get_shape().lens() != view->get_shape().lens()) return false;
+    return replace_value(m, view, replacement) || replace_value_restrided(m, view, replacement);
+}
+
+bool is_max_pooling(const operation& op) {
+    const auto* p = op.get_if<op::pooling>();
+    return p != nullptr && p->mode == op::pooling_mode::max;
+}
+
+// Views and max pooling commute with a per-tensor dequantize (max pooling
+// because a positive scale keeps the order); a transpose also carries a
+// per-axis one, its axis permuted.
+rewrite_rule dequantize_below_view() {
+    auto pattern = match::any_of_names({"reshape", "flatten", "squeeze", "unsqueeze", "transpose", "slice", "pooling"})
+                       .where([](instruction_ref ins) {
+                           return ins->inputs().size() == 1 && ins->inputs()[0]->name() == "dequantize_linear";
+                       });
+    return {"dequantize_below_view", pattern, [](module& m, const match_result& r) {
+                const auto d = read_dequantize(r.root->inputs()[0]);
+                if (r.root->name() == "pooling") {
+                    auto s = scalar_constant(*d.scale);
+                    if (!is_max_pooling(r.root->get_operator()) || !d.per_tensor() || !s || !(*s > 0)) return false;
+                }
+                if (d.per_tensor()) return move_below(m, r.root, d, 1);
+                const auto* t = r.root->get_operator().get_if<op::transpose>();
+                if (t == nullptr || d.scale->get_shape().ndim() != 1) return false;  // per axis, not blocked
+                const auto rank = static_cast<std::int64_t>(d.q->get_shape().ndim());
+                const std::int64_t axis = d.axis < 0 ? d.axis + rank : d.axis;
+                for (std::int64_t i = 0; i < rank; ++i) {
+                    // An empty permutation reverses the dims.
+                    const std::int64_t from =
+                        t->permutation.empty() ? rank - 1 - i : t->permutation[static_cast<std::size_t>(i)];
+                    if (from == axis) return move_below(m, r.root, d, i);
+                }
+                return false;
+            }};
+}
+
+// concat(dequantize(q1, s, z), dequantize(q2, s, z), ...) with one s and z
+// is dequantize(concat(q1, q2, ...), s, z).
+rewrite_rule dequantize_below_concat() {
+    auto pattern = name("concat").where([](instruction_ref ins) {
+        for (const auto& in : ins->inputs())
+            if (in->name() != "dequantize_linear") return false;
+        return !ins->inputs().empty();
+    });
+    return {"dequantize_below_concat", pattern, [](module& m, const match_result& r) {
+                const auto first = read_dequantize(r.root->inputs()[0]);
+                std::vector<instruction_ref> codes;
+                for (const auto& in : r.root->inputs()) {
+                    const auto d = read_dequantize(in);
+                    if (!same_per_tensor_parameters(first, d)) return false;
+                    codes.push_back(d.q);
+                }
+                auto joined = m.insert_instruction(r.root, r.root->get_operator(), codes);
+                std::vector<instruction_ref> inputs{joined, first.scale};
+                if (first.zero_point) inputs.push_back(*first.zero_point);
+                return replace_with_new(m, r.root, dequantize_along(1), inputs);
+            }};
+}
+
+// quantize(max_pooling(v)) = max_pooling(quantize(v)) for a per-tensor
+// quantize (monotone): the pooling then runs on codes.
+rewrite_rule quantize_above_max_pooling() {
+    auto pattern = name("quantize_linear").where([](instruction_ref ins) {
+        auto in = ins->inputs()[0];
+        return in->name() == "pooling" && in->outputs().size() == 1 && is_max_pooling(in->get_operator()) &&
+               ins->inputs()[1]->get_shape().elements() == 1;
+    });
+    return {"quantize_above_max_pooling", pattern, [](module& m, const match_result& r) {
+                auto pool = r.root->inputs()[0];
+                auto inputs = r.root->inputs();
+                inputs[0] = pool->inputs()[0];
+                auto codes = m.insert_instruction(r.root, r.root->get_operator(), inputs);
+                return replace_with_new(m, r.root, pool->get_operator(), {codes});
+            }};
+}
+
+}  // namespace
+
+void fuse_quantized_ops::apply(module& m) const {
+    rewrite_to_fixed_point(m, {quantize_convolution(), quantize_dot(), cancel_requantize(), dequantize_below_view(),
+                               dequantize_below_concat(), quantize_above_max_pooling()});
+}
+
+}  // namespace kiln

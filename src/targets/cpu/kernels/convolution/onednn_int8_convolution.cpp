@@ -1,0 +1,143 @@
+// int8 convolution through oneDNN: the codes stay 8-bit end to end, the
+// int32 sums are scaled per channel and the whole requantizing epilogue
+// (bias, activations, intermediate rounding, residual, output quantization)
+// runs as the primitive's output scales, source zero point and post-ops.
+// oneDNN's int8 kernels want channels-last activations: the layout passes
+// keep them so between int8 layers; other inputs and results are reordered
+// on the way in and out.
+#include "ops/fused_quantized_linalg.hpp"
+#include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
+#include "targets/cpu/kernels/dnnl_support.hpp"
+#include "targets/cpu/kernels/int8_support.hpp"
+
+namespace kiln {
+
+namespace {
+
+namespace ds = dnnl_support;
+namespace is = int8_support;
+using dims = dnnl::memory::dims;
+using op::residual_kind;
+
+dims to_dims(const std::vector<std::size_t>& v) { return dims(v.begin(), v.end()); }
+
+std::vector<float> float_values(const argument& a) {
+    const auto* p = a.data_as<const float>();
+    return {p, p + a.get_shape().elements()};
+}
+
+std::int32_t zero_point_value(const argument& z) {
+    if (z.get_shape().type() == dtype::uint8_type) return z.data_as<const std::uint8_t>()[0];
+    return z.data_as<const std::int8_t>()[0];
+}
+
+const op::fused_quant_convolution* requested(const kernel_request& r) { return r.op.get_if<op::fused_quant_convolution>(); }
+
+bool eligible(const kernel_request& r) {
+    const auto* f = requested(r);
+    if (f == nullptr || r.input_shapes[0].ndim() != 4 || !r.input_shapes[1].standard()) return false;
+    for (std::size_t i = 1; i < (f->epilogue.has_bias ? 5u : 4u); ++i)
+        if (r.constant_inputs[i].empty()) return false;
+    for (float s : float_values(r.constant_inputs[3]))
+        if (!(s != 0)) return false;  // the bias is divided by it
+    return true;
+}
+
+// Weights [M, C/g, kh, kw] as oneDNN sees them: grouped ones get a leading group dimension.
+dnnl::memory::desc weights_desc(const shape& w, std::size_t group, dnnl::memory::format_tag tag) {
+    dims d = to_dims(w.lens());
+    if (group > 1) {
+        d[0] /= static_cast<dnnl::memory::dim>(group);
+        d.insert(d.begin(), static_cast<dnnl::memory::dim>(group));
+    }
+    return dnnl::memory::desc(d, dnnl::memory::data_type::s8, tag);
+}
+
+std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_allowed) {
+    const auto& f = *requested(r);
+    const auto& e = f.epilogue;
+    const shape& x = r.input_shapes[0];
+    const shape& w = r.input_shapes[1];
+    const shape& y = r.output_shape;
+    const shape inner_x{x.type(), x.lens(), op::channels_last_strides(x.lens())};
+    const shape inner_y{y.type(), y.lens(), op::channels_last_strides(y.lens())};
+    std::vector<std::size_t> kernel(w.lens().begin() + 2, w.lens().end());
+    const ops::window win = ops::make_window(f.name(), kernel, f.conv.padding, f.conv.stride, f.conv.dilation);
+    dims strides = to_dims(win.stride), pad_l = to_dims(win.pad_begin), pad_r = to_dims(win.pad_end), dil;
+    for (auto d : win.dilation) dil.push_back(static_cast<dnnl::memory::dim>(d) - 1);
+    // oneDNN wants the right padding that makes its floor formula give our output extent.
+    for (std::size_t i = 0; i < 2; ++i) {
+        auto extent = static_cast<dnnl::memory::dim>(win.dilation[i] * (kernel[i] - 1) + 1);
+        pad_r[i] = static_cast<dnnl::memory::dim>(y.lens()[2 + i] - 1) * strides[i] + extent -
+                   static_cast<dnnl::memory::dim>(x.lens()[2 + i]) - pad_l[i];
+    }
+
+    dnnl::memory::desc residual;
+    if (e.residual != residual_kind::none) {
+        const shape& res = r.input_shapes[e.residual_input()];
+        // A full-tensor post-op operand must share the destination's layout.
+        if (res.strides() != inner_y.strides()) return nullptr;
+        residual = is::typed_desc(res);
+    }
+    const std::vector<float> scales = float_values(r.constant_inputs[3]);
+    auto attr = is::epilogue_attr(e, scales, 1, zero_point_value(r.constant_inputs[2]), residual);
+    if (!attr) return nullptr;
+
+    const auto group = static_cast<std::size_t>(f.conv.group);
+    const auto src = is::typed_desc(inner_x);
+    const auto dst = is::typed_desc(inner_y);
+    const auto any_weights = weights_desc(w, group, dnnl::memory::format_tag::any);
+    const auto channels = static_cast<dnnl::memory::dim>(y.lens()[1]);
+    const dnnl::memory::desc bias_desc({channels}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::x);
+    try {
+        const auto prop = dnnl::prop_kind::forward_inference;
+        const auto direct = dnnl::algorithm::convolution_direct;
+        auto desc = e.has_bias ? dnnl::convolution_forward::desc(prop, direct, src, any_weights, bias_desc, dst, strides,
+                                                                 dil, pad_l, pad_r)
+                               : dnnl::convolution_forward::desc(prop, direct, src, any_weights, dst, strides, dil,
+                                                                 pad_l, pad_r);
+        dnnl::convolution_forward::primitive_desc pd(desc, *attr, ds::cpu_engine());
+        if (!is::skip_to_exact(pd, is::pairs_fit_16_bits(x, r.constant_inputs[1]))) return nullptr;
+        if (!reference_allowed && is::is_reference(pd)) return nullptr;
+        const auto plain_weights =
+            weights_desc(w, group, group > 1 ? dnnl::memory::format_tag::goihw : dnnl::memory::format_tag::oihw);
+        ds::fixed_args fixed{{DNNL_ARG_WEIGHTS, ds::reorder_constant(r.constant_inputs[1], plain_weights, pd.weights_desc())}};
+        if (e.has_bias) {
+            dnnl::memory bias(bias_desc, ds::cpu_engine());
+            const auto values = is::bias_in_sum_units(r.constant_inputs[4].data_as<const float>(), scales);
+            std::copy(values.begin(), values.end(), static_cast<float*>(bias.get_data_handle()));
+            fixed.emplace(DNNL_ARG_BIAS, bias);
+        }
+        ds::arg_descs descs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
+        std::vector<int> slots{0, ds::primitive_kernel::result_slot};
+        if (e.residual != residual_kind::none && !is::residual_in_result(e)) {
+            descs.emplace_back(is::residual_arg(e), residual);
+            slots.push_back(static_cast<int>(e.residual_input()));
+        }
+        auto inner = std::make_shared<ds::primitive_kernel>(dnnl::convolution_forward(pd), std::move(descs),
+                                                            std::move(slots), std::move(fixed),
+                                                            pd.scratchpad_desc().get_size());
+        std::shared_ptr<const cpu_kernel> kernel = inner;
+        if (is::residual_in_result(e)) kernel = is::with_residual_in_result(inner, e);
+        return is::staged(kernel, x, inner_x, y, inner_y);
+    } catch (const dnnl::error&) {
+        return nullptr;  // no oneDNN implementation for these shapes: the reference kernel runs
+    }
+}
+
+std::shared_ptr<const cpu_kernel> build_fast(const kernel_request& r, const kernel_builder&) { return build(r, false); }
+std::shared_ptr<const cpu_kernel> build_exact(const kernel_request& r, const kernel_builder&) { return build(r, true); }
+
+}  // namespace
+
+const kernel_algorithm onednn_int8_convolution{"onednn_int8", eligible, build_fast};
+
+// oneDNN's reference int8 convolution: exact where its fast kernels are not
+// (no VNNI, s8 sources or full-range weights), and slow.
+std::span<const kernel_algorithm> quant_convolution_algorithms() {
+    static const kernel_algorithm algorithms[] = {onednn_int8_convolution,
+                                                  {"onednn_int8_reference", eligible, build_exact}};
+    return algorithms;
+}
+
+}  // namespace kiln

@@ -1,0 +1,279 @@
+#include "targets/cpu/kernels/int8_support.hpp"
+
+#include <cstring>
+
+#include "targets/cpu/kernels/dnnl_support.hpp"
+
+namespace kiln::int8_support {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using alg = dnnl::algorithm;
+
+// The unary kinds oneDNN's int8 kernels apply (its eltwise post-ops).
+bool append_unary(dnnl::post_ops& ops, const op::post_op_chain& chain) {
+    using op::post_op_kind;
+    for (std::size_t k = 0; k < chain.kinds.size(); ++k) {
+        const auto a = static_cast<float>(chain.alpha[k]);
+        const auto b = static_cast<float>(chain.beta[k]);
+        switch (chain.kinds[k]) {
+        case post_op_kind::relu: ops.append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f); break;
+        case post_op_kind::clip: ops.append_eltwise(1.f, alg::eltwise_clip, a, b); break;
+        case post_op_kind::sigmoid: ops.append_eltwise(1.f, alg::eltwise_logistic, 0.f, 0.f); break;
+        case post_op_kind::tanh: ops.append_eltwise(1.f, alg::eltwise_tanh, 0.f, 0.f); break;
+        case post_op_kind::gelu_erf: ops.append_eltwise(1.f, alg::eltwise_gelu_erf, 0.f, 0.f); break;
+        case post_op_kind::gelu_tanh: ops.append_eltwise(1.f, alg::eltwise_gelu_tanh, 0.f, 0.f); break;
+        default: return false;
+        }
+    }
+    return true;
+}
+
+void append_linear(dnnl::post_ops& ops, double alpha, double beta) {
+    ops.append_eltwise(1.f, alg::eltwise_linear, static_cast<float>(alpha), static_cast<float>(beta));
+}
+
+std::pair<float, float> code_range(dtype t) { return t == dtype::uint8_type ? std::pair{0.f, 255.f} : std::pair{-128.f, 127.f}; }
+
+class staged_kernel final : public cpu_kernel {
+public:
+    staged_kernel(std::shared_ptr<const cpu_kernel> inner, const shape& x, const shape& inner_x, const shape& result,
+                  const shape& inner_y)
+        : inner_(std::move(inner)), inner_x_(inner_x), inner_y_(inner_y) {
+        const auto& engine = dnnl_support::cpu_engine();
+        if (x.strides() != inner_x.strides()) {
+            x_from_ = typed_desc(x);
+            x_to_ = typed_desc(inner_x);
+            reorder_x_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, x_from_, engine, x_to_));
+            x_bytes_ = aligned(inner_x.bytes());
+        }
+        if (result.strides() != inner_y.strides()) {
+            y_from_ = typed_desc(inner_y);
+            y_to_ = typed_desc(result);
+            reorder_y_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, y_from_, engine, y_to_));
+            y_bytes_ = aligned(inner_y.bytes());
+        }
+    }
+
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
+        const auto& engine = dnnl_support::cpu_engine();
+        thread_local dnnl::stream stream(engine);
+        std::vector<argument> staged_inputs = inputs;
+        if (x_bytes_ > 0) {
+            dnnl::memory from(x_from_, engine, inputs[0].data()), to(x_to_, engine, scratch);
+            reorder_x_.execute(stream, from, to);
+            stream.wait();
+            staged_inputs[0] = argument(inner_x_, scratch);
+        }
+        const argument staged_result = y_bytes_ > 0 ? argument(inner_y_, scratch + x_bytes_) : result;
+        inner_->run(staged_result, staged_inputs, scratch + x_bytes_ + y_bytes_);
+        if (y_bytes_ > 0) {
+            dnnl::memory from(y_from_, engine, staged_result.data()), to(y_to_, engine, result.data());
+            reorder_y_.execute(stream, from, to);
+            stream.wait();
+        }
+    }
+    std::size_t scratch_bytes() const override { return x_bytes_ + y_bytes_ + inner_->scratch_bytes(); }
+
+private:
+    static std::size_t aligned(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+    std::shared_ptr<const cpu_kernel> inner_;
+    shape inner_x_, inner_y_;
+    dnnl::memory::desc x_from_, x_to_, y_from_, y_to_;
+    dnnl::reorder reorder_x_, reorder_y_;
+    std::size_t x_bytes_ = 0, y_bytes_ = 0;
+};
+
+// Puts the residual where the primitive's sum post-op reads it: codes as
+// they are into an 8-bit result, real values into a float one.
+class residual_first_kernel final : public cpu_kernel {
+public:
+    residual_first_kernel(std::shared_ptr<const cpu_kernel> inner, const op::requantize_epilogue& e)
+        : inner_(std::move(inner)), e_(e) {}
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
+        const argument& r = inputs[e_.residual_input()];
+        const std::size_t n = r.get_shape().elements();
+        if (result.get_shape().type() != dtype::float_type || r.get_shape().type() == dtype::float_type) {
+            // The plan may give the result the residual's own buffer.
+            if (result.data() != r.data()) std::memmove(result.data(), r.data(), r.get_shape().bytes());
+        } else if (r.get_shape().type() == dtype::uint8_type) {
+            to_real(r.data_as<const std::uint8_t>(), result.data_as<float>(), n);
+        } else {
+            to_real(r.data_as<const std::int8_t>(), result.data_as<float>(), n);
+        }
+        inner_->run(result, inputs, scratch);
+    }
+    std::size_t scratch_bytes() const override { return inner_->scratch_bytes(); }
+
+private:
+    template <class T>
+    void to_real(const T* codes, float* out, std::size_t n) const {
+        const auto scale = static_cast<float>(e_.residual_scale);
+        const auto zero = static_cast<float>(e_.residual_zero_point);
+#pragma omp parallel for schedule(static)
+        for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(n); ++i) out[i] = (static_cast<float>(codes[i]) - zero) * scale;
+    }
+
+    std::shared_ptr<const cpu_kernel> inner_;
+    op::requantize_epilogue e_;
+};
+
+}  // namespace
+
+dnnl::memory::data_type dnnl_type(dtype t) {
+    switch (t) {
+    case dtype::int8_type: return dt::s8;
+    case dtype::uint8_type: return dt::u8;
+    case dtype::int32_type: return dt::s32;
+    case dtype::float_type: return dt::f32;
+    default: fail(error_kind::runtime, "no oneDNN int8-kernel type for " + to_string(t));
+    }
+}
+
+dnnl::memory::desc typed_desc(const shape& s) {
+    dnnl::memory::dims d, st;
+    for (std::size_t i = 0; i < s.ndim(); ++i) {
+        const bool broadcast = s.strides()[i] == 0 && s.lens()[i] > 1;
+        d.push_back(static_cast<dnnl::memory::dim>(broadcast ? 1 : s.lens()[i]));
+        st.push_back(static_cast<dnnl::memory::dim>(s.strides()[i]));
+    }
+    if (d.empty()) {
+        d.push_back(1);
+        st.push_back(1);
+    }
+    return dnnl::memory::desc(d, dnnl_type(s.type()), st);
+}
+
+dnnl::memory::desc channels_last_desc(const shape& plain, dtype t) {
+    return typed_desc(shape{t, plain.lens(), op::channels_last_strides(plain.lens())});
+}
+
+// The chain runs in a unit u (the value divided by u): the rounding scale,
+// else the output scale, else 1. oneDNN's output scale then carries 1 / u,
+// relu commutes with it and clip bounds are divided by it; the rounding of
+// an intermediate quantize is round + clip to the codes minus the zero
+// point; a quantized residual is a sum post-op over codes the kernel puts
+// in the destination first. One eltwise_linear at most: oneDNN 2.6's jit
+// post-op chains computed wrong values with two.
+double chain_unit(const op::requantize_epilogue& e) {
+    if (e.round_type != dtype::float_type) return e.round_scale;
+    if (e.output_type != dtype::float_type) return e.output_scale;
+    return 1;
+}
+
+namespace {
+
+bool append_scaled(dnnl::post_ops& ops, const op::post_op_chain& chain, double unit) {
+    if (unit == 1) return append_unary(ops, chain);
+    for (std::size_t k = 0; k < chain.kinds.size(); ++k) {
+        if (chain.kinds[k] == op::post_op_kind::relu)
+            ops.append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f);
+        else if (chain.kinds[k] == op::post_op_kind::clip)
+            ops.append_eltwise(1.f, alg::eltwise_clip, static_cast<float>(chain.alpha[k] / unit),
+                               static_cast<float>(chain.beta[k] / unit));
+        else
+            return false;  // not homogeneous: needs the real value
+    }
+    return true;
+}
+
+}  // namespace
+
+std::optional<dnnl::primitive_attr> epilogue_attr(const op::requantize_epilogue& e, const std::vector<float>& scales,
+                                                  int channel_axis, std::int32_t src_zero_point,
+                                                  const dnnl::memory::desc& residual) {
+    const double unit = chain_unit(e);
+    std::vector<float> output_scales(scales.size());
+    for (std::size_t c = 0; c < scales.size(); ++c) output_scales[c] = static_cast<float>(scales[c] / unit);
+    auto attr = dnnl_support::user_scratchpad_attr();
+    attr.set_output_scales(1 << channel_axis, output_scales);
+    if (src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {src_zero_point});
+    dnnl::post_ops ops;
+    if (!append_scaled(ops, e.activation, unit)) return std::nullopt;
+    if (e.round_type != dtype::float_type) {
+        // quantize -> dequantize, in codes: round(v / s) + z saturated, minus z.
+        const auto [lo, hi] = code_range(e.round_type);
+        const auto z = static_cast<float>(e.round_zero_point);
+        ops.append_eltwise(1.f, alg::eltwise_round, 0.f, 0.f);
+        ops.append_eltwise(1.f, alg::eltwise_clip, lo - z, hi - z);
+    }
+    if (e.residual != op::residual_kind::none) {
+        const bool float_result = e.output_type == dtype::float_type;
+        if (!residual_in_result(e)) {
+            ops.append_binary(alg::binary_add, residual);
+        } else if (float_result) {
+            ops.append_sum(static_cast<float>(1 / unit));  // the real residual, put in the result
+        } else if (e.residual == op::residual_kind::quantized) {
+            ops.append_sum(static_cast<float>(e.residual_scale / unit), static_cast<std::int32_t>(e.residual_zero_point),
+                           residual.data_type());
+        } else {
+            return std::nullopt;  // real values do not fit an 8-bit result
+        }
+    }
+    if (!append_scaled(ops, e.after_residual, unit)) return std::nullopt;
+    // The conversion to an 8-bit destination rounds half to even and saturates.
+    const double out_scale = e.output_type == dtype::float_type ? 1 : e.output_scale;
+    const double out_zero = e.output_type == dtype::float_type ? 0 : static_cast<double>(e.output_zero_point);
+    if (unit != out_scale || out_zero != 0) append_linear(ops, unit / out_scale, out_zero);
+    attr.set_post_ops(ops);
+    return attr;
+}
+
+bool residual_in_result(const op::requantize_epilogue& e) {
+    return e.residual == op::residual_kind::quantized || (e.residual == op::residual_kind::real && chain_unit(e) != 1);
+}
+
+int residual_arg(const op::requantize_epilogue& e) {
+    return DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(e.activation.kinds.size())) | DNNL_ARG_SRC_1;
+}
+
+bool has_vnni() {
+    using isa = dnnl::cpu_isa;
+    const isa effective = dnnl::get_effective_cpu_isa();  // what ONEDNN_MAX_CPU_ISA leaves
+    return effective == isa::avx512_core_vnni || effective == isa::avx512_core_bf16 ||
+           effective == isa::avx512_core_amx || effective == isa::avx2_vnni;
+}
+
+bool is_reference(const dnnl::primitive_desc& pd) { return std::string(pd.impl_info_str()).rfind("ref", 0) == 0; }
+
+bool pairs_fit_16_bits(const shape& x, const argument& weights) {
+    if (x.type() != dtype::uint8_type) return false;
+    const auto* w = weights.data_as<const std::int8_t>();
+    for (std::size_t i = 0; i < weights.get_shape().elements(); ++i)
+        if (w[i] < -64 || w[i] > 64) return false;
+    return true;
+}
+
+bool skip_to_exact(dnnl::primitive_desc& pd, bool pairs_fit) {
+    auto inexact = [&] {
+        const auto& extra = pd.weights_desc().data.extra;
+        if ((extra.flags & dnnl_memory_extra_flag_scale_adjust) != 0 && extra.scale_adjust != 1.0f) return true;
+        // The direct kernels (jit, brgemm) multiply u8 by s8 with vpmaddubsw.
+        const std::string impl = pd.impl_info_str();
+        return !has_vnni() && !pairs_fit && impl.rfind("ref", 0) != 0;
+    };
+    while (inexact())
+        if (!pd.next_impl()) return false;
+    return true;
+}
+
+std::vector<float> bias_in_sum_units(const float* bias, const std::vector<float>& scales) {
+    std::vector<float> out(scales.size());
+    for (std::size_t c = 0; c < scales.size(); ++c) out[c] = bias[c] / scales[c];
+    return out;
+}
+
+std::shared_ptr<const cpu_kernel> with_residual_in_result(std::shared_ptr<const cpu_kernel> inner,
+                                                          const op::requantize_epilogue& e) {
+    return std::make_shared<residual_first_kernel>(std::move(inner), e);
+}
+
+std::shared_ptr<const cpu_kernel> staged(std::shared_ptr<const cpu_kernel> inner, const shape& x, const shape& inner_x,
+                                         const shape& result, const shape& inner_y) {
+    if (x.strides() == inner_x.strides() && result.strides() == inner_y.strides()) return inner;
+    return std::make_shared<staged_kernel>(std::move(inner), x, inner_x, result, inner_y);
+}
+
+}  // namespace kiln::int8_support

@@ -1,0 +1,124 @@
+// int8 matrix product through oneDNN's matmul: 8-bit activations [..., M, K]
+// times constant int8 weights [K, N] (reordered once into the primitive's
+// layout), the int32 sums scaled per column and requantized by the same
+// epilogue as the int8 convolution (int8_support.hpp).
+#include "ops/fused_quantized_linalg.hpp"
+#include "targets/cpu/kernels/dnnl_support.hpp"
+#include "targets/cpu/kernels/int8_support.hpp"
+#include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
+
+namespace kiln {
+
+namespace {
+
+namespace ds = dnnl_support;
+namespace is = int8_support;
+using dims = dnnl::memory::dims;
+using op::residual_kind;
+
+std::vector<float> float_values(const argument& a) {
+    const auto* p = a.data_as<const float>();
+    return {p, p + a.get_shape().elements()};
+}
+
+std::int32_t zero_point_value(const argument& z) {
+    if (z.get_shape().type() == dtype::uint8_type) return z.data_as<const std::uint8_t>()[0];
+    return z.data_as<const std::int8_t>()[0];
+}
+
+const op::fused_quant_dot* requested(const kernel_request& r) { return r.op.get_if<op::fused_quant_dot>(); }
+
+bool eligible(const kernel_request& r) {
+    const auto* f = requested(r);
+    if (f == nullptr) return false;
+    const shape& a = r.input_shapes[0];
+    const shape& b = r.input_shapes[1];
+    if (a.ndim() < 2 || a.ndim() > 4 || b.ndim() != 2) return false;
+    for (std::size_t i = 1; i < (f->epilogue.has_bias ? 5u : 4u); ++i)
+        if (r.constant_inputs[i].empty()) return false;
+    for (float s : float_values(r.constant_inputs[3]))
+        if (!(s != 0)) return false;  // the bias is divided by it
+    return true;
+}
+
+// `s` seen with `rank` dims: leading unit dims added (stride 0 is fine for extent 1).
+dnnl::memory::desc ranked_desc(const shape& s, std::size_t rank) {
+    std::vector<std::size_t> lens(rank - s.ndim(), 1), strides(rank - s.ndim(), 0);
+    lens.insert(lens.end(), s.lens().begin(), s.lens().end());
+    strides.insert(strides.end(), s.strides().begin(), s.strides().end());
+    for (std::size_t i = 0; i + s.ndim() < rank; ++i) strides[i] = s.elements();
+    return is::typed_desc(shape{s.type(), lens, strides});
+}
+
+std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_allowed) {
+    const auto& e = requested(r)->epilogue;
+    const shape& a = r.input_shapes[0];
+    const shape& b = r.input_shapes[1];
+    const shape& y = r.output_shape;
+    const std::size_t rank = y.ndim();
+    dnnl::memory::desc residual;
+    if (e.residual != residual_kind::none) {
+        const shape& res = r.input_shapes[e.residual_input()];
+        // A full-tensor operand, or the codes copied into the result, share its layout.
+        if (res.strides() != y.strides()) return nullptr;
+        residual = is::typed_desc(res);
+    }
+    const std::vector<float> scales = float_values(r.constant_inputs[3]);
+    auto attr = is::epilogue_attr(e, scales, static_cast<int>(rank) - 1, zero_point_value(r.constant_inputs[2]), residual);
+    if (!attr) return nullptr;
+
+    // A channels-last int8 convolution result is copied to standard strides first.
+    const shape standard_a{a.type(), a.lens()};
+    const auto src = is::typed_desc(standard_a);
+    const auto dst = is::typed_desc(y);
+    dims weight_dims(rank, 1);
+    weight_dims[rank - 2] = static_cast<dnnl::memory::dim>(b.lens()[0]);
+    weight_dims[rank - 1] = static_cast<dnnl::memory::dim>(b.lens()[1]);
+    const dnnl::memory::desc any_weights(weight_dims, dnnl::memory::data_type::s8, dnnl::memory::format_tag::any);
+    dims bias_dims(rank, 1);
+    bias_dims.back() = static_cast<dnnl::memory::dim>(y.lens().back());
+    dims bias_strides(rank, bias_dims.back());
+    bias_strides.back() = 1;
+    const dnnl::memory::desc bias_desc(bias_dims, dnnl::memory::data_type::f32, bias_strides);
+    try {
+        auto desc = e.has_bias ? dnnl::matmul::desc(src, any_weights, bias_desc, dst) : dnnl::matmul::desc(src, any_weights, dst);
+        dnnl::matmul::primitive_desc pd(desc, *attr, ds::cpu_engine());
+        if (!is::skip_to_exact(pd, is::pairs_fit_16_bits(a, r.constant_inputs[1]))) return nullptr;
+        if (!reference_allowed && is::is_reference(pd)) return nullptr;
+        ds::fixed_args fixed{{DNNL_ARG_WEIGHTS, ds::reorder_constant(r.constant_inputs[1], ranked_desc(b, rank), pd.weights_desc())}};
+        if (e.has_bias) {
+            dnnl::memory bias(bias_desc, ds::cpu_engine());
+            const auto values = is::bias_in_sum_units(r.constant_inputs[4].data_as<const float>(), scales);
+            std::copy(values.begin(), values.end(), static_cast<float*>(bias.get_data_handle()));
+            fixed.emplace(DNNL_ARG_BIAS, bias);
+        }
+        ds::arg_descs descs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
+        std::vector<int> slots{0, ds::primitive_kernel::result_slot};
+        if (e.residual != residual_kind::none && !is::residual_in_result(e)) {
+            descs.emplace_back(is::residual_arg(e), residual);
+            slots.push_back(static_cast<int>(e.residual_input()));
+        }
+        auto inner = std::make_shared<ds::primitive_kernel>(dnnl::matmul(pd), std::move(descs), std::move(slots),
+                                                            std::move(fixed), pd.scratchpad_desc().get_size());
+        std::shared_ptr<const cpu_kernel> kernel = inner;
+        if (is::residual_in_result(e)) kernel = is::with_residual_in_result(inner, e);
+        return is::staged(kernel, a, standard_a, y, y);
+    } catch (const dnnl::error&) {
+        return nullptr;
+    }
+}
+
+std::shared_ptr<const cpu_kernel> build_fast(const kernel_request& r, const kernel_builder&) { return build(r, false); }
+std::shared_ptr<const cpu_kernel> build_exact(const kernel_request& r, const kernel_builder&) { return build(r, true); }
+
+}  // namespace
+
+// The reference entry is oneDNN's exact, slow int8 matmul, for where the fast
+// ones saturate (int8_support.hpp, skip_to_exact).
+std::span<const kernel_algorithm> quant_matmul_algorithms() {
+    static const kernel_algorithm algorithms[] = {{"onednn_int8", eligible, build_fast},
+                                                  {"onednn_int8_reference", eligible, build_exact}};
+    return algorithms;
+}
+
+}  // namespace kiln

@@ -1,0 +1,288 @@
+// Folds what follows each integer product (quant_convolution, quant_dot with
+// constant weights) into one fused_quant_convolution / fused_quant_dot, so
+// that one int8 kernel runs a quantized layer:
+//   dequantize (per-channel scale) -> bias -> activations -> [quantize ->
+//   dequantize] -> residual add -> activations -> quantize.
+// Each rule extends the fused op by the next step when nothing else reads
+// the value before it. The residual is taken as int8 codes when it is a
+// dequantize of them. A 4-D int8 result is stored channels-last, the layout
+// oneDNN's int8 kernels read, so consecutive layers pass it on unchanged.
+#include <iterator>
+#include <list>
+#include <optional>
+
+#include "kiln/op_registry.hpp"
+#include "ops/fused_quantized_linalg.hpp"
+#include "ops/quant.hpp"
+#include "passes/constant_value.hpp"
+#include "passes/rewriter.hpp"
+#include "targets/cpu/passes/cpu_passes.hpp"
+
+namespace kiln {
+
+namespace {
+
+using match::match_result;
+using match::name;
+using op::post_op_kind;
+using op::requantize_epilogue;
+using op::residual_kind;
+
+bool is_8bit(dtype t) { return t == dtype::int8_type || t == dtype::uint8_type; }
+
+const requantize_epilogue* epilogue_of(const operation& op) {
+    if (const auto* c = op.get_if<op::fused_quant_convolution>()) return &c->epilogue;
+    if (const auto* d = op.get_if<op::fused_quant_dot>()) return &d->epilogue;
+    return nullptr;
+}
+
+template <class F>
+operation with_epilogue(const operation& op, F&& change) {
+    if (const auto* c = op.get_if<op::fused_quant_convolution>()) {
+        auto copy = *c;
+        change(copy.epilogue);
+        return copy;
+    }
+    auto copy = *op.get_if<op::fused_quant_dot>();
+    change(copy.epilogue);
+    return copy;
+}
+
+operation with_layout(const operation& op, bool channels_last) {
+    if (const auto* c = op.get_if<op::fused_quant_convolution>()) {
+        auto copy = *c;
+        copy.channels_last = channels_last;
+        return copy;
+    }
+    return op;
+}
+
+std::size_t channel_axis(instruction_ref fused) {
+    return fused->name() == "fused_quant_convolution" ? 1 : fused->get_shape().ndim() - 1;
+}
+
+bool is_fresh(const requantize_epilogue& e) {
+    return !e.has_bias && e.activation.empty() && e.round_type == dtype::float_type && e.residual == residual_kind::none &&
+           e.after_residual.empty() && e.output_type == dtype::float_type;
+}
+
+// A fused product with a float result that nothing else reads.
+match::matcher float_fused() {
+    return match::any_of_names({"fused_quant_convolution", "fused_quant_dot"}).used_once().where([](instruction_ref ins) {
+        return epilogue_of(ins->get_operator())->output_type == dtype::float_type;
+    });
+}
+
+// The one-value constant's value, as double.
+std::optional<double> scalar_of(const std::vector<instruction_ref>& inputs, std::size_t i) {
+    if (i >= inputs.size()) return 0.0;  // an absent zero point
+    if (inputs[i]->get_shape().elements() != 1 || !match::is_constant_instruction(*inputs[i])) return std::nullopt;
+    return scalar_constant(*inputs[i]);
+}
+
+std::size_t position(const module& m, instruction_ref ins) {
+    return static_cast<std::size_t>(std::distance(m.begin(), std::list<instruction>::const_iterator(ins)));
+}
+
+// dequantize(product, scale along the channel axis) -> fused product, float result.
+rewrite_rule product_to_fused() {
+    auto product = match::any_of_names({"quant_convolution", "quant_dot"}).used_once().bind("p");
+    auto pattern = name("dequantize_linear").args(product, match::is_constant().bind("s"));
+    return {"product_to_fused", pattern, [](module& m, const match_result& r) {
+                auto p = r.at("p");
+                auto s = r.at("s");
+                const shape& out = r.root->get_shape();
+                if (out.type() != dtype::float_type || !match::is_constant_instruction(*p->inputs()[1])) return false;
+                const bool conv = p->name() == "quant_convolution";
+                const std::size_t axis = conv ? 1 : out.ndim() - 1;
+                const std::size_t channels = out.lens()[axis];
+                const auto* d = r.root->get_operator().get_if<op::dequantize_linear>();
+                const auto rank = static_cast<std::int64_t>(out.ndim());
+                if (s->get_shape().type() != dtype::float_type) return false;
+                if (s->get_shape().elements() != 1 && (d->axis < 0 ? d->axis + rank : d->axis) != static_cast<std::int64_t>(axis))
+                    return false;
+                auto values = constant_value(*s);
+                if (!values) return false;
+                std::vector<float> scale(channels);
+                const auto* v = values->data_as<const float>();
+                const std::size_t stride = s->get_shape().elements() == 1 ? 0 : values->get_shape().strides().back();
+                for (std::size_t c = 0; c < channels; ++c) scale[c] = v[c * stride];
+                std::vector<instruction_ref> inputs{p->inputs()[0], p->inputs()[1]};
+                const dtype xt = inputs[0]->get_shape().type();
+                inputs.push_back(p->inputs().size() > 2 ? p->inputs()[2]
+                                                        : m.insert_literal(r.root, literal(shape{xt, {}}, std::vector<std::int8_t>{0})));
+                inputs.push_back(m.insert_literal(r.root, literal(shape{dtype::float_type, {channels}}, scale)));
+                operation fused;
+                if (conv) {
+                    op::fused_quant_convolution f;
+                    f.conv = *p->get_operator().get_if<op::quant_convolution>();
+                    fused = f;
+                } else {
+                    fused = op::fused_quant_dot{};
+                }
+                return replace_with_new(m, r.root, fused, inputs);
+            }};
+}
+
+// Whether constant `c` (numpy-aligned to `out`) varies along `axis` only.
+bool is_per_channel(const shape& c, const shape& out, std::size_t axis) {
+    if (c.ndim() > out.ndim()) return false;
+    const std::size_t offset = out.ndim() - c.ndim();
+    for (std::size_t i = 0; i < c.ndim(); ++i) {
+        const std::size_t d = offset + i;
+        const std::size_t want = d == axis ? out.lens()[axis] : 1;
+        if (c.lens()[i] != want && !(d == axis && c.lens()[i] == 1 && out.lens()[axis] == 1)) return false;
+    }
+    return offset <= axis;
+}
+
+rewrite_rule fuse_bias() {
+    auto pattern = name("add").args_any_order(float_fused().bind("f"), match::is_constant().bind("c"));
+    return {"fuse_quantized_bias", pattern, [](module& m, const match_result& r) {
+                auto f = r.at("f");
+                const auto& out = f->get_shape();
+                if (!is_fresh(*epilogue_of(f->get_operator())) || r.root->get_shape().lens() != out.lens()) return false;
+                const std::size_t axis = channel_axis(f);
+                if (r.at("c")->get_shape().type() != dtype::float_type || !is_per_channel(r.at("c")->get_shape(), out, axis))
+                    return false;
+                const auto channels = static_cast<std::int64_t>(out.lens()[axis]);
+                auto bias = m.insert_instruction(r.root, make_op("reshape", value_map{{"dims", value_list{value(channels)}}}),
+                                                 {r.at("c")});
+                auto inputs = f->inputs();
+                inputs.insert(inputs.begin() + 4, bias);
+                return replace_with_new(m, r.root, with_epilogue(f->get_operator(), [](auto& e) { e.has_bias = true; }),
+                                        inputs);
+            }};
+}
+
+// An activation goes before the rounding and the residual add when there
+// is neither yet, after them otherwise.
+bool append_activation(module& m, const match_result& r, post_op_kind kind, double a = 0, double b = 0) {
+    auto f = r.at("f");
+    auto fused = with_epilogue(f->get_operator(), [&](auto& ep) {
+        const bool before = ep.round_type == dtype::float_type && ep.residual == residual_kind::none;
+        (before ? ep.activation : ep.after_residual).append(kind, a, b);
+    });
+    return replace_with_new(m, r.root, fused, f->inputs());
+}
+
+rewrite_rule fuse_relu() {
+    return {"fuse_quantized_relu", name("relu").args(float_fused().bind("f")),
+            [](module& m, const match_result& r) { return append_activation(m, r, post_op_kind::relu); }};
+}
+
+rewrite_rule fuse_clip() {
+    auto pattern = name("clip").args(float_fused().bind("f"), match::is_constant().bind("lo"), match::is_constant().bind("hi"));
+    return {"fuse_quantized_clip", pattern, [](module& m, const match_result& r) {
+                auto lo = scalar_constant(*r.at("lo"));
+                auto hi = scalar_constant(*r.at("hi"));
+                if (!lo || !hi) return false;
+                return append_activation(m, r, post_op_kind::clip, *lo, *hi);
+            }};
+}
+
+rewrite_rule fuse_quantize() {
+    auto pattern = name("quantize_linear").where([](instruction_ref ins) { return ins->inputs().size() >= 2; });
+    return {"fuse_output_quantize", pattern, [](module& m, const match_result& r) {
+                auto f = r.root->inputs()[0];
+                match_result unused;
+                if (!float_fused().match(f, unused)) return false;
+                const auto scale = scalar_of(r.root->inputs(), 1);
+                const auto zero_point = scalar_of(r.root->inputs(), 2);
+                const dtype t = r.root->get_shape().type();
+                if (!scale || !(*scale > 0) || !zero_point || !is_8bit(t)) return false;
+                auto fused = with_epilogue(f->get_operator(), [&](auto& e) {
+                    e.output_type = t;
+                    e.output_scale = *scale;
+                    e.output_zero_point = static_cast<std::int64_t>(*zero_point);
+                });
+                if (f->get_shape().ndim() == 4 && replace_with_new(m, r.root, with_layout(fused, true), f->inputs()))
+                    return true;
+                return replace_with_new(m, r.root, fused, f->inputs());
+            }};
+}
+
+// A fused product with a quantized result that only `dequantize` reads,
+// with the same parameters (so dequantize(quantize(v)) rounds v).
+std::optional<instruction_ref> rounding_product(instruction_ref dequantize) {
+    if (dequantize->name() != "dequantize_linear" || dequantize->outputs().size() != 1) return std::nullopt;
+    auto f = dequantize->inputs()[0];
+    const auto* e = epilogue_of(f->get_operator());
+    if (e == nullptr || f->outputs().size() != 1 || e->output_type == dtype::float_type) return std::nullopt;
+    if (e->residual != residual_kind::none || e->round_type != dtype::float_type || !e->after_residual.empty())
+        return std::nullopt;
+    const auto scale = scalar_of(dequantize->inputs(), 1);
+    const auto zero_point = scalar_of(dequantize->inputs(), 2);
+    if (!scale || !zero_point || *scale != e->output_scale || *zero_point != static_cast<double>(e->output_zero_point))
+        return std::nullopt;
+    return f;
+}
+
+// dequantize(quantized product) -> the product rounded to those codes, as
+// float: a residual add can then join it. When the add's other operand is
+// a dequantize of a value computed later (another layer's output), that
+// layer takes the add instead, and this one keeps its int8 result, read as
+// a quantized residual.
+rewrite_rule fuse_rounding() {
+    auto pattern = name("dequantize_linear").where([](instruction_ref ins) { return rounding_product(ins).has_value(); });
+    return {"fuse_rounding", pattern, [](module& m, const match_result& r) {
+                auto f = *rounding_product(r.root);
+                auto user = r.root->outputs().front();
+                if (user->name() == "add" && user->inputs().size() == 2) {
+                    auto other = user->inputs()[0] == r.root ? user->inputs()[1] : user->inputs()[0];
+                    if (other->name() == "dequantize_linear" && position(m, other->inputs()[0]) > position(m, f))
+                        return false;
+                }
+                const auto& e = *epilogue_of(f->get_operator());
+                auto fused = with_epilogue(f->get_operator(), [&](auto& ep) {
+                    ep.round_type = e.output_type;
+                    ep.round_scale = e.output_scale;
+                    ep.round_zero_point = e.output_zero_point;
+                    ep.output_type = dtype::float_type;
+                    ep.output_scale = 1;
+                    ep.output_zero_point = 0;
+                });
+                return replace_with_new(m, r.root, with_layout(fused, false), f->inputs());
+            }};
+}
+
+rewrite_rule fuse_residual() {
+    auto pattern = name("add").args_any_order(float_fused().bind("f"), match::any().bind("o"));
+    return {"fuse_residual", pattern, [](module& m, const match_result& r) {
+                auto f = r.at("f");
+                auto o = r.at("o");
+                const auto& e = *epilogue_of(f->get_operator());
+                if (o == f || e.residual != residual_kind::none || !e.after_residual.empty()) return false;
+                if (o->get_shape().lens() != f->get_shape().lens() || r.root->get_shape().lens() != f->get_shape().lens())
+                    return false;
+                auto inputs = f->inputs();
+                residual_kind kind = residual_kind::real;
+                double scale = 1, zero_point = 0;
+                if (o->name() == "dequantize_linear" && is_8bit(o->inputs()[0]->get_shape().type())) {
+                    const auto s = scalar_of(o->inputs(), 1);
+                    const auto z = scalar_of(o->inputs(), 2);
+                    if (s && *s > 0 && z) {
+                        kind = residual_kind::quantized;
+                        scale = *s;
+                        zero_point = *z;
+                    }
+                }
+                if (kind == residual_kind::real && o->get_shape().type() != dtype::float_type) return false;
+                inputs.push_back(kind == residual_kind::quantized ? o->inputs()[0] : o);
+                auto fused = with_epilogue(f->get_operator(), [&](auto& ep) {
+                    ep.residual = kind;
+                    ep.residual_scale = scale;
+                    ep.residual_zero_point = static_cast<std::int64_t>(zero_point);
+                });
+                return replace_with_new(m, r.root, fused, inputs);
+            }};
+}
+
+}  // namespace
+
+void fuse_quantized_epilogues::apply(module& m) const {
+    rewrite_to_fixed_point(m, {product_to_fused(), fuse_bias(), fuse_relu(), fuse_clip(), fuse_quantize(),
+                               fuse_rounding(), fuse_residual()});
+}
+
+}  // namespace kiln

@@ -1,0 +1,349 @@
+"""int8 that runs in int8: the quantized ops against exact integer numpy, QDQ
+models written by ONNX Runtime's quantizer against ONNX Runtime's int8 output
+(and compiled onto int8 kernels, no float convolution fed by a dequantize),
+and the 16-bit saturation of int8 kernels without VNNI (oneDNN's AVX2 code,
+chosen with ONEDNN_MAX_CPU_ISA in a subprocess)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from onnx import TensorProto
+from onnx import helper as oh
+from onnx import numpy_helper as onh
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+import kiln
+from kiln_testing import TARGETS, build_program, run_on
+
+
+# --- quant_convolution / quant_dot against exact integer numpy ---
+
+def int_conv(x, w, zero_point, padding, stride, group):
+    """(x - zero_point) convolved with w in int64, zero padding standing for the zero point."""
+    x = np.pad(x.astype(np.int64) - zero_point, [(0, 0), (0, 0), (padding, padding), (padding, padding)])
+    n, c, h, wd = x.shape
+    m, cg, k, _ = w.shape
+    oh_, ow_ = (h - k) // stride + 1, (wd - k) // stride + 1
+    y = np.zeros((n, m, oh_, ow_), np.int64)
+    per_group = m // group
+    for i in range(oh_):
+        for j in range(ow_):
+            window = x[:, :, i * stride:i * stride + k, j * stride:j * stride + k]
+            for g in range(group):
+                y[:, g * per_group:(g + 1) * per_group, i, j] = np.einsum(
+                    "nckl,mckl->nm", window[:, g * cg:(g + 1) * cg], w[g * per_group:(g + 1) * per_group].astype(np.int64))
+    return y
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("x_type,zero_point", [("int8", -5), ("uint8", 131), ("int8", 0)])
+@pytest.mark.parametrize("group", [1, 2])
+def test_quant_convolution_is_exact_integer_arithmetic(target, x_type, zero_point, group):
+    rng = np.random.default_rng(1)
+    info = np.iinfo(x_type)
+    x = rng.integers(info.min, info.max + 1, size=(2, 4, 7, 7)).astype(x_type)
+    w = rng.integers(-128, 128, size=(6, 4 // group, 3, 3)).astype(np.int8)
+
+    def body(m, xp):
+        return m.add_instruction(kiln.op("quant_convolution", padding=[1, 1, 1, 1], stride=[2, 2], group=group),
+                                 [xp, m.add_literal(w), m.add_literal(np.array(zero_point, x_type))])
+
+    p = build_program({"x": (x_type, x.shape)}, body)
+    (y,) = run_on(p, target, {"x": x})
+    assert y.dtype == np.int32
+    np.testing.assert_array_equal(y, int_conv(x, w, zero_point, 1, 2, group))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("a_type,zero_point", [("int8", 3), ("uint8", 128)])
+def test_quant_dot_is_exact_integer_arithmetic(target, a_type, zero_point):
+    rng = np.random.default_rng(2)
+    info = np.iinfo(a_type)
+    a = rng.integers(info.min, info.max + 1, size=(2, 5, 33)).astype(a_type)
+    b = rng.integers(-128, 128, size=(33, 7)).astype(np.int8)
+
+    def body(m, ap):
+        return m.add_instruction(kiln.op("quant_dot"), [ap, m.add_literal(b), m.add_literal(np.array(zero_point, a_type))])
+
+    (y,) = run_on(build_program({"a": (a_type, a.shape)}, body), target, {"a": a})
+    np.testing.assert_array_equal(y, (a.astype(np.int64) - zero_point) @ b.astype(np.int64))
+
+
+def test_quant_convolution_rejects_float_input_by_name():
+    def body(m, xp):
+        return m.add_instruction(kiln.op("quant_convolution"), [xp, m.add_literal(np.ones((2, 3, 1, 1), np.int8))])
+
+    with pytest.raises(kiln.KilnError, match="quant_convolution: x \\(input 0\\) must be int8 or uint8"):
+        build_program({"x": ("float", (1, 3, 4, 4))}, body)
+
+
+# --- QDQ models from ONNX Runtime's quantizer ---
+
+class ConvNet(torch.nn.Module):
+    """Convolutions with ReLU, a residual add, max pooling, flatten and a linear layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(16, 16, 3, padding=1, stride=1)
+        self.c3 = torch.nn.Conv2d(16, 16, 1)
+        self.pool = torch.nn.MaxPool2d(2)
+        self.fc = torch.nn.Linear(16 * 8 * 8, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.c1(x))
+        z = torch.relu(self.c2(y))
+        z = torch.relu(self.c3(z) + y)
+        return self.fc(self.pool(z).flatten(1))
+
+
+class MatMulNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(32, 64)
+        self.l2 = torch.nn.Linear(64, 16)
+
+    def forward(self, x):
+        return self.l2(torch.relu(self.l1(x)))
+
+
+class _Reader(CalibrationDataReader):
+    def __init__(self, name, shape):
+        self._data = iter([{name: np.random.default_rng(i).standard_normal(shape).astype(np.float32)} for i in range(8)])
+
+    def get_next(self):
+        return next(self._data, None)
+
+
+def _quantized(tmp_path, model, shape, activation_type):
+    torch.manual_seed(0)
+    float_path, qdq_path = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
+    torch.onnx.export(model.eval(), torch.randn(*shape), str(float_path), input_names=["x"], opset_version=17,
+                      dynamo=False)
+    quantize_static(str(float_path), str(qdq_path), _Reader("x", shape), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=activation_type, weight_type=QuantType.QInt8)
+    return qdq_path
+
+
+def _output_step(path):
+    """The scale of the model's last DequantizeLinear: one quantization step of its output."""
+    m = onnx.load(str(path))
+    last = [n for n in m.graph.node if n.op_type == "DequantizeLinear"][-1]
+    inits = {i.name: onh.to_array(i) for i in m.graph.initializer}
+    return float(inits[last.input[1]])
+
+
+@pytest.mark.parametrize("activation_type", [QuantType.QInt8, QuantType.QUInt8], ids=["s8s8", "u8s8"])
+@pytest.mark.parametrize("net,shape", [(ConvNet, (2, 3, 16, 16)), (MatMulNet, (4, 32))], ids=["conv", "matmul"])
+def test_onnxruntime_qdq_model_runs_on_int8_kernels_and_matches(tmp_path, activation_type, net, shape):
+    path = _quantized(tmp_path, net(), shape, activation_type)
+    x = np.random.default_rng(42).standard_normal(shape).astype(np.float32)
+    expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    p = kiln.parse_onnx(str(path))
+    p.compile(kiln.get_target("cpu"))
+    y = np.asarray(p.run({"x": x})[0])
+    np.testing.assert_allclose(y, expected, rtol=0, atol=_output_step(path) * 1.001)
+
+    algorithms = {(op, algorithm) for _, op, algorithm in p.get_kernel_algorithms()}
+    product = "fused_quant_convolution" if net is ConvNet else "fused_quant_dot"
+    assert (product, "onednn_int8") in algorithms
+    assert not any(op in ("fused_convolution", "convolution", "fused_dot", "dot") for op, _ in algorithms)
+    if net is ConvNet:
+        assert ("pooling", "onednn_int8_max") in algorithms  # pooled in int8
+    # No instruction computes in float from a dequantize, and nothing dequantizes between layers.
+    assert "dequantize_linear" not in str(p)
+
+
+def test_nonzero_weight_zero_point_stays_float(tmp_path):
+    """Asymmetric weights are declined (correct, slow): the float convolution stays, visibly."""
+    rng = np.random.default_rng(3)
+    w = rng.integers(-100, 100, size=(4, 3, 3, 3)).astype(np.int8)
+    inits = [onh.from_array(np.float32(0.02), "sx"), onh.from_array(np.int8(0), "zx"), onh.from_array(w, "w"),
+             onh.from_array(np.float32(0.01), "sw"), onh.from_array(np.int8(5), "zw")]
+    nodes = [oh.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             oh.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             oh.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"]), oh.make_node("Conv", ["xd", "wd"], ["y"])]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    data = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 19)]).SerializeToString()
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    p = kiln.parse_onnx_buffer(data)
+    p.compile(kiln.get_target("cpu"))
+    ops = [op for _, op, _ in p.get_kernel_algorithms()]
+    assert "fused_quant_convolution" not in ops and "fused_convolution" in ops
+    expected = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(np.asarray(p.run({"x": x})[0]), expected, rtol=1e-5, atol=1e-5)
+
+
+# --- saturation: every input at the top of its range, every weight 127 or -128 ---
+
+_SATURATION_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import kiln
+    from onnx import TensorProto, helper as oh, numpy_helper as onh
+
+    def model(kind, x_type, weight):
+        x_shape, w_shape, axis = ([1, 16, 5, 5], [8, 16, 3, 3], 0) if kind == "conv" else ([4, 64], [64, 8], 1)
+        inits = [onh.from_array(np.float32(1), "sx"), onh.from_array(np.array(0, x_type), "zx"),
+                 onh.from_array(np.full(w_shape, weight, np.int8), "w"), onh.from_array(np.ones(8, np.float32), "sw")]
+        op = oh.make_node("Conv", ["xd", "wd"], ["y"], pads=[1] * 4) if kind == "conv" else oh.make_node("MatMul", ["xd", "wd"], ["y"])
+        nodes = [oh.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]), oh.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+                 oh.make_node("DequantizeLinear", ["w", "sw"], ["wd"], axis=axis), op]
+        g = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+        return oh.make_model(g, opset_imports=[oh.make_opsetid("", 19)]).SerializeToString(), x_shape
+
+    results = []
+    for kind, x_type, x_value, weight in json.loads(sys.argv[1]):
+        data, x_shape = model(kind, np.dtype(x_type), weight)
+        p = kiln.parse_onnx_buffer(data)
+        p.compile(kiln.get_target("cpu"))
+        y = np.asarray(p.run({"x": np.full(x_shape, float(x_value), np.float32)})[0])
+        algorithm = [a for _, op, a in p.get_kernel_algorithms() if op.startswith("fused_quant")]
+        results.append({"output": y.astype(np.int64).tolist(), "algorithm": algorithm})
+    print(json.dumps(results))
+""")
+
+_SATURATION_CASES = [(kind, x_type, x_value, weight)
+                     for kind in ("conv", "matmul")
+                     for x_type, x_value in (("uint8", 255), ("int8", 127), ("int8", -128))
+                     for weight in (127, -128, 64, -64)]
+
+
+def _exact_saturation_reference(kind, x_value, weight):
+    if kind == "matmul":
+        return np.full((4, 64), x_value, np.int64) @ np.full((64, 8), weight, np.int64)
+    x = np.full((1, 16, 5, 5), x_value, np.int64)
+    return int_conv(x, np.full((8, 16, 3, 3), weight, np.int64), 0, 1, 1, 1)
+
+
+@pytest.mark.parametrize("isa", ["AVX2", "default"])
+def test_int8_kernels_do_not_saturate(isa):
+    """vpmaddubsw (AVX2 without VNNI) saturates u8 * s8 pairs at 16 bits; the kernels chosen there must not."""
+    import json
+    env = dict(os.environ)
+    env.pop("ONEDNN_MAX_CPU_ISA", None)
+    if isa != "default":
+        env["ONEDNN_MAX_CPU_ISA"] = isa  # oneDNN 2.6 reads it (and DNNL_MAX_CPU_ISA) once, at first use
+    out = subprocess.run([sys.executable, "-c", _SATURATION_SCRIPT, json.dumps(_SATURATION_CASES)], env=env,
+                         capture_output=True, text=True, check=True)
+    results = json.loads(out.stdout.strip().splitlines()[-1])
+    for (kind, _, x_value, weight), result in zip(_SATURATION_CASES, results):
+        np.testing.assert_array_equal(np.array(result["output"]), _exact_saturation_reference(kind, x_value, weight),
+                                      err_msg=f"{kind} x={x_value} w={weight} on {result['algorithm']} ({isa})")
+        assert result["algorithm"] and result["algorithm"][0].startswith("onednn_int8")
+
+
+# --- QOperator models: the same int8 kernels ---
+
+def _qoperator_model(x_type, rng):
+    """QLinearConv -> QLinearConv (bias, per-channel weight scales) -> QLinearMatMul, constant parameters."""
+    z = lambda v: np.array(v, x_type)  # noqa: E731
+    inits = [
+        onh.from_array(np.float32(0.05), "xs"), onh.from_array(z(3), "xz"),
+        onh.from_array(rng.integers(-128, 128, (8, 3, 3, 3)).astype(np.int8), "w1"),
+        onh.from_array((rng.random(8) * 0.02 + 0.005).astype(np.float32), "w1s"), onh.from_array(np.zeros(8, np.int8), "w1z"),
+        onh.from_array(np.float32(0.2), "y1s"), onh.from_array(z(10), "y1z"),
+        onh.from_array(rng.integers(-128, 128, (8, 8, 1, 1)).astype(np.int8), "w2"),
+        onh.from_array(np.float32(0.01), "w2s"), onh.from_array(np.int8(0), "w2z"),
+        onh.from_array(rng.integers(-2000, 2000, 8).astype(np.int32), "b2"),
+        onh.from_array(np.float32(0.3), "y2s"), onh.from_array(z(-2 if x_type == np.int8 else 120), "y2z"),
+        onh.from_array(rng.integers(-128, 128, (6, 5)).astype(np.int8), "w3"),
+        onh.from_array((rng.random(5) * 0.02 + 0.005).astype(np.float32), "w3s"), onh.from_array(np.zeros(5, np.int8), "w3z"),
+        onh.from_array(np.float32(0.5), "y3s"), onh.from_array(z(1), "y3z"),
+    ]
+    nodes = [
+        oh.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        oh.make_node("QLinearConv", ["xq", "xs", "xz", "w1", "w1s", "w1z", "y1s", "y1z"], ["y1"], pads=[1, 1, 1, 1]),
+        oh.make_node("QLinearConv", ["y1", "y1s", "y1z", "w2", "w2s", "w2z", "y2s", "y2z", "b2"], ["y2"]),
+        oh.make_node("QLinearMatMul", ["y2", "y2s", "y2z", "w3", "w3s", "w3z", "y3s", "y3z"], ["y3"]),
+        oh.make_node("DequantizeLinear", ["y3", "y3s", "y3z"], ["y"]),
+    ]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 19)]).SerializeToString()
+
+
+@pytest.mark.parametrize("x_type", [np.int8, np.uint8])
+def test_qoperator_model_runs_on_int8_kernels_and_matches(x_type):
+    rng = np.random.default_rng(5)
+    data = _qoperator_model(x_type, rng)
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    expected = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    p = kiln.parse_onnx_buffer(data)
+    p.compile(kiln.get_target("cpu"))
+    np.testing.assert_allclose(np.asarray(p.run({"x": x})[0]), expected, rtol=0, atol=0.5 * 1.001)
+    algorithms = [(op, a) for _, op, a in p.get_kernel_algorithms() if op.startswith("fused")]
+    assert algorithms == [("fused_quant_convolution", "onednn_int8")] * 2 + [("fused_quant_dot", "onednn_int8")]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_integer_ops_import_as_quantized_ops(target):
+    rng = np.random.default_rng(6)
+    w = rng.integers(-128, 128, (4, 3, 3, 3)).astype(np.int8)
+    b = rng.integers(-128, 128, (36, 5)).astype(np.int8)
+    inits = [onh.from_array(w, "w"), onh.from_array(np.uint8(7), "xz"), onh.from_array(b, "b"), onh.from_array(np.uint8(200), "az")]
+    nodes = [oh.make_node("ConvInteger", ["x", "w", "xz"], ["y"], auto_pad="SAME_UPPER"),
+             oh.make_node("MatMulInteger", ["a", "b", "az"], ["z"])]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.UINT8, [1, 3, 5, 5]),
+                                       oh.make_tensor_value_info("a", TensorProto.UINT8, [2, 36])],
+                          [oh.make_tensor_value_info("y", TensorProto.INT32, None),
+                           oh.make_tensor_value_info("z", TensorProto.INT32, None)], inits)
+    p = kiln.parse_onnx_buffer(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 19)]).SerializeToString())
+    assert "quant_convolution" in str(p) and "quant_dot" in str(p)
+    x = rng.integers(0, 256, (1, 3, 5, 5)).astype(np.uint8)
+    a = rng.integers(0, 256, (2, 36)).astype(np.uint8)
+    y, z = run_on(p, target, {"x": x, "a": a})
+    np.testing.assert_array_equal(y, int_conv(x, w, 7, 1, 1, 1))
+    np.testing.assert_array_equal(z, (a.astype(np.int64) - 200) @ b.astype(np.int64))
+
+
+def test_quantize_int8_form_with_float_weights_reaches_int8_kernels():
+    """kiln.quantize_int8 writes weights as dequantize(quantize(float literal)): folded into int8 codes, then fused."""
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    sw = (np.abs(w).reshape(8, -1).max(axis=1) / 127).astype(np.float32)
+    sx, x = np.float32(0.03), rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+
+    def body(m, xp):
+        s, z = m.add_literal(np.array(sx)), m.add_literal(np.array(0, np.int8))
+        xd = m.add_instruction(kiln.op("dequantize_linear"), [m.add_instruction(kiln.op("quantize_linear"), [xp, s, z]), s, z])
+        scale = m.add_literal(sw)
+        codes = m.add_instruction(kiln.op("quantize_linear", axis=0, output_type="int8_type"), [m.add_literal(w), scale])
+        wd = m.add_instruction(kiln.op("dequantize_linear", axis=0), [codes, scale])
+        return m.add_instruction(kiln.op("convolution", padding=[1, 1, 1, 1]), [xd, wd])
+
+    p = build_program({"x": ("float", x.shape)}, body)
+    (want,) = run_on(build_program({"x": ("float", x.shape)}, body), "ref", {"x": x})
+    (got,) = run_on(p, "cpu", {"x": x})
+    assert [a for _, op, a in p.get_kernel_algorithms() if op.startswith("fused")] == ["onednn_int8"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("code_type", ["int8", "uint8"])
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_cpu_quantize_and_dequantize_kernels_match_ref_bitwise(code_type, per_axis):
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((2, 3, 4, 5)) * 4).astype(np.float32)
+    x.flat[:6] = [0.25, -0.25, 0.75, 1e9, -1e9, np.nan]  # ties to even at scale 0.5, saturation, NaN
+    scale = np.array([0.5, 0.25, 1.0], np.float32) if per_axis else np.array(0.5, np.float32)
+    zero = np.array([3, -2, 0] if code_type == "int8" else [3, 200, 0], code_type) if per_axis else np.array(7, code_type)
+
+    def body(m, xp):
+        s, z = m.add_literal(scale), m.add_literal(zero)
+        q = m.add_instruction(kiln.op("quantize_linear", axis=1), [xp, s, z])
+        return [q, m.add_instruction(kiln.op("dequantize_linear", axis=1), [q, s, z])]
+
+    p = build_program({"x": ("float", x.shape)}, body)
+    ref = run_on(build_program({"x": ("float", x.shape)}, body), "ref", {"x": x})
+    cpu = run_on(p, "cpu", {"x": x})
+    assert {a for _, op, a in p.get_kernel_algorithms()} == {"quantize_8bit", "dequantize_8bit"}
+    for got, want in zip(cpu, ref):
+        np.testing.assert_array_equal(got, want)
