@@ -13,6 +13,7 @@
 #include "kiln/passes.hpp"
 #include "kiln/perf.hpp"
 #include "kiln/program.hpp"
+#include "kiln/quantize.hpp"
 #include "kiln/serialize.hpp"
 #include "kiln/shape.hpp"
 #include "kiln/target.hpp"

@@ -19,4 +19,5 @@ NB_MODULE(_core, m) {
     bind_serialize(m);
     bind_onnx(m);
     bind_verify(m);
+    bind_quantize_16bit(m);
 }
