@@ -76,7 +76,7 @@ std::size_t panel_width(const product_plan& p, int threads) {
     constexpr std::size_t panel_bytes = std::size_t{1} << 20;
     const std::size_t cap = std::max<std::size_t>(16, panel_bytes / (p.inner * sizeof(float)) / 16 * 16);
     const std::size_t spread = (p.cols + 4 * static_cast<std::size_t>(threads) - 1) / (4 * static_cast<std::size_t>(threads));
-    return std::clamp<std::size_t>((spread + 15) / 16 * 16, 16, cap);
+    return std::min(p.cols, std::clamp<std::size_t>((spread + 15) / 16 * 16, 16, cap));
 }
 
 dnnl::memory::dim dim(std::size_t v) { return static_cast<dnnl::memory::dim>(v); }
