@@ -21,6 +21,7 @@ void bind_serialize(nb::module_& m);
 void bind_onnx(nb::module_& m);
 void bind_verify(nb::module_& m);
 void bind_quantize(nb::module_& m);
+void bind_quantize_16bit(nb::module_& m);
 
 // Keyword arguments of compile() (offload_copy, threads, trace_passes,
 // disabled_passes, verify_passes) as compile_options.

@@ -20,4 +20,5 @@ NB_MODULE(_core, m) {
     bind_onnx(m);
     bind_verify(m);
     bind_quantize(m);
+    bind_quantize_16bit(m);
 }

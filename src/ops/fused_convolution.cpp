@@ -1,6 +1,7 @@
 #include "ops/fused_convolution.hpp"
 
 #include "ops/conv.hpp"
+#include "ops/half_weights.hpp"
 #include "ops/op_helpers.hpp"
 
 namespace kiln::op {
@@ -10,7 +11,8 @@ shape fused_convolution::plain_input_shape(const shape& x) const {
 }
 
 shape fused_convolution::plain_output_shape(const std::vector<shape>& inputs) const {
-    return conv.compute_shape({plain_input_shape(inputs[0]), inputs[1]});
+    return conv.compute_shape(
+        {plain_input_shape(inputs[0]), ops::product_weights_shape(name(), inputs[0], inputs[1])});
 }
 
 shape fused_convolution::compute_shape(const std::vector<shape>& inputs) const {
@@ -36,8 +38,9 @@ void fused_convolution::compute(const argument& result, const std::vector<argume
         x = argument(plain_input_shape(inputs[0].get_shape()));
         ops::unblock_values(inputs[0], x);
     }
-    shape plain = conv.compute_shape({x.get_shape(), inputs[1].get_shape()});
-    argument y = operation(conv).evaluate(plain, {x, inputs[1]});
+    const argument w = ops::float32_weights(inputs[1]);
+    shape plain = conv.compute_shape({x.get_shape(), w.get_shape()});
+    argument y = operation(conv).evaluate(plain, {x, w});
     if (has_bias) {
         const float* b = inputs[2].data_as<float>();
         float* p = y.data_as<float>();

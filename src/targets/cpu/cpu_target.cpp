@@ -7,7 +7,9 @@
 
 namespace kiln {
 
-// Dead code goes first so no pass spends time on it. Constant propagation
+// 16-bit float arithmetic becomes float32 first (weights stay 16-bit), so
+// every later pass and kernel sees the float32 graph it knows. Dead code
+// goes next so no pass spends time on it. Constant propagation
 // turns computed constants into literals the simplifiers can read; the
 // simplifiers then create small constant expressions (merged scales and
 // offsets, folded batch norms), which a second constant propagation folds.
@@ -25,7 +27,8 @@ namespace kiln {
 pass_list cpu_target::get_passes(const compile_options&) const {
     auto keep_dequantize = std::make_shared<constant_propagation>();
     keep_dequantize->fold_dequantize = false;
-    return {std::make_shared<dead_code_elimination>(), keep_dequantize, std::make_shared<fuse_quantized_ops>(),
+    return {std::make_shared<compute_16bit_in_float32>(), std::make_shared<dead_code_elimination>(), keep_dequantize,
+            std::make_shared<fuse_quantized_ops>(),
             std::make_shared<simplify_reshapes>(), std::make_shared<simplify_algebra>(),
             std::make_shared<constant_propagation>(),
             // Recognizers of composite ops, before post-op fusion can split them up.

@@ -9,9 +9,11 @@
 
 #include "ops/fused_convolution.hpp"
 #include "ops/fused_dot.hpp"
+#include "ops/half_weights.hpp"
 #include "ops/linalg.hpp"
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
+#include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
 #include "targets/cpu/kernels/pooling/pooling_algorithms.hpp"
 
@@ -92,8 +94,16 @@ operation fused_form(const operation& op) {
     return op;
 }
 
-// A single elementwise op runs as a one-step pointwise program.
-std::span<const kernel_algorithm> algorithms_for(const operation& op) {
+// A single elementwise op runs as a one-step pointwise program. Products
+// with float16 / bfloat16 weights have lists of their own: the float32
+// algorithms would read those weights as float32.
+std::span<const kernel_algorithm> algorithms_for(const operation& op, const kernel_request& r) {
+    const bool product = op.name() == "fused_dot" || op.name() == "fused_convolution";
+    if (product && r.input_shapes.size() > 1 && ops::is_16bit_float(r.input_shapes[1].type()) &&
+        r.input_shapes[0].type() == dtype::float_type) {
+        if (!has_16bit_weights(r)) return {};  // weights computed at run time: the reference compute
+        return op.name() == "fused_dot" ? half_weights_matmul_algorithms() : half_weights_convolution_algorithms();
+    }
     auto it = families().find(op.name());
     if (it != families().end()) return it->second;
     if (op.is_pointwise()) return pointwise;
@@ -108,10 +118,10 @@ void cpu_kernel::restore_constant(std::size_t index, const argument&) const {
 
 chosen_kernel make_cpu_kernel(const kernel_request& request) {
     const operation op = fused_form(request.op);
-    const auto algorithms = algorithms_for(op);
+    const kernel_request fused{op, request.input_shapes, request.output_shape, request.constant_inputs,
+                               request.threads};
+    const auto algorithms = algorithms_for(op, fused);
     if (!algorithms.empty()) {
-        const kernel_request fused{op, request.input_shapes, request.output_shape, request.constant_inputs,
-                                   request.threads};
         if (auto chosen = choose_kernel(algorithms, fused); chosen.kernel) return chosen;
     }
     return {std::make_shared<reference_kernel>(request.op), "reference"};

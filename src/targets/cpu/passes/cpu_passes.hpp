@@ -4,6 +4,16 @@
 
 namespace kiln {
 
+// Runs float16 / bfloat16 programs in float32 with their weights kept 16-bit
+// (this CPU computes 16-bit types no faster than float32): activations are
+// float32, dot / convolution read 16-bit literal weights directly, and the
+// program's inputs and outputs keep their types (compute_16bit_in_float32.cpp).
+class compute_16bit_in_float32 final : public pass {
+public:
+    std::string name() const override { return "compute_16bit_in_float32"; }
+    void apply(module& m) const override;
+};
+
 // Moves convolutions (and the concats and elementwise ops between them) to
 // the nChw8c blocked layout that oneDNN's AVX2 kernels run fastest in, so
 // that a chain of convolutions stays blocked with no reorder in between.

@@ -1,6 +1,8 @@
 // Convolution through oneDNN: plain or blocked activations, weights
 // reordered once into the layout the chosen implementation wants, bias and
-// post-ops applied by the same primitive.
+// post-ops applied by the same primitive. Weights given at run time (float16
+// weights widened per run, see half_weights/) are reordered into that layout
+// in the run's scratch before each run.
 #include "ops/conv.hpp"
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
 #include "targets/cpu/kernels/dnnl_support.hpp"
@@ -45,13 +47,44 @@ bool eligible(const kernel_request& r) {
     const auto& conv = requested_convolution(r);
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
-    // Constant weights are packed once; the reorder reads them as standard.
-    if (x.type() != dtype::float_type || r.constant_inputs[1].empty() || !w.standard()) return false;
+    // Weights are packed (once when constant); the reorder reads them as standard.
+    if (x.type() != dtype::float_type || w.type() != dtype::float_type || !w.standard()) return false;
     if (conv.output_layout == op::tensor_layout::nchw8c && conv.post.binary_count() > 0)
         for (std::size_t i = conv.first_post_operand(); i < r.input_shapes.size(); ++i)
             if (r.input_shapes[i].lens() != r.output_shape.lens()) return false;
     return true;
 }
+
+// Weights that arrive at run time: reordered into the primitive's layout in
+// scratch, then the convolution reads them there.
+class run_time_weights_kernel final : public cpu_kernel {
+public:
+    run_time_weights_kernel(std::shared_ptr<const cpu_kernel> convolution, dnnl::memory::desc plain,
+                            dnnl::memory::desc packed)
+        : convolution_(std::move(convolution)),
+          plain_(plain),
+          packed_(packed),
+          reorder_(dnnl::reorder::primitive_desc(ds::cpu_engine(), plain, ds::cpu_engine(), packed)),
+          packed_bytes_((packed.get_size() + 63) / 64 * 64) {}
+
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
+        const auto& engine = ds::cpu_engine();
+        dnnl::memory from(plain_, engine, inputs[1].data()), to(packed_, engine, scratch);
+        thread_local dnnl::stream stream(engine);
+        reorder_.execute(stream, from, to);
+        stream.wait();
+        std::vector<argument> with_packed = inputs;
+        with_packed[1] = argument(inputs[1].get_shape(), scratch);
+        convolution_->run(result, with_packed, scratch + packed_bytes_);
+    }
+    std::size_t scratch_bytes() const override { return packed_bytes_ + convolution_->scratch_bytes(); }
+
+private:
+    std::shared_ptr<const cpu_kernel> convolution_;
+    dnnl::memory::desc plain_, packed_;
+    dnnl::reorder reorder_;
+    std::size_t packed_bytes_;
+};
 
 std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
     const auto& conv = requested_convolution(r);
@@ -97,10 +130,18 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
                                                           strides, dil, pad_l, pad_r);
         dnnl::convolution_forward::primitive_desc pd(desc, attr, ds::cpu_engine());
         const auto plain_weights = weights_desc(w, group, plain_weights_tag(spatial, group > 1));
-        dnnl::memory packed = ds::reorder_constant(r.constant_inputs[1], plain_weights, pd.weights_desc());
-        std::unordered_map<int, dnnl::memory> fixed{{DNNL_ARG_WEIGHTS, packed}};
+        const bool constant_weights = !r.constant_inputs[1].empty();
+        dnnl::memory packed;
+        std::unordered_map<int, dnnl::memory> fixed;
         std::vector<std::pair<int, dnnl::memory::desc>> descs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
         std::vector<int> slots{0, ds::primitive_kernel::result_slot};
+        if (constant_weights) {
+            packed = ds::reorder_constant(r.constant_inputs[1], plain_weights, pd.weights_desc());
+            fixed.emplace(DNNL_ARG_WEIGHTS, packed);
+        } else {
+            descs.emplace_back(DNNL_ARG_WEIGHTS, pd.weights_desc());
+            slots.push_back(1);
+        }
         if (conv.has_bias) {
             descs.emplace_back(DNNL_ARG_BIAS, bias);
             slots.push_back(2);
@@ -110,9 +151,13 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
                                operands[k]);
             slots.push_back(static_cast<int>(conv.first_post_operand() + k));
         }
-        return std::make_shared<ds::primitive_kernel>(dnnl::convolution_forward(pd), std::move(descs), std::move(slots),
-                                                      std::move(fixed), pd.scratchpad_desc().get_size(),
-                                                      std::vector<ds::kept_constant>{{1, packed, plain_weights}});
+        std::vector<ds::kept_constant> kept;
+        if (constant_weights) kept.push_back({1, packed, plain_weights});
+        auto kernel = std::make_shared<ds::primitive_kernel>(dnnl::convolution_forward(pd), std::move(descs),
+                                                             std::move(slots), std::move(fixed),
+                                                             pd.scratchpad_desc().get_size(), std::move(kept));
+        if (constant_weights) return kernel;
+        return std::make_shared<run_time_weights_kernel>(std::move(kernel), plain_weights, pd.weights_desc());
     } catch (const dnnl::error&) {
         return nullptr;  // no oneDNN implementation for these shapes: the reference kernel runs
     }
@@ -121,7 +166,7 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
 }  // namespace
 
 // oneDNN's own choice of kernel for the shapes (its direct AVX2 kernel, or
-// its 1 x 1 kernel): every float32 convolution with constant weights.
+// its 1 x 1 kernel): every float32 convolution.
 const kernel_algorithm onednn_convolution{"onednn", eligible, build};
 
 }  // namespace kiln

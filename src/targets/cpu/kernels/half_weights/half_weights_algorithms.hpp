@@ -1,0 +1,28 @@
+#pragma once
+// The cpu target's algorithms for fused_dot and fused_convolution whose
+// constant weights are float16 / bfloat16 (quantize_fp16 / quantize_bf16
+// programs): the weights stay 16-bit in memory, half the bytes of float32,
+// and are widened to float32 where they are used; the arithmetic is float32.
+//   widened_panel_matmul  (matmul) 2-D weights widened a panel of columns at
+//                         a time into a per-thread buffer that stays in
+//                         cache, each panel's product and post-ops by oneDNN:
+//                         the weights are read from memory once, at 2 bytes
+//                         a value (what bounds a batch-1 product).
+//   widen_weights_per_run (both) the weights widened into scratch on every
+//                         run, then the float32 algorithm list's choice for
+//                         the same instruction with those weights.
+#include <span>
+
+#include "targets/cpu/kernels/kernel_algorithm.hpp"
+
+namespace kiln {
+
+// Whether input 1 (the weights) is a constant float16 / bfloat16 tensor.
+bool has_16bit_weights(const kernel_request& r);
+std::span<const kernel_algorithm> half_weights_matmul_algorithms();
+std::span<const kernel_algorithm> half_weights_convolution_algorithms();
+// widen_weights_per_run over `float32_algorithms`.
+std::shared_ptr<const cpu_kernel> build_widen_weights_per_run(std::span<const kernel_algorithm> float32_algorithms,
+                                                              const kernel_request& r);
+
+}  // namespace kiln

@@ -1,0 +1,72 @@
+// widen_weights_per_run: the weights widened to float32 into the run's
+// scratch, then a float32 kernel that reads them as a run-time input. The
+// float32 kernels cannot prepack them (they are not constant to them), so
+// this is the general, slower way; it keeps the 16-bit weights' memory.
+#include "kiln/operation.hpp"
+#include "ops/half_weights.hpp"
+#include "targets/cpu/kernels/copy/widen_16bit.hpp"
+#include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
+#include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
+
+namespace kiln {
+
+namespace {
+
+constexpr std::size_t scratch_alignment = 64;
+std::size_t aligned(std::size_t bytes) { return (bytes + scratch_alignment - 1) / scratch_alignment * scratch_alignment; }
+
+class widen_weights_per_run_kernel final : public cpu_kernel {
+public:
+    widen_weights_per_run_kernel(std::shared_ptr<const cpu_kernel> inner, shape widened, dtype stored)
+        : inner_(std::move(inner)), widened_(std::move(widened)), widen_(widen_16bit_function(stored)) {}
+
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
+        // The literal is standard-strided (literals are), so one flat widen.
+        auto* weights = reinterpret_cast<float*>(scratch);
+        widen_(inputs[1].data(), weights, widened_.elements());
+        std::vector<argument> with_widened = inputs;
+        with_widened[1] = argument(widened_, weights);
+        inner_->run(result, with_widened, scratch + aligned(widened_.bytes()));
+    }
+    std::size_t scratch_bytes() const override { return aligned(widened_.bytes()) + inner_->scratch_bytes(); }
+
+private:
+    std::shared_ptr<const cpu_kernel> inner_;
+    shape widened_;
+    widen_function widen_;
+};
+
+}  // namespace
+
+bool has_16bit_weights(const kernel_request& r) {
+    return r.input_shapes.size() > 1 && ops::is_16bit_float(r.input_shapes[1].type()) &&
+           !r.constant_inputs[1].empty() && r.input_shapes[1].standard();
+}
+
+std::shared_ptr<const cpu_kernel> build_widen_weights_per_run(std::span<const kernel_algorithm> float32_algorithms,
+                                                              const kernel_request& r) {
+    const shape widened{dtype::float_type, r.input_shapes[1].lens()};
+    std::vector<shape> shapes = r.input_shapes;
+    shapes[1] = widened;
+    std::vector<argument> constants = r.constant_inputs;
+    constants[1] = argument();  // read at run time: the float32 kernel must not keep a copy
+    const kernel_request widened_request{r.op, shapes, r.output_shape, constants, r.threads};
+    auto inner = choose_kernel(float32_algorithms, widened_request).kernel;
+    if (inner == nullptr) return nullptr;
+    return std::make_shared<widen_weights_per_run_kernel>(std::move(inner), widened, r.input_shapes[1].type());
+}
+
+namespace {
+
+std::shared_ptr<const cpu_kernel> build_convolution(const kernel_request& r, const kernel_builder&) {
+    return build_widen_weights_per_run(convolution_algorithms(), r);
+}
+
+}  // namespace
+
+std::span<const kernel_algorithm> half_weights_convolution_algorithms() {
+    static const kernel_algorithm algorithms[] = {{"widen_weights_per_run", has_16bit_weights, build_convolution}};
+    return algorithms;
+}
+
+}  // namespace kiln

@@ -1,0 +1,225 @@
+// widened_panel_matmul: a product whose constant 2-D weights [K, N] are
+// float16 / bfloat16. The columns are cut into panels of `panel` columns;
+// each thread widens one panel at a time into a float32 buffer of its own
+// (sized to stay in its L2 cache) and runs oneDNN's float32 matmul of the
+// whole source against it, bias and post-ops included, writing that panel's
+// columns of the result. The weights are read from memory once per run at 2
+// bytes a value; a batch-1 product (GPT-2's 768 x 50257 output layer) is
+// bounded by exactly that.
+#include <omp.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "ops/fused_dot.hpp"
+#include "ops/op_helpers.hpp"
+#include "targets/cpu/kernels/copy/widen_16bit.hpp"
+#include "targets/cpu/kernels/dnnl_support.hpp"
+#include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
+#include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
+
+namespace kiln {
+
+namespace {
+
+namespace ds = dnnl_support;
+
+constexpr std::size_t alignment = 64;
+std::size_t aligned(std::size_t bytes) { return (bytes + alignment - 1) / alignment * alignment; }
+
+// A binary post-op operand seen as [rows, N] with unit column stride: its
+// row stride, 0 when it is broadcast along the rows.
+struct operand_layout {
+    std::size_t row_stride = 0;
+};
+
+// The product as this kernel runs it: source [rows, K] row-major, weights
+// [K, N], result [rows, N] row-major.
+struct product_plan {
+    std::size_t rows = 0, inner = 0, cols = 0;
+    std::vector<operand_layout> operands;
+};
+
+std::optional<product_plan> plan_product(const op::fused_dot& fused, const kernel_request& r) {
+    const shape& a = r.input_shapes[0];
+    const shape& b = r.input_shapes[1];
+    const shape& out = r.output_shape;
+    if (a.type() != dtype::float_type || b.ndim() != 2 || !a.standard() || !out.standard()) return std::nullopt;
+    product_plan p;
+    p.inner = b.lens()[0];
+    p.cols = b.lens()[1];
+    if (p.inner == 0 || p.cols == 0 || a.lens().back() != p.inner || out.elements() == 0) return std::nullopt;
+    p.rows = a.elements() / p.inner;
+    if (out.elements() != p.rows * p.cols) return std::nullopt;
+    for (std::size_t i = fused.first_post_operand(); i < r.input_shapes.size(); ++i) {
+        const auto strides = ops::broadcast_strides(r.input_shapes[i], out.lens());
+        if (r.input_shapes[i].type() != dtype::float_type) return std::nullopt;
+        if (p.cols > 1 && strides.back() != 1) return std::nullopt;
+        bool broadcast_rows = true, standard_rows = true;
+        std::size_t expected = p.cols;
+        for (std::size_t d = out.ndim() - 1; d-- > 0;) {
+            if (out.lens()[d] == 1) continue;
+            broadcast_rows = broadcast_rows && strides[d] == 0;
+            standard_rows = standard_rows && strides[d] == expected;
+            expected *= out.lens()[d];
+        }
+        if (!broadcast_rows && !standard_rows) return std::nullopt;
+        p.operands.push_back({broadcast_rows ? 0 : p.cols});
+    }
+    return p;
+}
+
+// The panel width: a float32 panel of about 1 MiB (L2 holds it beside the
+// source rows), a multiple of 16, and at least four panels per thread so
+// that the threads finish together.
+std::size_t panel_width(const product_plan& p, int threads) {
+    constexpr std::size_t panel_bytes = std::size_t{1} << 20;
+    const std::size_t cap = std::max<std::size_t>(16, panel_bytes / (p.inner * sizeof(float)) / 16 * 16);
+    const std::size_t spread = (p.cols + 4 * static_cast<std::size_t>(threads) - 1) / (4 * static_cast<std::size_t>(threads));
+    return std::min(p.cols, std::clamp<std::size_t>((spread + 15) / 16 * 16, 16, cap));
+}
+
+dnnl::memory::dim dim(std::size_t v) { return static_cast<dnnl::memory::dim>(v); }
+
+// One oneDNN matmul for panels `width` columns wide.
+struct panel_primitive {
+    dnnl::matmul matmul;
+    dnnl::memory::desc src, weights, dst, bias;
+    std::vector<dnnl::memory::desc> operands;
+    std::size_t scratchpad_bytes = 0;
+};
+
+std::optional<panel_primitive> make_panel_primitive(const op::fused_dot& fused, const product_plan& p,
+                                                    std::size_t width) {
+    panel_primitive k;
+    k.src = ds::strided_desc({p.rows, p.inner}, {p.inner, 1});
+    k.weights = ds::strided_desc({p.inner, width}, {width, 1});
+    k.dst = ds::strided_desc({p.rows, width}, {p.cols, 1});
+    k.bias = ds::strided_desc({1, width}, {0, 1});
+    for (const auto& o : p.operands) k.operands.push_back(ds::strided_desc({p.rows, width}, {o.row_stride, 1}));
+    auto post_ops = ds::make_post_ops(fused.post, k.operands);
+    if (!post_ops) return std::nullopt;
+    auto attr = ds::user_scratchpad_attr();
+    attr.set_post_ops(*post_ops);
+    try {
+        auto desc = fused.has_bias ? dnnl::matmul::desc(k.src, k.weights, k.bias, k.dst)
+                                   : dnnl::matmul::desc(k.src, k.weights, k.dst);
+        dnnl::matmul::primitive_desc pd(desc, attr, ds::cpu_engine());
+        k.scratchpad_bytes = pd.scratchpad_desc().get_size();
+        k.matmul = dnnl::matmul(pd);
+    } catch (const dnnl::error&) {
+        return std::nullopt;
+    }
+    return k;
+}
+
+class widened_panel_matmul_kernel final : public cpu_kernel {
+public:
+    widened_panel_matmul_kernel(op::fused_dot fused, product_plan plan, std::size_t width, panel_primitive full,
+                                std::optional<panel_primitive> tail, dtype stored, int threads)
+        : fused_(std::move(fused)),
+          plan_(std::move(plan)),
+          width_(width),
+          full_(std::move(full)),
+          tail_(std::move(tail)),
+          widen_(widen_16bit_function(stored)),
+          threads_(threads) {
+        const std::size_t scratchpad = std::max(full_.scratchpad_bytes, tail_ ? tail_->scratchpad_bytes : 0);
+        panel_bytes_ = aligned(plan_.inner * width_ * sizeof(float));
+        scratchpad_desc_ = dnnl::memory::desc({dim(std::max<std::size_t>(scratchpad, 1))}, dnnl::memory::data_type::u8,
+                                              dnnl::memory::dims{1});
+        per_thread_ = panel_bytes_ + aligned(scratchpad);
+    }
+
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
+        const std::size_t panels = (plan_.cols + width_ - 1) / width_;
+        const int threads = std::min<std::size_t>(panels, static_cast<std::size_t>(threads_)) > 1 ? threads_ : 1;
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (std::int64_t j = 0; j < static_cast<std::int64_t>(panels); ++j) {
+            std::byte* own = scratch + static_cast<std::size_t>(omp_get_thread_num()) * per_thread_;
+            run_panel(static_cast<std::size_t>(j), result, inputs, own);
+        }
+    }
+
+    std::size_t scratch_bytes() const override { return static_cast<std::size_t>(threads_) * per_thread_; }
+
+private:
+    void run_panel(std::size_t j, const argument& result, const std::vector<argument>& inputs, std::byte* own) const {
+        const std::size_t first = j * width_;
+        const std::size_t width = std::min(width_, plan_.cols - first);
+        const panel_primitive& k = width == width_ ? full_ : *tail_;
+        auto* panel = reinterpret_cast<float*>(own);
+        const auto* weights = inputs[1].data();
+        constexpr std::size_t stored_bytes = 2;
+        for (std::size_t row = 0; row < plan_.inner; ++row)
+            widen_(weights + (row * plan_.cols + first) * stored_bytes, panel + row * width, width);
+
+        const auto& engine = ds::cpu_engine();
+        auto column = [first](const argument& a) { return a.data_as<float>() + first; };
+        std::unordered_map<int, dnnl::memory> args{
+            {DNNL_ARG_SRC, dnnl::memory(k.src, engine, inputs[0].data())},
+            {DNNL_ARG_WEIGHTS, dnnl::memory(k.weights, engine, panel)},
+            {DNNL_ARG_DST, dnnl::memory(k.dst, engine, column(result))},
+            {DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad_desc_, engine, own + panel_bytes_)}};
+        if (fused_.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(k.bias, engine, column(inputs[2])));
+        for (std::size_t o = 0; o < k.operands.size(); ++o) {
+            const int id = DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(ds::post_op_index(fused_.post, o))) |
+                           DNNL_ARG_SRC_1;
+            args.emplace(id, dnnl::memory(k.operands[o], engine, column(inputs[fused_.first_post_operand() + o])));
+        }
+        thread_local dnnl::stream stream(engine);
+        k.matmul.execute(stream, args);
+        stream.wait();
+    }
+
+    op::fused_dot fused_;
+    product_plan plan_;
+    std::size_t width_;
+    panel_primitive full_;
+    std::optional<panel_primitive> tail_;
+    widen_function widen_;
+    int threads_;
+    std::size_t panel_bytes_ = 0, per_thread_ = 0;
+    dnnl::memory::desc scratchpad_desc_;
+};
+
+const op::fused_dot* requested_product(const kernel_request& r) { return r.op.get_if<op::fused_dot>(); }
+
+bool panel_eligible(const kernel_request& r) {
+    const auto* fused = requested_product(r);
+    return fused != nullptr && has_16bit_weights(r) && plan_product(*fused, r).has_value();
+}
+
+std::shared_ptr<const cpu_kernel> build_panels(const kernel_request& r, const kernel_builder&) {
+    const auto& fused = *requested_product(r);
+    const auto plan = plan_product(fused, r);
+    if (!plan) return nullptr;
+    // The threads run the same primitives at once, each with its own
+    // scratchpad (user scratchpad mode makes that safe).
+    const std::size_t width = panel_width(*plan, r.threads);
+    auto full = make_panel_primitive(fused, *plan, width);
+    if (!full) return nullptr;
+    std::optional<panel_primitive> tail;
+    if (const std::size_t rest = plan->cols % width; rest != 0) {
+        tail = make_panel_primitive(fused, *plan, rest);
+        if (!tail) return nullptr;
+    }
+    return std::make_shared<widened_panel_matmul_kernel>(fused, *plan, width, std::move(*full), std::move(tail),
+                                                         r.input_shapes[1].type(), r.threads);
+}
+
+std::shared_ptr<const cpu_kernel> build_matmul_per_run(const kernel_request& r, const kernel_builder&) {
+    return build_widen_weights_per_run(matmul_algorithms(), r);
+}
+
+}  // namespace
+
+std::span<const kernel_algorithm> half_weights_matmul_algorithms() {
+    static const kernel_algorithm algorithms[] = {
+        {"widened_panel_matmul", panel_eligible, build_panels},
+        {"widen_weights_per_run", has_16bit_weights, build_matmul_per_run},
+    };
+    return algorithms;
+}
+
+}  // namespace kiln

@@ -1,0 +1,333 @@
+"""kiln.quantize_fp16 / quantize_bf16: the rewritten program's structure
+(16-bit weights and activations, float32 sums / softmax / normalization, a
+float32 interface), its outputs against numpy / torch in float32 within
+16-bit bounds on ref and cpu, ins_names, errors, and how the cpu target runs
+it (16-bit weights in memory, widened by its kernels, float32 arithmetic)."""
+import math
+import re
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.compat import migraphx
+
+QUANTIZE = {"half_type": kiln.quantize_fp16, "bf16_type": kiln.quantize_bf16}
+# Relative error of one rounding: 2^-11 for float16, 2^-8 for bfloat16; the
+# bounds leave room for the roundings of a few layers.
+RTOL = {"half_type": 5e-3, "bf16_type": 4e-2}
+
+
+def lines(p):
+    return str(p).splitlines()
+
+
+def result_type(line):
+    return re.search(r"-> (\w+),", line).group(1)
+
+
+def ops_of(p, name):
+    return [line for line in lines(p) if re.search(rf"= {name}[\[(]", line)]
+
+
+def literal_types(p):
+    return [result_type(line) for line in lines(p) if "@literal" in line]
+
+
+def mlp(seed=0, rows=4, inner=16, hidden=32, cols=8):
+    """dot + bias + relu, dot + softmax, and a reduce_sum of the hidden layer."""
+    rng = np.random.default_rng(seed)
+    w1 = rng.standard_normal((inner, hidden), dtype=np.float32) / 4
+    b1 = rng.standard_normal((hidden,), dtype=np.float32)
+    w2 = rng.standard_normal((hidden, cols), dtype=np.float32) / 4
+
+    def build():
+        p = kiln.program()
+        m = p.get_main_module()
+        x = m.add_parameter("x", kiln.shape("float", [rows, inner]))
+        bias = m.add_instruction(kiln.op("broadcast", out_lens=[rows, hidden]), [m.add_literal(b1)])
+        h = m.add_instruction(kiln.op("relu"), [
+            m.add_instruction(kiln.op("add"), [m.add_instruction(kiln.op("dot"), [x, m.add_literal(w1)]), bias])])
+        y = m.add_instruction(kiln.op("softmax", axis=-1), [m.add_instruction(kiln.op("dot"), [h, m.add_literal(w2)])])
+        m.add_return([y, m.add_instruction(kiln.op("reduce_sum", axes=[1]), [h])])
+        return p
+
+    def reference(x):
+        h = np.maximum(x @ w1 + b1, 0)
+        z = h @ w2
+        e = np.exp(z - z.max(axis=-1, keepdims=True))
+        return [e / e.sum(axis=-1, keepdims=True), h.sum(axis=1, keepdims=True)]
+
+    x = np.random.default_rng(seed + 1).standard_normal((rows, inner), dtype=np.float32)
+    return build, reference, x
+
+
+def run(p, target, feed, **options):
+    p.compile(target, **options)
+    return [np.asarray(a) for a in p.run(feed)]
+
+
+@pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
+def test_structure_weights_16bit_reductions_float32_interface_float32(dtype):
+    build, _, _ = mlp()
+    p = build()
+    QUANTIZE[dtype](p)
+    assert set(literal_types(p)) == {dtype}  # both weights and the bias
+    assert [result_type(line) for line in ops_of(p, "dot")] == [dtype, dtype]
+    assert [result_type(line) for line in ops_of(p, "relu")] == [dtype]
+    # softmax and the sum read float32 (converted from the 16-bit values) and compute in float32
+    assert [result_type(line) for line in ops_of(p, "softmax")] == ["float_type"]
+    assert [result_type(line) for line in ops_of(p, "reduce_sum")] == ["float_type"]
+    assert p.get_parameter_shapes()["x"].type == "float_type"
+    assert [s.type for s in p.get_output_shapes()] == ["float_type", "float_type"]
+
+
+@pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
+@pytest.mark.parametrize("target", ["ref", "cpu"])
+def test_outputs_match_numpy_float32_within_16bit_bounds(dtype, target):
+    build, reference, x = mlp()
+    p = build()
+    QUANTIZE[dtype](p)
+    got = run(p, target, {"x": x})
+    for g, want in zip(got, reference(x.astype(np.float64))):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, want, rtol=RTOL[dtype], atol=RTOL[dtype] * np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
+def test_cpu_and_ref_agree(dtype):
+    build, _, x = mlp(seed=3, rows=5, inner=64, hidden=96, cols=40)
+    outs = {}
+    for target in ("ref", "cpu"):
+        p = build()
+        QUANTIZE[dtype](p)
+        outs[target] = run(p, target, {"x": x})
+    for c, r in zip(outs["cpu"], outs["ref"]):
+        np.testing.assert_allclose(c, r, rtol=2 * RTOL[dtype], atol=2 * RTOL[dtype] * np.abs(r).max())
+
+
+def test_ins_names_chooses_the_ops():
+    build, reference, x = mlp()
+    p = build()
+    kiln.quantize_fp16(p, ins_names=["dot"])
+    assert [result_type(line) for line in ops_of(p, "dot")] == ["half_type", "half_type"]
+    assert [result_type(line) for line in ops_of(p, "add")] == ["float_type"]
+    assert [result_type(line) for line in ops_of(p, "relu")] == ["float_type"]
+    assert literal_types(p).count("half_type") == 2 and literal_types(p).count("float_type") == 1  # the bias
+    got = run(p, "ref", {"x": x})
+    for g, want in zip(got, reference(x.astype(np.float64))):
+        np.testing.assert_allclose(g, want, rtol=5e-3, atol=5e-3 * np.abs(want).max())
+
+    untouched = build()
+    kiln.quantize_bf16(untouched, ins_names=["convolution"])  # no convolution: nothing changes
+    assert str(untouched) == str(build())
+
+
+@pytest.mark.parametrize("names, message", [
+    (["dot", "not_an_op"], "not_an_op"),
+    ([], "ins_names is empty"),
+])
+def test_bad_ins_names_raise_and_leave_the_program(names, message):
+    build, _, _ = mlp()
+    p = build()
+    with pytest.raises(ValueError, match=message):
+        kiln.quantize_fp16(p, ins_names=names)
+    assert str(p) == str(build())
+
+
+def test_compiled_program_is_refused():
+    build, _, _ = mlp()
+    p = build()
+    p.compile("ref")
+    with pytest.raises(ValueError, match="compiled"):
+        kiln.quantize_bf16(p)
+
+
+def test_layer_norm_statistics_stay_float32_where_float16_would_overflow():
+    """Layer norm spelled out (reduce_mean, sub, pow, sqrt, div, as older
+    exporters write it) over values spread by 300: their squared deviations,
+    ~1e5, are past float16's 65504. quantize_fp16 recognizes the pattern
+    and keeps layer_norm in float32."""
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((3, 64)) * 300 + 1000).astype(np.float32)
+    p = kiln.program()
+    m = p.get_main_module()
+
+    def build():
+        p = kiln.program()
+        m = p.get_main_module()
+        xi = m.add_parameter("x", kiln.shape("float", [3, 64]))
+
+        mean = m.add_instruction(kiln.op("reduce_mean", axes=[-1]), [xi])
+        centered = m.add_instruction(kiln.op("sub"), [xi, mean])
+        two = m.add_literal(np.array(2.0, dtype=np.float32))
+        var = m.add_instruction(kiln.op("reduce_mean", axes=[-1]), [m.add_instruction(kiln.op("pow"), [centered, two])])
+        eps = m.add_literal(np.array(1e-5, dtype=np.float32))
+        std = m.add_instruction(kiln.op("sqrt"), [m.add_instruction(kiln.op("add"), [var, eps])])
+        m.add_return([m.add_instruction(kiln.op("div"), [centered, std])])
+        return p
+
+    want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    for target in ("ref", "cpu"):
+        p = build()
+        kiln.quantize_fp16(p)
+        assert [result_type(line) for line in ops_of(p, "layer_norm")] == ["float_type"]
+        assert not ops_of(p, "pow")
+        got = run(p, target, {"x": x})[0]
+        np.testing.assert_allclose(got, want, rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
+def test_cpu_keeps_weights_16bit_and_widens_them_in_its_kernels(dtype):
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((256, 1000), dtype=np.float32) / 16
+    x = rng.standard_normal((3, 256), dtype=np.float32)
+
+    def build():
+        p = kiln.program()
+        m = p.get_main_module()
+        xi = m.add_parameter("x", kiln.shape("float", [3, 256]))
+        m.add_return([m.add_instruction(kiln.op("relu"), [m.add_instruction(kiln.op("dot"), [xi, m.add_literal(w)])])])
+        return p
+
+    f32 = build()
+    want = run(f32, "cpu", {"x": x})[0]
+    q = build()
+    QUANTIZE[dtype](q)
+    got = run(q, "cpu", {"x": x})[0]
+    weight_bytes = lambda p: p.held_literal_bytes() + p.kernel_constant_bytes()  # noqa: E731
+    assert weight_bytes(q) == w.size * 2
+    assert weight_bytes(q) <= weight_bytes(f32) / 2
+    assert [a for _, op, a in q.get_kernel_algorithms() if op == "fused_dot"] == ["widened_panel_matmul"]
+    # float32 arithmetic on the rounded weights: numpy on those weights
+    if dtype == "half_type":
+        rounded = w.astype(np.float16)
+    else:  # round to nearest even at bit 16
+        bits = w.view(np.uint32).astype(np.uint64)
+        rounded = (((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)).view(np.float32)
+    exact = np.maximum(x.astype(np.float64) @ rounded.astype(np.float64), 0)
+    np.testing.assert_allclose(got, exact, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, want, rtol=RTOL[dtype], atol=RTOL[dtype] * np.abs(want).max())
+
+
+@pytest.mark.parametrize("rows, post", [(1, []), (7, ["add"]), (130, ["gelu_erf", "add"])])
+def test_cpu_widened_panel_matmul_with_bias_and_post_ops(rows, post):
+    """fused_dot with float16 weights as the cpu target runs it (bias, a
+    residual add, GELU), against numpy on the same float16 weights."""
+    rng = np.random.default_rng(rows)
+    k, n = 96, 333
+    a = rng.standard_normal((2, rows, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32).astype(np.float16)
+    bias = rng.standard_normal((n,), dtype=np.float32)
+    operands = [rng.standard_normal((2, rows, n), dtype=np.float32) for kind in post if kind == "add"]
+    expected = a.astype(np.float64) @ b.astype(np.float64) + bias
+    for kind in post:
+        if kind == "gelu_erf":
+            expected = 0.5 * expected * (1 + np.vectorize(math.erf)(expected / np.sqrt(2)))
+        else:
+            expected = expected + operands[0]
+    outs = {}
+    for target in ("cpu", "ref"):
+        p = kiln.program()
+        m = p.get_main_module()
+        ins = [m.add_parameter("a", kiln.shape("float", list(a.shape))), m.add_literal(b), m.add_literal(bias)]
+        ins += [m.add_parameter(f"o{i}", kiln.shape("float", list(o.shape))) for i, o in enumerate(operands)]
+        attrs = dict(has_bias=True, post_ops=post, post_alpha=[0.0] * len(post), post_beta=[0.0] * len(post))
+        m.add_return([m.add_instruction(kiln.op("fused_dot", **attrs), ins)])
+        outs[target] = run(p, target, {"a": a, **{f"o{i}": o for i, o in enumerate(operands)}})[0]
+        if target == "cpu":
+            assert [al for _, _, al in p.get_kernel_algorithms()] == ["widened_panel_matmul"]
+    for got in outs.values():
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
+def test_convolution_network_on_cpu_and_ref(dtype):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    w1 = rng.standard_normal((8, 3, 3, 3), dtype=np.float32) / 4
+    w2 = rng.standard_normal((4, 8, 1, 1), dtype=np.float32) / 4
+    x = rng.standard_normal((2, 3, 12, 12), dtype=np.float32)
+
+    def build():
+        p = kiln.program()
+        m = p.get_main_module()
+        xi = m.add_parameter("x", kiln.shape("float", list(x.shape)))
+        h = m.add_instruction(kiln.op("relu"), [
+            m.add_instruction(kiln.op("convolution", padding=[1, 1]), [xi, m.add_literal(w1)])])
+        m.add_return([m.add_instruction(kiln.op("convolution"), [h, m.add_literal(w2)])])
+        return p
+
+    with torch.no_grad():
+        t = torch.nn.functional
+        want = t.conv2d(t.relu(t.conv2d(torch.from_numpy(x), torch.from_numpy(w1), padding=1)),
+                        torch.from_numpy(w2)).numpy()
+    for target in ("ref", "cpu"):
+        p = build()
+        QUANTIZE[dtype](p)
+        assert set(literal_types(p)) == {dtype}
+        got = run(p, target, {"x": x})[0]
+        np.testing.assert_allclose(got, want, rtol=RTOL[dtype], atol=2 * RTOL[dtype] * np.abs(want).max())
+        if target == "cpu":
+            assert {a for _, op, a in p.get_kernel_algorithms() if op == "fused_convolution"} == {
+                "widen_weights_per_run"}
+
+
+def tiny_transformer_block(torch, width=64, heads=4):
+    """Pre-norm attention and GELU MLP, written out as exporters see them."""
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.norm2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+            self.qkv, self.out = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+            self.up, self.down = torch.nn.Linear(width, 2 * width), torch.nn.Linear(2 * width, width)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.qkv(self.norm1(x)).reshape(b, t, 3, heads, c // heads).permute(2, 0, 3, 1, 4)
+            attention = torch.softmax(q @ k.transpose(-1, -2) / (c // heads) ** 0.5, dim=-1)
+            x = x + self.out((attention @ v).transpose(1, 2).reshape(b, t, c))
+            return x + self.down(torch.nn.functional.gelu(self.up(self.norm2(x))))
+
+    return Block().eval()
+
+
+@pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
+def test_small_transformer_from_torch(tmp_path, dtype):
+    """A small real model (attention, layer norm, GELU MLP, exported by
+    torch.onnx) against torch in float32, on ref and cpu."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    block = tiny_transformer_block(torch)
+    x = torch.randn(2, 10, 64)
+    path = tmp_path / "block.onnx"
+    with torch.no_grad():
+        want = block(x).numpy()
+        torch.onnx.export(block, (x,), str(path), input_names=["x"], output_names=["y"], opset_version=17,
+                          dynamo=False)
+    outs = {}
+    for target in ("ref", "cpu"):
+        p = kiln.parse_onnx(str(path))
+        QUANTIZE[dtype](p)
+        assert ops_of(p, "layer_norm") and all(result_type(line) == "float_type" for line in ops_of(p, "layer_norm"))
+        assert ops_of(p, "softmax") and all(result_type(line) == "float_type" for line in ops_of(p, "softmax"))
+        assert all(result_type(line) == dtype for line in ops_of(p, "dot"))
+        outs[target] = run(p, target, {"x": x.numpy()})[0]
+        scale = np.abs(want).max()
+        np.testing.assert_allclose(outs[target], want, rtol=0, atol=2 * RTOL[dtype] * scale)
+    np.testing.assert_allclose(outs["cpu"], outs["ref"], rtol=0, atol=2 * RTOL[dtype] * np.abs(want).max())
+
+
+def test_migraphx_compat_names_forward():
+    build, reference, x = mlp()
+    for quantize, dtype in ((migraphx.quantize_fp16, "half_type"), (migraphx.quantize_bf16, "bf16_type")):
+        p = build()
+        quantize(p)
+        assert set(literal_types(p)) == {dtype}
+        got = run(p, "ref", {"x": x})
+        np.testing.assert_allclose(got[0], reference(x.astype(np.float64))[0], rtol=RTOL[dtype],
+                                   atol=RTOL[dtype])
+    p = build()
+    migraphx.quantize_fp16(p, ins_names=["dot"])
+    assert [result_type(line) for line in ops_of(p, "relu")] == ["float_type"]
