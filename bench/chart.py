@@ -1,5 +1,6 @@
 """The benchmark's bar chart: median latency of each engine on each model, one
-panel per batch size, on a log scale (models differ by 100x)."""
+panel per batch size, on a log scale (models differ by 100x). Both suites use
+it; a case that failed or is unavailable gets a cross at the panel's foot."""
 from report import Results, median_seconds
 
 COLORS = {
@@ -8,6 +9,13 @@ COLORS = {
     "openvino": "#9467bd",
     "torch": "#ff7f0e",
     "torch_compile": "#2ca02c",
+    # The quantized suite: Kiln in reds and browns, the other engines' int8 in their own colours.
+    "kiln_int8": "#8c1515",
+    "kiln_qdq": "#e377c2",
+    "kiln_fp16": "#ff9896",
+    "onnxruntime_int8": "#1f77b4",
+    "openvino_int8": "#9467bd",
+    "torch_int8": "#2ca02c",
 }
 
 
