@@ -206,7 +206,8 @@ def goals(r):
         sqnr_notes = []
         for m, b in r.rows():
             mine = r.sqnr(m, b, kiln)
-            theirs = [(e, r.sqnr(m, b, e)) for e in r.other_int8_engines() if r.sqnr(m, b, e) is not None]
+            theirs = [(e, r.sqnr(m, b, e)) for e in r.other_int8_engines()
+                      if r.sqnr(m, b, e) is not None and r.agrees(m, b, e)]
             if mine is not None and theirs:
                 worst_gap = max(s - mine for _, s in theirs)
                 sqnr_notes.append(worst_gap <= SQNR_RULE_MARGIN_DB)
