@@ -45,6 +45,12 @@ def calibration_feeds(files, batch):
     return quantize_models.calibration_batches(quantize_models.load_calibration(files.calibration), batch)
 
 
+def _quantized_file(files):
+    if files.qdq_onnx is None:
+        raise FileNotFoundError("this engine runs the QDQ model (--qdq-onnx), and none was given")
+    return files.qdq_onnx
+
+
 def _timed(phases, phase, fn, *args, **kwargs):
     start = time.perf_counter()
     result = fn(*args, **kwargs)
@@ -107,7 +113,7 @@ class KilnQdqEngine(KilnEngine):
     name, title, precision = "kiln_qdq", "Kiln int8 (QDQ file)", "int8"
 
     def source(self, files):
-        return files.qdq_onnx
+        return _quantized_file(files)
 
 
 class KilnInt8Engine(KilnEngine):
@@ -171,7 +177,7 @@ class OnnxRuntimeInt8Engine(OnnxRuntimeEngine):
     name, title, precision = "onnxruntime_int8", "ONNX Runtime int8", "int8"
 
     def source(self, files):
-        return files.qdq_onnx
+        return _quantized_file(files)
 
 
 class OpenVinoEngine:
@@ -223,7 +229,7 @@ class OpenVinoInt8Engine(OpenVinoEngine):
     name, title, precision = "openvino_int8", "OpenVINO int8", "int8"
 
     def source(self, files):
-        return files.qdq_onnx
+        return _quantized_file(files)
 
 
 class TorchEagerEngine:

@@ -436,7 +436,9 @@ class EngineWorker:
         case["wall_s"] = time.perf_counter() - self.start
         if "times_s" not in case and "error" not in case and "unavailable" not in case:
             timed_out = self.busy_s >= self.args.case_timeout
-            why = "timed out" if timed_out else f"exited with status {self.proc.returncode}"
+            status = self.proc.returncode
+            why = ("timed out" if timed_out else "was killed by SIGKILL (out of memory?)" if status == -signal.SIGKILL
+                   else f"exited with status {status}")
             case["error"], case["error_phase"] = f"worker {why}; see {self.log_path}", "worker"
         _announce(case, self.label, self.progress)
         return case
