@@ -11,6 +11,12 @@ torch.compile run the nn.Module it was exported from (pickled by
 scripts/export_models.py). Each engine is limited to `threads` threads.
 Libraries are imported inside the methods so that a worker process loads
 only its own engine.
+
+The reduced-precision engines (`precision` other than float32) take the
+quantized benchmark's files (scripts/quantize_models.py): the QDQ model that
+ONNX Runtime's quantizer wrote, or the calibration samples for quantizing the
+float model themselves. An engine whose library lacks the feature raises
+EngineUnavailable, which the benchmark reports as such rather than as a failure.
 """
 import time
 from dataclasses import dataclass
@@ -21,6 +27,28 @@ from pathlib import Path
 class ModelFiles:
     onnx: Path  # the exported graph, at the benchmarked batch size
     torch_module: Path  # torch.save of the whole module (batch-independent)
+    qdq_onnx: Path = None  # the graph quantized by onnxruntime.quantization (QDQ), same batch size
+    calibration: Path = None  # .npz of {input name: [samples, ...]}, the calibration set
+    batch: int = 1  # the benchmarked batch size (the models' batch dimension is fixed)
+
+
+class EngineUnavailable(Exception):
+    """The engine's library does not have what this case needs (e.g. a Kiln build without quantize_int8)."""
+
+
+def calibration_feeds(files, batch):
+    """The calibration samples as feeds at the benchmarked batch size (the model's fixed batch)."""
+    import quantize_models
+
+    if files.calibration is None:
+        raise FileNotFoundError("this engine needs the calibration samples (--calibration)")
+    return quantize_models.calibration_batches(quantize_models.load_calibration(files.calibration), batch)
+
+
+def _quantized_file(files):
+    if files.qdq_onnx is None:
+        raise FileNotFoundError("this engine runs the QDQ model (--qdq-onnx), and none was given")
+    return files.qdq_onnx
 
 
 def _timed(phases, phase, fn, *args, **kwargs):
@@ -31,7 +59,7 @@ def _timed(phases, phase, fn, *args, **kwargs):
 
 
 class KilnEngine:
-    name, title = "kiln", "Kiln cpu"
+    name, title, precision = "kiln", "Kiln cpu", "float32"
 
     def __init__(self, threads):
         self.threads = threads
@@ -42,10 +70,17 @@ class KilnEngine:
         self.kiln = kiln
         return f"kiln {kiln.__version__}"
 
+    def source(self, files):
+        return files.onnx
+
+    def reduce_precision(self, files, target, phases):
+        """Rewrites self.program before it is compiled (the reduced-precision engines)."""
+
     def load(self, files):
         kiln, phases = self.kiln, {}
-        self.program = _timed(phases, "parse", kiln.parse_onnx, str(files.onnx))
+        self.program = _timed(phases, "parse", kiln.parse_onnx, str(self.source(files)))
         target = kiln.get_target("cpu")
+        self.reduce_precision(files, target, phases)
         try:
             _timed(phases, "compile", self.program.compile, target, threads=self.threads)
         except kiln.KilnError as e:
@@ -65,8 +100,45 @@ class KilnEngine:
         return [np.asarray(o) for o in raw]
 
 
+def _kiln_function(kiln, name):
+    function = getattr(kiln, name, None)
+    if function is None:
+        raise EngineUnavailable(f"kiln.{name} does not exist in this build")
+    return function
+
+
+class KilnQdqEngine(KilnEngine):
+    """Kiln on the QDQ file that ONNX Runtime's quantizer wrote (the one the int8 peers load)."""
+
+    name, title, precision = "kiln_qdq", "Kiln int8 (QDQ file)", "int8"
+
+    def source(self, files):
+        return _quantized_file(files)
+
+
+class KilnInt8Engine(KilnEngine):
+    """The float model quantized by kiln.quantize_int8 on the shared calibration samples, with the scheme
+    ONNX Runtime's file was written with (MinMax, per-channel weights, convolution and dot)."""
+
+    name, title, precision = "kiln_int8", "Kiln int8 (quantize_int8)", "int8"
+
+    def reduce_precision(self, files, target, phases):
+        quantize_int8 = _kiln_function(self.kiln, "quantize_int8")
+        names = set(self.program.get_parameter_names())
+        feeds = [{k: v for k, v in f.items() if k in names} for f in calibration_feeds(files, files.batch)]
+        _timed(phases, "quantize", quantize_int8, self.program, target, calibration=feeds,
+               ins_names=["dot", "convolution"], method="max", per_channel=True)
+
+
+class KilnFp16Engine(KilnEngine):
+    name, title, precision = "kiln_fp16", "Kiln fp16", "fp16"
+
+    def reduce_precision(self, files, target, phases):
+        _timed(phases, "quantize", _kiln_function(self.kiln, "quantize_fp16"), self.program)
+
+
 class OnnxRuntimeEngine:
-    name, title = "onnxruntime", "ONNX Runtime"
+    name, title, precision = "onnxruntime", "ONNX Runtime", "float32"
 
     def __init__(self, threads):
         self.threads = threads
@@ -85,7 +157,8 @@ class OnnxRuntimeEngine:
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         self.session = _timed(
-            phases, "load", ort.InferenceSession, str(files.onnx), options, providers=["CPUExecutionProvider"]
+            phases, "load", ort.InferenceSession, str(self.source(files)), options,
+            providers=["CPUExecutionProvider"],
         )
         self.inputs = {i.name for i in self.session.get_inputs()}
         return phases
@@ -93,12 +166,22 @@ class OnnxRuntimeEngine:
     def run(self, feeds):
         return self.session.run(None, {k: v for k, v in feeds.items() if k in self.inputs})
 
+    def source(self, files):
+        return files.onnx
+
     def to_numpy(self, raw):
         return list(raw)
 
 
+class OnnxRuntimeInt8Engine(OnnxRuntimeEngine):
+    name, title, precision = "onnxruntime_int8", "ONNX Runtime int8", "int8"
+
+    def source(self, files):
+        return _quantized_file(files)
+
+
 class OpenVinoEngine:
-    name, title = "openvino", "OpenVINO"
+    name, title, precision = "openvino", "OpenVINO", "float32"
 
     def __init__(self, threads):
         self.threads = threads
@@ -122,7 +205,7 @@ class OpenVinoEngine:
             # float32 like every other engine: no bf16 where the CPU has it.
             hints.inference_precision: ov.Type.f32,
         }
-        model = _timed(phases, "read", core.read_model, str(files.onnx))
+        model = _timed(phases, "read", core.read_model, str(self.source(files)))
         self.compiled = _timed(phases, "compile", core.compile_model, model, "CPU", config)
         del model
         self.request = self.compiled.create_infer_request()
@@ -132,12 +215,25 @@ class OpenVinoEngine:
     def run(self, feeds):
         return self.request.infer({k: v for k, v in feeds.items() if k in self.inputs})
 
+    def source(self, files):
+        return files.onnx
+
     def to_numpy(self, raw):
         return [raw[port] for port in self.compiled.outputs]
 
 
+class OpenVinoInt8Engine(OpenVinoEngine):
+    """OpenVINO on the QDQ file: its low-precision transformations turn the quantize / dequantize pairs into
+    int8 convolutions and matmuls; inference_precision f32 keeps the rest in float32, as for Kiln."""
+
+    name, title, precision = "openvino_int8", "OpenVINO int8", "int8"
+
+    def source(self, files):
+        return _quantized_file(files)
+
+
 class TorchEagerEngine:
-    name, title = "torch", "PyTorch eager"
+    name, title, precision = "torch", "PyTorch eager", "float32"
 
     def __init__(self, threads):
         self.threads = threads
@@ -192,4 +288,37 @@ class TorchCompileEngine(TorchEagerEngine):
         return phases
 
 
-ENGINES = {e.name: e for e in (KilnEngine, OnnxRuntimeEngine, OpenVinoEngine, TorchEagerEngine, TorchCompileEngine)}
+class TorchInt8Engine(TorchEagerEngine):
+    """PyTorch's int8 path for CPU inference: the module captured with torch.export, quantized by torchao's
+    PT2E flow with X86InductorQuantizer's default recipe (per-channel int8 weights, uint8 activations) and
+    calibrated on the shared calibration samples, then torch.compile (inductor) with freezing, which lowers
+    the quantized patterns to oneDNN int8 kernels. Compilation happens on the first call (`first_run`)."""
+
+    name, title, precision = "torch_int8", "Inductor int8 (PT2E)", "int8"
+
+    def load(self, files):
+        import torch._inductor.config as inductor_config
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+        from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as x86
+
+        inductor_config.freezing = True
+        torch = self.torch
+        phases = super().load(files)
+        feeds = [{k: torch.from_numpy(v) for k, v in f.items()} for f in calibration_feeds(files, files.batch)]
+        with torch.no_grad():
+            exported = _timed(phases, "export", torch.export.export, self.module, (), kwargs=feeds[0])
+            quantizer = x86.X86InductorQuantizer()
+            quantizer.set_global(x86.get_default_x86_inductor_quantization_config())
+            prepared = _timed(phases, "prepare", prepare_pt2e, exported.module(), quantizer)
+            _timed(phases, "calibrate", lambda: [prepared(**f) for f in feeds])
+            converted = _timed(phases, "convert", convert_pt2e, prepared)
+        del exported, prepared
+        self.module = _timed(phases, "wrap", torch.compile, converted, backend="inductor", dynamic=False)
+        return phases
+
+
+ENGINES = {
+    e.name: e
+    for e in (KilnEngine, OnnxRuntimeEngine, OpenVinoEngine, TorchEagerEngine, TorchCompileEngine, KilnInt8Engine,
+              KilnQdqEngine, KilnFp16Engine, OnnxRuntimeInt8Engine, OpenVinoInt8Engine, TorchInt8Engine)
+}

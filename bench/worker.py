@@ -10,6 +10,8 @@ engine's alone. bench/run_bench.py starts it and talks to it in JSON lines:
     parent -> "stop\\n"
     worker -> {"event": "result", "memory": {...}, "warmup_runs": n}
     worker -> {"event": "error", "phase": ..., "message": ...}       (then exits 1)
+    worker -> {"event": "unavailable", "message": ...}                (the engine's library lacks a
+                                                                       feature the case needs; exits 0)
 
 The parent times the engines of one model in interleaved rounds, so a round
 starts with untimed runs that bring the engine's caches back: the --warmup
@@ -75,6 +77,8 @@ def parse_args(argv):
     p.add_argument("--engine", required=True)
     p.add_argument("--onnx", required=True, type=Path)
     p.add_argument("--torch-module", required=True, type=Path)
+    p.add_argument("--qdq-onnx", type=Path, help="the QDQ model (the int8 engines that load one)")
+    p.add_argument("--calibration", type=Path, help=".npz of calibration samples (the engines that calibrate)")
     p.add_argument("--inputs", required=True, type=Path, help="folder of <input name>.npy files")
     p.add_argument("--outputs", required=True, type=Path, help="folder to write the first run's outputs to")
     p.add_argument("--threads", type=int, default=2)
@@ -90,7 +94,7 @@ def main(argv=None):
     try:
         import numpy as np
 
-        from engines import ENGINES, ModelFiles
+        from engines import ENGINES, EngineUnavailable, ModelFiles
 
         engine = ENGINES[args.engine](args.threads)
         version = engine.import_library()
@@ -99,7 +103,12 @@ def main(argv=None):
         baseline = start_peak_memory()
 
         phase = "load"
-        phases = engine.load(ModelFiles(args.onnx, args.torch_module))
+        batch = next(iter(feeds.values())).shape[0] if feeds else 1
+        try:
+            phases = engine.load(ModelFiles(args.onnx, args.torch_module, args.qdq_onnx, args.calibration, batch))
+        except EngineUnavailable as e:
+            channel.send("unavailable", message=str(e))
+            return 0
         channel.send("loaded", version=version, phases=phases)
 
         phase = "first run"

@@ -4,6 +4,7 @@ chart writers on a made-up results document, the worker protocol on a tiny
 model (Kiln and ONNX Runtime, one timed run, times not looked at), and
 DenseNet-121's architecture against its published parameter count."""
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -290,3 +291,276 @@ def test_densenet121_has_the_published_parameter_count():
     assert sum(p.numel() for p in model.parameters()) == 7_978_856
     with torch.no_grad():
         assert model.eval()(torch.zeros(1, 3, 64, 64)).shape == (1, 1000)
+
+
+# --- the quantized suite -------------------------------------------------------------------------------------
+
+import engines  # noqa: E402
+import quantize_models  # noqa: E402
+import quantized_report  # noqa: E402
+import sqnr  # noqa: E402
+import synthetic_photos  # noqa: E402
+
+
+def test_sqnr_against_hand_computed_values(monkeypatch):
+    exact = np.array([[3.0, 4.0], [0.0, 0.0]])
+    got = np.array([[3.0, 4.5], [0.0, 0.0]], np.float32)
+    assert sqnr.sqnr_db(got, exact) == pytest.approx(20.0)  # signal 25, noise 0.25
+    assert sqnr.sqnr_db(exact.astype(np.float32), exact) == float("inf")
+    assert np.isnan(sqnr.sqnr_db(np.ones(3), np.ones(4)))
+    assert np.isnan(sqnr.sqnr_db(np.array([np.nan, 1.0]), np.array([1.0, 1.0])))
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal(1000)
+    noisy = big + 0.01 * rng.standard_normal(1000)
+    whole = sqnr.sqnr_db(noisy, big)
+    monkeypatch.setattr(sqnr, "CHUNK_ELEMENTS", 64)  # summed in slabs, same answer
+    assert sqnr.sqnr_db(noisy, big) == pytest.approx(whole, rel=1e-12)
+    assert whole == pytest.approx(10 * np.log10(np.sum(big**2) / np.sum((noisy - big) ** 2)))
+    # A model is rated by its worst output.
+    assert sqnr.worst_sqnr_db([got, exact], [exact, exact]) == pytest.approx(20.0)
+    assert np.isnan(sqnr.worst_sqnr_db([got], [exact, exact]))
+
+
+def test_sqnr_summary_applies_the_precision_floor():
+    assert sqnr.summarize(25.0, "int8") == {"agrees": True, "sqnr_db": 25.0, "message": ""}
+    low = sqnr.summarize(2.0, "int8")
+    assert not low["agrees"] and "below the 5 dB floor of int8" in low["message"]
+    assert not sqnr.summarize(25.0, "fp16")["agrees"]
+    assert not sqnr.summarize(float("nan"), "int8")["agrees"]
+    assert sqnr.summarize(float("inf"), "fp16")["sqnr_db"] == 999.0  # JSON has no inf
+
+
+def test_calibration_batches_cover_every_sample_in_order():
+    samples = {"x": np.arange(32).reshape(32, 1).astype(np.float32), "ids": np.arange(32).reshape(32, 1)}
+    feeds = quantize_models.calibration_batches(samples, 8)
+    assert len(feeds) == 4 and all(f["x"].shape == (8, 1) for f in feeds)
+    assert np.concatenate([f["ids"] for f in feeds]).ravel().tolist() == list(range(32))
+    ones = quantize_models.calibration_batches(samples, 1)
+    assert len(ones) == 32 and ones[5]["x"].tolist() == [[5.0]]
+    # 5 does not divide 32: the seventh feed is completed from the first samples.
+    fives = quantize_models.calibration_batches(samples, 5)
+    assert len(fives) == 7 and fives[-1]["ids"].ravel().tolist() == [30, 31, 0, 1, 2]
+    with pytest.raises(ValueError, match="disagree on the number of samples"):
+        quantize_models.calibration_batches({"a": np.zeros((4, 1)), "b": np.zeros((3, 1))}, 2)
+    with pytest.raises(ValueError, match="empty"):
+        quantize_models.calibration_batches({"a": np.zeros((0, 1))}, 2)
+
+
+def test_synthetic_photos_are_deterministic_smooth_images_in_imagenet_normalization():
+    first = synthetic_photos.synthetic_photos(np.random.default_rng(7), 3, size=64)
+    again = synthetic_photos.synthetic_photos(np.random.default_rng(7), 3, size=64)
+    other = synthetic_photos.synthetic_photos(np.random.default_rng(8), 3, size=64)
+    assert first.shape == (3, 3, 64, 64) and first.dtype == np.float32
+    assert np.array_equal(first, again) and not np.array_equal(first, other)
+    pixels = first * synthetic_photos.IMAGENET_STD[None, :, None, None] + synthetic_photos.IMAGENET_MEAN[None, :, None, None]
+    assert pixels.min() >= -1e-6 and pixels.max() <= 1 + 1e-6
+    # Neighbouring pixels are strongly correlated, as in photographs (independent noise would give ~0).
+    left, right = first[..., :-1].ravel(), first[..., 1:].ravel()
+    assert np.corrcoef(left, right)[0, 1] > 0.9
+
+
+def test_draw_inputs_gives_photos_to_image_models_and_the_model_generator_to_others():
+    def image_inputs(rng, batch):
+        return {"pixel_values": rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)}
+
+    def token_inputs(rng, batch):
+        return {"input_ids": rng.integers(0, 100, (batch, 4))}
+
+    photos = quantize_models.draw_inputs(image_inputs, seed=1, count=2)["pixel_values"]
+    expected = synthetic_photos.synthetic_photos(np.random.default_rng(1), 2, 32)
+    assert np.array_equal(photos, expected)
+    tokens = quantize_models.draw_inputs(token_inputs, seed=1, count=5)["input_ids"]
+    assert np.array_equal(tokens, token_inputs(np.random.default_rng(1), 5)["input_ids"])
+
+
+def _quantized_case(model, batch, engine, ms=None, sqnr_db=None, agrees=True, unavailable=None, phases=None,
+                    memory_mib=50):
+    case = {"model": model, "batch": batch, "engine": engine}
+    if unavailable:
+        case["unavailable"] = unavailable
+        return case
+    case["check"] = {"agrees": agrees, "sqnr_db": sqnr_db, "relative_error": 0.01, "message": "" if agrees else "low"}
+    case["times_s"] = [ms / 1e3 * f for f in (0.9, 1.0, 1.2)]
+    case["memory"] = {"peak_growth_bytes": memory_mib * 2**20}
+    case["phases"] = phases or {"load": 0.5}
+    return case
+
+
+def _quantized_doc():
+    names = ["kiln", "kiln_int8", "kiln_qdq", "kiln_fp16", "onnxruntime_int8", "openvino_int8", "torch_int8"]
+    c = _quantized_case
+    return {
+        "started": "2026-01-01T00:00:00+00:00",
+        "settings": {"suite": "quantized", "threads": 2, "runs": 3, "warmup": 1, "rounds": 2,
+                     "models": ["resnet50", "bert_base"], "batches": [1], "engines": names},
+        "machine": {"cpu": "Test CPU", "cores": 2, "isa": "AVX2+FMA", "memory_bytes": 2**33},
+        "engine_titles": run_bench.QUANTIZED_ENGINE_TITLES,
+        "precisions": {e: engines.ENGINES[e].precision for e in names},
+        "quantization": {"calibration_samples": 32, "qdq_ops": ["Conv", "MatMul"], "qdq_tag": "qdq-test",
+                         "torchao": "torchao 0.0"},
+        "versions": {"kiln": "kiln 0.1.0"},
+        "cases": [
+            c("resnet50", 1, "kiln", 60, 120.0, phases={"parse": 0.2, "compile": 0.3}),
+            c("resnet50", 1, "kiln_int8", 20, 25.0, phases={"parse": 0.2, "quantize": 8.0, "compile": 0.5}),
+            c("resnet50", 1, "kiln_qdq", 24, 24.6),
+            c("resnet50", 1, "kiln_fp16", 50, 70.0),
+            c("resnet50", 1, "onnxruntime_int8", 120, 25.5),
+            c("resnet50", 1, "openvino_int8", 30, 25.2),
+            c("resnet50", 1, "torch_int8", 10, 3.0, agrees=False),  # fastest, but below the floor
+            c("bert_base", 1, "kiln", 140, 118.0),
+            c("bert_base", 1, "kiln_int8", unavailable="kiln.quantize_int8 does not exist in this build"),
+            c("bert_base", 1, "kiln_qdq", 100, 20.0),
+            c("bert_base", 1, "kiln_fp16", unavailable="kiln.quantize_fp16 does not exist in this build"),
+            c("bert_base", 1, "onnxruntime_int8", 110, 26.0),
+            c("bert_base", 1, "openvino_int8", 80, 26.0),
+            c("bert_base", 1, "torch_int8", 70, 27.0),
+        ],
+        "duration_s": 60,
+    }
+
+
+def test_quantized_report_tables_ratios_rule_and_goals():
+    text = quantized_report.render(_quantized_doc(), {"resnet50": "ResNet-50", "bert_base": "BERT-base",
+                                                      "mobilenet_v2": "MobileNetV2"}, "q.png")
+    # latency · SQNR, n/a for what the build lacks, † below the floor
+    assert "| ResNet-50 | 1 | 60.0 · 120.0 dB | 20.0 · 25.0 dB | 24.0 · 24.6 dB | 50.0 · 70.0 dB | 120 · 25.5 dB | " \
+           "30.0 · 25.2 dB | 10.0 · 3.0 dB † |" in text
+    assert "| BERT-base | 1 | 140 · 118.0 dB | n/a | 100 · 20.0 dB | n/a |" in text
+    # speed-up over Kiln float32 = 60 / engine; a case below its floor gets no ratio
+    assert "| ResNet-50 | 1 | 3.00x | 2.50x | 1.20x | 0.50x | 2.00x | - |" in text
+    # the fastest other int8 that clears its floor: OpenVINO at 30 ms (the Inductor case was rejected)
+    assert "| ResNet-50 | 1 | OpenVINO int8 | 30.0 | 25.2 dB | 1.50x | 1.25x |" in text
+    assert "| BERT-base | 1 | Inductor int8 (PT2E) | 70.0 | 27.0 dB | - | 0.70x |" in text
+    # part 6: 25.0 >= 25.5 - 1 on ResNet-50; no Kiln quantize_int8 result on BERT
+    assert "| ResNet-50 | 1 | 25.0 dB | 25.5 dB | -0.5 dB | yes | 24.6 dB |" in text
+    assert "| BERT-base | 1 | - | 26.0 dB | - | - | 20.0 dB |" in text
+    assert "| Kiln int8 (quantize_int8) faster than the fastest other int8 | ResNet-50 b1: met (20.0 vs OpenVINO int8 30.0 ms) |" in text
+    assert "| Kiln int8 (QDQ file): geometric mean over the fastest other int8 >= 1.2x | not met: 0.94x over 2 " \
+           "model/batch pairs |" in text  # sqrt(1.25 * 0.70)
+    assert "| Kiln int8 (quantize_int8) >= 2x Kiln float32 on ResNet-50 | b1: met (3.00x) |" in text
+    # sqrt(60 / 24 * 140 / 100)
+    assert "| Kiln int8 (QDQ file): geometric mean over Kiln float32 >= 1.5x | met: 1.87x over 2 models |" in text
+    # within 1 dB of ONNX Runtime's 25.5 on ResNet-50 (Inductor's rejected 3.0 is not compared), 6-7 dB below on BERT
+    assert "| Kiln int8 (QDQ file): SQNR no worse than each other engine's int8 (within 1 dB) | met on 1 of 2" in text
+    assert "ResNet-50 b1: 8.5 s (met)" in text  # quantize + compile
+    assert "| Part 6: Kiln int8 SQNR >= ONNX Runtime int8 SQNR - 1 dB (ResNet-50, MobileNetV2, BERT-base) | met on 1 of 1" in text
+    assert "- BERT-base batch 1, Kiln int8 (quantize_int8): unavailable: kiln.quantize_int8 does not exist" in text
+    assert "- ResNet-50 batch 1, Inductor int8 (PT2E): outputs rejected: low" in text
+
+
+def test_quantized_report_only_writes_its_own_files(tmp_path):
+    (tmp_path / "quantized.json").write_text(json.dumps(_quantized_doc()))
+    assert run_bench.main(["--report-only", str(tmp_path / "quantized.json")]) == 0
+    assert (tmp_path / "quantized.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "# Kiln benchmarks: int8 and fp16" in (tmp_path / "quantized.md").read_text()
+    assert not (tmp_path / "benchmarks.md").exists()
+
+
+def test_suite_arguments_and_full_run_detection():
+    args = run_bench.parse_args(["--suite", "quantized"])
+    assert args.models == ["resnet50", "mobilenet_v2", "densenet121", "bert_base", "vit_b16"]
+    assert args.engines == list(run_bench.QUANTIZED_ENGINE_TITLES) and run_bench.is_full_run(args)
+    some = run_bench.parse_args(["--suite", "quantized", "--engines", "onnxruntime_int8,kiln"])
+    assert some.engines == ["kiln", "onnxruntime_int8"] and not run_bench.is_full_run(some)
+    for wrong in (["--suite", "quantized", "--engines", "torch_compile"], ["--suite", "quantized", "--models", "gpt2_small"],
+                  ["--engines", "kiln_int8"]):
+        with pytest.raises(SystemExit):
+            run_bench.parse_args(wrong)
+    # Kiln's failures fail the run; a feature the build lacks does not, nor do other engines' problems.
+    cases = [{"engine": "kiln_int8", "unavailable": "no"}, {"engine": "torch_int8", "error": "x"},
+             {"engine": "kiln_qdq", "check": {"agrees": False}}, {"engine": "kiln", "check": {"agrees": True}}]
+    assert run_bench.kiln_failures(cases) == [cases[2]]
+
+
+def test_a_kiln_without_the_quantize_functions_is_unavailable_not_failed(tmp_path):
+    class KilnWithoutQuantize:
+        def parse_onnx(self, path):
+            return object()
+
+        def get_target(self, name):
+            return name
+
+    files = engines.ModelFiles(tmp_path / "m.onnx", tmp_path / "m.pt", calibration=tmp_path / "c.npz")
+    for engine_class in (engines.KilnInt8Engine, engines.KilnFp16Engine):
+        engine = engine_class(threads=1)
+        engine.kiln = KilnWithoutQuantize()
+        with pytest.raises(engines.EngineUnavailable, match="does not exist in this build"):
+            engine.load(files)
+
+
+def _tiny_quantized_model(folder):
+    """The tiny model plus what the quantized suite adds: 32 calibration samples and ONNX Runtime's QDQ file."""
+    model = _tiny_model(folder)
+    rng = np.random.default_rng(11)
+    model.calibration = folder / "calibration.npz"
+    # Wider than the evaluation input (standard normal, |x| < 3) so that no input is clipped.
+    np.savez(model.calibration, x=rng.uniform(-3, 3, (32, 8)).astype(np.float32))
+    model.qdq_onnx = folder / "tiny.qdq.onnx"
+    quantize_models.write_qdq_model(model.onnx, model.qdq_onnx, quantize_models.load_calibration(model.calibration), 2)
+    return model
+
+
+TINY_MODULE_SOURCE = """
+import torch
+
+
+class TinyModule(torch.nn.Module):
+    \"\"\"relu(x @ w), the tiny ONNX model as a torch module taking the same keyword input.\"\"\"
+
+    def __init__(self, w):
+        super().__init__()
+        self.linear = torch.nn.Linear(w.shape[0], w.shape[1], bias=False)
+        with torch.no_grad():
+            self.linear.weight.copy_(torch.from_numpy(w.T.copy()))
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+"""
+
+
+def _save_tiny_torch_module(model, folder, monkeypatch):
+    """Pickles the tiny model's torch twin; its class lives in a file the worker finds on PYTHONPATH."""
+    import torch
+
+    (folder / "tiny_module.py").write_text(TINY_MODULE_SOURCE)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")])))
+    import tiny_module
+
+    weights = numpy_helper.to_array(onnx.load(str(model.onnx)).graph.initializer[0])
+    torch.save(tiny_module.TinyModule(weights).eval(), model.torch_module)
+
+
+def test_int8_engines_on_a_qdq_file_are_rated_by_sqnr(tmp_path):
+    model = _tiny_quantized_model(tmp_path)
+    qdq_ops = {n.op_type for n in onnx.load(str(model.qdq_onnx)).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear", "MatMul"} <= qdq_ops
+    args = run_bench.parse_args(["--suite", "quantized", "--runs", "1", "--warmup", "1", "--rounds", "1",
+                                 "--build-dir", str(tmp_path / "build")])
+    names = ["kiln", "kiln_qdq", "onnxruntime_int8", "openvino_int8", "kiln_int8"]
+    cases = dict(zip(names, run_bench.run_model_cases("tiny", 2, names, model, args, run_bench.Progress(quiet=True))))
+    for name in names[:4]:
+        case = cases[name]
+        assert "error" not in case, case
+        assert case["check"]["agrees"] and len(case["times_s"]) == 1, case
+    assert cases["kiln"]["check"]["sqnr_db"] > 100  # float32 against float64
+    for name in names[1:4]:  # 8-bit weights and activations: far from float32, far above a broken kernel
+        assert 20 < cases[name]["check"]["sqnr_db"] < 60
+    import kiln
+
+    own = cases["kiln_int8"]
+    if hasattr(kiln, "quantize_int8"):
+        assert own["check"]["agrees"] and own["check"]["sqnr_db"] > 20 and "quantize" in own["phases"]
+    else:
+        assert own["unavailable"] == "kiln.quantize_int8 does not exist in this build" and "error" not in own
+
+
+def test_inductor_int8_engine_quantizes_with_pt2e_and_the_calibration_samples(tmp_path, monkeypatch):
+    model = _tiny_quantized_model(tmp_path)
+    _save_tiny_torch_module(model, tmp_path, monkeypatch)
+    args = run_bench.parse_args(["--suite", "quantized", "--runs", "1", "--warmup", "1", "--rounds", "1",
+                                 "--build-dir", str(tmp_path / "build")])
+    case = run_bench.run_case("tiny", 2, "torch_int8", model, args, run_bench.Progress(quiet=True))
+    assert "error" not in case, case
+    assert {"export", "prepare", "calibrate", "convert"} <= set(case["phases"])
+    assert case["check"]["agrees"] and 15 < case["check"]["sqnr_db"] < 60, case["check"]
