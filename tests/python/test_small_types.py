@@ -327,3 +327,18 @@ def test_quantize_precision_and_e8m0_scales_match_onnx_reference(rng):
                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, q.shape)], opset=25)
     want = ReferenceEvaluator(model).run(None, {"q": q, "s": e8m0})[0]
     np.testing.assert_array_equal(run_kiln_onnx(model, {"q": q, "s": e8m0}, "cpu")[0], want)
+
+
+def test_migraphx_compat_names_its_fp8_types_with_migraphx_values():
+    """MIGraphX's shape.type_t numbers its fp8 types 12, 13, 14 and 16 (bf16 is 15)."""
+    from kiln.compat import migraphx
+
+    t = migraphx.shape.type_t
+    assert (int(t.fp8e4m3fnuz_type), int(t.fp8e4m3fn_type), int(t.fp8e5m2_type), int(t.fp8e5m2fnuz_type)) == (
+        12, 13, 14, 16)
+    s = migraphx.shape(type=t.fp8e4m3fn_type, lens=[2, 3])
+    assert s.type() == t.fp8e4m3fn_type
+    values = np.arange(6, dtype=np.float32).astype(ml_dtypes.float8_e4m3fn).reshape(2, 3)
+    a = migraphx.argument(values)
+    assert a.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    same_bits(np.array(a), values)
