@@ -347,3 +347,33 @@ def test_cpu_quantize_and_dequantize_kernels_match_ref_bitwise(code_type, per_ax
     assert {a for _, op, a in p.get_kernel_algorithms()} == {"quantize_8bit", "dequantize_8bit"}
     for got, want in zip(cpu, ref):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("group", [1, 8])
+def test_clip_after_an_intermediate_quantize_matches_onnxruntime(group):
+    """conv -> Q -> DQ -> Clip -> Q (MobileNetV2's ReLU6): the rounding's saturation and the activation
+    are both clips, which oneDNN 2.6 cannot chain with different bounds; they merge into one."""
+    rng = np.random.default_rng(9)
+    inits = [onh.from_array(np.float32(0.05), "sx"), onh.from_array(np.int8(-3), "zx"),
+             onh.from_array(rng.integers(-127, 128, (8, 8 // group, 3, 3)).astype(np.int8), "w"),
+             onh.from_array((rng.random(8) * 0.01 + 0.002).astype(np.float32), "sw"),
+             onh.from_array(rng.standard_normal(8).astype(np.float32), "b"),
+             onh.from_array(np.float32(0.04), "sc"), onh.from_array(np.int8(5), "zc"),
+             onh.from_array(np.float32(0.03), "sy"), onh.from_array(np.int8(-20), "zy"),
+             onh.from_array(np.float32(0), "lo"), onh.from_array(np.float32(2), "hi")]
+    nodes = [oh.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]), oh.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             oh.make_node("DequantizeLinear", ["w", "sw"], ["wd"], axis=0),
+             oh.make_node("Conv", ["xd", "wd", "b"], ["c"], pads=[1] * 4, group=group),
+             oh.make_node("QuantizeLinear", ["c", "sc", "zc"], ["cq"]), oh.make_node("DequantizeLinear", ["cq", "sc", "zc"], ["cd"]),
+             oh.make_node("Clip", ["cd", "lo", "hi"], ["r"]),
+             oh.make_node("QuantizeLinear", ["r", "sy", "zy"], ["yq"]), oh.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"])]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    data = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 19)]).SerializeToString()
+    x = (rng.standard_normal((1, 8, 6, 6)) * 3).astype(np.float32)
+    # The output codes can show values below 0 and above 2: both bounds of the clip matter.
+    expected = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    p = kiln.parse_onnx_buffer(data)
+    p.compile(kiln.get_target("cpu"))
+    assert [a for _, op, a in p.get_kernel_algorithms() if op.startswith("fused")] == ["onednn_int8"]
+    np.testing.assert_allclose(np.asarray(p.run({"x": x})[0]), expected, rtol=0, atol=0.03 * 1.001)

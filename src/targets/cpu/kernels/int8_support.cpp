@@ -30,9 +30,6 @@ bool append_unary(dnnl::post_ops& ops, const op::post_op_chain& chain) {
     return true;
 }
 
-void append_linear(dnnl::post_ops& ops, double alpha, double beta) {
-    ops.append_eltwise(1.f, alg::eltwise_linear, static_cast<float>(alpha), static_cast<float>(beta));
-}
 
 std::pair<float, float> code_range(dtype t) { return t == dtype::uint8_type ? std::pair{0.f, 255.f} : std::pair{-128.f, 127.f}; }
 
@@ -165,16 +162,57 @@ double chain_unit(const op::requantize_epilogue& e) {
 
 namespace {
 
-bool append_scaled(dnnl::post_ops& ops, const op::post_op_chain& chain, double unit) {
-    if (unit == 1) return append_unary(ops, chain);
+// The chain is gathered as eltwise steps (and the residual's one binary
+// or sum step) before it goes to oneDNN: 2.6's jit kernels give every
+// eltwise post-op of one algorithm the first one's parameters, so adjacent
+// clips are merged (clipping twice clips to the intersection) and a chain
+// that still repeats an algorithm with other parameters is declined.
+struct eltwise_step {
+    alg kind;
+    float alpha = 0, beta = 0;
+};
+
+bool append_scaled(std::vector<eltwise_step>& steps, const op::post_op_chain& chain, double unit) {
     for (std::size_t k = 0; k < chain.kinds.size(); ++k) {
-        if (chain.kinds[k] == op::post_op_kind::relu)
-            ops.append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f);
-        else if (chain.kinds[k] == op::post_op_kind::clip)
-            ops.append_eltwise(1.f, alg::eltwise_clip, static_cast<float>(chain.alpha[k] / unit),
-                               static_cast<float>(chain.beta[k] / unit));
-        else
-            return false;  // not homogeneous: needs the real value
+        const auto a = static_cast<float>(chain.alpha[k] / unit), b = static_cast<float>(chain.beta[k] / unit);
+        switch (chain.kinds[k]) {
+        case op::post_op_kind::relu: steps.push_back({alg::eltwise_relu}); break;
+        case op::post_op_kind::clip: steps.push_back({alg::eltwise_clip, a, b}); break;
+        default:
+            if (unit != 1) return false;  // not homogeneous: needs the real value
+            dnnl::post_ops one;
+            op::post_op_chain single;
+            single.append(chain.kinds[k], chain.alpha[k], chain.beta[k]);
+            if (!append_unary(one, single)) return false;
+            alg kind{};
+            float scale = 0, alpha = 0, beta = 0;
+            one.get_params_eltwise(0, scale, kind, alpha, beta);
+            steps.push_back({kind, alpha, beta});
+        }
+    }
+    return true;
+}
+
+std::vector<eltwise_step> merged_clips(const std::vector<eltwise_step>& steps) {
+    std::vector<eltwise_step> out;
+    for (const auto& st : steps) {
+        if (st.kind == alg::eltwise_clip && !out.empty() && out.back().kind == alg::eltwise_clip) {
+            out.back().alpha = std::max(out.back().alpha, st.alpha);
+            out.back().beta = std::min(out.back().beta, st.beta);
+            continue;
+        }
+        out.push_back(st);
+    }
+    return out;
+}
+
+// Appends the steps; false when an algorithm would repeat with other parameters.
+bool append_steps(dnnl::post_ops& ops, const std::vector<eltwise_step>& steps, std::vector<eltwise_step>& used) {
+    for (const auto& st : merged_clips(steps)) {
+        for (const auto& u : used)
+            if (u.kind == st.kind && (u.alpha != st.alpha || u.beta != st.beta)) return false;
+        used.push_back(st);
+        ops.append_eltwise(1.f, st.kind, st.alpha, st.beta);
     }
     return true;
 }
@@ -191,14 +229,26 @@ std::optional<dnnl::primitive_attr> epilogue_attr(const op::requantize_epilogue&
     attr.set_output_scales(1 << channel_axis, output_scales);
     if (src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {src_zero_point});
     dnnl::post_ops ops;
-    if (!append_scaled(ops, e.activation, unit)) return std::nullopt;
+    std::vector<eltwise_step> before, after, used;
+    if (!append_scaled(before, e.activation, unit)) return std::nullopt;
     if (e.round_type != dtype::float_type) {
         // quantize -> dequantize, in codes: round(v / s) + z saturated, minus z.
         const auto [lo, hi] = code_range(e.round_type);
         const auto z = static_cast<float>(e.round_zero_point);
-        ops.append_eltwise(1.f, alg::eltwise_round, 0.f, 0.f);
-        ops.append_eltwise(1.f, alg::eltwise_clip, lo - z, hi - z);
+        before.push_back({alg::eltwise_round});
+        before.push_back({alg::eltwise_clip, lo - z, hi - z});
     }
+    if (!append_scaled(after, e.after_residual, unit)) return std::nullopt;
+    // The conversion to an 8-bit destination rounds half to even and saturates.
+    const double out_scale = e.output_type == dtype::float_type ? 1 : e.output_scale;
+    const double out_zero = e.output_type == dtype::float_type ? 0 : static_cast<double>(e.output_zero_point);
+    if (unit != out_scale || out_zero != 0)
+        after.push_back({alg::eltwise_linear, static_cast<float>(unit / out_scale), static_cast<float>(out_zero)});
+    if (e.residual == op::residual_kind::none) {
+        before.insert(before.end(), after.begin(), after.end());
+        after.clear();
+    }
+    if (!append_steps(ops, before, used)) return std::nullopt;
     if (e.residual != op::residual_kind::none) {
         const bool float_result = e.output_type == dtype::float_type;
         if (!residual_in_result(e)) {
@@ -212,11 +262,7 @@ std::optional<dnnl::primitive_attr> epilogue_attr(const op::requantize_epilogue&
             return std::nullopt;  // real values do not fit an 8-bit result
         }
     }
-    if (!append_scaled(ops, e.after_residual, unit)) return std::nullopt;
-    // The conversion to an 8-bit destination rounds half to even and saturates.
-    const double out_scale = e.output_type == dtype::float_type ? 1 : e.output_scale;
-    const double out_zero = e.output_type == dtype::float_type ? 0 : static_cast<double>(e.output_zero_point);
-    if (unit != out_scale || out_zero != 0) append_linear(ops, unit / out_scale, out_zero);
+    if (!append_steps(ops, after, used)) return std::nullopt;
     attr.set_post_ops(ops);
     return attr;
 }
@@ -226,7 +272,11 @@ bool residual_in_result(const op::requantize_epilogue& e) {
 }
 
 int residual_arg(const op::requantize_epilogue& e) {
-    return DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(e.activation.kinds.size())) | DNNL_ARG_SRC_1;
+    // A real residual read as a binary operand has a chain unit of 1: no
+    // rounding, so only the activations come before it.
+    std::vector<eltwise_step> before;
+    append_scaled(before, e.activation, 1);
+    return DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(merged_clips(before).size())) | DNNL_ARG_SRC_1;
 }
 
 bool has_vnni() {
