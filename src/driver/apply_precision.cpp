@@ -44,6 +44,10 @@ void apply_precision(program& p, const target& t, const precision_settings& s) {
         options.exclude = s.exclude;
         options.progress = terminal_progress();
         quantize_int8(p, t, calibration_set(p, s), options);
+    } else if (s.precision == "fp16") {
+        quantize_fp16(p);
+    } else if (s.precision == "bf16") {
+        quantize_bf16(p);
     } else if (s.precision == "fp8") {
         quantize_fp8_options options;
         options.exclude = s.exclude;
