@@ -161,3 +161,21 @@ def test_compile_fp8_flag_reaches_quantize_fp8(cnn, tmp_path):
         expect_error(r, "quantize_fp8", "float8")
         return
     assert "quantize_linear" in kiln_cli("read", tmp_path / "q.kiln").stdout
+
+
+@pytest.mark.parametrize("flag, bound", [("--fp16", 50), ("--bf16", 30)])
+def test_compile_half_flags_reach_quantize_fp16_and_bf16(cnn, tmp_path, flag, bound):
+    model, data, rng = cnn
+    out = tmp_path / "half.kiln"
+    r = kiln_cli("compile", model, "-o", out, flag)
+    assert r.returncode == 0, r.stderr
+    assert ("half_type" if flag == "--fp16" else "bf16_type") in kiln_cli("read", out).stdout
+    x = image_batches(rng, 1)[0]
+    reference = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    # float16 keeps 11 significant bits (~72 dB a rounding, 10 log10(12 * 2^20)), bfloat16 8 (~53 dB);
+    # the bounds leave ~20 dB for the roundings of every layer adding up.
+    assert sqnr_db(reference, run_model(out, x, tmp_path)) > bound
+    np.savez(tmp_path / "c.npz", x=x)
+    expect_error(kiln_cli("compile", model, "-o", out, flag, "--calibration", tmp_path / "c.npz"),
+                 "--calibration is for --int8 and --fp8")
+    expect_error(kiln_cli("compile", model, "-o", out, flag, "--int8"), "excludes")
