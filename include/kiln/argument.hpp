@@ -80,14 +80,33 @@ std::string format_values(const argument& a, std::size_t max_values = 8);
 
 // Float to integer conversions saturate and map NaN to 0: a plain cast of an
 // out-of-range value is undefined behaviour, and the values may come from files.
+// The storage types convert as the convert op does by default: float8 /
+// float4 round to nearest even and saturate; int4 / int2 keep the low bits of
+// the integer (a float truncated toward zero first), as ml_dtypes does.
 template <class T, class S>
 T convert_element(S x) {
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && is_float_like_v<S>) {
+    constexpr bool float_source = is_float_like_v<S> || is_small_float_v<S>;
+    if constexpr (is_small_float_v<T>) {
+        return T::from_double(static_cast<double>(x), true);
+    } else if constexpr (is_small_int_v<T>) {
+        if constexpr (float_source) {
+            const double d = static_cast<double>(x);
+            // NaN and magnitudes past int64 have no low bits to keep: 0, as ml_dtypes gives.
+            if (!(d > -9.2e18 && d < 9.2e18)) return T(std::int64_t{0});
+            return T(static_cast<std::int64_t>(d));
+        } else {
+            return T(static_cast<std::int64_t>(x));
+        }
+    } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && float_source) {
         const double d = static_cast<double>(x);
         if (d != d) return T{0};
         if (d <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
         if (d >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
         return static_cast<T>(d);
+    } else if constexpr (is_small_float_v<S>) {
+        return static_cast<T>(static_cast<float>(x));
+    } else if constexpr (is_small_int_v<S>) {
+        return static_cast<T>(static_cast<int>(x));
     } else {
         return static_cast<T>(x);
     }
@@ -96,7 +115,7 @@ T convert_element(S x) {
 template <class T>
 std::vector<T> argument::to_vector() const {
     std::vector<T> out(shape_.elements());
-    visit_type(shape_.type(), [&](auto tag) {
+    visit_any_type(shape_.type(), [&](auto tag) {
         using S = typename decltype(tag)::type;
         const S* p = data_as<S>();
         for (std::size_t i = 0; i < out.size(); ++i) out[i] = convert_element<T>(p[shape_.index(i)]);
@@ -160,7 +179,7 @@ literal::literal(const shape& s, const std::vector<T>& values) {
     if (values.size() != s.elements())
         fail("literal: shape " + to_string(s) + " holds " + std::to_string(s.elements()) + " elements but " +
              std::to_string(values.size()) + " values were given");
-    visit_type(s.type(), [&](auto tag) {
+    visit_any_type(s.type(), [&](auto tag) {
         using D = typename decltype(tag)::type;
         D* p = data.data_as<D>();
         for (std::size_t i = 0; i < values.size(); ++i) {

@@ -1,7 +1,7 @@
 // The Python buffer protocol for kiln.argument, so that memoryview(arg),
 // struct.unpack_from and other buffer consumers read a result in place (as
 // MIGraphX's argument allows). numpy prefers __array__ only where the buffer
-// cannot describe the element type (bfloat16).
+// cannot describe the element type (bfloat16, float8, float4, int4, int2).
 #include <memory>
 #include <vector>
 
@@ -11,7 +11,7 @@ namespace kiln::python {
 
 namespace {
 
-// struct-module format codes; bfloat16 has none.
+// struct-module format codes; bfloat16 and the storage types have none.
 const char* buffer_format(dtype t) {
     switch (t) {
         case dtype::bool_type:

@@ -32,6 +32,21 @@ std::optional<dtype> from_dlpack_dtype(dl::dtype t) {
         case dl::dtype_code::Bfloat:
             if (t.bits == 16) return dtype::bf16_type;
             break;
+        case dl::dtype_code::Float8_E4M3FN:
+            if (t.bits == 8) return dtype::fp8e4m3fn_type;
+            break;
+        case dl::dtype_code::Float8_E4M3FNUZ:
+            if (t.bits == 8) return dtype::fp8e4m3fnuz_type;
+            break;
+        case dl::dtype_code::Float8_E5M2:
+            if (t.bits == 8) return dtype::fp8e5m2_type;
+            break;
+        case dl::dtype_code::Float8_E5M2FNUZ:
+            if (t.bits == 8) return dtype::fp8e5m2fnuz_type;
+            break;
+        case dl::dtype_code::Float8_E8M0FNU:
+            if (t.bits == 8) return dtype::fp8e8m0fnu_type;
+            break;
         case dl::dtype_code::Int:
         case dl::dtype_code::UInt: {
             bool s = code == dl::dtype_code::Int;
@@ -47,15 +62,50 @@ std::optional<dtype> from_dlpack_dtype(dl::dtype t) {
     return std::nullopt;
 }
 
+// The DLPack type of `t`. DLPack has codes for the float8 types but none for
+// float4, int4 or int2 held one per byte (its 4- and 2-bit types are packed).
 dl::dtype to_dlpack_dtype(dtype t) {
     auto make = [](dl::dtype_code code, std::size_t bytes) {
         return dl::dtype{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bytes * 8), 1};
     };
     std::size_t size = dtype_size(t);
+    switch (t) {
+    case dtype::fp8e4m3fn_type: return make(dl::dtype_code::Float8_E4M3FN, 1);
+    case dtype::fp8e4m3fnuz_type: return make(dl::dtype_code::Float8_E4M3FNUZ, 1);
+    case dtype::fp8e5m2_type: return make(dl::dtype_code::Float8_E5M2, 1);
+    case dtype::fp8e5m2fnuz_type: return make(dl::dtype_code::Float8_E5M2FNUZ, 1);
+    case dtype::fp8e8m0fnu_type: return make(dl::dtype_code::Float8_E8M0FNU, 1);
+    default: break;
+    }
+    if (is_storage_type(t))
+        fail(error_kind::not_implemented, "DLPack has no type for " + to_string(t) +
+                                              " held one element per byte; use numpy.asarray(arg) (ml_dtypes) instead");
     if (t == dtype::bool_type) return make(dl::dtype_code::Bool, size);
     if (t == dtype::bf16_type) return make(dl::dtype_code::Bfloat, size);
     if (is_floating(t)) return make(dl::dtype_code::Float, size);
     return make(is_signed(t) ? dl::dtype_code::Int : dl::dtype_code::UInt, size);
+}
+
+// ml_dtypes' names of the types numpy lacks. Their arrays export neither the
+// buffer protocol nor DLPack, so they are read and written through a view as
+// unsigned integers of the same size.
+struct ml_dtypes_name {
+    dtype type;
+    const char* name;
+};
+constexpr ml_dtypes_name ml_dtypes_names[] = {
+    {dtype::bf16_type, "bfloat16"},           {dtype::fp8e4m3fn_type, "float8_e4m3fn"},
+    {dtype::fp8e4m3fnuz_type, "float8_e4m3fnuz"}, {dtype::fp8e5m2_type, "float8_e5m2"},
+    {dtype::fp8e5m2fnuz_type, "float8_e5m2fnuz"}, {dtype::fp8e8m0fnu_type, "float8_e8m0fnu"},
+    {dtype::fp4e2m1_type, "float4_e2m1fn"},   {dtype::int4_type, "int4"},
+    {dtype::uint4_type, "uint4"},             {dtype::int2_type, "int2"},
+    {dtype::uint2_type, "uint2"},
+};
+
+const char* ml_dtypes_name_of(dtype t) {
+    for (const auto& m : ml_dtypes_names)
+        if (m.type == t) return m.name;
+    return nullptr;
 }
 
 // The owner handed to kiln::argument. Python references may only be dropped
@@ -81,19 +131,22 @@ argument copy_signed_strides(const shape& packed, const std::byte* base, const s
     return out;
 }
 
-// numpy has no bfloat16 of its own; ml_dtypes' bfloat16 arrays are read
-// through a uint16 view, since neither their buffer nor DLPack export works.
-bool is_numpy_bfloat16(nb::handle obj) {
-    if (!nb::hasattr(obj, "dtype") || !nb::hasattr(obj, "view")) return false;
+// The Kiln type of a numpy array of one of ml_dtypes' types (bfloat16,
+// float8, float4, int4, int2), or nullopt.
+std::optional<dtype> ml_dtypes_type(nb::handle obj) {
+    if (!nb::hasattr(obj, "dtype") || !nb::hasattr(obj, "view")) return std::nullopt;
     nb::object dt = obj.attr("dtype");
-    return nb::hasattr(dt, "name") && nb::isinstance<nb::str>(dt.attr("name")) &&
-           nb::cast<std::string>(dt.attr("name")) == "bfloat16";
+    if (!nb::hasattr(dt, "name") || !nb::isinstance<nb::str>(dt.attr("name"))) return std::nullopt;
+    const auto name = nb::cast<std::string>(dt.attr("name"));
+    for (const auto& m : ml_dtypes_names)
+        if (name == m.name) return m.type;
+    return std::nullopt;
 }
 
 argument import_array(nb::handle obj, const std::string& what) {
     nb::object source = nb::borrow(obj);
-    bool bfloat = is_numpy_bfloat16(obj);
-    if (bfloat) source = obj.attr("view")("uint16");
+    const std::optional<dtype> ml_type = ml_dtypes_type(obj);
+    if (ml_type) source = obj.attr("view")(dtype_size(*ml_type) == 2 ? "uint16" : "uint8");
     imported_array a;
     if (!nb::try_cast(source, a, false))
         fail(error_kind::type_error,
@@ -108,7 +161,7 @@ argument import_array(nb::handle obj, const std::string& what) {
     if (a.device_type() != nb::device::cpu::value)
         fail(error_kind::not_implemented,
              what + ": only host memory is supported, got DLPack device type " + std::to_string(a.device_type()));
-    std::optional<dtype> type = bfloat ? std::optional<dtype>(dtype::bf16_type) : from_dlpack_dtype(a.dtype());
+    std::optional<dtype> type = ml_type ? ml_type : from_dlpack_dtype(a.dtype());
     if (!type)
         fail(error_kind::type_error, what + ": unsupported element type (DLPack code " +
                                          std::to_string(a.dtype().code) + ", " + std::to_string(a.dtype().bits) +
@@ -134,13 +187,17 @@ argument import_array(nb::handle obj, const std::string& what) {
     return argument(shape(*type, lens, strides), keep_alive(std::move(a)), data);
 }
 
-// A view of `arg` for Python; `owner` (the kiln.argument object) keeps the memory alive.
+// A view of `arg` for Python; `owner` (the kiln.argument object) keeps the
+// memory alive. With `ml_dtypes_as_unsigned`, the types numpy lacks come out
+// as unsigned integers of their size, for the caller to view as ml_dtypes'.
 template <class Framework>
-nb::object export_view(nb::handle owner, const argument& arg, bool bfloat_as_uint16) {
+nb::object export_view(nb::handle owner, const argument& arg, bool ml_dtypes_as_unsigned) {
     const shape& s = arg.get_shape();
     std::vector<std::int64_t> strides(s.strides().begin(), s.strides().end());
-    dl::dtype t = to_dlpack_dtype(s.type());
-    if (bfloat_as_uint16 && s.type() == dtype::bf16_type) t.code = static_cast<std::uint8_t>(dl::dtype_code::UInt);
+    const bool as_unsigned = ml_dtypes_as_unsigned && ml_dtypes_name_of(s.type()) != nullptr;
+    dl::dtype t = as_unsigned ? dl::dtype{static_cast<std::uint8_t>(dl::dtype_code::UInt),
+                                          static_cast<std::uint8_t>(dtype_size(s.type()) * 8), 1}
+                              : to_dlpack_dtype(s.type());
     nb::ndarray<Framework> view(arg.data(), s.ndim(), s.lens().data(), owner, strides.data(), t);
     return view.cast(nb::rv_policy::reference);
 }
@@ -148,14 +205,15 @@ nb::object export_view(nb::handle owner, const argument& arg, bool bfloat_as_uin
 nb::object to_numpy(nb::handle self, const nb::object& dtype_arg, const nb::object& copy) {
     const auto& arg = nb::cast<const argument&>(self);
     nb::object out = export_view<nb::numpy>(self, arg, true);
-    if (arg.get_shape().type() == dtype::bf16_type) {
+    if (const char* ml_name = ml_dtypes_name_of(arg.get_shape().type())) {
         nb::object ml_dtypes;
         try {
             ml_dtypes = nb::module_::import_("ml_dtypes");
         } catch (const nb::python_error&) {
-            fail(error_kind::not_implemented, "a bf16_type argument converts to numpy only with ml_dtypes installed");
+            fail(error_kind::not_implemented,
+                 "a " + to_string(arg.get_shape().type()) + " argument converts to numpy only with ml_dtypes installed");
         }
-        out = out.attr("view")(ml_dtypes.attr("bfloat16"));
+        out = out.attr("view")(ml_dtypes.attr(ml_name));
     }
     if (!copy.is_none() && nb::cast<bool>(copy)) out = out.attr("copy")();
     if (!dtype_arg.is_none()) out = out.attr("astype")(dtype_arg, nb::arg("copy") = false);
@@ -167,15 +225,17 @@ std::vector<nb::object> python_values(const argument& arg) {
     const shape& s = arg.get_shape();
     std::vector<nb::object> out;
     out.reserve(s.elements());
-    visit_type(s.type(), [&](auto tag) {
+    visit_any_type(s.type(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T* p = arg.data_as<T>();
         for (std::size_t i = 0; i < s.elements(); ++i) {
             T x = p[s.index(i)];
             if constexpr (std::is_same_v<T, bool>)
                 out.push_back(nb::bool_(x));
-            else if constexpr (is_float_like_v<T>)
-                out.push_back(nb::float_(static_cast<double>(x)));
+            else if constexpr (is_float_like_v<T> || is_small_float_v<T>)
+                out.push_back(nb::float_(static_cast<double>(static_cast<float>(x))));
+            else if constexpr (is_small_int_v<T>)
+                out.push_back(nb::int_(static_cast<int>(x)));
             else
                 out.push_back(nb::int_(x));
         }
@@ -205,7 +265,7 @@ void bind_argument(nb::module_& m) {
     nb::class_<argument>(m, "argument",
                          "A tensor: a shape and its memory. argument(array) views a numpy array, buffer or DLPack "
                          "object without copying; argument(shape) allocates zeros. It exports the buffer "
-                         "protocol (memoryview(arg)) for every dtype but bfloat16.",
+                         "protocol (memoryview(arg)) for every dtype but bfloat16, float8, float4, int4 and int2.",
                          nb::type_slots(argument_buffer_slots()))
         .def(
             "__init__",

@@ -76,9 +76,9 @@ argument argument::copy() const {
 }
 
 double argument::value_at(std::size_t i) const {
-    return visit_type(shape_.type(), [&](auto tag) {
+    return visit_any_type(shape_.type(), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        return static_cast<double>(data_as<T>()[shape_.index(i)]);
+        return convert_element<double>(data_as<T>()[shape_.index(i)]);
     });
 }
 
@@ -110,13 +110,17 @@ bool values_equal(const argument& a, const argument& b) {
 argument generate_argument(const shape& s, unsigned long seed) {
     argument out(s.as_standard());
     std::mt19937_64 rng(seed);
-    visit_type(s.type(), [&](auto tag) {
+    visit_any_type(s.type(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         T* p = out.data_as<T>();
         for (std::size_t i = 0; i < s.elements(); ++i) {
             if constexpr (std::is_same_v<T, bool>)
                 p[i] = (rng() & 1) != 0;
-            else if constexpr (is_float_like_v<T>)
+            else if constexpr (std::is_same_v<T, float8_e8m0fnu>)  // powers of two from 1/8 to 8
+                p[i] = T::from_bits(static_cast<std::uint8_t>(124 + rng() % 7));
+            else if constexpr (is_small_int_v<T>)  // every value of the type
+                p[i] = T(static_cast<std::int64_t>(T::min + static_cast<int>(rng() % (T::max - T::min + 1))));
+            else if constexpr (is_float_like_v<T> || is_small_float_v<T>)
                 p[i] = T(static_cast<float>(std::uniform_real_distribution<double>(-1.0, 1.0)(rng)));
             else if constexpr (std::is_signed_v<T>)
                 p[i] = static_cast<T>(static_cast<int>(rng() % 21) - 10);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <vector>
 
 namespace kiln::onnx_import {
 
@@ -30,30 +31,71 @@ void copy_field(const Field& field, std::byte* out, std::size_t count) {
     }
 }
 
+// Bits per element of the types ONNX packs several to a byte (first element
+// in the lowest bits); 0 for the others.
+int packed_bits(dtype t) {
+    switch (t) {
+    case dtype::int4_type:
+    case dtype::uint4_type:
+    case dtype::fp4e2m1_type: return 4;
+    case dtype::int2_type:
+    case dtype::uint2_type: return 2;
+    default: return 0;
+    }
+}
+
+// Bytes ONNX stores `count` elements of `t` in.
+std::size_t stored_bytes(dtype t, std::size_t count) {
+    const int bits = packed_bits(t);
+    if (bits == 0) return count * dtype_size(t);
+    return (count * static_cast<std::size_t>(bits) + 7) / 8;
+}
+
+// Spreads packed elements to one per byte, each in the byte's low bits (as ml_dtypes stores them).
+void unpack(const unsigned char* packed, std::size_t count, int bits, std::byte* out) {
+    const unsigned mask = (1u << bits) - 1;
+    const std::size_t per_byte = 8 / static_cast<std::size_t>(bits);
+    for (std::size_t i = 0; i < count; ++i)
+        out[i] = static_cast<std::byte>((packed[i / per_byte] >> ((i % per_byte) * static_cast<std::size_t>(bits))) & mask);
+}
+
 // Fills `out` from the typed field ONNX uses for the tensor's dtype.
 void copy_typed_data(const onnx::TensorProto& t, dtype type, std::size_t count, std::byte* out) {
-    auto expect_size = [&](int size, const char* field) {
-        if (static_cast<std::size_t>(size) != count)
+    auto expect_size = [&](int size, const char* field, std::size_t expected) {
+        if (static_cast<std::size_t>(size) != expected)
             fail(error_kind::parse_error, tensor_label(t) + " declares " + std::to_string(count) +
-                                              " elements but its " + field + " holds " + std::to_string(size));
+                                              " elements but its " + field + " holds " + std::to_string(size) +
+                                              " values, " + std::to_string(expected) + " expected");
     };
+    if (is_storage_type(type)) {
+        // int32_data holds one float8 code each, or one packed byte of 4- or 2-bit elements.
+        const int bits = packed_bits(type);
+        const std::size_t values = bits == 0 ? count : stored_bytes(type, count);
+        expect_size(t.int32_data_size(), "int32_data", values);
+        std::vector<unsigned char> bytes(values);
+        for (std::size_t i = 0; i < values; ++i)
+            bytes[i] = static_cast<unsigned char>(t.int32_data(static_cast<int>(i)) & 0xff);
+        if (bits == 0) std::memcpy(out, bytes.data(), values);
+        else unpack(bytes.data(), count, bits, out);
+        return;
+    }
     visit_type(type, [&](auto tag) {
         using T = typename decltype(tag)::type;
         if constexpr (std::is_same_v<T, float>) {
-            expect_size(t.float_data_size(), "float_data");
+            expect_size(t.float_data_size(), "float_data", count);
             copy_field<T>(t.float_data(), out, count);
         } else if constexpr (std::is_same_v<T, double>) {
-            expect_size(t.double_data_size(), "double_data");
+            expect_size(t.double_data_size(), "double_data", count);
             copy_field<T>(t.double_data(), out, count);
         } else if constexpr (std::is_same_v<T, std::int64_t>) {
-            expect_size(t.int64_data_size(), "int64_data");
+            expect_size(t.int64_data_size(), "int64_data", count);
             copy_field<T>(t.int64_data(), out, count);
         } else if constexpr (std::is_same_v<T, std::uint32_t> || std::is_same_v<T, std::uint64_t>) {
-            expect_size(t.uint64_data_size(), "uint64_data");
+            expect_size(t.uint64_data_size(), "uint64_data", count);
             copy_field<T>(t.uint64_data(), out, count);
         } else {
             // bool, 8/16/32-bit integers and the bit patterns of 16-bit floats.
-            expect_size(t.int32_data_size(), "int32_data");
+            expect_size(t.int32_data_size(), "int32_data", count);
             copy_field<T>(t.int32_data(), out, count);
         }
     });
@@ -151,6 +193,16 @@ dtype to_dtype(std::int32_t onnx_type, const std::string& where) {
     case onnx::TensorProto::UINT32: return dtype::uint32_type;
     case onnx::TensorProto::UINT64: return dtype::uint64_type;
     case onnx::TensorProto::BFLOAT16: return dtype::bf16_type;
+    case onnx::TensorProto::FLOAT8E4M3FN: return dtype::fp8e4m3fn_type;
+    case onnx::TensorProto::FLOAT8E4M3FNUZ: return dtype::fp8e4m3fnuz_type;
+    case onnx::TensorProto::FLOAT8E5M2: return dtype::fp8e5m2_type;
+    case onnx::TensorProto::FLOAT8E5M2FNUZ: return dtype::fp8e5m2fnuz_type;
+    case onnx::TensorProto::FLOAT8E8M0: return dtype::fp8e8m0fnu_type;
+    case onnx::TensorProto::FLOAT4E2M1: return dtype::fp4e2m1_type;
+    case onnx::TensorProto::INT4: return dtype::int4_type;
+    case onnx::TensorProto::UINT4: return dtype::uint4_type;
+    case onnx::TensorProto::INT2: return dtype::int2_type;
+    case onnx::TensorProto::UINT2: return dtype::uint2_type;
     default: break;
     }
     std::string name = onnx::TensorProto_DataType_IsValid(onnx_type)
@@ -174,6 +226,16 @@ std::int32_t to_onnx_type(dtype t) {
     case dtype::uint16_type: return onnx::TensorProto::UINT16;
     case dtype::uint32_type: return onnx::TensorProto::UINT32;
     case dtype::uint64_type: return onnx::TensorProto::UINT64;
+    case dtype::fp8e4m3fn_type: return onnx::TensorProto::FLOAT8E4M3FN;
+    case dtype::fp8e4m3fnuz_type: return onnx::TensorProto::FLOAT8E4M3FNUZ;
+    case dtype::fp8e5m2_type: return onnx::TensorProto::FLOAT8E5M2;
+    case dtype::fp8e5m2fnuz_type: return onnx::TensorProto::FLOAT8E5M2FNUZ;
+    case dtype::fp8e8m0fnu_type: return onnx::TensorProto::FLOAT8E8M0;
+    case dtype::fp4e2m1_type: return onnx::TensorProto::FLOAT4E2M1;
+    case dtype::int4_type: return onnx::TensorProto::INT4;
+    case dtype::uint4_type: return onnx::TensorProto::UINT4;
+    case dtype::int2_type: return onnx::TensorProto::INT2;
+    case dtype::uint2_type: return onnx::TensorProto::UINT2;
     }
     return onnx::TensorProto::UNDEFINED;
 }
@@ -204,16 +266,28 @@ literal tensor_to_literal(const onnx::TensorProto& t, const std::filesystem::pat
     dtype type = to_dtype(t.data_type(), label);
     std::vector<std::int64_t> dims(t.dims().begin(), t.dims().end());
     shape s = checked_shape(type, dims, label);
-    const std::size_t bytes = s.elements() * s.element_size();
-    // Each branch fills the literal's own buffer: weights are copied once.
-    if (t.data_location() == onnx::TensorProto::EXTERNAL)
-        return literal(s, [&](std::byte* out) { read_external(t, bytes, model_dir, out); });
+    const std::size_t bytes = stored_bytes(type, s.elements());
+    const int bits = packed_bits(type);
+    // Each branch fills the literal's own buffer: weights are copied once
+    // (packed 4- and 2-bit elements through a buffer of their packed bytes).
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+        if (bits == 0) return literal(s, [&](std::byte* out) { read_external(t, bytes, model_dir, out); });
+        std::vector<std::byte> packed(bytes);
+        read_external(t, bytes, model_dir, packed.data());
+        return literal(s, [&](std::byte* out) {
+            unpack(reinterpret_cast<const unsigned char*>(packed.data()), s.elements(), bits, out);
+        });
+    }
     if (raw_data || t.has_raw_data()) {
         const std::string_view raw = raw_data ? *raw_data : std::string_view(t.raw_data());
         if (raw.size() != bytes)
             fail(error_kind::parse_error, label + " declares shape " + to_string(s.lens()) + " (" +
                                               std::to_string(bytes) + " bytes) but raw_data holds " +
                                               std::to_string(raw.size()) + " bytes");
+        if (bits != 0)
+            return literal(s, [&](std::byte* out) {
+                unpack(reinterpret_cast<const unsigned char*>(raw.data()), s.elements(), bits, out);
+            });
         return literal(s, [&](std::byte* out) {
             // ONNX stores raw data little-endian, as the host does.
             if (copy_raw && raw_data)

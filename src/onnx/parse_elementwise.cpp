@@ -69,11 +69,25 @@ args_t parse_mod(const node_context& ctx, const args_t& args) {
     return {ctx.add("mod", {args[0], args[1]}, value_map{{"fmod", fmod}})};
 }
 
+}  // namespace
+
+// `saturate` and `round_mode` apply to float8 results only; the IR's convert carries them for any target.
+value_map cast_attributes(const node_context& ctx, dtype target) {
+    const std::string round_mode = ctx.get_string("round_mode", "up");
+    if (round_mode != "up" && round_mode != "down" && round_mode != "nearest")
+        ctx.fail(error_kind::invalid_argument, "round_mode must be up, down or nearest, got '" + round_mode + "'");
+    return value_map{{"target_type", to_string(target)},
+                     {"saturate", ctx.get_int("saturate", 1) != 0},
+                     {"round_mode", round_mode}};
+}
+
+namespace {
+
 args_t parse_cast(const node_context& ctx, const args_t& args) {
     ctx.expect_inputs(args, 1, 1);
     if (!ctx.has_attribute("to")) ctx.fail(error_kind::invalid_argument, "required attribute 'to' is missing");
     dtype target = to_dtype(static_cast<std::int32_t>(ctx.get_int("to", 0)), "attribute 'to'");
-    return {ctx.add("convert", {args[0]}, value_map{{"target_type", to_string(target)}})};
+    return {ctx.add("convert", {args[0]}, cast_attributes(ctx, target))};
 }
 
 // The lowest or highest value of dtype t, as a rank-0 literal.

@@ -31,4 +31,7 @@ void add_recurrent_parsers(parser_table& table);      // RNN, GRU, LSTM
 void add_image_ops_parsers(parser_table& table);      // Hann/Hamming/BlackmanWindow, Col2Im, AffineGrid, TensorScatter
 void add_control_parsers(parser_table& table);        // If, Loop, Scan
 
+// The IR convert attributes of an ONNX Cast / CastLike to `target` (its saturate and round_mode).
+value_map cast_attributes(const node_context& ctx, dtype target);
+
 }  // namespace kiln::onnx_import

@@ -88,7 +88,7 @@ args_t parse_isinf(const node_context& ctx, const args_t& args) {
 
 args_t parse_cast_like(const node_context& ctx, const args_t& args) {
     ctx.expect_inputs(args, 2, 2);
-    return {ctx.add("convert", {args[0]}, value_map{{"target_type", to_string(type_of(args[1]))}})};
+    return {ctx.add("convert", {args[0]}, cast_attributes(ctx, type_of(args[1])))};
 }
 
 // 1 where x is the first maximum along `axis`, else 0: argmax compared with

@@ -35,30 +35,41 @@ instruction_ref centered(const node_context& ctx, const args_t& args, std::size_
     return ctx.add("sub", {x, rank == 0 ? z : along(ctx, z, rank, axis)});
 }
 
-void expect_unblocked(const node_context& ctx) {
-    if (ctx.get_int("block_size", 0) != 0)
-        ctx.fail(error_kind::not_implemented, "blocked quantization (block_size) is not supported");
+// ONNX's block_size: 0 for per-tensor / per-axis, else the block length along axis.
+std::int64_t block_size_of(const node_context& ctx) {
+    const std::int64_t block_size = ctx.get_int("block_size", 0);
+    if (block_size < 0)
+        ctx.fail(error_kind::invalid_argument, "block_size must not be negative, got " + std::to_string(block_size));
+    return block_size;
 }
 
 args_t parse_quantize_linear(const node_context& ctx, const args_t& args) {
     ctx.expect_inputs(args, 2, 3);
-    expect_unblocked(ctx);
-    const dtype out = ctx.has_attribute("output_dtype")
-                          ? to_dtype(static_cast<std::int32_t>(ctx.get_int("output_dtype", 0)), "output_dtype")
-                          : dtype::uint8_type;
+    const bool has_zero_point = ctx.has_input(args, 2);
+    dtype out = has_zero_point ? args[2]->get_shape().type() : dtype::uint8_type;
+    if (ctx.has_attribute("output_dtype") && ctx.get_int("output_dtype", 0) != 0) {
+        const dtype wanted = to_dtype(static_cast<std::int32_t>(ctx.get_int("output_dtype", 0)), "output_dtype");
+        if (has_zero_point && wanted != out)
+            ctx.fail(error_kind::type_error, "output_dtype " + to_string(wanted) +
+                                                 " does not match the zero point's dtype " + to_string(out));
+        out = wanted;
+    }
     args_t inputs{args[0], as_type(ctx, args[1], args[0]->get_shape().type())};
-    if (ctx.has_input(args, 2)) inputs.push_back(args[2]);
+    if (has_zero_point) inputs.push_back(args[2]);
     return {ctx.add("quantize_linear", inputs,
-                    value_map{{"axis", ctx.get_int("axis", 1)}, {"output_type", to_string(out)}})};
+                    value_map{{"axis", ctx.get_int("axis", 1)},
+                              {"output_type", to_string(out)},
+                              {"saturate", ctx.get_int("saturate", 1) != 0},
+                              {"block_size", block_size_of(ctx)}})};
 }
 
 args_t parse_dequantize_linear(const node_context& ctx, const args_t& args) {
     ctx.expect_inputs(args, 2, 3);
-    expect_unblocked(ctx);
     args_t inputs{args[0], args[1]};
     if (ctx.has_input(args, 2)) inputs.push_back(args[2]);
-    auto y = ctx.add("dequantize_linear", inputs, value_map{{"axis", ctx.get_int("axis", 1)}});
-    if (!ctx.has_attribute("output_dtype")) return {y};
+    auto y = ctx.add("dequantize_linear", inputs,
+                     value_map{{"axis", ctx.get_int("axis", 1)}, {"block_size", block_size_of(ctx)}});
+    if (!ctx.has_attribute("output_dtype") || ctx.get_int("output_dtype", 0) == 0) return {y};
     return {as_type(ctx, y, to_dtype(static_cast<std::int32_t>(ctx.get_int("output_dtype", 0)), "output_dtype"))};
 }
 

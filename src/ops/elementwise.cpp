@@ -257,17 +257,37 @@ To convert_value(From x) {
         return static_cast<To>(x);
     }
 }
+
+
+// The storage types read as float / int and convert through convert_value;
+// conversions into them round and saturate as the op's attributes say.
+template <class To, class From>
+To convert_any(From x, bool saturate, e8m0_rounding round_mode) {
+    if constexpr (is_small_float_v<From>) {
+        return convert_any<To>(static_cast<float>(x), saturate, round_mode);
+    } else if constexpr (is_small_int_v<From>) {
+        return convert_any<To>(static_cast<std::int32_t>(x), saturate, round_mode);
+    } else if constexpr (std::is_same_v<To, float8_e8m0fnu>) {
+        return To::from_double(static_cast<double>(static_cast<compute_t<From>>(x)), saturate, round_mode);
+    } else if constexpr (is_small_float_v<To>) {
+        return To::from_double(static_cast<double>(static_cast<compute_t<From>>(x)), saturate);
+    } else if constexpr (is_small_int_v<To>) {
+        return convert_element<To>(x);
+    } else {
+        return convert_value<To>(x);
+    }
+}
 }  // namespace
 
 void convert::compute(const argument& result, const std::vector<argument>& inputs) const {
     const shape& in = inputs[0].get_shape();
-    visit_type(in.type(), [&](auto from_tag) {
+    visit_any_type(in.type(), [&](auto from_tag) {
         using From = typename decltype(from_tag)::type;
-        visit_type(target_type, [&](auto to_tag) {
+        visit_any_type(target_type, [&](auto to_tag) {
             using To = typename decltype(to_tag)::type;
             const From* x = inputs[0].data_as<From>();
             To* y = result.data_as<To>();
-            for (std::size_t i = 0; i < in.elements(); ++i) y[i] = convert_value<To>(x[in.index(i)]);
+            for (std::size_t i = 0; i < in.elements(); ++i) y[i] = convert_any<To>(x[in.index(i)], saturate, round_mode);
         });
     });
 }

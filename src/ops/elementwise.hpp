@@ -7,6 +7,13 @@
 
 #include "kiln/operation.hpp"
 
+namespace kiln {
+inline std::span<const char* const> enum_names(e8m0_rounding) {
+    static constexpr const char* names[] = {"up", "down", "nearest"};
+    return names;
+}
+}  // namespace kiln
+
 namespace kiln::op {
 
 // Each declares its float32 formula (elementwise.cpp: none for bool results and where, clip).
@@ -96,11 +103,21 @@ struct gelu : op_base {
 };
 
 // Converts to another dtype: floats to integers truncate toward zero and saturate.
+// To float8 / float4: round to nearest even; beyond the largest finite value,
+// `saturate` gives that value, otherwise infinity (e5m2) or NaN (ONNX's Cast
+// tables; float4 has neither, so it always saturates). To float8 e8m0:
+// ONNX's rules, rounded as `round_mode` says. To int4 / uint4 / int2 / uint2:
+// the low bits of the integer (a float truncated toward zero first), as
+// ONNX's Cast between integer types and ml_dtypes do.
 struct convert : op_base {
     dtype target_type = dtype::float_type;
+    bool saturate = true;
+    e8m0_rounding round_mode = e8m0_rounding::up;
     template <class Self, class F>
     static void reflect(Self& self, F&& f) {
         f(self.target_type, "target_type");
+        f(self.saturate, "saturate");
+        f(self.round_mode, "round_mode");
     }
     std::string name() const { return "convert"; }
     bool is_pointwise() const { return true; }

@@ -10,19 +10,55 @@ namespace kiln::op {
 namespace {
 
 bool is_quantized_type(dtype t) {
-    return t == dtype::int8_type || t == dtype::uint8_type || t == dtype::int16_type || t == dtype::uint16_type ||
-           t == dtype::int32_type;
+    switch (t) {
+    case dtype::int8_type:
+    case dtype::uint8_type:
+    case dtype::int16_type:
+    case dtype::uint16_type:
+    case dtype::int32_type:
+    case dtype::int4_type:
+    case dtype::uint4_type:
+    case dtype::int2_type:
+    case dtype::uint2_type:
+    case dtype::fp8e4m3fn_type:
+    case dtype::fp8e4m3fnuz_type:
+    case dtype::fp8e5m2_type:
+    case dtype::fp8e5m2fnuz_type:
+    case dtype::fp4e2m1_type: return true;
+    default: return false;
+    }
 }
 
 void expect_quantized_type(const std::string& op, dtype t, const std::string& which) {
     if (!is_quantized_type(t))
-        fail(error_kind::type_error,
-             op + ": " + which + " must be int8, uint8, int16, uint16 or int32, got " + to_string(t));
+        fail(error_kind::type_error, op + ": " + which +
+                                         " must be int8, uint8, int16, uint16, int32, int4, uint4, int2, uint2, "
+                                         "fp8e4m3fn, fp8e4m3fnuz, fp8e5m2, fp8e5m2fnuz or fp4e2m1, got " +
+                                         to_string(t));
 }
 
-// Checks scale (and zero point) against x; returns the axis along which they
-// vary, or -1 for one value for the whole tensor.
-std::int64_t check_scale(const std::string& op, const std::vector<shape>& inputs, std::int64_t axis) {
+// Which scale (and zero point) element each element of x uses.
+struct scale_layout {
+    enum class kind { tensor, axis, blocked } k = kind::tensor;
+    std::size_t extent = 1;  // x's extent along the axis
+    std::size_t inner = 1;   // elements of x per step along the axis
+    std::size_t blocks = 1;  // scale's extent along the axis (blocked)
+    std::size_t block_size = 1;
+
+    // `i`: the row-major index of an element of x; the result indexes the
+    // scale in row-major order.
+    std::size_t scale_index(std::size_t i) const {
+        if (k == kind::tensor) return 0;
+        const std::size_t along = (i / inner) % extent;
+        if (k == kind::axis) return along;
+        const std::size_t outer = i / (inner * extent);
+        return (outer * blocks + along / block_size) * inner + i % inner;
+    }
+};
+
+// Checks scale (and zero point) against x.
+scale_layout check_scale(const std::string& op, const std::vector<shape>& inputs, std::int64_t axis,
+                         std::int64_t block_size) {
     ops::expect_inputs(op, inputs, 2, 3);
     const shape& x = inputs[0];
     const shape& scale = inputs[1];
@@ -31,45 +67,50 @@ std::int64_t check_scale(const std::string& op, const std::vector<shape>& inputs
     if (inputs.size() == 3 && inputs[2].lens() != scale.lens() && !(single(inputs[2]) && single(scale)))
         fail(op + ": zero_point " + to_string(inputs[2].lens()) + " must have the lens of scale " +
              to_string(scale.lens()));
-    if (scale.elements() == 1 && scale.ndim() <= 1) return -1;
-    if (scale.ndim() != 1)
-        fail(op + ": scale " + to_string(scale.lens()) +
-             " must be a scalar or 1-D (blocked quantization is not supported)");
+    if (block_size < 0) fail(op + ": block_size must not be negative, got " + std::to_string(block_size));
+    scale_layout layout;
+    if (block_size == 0 && single(scale)) return layout;
     const std::size_t a = ops::normalize_axis(op, axis, x.ndim());
-    if (scale.lens()[0] != x.lens()[a])
-        fail(op + ": scale has " + std::to_string(scale.lens()[0]) + " values but axis " + std::to_string(axis) +
-             " of input " + to_string(x.lens()) + " has extent " + std::to_string(x.lens()[a]));
-    return static_cast<std::int64_t>(a);
-}
-
-// Strides that read a scale or zero point as if it had x's lens.
-std::vector<std::size_t> spread_strides(const shape& x, const shape& param, std::int64_t axis) {
-    std::vector<std::size_t> strides(x.ndim(), 0);
-    if (axis >= 0) strides[static_cast<std::size_t>(axis)] = param.strides()[0];
-    return strides;
+    layout.extent = x.lens()[a];
+    for (std::size_t d = a + 1; d < x.ndim(); ++d) layout.inner *= x.lens()[d];
+    if (block_size == 0) {
+        if (scale.ndim() != 1)
+            fail(op + ": scale " + to_string(scale.lens()) +
+                 " must be a scalar or 1-D (or have x's rank, with block_size for blocked quantization)");
+        if (scale.lens()[0] != layout.extent)
+            fail(op + ": scale has " + std::to_string(scale.lens()[0]) + " values but axis " + std::to_string(axis) +
+                 " of input " + to_string(x.lens()) + " has extent " + std::to_string(layout.extent));
+        layout.k = scale_layout::kind::axis;
+        return layout;
+    }
+    layout.k = scale_layout::kind::blocked;
+    layout.block_size = static_cast<std::size_t>(block_size);
+    layout.blocks = (layout.extent + layout.block_size - 1) / layout.block_size;
+    std::vector<std::size_t> expected = x.lens();
+    expected[a] = layout.blocks;
+    if (scale.lens() != expected)
+        fail(op + ": with block_size " + std::to_string(block_size) + " along axis " + std::to_string(axis) +
+             ", scale of input " + to_string(x.lens()) + " must have lens " + to_string(expected) + ", got " +
+             to_string(scale.lens()));
+    return layout;
 }
 
 template <class T>
-std::int64_t integer_at(const argument& a, std::size_t offset) {
-    return static_cast<std::int64_t>(a.data_as<const T>()[offset]);
+const T* standard_data(const argument& a, argument& keep) {
+    if (a.get_shape().standard()) return a.data_as<const T>();
+    keep = a.contiguous();
+    return keep.data_as<const T>();
 }
 
-// Zero points as int64 in x's layout (0 when absent).
-std::int64_t zero_point_at(const std::vector<argument>& inputs, std::size_t offset) {
-    if (inputs.size() < 3) return 0;
-    return visit_type(inputs[2].get_shape().type(), [&](auto tag) -> std::int64_t {
-        using Z = typename decltype(tag)::type;
-        if constexpr (std::is_integral_v<Z>) return integer_at<Z>(inputs[2], offset);
-        return 0;
-    });
-}
+template <class O>
+constexpr bool is_integer_output_v = is_small_int_v<O> || (std::is_integral_v<O> && !std::is_same_v<O, bool>);
 
 }  // namespace
 
 // ---- quantize_linear ----
 
 shape quantize_linear::compute_shape(const std::vector<shape>& inputs) const {
-    check_scale(name(), inputs, axis);
+    check_scale(name(), inputs, axis, block_size);
     ops::expect_floating(name(), inputs[0], "x (input 0)");
     if (inputs[1].type() != inputs[0].type())
         fail(error_kind::type_error, name() + ": scale (input 1) has dtype " + to_string(inputs[1].type()) +
@@ -81,29 +122,52 @@ shape quantize_linear::compute_shape(const std::vector<shape>& inputs) const {
 
 void quantize_linear::compute(const argument& result, const std::vector<argument>& inputs) const {
     const shape& xs = inputs[0].get_shape();
-    const std::int64_t a = check_scale(name(), {xs, inputs[1].get_shape()}, axis);
-    std::vector<std::vector<std::size_t>> strides{
-        xs.strides(), spread_strides(xs, inputs[1].get_shape(), a),
-        inputs.size() == 3 ? spread_strides(xs, inputs[2].get_shape(), a) : std::vector<std::size_t>(xs.ndim(), 0)};
+    const bool has_zero_point = inputs.size() == 3;
+    std::vector<shape> shapes{xs, inputs[1].get_shape()};
+    if (has_zero_point) shapes.push_back(inputs[2].get_shape());
+    const scale_layout layout = check_scale(name(), shapes, axis, block_size);
+    const std::size_t n = xs.elements();
     visit_type(xs.type(), [&](auto xtag) {
         using T = typename decltype(xtag)::type;
         if constexpr (is_float_like_v<T>) {
             using C = ops::compute_t<T>;
-            const T* x = inputs[0].data_as<const T>();
-            const T* scale = inputs[1].data_as<const T>();
-            visit_type(result.get_shape().type(), [&](auto otag) {
+            argument x_copy, scale_copy, zero_copy;
+            const T* x = standard_data<T>(inputs[0], x_copy);
+            const T* scale = standard_data<T>(inputs[1], scale_copy);
+            // x / scale, rounded to x's type as ONNX's reference computes it.
+            [[maybe_unused]] auto quotient = [&](std::size_t i, std::size_t s) {
+                return static_cast<C>(static_cast<T>(static_cast<C>(x[i]) / static_cast<C>(scale[s])));
+            };
+            visit_any_type(result.get_shape().type(), [&](auto otag) {
                 using O = typename decltype(otag)::type;
-                if constexpr (std::is_integral_v<O> && !std::is_same_v<O, bool> && sizeof(O) <= 4) {
-                    O* y = result.data_as<O>();
-                    constexpr auto lo = static_cast<double>(std::numeric_limits<O>::min());
-                    constexpr auto hi = static_cast<double>(std::numeric_limits<O>::max());
-                    ops::for_each_broadcast<3>(xs.lens(), strides, [&](std::size_t i, const std::size_t* off) {
+                [[maybe_unused]] O* y = result.data_as<O>();
+                [[maybe_unused]] const O* zero = has_zero_point ? standard_data<O>(inputs[2], zero_copy) : nullptr;
+                if constexpr (is_small_float_v<O> && !std::is_same_v<O, float8_e8m0fnu>) {
+                    for (std::size_t i = 0; i < n; ++i) {
+                        const std::size_t s = layout.scale_index(i);
+                        double v = static_cast<double>(quotient(i, s));
+                        if constexpr (std::is_same_v<O, float4_e2m1fn>)
+                            if (zero != nullptr) v += static_cast<double>(static_cast<float>(zero[s]));
+                        y[i] = O::from_double(v, saturate);
+                    }
+                } else if constexpr (is_integer_output_v<O> && sizeof(O) <= 4) {
+                    double lo = 0;
+                    double hi = 0;
+                    if constexpr (is_small_int_v<O>) {
+                        lo = O::min;
+                        hi = O::max;
+                    } else {
+                        lo = static_cast<double>(std::numeric_limits<O>::min());
+                        hi = static_cast<double>(std::numeric_limits<O>::max());
+                    }
+                    for (std::size_t i = 0; i < n; ++i) {
+                        const std::size_t s = layout.scale_index(i);
+                        const double z = zero != nullptr ? static_cast<double>(convert_element<std::int64_t>(zero[s])) : 0.0;
                         // rint rounds half to even in the default rounding mode.
-                        const C q = std::rint(static_cast<C>(x[off[0]]) / static_cast<C>(scale[off[1]]));
-                        double v = static_cast<double>(q) + static_cast<double>(zero_point_at(inputs, off[2]));
-                        if (std::isnan(v)) v = static_cast<double>(zero_point_at(inputs, off[2]));  // no NaN code
-                        y[i] = static_cast<O>(std::min(hi, std::max(lo, v)));
-                    });
+                        double v = std::rint(static_cast<double>(quotient(i, s))) + z;
+                        if (std::isnan(v)) v = z;  // no NaN code
+                        y[i] = convert_element<O>(static_cast<std::int64_t>(std::min(hi, std::max(lo, v))));
+                    }
                 }
             });
         }
@@ -113,7 +177,7 @@ void quantize_linear::compute(const argument& result, const std::vector<argument
 // ---- dequantize_linear ----
 
 shape dequantize_linear::compute_shape(const std::vector<shape>& inputs) const {
-    check_scale(name(), inputs, axis);
+    check_scale(name(), inputs, axis, block_size);
     expect_quantized_type(name(), inputs[0].type(), "x (input 0)");
     ops::expect_floating(name(), inputs[1], "scale (input 1)");
     if (inputs.size() == 3 && inputs[2].type() != inputs[0].type())
@@ -124,24 +188,38 @@ shape dequantize_linear::compute_shape(const std::vector<shape>& inputs) const {
 
 void dequantize_linear::compute(const argument& result, const std::vector<argument>& inputs) const {
     const shape& xs = inputs[0].get_shape();
-    const std::int64_t a = check_scale(name(), {xs, inputs[1].get_shape()}, axis);
-    std::vector<std::vector<std::size_t>> strides{
-        xs.strides(), spread_strides(xs, inputs[1].get_shape(), a),
-        inputs.size() == 3 ? spread_strides(xs, inputs[2].get_shape(), a) : std::vector<std::size_t>(xs.ndim(), 0)};
-    visit_type(xs.type(), [&](auto xtag) {
+    const bool has_zero_point = inputs.size() == 3;
+    std::vector<shape> shapes{xs, inputs[1].get_shape()};
+    if (has_zero_point) shapes.push_back(inputs[2].get_shape());
+    const scale_layout layout = check_scale(name(), shapes, axis, block_size);
+    const std::size_t n = xs.elements();
+    visit_any_type(xs.type(), [&](auto xtag) {
         using X = typename decltype(xtag)::type;
-        if constexpr (std::is_integral_v<X> && !std::is_same_v<X, bool>) {
+        if constexpr (is_integer_output_v<X> || is_small_float_v<X>) {
+            argument x_copy, scale_copy, zero_copy;
+            const X* x = standard_data<X>(inputs[0], x_copy);
+            const X* zero = has_zero_point ? standard_data<X>(inputs[2], zero_copy) : nullptr;
             visit_type(result.get_shape().type(), [&](auto stag) {
                 using S = typename decltype(stag)::type;
                 if constexpr (is_float_like_v<S>) {
                     using C = ops::compute_t<S>;
-                    const S* scale = inputs[1].data_as<const S>();
+                    const S* scale = standard_data<S>(inputs[1], scale_copy);
                     S* y = result.data_as<S>();
-                    ops::for_each_broadcast<3>(xs.lens(), strides, [&](std::size_t i, const std::size_t* off) {
-                        // The difference is exact in int64 before it meets the scale.
-                        const std::int64_t d = integer_at<X>(inputs[0], off[0]) - zero_point_at(inputs, off[2]);
-                        y[i] = static_cast<S>(static_cast<C>(d) * static_cast<C>(scale[off[1]]));
-                    });
+                    for (std::size_t i = 0; i < n; ++i) {
+                        const std::size_t s = layout.scale_index(i);
+                        C d{};
+                        if constexpr (is_small_float_v<X>) {
+                            // float32, as ONNX's reference; subtracting a zero point of 0 keeps -0.
+                            const float v = static_cast<float>(x[i]) - (zero ? static_cast<float>(zero[s]) : 0.0f);
+                            d = static_cast<C>(v);
+                        } else {
+                            // The difference is exact in int64 before it meets the scale.
+                            const std::int64_t v = convert_element<std::int64_t>(x[i]) -
+                                                   (zero ? convert_element<std::int64_t>(zero[s]) : 0);
+                            d = static_cast<C>(v);
+                        }
+                        y[i] = static_cast<S>(d * static_cast<C>(scale[s]));
+                    }
                 }
             });
         }

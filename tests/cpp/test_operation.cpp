@@ -26,7 +26,7 @@ TEST(operation, attributes_come_from_one_declaration) {
 
 TEST(operation, dtype_attributes_parse_from_strings) {
     operation op = make_op("convert", value_map{{"target_type", "int8"}});
-    EXPECT_EQ(to_string(op), "convert[target_type=\"int8_type\"]");
+    EXPECT_EQ(to_string(op), "convert[target_type=\"int8_type\",saturate=true,round_mode=\"up\"]");
     EXPECT_EQ(op.compute_shape({shape{dtype::float_type, {2}}}), (shape{dtype::int8_type, {2}}));
 }
 

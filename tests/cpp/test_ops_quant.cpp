@@ -66,3 +66,48 @@ TEST(ops_quant, rejects_bad_inputs) {
     test::expect_shape_error(d, {shape{dtype::int8_type, {2}}, shape{dtype::float_type}, shape{dtype::uint8_type}},
                              {"dequantize_linear", "zero_point (input 2) has dtype uint8_type"});
 }
+
+TEST(ops_quant, blocked_quantization_with_a_short_last_block) {
+    // Blocks of 3 along axis 1 of a {2, 5} input: scale and zero point {2, 2}. Expected values from
+    // onnx.reference's QuantizeLinear (opset 21, block_size=3) with an int4 zero point:
+    // np.clip(np.rint(x / np.repeat(s, 3, 1)[:, :5]) + np.repeat(z, 3, 1)[:, :5], -8, 7)
+    auto x = make(dtype::float_type, {2, 5}, {0.3, -1.7, 2.5, 7.9, -9.0, 1, 2, 3, 4, 5});
+    auto s = make(dtype::float_type, {2, 2}, {0.5, 2.0, 1.0, 0.25});
+    auto z = make(dtype::int4_type, {2, 2}, {1, -1, 0, 2});
+    auto q = make_op("quantize_linear", value_map{{"axis", 1}, {"block_size", 3}});
+    expect_op(q, {x, s, z}, {2, 5}, {2, -2, 6, 3, -5, 1, 2, 3, 7, 7});
+    EXPECT_EQ(q.compute_shape({x.get_shape(), s.get_shape(), z.get_shape()}).type(), dtype::int4_type);
+    // and back: (q - z) * s
+    auto qv = make(dtype::int4_type, {2, 5}, {2, -2, 6, 3, -5, 1, 2, 3, 7, 7});
+    expect_op(make_op("dequantize_linear", value_map{{"axis", 1}, {"block_size", 3}}), {qv, s, z}, {2, 5},
+              {0.5, -1.5, 2.5, 8, -8, 1, 2, 3, 1.25, 1.25});
+    test::expect_shape_error(q, {x.get_shape(), shape{dtype::float_type, {2, 3}}},
+                             {"quantize_linear", "block_size 3", "must have lens {2, 2}"});
+}
+
+TEST(ops_quant, float8_and_float4_results) {
+    auto x = make(dtype::float_type, {2, 5}, {0.3, -1.7, 2.5, 7.9, -9.0, 1, 2, 3, 4, 5});
+    // onnx.reference QuantizeLinear(x, 0.01, output_dtype=FLOAT8E4M3FN): saturated at 448
+    expect_op(make_op("quantize_linear", value_map{{"output_type", "fp8e4m3fn_type"}}),
+              {x, make(dtype::float_type, {}, {0.01})}, {2, 5}, {30, -176, 256, 448, -448, 96, 192, 288, 384, 448});
+    // ... and without saturation the overflowing values are NaN
+    expect_op(make_op("quantize_linear", value_map{{"output_type", "fp8e4m3fn_type"}, {"saturate", false}}),
+              {x, make(dtype::float_type, {}, {0.01})}, {2, 5},
+              {30, -176, 256, NAN, NAN, 96, 192, 288, 384, NAN});
+    // onnx.reference QuantizeLinear(x, [1, 2], axis=0, output_dtype=FLOAT4E2M1)
+    expect_op(make_op("quantize_linear", value_map{{"axis", 0}, {"output_type", "fp4e2m1_type"}}),
+              {x, make(dtype::float_type, {2}, {1, 2})}, {2, 5}, {0.5, -1.5, 2, 6, -6, 0.5, 1, 1.5, 2, 2});
+    // dequantize float8: x.astype(np.float32) * 0.5
+    auto f8 = make(dtype::fp8e5m2_type, {3}, {-0.75, 57344, 0.001});
+    expect_op(make_op("dequantize_linear"), {f8, make(dtype::float_type, {}, {0.5})}, {3},
+              {-0.375, 28672, 0.0009765625 * 0.5});
+}
+
+TEST(ops_quant, int2_and_uint4_saturate_to_their_ranges) {
+    auto x = make(dtype::float_type, {5}, {-7, -1.5, 0.5, 1.5, 40});
+    // np.clip(np.rint(x), -2, 1) and np.clip(np.rint(x) + 3, 0, 15)
+    expect_op(make_op("quantize_linear", value_map{{"output_type", "int2_type"}}), {x, make(dtype::float_type, {}, {1})},
+              {5}, {-2, -2, 0, 1, 1});
+    expect_op(make_op("quantize_linear"), {x, make(dtype::float_type, {}, {1}), make(dtype::uint4_type, {}, {3})}, {5},
+              {0, 1, 3, 5, 15});
+}

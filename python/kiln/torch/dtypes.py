@@ -1,9 +1,10 @@
 """Element types between PyTorch and Kiln.
 
 Kiln names its types ``float_type``, ``half_type``, ...; PyTorch has
-``torch.float32``, ``torch.float16``, ... Complex, quantized and float8
-types have no Kiln equivalent, so :func:`to_kiln_type` returns ``None`` for
-them and the op that uses them stays with PyTorch.
+``torch.float32``, ``torch.float16``, ... The float8 types map to Kiln's
+float8 storage types. Complex, quantized and packed types (float4_e2m1fn_x2,
+torch's int4 / int2 bit types) have no Kiln equivalent, so :func:`to_kiln_type`
+returns ``None`` for them and the op that uses them stays with PyTorch.
 """
 
 import torch
@@ -22,6 +23,11 @@ _TORCH_TO_KILN = {
     torch.uint16: "uint16_type",
     torch.uint32: "uint32_type",
     torch.uint64: "uint64_type",
+    torch.float8_e4m3fn: "fp8e4m3fn_type",
+    torch.float8_e4m3fnuz: "fp8e4m3fnuz_type",
+    torch.float8_e5m2: "fp8e5m2_type",
+    torch.float8_e5m2fnuz: "fp8e5m2fnuz_type",
+    torch.float8_e8m0fnu: "fp8e8m0fnu_type",
 }
 _KILN_TO_TORCH = {v: k for k, v in _TORCH_TO_KILN.items()}
 

@@ -13,11 +13,22 @@ import kiln
 from ._shape import shape, to_kiln_shape
 
 
+_ML_DTYPES = {
+    "bf16_type": "bfloat16",
+    "fp8e4m3fn_type": "float8_e4m3fn",
+    "fp8e4m3fnuz_type": "float8_e4m3fnuz",
+    "fp8e5m2_type": "float8_e5m2",
+    "fp8e5m2fnuz_type": "float8_e5m2fnuz",
+    "fp8e8m0fnu_type": "float8_e8m0fnu",
+    "fp4e2m1_type": "float4_e2m1fn",
+}
+
+
 def _numpy_dtype(type_string):
-    if type_string == "bf16_type":
+    if type_string in _ML_DTYPES or type_string in ("int4_type", "uint4_type", "int2_type", "uint2_type"):
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(getattr(ml_dtypes, _ML_DTYPES.get(type_string, type_string[: -len("_type")])))
     names = {"bool_type": "bool", "half_type": "float16", "float_type": "float32", "double_type": "float64"}
     return np.dtype(names.get(type_string, type_string[: -len("_type")]))
 

@@ -8,8 +8,9 @@ from ._errors import unsupported
 
 
 class _type_t(enum.IntEnum):
-    """MIGraphX's shape.type_t, with MIGraphX's values for the types Kiln has.
-    (The fp8 types have no Kiln counterpart, so they are left out.)"""
+    """MIGraphX's shape.type_t, with MIGraphX's values. (Kiln's other storage
+    types, fp8e8m0fnu, fp4e2m1, int4, uint4, int2 and uint2, have no MIGraphX
+    value.)"""
 
     bool_type = 0
     half_type = 1
@@ -23,7 +24,11 @@ class _type_t(enum.IntEnum):
     int64_type = 9
     uint32_type = 10
     uint64_type = 11
+    fp8e4m3fnuz_type = 12
+    fp8e4m3fn_type = 13
+    fp8e5m2_type = 14
     bf16_type = 15
+    fp8e5m2fnuz_type = 16
     tuple_type = 17
 
     def __str__(self):
