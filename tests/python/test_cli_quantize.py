@@ -3,6 +3,7 @@ as a subprocess ($KILN_CLI or build/kiln). The reference is ONNX Runtime's
 float32 output of the same ONNX model."""
 import os
 import pty
+import re
 import subprocess
 
 import numpy as np
@@ -94,7 +95,7 @@ def test_exclude_keeps_a_layer_in_float(cnn, tmp_path):
     r = kiln_cli("compile", model, "-o", tmp_path / "q.kiln", "--int8", "--calibration", tmp_path / "c.npz",
                  "--exclude", first_conv)
     assert r.returncode == 0, r.stderr
-    assert "quantize_linear[axis=1,output_type=\"int8_type\"](x," not in kiln_cli("read", tmp_path / "q.kiln").stdout
+    assert not re.search(r"quantize_linear\[[^\]]*\]\(x,", kiln_cli("read", tmp_path / "q.kiln").stdout)
 
 
 def test_calibration_errors_name_the_file_and_input(cnn, tmp_path):
