@@ -110,17 +110,15 @@ void reroute(module& m, const quantized_value& v, instruction_ref replacement) {
 
 }  // namespace
 
-std::vector<quantized_value> plan_quantized_values(const module& m, const std::vector<std::string>& ins_names,
+std::vector<quantized_value> plan_quantized_values(module& m, const std::vector<std::string>& ins_names,
                                                    const std::vector<std::string>& exclude,
                                                    const std::vector<std::string>& supported_ops,
                                                    const std::string& caller) {
     const std::set<std::string> ops = chosen_ops(ins_names, supported_ops, caller);
     const std::set<const instruction*> excluded = excluded_instructions(m, exclude, caller);
-    // The module is not changed here; the refs are handed back for the insertion.
-    auto& mm = const_cast<module&>(m);
     std::vector<quantized_value> planned;
     std::map<std::pair<const instruction*, std::int64_t>, std::size_t> index_of;  // (value, axis) -> planned
-    for (auto ins = mm.begin(); ins != mm.end(); ++ins) {
+    for (auto ins = m.begin(); ins != m.end(); ++ins) {
         if (!ops.count(ins->name()) || excluded.count(&*ins)) continue;
         for (std::size_t i = 0; i < ins->inputs().size() && i < 2; ++i) {
             instruction_ref in = ins->inputs()[i];

@@ -32,7 +32,7 @@ struct quantized_value {
 // ("@12", a parameter's name) and must name an instruction of `m`; an op
 // name outside `supported_ops` is an error. Inputs that are already the
 // result of dequantize_linear are left alone. `caller` prefixes errors.
-std::vector<quantized_value> plan_quantized_values(const module& m, const std::vector<std::string>& ins_names,
+std::vector<quantized_value> plan_quantized_values(module& m, const std::vector<std::string>& ins_names,
                                                    const std::vector<std::string>& exclude,
                                                    const std::vector<std::string>& supported_ops,
                                                    const std::string& caller);

@@ -9,11 +9,11 @@ namespace {
 
 // The instructions of `copy` at the positions `observed` have in `original`
 // (a program copy keeps every module's instruction order).
-std::vector<instruction_ref> same_positions(module& original, module& copy,
+std::vector<instruction_ref> same_positions(const module& original, module& copy,
                                             const std::vector<instruction_ref>& observed) {
     std::unordered_map<const instruction*, std::size_t> position;
     std::size_t index = 0;
-    for (auto& ins : original) position.emplace(&ins, index++);
+    for (const auto& ins : original) position.emplace(&ins, index++);
     std::vector<instruction_ref> by_index;
     by_index.reserve(copy.size());
     for (auto it = copy.begin(); it != copy.end(); ++it) by_index.push_back(it);
@@ -35,8 +35,9 @@ void return_observed(module& m, const std::vector<instruction_ref>& observed) {
 
 void check_calibration_set(const program& p, const std::vector<parameter_map>& calibration, const std::string& caller) {
     if (calibration.empty())
-        fail(caller + ": the calibration set is empty; give at least one sample ({parameter name: value}) so that "
-                      "scales come from real activations");
+        fail(caller +
+             ": the calibration set is empty; give at least one sample ({parameter name: value}) so that "
+             "scales come from real activations");
     for (std::size_t i = 0; i < calibration.size(); ++i) {
         try {
             check_inputs(*p.get_main_module(), calibration[i]);
@@ -57,7 +58,7 @@ std::vector<activation_statistics> calibrate(const program& p, const target& t,
         return stats;
     }
     program copy(p);
-    module& original = const_cast<module&>(*p.get_main_module());
+    const module& original = *p.get_main_module();
     module& observing = *copy.get_main_module();
     const std::size_t own_outputs = observing.get_return()->inputs().size();
     return_observed(observing, same_positions(original, observing, observed));
