@@ -27,6 +27,11 @@ public:
     // Modules the op takes as arguments (the branches of an if, a loop's body).
     const std::vector<module_ref>& module_inputs() const { return module_inputs_; }
     const literal& get_literal() const { return literal_; }
+    // What the instruction was made from, for messages and reports: the ONNX
+    // node's name, or "<OpType> #<index>" for an unnamed node; empty when
+    // built by hand. A pass that replaces an instruction hands its origin on.
+    const std::string& origin() const { return origin_; }
+    void set_origin(std::string origin) { origin_ = std::move(origin); }
 
     bool is_param() const { return op_.name() == "@param"; }
     bool is_literal() const { return op_.name() == "@literal"; }
@@ -46,6 +51,7 @@ private:
     std::vector<instruction_ref> outputs_;  // users
     std::vector<module_ref> module_inputs_;
     literal literal_;
+    std::string origin_;
 };
 
 }  // namespace kiln

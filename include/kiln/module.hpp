@@ -46,7 +46,8 @@ public:
     // view): the lens and type must stay. The caller then updates the
     // users whose shapes follow (views of `ins`).
     void update_result_strides(instruction_ref ins);
-    // Makes every user of `ins` use `replacement` instead.
+    // Makes every user of `ins` use `replacement` instead. A replacement
+    // without an origin (other than a parameter) takes the origin of `ins`.
     void replace_all_uses(instruction_ref ins, instruction_ref replacement);
     // Replaces one input of `ins`.
     void replace_input(instruction_ref ins, instruction_ref old_input, instruction_ref new_input);
@@ -75,6 +76,12 @@ public:
     // Points module arguments at other modules (after copying a program).
     void remap_module_inputs(const std::unordered_map<const module*, module_ref>& mapping);
 
+    // Instructions inserted from now on get `origin` (when they have none):
+    // a front end sets it for each node it translates, the rewriter for each
+    // match, so that what a rewrite inserts carries the origin of what it
+    // replaces. Returns the previous setting; origin_scope restores it.
+    std::string set_insertion_origin(std::string origin);
+
     // Text form, one instruction a line (DESIGN.md section 3).
     void print(std::ostream& os) const;
     // Printed name of each instruction: the parameter name or "@index".
@@ -86,6 +93,20 @@ private:
 
     std::string name_;
     std::list<instruction> instructions_;
+    std::string insertion_origin_;
+};
+
+// Sets a module's insertion origin for the lifetime of the scope.
+class origin_scope {
+public:
+    origin_scope(module& m, std::string origin) : module_(m), saved_(m.set_insertion_origin(std::move(origin))) {}
+    ~origin_scope() { module_.set_insertion_origin(std::move(saved_)); }
+    origin_scope(const origin_scope&) = delete;
+    origin_scope& operator=(const origin_scope&) = delete;
+
+private:
+    module& module_;
+    std::string saved_;
 };
 
 // A copy of `m` (first) and of its submodules, with the copies' module

@@ -14,6 +14,7 @@ struct perf_report {
         std::string instruction;  // "@12"
         std::string op;
         std::string algorithm;  // the target's kernel for it ("reference" on ref)
+        std::string precision;  // "int8 -> float32": its arithmetic, then its result's dtype (instruction_precision)
         double mean_ms = 0;
         double share = 0;  // of all kernel time
     };
@@ -32,6 +33,28 @@ struct perf_report {
     double kernel_ms = 0;    // mean time inside kernels per run
     double overhead_ms = 0;  // mean time outside kernels per run
 };
+
+// What one instruction of a compiled program computes in.
+struct instruction_precision {
+    std::string instruction;  // printed name in the compiled main module, "@12"
+    std::string op;
+    // The type its kernel computes in: what the kernel says (kernel_choice),
+    // else read from the instruction: the integer type when its data inputs
+    // are all integers and either several (data and weights) or the result
+    // is an integer too ("int8"); otherwise the widest float type of its
+    // non-constant inputs and result, with "(float16 weights)" when a
+    // constant input is narrower (a half float or 8-bit integer).
+    std::string arithmetic;
+    std::string result_type;  // "float32"
+    std::string text() const { return arithmetic + " -> " + result_type; }
+};
+
+// Each computing instruction of the compiled main module (not parameters,
+// literals or the return), in order.
+std::vector<instruction_precision> instruction_precisions(const program& p);
+
+// "float32", "float16", "bfloat16", "int8", ... (numpy's names).
+std::string precision_name(dtype t);
 
 // Runs `p` (compiled) `warmup` times untimed, then `runs` times timed.
 // `batch` is the number of inferences one run computes and scales the rate;

@@ -33,6 +33,10 @@ struct kernel_choice {
     std::string instruction;  // printed name, e.g. "@12"
     std::string op;
     std::string algorithm;
+    // The type the kernel computes in when the kernel says ("int8" for an
+    // int8 kernel that returns float32); empty when its instruction's types
+    // tell (instruction_precisions in kiln/perf.hpp reads them).
+    std::string arithmetic;
 };
 
 // One executed instruction of a run, as an observer sees it. The arguments

@@ -3,6 +3,7 @@
 // instruction on its own (which one diverges first), and every pass of its
 // pipeline (which one first breaks the numbers).
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -149,5 +150,57 @@ struct bisect_report {
 bisect_report bisect_passes(const program& uncompiled, const target& t, const parameter_map& inputs,
                             const tolerance& tol = {}, const compile_options& options = {});
 std::string format_bisect_report(const bisect_report& r);
+
+// ---- quantization --------------------------------------------------------
+
+// The float32 program a quantized one stands for: a copy of `quantized` in
+// which every dequantize_linear(quantize_linear(x, s, z), s, z) (the QDQ form
+// around an activation, or around a float weight literal as quantize_int8
+// writes it) is x, or max(x, 0) for an activation when the pair's range
+// starts at 0 (zero point = the type's lowest value): such a pair clamps as a
+// relu does, and ONNX Runtime's quantizer removes the Relu it folds into one.
+// Weights held only as dequantize_linear(int8 literal) (an ONNX QDQ file)
+// stay dequantized: their float values are gone.
+std::unique_ptr<module> float_counterpart(const module& quantized);
+
+// How much precision one quantized layer (an instruction that reads a
+// dequantize_linear: a convolution, a dot, an add fed by QDQ pairs...)
+// loses, as signal-to-quantization-noise ratios in dB, 10 log10(sum f^2 /
+// sum (q - f)^2) over every element of every sample; +inf when equal. The
+// value compared is the output of the node the layer came from: the layer
+// and the instructions after it with its origin (a bias add), up to the
+// next quantize_linear.
+struct quantized_layer {
+    std::string instruction;  // printed name in the quantized module, "@12"
+    std::string origin;       // the ONNX node it came from (instruction::origin), may be empty
+    std::string op;           // the op with its attributes
+    shape output_shape;  // of the node's output
+    // Its output in the quantized program against the float32 program's:
+    // the noise of every layer up to here.
+    double sqnr_db = 0;
+    // The layer alone: its quantized inputs and weights computed from the
+    // float32 program's values, against its float32 output. The layer that
+    // loses the most here is where the noise comes from.
+    double own_sqnr_db = 0;
+};
+
+struct quantization_report {
+    std::string evaluated_on;  // "ref" (the interpreter) or a target's name
+    std::size_t samples = 0;
+    std::vector<quantized_layer> layers;  // in program order
+    std::vector<double> output_sqnr_db;   // each output of the program, same definition
+    // Indices into `layers` of the `n` lowest own_sqnr_db, worst first.
+    std::vector<std::size_t> worst(std::size_t n) const;
+};
+
+// Evaluates the main module of `quantized` (uncompiled, holding quantize /
+// dequantize_linear) and its float_counterpart on each input set, on the
+// reference interpreter or, when `t` is given, compiled for `t`, and
+// reports every quantized layer. Raises an error when the program holds no
+// dequantize_linear or `inputs` is empty.
+quantization_report verify_quantization(const program& quantized, const std::vector<parameter_map>& inputs,
+                                        const target* t = nullptr);
+// A table of the layers and the `worst` lowest own SQNRs, named by origin.
+std::string format_quantization_report(const quantization_report& r, std::size_t worst = 5);
 
 }  // namespace kiln

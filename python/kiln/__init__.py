@@ -52,6 +52,7 @@ from ._core import (
     shape,
     target,
     verify,
+    verify_quantization,
 )
 
 __all__ = [
@@ -77,6 +78,7 @@ __all__ = [
     "shape",
     "target",
     "verify",
+    "verify_quantization",
     "KilnError",
     "InvalidArgumentError",
     "KilnTypeError",

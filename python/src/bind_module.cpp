@@ -68,6 +68,21 @@ void bind_module(nb::module_& m) {
             "name", [](const instruction_handle& h) { return h.checked(nullptr)->name(); }, "The op's name.")
         .def("shape", [](const instruction_handle& h) { return h.checked(nullptr)->get_shape(); })
         .def("op", [](const instruction_handle& h) { return h.checked(nullptr)->get_operator(); })
+        .def(
+            "origin", [](const instruction_handle& h) { return h.checked(nullptr)->origin(); },
+            "What the instruction was made from: the ONNX node's name, \"<OpType> #<index>\" for an unnamed "
+            "node, or '' when built by hand.")
+        .def(
+            "set_origin",
+            [](const instruction_handle& h, std::string origin) { h.checked(nullptr)->set_origin(std::move(origin)); },
+            nb::arg("origin"))
+        .def(
+            "printed_name",
+            [](const instruction_handle& h) {
+                h.checked(nullptr);
+                return h.owner->instruction_names().at(h.address);
+            },
+            "The name print() shows: the parameter's name or \"@<index>\".")
         .def("inputs",
              [](const instruction_handle& h) {
                  std::vector<instruction_handle> out;
@@ -125,6 +140,14 @@ void bind_module(nb::module_& m) {
         .def("get_parameter_names", &module::get_parameter_names)
         .def("get_parameter_shapes", &module::get_parameter_shapes)
         .def("get_output_shapes", &module::get_output_shapes)
+        .def(
+            "instructions",
+            [](module& self) {
+                std::vector<instruction_handle> out;
+                for (auto it = self.begin(); it != self.end(); ++it) out.emplace_back(&self, it);
+                return out;
+            },
+            "Every instruction, in order.")
         .def("__len__", &module::size)
         .def("print", [](const module& self) { nb::print(to_string(self).c_str(), nb::str("")); })
         .def("__str__", [](const module& self) { return to_string(self); })

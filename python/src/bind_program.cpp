@@ -114,6 +114,7 @@ nb::dict perf_program(const program& p, nb::handle inputs, std::size_t runs, std
         d["instruction"] = i.instruction;
         d["op"] = i.op;
         d["algorithm"] = i.algorithm;
+        d["precision"] = i.precision;
         d["mean_ms"] = i.mean_ms;
         d["share"] = i.share;
         instructions.append(d);
@@ -217,6 +218,18 @@ void bind_program(nb::module_& m) {
             },
             "The kernel algorithm the target chose for each instruction of the compiled main module, as "
             "(instruction, op, algorithm) tuples in program order; empty before compile or on ref.")
+        .def(
+            "get_instruction_precisions",
+            [](const program& p) {
+                nb::list out;
+                for (const auto& ip : instruction_precisions(p))
+                    out.append(nb::make_tuple(ip.instruction, ip.op, ip.arithmetic, ip.result_type));
+                return out;
+            },
+            "What each computing instruction of the compiled main module computes in, as (instruction, op, "
+            "arithmetic, result type) tuples in program order, e.g. ('@12', 'convolution', 'int8', 'float32'): "
+            "the type its kernel computes in (as the kernel states it, else read from the instruction's types) "
+            "and its result's dtype, as `kiln perf` and `kiln read` show them.")
         .def("print", [](const program& p) { nb::print(to_string(p).c_str(), nb::str("")); })
         .def("__str__", [](const program& p) { return to_string(p); })
         .def("__copy__", [](const program& p) { return program(p); })

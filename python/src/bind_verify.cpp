@@ -1,5 +1,7 @@
 // kiln.verify: a target against ref, by outputs, per instruction or pass by
 // pass, as `kiln verify` does (see kiln/verify.hpp).
+#include <algorithm>
+
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -79,6 +81,63 @@ nb::dict bisect_dict(const bisect_report& r) {
     return out;
 }
 
+// +inf / -inf stay floats (json-like consumers read them as Infinity).
+nb::dict quantization_dict(const quantization_report& r) {
+    nb::dict out;
+    out["evaluated_on"] = r.evaluated_on;
+    out["samples"] = r.samples;
+    nb::list layers;
+    for (const auto& l : r.layers) {
+        nb::dict d;
+        d["instruction"] = l.instruction;
+        d["origin"] = l.origin;
+        d["op"] = l.op;
+        d["output_shape"] = l.output_shape;
+        d["sqnr_db"] = l.sqnr_db;
+        d["own_sqnr_db"] = l.own_sqnr_db;
+        layers.append(d);
+    }
+    out["layers"] = layers;
+    nb::list worst;
+    for (std::size_t i : r.worst(r.layers.size())) worst.append(layers[i]);
+    out["worst"] = worst;  // every layer, lowest own SQNR first
+    out["output_sqnr_db"] = r.output_sqnr_db;
+    out["text"] = format_quantization_report(r);
+    return out;
+}
+
+bool holds_quantization(const program& p) {
+    if (p.is_compiled()) return false;
+    const module& m = *p.get_main_module();
+    return std::any_of(m.begin(), m.end(), [](const auto& ins) { return ins.name() == "dequantize_linear"; });
+}
+
+// One {name: array} or a list of them.
+std::vector<parameter_map> input_sets(const program& p, nb::handle inputs) {
+    std::vector<parameter_map> sets;
+    if (nb::isinstance<nb::list>(inputs) || nb::isinstance<nb::tuple>(inputs)) {
+        for (nb::handle item : inputs) sets.push_back(inputs_or_generated(p, item));
+        if (sets.empty()) fail("verify_quantization: 'inputs' is an empty list; give at least one {name: array}");
+    } else {
+        sets.push_back(inputs_or_generated(p, inputs));
+    }
+    return sets;
+}
+
+nb::dict verify_quantization_program(const program& p, nb::handle inputs_arg, nb::handle target_arg) {
+    if (p.is_compiled())
+        fail("verify_quantization: the program is compiled, so its float32 form is gone; pass the program "
+             "before compiling it");
+    const std::vector<parameter_map> sets = input_sets(p, inputs_arg);
+    const target* t = target_arg.is_none() ? nullptr : &to_target(target_arg);
+    quantization_report r;
+    {
+        nb::gil_scoped_release release;
+        r = verify_quantization(p, sets, t);
+    }
+    return quantization_dict(r);
+}
+
 nb::dict verify_program(const program& p, nb::handle target_arg, nb::handle inputs_arg, double rtol, double atol,
                         bool per_instruction, bool bisect, const nb::kwargs& kwargs) {
     if (per_instruction && bisect) fail("verify: choose per_instruction or bisect, not both");
@@ -150,6 +209,15 @@ nb::dict verify_program(const program& p, nb::handle target_arg, nb::handle inpu
                 "every instruction matches its reference compute, yet the outputs differ from the unoptimized "
                 "program: a pass changed the numbers; bisect=True names it\n";
     }
+    if (per_instruction && holds_quantization(p)) {
+        quantization_report q;
+        {
+            nb::gil_scoped_release release;
+            q = verify_quantization(p, {inputs}, &get_target(compiled.target_name()));
+        }
+        out["quantization"] = quantization_dict(q);
+        text += "\n" + format_quantization_report(q);
+    }
     out["text"] = text;
     return out;
 }
@@ -171,7 +239,19 @@ void bind_verify(nb::module_& m) {
           "the first with its 'inputs', 'got' and 'expected' values.\n"
           "bisect=True (uncompiled program only): runs the target's passes one at a time, checks each result "
           "on ref against the unoptimized program, then the lowered program; 'stages' lists them and "
-          "'first_failure' is the first that breaks the numbers.");
+          "'first_failure' is the first that breaks the numbers.\n"
+          "per_instruction=True on an uncompiled quantized program (quantize / dequantize_linear): also "
+          "'quantization', as verify_quantization returns it, computed on the target.");
+    m.def("verify_quantization", verify_quantization_program, nb::arg("program"), nb::arg("inputs") = nb::none(),
+          nb::arg("target") = nb::none(),
+          "Reports how much precision each quantized layer of an uncompiled quantized program loses: its "
+          "signal-to-quantization-noise ratio in dB against the float32 program (every "
+          "dequantize_linear(quantize_linear(x)) taken as x; weights held only as int8 stay dequantized) on the "
+          "same inputs. `inputs`: one {name: array} or a list of them (SQNR sums over all), generated when "
+          "omitted. Evaluated on the reference interpreter, or compiled for `target` when given. Returns a dict: "
+          "'layers' in program order, each with 'instruction', 'origin' (the ONNX node), 'op', 'output_shape', "
+          "'sqnr_db' (its output in the quantized program) and 'own_sqnr_db' (the layer alone, on float32 "
+          "inputs); 'worst' (the layers, lowest own_sqnr_db first); 'output_sqnr_db'; 'text'.");
 }
 
 }  // namespace kiln::python

@@ -1,11 +1,13 @@
 // Commands that look at or convert a model without running it.
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "driver/commands.hpp"
 #include "driver/model_file.hpp"
 #include "driver/apply_precision.hpp"
 #include "kiln/op_registry.hpp"
+#include "kiln/perf.hpp"
 #include "kiln/serialize.hpp"
 
 namespace kiln::driver {
@@ -13,10 +15,19 @@ namespace kiln::driver {
 int read_command(const std::string& model) {
     program p = load_model(model);
     std::cout << p;
+    if (!p.is_compiled()) return 0;
+    std::map<std::string, std::string> precision;
+    for (const auto& ip : instruction_precisions(p)) precision[ip.instruction] = ip.text();
     const auto choices = p.kernel_choices();
     if (!choices.empty()) {
-        std::cout << "kernels (" << p.target_name() << "):\n";
-        for (const auto& c : choices) std::cout << "  " << c.instruction << " = " << c.op << ": " << c.algorithm << "\n";
+        std::cout << "kernels (" << p.target_name() << "; precision: arithmetic -> result type):\n";
+        for (const auto& c : choices)
+            std::cout << "  " << c.instruction << " = " << c.op << ": " << c.algorithm << " ["
+                      << precision[c.instruction] << "]\n";
+    } else {
+        std::cout << "precision (" << p.target_name() << "; arithmetic -> result type):\n";
+        for (const auto& ip : instruction_precisions(p))
+            std::cout << "  " << ip.instruction << " = " << ip.op << ": " << ip.text() << "\n";
     }
     return 0;
 }

@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
     auto* per_instruction_flag = verify->add_flag(
         "--per-instruction", per_instruction,
         "Also check every instruction the target runs against its op's reference compute on the same inputs "
-        "and name the first that diverges");
+        "and name the first that diverges; for a quantized model (quantize / dequantize_linear), also report each "
+        "quantized layer's SQNR against the float32 model and name the worst layers");
     verify
         ->add_flag("--bisect", bisect,
                    "Run the target's passes one at a time, check each result on ref against the unoptimized "

@@ -1,5 +1,6 @@
 // `kiln verify`: a target against the reference target, by outputs, per
 // instruction or pass by pass (kiln/verify.hpp).
+#include <algorithm>
 #include <iostream>
 
 #include "driver/commands.hpp"
@@ -20,6 +21,13 @@ int bisect(const program& model, const run_settings& settings, const parameter_m
     bisect_report r = bisect_passes(model, t, inputs, tol);
     std::cout << format_bisect_report(r);
     return r.passed() ? 0 : 1;
+}
+
+// An uncompiled model with quantize / dequantize_linear (a compiled one has lost its float32 form).
+bool holds_quantization(const program& model) {
+    if (model.is_compiled()) return false;
+    const module& m = *model.get_main_module();
+    return std::any_of(m.begin(), m.end(), [](const auto& ins) { return ins.name() == "dequantize_linear"; });
 }
 
 }  // namespace
@@ -44,6 +52,11 @@ int verify_command(const run_settings& settings, double rtol, double atol, verif
     if (!outputs.passed() && r.passed() && !model.is_compiled())
         std::cout << "every instruction matches its reference compute, yet the outputs differ from the unoptimized "
                      "model: a pass changed the numbers; `kiln verify --bisect` names it\n";
+    if (holds_quantization(model)) {
+        // Where the numbers drift from float32 is the question a quantized model raises; informative, never a failure.
+        const target& t = get_target(p.target_name());
+        std::cout << "\n" << format_quantization_report(verify_quantization(model, {inputs}, &t));
+    }
     return outputs.passed() && r.passed() ? 0 : 1;
 }
 

@@ -72,6 +72,8 @@ private:
             }
         }
         if (!ins.is_return()) j["shape"] = io::shape_to_json(ins.get_shape());
+        // Optional: files without it (written before origins existed) load with none.
+        if (!ins.origin().empty()) j["origin"] = ins.origin();
         return j;
     }
 

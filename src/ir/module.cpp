@@ -36,6 +36,7 @@ void module::copy_from(const module& other) {
 }
 
 instruction_ref module::insert(instruction_ref pos, instruction ins) {
+    if (ins.origin_.empty() && !ins.is_param() && !ins.is_return()) ins.origin_ = insertion_origin_;
     auto it = instructions_.insert(pos, std::move(ins));
     for (auto& in : it->inputs_) in->outputs_.push_back(it);
     return it;
@@ -139,8 +140,14 @@ void module::replace_input(instruction_ref ins, instruction_ref old_input, instr
     outs.erase(std::remove(outs.begin(), outs.end(), ins), outs.end());
 }
 
+std::string module::set_insertion_origin(std::string origin) {
+    std::swap(insertion_origin_, origin);
+    return origin;
+}
+
 void module::replace_all_uses(instruction_ref ins, instruction_ref replacement) {
     if (ins == replacement) return;
+    if (replacement->origin_.empty() && !replacement->is_param()) replacement->origin_ = ins->origin_;
     auto users = ins->outputs_;
     std::sort(users.begin(), users.end(), [](auto a, auto b) { return &*a < &*b; });
     users.erase(std::unique(users.begin(), users.end()), users.end());
@@ -248,6 +255,15 @@ std::unordered_map<const instruction*, std::string> module::instruction_names() 
     return names;
 }
 
+namespace {
+// An origin comes from a model file: keep the text form one instruction a line.
+std::string one_line(std::string text) {
+    for (char& c : text)
+        if (c == '\n' || c == '\r') c = ' ';
+    return text;
+}
+}  // namespace
+
 void module::print(std::ostream& os) const {
     auto names = instruction_names();
     os << "module: \"" << name_ << "\"\n";
@@ -269,6 +285,7 @@ void module::print(std::ostream& os) const {
             for (const auto* m : ins.module_inputs()) os << ", [" << m->name() << "]";
         }
         if (!ins.is_return()) os << " -> " << to_string(ins.get_shape());
+        if (!ins.origin().empty()) os << "  # from " << one_line(ins.origin());
         os << "\n";
     }
 }

@@ -19,6 +19,10 @@ std::string describe_node(const onnx::NodeProto& node, std::size_t index) {
     return node.name().empty() ? type + " #" + std::to_string(index) : type + " '" + node.name() + "'";
 }
 
+std::string node_origin(const onnx::NodeProto& node, std::size_t index) {
+    return node.name().empty() ? node.op_type() + " #" + std::to_string(index) : node.name();
+}
+
 onnx_parser::onnx_parser(const onnx_options& options, std::filesystem::path model_dir, std::string source)
     : options_(options), model_dir_(std::move(model_dir)), source_(std::move(source)) {}
 
@@ -191,6 +195,7 @@ void onnx_parser::parse_node(const onnx::NodeProto& node, std::size_t index) {
         }
     }
     node_context ctx(*this, node, *opset_version(""));
+    origin_scope origin(mod(), node_origin(node, index));
     auto results = parser->second(ctx, args);
     for (int i = 0; i < node.output_size(); ++i) {
         const auto& name = node.output(i);

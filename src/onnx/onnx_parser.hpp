@@ -192,5 +192,7 @@ std::vector<std::string> free_names(const onnx::GraphProto& graph);
 
 // "Conv 'conv1'" or "Conv #3" when the node has no name.
 std::string describe_node(const onnx::NodeProto& node, std::size_t index);
+// The origin the node's instructions record: its name, or "Conv #3" when it has none.
+std::string node_origin(const onnx::NodeProto& node, std::size_t index);
 
 }  // namespace kiln::onnx_import

@@ -236,7 +236,13 @@ rewrite_stats rewrite_to_fixed_point(module& m, const std::vector<rewrite_rule>&
                 std::optional<instruction_ref> before;
                 if (*ins != m.begin()) before = std::prev(*ins);
                 const std::size_t size_before = m.size();
-                if (!rule.apply(m, *match)) {
+                bool applied = false;
+                {
+                    // What the rule inserts replaces the root: it carries the root's origin.
+                    origin_scope origin(m, (*ins)->origin());
+                    applied = rule.apply(m, *match);
+                }
+                if (!applied) {
                     // Rules insert right before the root and erase nothing when they decline.
                     if (m.size() != size_before) discard_declined_attempt(m, before, *ins);
                     continue;

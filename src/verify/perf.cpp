@@ -66,11 +66,15 @@ perf_report measure_performance(const program& p, const parameter_map& inputs, s
 
     const auto n = static_cast<double>(runs);
     r.kernel_ms = kernel_sum / n;
+    std::map<std::string, std::string> precision;
+    for (const auto& ip : instruction_precisions(p)) precision[ip.instruction] = ip.text();
     std::map<std::string, perf_report::op_time> by_op;
     for (std::size_t s = 0; s < first.size(); ++s) {
         double mean = step_sums[s] / n;
-        r.instructions.push_back(
-            {first[s].instruction, first[s].op, first[s].algorithm, mean, r.kernel_ms > 0 ? mean / r.kernel_ms : 0});
+        auto known = precision.find(first[s].instruction);
+        r.instructions.push_back({first[s].instruction, first[s].op, first[s].algorithm,
+                                  known == precision.end() ? "?" : known->second, mean,
+                                  r.kernel_ms > 0 ? mean / r.kernel_ms : 0});
         auto& o = by_op[first[s].op];
         o.op = first[s].op;
         o.count += 1;
@@ -98,10 +102,10 @@ perf_report measure_performance(const program& p, const parameter_map& inputs, s
 std::string format_perf_report(const perf_report& r) {
     std::string out;
     char line[256];
-    out += "Instructions (mean per run):\n";
+    out += "Instructions (mean per run; precision: arithmetic -> result type):\n";
     for (const auto& i : r.instructions) {
-        std::snprintf(line, sizeof line, "  %-8s %-24s %-26s %10.4f ms %6.2f%%\n", i.instruction.c_str(),
-                      i.op.c_str(), i.algorithm.c_str(), i.mean_ms, 100 * i.share);
+        std::snprintf(line, sizeof line, "  %-8s %-24s %-26s %-20s %10.4f ms %6.2f%%\n", i.instruction.c_str(),
+                      i.op.c_str(), i.algorithm.c_str(), i.precision.c_str(), i.mean_ms, 100 * i.share);
         out += line;
     }
     out += "\nSummary by op kind:\n";

@@ -284,7 +284,7 @@ def test_usage_errors_exit_2(model):
 def test_perf_prints_the_report(model):
     r = kiln_cli("perf", model, "-n", 3, "--batch", 2)
     assert r.returncode == 0, r.stderr
-    for text in ("Instructions (mean per run)", "Summary by op kind", "Rate:", "median", "p90", "p99",
+    for text in ("Instructions (mean per run;", "Summary by op kind", "Rate:", "median", "p90", "p99",
                  "overhead outside kernels", "batch 2"):
         assert text in r.stdout, text
     assert kiln_cli("perf", model, "-n", 0).returncode == 2
@@ -345,15 +345,19 @@ def conv_model(tmp_path):
     return path
 
 
-def kernel_lines(stdout):
-    """{instruction: (op, algorithm)} from the "kernels (cpu):" section of `kiln read`."""
-    assert "kernels (cpu):\n" in stdout, stdout
-    section = stdout.split("kernels (cpu):\n", 1)[1]
+KERNELS_HEADER = "kernels (cpu; precision: arithmetic -> result type):\n"
+
+
+def kernel_lines(stdout, with_precision=False):
+    """{instruction: (op, algorithm)}, or (op, algorithm, precision) with_precision, from the
+    kernels section of `kiln read`."""
+    assert KERNELS_HEADER in stdout, stdout
+    section = stdout.split(KERNELS_HEADER, 1)[1]
     kernels = {}
     for line in section.splitlines():
-        match = re.fullmatch(r"  (@\d+) = (\S+): (\S+)", line)
+        match = re.fullmatch(r"  (@\d+) = (\S+): (\S+) \[(.+)\]", line)
         assert match, line
-        kernels[match.group(1)] = (match.group(2), match.group(3))
+        kernels[match.group(1)] = match.group(2, 3, 4) if with_precision else match.group(2, 3)
     return kernels
 
 
@@ -366,7 +370,7 @@ def test_read_of_a_compiled_file_lists_each_instructions_kernel(conv_model, tmp_
     assert r.returncode == 0, r.stderr
     kernels = kernel_lines(r.stdout)
     # One line per computing instruction of the printed module, with its op.
-    module_text = r.stdout.split("kernels (cpu):\n", 1)[0]
+    module_text = r.stdout.split(KERNELS_HEADER, 1)[0]
     computing = re.findall(r"^(@\d+) = (\w+)[\[(]", module_text, re.M)
     assert {name: op for name, op in computing} == {name: op for name, (op, _) in kernels.items()}
     assert kernels == {name: (op, algorithm) for name, op, algorithm in kiln.load(str(out)).get_kernel_algorithms()}
@@ -380,14 +384,15 @@ def test_read_of_a_compiled_file_lists_each_instructions_kernel(conv_model, tmp_
     assert "kernels (" not in kiln_cli("read", on_ref).stdout
 
 
-def perf_algorithms(stdout):
-    """{instruction: (op, algorithm)} from the "Instructions" table of `kiln perf`."""
-    table = stdout.split("Instructions (mean per run):\n", 1)[1].split("\n\n", 1)[0]
+def perf_algorithms(stdout, with_precision=False):
+    """{instruction: (op, algorithm)}, or (op, algorithm, precision) with_precision, from the
+    "Instructions" table of `kiln perf`."""
+    table = stdout.split("Instructions (mean per run; precision: arithmetic -> result type):\n", 1)[1]
     rows = {}
-    for line in table.splitlines():
-        match = re.fullmatch(r"  (@\d+)\s+(\S+)\s+(\S+)\s+[0-9.]+ ms\s+[0-9.]+%", line)
+    for line in table.split("\n\n", 1)[0].splitlines():
+        match = re.fullmatch(r"  (@\d+)\s+(\S+)\s+(\S+)\s+(\S.*?)\s+[0-9.]+ ms\s+[0-9.]+%", line)
         assert match, line
-        rows[match.group(1)] = (match.group(2), match.group(3))
+        rows[match.group(1)] = match.group(2, 3, 4) if with_precision else match.group(2, 3)
     return rows
 
 

@@ -6,6 +6,7 @@
 // and may use `scratch`, a per-run buffer of scratch_bytes().
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kiln/argument.hpp"
@@ -28,6 +29,11 @@ public:
     virtual void restore_constant(std::size_t index, const argument& into) const;
     // Bytes of the kernel's own copies of constants.
     virtual std::size_t own_copy_bytes() const { return 0; }
+    // The type the kernel computes in ("int8"), for `kiln perf` and `kiln
+    // read`, when its instruction's types do not tell: a kernel that fuses
+    // quantized inputs with a float32 result, or one that emulates a type
+    // in a wider one. Empty: what the instruction's types say.
+    virtual std::string arithmetic() const { return {}; }
 };
 
 // What a kernel factory knows about the instruction it builds for.

@@ -55,7 +55,7 @@ std::size_t cpu_executable::kernel_constant_bytes() const {
 
 std::vector<kernel_choice> cpu_executable::kernel_choices() const {
     std::vector<kernel_choice> choices;
-    for (const auto& step : steps_) choices.push_back({step.instruction, step.op.name(), step.algorithm});
+    for (const auto& step : steps_) choices.push_back({step.instruction, step.op.name(), step.algorithm, step.kernel->arithmetic()});
     return choices;
 }
 
