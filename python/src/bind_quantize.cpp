@@ -22,8 +22,8 @@ std::vector<parameter_map> to_calibration_set(nb::handle calibration, const std:
     for (nb::handle sample : nb::iter(calibration)) {
         const std::string where = caller + ": calibration sample " + std::to_string(index);
         if (!nb::isinstance<nb::dict>(sample))
-            fail(error_kind::type_error, where + ": expected a dict mapping parameter names to arrays, got " +
-                                             python_type_name(sample));
+            fail(error_kind::type_error,
+                 where + ": expected a dict mapping parameter names to arrays, got " + python_type_name(sample));
         parameter_map params;
         for (auto [key, v] : nb::borrow<nb::dict>(sample)) {
             if (!nb::isinstance<nb::str>(key))
@@ -85,8 +85,7 @@ void quantize_int8_program(program& p, nb::handle t, nb::handle calibration, nb:
     quantize_int8(p, tgt, samples, options);
 }
 
-void quantize_fp8_program(program& p, nb::handle t, nb::handle calibration, nb::handle ins_names,
-                          nb::handle exclude) {
+void quantize_fp8_program(program& p, nb::handle t, nb::handle calibration, nb::handle ins_names, nb::handle exclude) {
     const std::string caller = "quantize_fp8";
     const target& tgt = to_target(t);
     quantize_fp8_options options;

@@ -25,7 +25,8 @@ calibration_progress terminal_progress() {
 
 std::vector<parameter_map> calibration_set(const program& p, const precision_settings& s) {
     if (s.calibration.empty())
-        fail("--" + s.precision + " needs calibration inputs: give --calibration file.npz (one array per model "
+        fail("--" + s.precision +
+             " needs calibration inputs: give --calibration file.npz (one array per model "
              "input: one sample, a stack of samples, or samples concatenated along the input's first axis)");
     return read_calibration_set(p, s.calibration);
 }
@@ -34,8 +35,7 @@ std::vector<parameter_map> calibration_set(const program& p, const precision_set
 
 void apply_precision(program& p, const target& t, const precision_settings& s) {
     const bool calibrated = s.precision == "int8" || s.precision == "fp8";
-    if (!calibrated && !s.calibration.empty())
-        fail("--calibration is for --int8 and --fp8 only");
+    if (!calibrated && !s.calibration.empty()) fail("--calibration is for --int8 and --fp8 only");
     if (!calibrated && !s.exclude.empty()) fail("--exclude is for --int8 and --fp8 only");
     if (s.precision.empty()) return;
     if (s.precision == "int8") {

@@ -23,8 +23,8 @@ struct sample_layout {
 sample_layout layout_of(const argument& a, const shape& expected, const std::string& where) {
     const shape& got = a.get_shape();
     if (got.type() != expected.type())
-        fail(error_kind::type_error, where + " has dtype " + to_string(got.type()) + " but the model expects " +
-                                         to_string(expected.type()));
+        fail(error_kind::type_error,
+             where + " has dtype " + to_string(got.type()) + " but the model expects " + to_string(expected.type()));
     const auto& lens = got.lens();
     const auto& want = expected.lens();
     const std::size_t sample_bytes = shape{expected.type(), want}.bytes();

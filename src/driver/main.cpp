@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
     auto* fp16_flag = compile->add_flag("--fp16", fp16, "Compute in float16 (kiln::quantize_fp16)");
     auto* bf16_flag = compile->add_flag("--bf16", bf16, "Compute in bfloat16 (kiln::quantize_bf16)");
     auto* int8_flag = compile->add_flag(
-        "--int8", int8, "Quantize dot and convolution inputs to int8 with scales from --calibration (kiln::quantize_int8)");
+        "--int8", int8,
+        "Quantize dot and convolution inputs to int8 with scales from --calibration (kiln::quantize_int8)");
     auto* fp8_flag = compile->add_flag(
         "--fp8", fp8, "Quantize dot and convolution inputs to float8 e4m3fn with scales from --calibration");
     for (auto* a : {fp16_flag, bf16_flag, int8_flag, fp8_flag})

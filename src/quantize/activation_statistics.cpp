@@ -37,8 +37,8 @@ void activation_statistics::add_values(const T* data, std::size_t n) {
     double hi = -lo;
     for (std::size_t i = 0; i < n; ++i) {
         const double v = static_cast<double>(static_cast<float>(data[i]));
-        if (!std::isfinite(v)) fail("calibration: the value " + std::to_string(v) + " at element " + std::to_string(i) +
-                                    " is not finite");
+        if (!std::isfinite(v))
+            fail("calibration: the value " + std::to_string(v) + " at element " + std::to_string(i) + " is not finite");
         lo = std::min(lo, v);
         hi = std::max(hi, v);
     }
@@ -104,17 +104,18 @@ double activation_statistics::entropy_threshold() const {
 std::pair<double, double> activation_statistics::range(calibration_method method, double percentile) const {
     if (count_ == 0) fail("calibration: no values were seen");
     switch (method) {
-    case calibration_method::max: return {min_, max_};
-    case calibration_method::percentile: {
-        if (!(percentile > 50 && percentile <= 100))
-            fail("calibration: percentile must be above 50 and at most 100, got " + std::to_string(percentile));
-        const double tail = (100.0 - percentile) / 200.0 * static_cast<double>(count_);
-        return {std::max(min_, -magnitude_cut(negative_, tail)), std::min(max_, magnitude_cut(positive_, tail))};
-    }
-    case calibration_method::entropy: {
-        const double t = entropy_threshold();
-        return {std::max(min_, -t), std::min(max_, t)};
-    }
+        case calibration_method::max:
+            return {min_, max_};
+        case calibration_method::percentile: {
+            if (!(percentile > 50 && percentile <= 100))
+                fail("calibration: percentile must be above 50 and at most 100, got " + std::to_string(percentile));
+            const double tail = (100.0 - percentile) / 200.0 * static_cast<double>(count_);
+            return {std::max(min_, -magnitude_cut(negative_, tail)), std::min(max_, magnitude_cut(positive_, tail))};
+        }
+        case calibration_method::entropy: {
+            const double t = entropy_threshold();
+            return {std::max(min_, -t), std::min(max_, t)};
+        }
     }
     fail("calibration: unknown method");
 }

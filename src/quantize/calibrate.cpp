@@ -35,8 +35,9 @@ void return_observed(module& m, const std::vector<instruction_ref>& observed) {
 
 void check_calibration_set(const program& p, const std::vector<parameter_map>& calibration, const std::string& caller) {
     if (calibration.empty())
-        fail(caller + ": the calibration set is empty; give at least one sample ({parameter name: value}) so that "
-                      "scales come from real activations");
+        fail(caller +
+             ": the calibration set is empty; give at least one sample ({parameter name: value}) so that "
+             "scales come from real activations");
     for (std::size_t i = 0; i < calibration.size(); ++i) {
         try {
             check_inputs(*p.get_main_module(), calibration[i]);

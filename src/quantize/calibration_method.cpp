@@ -11,9 +11,12 @@ calibration_method to_calibration_method(const std::string& name) {
 
 std::string to_string(calibration_method m) {
     switch (m) {
-    case calibration_method::max: return "max";
-    case calibration_method::percentile: return "percentile";
-    case calibration_method::entropy: return "entropy";
+        case calibration_method::max:
+            return "max";
+        case calibration_method::percentile:
+            return "percentile";
+        case calibration_method::entropy:
+            return "entropy";
     }
     return "unknown";
 }

@@ -37,7 +37,7 @@ TEST(activation_statistics, bins_magnitudes_by_sign_over_the_first_bound) {
 TEST(activation_statistics, doubles_the_bound_and_merges_bins_when_values_grow) {
     activation_statistics s(8);
     s.add(floats({0.1f, 0.3f, 0.6f, 1.f}));  // bound 1: bins 0, 2, 4, 7
-    s.add(floats({3.5f, -0.2f}));             // bound 4 (two doublings): width 0.5
+    s.add(floats({3.5f, -0.2f}));            // bound 4 (two doublings): width 0.5
     EXPECT_EQ(s.bound(), 4.0);
     // Old bins b merge into b / 4: {0, 2} -> 0, 4 -> 1, 7 -> 1; then 3.5 -> 7, -0.2 -> negative 0.
     EXPECT_EQ(s.positive_counts(), (std::vector<std::uint64_t>{2, 2, 0, 0, 0, 0, 0, 1}));
@@ -158,7 +158,7 @@ TEST(plan_quantized_values, shares_one_activation_and_finds_constant_weights) {
     EXPECT_EQ(planned[1].value, t.w);
     EXPECT_TRUE(planned[1].is_weight);
     EXPECT_EQ(planned[1].channel_axis, 1);  // dot's output columns
-    EXPECT_EQ(planned[2].value, t.wt);  // a constant expression is a weight too
+    EXPECT_EQ(planned[2].value, t.wt);      // a constant expression is a weight too
     EXPECT_TRUE(planned[2].is_weight);
 }
 
@@ -212,4 +212,70 @@ TEST(insert_qdq, rewrites_the_chosen_inputs_into_qdq_pairs) {
     const value attributes = w_dq->get_operator().attributes();
     ASSERT_NE(attributes.find("axis"), nullptr);
     EXPECT_EQ(attributes.find("axis")->as_int(), 1);
+}
+
+namespace {
+
+// y = x @ w with x [2, 3] and a constant w [3, 2].
+program dot_program() {
+    program p;
+    module& m = *p.get_main_module();
+    auto x = m.add_parameter("x", float_shape({2, 3}));
+    auto w = add_float_literal(m, {3, 2}, {1, -2, 0.5, 0, 0.25, 1});
+    m.add_return({m.add_instruction(make_op("dot"), {x, w})});
+    return p;
+}
+
+parameter_map x_sample(const std::vector<float>& values) {
+    return {{"x", make_argument(float_shape({2, 3}), values)}};
+}
+
+// The literal feeding input `input` of the instruction feeding input `of` of the first `op`.
+double literal_at(const module& m, const std::string& op, std::size_t of, std::size_t input) {
+    for (const auto& ins : m)
+        if (ins.name() == op) return ins.inputs()[of]->inputs()[input]->get_literal().get_argument().value_at(0);
+    ADD_FAILURE() << "no " << op << " in\n" << m;
+    return 0;
+}
+
+}  // namespace
+
+TEST(quantize_int8, scales_come_from_every_calibration_sample) {
+    program p = dot_program();
+    std::vector<std::pair<std::size_t, std::size_t>> progress;
+    quantize_int8_options options;
+    options.progress = [&](std::size_t done, std::size_t total) { progress.emplace_back(done, total); };
+    quantize_int8(p, get_target("ref"), {x_sample({0, 1, 2, 3, 4, 5}), x_sample({-3, 0, 0, 0, 0, 1})}, options);
+    const module& m = *p.get_main_module();
+    // x over both samples: [-3, 5] -> scale 8 / 255, zero point round(-128 + 3 * 255 / 8) = round(-32.375) = -32
+    EXPECT_FLOAT_EQ(literal_at(m, "dot", 0, 1), 8.0 / 255);
+    EXPECT_EQ(literal_at(m, "dot", 0, 2), -32);
+    // w per column: max |w| = 1 and 2 -> 1 / 127, 2 / 127
+    for (const auto& ins : m)
+        if (ins.name() == "dot") {
+            argument scales = ins.inputs()[1]->inputs()[1]->get_literal().get_argument();
+            EXPECT_FLOAT_EQ(scales.value_at(0), 1.0 / 127);
+            EXPECT_FLOAT_EQ(scales.value_at(1), 2.0 / 127);
+        }
+    EXPECT_EQ(progress, (std::vector<std::pair<std::size_t, std::size_t>>{{1, 2}, {2, 2}}));
+}
+
+TEST(quantize_int8, refuses_an_empty_calibration_set_and_bad_samples) {
+    program p = dot_program();
+    const std::string before = to_string(p);
+    auto message_of = [&](const std::vector<parameter_map>& calibration) {
+        try {
+            quantize_int8(p, get_target("ref"), calibration);
+        } catch (const error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_NE(message_of({}).find("calibration set is empty"), std::string::npos);
+    const std::string wrong =
+        message_of({x_sample({0, 0, 0, 0, 0, 0}), {{"x", make_argument(float_shape({3, 2}), {0, 0, 0, 0, 0, 0})}}});
+    EXPECT_NE(wrong.find("calibration sample 1"), std::string::npos) << wrong;
+    EXPECT_NE(wrong.find("'x'"), std::string::npos) << wrong;
+    EXPECT_NE(message_of({parameter_map{}}).find("calibration sample 0"), std::string::npos);
+    EXPECT_EQ(to_string(p), before);
 }
