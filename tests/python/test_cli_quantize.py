@@ -96,6 +96,11 @@ def test_exclude_keeps_a_layer_in_float(cnn, tmp_path):
                  "--exclude", first_conv)
     assert r.returncode == 0, r.stderr
     assert not re.search(r"quantize_linear\[[^\]]*\]\(x,", kiln_cli("read", tmp_path / "q.kiln").stdout)
+    # The same layer by its ONNX node's name.
+    r = kiln_cli("compile", model, "-o", tmp_path / "n.kiln", "--int8", "--calibration", tmp_path / "c.npz",
+                 "--exclude", "conv1")
+    assert r.returncode == 0, r.stderr
+    assert not re.search(r"quantize_linear\[[^\]]*\]\(x,", kiln_cli("read", tmp_path / "n.kiln").stdout)
 
 
 def test_calibration_errors_name_the_file_and_input(cnn, tmp_path):

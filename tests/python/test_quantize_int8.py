@@ -296,6 +296,21 @@ def test_ins_names_and_exclude_choose_the_layers(rng):
     assert not re.search(r"quantize_linear\[[^\]]*\]\(x,", str(excluded))
 
 
+def test_exclude_takes_onnx_node_names(rng):
+    data = small_cnn_onnx(rng)  # nodes conv1, conv2 and fc (a Gemm: dot and bias add)
+    calibration = [{"x": x} for x in image_batches(rng, 1)]
+    p = kiln.parse_onnx_buffer(data)
+    kiln.quantize_int8(p, "cpu", calibration, exclude=["conv1", "fc"])
+    text = str(p)
+    assert ops_of(p).count("quantize_linear") == 2, text  # conv2's input and weight only
+    assert not re.search(r"quantize_linear\[[^\]]*\]\(x,", text), text
+    lines = {line.split(" = ")[0]: line for line in text.splitlines() if " = " in line}
+    dot_inputs = re.search(r"= dot\(([^,]+),([^)]+)\)", text).groups()
+    assert all("dequantize_linear" not in lines[i] for i in dot_inputs), text
+    info = quantize_error(kiln.parse_onnx_buffer(data), "cpu", calibration, exclude=["conv3"])
+    assert "'conv3'" in str(info.value) and "origin" in str(info.value)
+
+
 def test_quantizing_twice_changes_nothing_more(rng):
     p = kiln.parse_onnx_buffer(small_cnn_onnx(rng))
     calibration = [{"x": x} for x in image_batches(rng, 1)]
