@@ -118,7 +118,7 @@ void bind_quantize(nb::module_& m) {
           "divergence search)) and inserts dequantize_linear(quantize_linear(x, scale, zero_point)) before "
           "those ops: int8 with a zero point per tensor for activations, int8 symmetric per output channel "
           "(per tensor with per_channel=False) for constant weights. `exclude` lists instructions kept in "
-          "float (printed names such as \"@12\"). An empty calibration set is an error. Shows a progress bar "
+          "float, by printed name (\"@12\") or origin (an ONNX node's name). An empty calibration set is an error. Shows a progress bar "
           "on stderr when it is a terminal.");
     m.def("quantize_fp8", quantize_fp8_program, nb::arg("program"), nb::arg("target"),
           nb::arg("calibration") = nb::none(), nb::arg("ins_names") = default_ins_names(), nb::kw_only(),

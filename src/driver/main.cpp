@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
         ->needs(int8_flag)
         ->capture_default_str();
     compile->add_option("--exclude", precision.exclude,
-                        "Instruction kept in float by --int8 / --fp8, by printed name such as @12 (repeatable)");
+                        "Instruction kept in float by --int8 / --fp8, by printed name (@12) or origin (ONNX node name) "
+                        "(repeatable)");
     compile->callback([&] {
         precision.precision = fp16 ? "fp16" : bf16 ? "bf16" : int8 ? "int8" : fp8 ? "fp8" : "";
         action = [&] { return kiln::driver::compile_command(model, output, target, precision); };

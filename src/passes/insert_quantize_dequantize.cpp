@@ -41,18 +41,26 @@ std::set<std::string> chosen_ops(const std::vector<std::string>& ins_names, cons
     return ops;
 }
 
-// Names an exclude entry may use for an instruction: its printed name.
+// The instructions an exclude entry names: the one with that printed name
+// ("@12", a parameter's name), else every one with that origin (an ONNX
+// node's instructions share its name: a Gemm's dot, scale and bias add).
 std::set<const instruction*> excluded_instructions(const module& m, const std::vector<std::string>& exclude,
                                                    const std::string& caller) {
     std::unordered_map<std::string, const instruction*> by_name;
     for (const auto& [ins, name] : m.instruction_names()) by_name.emplace(name, ins);
+    std::unordered_map<std::string, std::vector<const instruction*>> by_origin;
+    for (const auto& ins : m)
+        if (!ins.origin().empty()) by_origin[ins.origin()].push_back(&ins);
     std::set<const instruction*> out;
     for (const auto& name : exclude) {
-        auto it = by_name.find(name);
-        if (it == by_name.end())
-            fail(caller + ": exclude names '" + name + "', which is no instruction of module '" + m.name() +
-                 "' (use a printed name such as \"@12\")");
-        out.insert(it->second);
+        if (auto it = by_name.find(name); it != by_name.end()) {
+            out.insert(it->second);
+        } else if (auto found = by_origin.find(name); found != by_origin.end()) {
+            out.insert(found->second.begin(), found->second.end());
+        } else {
+            fail(caller + ": exclude names '" + name + "', which is neither the printed name (\"@12\") nor the " +
+                 "origin (ONNX node name) of an instruction of module '" + m.name() + "'");
+        }
     }
     return out;
 }

@@ -29,7 +29,8 @@ struct quantized_value {
 // The float inputs to quantize of the instructions in `m` whose op is named
 // in `ins_names` ("all" stands for every op in `supported_ops`) and that
 // `exclude` does not name. An exclude entry is an instruction's printed name
-// ("@12", a parameter's name) and must name an instruction of `m`; an op
+// ("@12", a parameter's name) or origin (an ONNX node's name, which all the
+// node's instructions carry) and must name an instruction of `m`; an op
 // name outside `supported_ops` is an error. Inputs that are already the
 // result of dequantize_linear are left alone. `caller` prefixes errors.
 std::vector<quantized_value> plan_quantized_values(module& m, const std::vector<std::string>& ins_names,

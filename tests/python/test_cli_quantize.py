@@ -58,8 +58,8 @@ def test_compile_int8_with_one_npz_per_sample_and_a_stacked_npz(cnn, tmp_path, m
                  tmp_path / "b.npz", "--calibration", tmp_path / "stack.npz", "--calibration-method", method)
     assert r.returncode == 0, r.stderr
     assert r.stderr == ""  # no progress bar when stderr is not a terminal
-    shown = kiln_cli("read", out).stdout
-    assert "quantize_linear" in shown and "dequantize_linear" in shown
+    # Quantized: int8 values in the compiled program (pairs, or the int8 kernels they fuse into).
+    assert "int8" in kiln_cli("read", out).stdout
     x = image_batches(rng, 1)[0]
     reference = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     # The bound of test_quantize_int8's clipping-method test (the max method alone gets ~40 dB).
@@ -96,6 +96,11 @@ def test_exclude_keeps_a_layer_in_float(cnn, tmp_path):
                  "--exclude", first_conv)
     assert r.returncode == 0, r.stderr
     assert not re.search(r"quantize_linear\[[^\]]*\]\(x,", kiln_cli("read", tmp_path / "q.kiln").stdout)
+    # The same layer by its ONNX node's name.
+    r = kiln_cli("compile", model, "-o", tmp_path / "n.kiln", "--int8", "--calibration", tmp_path / "c.npz",
+                 "--exclude", "conv1")
+    assert r.returncode == 0, r.stderr
+    assert not re.search(r"quantize_linear\[[^\]]*\]\(x,", kiln_cli("read", tmp_path / "n.kiln").stdout)
 
 
 def test_calibration_errors_name_the_file_and_input(cnn, tmp_path):
@@ -160,7 +165,7 @@ def test_compile_fp8_flag_reaches_quantize_fp8(cnn, tmp_path):
     if r.returncode != 0:  # until the IR has float8 types
         expect_error(r, "quantize_fp8", "float8")
         return
-    assert "quantize_linear" in kiln_cli("read", tmp_path / "q.kiln").stdout
+    assert "fp8e4m3fn" in kiln_cli("read", tmp_path / "q.kiln").stdout
 
 
 @pytest.mark.parametrize("flag, bound", [("--fp16", 50), ("--bf16", 30)])

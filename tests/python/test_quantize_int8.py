@@ -296,6 +296,21 @@ def test_ins_names_and_exclude_choose_the_layers(rng):
     assert not re.search(r"quantize_linear\[[^\]]*\]\(x,", str(excluded))
 
 
+def test_exclude_takes_onnx_node_names(rng):
+    data = small_cnn_onnx(rng)  # nodes conv1, conv2 and fc (a Gemm: dot and bias add)
+    calibration = [{"x": x} for x in image_batches(rng, 1)]
+    p = kiln.parse_onnx_buffer(data)
+    kiln.quantize_int8(p, "cpu", calibration, exclude=["conv1", "fc"])
+    text = str(p)
+    assert ops_of(p).count("quantize_linear") == 2, text  # conv2's input and weight only
+    assert not re.search(r"quantize_linear\[[^\]]*\]\(x,", text), text
+    lines = {line.split(" = ")[0]: line for line in text.splitlines() if " = " in line}
+    dot_inputs = re.search(r"= dot\(([^,]+),([^)]+)\)", text).groups()
+    assert all("dequantize_linear" not in lines[i] for i in dot_inputs), text
+    info = quantize_error(kiln.parse_onnx_buffer(data), "cpu", calibration, exclude=["conv3"])
+    assert "'conv3'" in str(info.value) and "origin" in str(info.value)
+
+
 def test_quantizing_twice_changes_nothing_more(rng):
     p = kiln.parse_onnx_buffer(small_cnn_onnx(rng))
     calibration = [{"x": x} for x in image_batches(rng, 1)]
@@ -529,3 +544,64 @@ def test_migraphx_quantize_fp8_forwards(rng):
         assert "float8" in str(e)
         return
     assert "quantize_linear" in ops_of(p.to_kiln())
+
+
+# --- float8 e4m3fn ---
+
+
+def fake_quant_fp8(x, scale):
+    """dequantize(quantize(x)) with float8 e4m3fn: x / scale rounded to the nearest float8
+    (ties to even), saturated at +-448."""
+    import ml_dtypes
+
+    q = np.clip(x.astype(np.float32) / np.float32(scale), -448, 448).astype(ml_dtypes.float8_e4m3fn)
+    return (q.astype(np.float32) * np.float32(scale)).astype(np.float32)
+
+
+def fp8_scale(values):
+    return np.float32(np.abs(values).max() / 448)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_fp8_mlp_matches_a_numpy_float8_forward_pass(rng, target):
+    w1 = rng.standard_normal((32, 24)).astype(np.float32) * 0.3
+    b1 = rng.standard_normal(24).astype(np.float32) * 0.2
+    w2 = rng.standard_normal((24, 10)).astype(np.float32) * 0.3
+    calibration = [rng.standard_normal((16, 32)).astype(np.float32) for _ in range(4)]
+    p = mlp_program(w1, b1, w2)
+    kiln.quantize_fp8(p, target, [{"x": x} for x in calibration])
+    text = str(p)
+    assert ops_of(p).count("quantize_linear") == 4, text
+    assert text.count('output_type="fp8e4m3fn_type"') == 4, text
+    lines = {line.split(" = ")[0]: line for line in text.splitlines() if " = " in line}
+    for args in re.findall(r"= dequantize_linear\[axis=\d+\]\(([^)]*)\)", text):
+        assert len(args.split(",")) == 2, text  # no zero point
+        assert lines[args.split(",")[1]].endswith("-> float_type, {}, {}"), text  # one scale per tensor
+
+    hidden = [np.maximum(x @ w1 + b1, 0) for x in calibration]
+    x = rng.standard_normal((16, 32)).astype(np.float32) * 1.5  # partly beyond the calibrated range
+    s1, s2 = fp8_scale(np.stack(calibration)), fp8_scale(np.stack(hidden))
+    h = np.maximum(fake_quant_fp8(x, s1) @ fake_quant_fp8(w1, fp8_scale(w1)) + b1, 0)
+    expected = fake_quant_fp8(h, s2) @ fake_quant_fp8(w2, fp8_scale(w2))
+    p.compile(kiln.get_target(target))
+    got = np.asarray(p.run({"x": x})[0])
+    # A float32 rounding difference in h can move it to the neighbouring float8 value:
+    # at most one float8 step (1/8 of h's binade, so |h| / 8) through w2.
+    one_step = (np.abs(h) / 8) @ np.abs(w2)
+    assert np.all(np.abs(got - expected) <= one_step + 1e-5)
+    assert np.mean(np.isclose(got, expected, rtol=1e-4, atol=1e-5)) > 0.95
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_fp8_small_cnn_stays_close_to_float32(cnn_case, target):
+    data, calibration, inputs = cnn_case
+    reference = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    p = kiln.parse_onnx_buffer(data)
+    kiln.quantize_fp8(p, target, [{"x": x} for x in calibration])
+    p.compile(kiln.get_target(target))
+    got = np.mean([sqnr_db(reference.run(None, {"x": x})[0], np.asarray(p.run({"x": x})[0])) for x in inputs])
+    # e4m3 keeps 3 mantissa bits: a relative rounding error uniform in +-1/16, so ~29 dB
+    # (10 log10(12 * 8^2)) for each quantized tensor (int8 with max calibration: ~41 dB).
+    # Six quantized tensors add their noise, though each layer's sum over many products
+    # averages part of it out (this network measures ~31 dB): 25 dB leaves that room.
+    assert got > 25

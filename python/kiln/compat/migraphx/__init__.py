@@ -17,7 +17,7 @@ graph building, parse_onnx keyword options, save/load with a format
 argument, quantize_*). Where Kiln differs, it says so with a Kiln error:
 
 - targets are "cpu" and "ref"; "gpu" raises kiln.UnsupportedError naming them;
-- parse_tf, dynamic (non-fixed) dimensions and fp8 raise
+- parse_tf, dynamic (non-fixed) dimensions and autocast_fp8 raise
   kiln.UnsupportedError;
 - hand-built control flow (program.create_module, add_instruction with
   mod_args for ``if``; ``loop`` with Kiln's attributes) works; outer values a
