@@ -232,6 +232,8 @@ std::vector<nb::object> python_values(const argument& arg) {
             T x = p[s.index(i)];
             if constexpr (std::is_same_v<T, bool>)
                 out.push_back(nb::bool_(x));
+            else if constexpr (std::is_same_v<T, double>)
+                out.push_back(nb::float_(x));
             else if constexpr (is_float_like_v<T> || is_small_float_v<T>)
                 out.push_back(nb::float_(static_cast<double>(static_cast<float>(x))));
             else if constexpr (is_small_int_v<T>)
