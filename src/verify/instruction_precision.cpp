@@ -13,6 +13,9 @@ bool is_bigger(dtype a, dtype b) { return dtype_size(a) > dtype_size(b); }
 // Scales and zero points (one value) say nothing about the arithmetic.
 bool is_data(const shape& s) { return !s.is_tuple() && s.elements() > 1; }
 
+// Per-channel scales, zero points and biases of a quantized op: constant vectors.
+bool is_per_channel_parameter(const instruction& in) { return in.is_literal() && in.get_shape().ndim() <= 1; }
+
 std::string arithmetic_from_types(const instruction& ins) {
     const dtype result = ins.get_shape().is_tuple() ? dtype::float_type : ins.get_shape().type();
     bool all_integral = true;
@@ -20,7 +23,7 @@ std::string arithmetic_from_types(const instruction& ins) {
     dtype widest_integer = dtype::int8_type;
     for (const auto& in : ins.inputs()) {
         const shape& s = in->get_shape();
-        if (!is_data(s)) continue;
+        if (!is_data(s) || is_per_channel_parameter(*in)) continue;
         ++data_inputs;
         if (!is_integral(s.type())) {
             all_integral = false;

@@ -57,7 +57,12 @@ def test_result_types_are_the_compiled_modules_and_quantize_produces_int8(qdq_mo
     read = kiln_cli("read", out).stdout
     kernels = kernel_lines(read, with_precision=True)
     result_types = printed_result_types(read.split("kernels (", 1)[0])
-    assert {name: precision.split(" -> ")[1] for name, (_, _, precision) in kernels.items()} == result_types
+    # Views (a transposed weight) have no kernel; every kernel's result type is its instruction's.
+    assert {name: precision.split(" -> ")[1] for name, (_, _, precision) in kernels.items()} == {
+        name: result_types[name] for name in kernels}
+    for op, _, precision in kernels.values():
+        if op.startswith("fused_quant_"):
+            assert precision.startswith("int8 -> "), read
     assert any(op == "quantize_linear" for op, _, _ in kernels.values()), read
     for op, _, precision in kernels.values():
         if op == "quantize_linear":
@@ -65,7 +70,7 @@ def test_result_types_are_the_compiled_modules_and_quantize_produces_int8(qdq_mo
 
     loaded = kiln.load(str(out))
     assert [(name, op, f"{arithmetic} -> {result}") for name, op, arithmetic, result in
-            loaded.get_instruction_precisions()] == [(name, op, precision)
+            loaded.get_instruction_precisions() if name in kernels] == [(name, op, precision)
                                                      for name, (op, _, precision) in kernels.items()]
     report = loaded.perf_report(runs=1)
     assert {i["instruction"]: i["precision"] for i in report["instructions"]} == {
