@@ -66,7 +66,9 @@ TEST(instruction_origin, what_a_rewrite_inserts_carries_the_origin_of_the_root_i
     rewrite_to_fixed_point(m, {expand});
     ASSERT_EQ(op_names(m), (std::vector<std::string>{"neg", "neg", "relu"})) << m;
     for (const auto& ins : m)
-        if (ins.name() == "neg") EXPECT_EQ(ins.origin(), "/block/Exp") << m;
+        if (ins.name() == "neg") {
+            EXPECT_EQ(ins.origin(), "/block/Exp") << m;
+        }
 }
 
 TEST(instruction_origin, printed_copied_saved_and_loaded) {
@@ -103,7 +105,7 @@ module simulated_int8(std::int8_t zero) {
     auto q = m.add_instruction(make_op("quantize_linear", value_map{{"output_type", "int8_type"}}), {x, s, z});
     auto dq = m.add_instruction(make_op("dequantize_linear"), {q, s, z});
     m.add_return({m.add_instruction(make_op("exp"), {dq})});
-    return m;
+    return module(m);
 }
 
 }  // namespace
