@@ -59,7 +59,8 @@ TEST(instruction_origin, what_a_rewrite_inserts_carries_the_origin_of_the_root_i
     e->set_origin("/block/Exp");
     m.add_return({m.add_instruction(make_op("relu"), {e})});
     // exp(v) -> neg(neg(exp2(v))): two instructions inserted, one the replacement.
-    rewrite_rule expand{"expand", km::name("exp").args(km::any().bind("v")), [](module& mod, const km::match_result& r) {
+    rewrite_rule expand{"expand", km::name("exp").args(km::any().bind("v")),
+                        [](module& mod, const km::match_result& r) {
                             auto inner = mod.insert_instruction(r.root, make_op("neg"), {r.at("v")});
                             return replace_with_new(mod, r.root, make_op("neg"), {inner});
                         }};
