@@ -174,7 +174,7 @@ struct quantized_layer {
     std::string instruction;  // printed name in the quantized module, "@12"
     std::string origin;       // the ONNX node it came from (instruction::origin), may be empty
     std::string op;           // the op with its attributes
-    shape output_shape;  // of the node's output
+    shape output_shape;       // of the node's output
     // Its output in the quantized program against the float32 program's:
     // the noise of every layer up to here.
     double sqnr_db = 0;

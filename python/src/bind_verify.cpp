@@ -1,9 +1,9 @@
 // kiln.verify: a target against ref, by outputs, per instruction or pass by
 // pass, as `kiln verify` does (see kiln/verify.hpp).
-#include <algorithm>
-
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+
+#include <algorithm>
 
 #include "bindings.hpp"
 

@@ -99,7 +99,8 @@ void read_module(const io::json& j, module& m, program& p, const data_section& d
     for (const auto& ins : instructions) {
         try {
             defined.push_back(read_instruction(ins, m, p, defined, data));
-            if (io::optional_member(ins, "origin") != nullptr) defined.back()->set_origin(io::get_string(ins, "origin"));
+            if (io::optional_member(ins, "origin") != nullptr)
+                defined.back()->set_origin(io::get_string(ins, "origin"));
         } catch (const error& e) {
             bad("module '" + m.name() + "', instruction " + std::to_string(defined.size()) + ": " + e.what());
         }

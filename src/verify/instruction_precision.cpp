@@ -8,10 +8,14 @@ namespace kiln {
 
 namespace {
 
-bool is_bigger(dtype a, dtype b) { return dtype_size(a) > dtype_size(b); }
+bool is_bigger(dtype a, dtype b) {
+    return dtype_size(a) > dtype_size(b);
+}
 
 // Scales and zero points (one value) say nothing about the arithmetic.
-bool is_data(const shape& s) { return !s.is_tuple() && s.elements() > 1; }
+bool is_data(const shape& s) {
+    return !s.is_tuple() && s.elements() > 1;
+}
 
 // Per-channel scales, zero points and biases of a quantized op: constant vectors.
 bool is_per_channel_parameter(const instruction& in) { return in.is_literal() && in.get_shape().ndim() <= 1; }
@@ -60,11 +64,16 @@ std::string arithmetic_from_types(const instruction& ins) {
 
 std::string precision_name(dtype t) {
     switch (t) {
-    case dtype::half_type: return "float16";
-    case dtype::bf16_type: return "bfloat16";
-    case dtype::float_type: return "float32";
-    case dtype::double_type: return "float64";
-    default: break;
+        case dtype::half_type:
+            return "float16";
+        case dtype::bf16_type:
+            return "bfloat16";
+        case dtype::float_type:
+            return "float32";
+        case dtype::double_type:
+            return "float64";
+        default:
+            break;
     }
     std::string name = to_string(t);
     const std::string suffix = "_type";

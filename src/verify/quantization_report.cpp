@@ -20,8 +20,12 @@ namespace kiln {
 
 namespace {
 
-bool is_quantize(const instruction& ins) { return ins.name() == "quantize_linear"; }
-bool is_dequantize(const instruction& ins) { return ins.name() == "dequantize_linear"; }
+bool is_quantize(const instruction& ins) {
+    return ins.name() == "quantize_linear";
+}
+bool is_dequantize(const instruction& ins) {
+    return ins.name() == "dequantize_linear";
+}
 
 bool equal_literals(const literal& a, const literal& b) {
     const argument x = a.get_argument(), y = b.get_argument();
@@ -38,8 +42,8 @@ bool same_value(const instruction& a, const instruction& b, int depth = 0) {
     if (&a == &b) return true;
     if (a.is_literal() && b.is_literal()) return equal_literals(a.get_literal(), b.get_literal());
     if (depth > 8 || a.is_param() || b.is_param() || a.is_literal() || b.is_literal()) return false;
-    if (a.get_operator() != b.get_operator() || a.inputs().size() != b.inputs().size() ||
-        !a.module_inputs().empty() || !b.module_inputs().empty())
+    if (a.get_operator() != b.get_operator() || a.inputs().size() != b.inputs().size() || !a.module_inputs().empty() ||
+        !b.module_inputs().empty())
         return false;
     for (std::size_t i = 0; i < a.inputs().size(); ++i)
         if (!same_value(*a.inputs()[i], *b.inputs()[i], depth + 1)) return false;
@@ -71,7 +75,7 @@ bool clamps_at_zero(const instruction& dq) {
     const instruction& zero_point = *q.inputs()[2];
     if (!zero_point.is_literal()) return false;
     const argument z = zero_point.get_literal().get_argument();
-    const double lowest = z.get_shape().type() == dtype::uint8_type ? 0.0
+    const double lowest = z.get_shape().type() == dtype::uint8_type  ? 0.0
                           : z.get_shape().type() == dtype::int8_type ? -128.0
                                                                      : std::numeric_limits<double>::quiet_NaN();
     for (std::size_t i = 0; i < z.get_shape().elements(); ++i)
@@ -164,9 +168,8 @@ struct noise_power {
     double noise = 0;
     void add(const argument& got, const argument& expected) {
         if (got.get_shape().lens() != expected.get_shape().lens())
-            fail(error_kind::runtime, "verify_quantization: a quantized value has shape " +
-                                          to_string(got.get_shape()) + ", its float32 counterpart " +
-                                          to_string(expected.get_shape()));
+            fail(error_kind::runtime, "verify_quantization: a quantized value has shape " + to_string(got.get_shape()) +
+                                          ", its float32 counterpart " + to_string(expected.get_shape()));
         const std::size_t n = expected.get_shape().elements();
         for (std::size_t i = 0; i < n; ++i) {
             const double f = expected.value_at(i), d = got.value_at(i) - f;
@@ -212,9 +215,10 @@ public:
         }
         std::unordered_map<const instruction*, argument> seen;
         std::unordered_set<const instruction*> wanted(kept_.begin(), kept_.end());
-        auto outputs = evaluate_module(module_, check_inputs(module_, inputs), [&](const instruction& ins, const argument& v) {
-            if (wanted.count(&ins)) seen[&ins] = v.copy();
-        });
+        auto outputs =
+            evaluate_module(module_, check_inputs(module_, inputs), [&](const instruction& ins, const argument& v) {
+                if (wanted.count(&ins)) seen[&ins] = v.copy();
+            });
         std::vector<argument> out;
         for (const instruction* k : kept_) out.push_back(seen.at(k));
         out.insert(out.end(), outputs.begin(), outputs.end());
@@ -233,7 +237,7 @@ private:
 // constants copied, every other value it reads a parameter ("in0", ...)
 // bound to the float32 program's value.
 struct isolated_layer {
-    module m{"main"};  // the name a program's main module has: a target may compile it
+    module m{"main"};                       // the name a program's main module has: a target may compile it
     std::vector<const instruction*> bound;  // per parameter: the quantized module's instruction it stands for
 };
 
@@ -325,7 +329,8 @@ quantization_report verify_quantization(const program& quantized, const std::vec
         const auto chain = node_instructions(ins);
         layers.push_back(chain.back());
         isolated.push_back(isolator.isolate(chain));
-        r.layers.push_back({names.at(&ins), ins.origin(), to_string(ins.get_operator()), chain.back()->get_shape(), 0, 0});
+        r.layers.push_back(
+            {names.at(&ins), ins.origin(), to_string(ins.get_operator()), chain.back()->get_shape(), 0, 0});
     }
 
     // The float32 run keeps each layer's value, then every value an isolated layer reads.
@@ -355,8 +360,7 @@ quantization_report verify_quantization(const program& quantized, const std::vec
         }
         const std::size_t n_out = got.size() - layers.size();
         outputs.resize(n_out);
-        for (std::size_t o = 0; o < n_out; ++o)
-            outputs[o].add(got[layers.size() + o], expected[float_kept.size() + o]);
+        for (std::size_t o = 0; o < n_out; ++o) outputs[o].add(got[layers.size() + o], expected[float_kept.size() + o]);
     }
     for (std::size_t i = 0; i < layers.size(); ++i) {
         r.layers[i].sqnr_db = cumulative[i].db();
@@ -368,12 +372,13 @@ quantization_report verify_quantization(const program& quantized, const std::vec
 
 std::string format_quantization_report(const quantization_report& r, std::size_t worst) {
     std::ostringstream os;
-    os << "Quantization noise against the float32 program (" << r.samples << " input set"
-       << (r.samples == 1 ? "" : "s") << ", on " << r.evaluated_on << "), SQNR in dB:\n";
+    os << "Quantization noise against the float32 program (" << r.samples << " input set" << (r.samples == 1 ? "" : "s")
+       << ", on " << r.evaluated_on << "), SQNR in dB:\n";
     for (std::size_t o = 0; o < r.output_sqnr_db.size(); ++o)
         os << "  output " << o << ": " << format_db(r.output_sqnr_db[o]) << "\n";
-    os << "  " << std::left << std::setw(8) << "layer" << std::setw(20) << "op" << std::right << std::setw(8)
-       << "SQNR" << std::setw(8) << "own" << "  origin\n";
+    os << "  " << std::left << std::setw(8) << "layer" << std::setw(20) << "op" << std::right << std::setw(8) << "SQNR"
+       << std::setw(8) << "own"
+       << "  origin\n";
     for (const auto& l : r.layers) {
         std::string op = l.op.substr(0, l.op.find('['));
         os << "  " << std::left << std::setw(8) << l.instruction << std::setw(20) << op << std::right << std::setw(8)
@@ -387,8 +392,8 @@ std::string format_quantization_report(const quantization_report& r, std::size_t
         os << "Worst layers (lowest own SQNR):";
         for (std::size_t k = 0; k < order.size(); ++k) {
             const auto& l = r.layers[order[k]];
-            os << (k ? ", " : " ") << (l.origin.empty() ? l.instruction : l.origin + " (" + l.instruction + ")")
-               << " " << format_db(l.own_sqnr_db) << " dB";
+            os << (k ? ", " : " ") << (l.origin.empty() ? l.instruction : l.origin + " (" + l.instruction + ")") << " "
+               << format_db(l.own_sqnr_db) << " dB";
         }
         os << "\n";
     }

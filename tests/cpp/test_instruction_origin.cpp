@@ -59,17 +59,17 @@ TEST(instruction_origin, what_a_rewrite_inserts_carries_the_origin_of_the_root_i
     e->set_origin("/block/Exp");
     m.add_return({m.add_instruction(make_op("relu"), {e})});
     // exp(v) -> neg(neg(exp2(v))): two instructions inserted, one the replacement.
-    rewrite_rule expand{"expand", km::name("exp").args(km::any().bind("v")), [](module& mod, const km::match_result& r) {
+    rewrite_rule expand{"expand", km::name("exp").args(km::any().bind("v")),
+                        [](module& mod, const km::match_result& r) {
                             auto inner = mod.insert_instruction(r.root, make_op("neg"), {r.at("v")});
                             return replace_with_new(mod, r.root, make_op("neg"), {inner});
                         }};
     rewrite_to_fixed_point(m, {expand});
     ASSERT_EQ(op_names(m), (std::vector<std::string>{"neg", "neg", "relu"})) << m;
-    for (const auto& ins : m) {
+    for (const auto& ins : m)
         if (ins.name() == "neg") {
             EXPECT_EQ(ins.origin(), "/block/Exp") << m;
         }
-    }
 }
 
 TEST(instruction_origin, printed_copied_saved_and_loaded) {
@@ -98,30 +98,28 @@ TEST(instruction_origin, printed_copied_saved_and_loaded) {
 namespace {
 
 // dequantize_linear(quantize_linear(x, 0.1, zero), 0.1, zero) feeding a relu.
-void add_simulated_int8(module& m, std::int8_t zero) {
+module simulated_int8(std::int8_t zero) {
+    module m;
     auto x = m.add_parameter("x", float_shape({4}));
     auto s = m.add_literal(literal(float_shape({}), std::vector<float>{0.1f}));
     auto z = m.add_literal(literal(shape(dtype::int8_type, {}), std::vector<std::int8_t>{zero}));
     auto q = m.add_instruction(make_op("quantize_linear", value_map{{"output_type", "int8_type"}}), {x, s, z});
     auto dq = m.add_instruction(make_op("dequantize_linear"), {q, s, z});
     m.add_return({m.add_instruction(make_op("exp"), {dq})});
+    return module(m);
 }
 
 }  // namespace
 
 TEST(float_counterpart, takes_each_simulated_quantization_as_its_input) {
-    module m;
-    add_simulated_int8(m, 3);
-    auto f = float_counterpart(m);
+    auto f = float_counterpart(simulated_int8(3));
     EXPECT_EQ(op_names(*f), std::vector<std::string>{"exp"}) << *f;
     EXPECT_EQ(std::next(f->begin())->name(), "exp");  // the literals went with the pair
     verify_module(*f);
 }
 
 TEST(float_counterpart, a_range_that_starts_at_zero_stands_for_a_relu) {
-    module m;
-    add_simulated_int8(m, -128);
-    auto f = float_counterpart(m);
+    auto f = float_counterpart(simulated_int8(-128));
     EXPECT_EQ(op_names(*f), (std::vector<std::string>{"relu", "exp"})) << *f;
     verify_module(*f);
 }
