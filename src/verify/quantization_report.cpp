@@ -324,9 +324,12 @@ quantization_report verify_quantization(const program& quantized, const std::vec
     r.samples = inputs.size();
     std::vector<const instruction*> layers;
     std::vector<isolated_layer> isolated;
+    // A bias add reading a dequantized int32 bias belongs to the layer before it.
+    std::unordered_set<const instruction*> in_a_layer;
     for (const auto& ins : q) {
-        if (!is_layer(ins, constant)) continue;
+        if (in_a_layer.count(&ins) != 0 || !is_layer(ins, constant)) continue;
         const auto chain = node_instructions(ins);
+        in_a_layer.insert(chain.begin(), chain.end());
         layers.push_back(chain.back());
         isolated.push_back(isolator.isolate(chain));
         r.layers.push_back(
