@@ -5,7 +5,8 @@
 //     activation) reads its float32 counterpart instead and computes in
 //     float32; a convert from float32 to 16 bits is its own input's
 //     counterpart, so the activations are never rounded to 16 bits;
-//   - dot and convolution whose weights are a 16-bit literal become
+//   - dot and convolution whose weights are a 16-bit constant (a literal,
+//     or one transposed or reshaped, which constant propagation folds) become
 //     fused_dot / fused_convolution reading float32 activations and the
 //     16-bit weights, which their cpu kernels widen where they use them:
 //     the weights keep half the bytes of float32;
@@ -110,7 +111,7 @@ private:
         if (ins->name() != "dot" && ins->name() != "convolution") return false;
         if (ins->inputs().size() != 2 || !is_16bit(ins)) return false;
         auto x = ins->inputs()[0], w = ins->inputs()[1];
-        if (!w->is_literal() || !is_16bit(w) || !is_activation(x)) return false;
+        if (!is_16bit(w) || !is_constant(w) || !is_activation(x)) return false;
         operation fused = op::fused_dot{};
         if (const auto* conv = ins->get_operator().get_if<op::convolution>()) {
             op::fused_convolution f;
@@ -120,6 +121,20 @@ private:
         float_of_.emplace(&*ins, m_.insert_instruction(ins, fused, {as_float32(x), w}));
         rewritten_.push_back(ins);
         return true;
+    }
+
+    // Whether `v` is computed from literals only (a literal, or a transposed
+    // or reshaped one: GPT-2's output layer reads its tied embedding
+    // transposed), so that constant propagation makes it a literal.
+    bool is_constant(instruction_ref v) {
+        if (v->is_literal()) return true;
+        if (v->is_param() || v->name().front() == '@' || !v->module_inputs().empty()) return false;
+        auto known = constant_.find(&*v);
+        if (known != constant_.end()) return known->second;
+        bool all = true;
+        for (auto in : v->inputs()) all = all && is_constant(in);
+        constant_.emplace(&*v, all);
+        return all;
     }
 
     // A 16-bit value computed at run time (or given: a parameter).
@@ -140,6 +155,7 @@ private:
     module& m_;
     std::unordered_map<const instruction*, instruction_ref> float_of_;
     std::vector<instruction_ref> rewritten_;  // in module order
+    std::unordered_map<const instruction*, bool> constant_;
 };
 
 }  // namespace

@@ -3,12 +3,12 @@
 // constant weights are float16 / bfloat16 (quantize_fp16 / quantize_bf16
 // programs): the weights stay 16-bit in memory, half the bytes of float32,
 // and are widened to float32 where they are used; the arithmetic is float32.
-//   widened_panel_matmul  (matmul) 2-D weights widened a panel of columns at
+//   widened_panel_matmul  (matmul) 2-D weights (row-major or transposed) widened a panel of columns at
 //                         a time into a per-thread buffer that stays in
 //                         cache, each panel's product and post-ops by oneDNN:
 //                         the weights are read from memory once, at 2 bytes
 //                         a value (what bounds a batch-1 product).
-//   widen_weights_per_run (both) the weights widened into scratch on every
+//   widen_weights_per_run (both) standard weights widened into scratch on every
 //                         run, then the float32 algorithm list's choice for
 //                         the same instruction with those weights.
 #include <span>
@@ -17,7 +17,8 @@
 
 namespace kiln {
 
-// Whether input 1 (the weights) is a constant float16 / bfloat16 tensor.
+// Whether input 1 (the weights) is a constant float16 / bfloat16 tensor (a
+// literal or a view of one, such as a transposed weight matrix).
 bool has_16bit_weights(const kernel_request& r);
 std::span<const kernel_algorithm> half_weights_matmul_algorithms();
 std::span<const kernel_algorithm> half_weights_convolution_algorithms();

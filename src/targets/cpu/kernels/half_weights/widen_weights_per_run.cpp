@@ -40,11 +40,18 @@ private:
 
 bool has_16bit_weights(const kernel_request& r) {
     return r.input_shapes.size() > 1 && ops::is_16bit_float(r.input_shapes[1].type()) &&
-           !r.constant_inputs[1].empty() && r.input_shapes[1].standard();
+           !r.constant_inputs[1].empty();
 }
+
+namespace {
+
+bool has_standard_16bit_weights(const kernel_request& r) { return has_16bit_weights(r) && r.input_shapes[1].standard(); }
+
+}  // namespace
 
 std::shared_ptr<const cpu_kernel> build_widen_weights_per_run(std::span<const kernel_algorithm> float32_algorithms,
                                                               const kernel_request& r) {
+    if (!has_standard_16bit_weights(r)) return nullptr;  // the widening reads them as one flat run
     const shape widened{dtype::float_type, r.input_shapes[1].lens()};
     std::vector<shape> shapes = r.input_shapes;
     shapes[1] = widened;
@@ -65,7 +72,7 @@ std::shared_ptr<const cpu_kernel> build_convolution(const kernel_request& r, con
 }  // namespace
 
 std::span<const kernel_algorithm> half_weights_convolution_algorithms() {
-    static const kernel_algorithm algorithms[] = {{"widen_weights_per_run", has_16bit_weights, build_convolution}};
+    static const kernel_algorithm algorithms[] = {{"widen_weights_per_run", has_standard_16bit_weights, build_convolution}};
     return algorithms;
 }
 

@@ -37,6 +37,9 @@ struct operand_layout {
 // [K, N], result [rows, N] row-major.
 struct product_plan {
     std::size_t rows = 0, inner = 0, cols = 0;
+    // Weights stored [N, K] and read transposed (a tied embedding): a panel
+    // then holds its columns' K values contiguously, oneDNN reads it transposed.
+    bool transposed_weights = false;
     std::vector<operand_layout> operands;
 };
 
@@ -48,6 +51,8 @@ std::optional<product_plan> plan_product(const op::fused_dot& fused, const kerne
     product_plan p;
     p.inner = b.lens()[0];
     p.cols = b.lens()[1];
+    p.transposed_weights = !b.standard();
+    if (p.transposed_weights && (b.strides()[0] != 1 || b.strides()[1] != p.inner)) return std::nullopt;
     if (p.inner == 0 || p.cols == 0 || a.lens().back() != p.inner || out.elements() == 0) return std::nullopt;
     p.rows = a.elements() / p.inner;
     if (out.elements() != p.rows * p.cols) return std::nullopt;
@@ -93,7 +98,8 @@ std::optional<panel_primitive> make_panel_primitive(const op::fused_dot& fused, 
                                                     std::size_t width) {
     panel_primitive k;
     k.src = ds::strided_desc({p.rows, p.inner}, {p.inner, 1});
-    k.weights = ds::strided_desc({p.inner, width}, {width, 1});
+    k.weights = p.transposed_weights ? ds::strided_desc({p.inner, width}, {1, p.inner})
+                                     : ds::strided_desc({p.inner, width}, {width, 1});
     k.dst = ds::strided_desc({p.rows, width}, {p.cols, 1});
     k.bias = ds::strided_desc({1, width}, {0, 1});
     for (const auto& o : p.operands) k.operands.push_back(ds::strided_desc({p.rows, width}, {o.row_stride, 1}));
@@ -151,8 +157,13 @@ private:
         auto* panel = reinterpret_cast<float*>(own);
         const auto* weights = inputs[1].data();
         constexpr std::size_t stored_bytes = 2;
-        for (std::size_t row = 0; row < plan_.inner; ++row)
-            widen_(weights + (row * plan_.cols + first) * stored_bytes, panel + row * width, width);
+        if (plan_.transposed_weights) {
+            for (std::size_t col = 0; col < width; ++col)
+                widen_(weights + (first + col) * plan_.inner * stored_bytes, panel + col * plan_.inner, plan_.inner);
+        } else {
+            for (std::size_t row = 0; row < plan_.inner; ++row)
+                widen_(weights + (row * plan_.cols + first) * stored_bytes, panel + row * width, width);
+        }
 
         const auto& engine = ds::cpu_engine();
         auto column = [first](const argument& a) { return a.data_as<float>() + first; };
