@@ -16,7 +16,9 @@
 #include "targets/cpu/kernels/copy/widen_16bit.hpp"
 #include "targets/cpu/kernels/dnnl_support.hpp"
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
+#include "targets/cpu/kernels/pointwise/pointwise_avx2.hpp"
 
 namespace kiln {
 
@@ -122,8 +124,9 @@ std::optional<panel_primitive> make_panel_primitive(const op::fused_dot& fused, 
 class widened_panel_matmul_kernel final : public cpu_kernel {
 public:
     widened_panel_matmul_kernel(op::fused_dot fused, product_plan plan, std::size_t width, panel_primitive full,
-                                std::optional<panel_primitive> tail, dtype stored, int threads)
-        : fused_(std::move(fused)),
+                                std::optional<panel_primitive> tail, dtype stored, int threads, bool gelu_tanh)
+        : gelu_tanh_(gelu_tanh),
+          fused_(std::move(fused)),
           plan_(std::move(plan)),
           width_(width),
           full_(std::move(full)),
@@ -181,7 +184,17 @@ private:
         thread_local dnnl::stream stream(engine);
         k.matmul.execute(stream, args);
         stream.wait();
+        if (gelu_tanh_)
+            for (std::size_t row = 0; row < plan_.rows; ++row) {
+                float* y = column(result) + row * plan_.cols;
+                avx2::gelu_tanh_array(y, y, width);
+            }
     }
+
+    // A tanh-form GELU ending the chain runs as Kiln's AVX2 loop over each
+    // panel's result while it is in cache (oneDNN's eltwise for it is slow,
+    // see dnnl_matmul.cpp); fused_ holds the chain without it.
+    bool gelu_tanh_;
 
     op::fused_dot fused_;
     product_plan plan_;
@@ -202,9 +215,16 @@ bool panel_eligible(const kernel_request& r) {
 }
 
 std::shared_ptr<const cpu_kernel> build_panels(const kernel_request& r, const kernel_builder&) {
-    const auto& fused = *requested_product(r);
+    auto fused = *requested_product(r);
     const auto plan = plan_product(fused, r);
     if (!plan) return nullptr;
+    const bool gelu_tanh = !fused.post.kinds.empty() && fused.post.kinds.back() == op::post_op_kind::gelu_tanh &&
+                           avx2::supported();
+    if (gelu_tanh) {
+        fused.post.kinds.pop_back();
+        fused.post.alpha.pop_back();
+        fused.post.beta.pop_back();
+    }
     // The threads run the same primitives at once, each with its own
     // scratchpad (user scratchpad mode makes that safe).
     const std::size_t width = panel_width(*plan, r.threads);
@@ -216,7 +236,7 @@ std::shared_ptr<const cpu_kernel> build_panels(const kernel_request& r, const ke
         if (!tail) return nullptr;
     }
     return std::make_shared<widened_panel_matmul_kernel>(fused, *plan, width, std::move(*full), std::move(tail),
-                                                         r.input_shapes[1].type(), r.threads);
+                                                         r.input_shapes[1].type(), r.threads, gelu_tanh);
 }
 
 std::shared_ptr<const cpu_kernel> build_matmul_per_run(const kernel_request& r, const kernel_builder&) {
@@ -227,6 +247,7 @@ std::shared_ptr<const cpu_kernel> build_matmul_per_run(const kernel_request& r, 
 
 std::span<const kernel_algorithm> half_weights_matmul_algorithms() {
     static const kernel_algorithm algorithms[] = {
+        few_rows_16bit_matmul,
         {"widened_panel_matmul", panel_eligible, build_panels},
         {"widen_weights_per_run", has_16bit_weights, build_matmul_per_run},
     };
