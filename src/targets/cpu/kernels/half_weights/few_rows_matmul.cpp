@@ -19,9 +19,14 @@ namespace kiln {
 
 namespace {
 
-// Columns per block: 4 rows x 1024 floats of result fit L1 beside the
-// weight segments; segments of 2 KiB keep the prefetchers streaming.
-constexpr std::size_t block_columns = 1024;
+// Columns per block: the rows' result block (16 KiB) stays in L1, and each
+// weight row's segment is as long as that allows (8 KiB for one row), so
+// that the prefetchers stream it; at least two blocks per thread.
+std::size_t block_columns(std::size_t rows, std::size_t cols, int threads) {
+    const std::size_t l1_fit = 4096 / rows / 64 * 64;
+    const std::size_t spread = (cols + 2 * static_cast<std::size_t>(threads) - 1) / (2 * static_cast<std::size_t>(threads));
+    return std::max<std::size_t>(64, std::min(l1_fit, (spread + 63) / 64 * 64));
+}
 
 class few_rows_kernel final : public cpu_kernel {
 public:
@@ -30,11 +35,12 @@ public:
           inner_(inner),
           cols_(cols),
           has_bias_(has_bias),
+          block_(block_columns(rows, cols, threads)),
           multiply_(stored == dtype::half_type ? avx2::rows_times_half : avx2::rows_times_bfloat16),
           threads_(threads) {}
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
-        const std::size_t blocks = (cols_ + block_columns - 1) / block_columns;
+        const std::size_t blocks = (cols_ + block_ - 1) / block_;
         const int threads = blocks > 1 ? threads_ : 1;
         const auto* a = inputs[0].data_as<float>();
         const auto* b = reinterpret_cast<const std::uint16_t*>(inputs[1].data());
@@ -42,8 +48,8 @@ public:
         float* y = result.data_as<float>();
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (std::int64_t j = 0; j < static_cast<std::int64_t>(blocks); ++j) {
-            const std::size_t first = static_cast<std::size_t>(j) * block_columns;
-            const std::size_t width = std::min(block_columns, cols_ - first);
+            const std::size_t first = static_cast<std::size_t>(j) * block_;
+            const std::size_t width = std::min(block_, cols_ - first);
             multiply_({a, inner_, rows_, inner_, b + first, cols_, width, y + first, cols_});
             if (bias != nullptr)
                 for (std::size_t m = 0; m < rows_; ++m)
@@ -54,6 +60,7 @@ public:
 private:
     std::size_t rows_, inner_, cols_;
     bool has_bias_;
+    std::size_t block_;
     void (*multiply_)(const avx2::rows_times_16bit_args&);
     int threads_;
 };

@@ -77,12 +77,12 @@ std::optional<product_plan> plan_product(const op::fused_dot& fused, const kerne
 }
 
 // The panel width: a float32 panel of about 1 MiB (L2 holds it beside the
-// source rows), a multiple of 16, and at least four panels per thread so
-// that the threads finish together.
+// source rows), a multiple of 16, and at least two panels per thread so
+// that the threads finish together (narrower panels slow the gemm down).
 std::size_t panel_width(const product_plan& p, int threads) {
     constexpr std::size_t panel_bytes = std::size_t{1} << 20;
     const std::size_t cap = std::max<std::size_t>(16, panel_bytes / (p.inner * sizeof(float)) / 16 * 16);
-    const std::size_t spread = (p.cols + 4 * static_cast<std::size_t>(threads) - 1) / (4 * static_cast<std::size_t>(threads));
+    const std::size_t spread = (p.cols + 2 * static_cast<std::size_t>(threads) - 1) / (2 * static_cast<std::size_t>(threads));
     return std::min(p.cols, std::clamp<std::size_t>((spread + 15) / 16 * 16, 16, cap));
 }
 
