@@ -164,8 +164,16 @@ private:
             for (std::size_t col = 0; col < width; ++col)
                 widen_(weights + (first + col) * plan_.inner * stored_bytes, panel + col * plan_.inner, plan_.inner);
         } else {
-            for (std::size_t row = 0; row < plan_.inner; ++row)
+            // Each row's segment is short and far from the last: fetch the
+            // one a few rows ahead (as few_rows_16bit_avx2 does).
+            constexpr std::size_t ahead = 4, line = 64;
+            for (std::size_t row = 0; row < plan_.inner; ++row) {
+                if (row + ahead < plan_.inner) {
+                    const std::byte* next = weights + ((row + ahead) * plan_.cols + first) * stored_bytes;
+                    for (std::size_t b = 0; b < width * stored_bytes; b += line) __builtin_prefetch(next + b);
+                }
                 widen_(weights + (row * plan_.cols + first) * stored_bytes, panel + row * width, width);
+            }
         }
 
         const auto& engine = ds::cpu_engine();
