@@ -20,10 +20,10 @@
 // inputs in place of 16-bit ones.
 #include <unordered_map>
 
+#include "ops/conv.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/fused_convolution.hpp"
 #include "ops/fused_dot.hpp"
-#include "ops/conv.hpp"
 #include "ops/half_weights.hpp"
 #include "targets/cpu/passes/cpu_passes.hpp"
 
@@ -37,7 +37,9 @@ operation convert_to(dtype type) {
     return c;
 }
 
-bool is_16bit(instruction_ref v) { return ops::is_16bit_float(v->get_shape().type()); }
+bool is_16bit(instruction_ref v) {
+    return ops::is_16bit_float(v->get_shape().type());
+}
 
 class float32_rewriter {
 public:
@@ -86,8 +88,8 @@ public:
             for (auto u : ins->outputs())
                 if (!was_rewritten.count(&*u)) readers.push_back(u);
             if (readers.empty()) continue;
-            auto back = m_.insert_instruction(std::next(found->second), convert_to(ins->get_shape().type()),
-                                              {found->second});
+            auto back =
+                m_.insert_instruction(std::next(found->second), convert_to(ins->get_shape().type()), {found->second});
             for (auto u : readers) m_.replace_input(u, ins, back);
         }
         for (auto it = rewritten_.rbegin(); it != rewritten_.rend(); ++it)
@@ -138,9 +140,7 @@ private:
     }
 
     // A 16-bit value computed at run time (or given: a parameter).
-    bool is_activation(instruction_ref v) const {
-        return float_of_.count(&*v) > 0 || (v->is_param() && is_16bit(v));
-    }
+    bool is_activation(instruction_ref v) const { return float_of_.count(&*v) > 0 || (v->is_param() && is_16bit(v)); }
 
     // The float32 form of 16-bit `v`: its counterpart, or a convert of it
     // (a parameter, a literal, a value computed from constants).

@@ -24,7 +24,8 @@ namespace {
 // that the prefetchers stream it; at least two blocks per thread.
 std::size_t block_columns(std::size_t rows, std::size_t cols, int threads) {
     const std::size_t l1_fit = 4096 / rows / 64 * 64;
-    const std::size_t spread = (cols + 2 * static_cast<std::size_t>(threads) - 1) / (2 * static_cast<std::size_t>(threads));
+    const std::size_t spread =
+        (cols + 2 * static_cast<std::size_t>(threads) - 1) / (2 * static_cast<std::size_t>(threads));
     return std::max<std::size_t>(64, std::min(l1_fit, (spread + 63) / 64 * 64));
 }
 

@@ -50,8 +50,7 @@ void run_rows(const rows_times_16bit_args& g) {
         // without this).
         const std::uint16_t* ahead = k + prefetch_rows < g.inner ? row + prefetch_rows * g.b_row_stride : nullptr;
         for (std::size_t j = 0; j < vector_end; j += 8) {
-            if (ahead != nullptr && j % 32 == 0)
-                _mm_prefetch(reinterpret_cast<const char*>(ahead + j), _MM_HINT_T0);
+            if (ahead != nullptr && j % 32 == 0) _mm_prefetch(reinterpret_cast<const char*>(ahead + j), _MM_HINT_T0);
             const __m256 w = Values::widen8(row + j);
             for (std::size_t m = 0; m < Rows; ++m) {
                 float* y = g.y + m * g.y_row_stride + j;
@@ -68,16 +67,24 @@ void run_rows(const rows_times_16bit_args& g) {
 template <class Values>
 void dispatch_rows(const rows_times_16bit_args& g) {
     switch (g.rows) {
-    case 1: return run_rows<1, Values>(g);
-    case 2: return run_rows<2, Values>(g);
-    case 3: return run_rows<3, Values>(g);
-    default: return run_rows<4, Values>(g);
+        case 1:
+            return run_rows<1, Values>(g);
+        case 2:
+            return run_rows<2, Values>(g);
+        case 3:
+            return run_rows<3, Values>(g);
+        default:
+            return run_rows<4, Values>(g);
     }
 }
 
 }  // namespace
 
-void rows_times_half(const rows_times_16bit_args& args) { dispatch_rows<half_values>(args); }
-void rows_times_bfloat16(const rows_times_16bit_args& args) { dispatch_rows<bfloat16_values>(args); }
+void rows_times_half(const rows_times_16bit_args& args) {
+    dispatch_rows<half_values>(args);
+}
+void rows_times_bfloat16(const rows_times_16bit_args& args) {
+    dispatch_rows<bfloat16_values>(args);
+}
 
 }  // namespace kiln::avx2

@@ -14,9 +14,9 @@
 #include "ops/fused_dot.hpp"
 #include "ops/op_helpers.hpp"
 #include "targets/cpu/kernels/copy/widen_16bit.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/dnnl_support.hpp"
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
-#include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
 #include "targets/cpu/kernels/pointwise/pointwise_avx2.hpp"
 
@@ -27,7 +27,9 @@ namespace {
 namespace ds = dnnl_support;
 
 constexpr std::size_t alignment = 64;
-std::size_t aligned(std::size_t bytes) { return (bytes + alignment - 1) / alignment * alignment; }
+std::size_t aligned(std::size_t bytes) {
+    return (bytes + alignment - 1) / alignment * alignment;
+}
 
 // A binary post-op operand seen as [rows, N] with unit column stride: its
 // row stride, 0 when it is broadcast along the rows.
@@ -82,11 +84,14 @@ std::optional<product_plan> plan_product(const op::fused_dot& fused, const kerne
 std::size_t panel_width(const product_plan& p, int threads) {
     constexpr std::size_t panel_bytes = std::size_t{1} << 20;
     const std::size_t cap = std::max<std::size_t>(16, panel_bytes / (p.inner * sizeof(float)) / 16 * 16);
-    const std::size_t spread = (p.cols + 2 * static_cast<std::size_t>(threads) - 1) / (2 * static_cast<std::size_t>(threads));
+    const std::size_t spread =
+        (p.cols + 2 * static_cast<std::size_t>(threads) - 1) / (2 * static_cast<std::size_t>(threads));
     return std::min(p.cols, std::clamp<std::size_t>((spread + 15) / 16 * 16, 16, cap));
 }
 
-dnnl::memory::dim dim(std::size_t v) { return static_cast<dnnl::memory::dim>(v); }
+dnnl::memory::dim dim(std::size_t v) {
+    return static_cast<dnnl::memory::dim>(v);
+}
 
 // One oneDNN matmul for panels `width` columns wide.
 struct panel_primitive {
@@ -150,7 +155,9 @@ public:
         }
     }
 
-    std::size_t scratch_bytes() const override { return static_cast<std::size_t>(threads_) * per_thread_; }
+    std::size_t scratch_bytes() const override {
+        return static_cast<std::size_t>(threads_) * per_thread_;
+    }
 
 private:
     void run_panel(std::size_t j, const argument& result, const std::vector<argument>& inputs, std::byte* own) const {
@@ -185,8 +192,8 @@ private:
             {DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad_desc_, engine, own + panel_bytes_)}};
         if (fused_.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(k.bias, engine, column(inputs[2])));
         for (std::size_t o = 0; o < k.operands.size(); ++o) {
-            const int id = DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(ds::post_op_index(fused_.post, o))) |
-                           DNNL_ARG_SRC_1;
+            const int id =
+                DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(ds::post_op_index(fused_.post, o))) | DNNL_ARG_SRC_1;
             args.emplace(id, dnnl::memory(k.operands[o], engine, column(inputs[fused_.first_post_operand() + o])));
         }
         thread_local dnnl::stream stream(engine);
@@ -215,7 +222,9 @@ private:
     dnnl::memory::desc scratchpad_desc_;
 };
 
-const op::fused_dot* requested_product(const kernel_request& r) { return r.op.get_if<op::fused_dot>(); }
+const op::fused_dot* requested_product(const kernel_request& r) {
+    return r.op.get_if<op::fused_dot>();
+}
 
 bool panel_eligible(const kernel_request& r) {
     const auto* fused = requested_product(r);
@@ -226,8 +235,8 @@ std::shared_ptr<const cpu_kernel> build_panels(const kernel_request& r, const ke
     auto fused = *requested_product(r);
     const auto plan = plan_product(fused, r);
     if (!plan) return nullptr;
-    const bool gelu_tanh = !fused.post.kinds.empty() && fused.post.kinds.back() == op::post_op_kind::gelu_tanh &&
-                           avx2::supported();
+    const bool gelu_tanh =
+        !fused.post.kinds.empty() && fused.post.kinds.back() == op::post_op_kind::gelu_tanh && avx2::supported();
     if (gelu_tanh) {
         fused.post.kinds.pop_back();
         fused.post.alpha.pop_back();
