@@ -1,7 +1,8 @@
 #pragma once
 // Convolution with an optional per-channel bias and a post-op chain, in
 // plain or blocked layout: what the cpu target's fusion and layout passes
-// turn convolution + add + activation + residual chains into. float32 only.
+// turn convolution + add + activation + residual chains into. float32, except
+// that the weights may be float16 / bfloat16 (ops/half_weights.hpp).
 //
 // Inputs: x, w [, bias [M]], then one operand per binary post-op (in the
 // output's layout). x and the result are [N, C, ...] plain or, with a

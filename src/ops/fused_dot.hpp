@@ -1,7 +1,8 @@
 #pragma once
 // Matrix product (numpy.matmul semantics, as `dot`) with an optional bias
 // along the last dimension and a post-op chain: what the cpu target's fusion
-// pass turns dot + add + activation chains into. float32 only.
+// pass turns dot + add + activation chains into. float32, except that the
+// weights b may be float16 / bfloat16 (ops/half_weights.hpp).
 // Inputs: a, b [, bias [cols]], then one operand per binary post-op.
 #include <string>
 #include <vector>

@@ -6,7 +6,9 @@
 
 namespace kiln::ops {
 
-bool is_16bit_float(dtype t) { return t == dtype::half_type || t == dtype::bf16_type; }
+bool is_16bit_float(dtype t) {
+    return t == dtype::half_type || t == dtype::bf16_type;
+}
 
 shape product_weights_shape(const std::string& op, const shape& activations, const shape& weights) {
     if (weights.type() == activations.type()) return weights;

@@ -38,8 +38,8 @@ operation convert_to(dtype type) {
 
 bool needs_float32_range(const std::string& op) {
     static const std::set<std::string> ops{
-        "reduce_sum", "reduce_mean", "reduce_prod", "softmax", "log_softmax", "batch_norm_inference",
-        "layer_norm", "fused_attention", "cumsum", "cumprod"};
+        "reduce_sum",           "reduce_mean", "reduce_prod",     "softmax", "log_softmax",
+        "batch_norm_inference", "layer_norm",  "fused_attention", "cumsum",  "cumprod"};
     return ops.count(op) > 0;
 }
 
@@ -126,11 +126,13 @@ private:
 
 void check_names(const std::string& caller, const std::vector<std::string>& ins_names) {
     if (ins_names.empty())
-        fail(caller + ": ins_names is empty; pass {\"all\"} or the names of the ops to convert (dot, convolution, ...)");
+        fail(caller +
+             ": ins_names is empty; pass {\"all\"} or the names of the ops to convert (dot, convolution, ...)");
     for (const auto& n : ins_names)
         if (n != "all" && !has_op(n))
-            fail(caller + ": ins_names holds '" + n + "', which is not an operator name; expected \"all\" or op "
-                          "names such as dot, convolution, add (kiln ops lists them)");
+            fail(caller + ": ins_names holds '" + n +
+                 "', which is not an operator name; expected \"all\" or op "
+                 "names such as dot, convolution, add (kiln ops lists them)");
 }
 
 void quantize_module(module& m, dtype type, const std::set<std::string>& chosen) {
@@ -149,8 +151,7 @@ void quantize_module(module& m, dtype type, const std::set<std::string>& chosen)
 
 void quantize_16bit(program& p, dtype type, const std::string& caller, const std::vector<std::string>& ins_names) {
     check_names(caller, ins_names);
-    if (p.is_compiled())
-        fail(caller + ": the program is compiled; quantize it before compile (as MIGraphX requires)");
+    if (p.is_compiled()) fail(caller + ": the program is compiled; quantize it before compile (as MIGraphX requires)");
     const std::set<std::string> chosen(ins_names.begin(), ins_names.end());
     for (const module* mod : p.get_modules()) quantize_module(*p.get_module(mod->name()), type, chosen);
 }

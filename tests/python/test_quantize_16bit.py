@@ -236,9 +236,69 @@ def test_cpu_widened_panel_matmul_with_bias_and_post_ops(rows, post):
         m.add_return([m.add_instruction(kiln.op("fused_dot", **attrs), ins)])
         outs[target] = run(p, target, {"a": a, **{f"o{i}": o for i, o in enumerate(operands)}})[0]
         if target == "cpu":
-            assert [al for _, _, al in p.get_kernel_algorithms()] == ["widened_panel_matmul"]
+            few_rows = 2 * rows <= 4 and not post
+            assert [al for _, _, al in p.get_kernel_algorithms()] == [
+                "few_rows_16bit_avx2" if few_rows else "widened_panel_matmul"]
     for got in outs.values():
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4])
+def test_cpu_few_rows_16bit_product(dtype, rows):
+    """A batch-1 product (up to four rows) with a bias: the AVX2 loop that
+    widens the weights in registers, with column blocks of 1024 and a tail
+    that is not a multiple of 8, against numpy on the same rounded weights."""
+    rng = np.random.default_rng(rows)
+    k, n = 77, 2 * 1024 + 13
+    w = rng.standard_normal((k, n), dtype=np.float32)
+    bias = rng.standard_normal((n,), dtype=np.float32)
+    x = rng.standard_normal((rows, k), dtype=np.float32)
+    p = kiln.program()
+    m = p.get_main_module()
+    xi = m.add_parameter("x", kiln.shape("float", [rows, k]))
+    product = m.add_instruction(kiln.op("dot"), [xi, m.add_literal(w)])
+    m.add_return([m.add_instruction(kiln.op("add"), [product, m.add_literal(bias)])])
+    QUANTIZE[dtype](p, ins_names=["dot"])
+    got = run(p, "cpu", {"x": x})[0]
+    assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == ["few_rows_16bit_avx2"]
+    if dtype == "half_type":
+        rounded = w.astype(np.float16).astype(np.float64)
+    else:
+        bits = w.view(np.uint32).astype(np.uint64)
+        rounded = (((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)).view(np.float32)
+    np.testing.assert_allclose(got, x.astype(np.float64) @ rounded.astype(np.float64) + bias, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
+@pytest.mark.parametrize("rows", [1, 9])
+def test_cpu_transposed_16bit_weights_tied_embedding(dtype, rows):
+    """GPT-2's output layer reads its token embedding [vocab, width]
+    transposed: the cpu kernel reads the 16-bit literal through the view.
+    (Constant propagation would fold a transpose this small into a new
+    literal; GPT-2's, 77 MB, is past its limit. It is disabled here.)"""
+    rng = np.random.default_rng(rows)
+    embedding = rng.standard_normal((300, 48), dtype=np.float32)
+    x = rng.standard_normal((rows, 48), dtype=np.float32)
+
+    def build():
+        p = kiln.program()
+        m = p.get_main_module()
+        xi = m.add_parameter("x", kiln.shape("float", [rows, 48]))
+        wt = m.add_instruction(kiln.op("transpose", permutation=[1, 0]), [m.add_literal(embedding)])
+        m.add_return([m.add_instruction(kiln.op("dot"), [xi, wt])])
+        return p
+
+    want = x.astype(np.float64) @ embedding.T.astype(np.float64)
+    for target in ("ref", "cpu"):
+        p = build()
+        QUANTIZE[dtype](p)
+        got = run(p, target, {"x": x}, disabled_passes=["constant_propagation"])[0]
+        np.testing.assert_allclose(got, want, rtol=RTOL[dtype], atol=RTOL[dtype] * np.abs(want).max())
+        if target == "cpu":
+            assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == ["widened_panel_matmul"]
+            assert "transpose" in str(p)
+            assert p.held_literal_bytes() + p.kernel_constant_bytes() == embedding.size * 2
 
 
 @pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])

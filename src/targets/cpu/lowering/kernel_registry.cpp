@@ -102,6 +102,7 @@ std::span<const kernel_algorithm> algorithms_for(const operation& op, const kern
     if (product && r.input_shapes.size() > 1 && ops::is_16bit_float(r.input_shapes[1].type()) &&
         r.input_shapes[0].type() == dtype::float_type) {
         if (!has_16bit_weights(r)) return {};  // weights computed at run time: the reference compute
+        // (and the reference compute too when no algorithm of the list builds)
         return op.name() == "fused_dot" ? half_weights_matmul_algorithms() : half_weights_convolution_algorithms();
     }
     auto it = families().find(op.name());

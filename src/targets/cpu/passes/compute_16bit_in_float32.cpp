@@ -5,7 +5,8 @@
 //     activation) reads its float32 counterpart instead and computes in
 //     float32; a convert from float32 to 16 bits is its own input's
 //     counterpart, so the activations are never rounded to 16 bits;
-//   - dot and convolution whose weights are a 16-bit literal become
+//   - dot and convolution whose weights are a 16-bit constant (a literal,
+//     or one transposed or reshaped, which constant propagation folds) become
 //     fused_dot / fused_convolution reading float32 activations and the
 //     16-bit weights, which their cpu kernels widen where they use them:
 //     the weights keep half the bytes of float32;
@@ -19,10 +20,10 @@
 // inputs in place of 16-bit ones.
 #include <unordered_map>
 
+#include "ops/conv.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/fused_convolution.hpp"
 #include "ops/fused_dot.hpp"
-#include "ops/conv.hpp"
 #include "ops/half_weights.hpp"
 #include "targets/cpu/passes/cpu_passes.hpp"
 
@@ -36,7 +37,9 @@ operation convert_to(dtype type) {
     return c;
 }
 
-bool is_16bit(instruction_ref v) { return ops::is_16bit_float(v->get_shape().type()); }
+bool is_16bit(instruction_ref v) {
+    return ops::is_16bit_float(v->get_shape().type());
+}
 
 class float32_rewriter {
 public:
@@ -85,8 +88,8 @@ public:
             for (auto u : ins->outputs())
                 if (!was_rewritten.count(&*u)) readers.push_back(u);
             if (readers.empty()) continue;
-            auto back = m_.insert_instruction(std::next(found->second), convert_to(ins->get_shape().type()),
-                                              {found->second});
+            auto back =
+                m_.insert_instruction(std::next(found->second), convert_to(ins->get_shape().type()), {found->second});
             for (auto u : readers) m_.replace_input(u, ins, back);
         }
         for (auto it = rewritten_.rbegin(); it != rewritten_.rend(); ++it)
@@ -110,7 +113,7 @@ private:
         if (ins->name() != "dot" && ins->name() != "convolution") return false;
         if (ins->inputs().size() != 2 || !is_16bit(ins)) return false;
         auto x = ins->inputs()[0], w = ins->inputs()[1];
-        if (!w->is_literal() || !is_16bit(w) || !is_activation(x)) return false;
+        if (!is_16bit(w) || !is_constant(w) || !is_activation(x)) return false;
         operation fused = op::fused_dot{};
         if (const auto* conv = ins->get_operator().get_if<op::convolution>()) {
             op::fused_convolution f;
@@ -122,10 +125,22 @@ private:
         return true;
     }
 
-    // A 16-bit value computed at run time (or given: a parameter).
-    bool is_activation(instruction_ref v) const {
-        return float_of_.count(&*v) > 0 || (v->is_param() && is_16bit(v));
+    // Whether `v` is computed from literals only (a literal, or a transposed
+    // or reshaped one: GPT-2's output layer reads its tied embedding
+    // transposed), so that constant propagation makes it a literal.
+    bool is_constant(instruction_ref v) {
+        if (v->is_literal()) return true;
+        if (v->is_param() || v->name().front() == '@' || !v->module_inputs().empty()) return false;
+        auto known = constant_.find(&*v);
+        if (known != constant_.end()) return known->second;
+        bool all = true;
+        for (auto in : v->inputs()) all = all && is_constant(in);
+        constant_.emplace(&*v, all);
+        return all;
     }
+
+    // A 16-bit value computed at run time (or given: a parameter).
+    bool is_activation(instruction_ref v) const { return float_of_.count(&*v) > 0 || (v->is_param() && is_16bit(v)); }
 
     // The float32 form of 16-bit `v`: its counterpart, or a convert of it
     // (a parameter, a literal, a value computed from constants).
@@ -140,6 +155,7 @@ private:
     module& m_;
     std::unordered_map<const instruction*, instruction_ref> float_of_;
     std::vector<instruction_ref> rewritten_;  // in module order
+    std::unordered_map<const instruction*, bool> constant_;
 };
 
 }  // namespace

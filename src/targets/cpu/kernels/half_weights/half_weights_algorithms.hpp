@@ -3,12 +3,15 @@
 // constant weights are float16 / bfloat16 (quantize_fp16 / quantize_bf16
 // programs): the weights stay 16-bit in memory, half the bytes of float32,
 // and are widened to float32 where they are used; the arithmetic is float32.
-//   widened_panel_matmul  (matmul) 2-D weights widened a panel of columns at
+//   few_rows_16bit_avx2   (matmul) up to 4 rows times row-major weights, no
+//                         post-ops: AVX2 loops widen in registers, the
+//                         weights streamed once (few_rows_matmul.cpp).
+//   widened_panel_matmul  (matmul) 2-D weights (row-major or transposed) widened a panel of columns at
 //                         a time into a per-thread buffer that stays in
 //                         cache, each panel's product and post-ops by oneDNN:
 //                         the weights are read from memory once, at 2 bytes
 //                         a value (what bounds a batch-1 product).
-//   widen_weights_per_run (both) the weights widened into scratch on every
+//   widen_weights_per_run (both) standard weights widened into scratch on every
 //                         run, then the float32 algorithm list's choice for
 //                         the same instruction with those weights.
 #include <span>
@@ -17,9 +20,11 @@
 
 namespace kiln {
 
-// Whether input 1 (the weights) is a constant float16 / bfloat16 tensor.
+// Whether input 1 (the weights) is a constant float16 / bfloat16 tensor (a
+// literal or a view of one, such as a transposed weight matrix).
 bool has_16bit_weights(const kernel_request& r);
 std::span<const kernel_algorithm> half_weights_matmul_algorithms();
+extern const kernel_algorithm few_rows_16bit_matmul;  // few_rows_matmul.cpp
 std::span<const kernel_algorithm> half_weights_convolution_algorithms();
 // widen_weights_per_run over `float32_algorithms`.
 std::shared_ptr<const cpu_kernel> build_widen_weights_per_run(std::span<const kernel_algorithm> float32_algorithms,

@@ -4,8 +4,8 @@
 // this is the general, slower way; it keeps the 16-bit weights' memory.
 #include "kiln/operation.hpp"
 #include "ops/half_weights.hpp"
-#include "targets/cpu/kernels/copy/widen_16bit.hpp"
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
+#include "targets/cpu/kernels/copy/widen_16bit.hpp"
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
 
 namespace kiln {
@@ -13,7 +13,9 @@ namespace kiln {
 namespace {
 
 constexpr std::size_t scratch_alignment = 64;
-std::size_t aligned(std::size_t bytes) { return (bytes + scratch_alignment - 1) / scratch_alignment * scratch_alignment; }
+std::size_t aligned(std::size_t bytes) {
+    return (bytes + scratch_alignment - 1) / scratch_alignment * scratch_alignment;
+}
 
 class widen_weights_per_run_kernel final : public cpu_kernel {
 public:
@@ -39,12 +41,20 @@ private:
 }  // namespace
 
 bool has_16bit_weights(const kernel_request& r) {
-    return r.input_shapes.size() > 1 && ops::is_16bit_float(r.input_shapes[1].type()) &&
-           !r.constant_inputs[1].empty() && r.input_shapes[1].standard();
+    return r.input_shapes.size() > 1 && ops::is_16bit_float(r.input_shapes[1].type()) && !r.constant_inputs[1].empty();
 }
+
+namespace {
+
+bool has_standard_16bit_weights(const kernel_request& r) {
+    return has_16bit_weights(r) && r.input_shapes[1].standard();
+}
+
+}  // namespace
 
 std::shared_ptr<const cpu_kernel> build_widen_weights_per_run(std::span<const kernel_algorithm> float32_algorithms,
                                                               const kernel_request& r) {
+    if (!has_standard_16bit_weights(r)) return nullptr;  // the widening reads them as one flat run
     const shape widened{dtype::float_type, r.input_shapes[1].lens()};
     std::vector<shape> shapes = r.input_shapes;
     shapes[1] = widened;
@@ -65,7 +75,8 @@ std::shared_ptr<const cpu_kernel> build_convolution(const kernel_request& r, con
 }  // namespace
 
 std::span<const kernel_algorithm> half_weights_convolution_algorithms() {
-    static const kernel_algorithm algorithms[] = {{"widen_weights_per_run", has_16bit_weights, build_convolution}};
+    static const kernel_algorithm algorithms[] = {
+        {"widen_weights_per_run", has_standard_16bit_weights, build_convolution}};
     return algorithms;
 }
 

@@ -14,9 +14,11 @@
 #include "ops/fused_dot.hpp"
 #include "ops/op_helpers.hpp"
 #include "targets/cpu/kernels/copy/widen_16bit.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/dnnl_support.hpp"
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
+#include "targets/cpu/kernels/pointwise/pointwise_avx2.hpp"
 
 namespace kiln {
 
@@ -25,7 +27,9 @@ namespace {
 namespace ds = dnnl_support;
 
 constexpr std::size_t alignment = 64;
-std::size_t aligned(std::size_t bytes) { return (bytes + alignment - 1) / alignment * alignment; }
+std::size_t aligned(std::size_t bytes) {
+    return (bytes + alignment - 1) / alignment * alignment;
+}
 
 // A binary post-op operand seen as [rows, N] with unit column stride: its
 // row stride, 0 when it is broadcast along the rows.
@@ -37,6 +41,9 @@ struct operand_layout {
 // [K, N], result [rows, N] row-major.
 struct product_plan {
     std::size_t rows = 0, inner = 0, cols = 0;
+    // Weights stored [N, K] and read transposed (a tied embedding): a panel
+    // then holds its columns' K values contiguously, oneDNN reads it transposed.
+    bool transposed_weights = false;
     std::vector<operand_layout> operands;
 };
 
@@ -48,6 +55,8 @@ std::optional<product_plan> plan_product(const op::fused_dot& fused, const kerne
     product_plan p;
     p.inner = b.lens()[0];
     p.cols = b.lens()[1];
+    p.transposed_weights = !b.standard();
+    if (p.transposed_weights && (b.strides()[0] != 1 || b.strides()[1] != p.inner)) return std::nullopt;
     if (p.inner == 0 || p.cols == 0 || a.lens().back() != p.inner || out.elements() == 0) return std::nullopt;
     p.rows = a.elements() / p.inner;
     if (out.elements() != p.rows * p.cols) return std::nullopt;
@@ -70,16 +79,19 @@ std::optional<product_plan> plan_product(const op::fused_dot& fused, const kerne
 }
 
 // The panel width: a float32 panel of about 1 MiB (L2 holds it beside the
-// source rows), a multiple of 16, and at least four panels per thread so
-// that the threads finish together.
+// source rows), a multiple of 16, and at least two panels per thread so
+// that the threads finish together (narrower panels slow the gemm down).
 std::size_t panel_width(const product_plan& p, int threads) {
     constexpr std::size_t panel_bytes = std::size_t{1} << 20;
     const std::size_t cap = std::max<std::size_t>(16, panel_bytes / (p.inner * sizeof(float)) / 16 * 16);
-    const std::size_t spread = (p.cols + 4 * static_cast<std::size_t>(threads) - 1) / (4 * static_cast<std::size_t>(threads));
+    const std::size_t spread =
+        (p.cols + 2 * static_cast<std::size_t>(threads) - 1) / (2 * static_cast<std::size_t>(threads));
     return std::min(p.cols, std::clamp<std::size_t>((spread + 15) / 16 * 16, 16, cap));
 }
 
-dnnl::memory::dim dim(std::size_t v) { return static_cast<dnnl::memory::dim>(v); }
+dnnl::memory::dim dim(std::size_t v) {
+    return static_cast<dnnl::memory::dim>(v);
+}
 
 // One oneDNN matmul for panels `width` columns wide.
 struct panel_primitive {
@@ -93,7 +105,8 @@ std::optional<panel_primitive> make_panel_primitive(const op::fused_dot& fused, 
                                                     std::size_t width) {
     panel_primitive k;
     k.src = ds::strided_desc({p.rows, p.inner}, {p.inner, 1});
-    k.weights = ds::strided_desc({p.inner, width}, {width, 1});
+    k.weights = p.transposed_weights ? ds::strided_desc({p.inner, width}, {1, p.inner})
+                                     : ds::strided_desc({p.inner, width}, {width, 1});
     k.dst = ds::strided_desc({p.rows, width}, {p.cols, 1});
     k.bias = ds::strided_desc({1, width}, {0, 1});
     for (const auto& o : p.operands) k.operands.push_back(ds::strided_desc({p.rows, width}, {o.row_stride, 1}));
@@ -116,8 +129,9 @@ std::optional<panel_primitive> make_panel_primitive(const op::fused_dot& fused, 
 class widened_panel_matmul_kernel final : public cpu_kernel {
 public:
     widened_panel_matmul_kernel(op::fused_dot fused, product_plan plan, std::size_t width, panel_primitive full,
-                                std::optional<panel_primitive> tail, dtype stored, int threads)
-        : fused_(std::move(fused)),
+                                std::optional<panel_primitive> tail, dtype stored, int threads, bool gelu_tanh)
+        : gelu_tanh_(gelu_tanh),
+          fused_(std::move(fused)),
           plan_(std::move(plan)),
           width_(width),
           full_(std::move(full)),
@@ -141,7 +155,9 @@ public:
         }
     }
 
-    std::size_t scratch_bytes() const override { return static_cast<std::size_t>(threads_) * per_thread_; }
+    std::size_t scratch_bytes() const override {
+        return static_cast<std::size_t>(threads_) * per_thread_;
+    }
 
 private:
     void run_panel(std::size_t j, const argument& result, const std::vector<argument>& inputs, std::byte* own) const {
@@ -151,8 +167,21 @@ private:
         auto* panel = reinterpret_cast<float*>(own);
         const auto* weights = inputs[1].data();
         constexpr std::size_t stored_bytes = 2;
-        for (std::size_t row = 0; row < plan_.inner; ++row)
-            widen_(weights + (row * plan_.cols + first) * stored_bytes, panel + row * width, width);
+        if (plan_.transposed_weights) {
+            for (std::size_t col = 0; col < width; ++col)
+                widen_(weights + (first + col) * plan_.inner * stored_bytes, panel + col * plan_.inner, plan_.inner);
+        } else {
+            // Each row's segment is short and far from the last: fetch the
+            // one a few rows ahead (as few_rows_16bit_avx2 does).
+            constexpr std::size_t ahead = 4, line = 64;
+            for (std::size_t row = 0; row < plan_.inner; ++row) {
+                if (row + ahead < plan_.inner) {
+                    const std::byte* next = weights + ((row + ahead) * plan_.cols + first) * stored_bytes;
+                    for (std::size_t b = 0; b < width * stored_bytes; b += line) __builtin_prefetch(next + b);
+                }
+                widen_(weights + (row * plan_.cols + first) * stored_bytes, panel + row * width, width);
+            }
+        }
 
         const auto& engine = ds::cpu_engine();
         auto column = [first](const argument& a) { return a.data_as<float>() + first; };
@@ -163,14 +192,24 @@ private:
             {DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad_desc_, engine, own + panel_bytes_)}};
         if (fused_.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(k.bias, engine, column(inputs[2])));
         for (std::size_t o = 0; o < k.operands.size(); ++o) {
-            const int id = DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(ds::post_op_index(fused_.post, o))) |
-                           DNNL_ARG_SRC_1;
+            const int id =
+                DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(ds::post_op_index(fused_.post, o))) | DNNL_ARG_SRC_1;
             args.emplace(id, dnnl::memory(k.operands[o], engine, column(inputs[fused_.first_post_operand() + o])));
         }
         thread_local dnnl::stream stream(engine);
         k.matmul.execute(stream, args);
         stream.wait();
+        if (gelu_tanh_)
+            for (std::size_t row = 0; row < plan_.rows; ++row) {
+                float* y = column(result) + row * plan_.cols;
+                avx2::gelu_tanh_array(y, y, width);
+            }
     }
+
+    // A tanh-form GELU ending the chain runs as Kiln's AVX2 loop over each
+    // panel's result while it is in cache (oneDNN's eltwise for it is slow,
+    // see dnnl_matmul.cpp); fused_ holds the chain without it.
+    bool gelu_tanh_;
 
     op::fused_dot fused_;
     product_plan plan_;
@@ -183,7 +222,9 @@ private:
     dnnl::memory::desc scratchpad_desc_;
 };
 
-const op::fused_dot* requested_product(const kernel_request& r) { return r.op.get_if<op::fused_dot>(); }
+const op::fused_dot* requested_product(const kernel_request& r) {
+    return r.op.get_if<op::fused_dot>();
+}
 
 bool panel_eligible(const kernel_request& r) {
     const auto* fused = requested_product(r);
@@ -191,9 +232,16 @@ bool panel_eligible(const kernel_request& r) {
 }
 
 std::shared_ptr<const cpu_kernel> build_panels(const kernel_request& r, const kernel_builder&) {
-    const auto& fused = *requested_product(r);
+    auto fused = *requested_product(r);
     const auto plan = plan_product(fused, r);
     if (!plan) return nullptr;
+    const bool gelu_tanh =
+        !fused.post.kinds.empty() && fused.post.kinds.back() == op::post_op_kind::gelu_tanh && avx2::supported();
+    if (gelu_tanh) {
+        fused.post.kinds.pop_back();
+        fused.post.alpha.pop_back();
+        fused.post.beta.pop_back();
+    }
     // The threads run the same primitives at once, each with its own
     // scratchpad (user scratchpad mode makes that safe).
     const std::size_t width = panel_width(*plan, r.threads);
@@ -205,7 +253,7 @@ std::shared_ptr<const cpu_kernel> build_panels(const kernel_request& r, const ke
         if (!tail) return nullptr;
     }
     return std::make_shared<widened_panel_matmul_kernel>(fused, *plan, width, std::move(*full), std::move(tail),
-                                                         r.input_shapes[1].type(), r.threads);
+                                                         r.input_shapes[1].type(), r.threads, gelu_tanh);
 }
 
 std::shared_ptr<const cpu_kernel> build_matmul_per_run(const kernel_request& r, const kernel_builder&) {
@@ -216,6 +264,7 @@ std::shared_ptr<const cpu_kernel> build_matmul_per_run(const kernel_request& r, 
 
 std::span<const kernel_algorithm> half_weights_matmul_algorithms() {
     static const kernel_algorithm algorithms[] = {
+        few_rows_16bit_matmul,
         {"widened_panel_matmul", panel_eligible, build_panels},
         {"widen_weights_per_run", has_16bit_weights, build_matmul_per_run},
     };

@@ -1,0 +1,93 @@
+// few_rows_16bit_avx2: up to four rows times constant row-major 16-bit
+// weights [K, N] (a batch-1 product, one generated token), with an optional
+// bias and no other post-ops. Each thread takes blocks of columns; for each
+// block it streams the weight rows' segments once, contiguously, widening
+// and multiplying in registers, while the result block stays in L1. No
+// float32 copy of the weights is ever written, so the product runs at the
+// speed of reading 2 bytes a weight.
+#include <omp.h>
+
+#include <algorithm>
+
+#include "ops/fused_dot.hpp"
+#include "targets/cpu/kernels/copy/widen_16bit_avx2.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
+#include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
+#include "targets/cpu/kernels/half_weights/rows_times_16bit_avx2.hpp"
+
+namespace kiln {
+
+namespace {
+
+// Columns per block: the rows' result block (16 KiB) stays in L1, and each
+// weight row's segment is as long as that allows (8 KiB for one row), so
+// that the prefetchers stream it; at least two blocks per thread.
+std::size_t block_columns(std::size_t rows, std::size_t cols, int threads) {
+    const std::size_t l1_fit = 4096 / rows / 64 * 64;
+    const std::size_t spread =
+        (cols + 2 * static_cast<std::size_t>(threads) - 1) / (2 * static_cast<std::size_t>(threads));
+    return std::max<std::size_t>(64, std::min(l1_fit, (spread + 63) / 64 * 64));
+}
+
+class few_rows_kernel final : public cpu_kernel {
+public:
+    few_rows_kernel(std::size_t rows, std::size_t inner, std::size_t cols, bool has_bias, dtype stored, int threads)
+        : rows_(rows),
+          inner_(inner),
+          cols_(cols),
+          has_bias_(has_bias),
+          block_(block_columns(rows, cols, threads)),
+          multiply_(stored == dtype::half_type ? avx2::rows_times_half : avx2::rows_times_bfloat16),
+          threads_(threads) {}
+
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
+        const std::size_t blocks = (cols_ + block_ - 1) / block_;
+        const int threads = blocks > 1 ? threads_ : 1;
+        const auto* a = inputs[0].data_as<float>();
+        const auto* b = reinterpret_cast<const std::uint16_t*>(inputs[1].data());
+        const float* bias = has_bias_ ? inputs[2].data_as<float>() : nullptr;
+        float* y = result.data_as<float>();
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (std::int64_t j = 0; j < static_cast<std::int64_t>(blocks); ++j) {
+            const std::size_t first = static_cast<std::size_t>(j) * block_;
+            const std::size_t width = std::min(block_, cols_ - first);
+            multiply_({a, inner_, rows_, inner_, b + first, cols_, width, y + first, cols_});
+            if (bias != nullptr)
+                for (std::size_t m = 0; m < rows_; ++m)
+                    for (std::size_t c = 0; c < width; ++c) y[m * cols_ + first + c] += bias[first + c];
+        }
+    }
+
+private:
+    std::size_t rows_, inner_, cols_;
+    bool has_bias_;
+    std::size_t block_;
+    void (*multiply_)(const avx2::rows_times_16bit_args&);
+    int threads_;
+};
+
+bool eligible(const kernel_request& r) {
+    const auto* fused = r.op.get_if<op::fused_dot>();
+    if (fused == nullptr || !fused->post.empty() || !has_16bit_weights(r) || !avx2::supported()) return false;
+    if (r.input_shapes[1].type() == dtype::half_type && !avx2::f16c_supported()) return false;
+    const shape& a = r.input_shapes[0];
+    const shape& b = r.input_shapes[1];
+    if (a.type() != dtype::float_type || !a.standard() || !r.output_shape.standard() || b.ndim() != 2 ||
+        !b.standard() || b.lens()[0] == 0 || a.lens().back() != b.lens()[0])
+        return false;
+    const std::size_t rows = a.elements() / b.lens()[0];
+    return rows >= 1 && rows <= avx2::rows_times_16bit_max_rows && r.output_shape.elements() == rows * b.lens()[1];
+}
+
+std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
+    const shape& b = r.input_shapes[1];
+    const std::size_t rows = r.input_shapes[0].elements() / b.lens()[0];
+    return std::make_shared<few_rows_kernel>(rows, b.lens()[0], b.lens()[1], r.op.get_if<op::fused_dot>()->has_bias,
+                                             b.type(), r.threads);
+}
+
+}  // namespace
+
+const kernel_algorithm few_rows_16bit_matmul{"few_rows_16bit_avx2", eligible, build};
+
+}  // namespace kiln

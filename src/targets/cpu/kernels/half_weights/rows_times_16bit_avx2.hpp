@@ -1,0 +1,25 @@
+#pragma once
+// A few float32 rows times row-major 16-bit weights, for one block of
+// columns, with AVX2 (F16C for float16): y[m, 0:width] = sum over k of
+// a[m, k] * widen(b[k, 0:width]). Each weight row's segment is read once,
+// contiguously; the result block stays in L1. Callers check avx2::supported()
+// (and avx2::f16c_supported() for float16).
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln::avx2 {
+
+struct rows_times_16bit_args {
+    const float* a;
+    std::size_t a_row_stride, rows, inner;
+    const std::uint16_t* b;
+    std::size_t b_row_stride, width;
+    float* y;
+    std::size_t y_row_stride;
+};
+
+constexpr std::size_t rows_times_16bit_max_rows = 4;
+void rows_times_half(const rows_times_16bit_args& args);
+void rows_times_bfloat16(const rows_times_16bit_args& args);
+
+}  // namespace kiln::avx2
