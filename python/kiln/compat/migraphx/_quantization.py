@@ -62,4 +62,4 @@ def quantize_fp8(prog, t, calibration=()):
 
 
 def autocast_fp8(prog):
-    raise unsupported("autocast_fp8: Kiln has no fp8 types")
+    raise unsupported("autocast_fp8: not implemented; Kiln computes float8 types by conversion on every target it has, so programs need no casts to another float8 format")
