@@ -391,6 +391,61 @@ def fused_cases():
                lambda x: np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(2, 16, 3, 5)))
 
 
+def codes(dtype, shape, seed):
+    """8-bit codes over the type's whole range (generate's small values would hide a narrow subtraction)."""
+    info = np.iinfo(dtype)
+    return np.random.default_rng(seed).integers(info.min, info.max + 1, size=shape).astype(dtype)
+
+
+def quant_conv_reference(x, w, zero_point, stride, padding, dilation, group):
+    """quant_convolution as its header describes it, in int64: over each window, the sum of (x - zero_point) * w,
+    the padding standing for the real value 0 (a centered 0). One kernel tap at a time over all outputs."""
+    k = w.ndim - 2
+    begins, ends = (padding[:k], padding[k:]) if len(padding) == 2 * k else (padding, padding)
+    xc = np.pad(x.astype(np.int64) - np.int64(zero_point), [(0, 0), (0, 0)] + list(zip(begins, ends)))
+    wi = w.astype(np.int64)
+    out_lens = [(xc.shape[2 + d] - dilation[d] * (w.shape[2 + d] - 1) - 1) // stride[d] + 1 for d in range(k)]
+    out = np.zeros([x.shape[0], w.shape[0]] + out_lens, np.int64)
+    cg, mg = x.shape[1] // group, w.shape[0] // group
+    for tap in np.ndindex(*w.shape[2:]):
+        seen = tuple(slice(tap[d] * dilation[d], tap[d] * dilation[d] + (out_lens[d] - 1) * stride[d] + 1, stride[d])
+                     for d in range(k))
+        for g in range(group):
+            xs = xc[(slice(None), slice(g * cg, (g + 1) * cg)) + seen]  # [N, C/group, out...]
+            ws = wi[(slice(g * mg, (g + 1) * mg), slice(None)) + tap]  # [M/group, C/group]
+            out[:, g * mg:(g + 1) * mg] += np.einsum("nc...,mc->nm...", xs, ws)
+    return out
+
+
+def as_int32(sums):
+    """Exact int64 sums as the op's int32 result (they must fit: the op promises exact sums)."""
+    assert np.abs(sums).max() < 2**31
+    return sums.astype(np.int32)
+
+
+def quant_linalg_cases():
+    """quant_convolution / quant_dot: exact int32 sums of (x - zero point) * w."""
+    configs = [  # x shape, x type, zero point (None: no input), w shape, stride, padding, dilation, group
+        ((2, 3, 6, 5), np.uint8, 131, (4, 3, 3, 3), [1, 1], [1, 1], [1, 1], 1),
+        ((1, 4, 7, 8), np.int8, -100, (6, 2, 3, 2), [2, 1], [1, 0, 2, 1], [1, 2], 2),
+        ((2, 6, 9), np.int8, None, (3, 2, 3), [2], [2], [2], 3),
+        ((1, 2, 5, 6), np.uint8, None, (2, 2, 2, 3), [1, 2], [0, 0], [2, 1], 1),
+    ]
+    for i, (xs, xt, zp, ws, stride, padding, dilation, group) in enumerate(configs):
+        x, w = codes(xt, xs, seed=i), codes(np.int8, ws, seed=10 + i)
+        inputs = [x, w] if zp is None else [x, w, np.array(zp, xt)]
+        ref = lambda x, w, z=0, a=(stride, padding, dilation, group): as_int32(quant_conv_reference(x, w, z, *a))
+        attrs = {"padding": padding, "stride": stride, "dilation": dilation, "group": group}
+        yield Case("quant_convolution", inputs, ref, attrs=attrs)
+    dots = [((4, 7), np.uint8, 200, (7, 3)), ((2, 3, 6), np.int8, -128, (6, 5)), ((1, 3, 6), np.uint8, 9, (2, 6, 4)),
+            ((2, 5), np.int8, None, (5, 2))]
+    for i, (sa, at, zp, sb) in enumerate(dots):
+        a, b = codes(at, sa, seed=20 + i), codes(np.int8, sb, seed=30 + i)
+        inputs = [a, b] if zp is None else [a, b, np.array(zp, at)]
+        ref = lambda a, b, z=0: as_int32(np.matmul(a.astype(np.int64) - z, b.astype(np.int64)))  # noqa: E731
+        yield Case("quant_dot", inputs, ref)
+
+
 def scatter_reference(data, indices, updates, axis, reduction):
     """ScatterElements by a plain loop over the indices (negative ones wrap)."""
     out = data.copy()
@@ -784,7 +839,7 @@ def all_cases():
                    dot_cases, norm_cases, shape_op_cases, conv_cases, pool_cases,
                    index_scatter_cases, quant_cases, transcendental_cases, conv_transpose_cases, resize_cases,
                    cumprod_bitcast_grid_sample_cases, dft_cases, roi_align_cases, deform_conv_cases, fused_cases,
-                   fusion_pass_op_cases]:
+                   fusion_pass_op_cases, quant_linalg_cases]:
         yield from family()
 
 
