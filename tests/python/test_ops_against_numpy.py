@@ -6,6 +6,7 @@ mismatch means Kiln is wrong, not that numpy rounded differently on the way.
 The last test fails when a registered op has no case here.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -446,6 +447,127 @@ def quant_linalg_cases():
         yield Case("quant_dot", inputs, ref)
 
 
+CODE_TYPES = {"int8_type": np.int8, "uint8_type": np.uint8}
+UNARY_POST_OPS = {  # kind: f(v, alpha, beta) in float64
+    "relu": lambda v, a, b: np.maximum(v, 0),
+    "clip": lambda v, a, b: np.minimum(np.maximum(v, a), b),
+    "sigmoid": lambda v, a, b: 1 / (1 + np.exp(-v)),
+    "hardswish": lambda v, a, b: v * np.clip(v + 3, 0, 6) / 6,
+}
+
+
+def quantized_code(v, scale, zero_point, type_name):
+    """saturate(round_half_to_even(v / scale) + zero_point) in the 8-bit type, as float64."""
+    info = np.iinfo(CODE_TYPES[type_name])
+    return np.clip(np.rint(v / scale) + zero_point, info.min, info.max)
+
+
+def requantize_reference(sums, channel_axis, scale, bias, residual, attrs):
+    """requantize_epilogue as fused_quantized_linalg.hpp describes it, in float64: sums * scale[c] + bias[c],
+    the activation chain, the optional round trip through an intermediate quantized tensor, the residual (float, or
+    codes with their own scale and zero point), the after_residual chain, then float32 or quantized codes."""
+    per_channel = [-1 if d == channel_axis % sums.ndim else 1 for d in range(sums.ndim)]
+    v = sums.astype(np.float64) * scale.astype(np.float64).reshape(per_channel)
+    if bias is not None:
+        v = v + bias.astype(np.float64).reshape(per_channel)
+    chain = lambda v, p: functools.reduce(  # noqa: E731
+        lambda v, k: UNARY_POST_OPS[k[0]](v, k[1], k[2]),
+        zip(attrs.get(p, []), attrs.get(p + "_alpha", []), attrs.get(p + "_beta", [])), v)
+    v = chain(v, "activation")
+    if attrs.get("round_type", "float_type") != "float_type":
+        s, z = attrs["round_scale"], attrs["round_zero_point"]
+        v = (quantized_code(v, s, z, attrs["round_type"]) - z) * s
+    if attrs.get("residual") == "real":
+        v = v + residual.astype(np.float64)
+    elif attrs.get("residual") == "quantized":
+        v = v + (residual.astype(np.float64) - attrs["residual_zero_point"]) * attrs["residual_scale"]
+    v = chain(v, "after_residual")
+    out = attrs.get("output_type", "float_type")
+    if out == "float_type":
+        return v.astype(np.float32)
+    return quantized_code(v, attrs["output_scale"], attrs["output_zero_point"], out).astype(CODE_TYPES[out])
+
+
+def f32(v):
+    """A float32 value as the double attribute that holds it exactly."""
+    return float(np.float32(v))
+
+
+def fused_quant_cases():
+    """fused_quant_convolution / fused_quant_dot: the integer product then its requantizing epilogue."""
+    rng = np.random.default_rng(11)
+    relu = {"activation": ["relu"], "activation_alpha": [0.0], "activation_beta": [0.0]}
+    relu_after = {"after_residual": ["relu"], "after_residual_alpha": [0.0], "after_residual_beta": [0.0]}
+    # x shape, x type, zero point, w shape, conv attributes, per-channel scale (size: random around it),
+    # epilogue attributes, residual code type
+    convs = [
+        ((1, 3, 6, 6), np.uint8, 120, (4, 3, 3, 3), {"padding": [1, 1], "stride": [1, 1], "dilation": [1, 1]}, 1e-4,
+         {"has_bias": True, **relu, "output_type": "int8_type", "output_scale": f32(0.02), "output_zero_point": -20},
+         None),
+        ((1, 4, 7, 6), np.int8, -3, (6, 2, 3, 3),
+         {"padding": [1, 0, 0, 1], "stride": [2, 1], "dilation": [1, 1], "group": 2, "channels_last": True}, 1e-4,
+         {"has_bias": True, "activation": ["clip"], "activation_alpha": [-1.0], "activation_beta": [1.5],
+          "round_type": "uint8_type", "round_scale": f32(0.01), "round_zero_point": 100,
+          "residual": "quantized", "residual_scale": f32(0.03), "residual_zero_point": 7, **relu_after,
+          "output_type": "uint8_type", "output_scale": f32(0.015), "output_zero_point": 3}, np.int8),
+        ((2, 2, 9), np.uint8, 255, (3, 2, 3), {"padding": [2], "stride": [1], "dilation": [2]}, 1e-3,
+         {"activation": ["sigmoid"], "activation_alpha": [0.0], "activation_beta": [0.0], "residual": "real",
+          "after_residual": ["hardswish"], "after_residual_alpha": [0.0], "after_residual_beta": [0.0]}, None),
+    ]
+    for i, (xs, xt, zp, ws, conv, scale, epilogue, residual_type) in enumerate(convs):
+        x, w = codes(xt, xs, seed=40 + i), codes(np.int8, ws, seed=50 + i)
+        geometry = (conv["stride"], conv["padding"], conv["dilation"], conv.get("group", 1))
+        product = lambda x, w, z, g=geometry: quant_conv_reference(x, w, z, *g)  # noqa: E731
+        yield fused_quant_case("fused_quant_convolution", x, w, zp, 1, scale, {**conv, **epilogue}, product, rng,
+                               residual_type)
+    # Small codes and exact binary scales make exact ties: sums * 0.25 / 0.5 for every odd sum, then
+    # (code - 1) * 0.5 / 1.0 for every even code. Rounding half to even decides them, and the odd output zero
+    # point tells round(v / scale) + zero_point from round(v / scale + zero_point).
+    ties = {"round_type": "int8_type", "round_scale": 0.5, "round_zero_point": 1, "output_type": "int8_type",
+            "output_scale": 1.0, "output_zero_point": -1}
+    small = np.random.default_rng(12).integers(-9, 10, size=42).astype(np.int8)
+    product = lambda a, b, z: np.matmul(a.astype(np.int64) - z, b.astype(np.int64))  # noqa: E731
+    dots = [  # a, zero point, b, per-channel scale, epilogue attributes, residual code type
+        (codes(np.int8, (2, 3, 8), 60), 5, codes(np.int8, (8, 5), 70), 1e-4,
+         {"has_bias": True, **relu, "output_type": "int8_type", "output_scale": f32(0.03), "output_zero_point": 0},
+         None),
+        (codes(np.uint8, (4, 6), 61), 77, codes(np.int8, (6, 3), 71), 1e-4,
+         {"round_type": "int8_type", "round_scale": f32(0.02), "round_zero_point": -4, "residual": "quantized",
+          "residual_scale": f32(0.01), "residual_zero_point": 130,
+          "after_residual": ["clip"], "after_residual_alpha": [-2.0], "after_residual_beta": [2.0],
+          "output_type": "uint8_type", "output_scale": f32(0.02), "output_zero_point": 128}, np.uint8),
+        (codes(np.int8, (3, 5), 62), -128, codes(np.int8, (5, 4), 72), 1e-4,
+         {"has_bias": True, "residual": "real", **relu_after}, None),
+        (small[:24].reshape(2, 4, 3), 2, small[24:].reshape(3, 6), [0.25] * 6, ties, None),
+    ]
+    for a, zp, b, scale, epilogue, residual_type in dots:
+        yield fused_quant_case("fused_quant_dot", a, b, zp, -1, scale, epilogue, product, rng, residual_type)
+
+
+def fused_quant_case(op, x, w, zp, channel_axis, scale, attrs, product, rng, residual_type):
+    """A Case for a fused quantized op with inputs x, w, zero point, per-channel scale, a bias if has_bias and the
+    residual if any (float32, or codes of residual_type); its reference is the int64 `product` followed by
+    requantize_reference."""
+    out_shape = product(x, w, zp).shape
+    channels = out_shape[channel_axis]
+    if np.ndim(scale) == 0:
+        scale = rng.uniform(0.5, 2, channels) * scale
+    inputs = [x, w, np.array(zp, x.dtype), np.asarray(scale, np.float32)]
+    if attrs.get("has_bias"):
+        inputs.append(rng.uniform(-1, 1, channels).astype(np.float32))
+    if attrs.get("residual") == "real":
+        inputs.append(rng.uniform(-1, 1, out_shape).astype(np.float32))
+    elif attrs.get("residual") == "quantized":
+        inputs.append(codes(residual_type, out_shape, seed=int(rng.integers(1000))))
+
+    def ref(x, w, z, scale, *rest):
+        bias = rest[0] if attrs.get("has_bias") else None
+        residual = rest[-1] if attrs.get("residual") in ("real", "quantized") else None
+        return requantize_reference(product(x, w, z), channel_axis, scale, bias, residual, attrs)
+
+    return Case(op, inputs, ref, attrs=attrs, tol=(1e-5, 1e-5))  # float results: terms of a few units
+
+
 def scatter_reference(data, indices, updates, axis, reduction):
     """ScatterElements by a plain loop over the indices (negative ones wrap)."""
     out = data.copy()
@@ -839,7 +961,7 @@ def all_cases():
                    dot_cases, norm_cases, shape_op_cases, conv_cases, pool_cases,
                    index_scatter_cases, quant_cases, transcendental_cases, conv_transpose_cases, resize_cases,
                    cumprod_bitcast_grid_sample_cases, dft_cases, roi_align_cases, deform_conv_cases, fused_cases,
-                   fusion_pass_op_cases, quant_linalg_cases]:
+                   fusion_pass_op_cases, quant_linalg_cases, fused_quant_cases]:
         yield from family()
 
 
