@@ -7,17 +7,10 @@
 
 namespace kiln {
 
-namespace {
-
-// Computed constants are evaluated here only when small; large constants are
-// constant propagation's business.
-constexpr std::size_t max_evaluated_elements = std::size_t{1} << 16;
-
-}  // namespace
-
-// The values of a constant: a literal's data, or a small constant subgraph
-// evaluated with the reference compute.
-std::optional<argument> constant_value(const instruction& ins) {
+// The values of a constant: a literal's data, or a constant subgraph of at
+// most `max_elements` elements per instruction evaluated with the reference
+// compute.
+std::optional<argument> constant_value(const instruction& ins, std::size_t max_elements) {
     if (ins.is_literal()) return ins.get_literal().get_argument();
     if (!match::is_constant_instruction(ins)) return std::nullopt;
     // Post-order over the constant subgraph, then evaluate in that order.
@@ -31,7 +24,7 @@ std::optional<argument> constant_value(const instruction& ins) {
             order.push_back(cur);
             continue;
         }
-        if (cur->get_shape().elements() > max_evaluated_elements) return std::nullopt;
+        if (cur->get_shape().elements() > max_elements) return std::nullopt;
         stack.emplace_back(cur, true);
         for (const auto& in : cur->inputs())
             if (seen.insert(&*in).second) stack.emplace_back(&*in, false);

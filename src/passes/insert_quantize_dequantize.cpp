@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "ops/quant.hpp"
+#include "passes/constant_value.hpp"
 #include "passes/matcher.hpp"
 
 namespace kiln {
@@ -185,33 +186,9 @@ std::vector<float> choose_weight_scales(const argument& weights, std::int64_t ch
 }
 
 argument evaluate_constant(const instruction& ins) {
-    if (ins.is_literal()) return ins.get_literal().get_argument();
-    if (!match::is_constant_instruction(ins)) fail("evaluate_constant: the instruction is not a constant");
-    std::vector<const instruction*> order;  // post-order over the constant subgraph
-    std::unordered_set<const instruction*> seen{&ins};
-    std::vector<std::pair<const instruction*, bool>> stack{{&ins, false}};
-    while (!stack.empty()) {
-        auto [cur, expanded] = stack.back();
-        stack.pop_back();
-        if (expanded || cur->is_literal()) {
-            order.push_back(cur);
-            continue;
-        }
-        stack.emplace_back(cur, true);
-        for (const auto& in : cur->inputs())
-            if (seen.insert(&*in).second) stack.emplace_back(&*in, false);
-    }
-    std::unordered_map<const instruction*, argument> values;
-    for (const instruction* cur : order) {
-        if (cur->is_literal()) {
-            values.emplace(cur, cur->get_literal().get_argument());
-            continue;
-        }
-        std::vector<argument> args;
-        for (const auto& in : cur->inputs()) args.push_back(values.at(&*in));
-        values.emplace(cur, cur->get_operator().evaluate(cur->get_shape(), args));
-    }
-    return values.at(&ins);
+    std::optional<argument> value = constant_value(ins, no_element_limit);
+    if (!value) fail("evaluate_constant: the instruction is not a constant that evaluates");
+    return *std::move(value);
 }
 
 void insert_activation_qdq(module& m, const quantized_value& v, const activation_quantization& q,
