@@ -1,5 +1,6 @@
 #include "targets/cpu/kernels/int8_support.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "targets/cpu/kernels/dnnl_support.hpp"
@@ -118,6 +119,24 @@ private:
 };
 
 }  // namespace
+
+std::vector<float> float_values(const argument& a) {
+    const auto* p = a.data_as<const float>();
+    return {p, p + a.get_shape().elements()};
+}
+
+std::int32_t zero_point_value(const argument& z) {
+    if (z.get_shape().type() == dtype::uint8_type) return z.data_as<const std::uint8_t>()[0];
+    return z.data_as<const std::int8_t>()[0];
+}
+
+bool constant_operands_ready(const kernel_request& r, const op::requantize_epilogue& e) {
+    for (std::size_t i = 1; i < (e.has_bias ? 5u : 4u); ++i)
+        if (r.constant_inputs[i].empty()) return false;
+    for (float s : float_values(r.constant_inputs[3]))
+        if (!(s != 0)) return false;  // the bias is divided by it
+    return true;
+}
 
 dnnl::memory::data_type dnnl_type(dtype t) {
     switch (t) {
@@ -318,6 +337,32 @@ std::vector<float> bias_in_sum_units(const float* bias, const std::vector<float>
 std::shared_ptr<const cpu_kernel> with_residual_in_result(std::shared_ptr<const cpu_kernel> inner,
                                                           const op::requantize_epilogue& e) {
     return std::make_shared<residual_first_kernel>(std::move(inner), e);
+}
+
+std::shared_ptr<const cpu_kernel> epilogue_kernel(const kernel_request& r, const op::requantize_epilogue& e,
+                                                  dnnl::primitive p, const dnnl::primitive_desc& pd,
+                                                  const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
+                                                  dnnl::memory weights, const dnnl::memory::desc& bias_desc,
+                                                  const std::vector<float>& scales,
+                                                  const dnnl::memory::desc& residual) {
+    namespace ds = dnnl_support;
+    ds::fixed_args fixed{{DNNL_ARG_WEIGHTS, std::move(weights)}};
+    if (e.has_bias) {
+        dnnl::memory bias(bias_desc, ds::cpu_engine());
+        const auto values = bias_in_sum_units(r.constant_inputs[4].data_as<const float>(), scales);
+        std::copy(values.begin(), values.end(), static_cast<float*>(bias.get_data_handle()));
+        fixed.emplace(DNNL_ARG_BIAS, bias);
+    }
+    ds::arg_descs descs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
+    std::vector<int> slots{0, ds::primitive_kernel::result_slot};
+    if (e.residual != op::residual_kind::none && !residual_in_result(e)) {
+        descs.emplace_back(residual_arg(e), residual);
+        slots.push_back(static_cast<int>(e.residual_input()));
+    }
+    auto inner = std::make_shared<ds::primitive_kernel>(std::move(p), std::move(descs), std::move(slots),
+                                                        std::move(fixed), pd.scratchpad_desc().get_size());
+    if (residual_in_result(e)) return with_residual_in_result(inner, e);
+    return inner;
 }
 
 std::shared_ptr<const cpu_kernel> staged(std::shared_ptr<const cpu_kernel> inner, const shape& x, const shape& inner_x,

@@ -13,6 +13,15 @@
 
 namespace kiln::int8_support {
 
+// The operands' values: a float32 constant's elements (the scales), and a
+// one-element int8 or uint8 constant's code (the zero point).
+std::vector<float> float_values(const argument& a);
+std::int32_t zero_point_value(const argument& z);
+// Whether the fused op's constant operands (weights, zero point, scales and,
+// with `e.has_bias`, the bias) are all known and no scale is zero (the bias
+// is divided by them).
+bool constant_operands_ready(const kernel_request& r, const op::requantize_epilogue& e);
+
 dnnl::memory::data_type dnnl_type(dtype t);
 // The shape's lens and strides with its element type.
 dnnl::memory::desc typed_desc(const shape& s);
@@ -57,6 +66,17 @@ bool skip_to_exact(dnnl::primitive_desc& pd);
 // The bias in the accumulator's units (oneDNN 2.x adds it before the output
 // scale): bias[c] / scale[c].
 std::vector<float> bias_in_sum_units(const float* bias, const std::vector<float>& scales);
+
+// The kernel that runs primitive `p` (made from `pd`): `src` is input 0,
+// `dst` the result, `weights` the reordered constant weights, the bias
+// (input 4 when `e.has_bias`) put in the sums' units (bias_in_sum_units) into
+// a `bias_desc` memory, and the residual as the epilogue takes it (a
+// binary post-op operand of `residual`, or copied into the result first).
+std::shared_ptr<const cpu_kernel> epilogue_kernel(const kernel_request& r, const op::requantize_epilogue& e,
+                                                  dnnl::primitive p, const dnnl::primitive_desc& pd,
+                                                  const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
+                                                  dnnl::memory weights, const dnnl::memory::desc& bias_desc,
+                                                  const std::vector<float>& scales, const dnnl::memory::desc& residual);
 
 // Runs `inner` on input 0 reordered from its layout into `inner_x` (when
 // `reorder_x`), writing into a buffer of `inner_y` reordered into the

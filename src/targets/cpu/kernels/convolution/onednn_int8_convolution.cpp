@@ -21,26 +21,12 @@ using op::residual_kind;
 
 dims to_dims(const std::vector<std::size_t>& v) { return dims(v.begin(), v.end()); }
 
-std::vector<float> float_values(const argument& a) {
-    const auto* p = a.data_as<const float>();
-    return {p, p + a.get_shape().elements()};
-}
-
-std::int32_t zero_point_value(const argument& z) {
-    if (z.get_shape().type() == dtype::uint8_type) return z.data_as<const std::uint8_t>()[0];
-    return z.data_as<const std::int8_t>()[0];
-}
-
 const op::fused_quant_convolution* requested(const kernel_request& r) { return r.op.get_if<op::fused_quant_convolution>(); }
 
 bool eligible(const kernel_request& r) {
     const auto* f = requested(r);
     if (f == nullptr || r.input_shapes[0].ndim() != 4 || !r.input_shapes[1].standard()) return false;
-    for (std::size_t i = 1; i < (f->epilogue.has_bias ? 5u : 4u); ++i)
-        if (r.constant_inputs[i].empty()) return false;
-    for (float s : float_values(r.constant_inputs[3]))
-        if (!(s != 0)) return false;  // the bias is divided by it
-    return true;
+    return is::constant_operands_ready(r, f->epilogue);
 }
 
 // Weights [M, C/g, kh, kw] as oneDNN sees them: grouped ones get a leading group dimension.
@@ -79,8 +65,8 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
         if (res.strides() != inner_y.strides()) return nullptr;
         residual = is::typed_desc(res);
     }
-    const std::vector<float> scales = float_values(r.constant_inputs[3]);
-    auto attr = is::epilogue_attr(e, scales, 1, zero_point_value(r.constant_inputs[2]), residual);
+    const std::vector<float> scales = is::float_values(r.constant_inputs[3]);
+    auto attr = is::epilogue_attr(e, scales, 1, is::zero_point_value(r.constant_inputs[2]), residual);
     if (!attr) return nullptr;
 
     const auto group = static_cast<std::size_t>(f.conv.group);
@@ -101,24 +87,9 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
         if (!reference_allowed && is::is_reference(pd)) return nullptr;
         const auto plain_weights =
             weights_desc(w, group, group > 1 ? dnnl::memory::format_tag::goihw : dnnl::memory::format_tag::oihw);
-        ds::fixed_args fixed{{DNNL_ARG_WEIGHTS, ds::reorder_constant(r.constant_inputs[1], plain_weights, pd.weights_desc())}};
-        if (e.has_bias) {
-            dnnl::memory bias(bias_desc, ds::cpu_engine());
-            const auto values = is::bias_in_sum_units(r.constant_inputs[4].data_as<const float>(), scales);
-            std::copy(values.begin(), values.end(), static_cast<float*>(bias.get_data_handle()));
-            fixed.emplace(DNNL_ARG_BIAS, bias);
-        }
-        ds::arg_descs descs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
-        std::vector<int> slots{0, ds::primitive_kernel::result_slot};
-        if (e.residual != residual_kind::none && !is::residual_in_result(e)) {
-            descs.emplace_back(is::residual_arg(e), residual);
-            slots.push_back(static_cast<int>(e.residual_input()));
-        }
-        auto inner = std::make_shared<ds::primitive_kernel>(dnnl::convolution_forward(pd), std::move(descs),
-                                                            std::move(slots), std::move(fixed),
-                                                            pd.scratchpad_desc().get_size());
-        std::shared_ptr<const cpu_kernel> kernel = inner;
-        if (is::residual_in_result(e)) kernel = is::with_residual_in_result(inner, e);
+        auto weights = ds::reorder_constant(r.constant_inputs[1], plain_weights, pd.weights_desc());
+        auto kernel = is::epilogue_kernel(r, e, dnnl::convolution_forward(pd), pd, src, dst, std::move(weights),
+                                          bias_desc, scales, residual);
         return is::staged(kernel, x, inner_x, y, inner_y);
     } catch (const dnnl::error&) {
         return nullptr;  // no oneDNN implementation for these shapes: the reference kernel runs

@@ -16,16 +16,6 @@ namespace is = int8_support;
 using dims = dnnl::memory::dims;
 using op::residual_kind;
 
-std::vector<float> float_values(const argument& a) {
-    const auto* p = a.data_as<const float>();
-    return {p, p + a.get_shape().elements()};
-}
-
-std::int32_t zero_point_value(const argument& z) {
-    if (z.get_shape().type() == dtype::uint8_type) return z.data_as<const std::uint8_t>()[0];
-    return z.data_as<const std::int8_t>()[0];
-}
-
 const op::fused_quant_dot* requested(const kernel_request& r) { return r.op.get_if<op::fused_quant_dot>(); }
 
 bool eligible(const kernel_request& r) {
@@ -34,11 +24,7 @@ bool eligible(const kernel_request& r) {
     const shape& a = r.input_shapes[0];
     const shape& b = r.input_shapes[1];
     if (a.ndim() < 2 || a.ndim() > 4 || b.ndim() != 2) return false;
-    for (std::size_t i = 1; i < (f->epilogue.has_bias ? 5u : 4u); ++i)
-        if (r.constant_inputs[i].empty()) return false;
-    for (float s : float_values(r.constant_inputs[3]))
-        if (!(s != 0)) return false;  // the bias is divided by it
-    return true;
+    return is::constant_operands_ready(r, f->epilogue);
 }
 
 // `s` seen with `rank` dims: leading unit dims added (stride 0 is fine for extent 1).
@@ -63,8 +49,8 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
         if (res.strides() != y.strides()) return nullptr;
         residual = is::typed_desc(res);
     }
-    const std::vector<float> scales = float_values(r.constant_inputs[3]);
-    auto attr = is::epilogue_attr(e, scales, static_cast<int>(rank) - 1, zero_point_value(r.constant_inputs[2]), residual);
+    const std::vector<float> scales = is::float_values(r.constant_inputs[3]);
+    auto attr = is::epilogue_attr(e, scales, static_cast<int>(rank) - 1, is::zero_point_value(r.constant_inputs[2]), residual);
     if (!attr) return nullptr;
 
     // A channels-last int8 convolution result is copied to standard strides first.
@@ -85,23 +71,9 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
         dnnl::matmul::primitive_desc pd(desc, *attr, ds::cpu_engine());
         if (!is::skip_to_exact(pd, is::pairs_fit_16_bits(a, r.constant_inputs[1]))) return nullptr;
         if (!reference_allowed && is::is_reference(pd)) return nullptr;
-        ds::fixed_args fixed{{DNNL_ARG_WEIGHTS, ds::reorder_constant(r.constant_inputs[1], ranked_desc(b, rank), pd.weights_desc())}};
-        if (e.has_bias) {
-            dnnl::memory bias(bias_desc, ds::cpu_engine());
-            const auto values = is::bias_in_sum_units(r.constant_inputs[4].data_as<const float>(), scales);
-            std::copy(values.begin(), values.end(), static_cast<float*>(bias.get_data_handle()));
-            fixed.emplace(DNNL_ARG_BIAS, bias);
-        }
-        ds::arg_descs descs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
-        std::vector<int> slots{0, ds::primitive_kernel::result_slot};
-        if (e.residual != residual_kind::none && !is::residual_in_result(e)) {
-            descs.emplace_back(is::residual_arg(e), residual);
-            slots.push_back(static_cast<int>(e.residual_input()));
-        }
-        auto inner = std::make_shared<ds::primitive_kernel>(dnnl::matmul(pd), std::move(descs), std::move(slots),
-                                                            std::move(fixed), pd.scratchpad_desc().get_size());
-        std::shared_ptr<const cpu_kernel> kernel = inner;
-        if (is::residual_in_result(e)) kernel = is::with_residual_in_result(inner, e);
+        auto weights = ds::reorder_constant(r.constant_inputs[1], ranked_desc(b, rank), pd.weights_desc());
+        auto kernel =
+            is::epilogue_kernel(r, e, dnnl::matmul(pd), pd, src, dst, std::move(weights), bias_desc, scales, residual);
         return is::staged(kernel, a, standard_a, y, y);
     } catch (const dnnl::error&) {
         return nullptr;
