@@ -10,9 +10,9 @@ Besides report.py's fields the document has
     quantization: {calibration_samples, qdq_ops, qdq_tag, torchao}
     cases[].check.sqnr_db, cases[].unavailable (a Kiln feature this build lacks)
 """
-import math
-
-from report import KILN, Results, _table, fmt_mb, fmt_ms, fmt_ratio
+import report
+from report import (KILN, Results, _table, engine_table, fmt_mb, fmt_ms, fmt_ratio, geometric_mean, latency_cell,
+                    load_table)
 
 REFERENCE_INT8 = "onnxruntime_int8"  # the part-6 SQNR rule compares Kiln's quantizer with ONNX Runtime's
 OWN_QUANTIZER = "kiln_int8"
@@ -27,10 +27,6 @@ def fmt_db(value):
     if value is None:
         return "-"
     return "exact" if value >= 999.0 else f"{value:.1f} dB"
-
-
-def geometric_mean(values):
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
 class QuantizedResults(Results):
@@ -49,12 +45,7 @@ class QuantizedResults(Results):
 
     def fastest_other_int8(self, model, batch):
         """(engine, seconds) of the fastest non-Kiln int8 engine whose SQNR clears the floor, or (None, None)."""
-        best = (None, None)
-        for e in self.other_int8_engines():
-            t = self.latency(model, batch, e)
-            if t is not None and self.agrees(model, batch, e) and (best[1] is None or t < best[1]):
-                best = (e, t)
-        return best
+        return self.fastest_other(model, batch, self.other_int8_engines())
 
     def speedup(self, model, batch, engine, over):
         """Latency of `over` / latency of `engine` (above 1: `engine` is faster), when both agree."""
@@ -65,24 +56,13 @@ class QuantizedResults(Results):
 
 
 def _cell(r, model, batch, engine):
-    c = r.case(model, batch, engine)
-    if c is None:
-        return "-"
-    if c.get("unavailable"):
+    if (r.case(model, batch, engine) or {}).get("unavailable"):
         return "n/a"
-    t = r.latency(model, batch, engine)
-    if t is None:
-        return "failed"
-    runs = len(c["times_s"])
-    cut_short = f" (n={runs})" if runs < r.settings["runs"] else ""
-    mark = "" if r.agrees(model, batch, engine) else " †"
-    return f"{fmt_ms(t)}{cut_short} · {fmt_db(r.sqnr(model, batch, engine))}{mark}"
+    return latency_cell(r, model, batch, engine, f" · {fmt_db(r.sqnr(model, batch, engine))}")
 
 
 def latency_table(r):
-    header = ["Model", "Batch"] + [r.engine_title(e) for e in r.engines]
-    rows = [[r.model_title(m), b] + [_cell(r, m, b, e) for e in r.engines] for m, b in r.rows()]
-    return _table(header, ["---", "---:"] + ["---:"] * len(r.engines), rows)
+    return engine_table(r, _cell)
 
 
 def float_speedup_table(r):
@@ -135,27 +115,12 @@ def sqnr_rule_table(r):
     return _table(header, ["---", "---:"] + ["---:"] * (len(header) - 2), rows)
 
 
+def _memory_cell(r, model, batch, engine):
+    return fmt_mb((((r.case(model, batch, engine) or {}).get("memory")) or {}).get("peak_growth_bytes"))
+
+
 def memory_table(r):
-    header = ["Model", "Batch"] + [r.engine_title(e) for e in r.engines]
-    rows = []
-    for m, b in r.rows():
-        row = [r.model_title(m), b]
-        for e in r.engines:
-            row.append(fmt_mb((((r.case(m, b, e) or {}).get("memory")) or {}).get("peak_growth_bytes")))
-        rows.append(row)
-    return _table(header, ["---", "---:"] + ["---:"] * len(r.engines), rows)
-
-
-def load_table(r):
-    header = ["Model", "Batch"] + [r.engine_title(e) for e in r.engines]
-    rows = []
-    for m, b in r.rows():
-        row = [r.model_title(m), b]
-        for e in r.engines:
-            phases = (r.case(m, b, e) or {}).get("phases") or {}
-            row.append(f"{sum(phases.values()):.1f}" if phases else "-")
-        rows.append(row)
-    return _table(header, ["---", "---:"] + ["---:"] * len(r.engines), rows)
+    return engine_table(r, _memory_cell)
 
 
 def quantize_seconds(r, model, batch, engine=OWN_QUANTIZER):
@@ -232,16 +197,7 @@ def goals(r):
 
 
 def problems(r):
-    lines = []
-    for c in r.doc["cases"]:
-        label = f"{r.model_title(c['model'])} batch {c['batch']}, {r.engine_title(c['engine'])}"
-        if c.get("unavailable"):
-            lines.append(f"- {label}: unavailable: {c['unavailable']}")
-        elif c.get("error"):
-            lines.append(f"- {label}: failed ({c.get('error_phase', 'run')}): {c['error']}")
-        elif c.get("check") and not c["check"].get("agrees"):
-            lines.append(f"- {label}: outputs rejected: {c['check'].get('message')}")
-    return lines
+    return report.problems(r, not_accepted="outputs rejected", unavailable=True)
 
 
 def _scheme_text(doc):

@@ -40,6 +40,10 @@ def fmt_mb(n):
     return "-" if n is None else f"{n / 2**20:.0f}"
 
 
+def geometric_mean(values):
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
 class Results:
     """Index over a results document: case lookup and derived figures."""
 
@@ -66,12 +70,13 @@ class Results:
         c = self.case(model, batch, engine)
         return bool(c and (c.get("check") or {}).get("agrees"))
 
-    def fastest_other(self, model, batch):
-        """(engine, seconds) of the fastest non-Kiln engine whose outputs agree, or (None, None)."""
+    def fastest_other(self, model, batch, engines=None):
+        """(engine, seconds) of the fastest of `engines` (by default every engine but Kiln) whose outputs
+        agree, or (None, None)."""
         best = (None, None)
-        for e in self.engines:
+        for e in [e for e in self.engines if e != KILN] if engines is None else engines:
             t = self.latency(model, batch, e)
-            if e != KILN and t is not None and self.agrees(model, batch, e) and (best[1] is None or t < best[1]):
+            if t is not None and self.agrees(model, batch, e) and (best[1] is None or t < best[1]):
                 best = (e, t)
         return best
 
@@ -100,7 +105,9 @@ class Results:
         return phases["parse"] + phases["compile"]
 
 
-def _cell(results, model, batch, engine):
+def latency_cell(results, model, batch, engine, note=""):
+    """The median in ms, (n=k) when the time budget cut the timing short, then `note`, and † when the outputs
+    were not accepted; - without a case, failed for a case that did not run."""
     c = results.case(model, batch, engine)
     if c is None:
         return "-"
@@ -109,7 +116,7 @@ def _cell(results, model, batch, engine):
         return "failed"
     runs = len(c["times_s"])
     cut_short = f" (n={runs})" if runs < results.settings["runs"] else ""
-    return fmt_ms(t) + cut_short + ("" if results.agrees(model, batch, engine) else " †")
+    return fmt_ms(t) + cut_short + note + ("" if results.agrees(model, batch, engine) else " †")
 
 
 def _table(header, aligns, rows):
@@ -118,10 +125,15 @@ def _table(header, aligns, rows):
     return lines
 
 
-def latency_table(r):
+def engine_table(r, cell):
+    """A table with a row per model and batch and a column per engine, each cell cell(r, model, batch, engine)."""
     header = ["Model", "Batch"] + [r.engine_title(e) for e in r.engines]
-    rows = [[r.model_title(m), b] + [_cell(r, m, b, e) for e in r.engines] for m, b in r.rows()]
+    rows = [[r.model_title(m), b] + [cell(r, m, b, e) for e in r.engines] for m, b in r.rows()]
     return _table(header, ["---", "---:"] + ["---:"] * len(r.engines), rows)
+
+
+def latency_table(r):
+    return engine_table(r, latency_cell)
 
 
 def ratio_table(r):
@@ -181,34 +193,26 @@ def memory_table(r):
     return _table(header, ["---", "---:"] + ["---:"] * (len(header) - 2), rows)
 
 
+def _load_cell(r, model, batch, engine):
+    phases = (r.case(model, batch, engine) or {}).get("phases") or {}
+    return f"{sum(phases.values()):.1f}" if phases else "-"
+
+
 def load_table(r):
-    header = ["Model", "Batch"] + [r.engine_title(e) for e in r.engines]
-    rows = []
-    for m, b in r.rows():
-        row = [r.model_title(m), b]
-        for e in r.engines:
-            phases = (r.case(m, b, e) or {}).get("phases") or {}
-            row.append(f"{sum(phases.values()):.1f}" if phases else "-")
-        rows.append(row)
-    return _table(header, ["---", "---:"] + ["---:"] * len(r.engines), rows)
+    return engine_table(r, _load_cell)
+
+
+def _agreement_cell(r, model, batch, engine):
+    check = (r.case(model, batch, engine) or {}).get("check")
+    if not check:
+        return "-"
+    if check.get("relative_error") is None:
+        return "✗"
+    return f"{check['relative_error']:.1e} " + ("✓" if check["agrees"] else "✗")
 
 
 def agreement_table(r):
-    header = ["Model", "Batch"] + [r.engine_title(e) for e in r.engines]
-    rows = []
-    for m, b in r.rows():
-        row = [r.model_title(m), b]
-        for e in r.engines:
-            c = r.case(m, b, e)
-            check = (c or {}).get("check")
-            if not check:
-                row.append("-")
-            elif check.get("relative_error") is None:
-                row.append("✗")
-            else:
-                row.append(f"{check['relative_error']:.1e} " + ("✓" if check["agrees"] else "✗"))
-        rows.append(row)
-    return _table(header, ["---", "---:"] + ["---:"] * len(r.engines), rows)
+    return engine_table(r, _agreement_cell)
 
 
 def sgemm_table(r):
@@ -241,7 +245,7 @@ def goals(r):
             speedups.append(best_t / kiln)
     if speed:
         out.append(("Kiln at least as fast as the fastest other engine", "; ".join(speed)))
-        geomean = math.exp(sum(map(math.log, speedups)) / len(speedups))
+        geomean = geometric_mean(speedups)
         out.append((f"Geometric mean of Kiln vs the fastest other engine >= {GEOMEAN_GOAL:.1f}x",
                     f"{'met' if geomean >= GEOMEAN_GOAL else 'not met'}: {fmt_ratio(geomean)} over "
                     f"{len(speedups)} model/batch pairs"))
@@ -275,15 +279,18 @@ def goals(r):
     return out
 
 
-def problems(r):
-    """Lines naming each case that failed or whose outputs disagree."""
+def problems(r, not_accepted="outputs disagree", unavailable=False):
+    """Lines naming each case that failed or whose outputs were not accepted (`not_accepted` says how), and
+    with `unavailable` each case that needed a feature the build lacks."""
     lines = []
     for c in r.doc["cases"]:
         label = f"{r.model_title(c['model'])} batch {c['batch']}, {r.engine_title(c['engine'])}"
-        if c.get("error"):
+        if unavailable and c.get("unavailable"):
+            lines.append(f"- {label}: unavailable: {c['unavailable']}")
+        elif c.get("error"):
             lines.append(f"- {label}: failed ({c.get('error_phase', 'run')}): {c['error']}")
         elif c.get("check") and not c["check"].get("agrees"):
-            lines.append(f"- {label}: outputs disagree: {c['check'].get('message')}")
+            lines.append(f"- {label}: {not_accepted}: {c['check'].get('message')}")
     return lines
 
 
