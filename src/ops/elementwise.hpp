@@ -125,4 +125,12 @@ struct convert : op_base {
     void compute(const argument& result, const std::vector<argument>& inputs) const;
 };
 
+// A convert to `type` with the other attributes at their defaults, for passes
+// that insert one.
+inline operation convert_to(dtype type) {
+    convert c;
+    c.target_type = type;
+    return c;
+}
+
 }  // namespace kiln::op

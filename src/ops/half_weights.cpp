@@ -21,9 +21,7 @@ shape product_weights_shape(const std::string& op, const shape& activations, con
 
 argument float32_weights(const argument& weights) {
     if (!is_16bit_float(weights.get_shape().type())) return weights;
-    op::convert to_float;
-    to_float.target_type = dtype::float_type;
-    return operation(to_float).evaluate(shape{dtype::float_type, weights.get_shape().lens()}, {weights});
+    return op::convert_to(dtype::float_type).evaluate(shape{dtype::float_type, weights.get_shape().lens()}, {weights});
 }
 
 }  // namespace kiln::ops

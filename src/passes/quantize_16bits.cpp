@@ -30,12 +30,6 @@ namespace kiln {
 
 namespace {
 
-operation convert_to(dtype type) {
-    op::convert c;
-    c.target_type = type;
-    return c;
-}
-
 bool needs_float32_range(const std::string& op) {
     static const std::set<std::string> ops{
         "reduce_sum",           "reduce_mean", "reduce_prod",     "softmax", "log_softmax",
@@ -97,7 +91,7 @@ public:
         if (result.type() != old_type && !(old_type == dtype::float_type && result.type() == type_)) return false;
         auto replacement = m_.insert_instruction(ins, ins->get_operator(), inputs);
         if (result.type() != old_type) {
-            auto back = m_.insert_instruction(ins, convert_to(dtype::float_type), {replacement});
+            auto back = m_.insert_instruction(ins, op::convert_to(dtype::float_type), {replacement});
             m_.replace_all_uses(ins, back);
         } else {
             m_.replace_all_uses(ins, replacement);
@@ -114,7 +108,7 @@ private:
         auto found = converted_.find(&*v);
         if (found != converted_.end()) return found->second;
         instruction_ref h = v->is_literal() ? m_.insert_literal(v, to_16bit_literal(v->get_literal(), type_))
-                                            : m_.insert_instruction(std::next(v), convert_to(type_), {v});
+                                            : m_.insert_instruction(std::next(v), op::convert_to(type_), {v});
         converted_.emplace(&*v, h);
         return h;
     }

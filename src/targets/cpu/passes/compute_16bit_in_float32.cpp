@@ -31,12 +31,6 @@ namespace kiln {
 
 namespace {
 
-operation convert_to(dtype type) {
-    op::convert c;
-    c.target_type = type;
-    return c;
-}
-
 bool is_16bit(instruction_ref v) {
     return ops::is_16bit_float(v->get_shape().type());
 }
@@ -88,8 +82,8 @@ public:
             for (auto u : ins->outputs())
                 if (!was_rewritten.count(&*u)) readers.push_back(u);
             if (readers.empty()) continue;
-            auto back =
-                m_.insert_instruction(std::next(found->second), convert_to(ins->get_shape().type()), {found->second});
+            auto back = m_.insert_instruction(std::next(found->second), op::convert_to(ins->get_shape().type()),
+                                              {found->second});
             for (auto u : readers) m_.replace_input(u, ins, back);
         }
         for (auto it = rewritten_.rbegin(); it != rewritten_.rend(); ++it)
@@ -147,7 +141,7 @@ private:
     instruction_ref as_float32(instruction_ref v) {
         auto found = float_of_.find(&*v);
         if (found != float_of_.end()) return found->second;
-        auto widened = m_.insert_instruction(std::next(v), convert_to(dtype::float_type), {v});
+        auto widened = m_.insert_instruction(std::next(v), op::convert_to(dtype::float_type), {v});
         float_of_.emplace(&*v, widened);
         return widened;
     }
