@@ -10,16 +10,13 @@
 #include <algorithm>
 
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
+#include "targets/cpu/kernels/scratch_alignment.hpp"
 
 namespace kiln {
 
 namespace {
 
 constexpr std::size_t min_taps = 16;
-
-std::size_t aligned(std::size_t bytes) {
-    return (bytes + buffer_alignment - 1) / buffer_alignment * buffer_alignment;
-}
 
 // Runs channel c's kernel for one image: inputs are x's channel, the
 // (prepacked, unread) weights, the bias when the last kernel adds it, and
@@ -31,7 +28,7 @@ public:
         : per_channel_(std::move(per_channel)),
           channel_(std::move(channel)),
           image_result_(std::move(image_result)),
-          partial_bytes_(aligned(image_result_.bytes())),
+          partial_bytes_(scratch_aligned(image_result_.bytes())),
           has_bias_(has_bias) {
         for (const auto& k : per_channel_) kernel_scratch_ = std::max(kernel_scratch_, k->scratch_bytes());
     }
@@ -100,7 +97,6 @@ argument channel_weights(const argument& w, std::size_t c) {
     for (std::size_t o = 0; o < m; ++o) std::copy_n(src + (o * channels + c) * taps, taps, dst + o * taps);
     return out;
 }
-
 
 bool eligible(const kernel_request& r) {
     const auto& conv = requested_convolution(r);

@@ -7,15 +7,11 @@
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
 #include "targets/cpu/kernels/copy/widen_16bit.hpp"
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
+#include "targets/cpu/kernels/scratch_alignment.hpp"
 
 namespace kiln {
 
 namespace {
-
-constexpr std::size_t scratch_alignment = 64;
-std::size_t aligned(std::size_t bytes) {
-    return (bytes + scratch_alignment - 1) / scratch_alignment * scratch_alignment;
-}
 
 class widen_weights_per_run_kernel final : public cpu_kernel {
 public:
@@ -28,9 +24,9 @@ public:
         widen_(inputs[1].data(), weights, widened_.elements());
         std::vector<argument> with_widened = inputs;
         with_widened[1] = argument(widened_, weights);
-        inner_->run(result, with_widened, scratch + aligned(widened_.bytes()));
+        inner_->run(result, with_widened, scratch + scratch_aligned(widened_.bytes()));
     }
-    std::size_t scratch_bytes() const override { return aligned(widened_.bytes()) + inner_->scratch_bytes(); }
+    std::size_t scratch_bytes() const override { return scratch_aligned(widened_.bytes()) + inner_->scratch_bytes(); }
 
 private:
     std::shared_ptr<const cpu_kernel> inner_;

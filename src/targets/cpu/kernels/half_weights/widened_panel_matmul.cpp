@@ -19,17 +19,13 @@
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
 #include "targets/cpu/kernels/pointwise/pointwise_avx2.hpp"
+#include "targets/cpu/kernels/scratch_alignment.hpp"
 
 namespace kiln {
 
 namespace {
 
 namespace ds = dnnl_support;
-
-constexpr std::size_t alignment = 64;
-std::size_t aligned(std::size_t bytes) {
-    return (bytes + alignment - 1) / alignment * alignment;
-}
 
 // A binary post-op operand seen as [rows, N] with unit column stride: its
 // row stride, 0 when it is broadcast along the rows.
@@ -139,10 +135,10 @@ public:
           widen_(widen_16bit_function(stored)),
           threads_(threads) {
         const std::size_t scratchpad = std::max(full_.scratchpad_bytes, tail_ ? tail_->scratchpad_bytes : 0);
-        panel_bytes_ = aligned(plan_.inner * width_ * sizeof(float));
+        panel_bytes_ = scratch_aligned(plan_.inner * width_ * sizeof(float));
         scratchpad_desc_ = dnnl::memory::desc({dim(std::max<std::size_t>(scratchpad, 1))}, dnnl::memory::data_type::u8,
                                               dnnl::memory::dims{1});
-        per_thread_ = panel_bytes_ + aligned(scratchpad);
+        per_thread_ = panel_bytes_ + scratch_aligned(scratchpad);
     }
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
