@@ -2,6 +2,8 @@
 only fixtures, since several conftest.py files exist in this tree)."""
 import os
 import pathlib
+import pty
+import subprocess
 import threading
 
 import numpy as np
@@ -148,3 +150,23 @@ def check_node_case(case, target, sixteen_bit_rtol, rtol=1e-4, atol=1e-5):
             np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64),
                                        rtol=sixteen_bit_rtol if sixteen_bit else max(case.rtol, rtol),
                                        atol=max(case.atol, atol))
+
+
+def run_with_stderr_on_a_terminal(args, timeout, **popen_args):
+    """Runs `args` with stderr on a pseudo-terminal (so it draws what it draws
+    only there, progress bars); returns (exit status, what it wrote there)."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=follower, **popen_args)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed its end
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    proc.wait(timeout=timeout)
+    os.close(leader)
+    return proc.returncode, b"".join(chunks).decode()

@@ -1,8 +1,6 @@
 """`kiln compile --int8 / --fp8` with calibration inputs from .npz files, run
 as a subprocess ($KILN_CLI or build/kiln). The reference is ONNX Runtime's
 float32 output of the same ONNX model."""
-import os
-import pty
 import re
 import subprocess
 
@@ -10,7 +8,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from kiln_testing import CLI
+from kiln_testing import CLI, run_with_stderr_on_a_terminal
 from test_quantize_int8 import image_batches, small_cnn_onnx, sqnr_db
 
 
@@ -138,23 +136,9 @@ def test_calibration_errors_name_the_file_and_input(cnn, tmp_path):
 def test_compile_progress_bar_on_a_terminal(cnn, tmp_path):
     model, _, rng = cnn
     np.savez(tmp_path / "stack.npz", x=np.stack(image_batches(rng, 3)))
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([CLI, "compile", model, "-o", tmp_path / "q.kiln", "--int8", "--calibration",
-                             tmp_path / "stack.npz"], stdout=subprocess.PIPE, stderr=follower)
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    proc.wait(timeout=300)
-    os.close(leader)
-    shown = b"".join(chunks).decode()
-    assert proc.returncode == 0, shown
+    returncode, shown = run_with_stderr_on_a_terminal(
+        [CLI, "compile", model, "-o", tmp_path / "q.kiln", "--int8", "--calibration", tmp_path / "stack.npz"], 300)
+    assert returncode == 0, shown
     assert "calibrating [" in shown and "3/3" in shown, shown
 
 

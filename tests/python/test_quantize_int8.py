@@ -5,7 +5,6 @@ the entropy search written from TensorRT's description) and ONNX Runtime
 (the float32 model), never values Kiln produced.
 """
 import os
-import pty
 import re
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import kiln
 import kiln.compat.migraphx as migraphx
-from kiln_testing import TARGETS
+from kiln_testing import TARGETS, run_with_stderr_on_a_terminal
 
 BINS = 2048  # the calibration histogram's bins per sign (activation_statistics)
 
@@ -491,23 +490,9 @@ def run_with_stderr(on_terminal):
                            timeout=120)
         assert r.returncode == 0, r.stderr
         return r.stderr
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-c", PROGRESS_SCRIPT], stdout=subprocess.PIPE, stderr=follower,
-                            env=env)
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # the child closed its end
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    proc.wait(timeout=120)
-    os.close(leader)
-    assert proc.returncode == 0
-    return b"".join(chunks).decode()
+    returncode, shown = run_with_stderr_on_a_terminal([sys.executable, "-c", PROGRESS_SCRIPT], 120, env=env)
+    assert returncode == 0
+    return shown
 
 
 def test_progress_bar_only_on_a_terminal():
