@@ -299,6 +299,18 @@ def _check(name, cli, build_dir, batch):
     return results
 
 
+def parse_model_args(parser, argv):
+    """Parses `argv` with `parser` (positional models, --batch), rejecting a batch below 1 and a model
+    model_zoo does not have; quantize_models.py's main parses with it too."""
+    args = parser.parse_args(argv)
+    if args.batch < 1:
+        parser.error("--batch must be at least 1")
+    unknown = [m for m in args.models if m not in MODELS]
+    if unknown:
+        parser.error(f"unknown model {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    return args
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="*", help=f"models (default: all): {', '.join(MODELS)}")
@@ -308,12 +320,7 @@ def main(argv=None):
     parser.add_argument("--cli", default=str(REPO / "build" / "kiln"), help="the kiln command")
     parser.add_argument("--batch", type=int, default=1, help="batch size of the exported inputs (default 1)")
     parser.add_argument("--save-module", action="store_true", help="also save the torch module (for bench/)")
-    args = parser.parse_args(argv)
-    if args.batch < 1:
-        parser.error("--batch must be at least 1")
-    unknown = [m for m in args.models if m not in MODELS]
-    if unknown:
-        parser.error(f"unknown model {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    args = parse_model_args(parser, argv)
     failed = []
     for name in args.models or list(MODELS):
         path, _ = export(name, args.build_dir, batch=args.batch)

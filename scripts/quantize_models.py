@@ -185,12 +185,7 @@ def main(argv=None):
     parser.add_argument("--build-dir", default=str(export_models.REPO / "build"), help="build folder holding models/")
     parser.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
     parser.add_argument("--save-module", action="store_true", help="also save the torch module (for bench/)")
-    args = parser.parse_args(argv)
-    if args.batch < 1:
-        parser.error("--batch must be at least 1")
-    unknown = [m for m in args.models if m not in MODELS]
-    if unknown:
-        parser.error(f"unknown model {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    args = export_models.parse_model_args(parser, argv)
     for name in args.models or list(MODELS):
         for path in prepare(name, args.build_dir, args.batch):
             print(f"{name}: {path}")
