@@ -122,6 +122,16 @@ def mlp_program(w1, b1, w2):
     return p
 
 
+def random_mlp(rng):
+    """Random weights w1 [32, 24], b1 [24], w2 [24, 10], four calibration inputs [16, 32] and
+    mlp_program of the weights."""
+    w1 = rng.standard_normal((32, 24)).astype(np.float32) * 0.3
+    b1 = rng.standard_normal(24).astype(np.float32) * 0.2
+    w2 = rng.standard_normal((24, 10)).astype(np.float32) * 0.3
+    calibration = [rng.standard_normal((16, 32)).astype(np.float32) for _ in range(4)]
+    return w1, b1, w2, calibration, mlp_program(w1, b1, w2)
+
+
 def small_cnn_onnx(rng):
     """conv 3->8 + relu, conv 8->8 + relu, global average pool, flatten, gemm 8->10."""
     inits = {
@@ -324,11 +334,7 @@ def test_quantizing_twice_changes_nothing_more(rng):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_mlp_matches_a_numpy_fake_quantized_forward_pass(rng, target):
-    w1 = rng.standard_normal((32, 24)).astype(np.float32) * 0.3
-    b1 = rng.standard_normal(24).astype(np.float32) * 0.2
-    w2 = rng.standard_normal((24, 10)).astype(np.float32) * 0.3
-    calibration = [rng.standard_normal((16, 32)).astype(np.float32) for _ in range(4)]
-    p = mlp_program(w1, b1, w2)
+    w1, b1, w2, calibration, p = random_mlp(rng)
     kiln.quantize_int8(p, target, [{"x": x} for x in calibration])
 
     # numpy: the ranges the float model's activations reach over the calibration set.
@@ -549,11 +555,7 @@ def fp8_scale(values):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_fp8_mlp_matches_a_numpy_float8_forward_pass(rng, target):
-    w1 = rng.standard_normal((32, 24)).astype(np.float32) * 0.3
-    b1 = rng.standard_normal(24).astype(np.float32) * 0.2
-    w2 = rng.standard_normal((24, 10)).astype(np.float32) * 0.3
-    calibration = [rng.standard_normal((16, 32)).astype(np.float32) for _ in range(4)]
-    p = mlp_program(w1, b1, w2)
+    w1, b1, w2, calibration, p = random_mlp(rng)
     kiln.quantize_fp8(p, target, [{"x": x} for x in calibration])
     text = str(p)
     assert ops_of(p).count("quantize_linear") == 4, text
