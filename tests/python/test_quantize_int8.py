@@ -592,3 +592,49 @@ def test_fp8_small_cnn_stays_close_to_float32(cnn_case, target):
     # Six quantized tensors add their noise, though each layer's sum over many products
     # averages part of it out (this network measures ~31 dB): 25 dB leaves that room.
     assert got > 25
+
+
+def residual_block_onnx(rng):
+    """A ResNet bottleneck's shape: conv + relu, then a conv whose output meets a 1x1 downsampling conv's
+    (a float residual coming from another int8 layer's float result), add, relu, and a last conv."""
+    w = lambda *s: (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(np.float32)
+    b = lambda n: (rng.standard_normal(n) * 0.1).astype(np.float32)
+    inits = {"w1": w(8, 4, 3, 3), "b1": b(8), "w2": w(16, 8, 3, 3), "b2": b(16), "wd": w(16, 4, 1, 1), "bd": b(16),
+             "w3": w(8, 16, 3, 3), "b3": b(8)}
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "wd", "bd"], ["d"]),
+        helper.make_node("Add", ["c2", "d"], ["s"]),
+        helper.make_node("Relu", ["s"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w3", "b3"], ["y"], pads=[1, 1, 1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 10, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 10, 10])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def test_a_float_residual_between_int8_layers_runs_on_int8_kernels(rng):
+    """quantize_int8 leaves the residual add in float; its int8 convolutions must still run on oneDNN
+    (the residual reordered into the destination's layout), not on the reference kernel, and agree with ref."""
+    data = residual_block_onnx(rng)
+    x = rng.standard_normal((1, 4, 10, 10)).astype(np.float32)
+    calibration = [{"x": rng.standard_normal((1, 4, 10, 10)).astype(np.float32)} for _ in range(4)]
+    outs = {}
+    for target in ["ref", "cpu"]:
+        p = kiln.parse_onnx_buffer(data)
+        kiln.quantize_int8(p, kiln.get_target(target), calibration=calibration)
+        p.compile(kiln.get_target(target))
+        outs[target] = np.asarray(p.run({"x": x})[0])
+        if target == "cpu":
+            algorithms = {(op, algorithm) for _, op, algorithm in p.get_kernel_algorithms()}
+            assert ("fused_quant_convolution", "onednn_int8") in algorithms, algorithms
+            assert not any(op.startswith("fused_quant") and a != "onednn_int8" for op, a in algorithms), algorithms
+    reference = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert sqnr_db(reference, outs["cpu"]) > 25
+    assert sqnr_db(outs["ref"], outs["cpu"]) > 40

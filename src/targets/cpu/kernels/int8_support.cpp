@@ -84,6 +84,37 @@ private:
     std::size_t x_bytes_ = 0, y_bytes_ = 0;
 };
 
+class input_in_layout_kernel final : public cpu_kernel {
+public:
+    input_in_layout_kernel(std::shared_ptr<const cpu_kernel> inner, std::size_t index, const shape& given,
+                           const shape& wanted)
+        : inner_(std::move(inner)), index_(index), wanted_(wanted), from_(typed_desc(given)), to_(typed_desc(wanted)),
+          bytes_((wanted.bytes() + 63) / 64 * 64) {
+        const auto& engine = dnnl_support::cpu_engine();
+        reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from_, engine, to_));
+    }
+
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
+        const auto& engine = dnnl_support::cpu_engine();
+        thread_local dnnl::stream stream(engine);
+        dnnl::memory from(from_, engine, inputs[index_].data()), to(to_, engine, scratch);
+        reorder_.execute(stream, from, to);
+        stream.wait();
+        std::vector<argument> moved = inputs;
+        moved[index_] = argument(wanted_, scratch);
+        inner_->run(result, moved, scratch + bytes_);
+    }
+    std::size_t scratch_bytes() const override { return bytes_ + inner_->scratch_bytes(); }
+
+private:
+    std::shared_ptr<const cpu_kernel> inner_;
+    std::size_t index_;
+    shape wanted_;
+    dnnl::memory::desc from_, to_;
+    dnnl::reorder reorder_;
+    std::size_t bytes_;
+};
+
 // Puts the residual where the primitive's sum post-op reads it: codes as
 // they are into an 8-bit result, real values into a float one.
 class residual_first_kernel final : public cpu_kernel {
@@ -363,6 +394,12 @@ std::shared_ptr<const cpu_kernel> epilogue_kernel(const kernel_request& r, const
                                                         std::move(fixed), pd.scratchpad_desc().get_size());
     if (residual_in_result(e)) return with_residual_in_result(inner, e);
     return inner;
+}
+
+std::shared_ptr<const cpu_kernel> with_input_in_layout(std::shared_ptr<const cpu_kernel> inner, std::size_t index,
+                                                       const shape& given, const shape& wanted) {
+    if (given.strides() == wanted.strides()) return inner;
+    return std::make_shared<input_in_layout_kernel>(std::move(inner), index, given, wanted);
 }
 
 std::shared_ptr<const cpu_kernel> staged(std::shared_ptr<const cpu_kernel> inner, const shape& x, const shape& inner_x,

@@ -84,4 +84,12 @@ std::shared_ptr<const cpu_kernel> epilogue_kernel(const kernel_request& r, const
 std::shared_ptr<const cpu_kernel> staged(std::shared_ptr<const cpu_kernel> inner, const shape& x, const shape& inner_x,
                                          const shape& result, const shape& inner_y);
 
+// Runs `inner` on input `index` reordered from layout `given` into `wanted`
+// (same type and lens) in scratch, or `inner` itself when they agree: a
+// full-tensor post-op operand (a residual) must share the destination's
+// layout, and a float residual often comes from a standard-layout producer
+// while the int8 destination is channels-last.
+std::shared_ptr<const cpu_kernel> with_input_in_layout(std::shared_ptr<const cpu_kernel> inner, std::size_t index,
+                                                       const shape& given, const shape& wanted);
+
 }  // namespace kiln::int8_support

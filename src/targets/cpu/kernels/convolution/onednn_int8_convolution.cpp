@@ -58,12 +58,14 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
                    static_cast<dnnl::memory::dim>(x.lens()[2 + i]) - pad_l[i];
     }
 
+    // A full-tensor post-op operand shares the destination's layout: the
+    // residual is reordered into it first where its producer chose another.
     dnnl::memory::desc residual;
+    shape given_residual, inner_residual;
     if (e.residual != residual_kind::none) {
-        const shape& res = r.input_shapes[e.residual_input()];
-        // A full-tensor post-op operand must share the destination's layout.
-        if (res.strides() != inner_y.strides()) return nullptr;
-        residual = is::typed_desc(res);
+        given_residual = r.input_shapes[e.residual_input()];
+        inner_residual = shape{given_residual.type(), given_residual.lens(), inner_y.strides()};
+        residual = is::typed_desc(inner_residual);
     }
     const std::vector<float> scales = is::float_values(r.constant_inputs[3]);
     auto attr = is::epilogue_attr(e, scales, 1, is::zero_point_value(r.constant_inputs[2]), residual);
@@ -90,6 +92,8 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
         auto weights = ds::reorder_constant(r.constant_inputs[1], plain_weights, pd.weights_desc());
         auto kernel = is::epilogue_kernel(r, e, dnnl::convolution_forward(pd), pd, src, dst, std::move(weights),
                                           bias_desc, scales, residual);
+        if (e.residual != residual_kind::none)
+            kernel = is::with_input_in_layout(kernel, e.residual_input(), given_residual, inner_residual);
         return is::staged(kernel, x, inner_x, y, inner_y);
     } catch (const dnnl::error&) {
         return nullptr;  // no oneDNN implementation for these shapes: the reference kernel runs
