@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "targets/cpu/kernels/dnnl_support.hpp"
+#include "targets/cpu/kernels/scratch_alignment.hpp"
 
 namespace kiln::int8_support {
 
@@ -34,62 +35,14 @@ bool append_unary(dnnl::post_ops& ops, const op::post_op_chain& chain) {
 
 std::pair<float, float> code_range(dtype t) { return t == dtype::uint8_type ? std::pair{0.f, 255.f} : std::pair{-128.f, 127.f}; }
 
-class staged_kernel final : public cpu_kernel {
-public:
-    staged_kernel(std::shared_ptr<const cpu_kernel> inner, const shape& x, const shape& inner_x, const shape& result,
-                  const shape& inner_y)
-        : inner_(std::move(inner)), inner_x_(inner_x), inner_y_(inner_y) {
-        const auto& engine = dnnl_support::cpu_engine();
-        if (x.strides() != inner_x.strides()) {
-            x_from_ = typed_desc(x);
-            x_to_ = typed_desc(inner_x);
-            reorder_x_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, x_from_, engine, x_to_));
-            x_bytes_ = aligned(inner_x.bytes());
-        }
-        if (result.strides() != inner_y.strides()) {
-            y_from_ = typed_desc(inner_y);
-            y_to_ = typed_desc(result);
-            reorder_y_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, y_from_, engine, y_to_));
-            y_bytes_ = aligned(inner_y.bytes());
-        }
-    }
-
-    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
-        const auto& engine = dnnl_support::cpu_engine();
-        thread_local dnnl::stream stream(engine);
-        std::vector<argument> staged_inputs = inputs;
-        if (x_bytes_ > 0) {
-            dnnl::memory from(x_from_, engine, inputs[0].data()), to(x_to_, engine, scratch);
-            reorder_x_.execute(stream, from, to);
-            stream.wait();
-            staged_inputs[0] = argument(inner_x_, scratch);
-        }
-        const argument staged_result = y_bytes_ > 0 ? argument(inner_y_, scratch + x_bytes_) : result;
-        inner_->run(staged_result, staged_inputs, scratch + x_bytes_ + y_bytes_);
-        if (y_bytes_ > 0) {
-            dnnl::memory from(y_from_, engine, staged_result.data()), to(y_to_, engine, result.data());
-            reorder_y_.execute(stream, from, to);
-            stream.wait();
-        }
-    }
-    std::size_t scratch_bytes() const override { return x_bytes_ + y_bytes_ + inner_->scratch_bytes(); }
-
-private:
-    static std::size_t aligned(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
-
-    std::shared_ptr<const cpu_kernel> inner_;
-    shape inner_x_, inner_y_;
-    dnnl::memory::desc x_from_, x_to_, y_from_, y_to_;
-    dnnl::reorder reorder_x_, reorder_y_;
-    std::size_t x_bytes_ = 0, y_bytes_ = 0;
-};
-
+// Runs `inner` with input `index` reordered from layout `given` into `wanted`
+// in scratch.
 class input_in_layout_kernel final : public cpu_kernel {
 public:
     input_in_layout_kernel(std::shared_ptr<const cpu_kernel> inner, std::size_t index, const shape& given,
                            const shape& wanted)
         : inner_(std::move(inner)), index_(index), wanted_(wanted), from_(typed_desc(given)), to_(typed_desc(wanted)),
-          bytes_((wanted.bytes() + 63) / 64 * 64) {
+          bytes_(scratch_aligned(wanted.bytes())) {
         const auto& engine = dnnl_support::cpu_engine();
         reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from_, engine, to_));
     }
@@ -110,6 +63,36 @@ private:
     std::shared_ptr<const cpu_kernel> inner_;
     std::size_t index_;
     shape wanted_;
+    dnnl::memory::desc from_, to_;
+    dnnl::reorder reorder_;
+    std::size_t bytes_;
+};
+
+// Runs `inner` into a buffer of layout `inner_y` in scratch, then reorders
+// it into the result's layout.
+class result_in_layout_kernel final : public cpu_kernel {
+public:
+    result_in_layout_kernel(std::shared_ptr<const cpu_kernel> inner, const shape& result, const shape& inner_y)
+        : inner_(std::move(inner)), inner_y_(inner_y), from_(typed_desc(inner_y)), to_(typed_desc(result)),
+          bytes_(scratch_aligned(inner_y.bytes())) {
+        const auto& engine = dnnl_support::cpu_engine();
+        reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from_, engine, to_));
+    }
+
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
+        const argument staged(inner_y_, scratch);
+        inner_->run(staged, inputs, scratch + bytes_);
+        const auto& engine = dnnl_support::cpu_engine();
+        thread_local dnnl::stream stream(engine);
+        dnnl::memory from(from_, engine, scratch), to(to_, engine, result.data());
+        reorder_.execute(stream, from, to);
+        stream.wait();
+    }
+    std::size_t scratch_bytes() const override { return bytes_ + inner_->scratch_bytes(); }
+
+private:
+    std::shared_ptr<const cpu_kernel> inner_;
+    shape inner_y_;
     dnnl::memory::desc from_, to_;
     dnnl::reorder reorder_;
     std::size_t bytes_;
@@ -404,8 +387,9 @@ std::shared_ptr<const cpu_kernel> with_input_in_layout(std::shared_ptr<const cpu
 
 std::shared_ptr<const cpu_kernel> staged(std::shared_ptr<const cpu_kernel> inner, const shape& x, const shape& inner_x,
                                          const shape& result, const shape& inner_y) {
-    if (x.strides() == inner_x.strides() && result.strides() == inner_y.strides()) return inner;
-    return std::make_shared<staged_kernel>(std::move(inner), x, inner_x, result, inner_y);
+    if (result.strides() != inner_y.strides())
+        inner = std::make_shared<result_in_layout_kernel>(std::move(inner), result, inner_y);
+    return with_input_in_layout(std::move(inner), 0, x, inner_x);
 }
 
 }  // namespace kiln::int8_support
