@@ -87,7 +87,7 @@ def test_max_memory_bytes_sets_the_limit():
 
 
 TRUNCATE_WHILE_PARSING = r"""
-import os, random, sys, threading, time
+import json, os, random, sys, threading, time
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 import kiln
@@ -113,7 +113,7 @@ for trial in range(12):
     except kiln.KilnError as e:
         outcomes["kiln error"] += 1
     cutter.join()
-print(outcomes)
+print(json.dumps(outcomes))
 """
 
 
@@ -125,7 +125,9 @@ def test_a_model_file_cut_short_while_parsing_gives_an_error_not_sigbus(tmp_path
     script.write_text(TRUNCATE_WHILE_PARSING)
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "model.onnx")], capture_output=True, text=True)
     assert done.returncode == 0, f"exit {done.returncode} (negative: killed by that signal)\n{done.stderr[-2000:]}"
-    assert "kiln error" in done.stdout, done.stdout
+    outcomes = json.loads(done.stdout)
+    assert outcomes["parsed"] + outcomes["kiln error"] == 12, outcomes
+    assert outcomes["kiln error"] > 0, f"no trial was cut short while parsing: {outcomes}"
 
 
 def test_a_compile_refused_by_the_memory_limit_leaves_the_program_as_it_was():
