@@ -16,10 +16,11 @@ import torch
 from onnx import TensorProto
 from onnx import helper as oh
 from onnx import numpy_helper as onh
-from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+from onnxruntime.quantization import QuantType
 
 import kiln
 from kiln_testing import TARGETS, build_program, run_on
+from quantization_testing import quantize_qdq
 
 
 # --- quant_convolution / quant_dot against exact integer numpy ---
@@ -113,21 +114,13 @@ class MatMulNet(torch.nn.Module):
         return self.l2(torch.relu(self.l1(x)))
 
 
-class _Reader(CalibrationDataReader):
-    def __init__(self, name, shape):
-        self._data = iter([{name: np.random.default_rng(i).standard_normal(shape).astype(np.float32)} for i in range(8)])
-
-    def get_next(self):
-        return next(self._data, None)
-
-
 def _quantized(tmp_path, model, shape, activation_type):
     torch.manual_seed(0)
     float_path, qdq_path = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
     torch.onnx.export(model.eval(), torch.randn(*shape), str(float_path), input_names=["x"], opset_version=17,
                       dynamo=False)
-    quantize_static(str(float_path), str(qdq_path), _Reader("x", shape), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=activation_type, weight_type=QuantType.QInt8)
+    calibration = [{"x": np.random.default_rng(i).standard_normal(shape).astype(np.float32)} for i in range(8)]
+    quantize_qdq(float_path, qdq_path, calibration, activation_type=activation_type)
     return qdq_path
 
 
