@@ -22,6 +22,7 @@ the benchmarks run under torch eager and torch.compile.
 import argparse
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
@@ -117,6 +118,18 @@ def _load_arrays(folder):
     return {p.stem: np.load(p) for p in sorted(folder.glob("*.npy"))} if folder.is_dir() else {}
 
 
+def save_arrays(folder, arrays):
+    """{name: array} as folder/name.npy (an integer name k as output_k.npy), written beside it and moved into
+    place whole (replacing an older folder), so that a folder which exists is complete."""
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    for key, value in arrays.items():
+        np.save(partial / (f"output_{key}.npy" if isinstance(key, int) else f"{key}.npy"), value)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(partial, folder)
+
+
 def _output_files(folder):
     return sorted(folder.glob("output_*.npy"), key=lambda p: int(p.stem.split("_")[-1]))
 
@@ -178,10 +191,8 @@ def export(name, build_dir=None, log=print, batch=1):
         )
     program.save(str(partial), external_data=False)
     del program
-    for folder, arrays in ((in_dir, inputs), (f64_dir, dict(enumerate(_run_float64(module, inputs))))):
-        folder.mkdir(exist_ok=True)
-        for k, v in arrays.items():
-            np.save(folder / (f"output_{k}.npy" if isinstance(k, int) else f"{k}.npy"), v)
+    save_arrays(in_dir, inputs)
+    save_arrays(f64_dir, dict(enumerate(_run_float64(module, inputs))))
     os.replace(partial, path)
     log(f"exported {name} at batch {batch} in {time.perf_counter() - start:.1f} s")
     return path, inputs

@@ -99,18 +99,6 @@ def load_calibration(path):
         return {k: data[k] for k in data.files}
 
 
-def _save_arrays(folder, arrays):
-    partial = folder.with_name(folder.name + ".partial")
-    partial.mkdir(parents=True, exist_ok=True)
-    for key, value in arrays.items():
-        np.save(partial / (f"output_{key}.npy" if isinstance(key, int) else f"{key}.npy"), value)
-    os.replace(partial, folder)
-
-
-def _load_arrays(folder):
-    return {p.stem: np.load(p) for p in sorted(folder.glob("*.npy"))}
-
-
 class _Feeds:
     """onnxruntime.quantization.CalibrationDataReader over a list of feeds (duck-typed: quantize_static calls
     get_next until it returns None)."""
@@ -166,9 +154,9 @@ def prepare(name, build_dir=None, batch=1, log=print):
         module, _ = export_models.build(name, batch)  # the exported weights (same seed)
         outputs = export_models._run_float64(module, feeds)
         if not inputs.is_dir():
-            _save_arrays(inputs, feeds)
+            export_models.save_arrays(inputs, feeds)
         if not reference.is_dir():
-            _save_arrays(reference, dict(enumerate(outputs)))
+            export_models.save_arrays(reference, dict(enumerate(outputs)))
         log(f"wrote the evaluation inputs of {name} at batch {batch} and the float model's outputs on them")
     del module
     if not qdq.exists():
