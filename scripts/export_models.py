@@ -100,8 +100,8 @@ def _calibrate_batch_norms(module, make_inputs, rng):
         module(**feeds)
 
 
-def build(name, batch=1):
-    """The torch module (eval mode, random weights) and its inputs at `batch` as numpy arrays."""
+def build_module(name):
+    """The torch module (eval mode, random weights) and its input generator make_inputs(rng, batch)."""
     import torch
 
     torch.manual_seed(_seed(name))
@@ -111,6 +111,12 @@ def build(name, batch=1):
     config = getattr(module, "config", None)
     if hasattr(config, "use_cache"):
         config.use_cache = False
+    return module, make_inputs
+
+
+def build(name, batch=1):
+    """The torch module (eval mode, random weights) and its inputs at `batch` as numpy arrays."""
+    module, make_inputs = build_module(name)
     return module, make_inputs(np.random.default_rng(_seed(name)), batch)
 
 
@@ -165,15 +171,17 @@ def _is_cached(name, build_dir, batch):
     )
 
 
-def export(name, build_dir=None, log=print, batch=1):
-    """Path of the cached .onnx file and the inputs, exporting on a cache miss."""
+def export(name, build_dir=None, log=print, batch=1, built=None):
+    """Path of the cached .onnx file and the inputs, exporting on a cache miss (of `built`, what
+    build_module(name) returned, when given)."""
     path = model_path(name, build_dir, batch)
     in_dir, f64_dir = inputs_dir(name, build_dir, batch), float64_dir(name, build_dir, batch)
     if _is_cached(name, build_dir, batch):
         return path, _load_arrays(in_dir)
     import torch
 
-    module, inputs = build(name, batch)
+    module, make_inputs = built or build_module(name)
+    inputs = make_inputs(np.random.default_rng(_seed(name)), batch)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     start = time.perf_counter()
