@@ -1,6 +1,6 @@
 """The benchmark's bar chart: median latency of each engine on each model, one
 panel per batch size, on a log scale (models differ by 100x). Both suites use
-it; a case that failed or is unavailable gets a cross at the panel's foot."""
+it; a case that failed gets a cross at the panel's foot."""
 from report import Results, median_seconds
 
 COLORS = {
@@ -54,8 +54,8 @@ def write_chart(doc, titles, path):
         ax.set_ylabel("median latency (ms, log)")
         ax.set_title(f"batch {batch}, {r.settings['threads']} threads (lower is better)")
         ax.grid(axis="y", which="both", alpha=0.3)
-    # Legend entries made here, not taken from the bars: an engine with no bar (failed everywhere, or
-    # unavailable) still gets its colour. Up to 5 in a row (the float suite), else two rows.
+    # Legend entries made here, not taken from the bars: an engine with no bar (failed everywhere)
+    # still gets its colour. Up to 5 in a row (the float suite), else two rows.
     from matplotlib.patches import Patch
 
     handles = [Patch(color=COLORS.get(e), label=r.engine_title(e)) for e in r.engines]

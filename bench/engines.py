@@ -15,8 +15,7 @@ only its own engine.
 The reduced-precision engines (`precision` other than float32) take the
 quantized benchmark's files (scripts/quantize_models.py): the QDQ model that
 ONNX Runtime's quantizer wrote, or the calibration samples for quantizing the
-float model themselves. An engine whose library lacks the feature raises
-EngineUnavailable, which the benchmark reports as such rather than as a failure.
+float model themselves.
 """
 import time
 from dataclasses import dataclass
@@ -30,10 +29,6 @@ class ModelFiles:
     qdq_onnx: Path = None  # the graph quantized by onnxruntime.quantization (QDQ), same batch size
     calibration: Path = None  # .npz of {input name: [samples, ...]}, the calibration set
     batch: int = 1  # the benchmarked batch size (the models' batch dimension is fixed)
-
-
-class EngineUnavailable(Exception):
-    """The engine's library does not have what this case needs (e.g. a Kiln build without quantize_int8)."""
 
 
 def calibration_feeds(files, batch):
@@ -100,13 +95,6 @@ class KilnEngine:
         return [np.asarray(o) for o in raw]
 
 
-def _kiln_function(kiln, name):
-    function = getattr(kiln, name, None)
-    if function is None:
-        raise EngineUnavailable(f"kiln.{name} does not exist in this build")
-    return function
-
-
 class KilnQdqEngine(KilnEngine):
     """Kiln on the QDQ file that ONNX Runtime's quantizer wrote (the one the int8 peers load)."""
 
@@ -123,10 +111,9 @@ class KilnInt8Engine(KilnEngine):
     name, title, precision = "kiln_int8", "Kiln int8 (quantize_int8)", "int8"
 
     def reduce_precision(self, files, target, phases):
-        quantize_int8 = _kiln_function(self.kiln, "quantize_int8")
         names = set(self.program.get_parameter_names())
         feeds = [{k: v for k, v in f.items() if k in names} for f in calibration_feeds(files, files.batch)]
-        _timed(phases, "quantize", quantize_int8, self.program, target, calibration=feeds,
+        _timed(phases, "quantize", self.kiln.quantize_int8, self.program, target, calibration=feeds,
                ins_names=["dot", "convolution"], method="max", per_channel=True)
 
 
@@ -134,7 +121,7 @@ class KilnFp16Engine(KilnEngine):
     name, title, precision = "kiln_fp16", "Kiln fp16", "fp16"
 
     def reduce_precision(self, files, target, phases):
-        _timed(phases, "quantize", _kiln_function(self.kiln, "quantize_fp16"), self.program)
+        _timed(phases, "quantize", self.kiln.quantize_fp16, self.program)
 
 
 class OnnxRuntimeEngine:

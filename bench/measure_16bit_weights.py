@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 import kiln
+from sqnr import sqnr_db
 
 VARIANTS = {"fp32": None, "fp16": kiln.quantize_fp16, "bf16": kiln.quantize_bf16}
 
@@ -46,9 +47,6 @@ def real_model(name):
     return (lambda: kiln.parse_onnx(path)), feed
 
 
-def sqnr_db(reference, got):
-    noise = np.sum((reference.astype(np.float64) - got) ** 2)
-    return float("inf") if noise == 0 else 10 * np.log10(np.sum(reference.astype(np.float64) ** 2) / noise)
 
 
 def measure(label, build, feed, runs, threads):
@@ -77,7 +75,7 @@ def measure(label, build, feed, runs, threads):
         err = float(np.max(np.abs(outputs[variant] - outputs["fp32"])))
         algorithms = sorted({a for _, op, a in p.get_kernel_algorithms() if op in ("fused_dot", "fused_convolution")})
         print(f"| {variant} | {ms:.2f} | {ms / base_ms:.2f} | {weight / 1e6:.1f} | {weight / base_bytes:.2f} | "
-              f"{err:.3g} | {sqnr_db(outputs['fp32'], outputs[variant]):.1f} | {', '.join(algorithms)} |")
+              f"{err:.3g} | {sqnr_db(outputs[variant], outputs['fp32']):.1f} | {', '.join(algorithms)} |")
 
 
 def main(argv=None):

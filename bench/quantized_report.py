@@ -8,7 +8,7 @@ Besides report.py's fields the document has
     settings.suite: "quantized"
     precisions:   {engine: "float32" | "int8" | "fp16"}
     quantization: {calibration_samples, qdq_ops, qdq_tag, torchao}
-    cases[].check.sqnr_db, cases[].unavailable (a Kiln feature this build lacks)
+    cases[].check.sqnr_db
 """
 import report
 from report import (KILN, Results, _table, engine_table, fmt_mb, fmt_ms, fmt_ratio, geometric_mean, latency_cell,
@@ -56,8 +56,6 @@ class QuantizedResults(Results):
 
 
 def _cell(r, model, batch, engine):
-    if (r.case(model, batch, engine) or {}).get("unavailable"):
-        return "n/a"
     return latency_cell(r, model, batch, engine, f" · {fmt_db(r.sqnr(model, batch, engine))}")
 
 
@@ -113,14 +111,6 @@ def sqnr_rule_table(r):
         row += [fmt_db(r.sqnr(m, b, "kiln_qdq"))] if qdq else []
         rows.append(row)
     return _table(header, ["---", "---:"] + ["---:"] * (len(header) - 2), rows)
-
-
-def _memory_cell(r, model, batch, engine):
-    return fmt_mb((((r.case(model, batch, engine) or {}).get("memory")) or {}).get("peak_growth_bytes"))
-
-
-def memory_table(r):
-    return engine_table(r, _memory_cell)
 
 
 def quantize_seconds(r, model, batch, engine=OWN_QUANTIZER):
@@ -197,7 +187,7 @@ def goals(r):
 
 
 def problems(r):
-    return report.problems(r, not_accepted="outputs rejected", unavailable=True)
+    return report.problems(r, not_accepted="outputs rejected")
 
 
 def _scheme_text(doc):
@@ -250,7 +240,7 @@ def render(doc, titles, chart_name=None):
                 "with the same calibration samples and scheme.", "", *sqnr_rule_table(r), ""]
     out += ["## Peak memory (MiB)", "",
             "Growth of the worker process's peak resident set over its size after importing the engine.", "",
-            *memory_table(r), "",
+            *report.memory_table(r), "",
             "## Load time (s)", "",
             "Everything before the timed runs: reading, quantizing (calibration included) and compiling, plus "
             "the first run (where torch.compile compiles).", "", *load_table(r), ""]

@@ -279,15 +279,12 @@ def goals(r):
     return out
 
 
-def problems(r, not_accepted="outputs disagree", unavailable=False):
-    """Lines naming each case that failed or whose outputs were not accepted (`not_accepted` says how), and
-    with `unavailable` each case that needed a feature the build lacks."""
+def problems(r, not_accepted="outputs disagree"):
+    """Lines naming each case that failed or whose outputs were not accepted (`not_accepted` says how)."""
     lines = []
     for c in r.doc["cases"]:
         label = f"{r.model_title(c['model'])} batch {c['batch']}, {r.engine_title(c['engine'])}"
-        if unavailable and c.get("unavailable"):
-            lines.append(f"- {label}: unavailable: {c['unavailable']}")
-        elif c.get("error"):
+        if c.get("error"):
             lines.append(f"- {label}: failed ({c.get('error_phase', 'run')}): {c['error']}")
         elif c.get("check") and not c["check"].get("agrees"):
             lines.append(f"- {label}: {not_accepted}: {c['check'].get('message')}")

@@ -337,7 +337,7 @@ class EngineWorker:
 
     @property
     def alive(self):
-        return "error" not in self.case and "unavailable" not in self.case and self.proc.poll() is None
+        return "error" not in self.case and self.proc.poll() is None
 
     def _events(self, until):
         """Handles the worker's events up to one of kind `until`; False if the worker failed, exited or ran
@@ -373,9 +373,6 @@ class EngineWorker:
                 self.case["memory"], self.case["warmup_runs"] = event["memory"], event["warmup_runs"]
             elif kind == "error":
                 self.case["error"], self.case["error_phase"] = event["message"], event["phase"]
-                return False
-            elif kind == "unavailable":
-                self.case["unavailable"] = event["message"]
                 return False
             if kind == until:
                 return True
@@ -434,7 +431,7 @@ class EngineWorker:
             self.log.close()
         case = self.case
         case["wall_s"] = time.perf_counter() - self.start
-        if "times_s" not in case and "error" not in case and "unavailable" not in case:
+        if "times_s" not in case and "error" not in case:
             timed_out = self.busy_s >= self.args.case_timeout
             status = self.proc.returncode
             why = ("timed out" if timed_out else "was killed by SIGKILL (out of memory?)" if status == -signal.SIGKILL
@@ -477,9 +474,6 @@ def run_case(name, batch, engine, model, args, progress):
 def _announce(case, label, progress):
     if case.get("error"):
         progress.problem(f"{label}: FAILED in {case['error_phase']}: {case['error'][:300]}")
-        return
-    if case.get("unavailable"):
-        progress.problem(f"{label}: unavailable: {case['unavailable']}")
         return
     check = case.get("check") or {}
     if not check.get("agrees"):
@@ -589,8 +583,8 @@ def main(argv=None):
 
 def kiln_failures(cases):
     """Kiln's cases that failed or computed wrong answers (below the SQNR floor for reduced precision): they
-    fail the run; other engines' problems, and a Kiln feature this build lacks, are only reported."""
-    return [c for c in cases if c["engine"].startswith("kiln") and not c.get("unavailable")
+    fail the run; other engines' problems are only reported."""
+    return [c for c in cases if c["engine"].startswith("kiln")
             and (c.get("error") or not (c.get("check") or {}).get("agrees"))]
 
 

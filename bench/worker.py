@@ -10,8 +10,6 @@ engine's alone. bench/run_bench.py starts it and talks to it in JSON lines:
     parent -> "stop\\n"
     worker -> {"event": "result", "memory": {...}, "warmup_runs": n}
     worker -> {"event": "error", "phase": ..., "message": ...}       (then exits 1)
-    worker -> {"event": "unavailable", "message": ...}                (the engine's library lacks a
-                                                                       feature the case needs; exits 0)
 
 The parent times the engines of one model in interleaved rounds, so a round
 starts with untimed runs that bring the engine's caches back: the --warmup
@@ -94,7 +92,7 @@ def main(argv=None):
     try:
         import numpy as np
 
-        from engines import ENGINES, EngineUnavailable, ModelFiles
+        from engines import ENGINES, ModelFiles
 
         engine = ENGINES[args.engine](args.threads)
         version = engine.import_library()
@@ -104,11 +102,7 @@ def main(argv=None):
 
         phase = "load"
         batch = next(iter(feeds.values())).shape[0] if feeds else 1
-        try:
-            phases = engine.load(ModelFiles(args.onnx, args.torch_module, args.qdq_onnx, args.calibration, batch))
-        except EngineUnavailable as e:
-            channel.send("unavailable", message=str(e))
-            return 0
+        phases = engine.load(ModelFiles(args.onnx, args.torch_module, args.qdq_onnx, args.calibration, batch))
         channel.send("loaded", version=version, phases=phases)
 
         phase = "first run"

@@ -22,6 +22,7 @@ the benchmarks run under torch eager and torch.compile.
 import argparse
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
@@ -99,8 +100,8 @@ def _calibrate_batch_norms(module, make_inputs, rng):
         module(**feeds)
 
 
-def build(name, batch=1):
-    """The torch module (eval mode, random weights) and its inputs at `batch` as numpy arrays."""
+def build_module(name):
+    """The torch module (eval mode, random weights) and its input generator make_inputs(rng, batch)."""
     import torch
 
     torch.manual_seed(_seed(name))
@@ -110,11 +111,29 @@ def build(name, batch=1):
     config = getattr(module, "config", None)
     if hasattr(config, "use_cache"):
         config.use_cache = False
+    return module, make_inputs
+
+
+def build(name, batch=1):
+    """The torch module (eval mode, random weights) and its inputs at `batch` as numpy arrays."""
+    module, make_inputs = build_module(name)
     return module, make_inputs(np.random.default_rng(_seed(name)), batch)
 
 
 def _load_arrays(folder):
     return {p.stem: np.load(p) for p in sorted(folder.glob("*.npy"))} if folder.is_dir() else {}
+
+
+def save_arrays(folder, arrays):
+    """{name: array} as folder/name.npy (an integer name k as output_k.npy), written beside it and moved into
+    place whole (replacing an older folder), so that a folder which exists is complete."""
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    for key, value in arrays.items():
+        np.save(partial / (f"output_{key}.npy" if isinstance(key, int) else f"{key}.npy"), value)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(partial, folder)
 
 
 def _output_files(folder):
@@ -152,15 +171,17 @@ def _is_cached(name, build_dir, batch):
     )
 
 
-def export(name, build_dir=None, log=print, batch=1):
-    """Path of the cached .onnx file and the inputs, exporting on a cache miss."""
+def export(name, build_dir=None, log=print, batch=1, built=None):
+    """Path of the cached .onnx file and the inputs, exporting on a cache miss (of `built`, what
+    build_module(name) returned, when given)."""
     path = model_path(name, build_dir, batch)
     in_dir, f64_dir = inputs_dir(name, build_dir, batch), float64_dir(name, build_dir, batch)
     if _is_cached(name, build_dir, batch):
         return path, _load_arrays(in_dir)
     import torch
 
-    module, inputs = build(name, batch)
+    module, make_inputs = built or build_module(name)
+    inputs = make_inputs(np.random.default_rng(_seed(name)), batch)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     start = time.perf_counter()
@@ -178,10 +199,8 @@ def export(name, build_dir=None, log=print, batch=1):
         )
     program.save(str(partial), external_data=False)
     del program
-    for folder, arrays in ((in_dir, inputs), (f64_dir, dict(enumerate(_run_float64(module, inputs))))):
-        folder.mkdir(exist_ok=True)
-        for k, v in arrays.items():
-            np.save(folder / (f"output_{k}.npy" if isinstance(k, int) else f"{k}.npy"), v)
+    save_arrays(in_dir, inputs)
+    save_arrays(f64_dir, dict(enumerate(_run_float64(module, inputs))))
     os.replace(partial, path)
     log(f"exported {name} at batch {batch} in {time.perf_counter() - start:.1f} s")
     return path, inputs

@@ -99,18 +99,6 @@ def load_calibration(path):
         return {k: data[k] for k in data.files}
 
 
-def _save_arrays(folder, arrays):
-    partial = folder.with_name(folder.name + ".partial")
-    partial.mkdir(parents=True, exist_ok=True)
-    for key, value in arrays.items():
-        np.save(partial / (f"output_{key}.npy" if isinstance(key, int) else f"{key}.npy"), value)
-    os.replace(partial, folder)
-
-
-def _load_arrays(folder):
-    return {p.stem: np.load(p) for p in sorted(folder.glob("*.npy"))}
-
-
 class _Feeds:
     """onnxruntime.quantization.CalibrationDataReader over a list of feeds (duck-typed: quantize_static calls
     get_next until it returns None)."""
@@ -149,13 +137,14 @@ def write_qdq_model(float_model, out_path, calibration, batch):
 def prepare(name, build_dir=None, batch=1, log=print):
     """Everything the quantized benchmark needs for one model and batch, made on a cache miss; returns
     (QDQ model path, calibration path, evaluation inputs dir, evaluation reference dir)."""
-    float_model, _ = export_models.export(name, build_dir, log=log, batch=batch)
     calibration = calibration_path(name, build_dir)
     inputs, reference = evaluation_inputs_dir(name, build_dir, batch), evaluation_reference_dir(name, build_dir, batch)
     qdq = qdq_model_path(name, build_dir, batch)
     module = make_inputs = None
     if not calibration.exists() or not reference.is_dir() or not inputs.is_dir():
-        module, make_inputs = MODELS[name]()  # only the input generator is used from this one
+        module, make_inputs = export_models.build_module(name)  # the exported weights (same seed)
+    float_model, _ = export_models.export(name, build_dir, log=log, batch=batch,
+                                          built=(module, make_inputs) if module is not None else None)
     if not calibration.exists():
         partial = calibration.with_name(calibration.name + ".partial.npz")
         np.savez(partial, **draw_inputs(make_inputs, CALIBRATION_SEED, CALIBRATION_SAMPLES))
@@ -163,12 +152,11 @@ def prepare(name, build_dir=None, batch=1, log=print):
         log(f"wrote {CALIBRATION_SAMPLES} calibration samples of {name} to {calibration}")
     if not inputs.is_dir() or not reference.is_dir():
         feeds = draw_inputs(make_inputs, EVALUATION_SEED + batch, batch)
-        module, _ = export_models.build(name, batch)  # the exported weights (same seed)
         outputs = export_models._run_float64(module, feeds)
         if not inputs.is_dir():
-            _save_arrays(inputs, feeds)
+            export_models.save_arrays(inputs, feeds)
         if not reference.is_dir():
-            _save_arrays(reference, dict(enumerate(outputs)))
+            export_models.save_arrays(reference, dict(enumerate(outputs)))
         log(f"wrote the evaluation inputs of {name} at batch {batch} and the float model's outputs on them")
     del module
     if not qdq.exists():

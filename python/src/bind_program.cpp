@@ -69,16 +69,16 @@ const target& to_target(nb::handle t) {
     fail(error_kind::type_error, "compile: expected a kiln.target or a target name, got " + python_type_name(t));
 }
 
-parameter_map to_parameter_map(nb::handle inputs) {
+parameter_map to_parameter_map(nb::handle inputs, const std::string& where) {
     if (!nb::isinstance<nb::dict>(inputs))
         fail(error_kind::type_error,
-             "run: expected a dict mapping parameter names to arrays, got " + python_type_name(inputs));
+             where + ": expected a dict mapping parameter names to arrays, got " + python_type_name(inputs));
     parameter_map out;
     for (auto [key, v] : nb::borrow<nb::dict>(inputs)) {
         if (!nb::isinstance<nb::str>(key))
-            fail(error_kind::type_error, "run: parameter names must be strings, got " + python_type_name(key));
+            fail(error_kind::type_error, where + ": parameter names must be strings, got " + python_type_name(key));
         std::string name = nb::cast<std::string>(key);
-        out.emplace(name, to_argument(v, "run: parameter '" + name + "'"));
+        out.emplace(name, to_argument(v, where + ": parameter '" + name + "'"));
     }
     return out;
 }

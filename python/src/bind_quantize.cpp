@@ -20,18 +20,7 @@ std::vector<parameter_map> to_calibration_set(nb::handle calibration, const std:
                                          python_type_name(calibration));
     std::size_t index = 0;
     for (nb::handle sample : nb::iter(calibration)) {
-        const std::string where = caller + ": calibration sample " + std::to_string(index);
-        if (!nb::isinstance<nb::dict>(sample))
-            fail(error_kind::type_error,
-                 where + ": expected a dict mapping parameter names to arrays, got " + python_type_name(sample));
-        parameter_map params;
-        for (auto [key, v] : nb::borrow<nb::dict>(sample)) {
-            if (!nb::isinstance<nb::str>(key))
-                fail(error_kind::type_error, where + ": parameter names must be strings, got " + python_type_name(key));
-            std::string name = nb::cast<std::string>(key);
-            params.emplace(name, to_argument(v, where + ": input '" + name + "'"));
-        }
-        samples.push_back(std::move(params));
+        samples.push_back(to_parameter_map(sample, caller + ": calibration sample " + std::to_string(index)));
         ++index;
     }
     return samples;

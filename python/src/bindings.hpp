@@ -29,7 +29,7 @@ compile_options to_compile_options(const nb::kwargs& kwargs);
 // A kiln.target or a target name.
 const target& to_target(nb::handle t);
 // {name: array} as a parameter_map of zero-copy arguments.
-parameter_map to_parameter_map(nb::handle inputs);
+parameter_map to_parameter_map(nb::handle inputs, const std::string& where = "run");
 // `inputs` ({name: array} or None) with every parameter of `p` not given
 // filled with generate_argument data (seeds 0, 1, ... in name order).
 parameter_map inputs_or_generated(const program& p, nb::handle inputs);

@@ -1,19 +1,23 @@
 """Helpers for the quantization tests: ONNX Runtime's static quantizer (QDQ files), the float32
 model a QDQ file stands for, ONNX Runtime runs that expose intermediate values, and SQNR in numpy."""
 import copy
+import pathlib
+import sys
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
+from onnx import TensorProto, helper
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+from sqnr import sqnr_db  # noqa: E402,F401  (got, exact): the benchmark's own SQNR
 
-def sqnr_db(pairs):
-    """10 log10(sum f^2 / sum (q - f)^2) over (quantized, float) pairs, in float64."""
-    signal = sum(float(np.sum(np.asarray(f, np.float64) ** 2)) for _, f in pairs)
-    noise = sum(float(np.sum((np.asarray(q, np.float64) - np.asarray(f, np.float64)) ** 2)) for q, f in pairs)
-    return float("inf") if noise == 0 else 10 * np.log10(signal / noise)
+
+def pooled_sqnr_db(pairs):
+    """sqnr_db over (quantized, float) pairs taken together: their signal and noise summed."""
+    return sqnr_db(np.concatenate([np.ravel(q) for q, _ in pairs]), np.concatenate([np.ravel(f) for _, f in pairs]))
 
 
 class _Reader(CalibrationDataReader):
@@ -24,11 +28,11 @@ class _Reader(CalibrationDataReader):
         return next(self._feeds, None)
 
 
-def quantize_qdq(float_path, qdq_path, calibration, *, per_channel=True):
-    """ONNX Runtime's quantize_static in QDQ format, S8S8, MinMax calibration on `calibration`
-    ([{name: array}, ...])."""
+def quantize_qdq(float_path, qdq_path, calibration, *, per_channel=True, activation_type=QuantType.QInt8):
+    """ONNX Runtime's quantize_static in QDQ format, int8 weights, MinMax calibration on `calibration`
+    ([{name: array}, ...]); activations int8 unless `activation_type` says otherwise."""
     quantize_static(str(float_path), str(qdq_path), _Reader(calibration), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=per_channel)
+                    activation_type=activation_type, weight_type=QuantType.QInt8, per_channel=per_channel)
 
 
 def _initializers(model):
@@ -97,3 +101,35 @@ def ort_values(path, names, feeds):
 
 def node_output(model, node_name):
     return next(n for n in model.graph.node if n.name == node_name).output[0]
+
+
+def small_cnn_onnx(rng):
+    """conv 3->8 + relu, conv 8->8 + relu, global average pool, flatten, gemm 8->10."""
+    inits = {
+        "w1": rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3,
+        "b1": rng.standard_normal(8).astype(np.float32) * 0.1,
+        "w2": rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.15,
+        "b2": rng.standard_normal(8).astype(np.float32) * 0.1,
+        "w3": rng.standard_normal((8, 10)).astype(np.float32) * 0.4,
+        "b3": rng.standard_normal(10).astype(np.float32) * 0.1,
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "w3", "b3"], ["y"], name="fc"),
+    ]
+    graph = helper.make_graph(
+        nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 12, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def image_batches(rng, count):
+    return [rng.standard_normal((2, 3, 12, 12)).astype(np.float32) for _ in range(count)]

@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 
 from kiln_testing import CLI, run_with_stderr_on_a_terminal
-from test_quantize_int8 import image_batches, small_cnn_onnx, sqnr_db
+from quantization_testing import image_batches, small_cnn_onnx, sqnr_db
 
 
 def kiln_cli(*args):
@@ -61,7 +61,7 @@ def test_compile_int8_with_one_npz_per_sample_and_a_stacked_npz(cnn, tmp_path, m
     x = image_batches(rng, 1)[0]
     reference = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     # The bound of test_quantize_int8's clipping-method test (the max method alone gets ~40 dB).
-    assert sqnr_db(reference, run_model(out, x, tmp_path)) > 20
+    assert sqnr_db(run_model(out, x, tmp_path), reference) > 20
 
 
 def test_separate_stacked_and_concatenated_samples_give_the_same_program(cnn, tmp_path):
@@ -161,7 +161,7 @@ def test_compile_half_flags_reach_quantize_fp16_and_bf16(cnn, tmp_path, flag, bo
     reference = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     # float16 keeps 11 significant bits (~72 dB a rounding, 10 log10(12 * 2^20)), bfloat16 8 (~53 dB);
     # the bounds leave ~20 dB for the roundings of every layer adding up.
-    assert sqnr_db(reference, run_model(out, x, tmp_path)) > bound
+    assert sqnr_db(run_model(out, x, tmp_path), reference) > bound
     np.savez(tmp_path / "c.npz", x=x)
     expect_error(kiln_cli("compile", model, "-o", out, flag, "--calibration", tmp_path / "c.npz"),
                  "--calibration is for --int8 and --fp8")

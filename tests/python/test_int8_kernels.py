@@ -16,29 +16,20 @@ import torch
 from onnx import TensorProto
 from onnx import helper as oh
 from onnx import numpy_helper as onh
-from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+from onnxruntime.quantization import QuantType
 
 import kiln
-from kiln_testing import TARGETS, build_program, run_on
+from kiln_testing import TARGETS, build_program, conv_reference, run_on
+from quantization_testing import quantize_qdq
 
 
 # --- quant_convolution / quant_dot against exact integer numpy ---
 
 def int_conv(x, w, zero_point, padding, stride, group):
-    """(x - zero_point) convolved with w in int64, zero padding standing for the zero point."""
-    x = np.pad(x.astype(np.int64) - zero_point, [(0, 0), (0, 0), (padding, padding), (padding, padding)])
-    n, c, h, wd = x.shape
-    m, cg, k, _ = w.shape
-    oh_, ow_ = (h - k) // stride + 1, (wd - k) // stride + 1
-    y = np.zeros((n, m, oh_, ow_), np.int64)
-    per_group = m // group
-    for i in range(oh_):
-        for j in range(ow_):
-            window = x[:, :, i * stride:i * stride + k, j * stride:j * stride + k]
-            for g in range(group):
-                y[:, g * per_group:(g + 1) * per_group, i, j] = np.einsum(
-                    "nckl,mckl->nm", window[:, g * cg:(g + 1) * cg], w[g * per_group:(g + 1) * per_group].astype(np.int64))
-    return y
+    """(x - zero_point) convolved with w in int64, zero padding standing for the zero point: conv_reference,
+    exact in float64 at these sizes (integer products and sums far below 2^53)."""
+    y = conv_reference(x.astype(np.int64) - zero_point, w, [stride] * 2, [padding] * 2, [1, 1], group)
+    return y.astype(np.int64)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -113,21 +104,13 @@ class MatMulNet(torch.nn.Module):
         return self.l2(torch.relu(self.l1(x)))
 
 
-class _Reader(CalibrationDataReader):
-    def __init__(self, name, shape):
-        self._data = iter([{name: np.random.default_rng(i).standard_normal(shape).astype(np.float32)} for i in range(8)])
-
-    def get_next(self):
-        return next(self._data, None)
-
-
 def _quantized(tmp_path, model, shape, activation_type):
     torch.manual_seed(0)
     float_path, qdq_path = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
     torch.onnx.export(model.eval(), torch.randn(*shape), str(float_path), input_names=["x"], opset_version=17,
                       dynamo=False)
-    quantize_static(str(float_path), str(qdq_path), _Reader("x", shape), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=activation_type, weight_type=QuantType.QInt8)
+    calibration = [{"x": np.random.default_rng(i).standard_normal(shape).astype(np.float32)} for i in range(8)]
+    quantize_qdq(float_path, qdq_path, calibration, activation_type=activation_type)
     return qdq_path
 
 

@@ -13,8 +13,8 @@ from onnx import numpy_helper
 
 import kiln
 from kiln_testing import CLI
-from quantization_testing import (dequantized_float_model, node_output, ort_values, quantize_qdq, scale_of_input,
-                                  sqnr_db)
+from quantization_testing import (dequantized_float_model, node_output, ort_values, pooled_sqnr_db, quantize_qdq,
+                                  scale_of_input)
 
 # The TorchScript exporter (dynamo=False) keeps torch's node names ("/c1/Conv"), which the test reads.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -92,10 +92,10 @@ def test_layer_and_output_sqnr_match_numpy_on_onnx_runtime_values(models, ref_re
     got = [ort_values(qdq_path, [node_output(qdq, n) for n in CHECKED_NODES], feeds) for feeds in inputs]
     expected = [ort_values(float_path, [node_output(reference, n) for n in CHECKED_NODES], feeds) for feeds in inputs]
     for name in CHECKED_NODES:
-        numpy_db = sqnr_db([(g[node_output(qdq, name)], e[node_output(reference, name)])
+        numpy_db = pooled_sqnr_db([(g[node_output(qdq, name)], e[node_output(reference, name)])
                             for g, e in zip(got, expected)])
         assert layer(ref_report, name)["sqnr_db"] == pytest.approx(numpy_db, abs=0.05), (name, ref_report["text"])
-    numpy_output_db = sqnr_db([(g["y"], e["y"]) for g, e in zip(got, expected)])
+    numpy_output_db = pooled_sqnr_db([(g["y"], e["y"]) for g, e in zip(got, expected)])
     assert ref_report["output_sqnr_db"] == pytest.approx([numpy_output_db], abs=0.05)
 
 
@@ -117,7 +117,7 @@ def test_own_sqnr_of_the_bad_layer_matches_numpy(models, ref_report):
             y = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(inits[conv.input[1]]),
                                            torch.from_numpy(inits[conv.input[2]]), padding=1).numpy()
         pairs.append((y, values[conv.output[0]]))
-    assert layer(ref_report, BAD_LAYER)["own_sqnr_db"] == pytest.approx(sqnr_db(pairs), abs=0.05)
+    assert layer(ref_report, BAD_LAYER)["own_sqnr_db"] == pytest.approx(pooled_sqnr_db(pairs), abs=0.05)
 
 
 def test_on_the_cpu_target_the_same_layer_is_worst(models, ref_report):
@@ -180,8 +180,8 @@ def test_float_weights_kept_beside_their_quantization_are_the_float32_counterpar
     pairs = [(conv_nchw(quantize_dequantize(i["x"], sx, zx), wdq), conv_nchw(i["x"].astype(np.float64), w64))
              for i in inputs]
     assert [entry["origin"] for entry in r["layers"]] == ["conv"]
-    assert r["layers"][0]["sqnr_db"] == pytest.approx(sqnr_db(pairs), abs=0.02)
-    assert r["layers"][0]["own_sqnr_db"] == pytest.approx(sqnr_db(pairs), abs=0.02)
+    assert r["layers"][0]["sqnr_db"] == pytest.approx(pooled_sqnr_db(pairs), abs=0.02)
+    assert r["layers"][0]["own_sqnr_db"] == pytest.approx(pooled_sqnr_db(pairs), abs=0.02)
 
 
 def test_bad_requests_raise(models):

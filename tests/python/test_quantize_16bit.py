@@ -6,11 +6,14 @@ it (16-bit weights in memory, widened by its kernels, float32 arithmetic)."""
 import math
 import re
 
+import ml_dtypes
 import numpy as np
 import pytest
+import torch
 
 import kiln
 from kiln.compat import migraphx
+from kiln_testing import run_on
 
 QUANTIZE = {"half_type": kiln.quantize_fp16, "bf16_type": kiln.quantize_bf16}
 # Relative error of one rounding: 2^-11 for float16, 2^-8 for bfloat16; the
@@ -62,11 +65,6 @@ def mlp(seed=0, rows=4, inner=16, hidden=32, cols=8):
     return build, reference, x
 
 
-def run(p, target, feed, **options):
-    p.compile(target, **options)
-    return [np.asarray(a) for a in p.run(feed)]
-
-
 @pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
 def test_structure_weights_16bit_reductions_float32_interface_float32(dtype):
     build, _, _ = mlp()
@@ -88,7 +86,7 @@ def test_outputs_match_numpy_float32_within_16bit_bounds(dtype, target):
     build, reference, x = mlp()
     p = build()
     QUANTIZE[dtype](p)
-    got = run(p, target, {"x": x})
+    got = run_on(p, target, {"x": x})
     for g, want in zip(got, reference(x.astype(np.float64))):
         assert g.dtype == np.float32
         np.testing.assert_allclose(g, want, rtol=RTOL[dtype], atol=RTOL[dtype] * np.abs(want).max())
@@ -101,7 +99,7 @@ def test_cpu_and_ref_agree(dtype):
     for target in ("ref", "cpu"):
         p = build()
         QUANTIZE[dtype](p)
-        outs[target] = run(p, target, {"x": x})
+        outs[target] = run_on(p, target, {"x": x})
     for c, r in zip(outs["cpu"], outs["ref"]):
         np.testing.assert_allclose(c, r, rtol=2 * RTOL[dtype], atol=2 * RTOL[dtype] * np.abs(r).max())
 
@@ -114,7 +112,7 @@ def test_ins_names_chooses_the_ops():
     assert [result_type(line) for line in ops_of(p, "add")] == ["float_type"]
     assert [result_type(line) for line in ops_of(p, "relu")] == ["float_type"]
     assert literal_types(p).count("half_type") == 2 and literal_types(p).count("float_type") == 1  # the bias
-    got = run(p, "ref", {"x": x})
+    got = run_on(p, "ref", {"x": x})
     for g, want in zip(got, reference(x.astype(np.float64))):
         np.testing.assert_allclose(g, want, rtol=5e-3, atol=5e-3 * np.abs(want).max())
 
@@ -173,7 +171,7 @@ def test_layer_norm_statistics_stay_float32_where_float16_would_overflow():
         kiln.quantize_fp16(p)
         assert [result_type(line) for line in ops_of(p, "layer_norm")] == ["float_type"]
         assert not ops_of(p, "pow")
-        got = run(p, target, {"x": x})[0]
+        got = run_on(p, target, {"x": x})[0]
         np.testing.assert_allclose(got, want, rtol=5e-3, atol=5e-3)
 
 
@@ -191,10 +189,10 @@ def test_cpu_keeps_weights_16bit_and_widens_them_in_its_kernels(dtype):
         return p
 
     f32 = build()
-    want = run(f32, "cpu", {"x": x})[0]
+    want = run_on(f32, "cpu", {"x": x})[0]
     q = build()
     QUANTIZE[dtype](q)
-    got = run(q, "cpu", {"x": x})[0]
+    got = run_on(q, "cpu", {"x": x})[0]
     weight_bytes = lambda p: p.held_literal_bytes() + p.kernel_constant_bytes()  # noqa: E731
     assert weight_bytes(q) == w.size * 2
     assert weight_bytes(q) <= weight_bytes(f32) / 2
@@ -202,9 +200,8 @@ def test_cpu_keeps_weights_16bit_and_widens_them_in_its_kernels(dtype):
     # float32 arithmetic on the rounded weights: numpy on those weights
     if dtype == "half_type":
         rounded = w.astype(np.float16)
-    else:  # round to nearest even at bit 16
-        bits = w.view(np.uint32).astype(np.uint64)
-        rounded = (((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)).view(np.float32)
+    else:  # round to nearest even
+        rounded = w.astype(ml_dtypes.bfloat16).astype(np.float32)
     exact = np.maximum(x.astype(np.float64) @ rounded.astype(np.float64), 0)
     np.testing.assert_allclose(got, exact, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got, want, rtol=RTOL[dtype], atol=RTOL[dtype] * np.abs(want).max())
@@ -234,7 +231,7 @@ def test_cpu_widened_panel_matmul_with_bias_and_post_ops(rows, post):
         ins += [m.add_parameter(f"o{i}", kiln.shape("float", list(o.shape))) for i, o in enumerate(operands)]
         attrs = dict(has_bias=True, post_ops=post, post_alpha=[0.0] * len(post), post_beta=[0.0] * len(post))
         m.add_return([m.add_instruction(kiln.op("fused_dot", **attrs), ins)])
-        outs[target] = run(p, target, {"a": a, **{f"o{i}": o for i, o in enumerate(operands)}})[0]
+        outs[target] = run_on(p, target, {"a": a, **{f"o{i}": o for i, o in enumerate(operands)}})[0]
         if target == "cpu":
             few_rows = 2 * rows <= 4 and not post
             assert [al for _, _, al in p.get_kernel_algorithms()] == [
@@ -260,13 +257,12 @@ def test_cpu_few_rows_16bit_product(dtype, rows):
     product = m.add_instruction(kiln.op("dot"), [xi, m.add_literal(w)])
     m.add_return([m.add_instruction(kiln.op("add"), [product, m.add_literal(bias)])])
     QUANTIZE[dtype](p, ins_names=["dot"])
-    got = run(p, "cpu", {"x": x})[0]
+    got = run_on(p, "cpu", {"x": x})[0]
     assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == ["few_rows_16bit_avx2"]
     if dtype == "half_type":
         rounded = w.astype(np.float16).astype(np.float64)
-    else:
-        bits = w.view(np.uint32).astype(np.uint64)
-        rounded = (((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)).view(np.float32)
+    else:  # round to nearest even
+        rounded = w.astype(ml_dtypes.bfloat16).astype(np.float32)
     np.testing.assert_allclose(got, x.astype(np.float64) @ rounded.astype(np.float64) + bias, rtol=1e-4, atol=1e-4)
 
 
@@ -293,7 +289,7 @@ def test_cpu_transposed_16bit_weights_tied_embedding(dtype, rows):
     for target in ("ref", "cpu"):
         p = build()
         QUANTIZE[dtype](p)
-        got = run(p, target, {"x": x}, disabled_passes=["constant_propagation"])[0]
+        got = run_on(p, target, {"x": x}, disabled_passes=["constant_propagation"])[0]
         np.testing.assert_allclose(got, want, rtol=RTOL[dtype], atol=RTOL[dtype] * np.abs(want).max())
         if target == "cpu":
             assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == ["widened_panel_matmul"]
@@ -303,7 +299,6 @@ def test_cpu_transposed_16bit_weights_tied_embedding(dtype, rows):
 
 @pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
 def test_convolution_network_on_cpu_and_ref(dtype):
-    torch = pytest.importorskip("torch")
     rng = np.random.default_rng(11)
     w1 = rng.standard_normal((8, 3, 3, 3), dtype=np.float32) / 4
     w2 = rng.standard_normal((4, 8, 1, 1), dtype=np.float32) / 4
@@ -326,14 +321,14 @@ def test_convolution_network_on_cpu_and_ref(dtype):
         p = build()
         QUANTIZE[dtype](p)
         assert set(literal_types(p)) == {dtype}
-        got = run(p, target, {"x": x})[0]
+        got = run_on(p, target, {"x": x})[0]
         np.testing.assert_allclose(got, want, rtol=RTOL[dtype], atol=2 * RTOL[dtype] * np.abs(want).max())
         if target == "cpu":
             assert {a for _, op, a in p.get_kernel_algorithms() if op == "fused_convolution"} == {
                 "widen_weights_per_run"}
 
 
-def tiny_transformer_block(torch, width=64, heads=4):
+def tiny_transformer_block(width=64, heads=4):
     """Pre-norm attention and GELU MLP, written out as exporters see them."""
 
     class Block(torch.nn.Module):
@@ -353,19 +348,25 @@ def tiny_transformer_block(torch, width=64, heads=4):
     return Block().eval()
 
 
-@pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
-def test_small_transformer_from_torch(tmp_path, dtype):
-    """A small real model (attention, layer norm, GELU MLP, exported by
-    torch.onnx) against torch in float32, on ref and cpu."""
-    torch = pytest.importorskip("torch")
+@pytest.fixture(scope="module")
+def small_transformer(tmp_path_factory):
+    """tiny_transformer_block exported by torch.onnx: (path, input, torch's float32 output)."""
     torch.manual_seed(0)
-    block = tiny_transformer_block(torch)
+    block = tiny_transformer_block()
     x = torch.randn(2, 10, 64)
-    path = tmp_path / "block.onnx"
+    path = tmp_path_factory.mktemp("transformer") / "block.onnx"
     with torch.no_grad():
         want = block(x).numpy()
         torch.onnx.export(block, (x,), str(path), input_names=["x"], output_names=["y"], opset_version=17,
                           dynamo=False)
+    return path, x, want
+
+
+@pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
+def test_small_transformer_from_torch(small_transformer, dtype):
+    """A small real model (attention, layer norm, GELU MLP, exported by
+    torch.onnx) against torch in float32, on ref and cpu."""
+    path, x, want = small_transformer
     outs = {}
     for target in ("ref", "cpu"):
         p = kiln.parse_onnx(str(path))
@@ -373,7 +374,7 @@ def test_small_transformer_from_torch(tmp_path, dtype):
         assert ops_of(p, "layer_norm") and all(result_type(line) == "float_type" for line in ops_of(p, "layer_norm"))
         assert ops_of(p, "softmax") and all(result_type(line) == "float_type" for line in ops_of(p, "softmax"))
         assert all(result_type(line) == dtype for line in ops_of(p, "dot"))
-        outs[target] = run(p, target, {"x": x.numpy()})[0]
+        outs[target] = run_on(p, target, {"x": x.numpy()})[0]
         scale = np.abs(want).max()
         np.testing.assert_allclose(outs[target], want, rtol=0, atol=2 * RTOL[dtype] * scale)
     np.testing.assert_allclose(outs["cpu"], outs["ref"], rtol=0, atol=2 * RTOL[dtype] * np.abs(want).max())
@@ -385,7 +386,7 @@ def test_migraphx_compat_names_forward():
         p = build()
         quantize(p)
         assert set(literal_types(p)) == {dtype}
-        got = run(p, "ref", {"x": x})
+        got = run_on(p, "ref", {"x": x})
         np.testing.assert_allclose(got[0], reference(x.astype(np.float64))[0], rtol=RTOL[dtype],
                                    atol=RTOL[dtype])
     p = build()

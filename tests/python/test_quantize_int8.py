@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 import kiln
 import kiln.compat.migraphx as migraphx
 from kiln_testing import TARGETS, run_with_stderr_on_a_terminal
+from quantization_testing import image_batches, quantize_qdq, small_cnn_onnx, sqnr_db
 
 BINS = 2048  # the calibration histogram's bins per sign (activation_statistics)
 
@@ -92,11 +93,6 @@ def entropy_threshold(values, levels=128):
     return (best_i + 0.5) * amax / BINS
 
 
-def sqnr_db(reference, got):
-    noise = np.sum((got.astype(np.float64) - reference) ** 2)
-    return 10 * np.log10(np.sum(reference.astype(np.float64) ** 2) / noise)
-
-
 # --- programs ---
 
 
@@ -130,38 +126,6 @@ def random_mlp(rng):
     w2 = rng.standard_normal((24, 10)).astype(np.float32) * 0.3
     calibration = [rng.standard_normal((16, 32)).astype(np.float32) for _ in range(4)]
     return w1, b1, w2, calibration, mlp_program(w1, b1, w2)
-
-
-def small_cnn_onnx(rng):
-    """conv 3->8 + relu, conv 8->8 + relu, global average pool, flatten, gemm 8->10."""
-    inits = {
-        "w1": rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3,
-        "b1": rng.standard_normal(8).astype(np.float32) * 0.1,
-        "w2": rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.15,
-        "b2": rng.standard_normal(8).astype(np.float32) * 0.1,
-        "w3": rng.standard_normal((8, 10)).astype(np.float32) * 0.4,
-        "b3": rng.standard_normal(10).astype(np.float32) * 0.1,
-    }
-    nodes = [
-        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
-        helper.make_node("Relu", ["c1"], ["r1"]),
-        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
-        helper.make_node("Relu", ["c2"], ["r2"]),
-        helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
-        helper.make_node("Flatten", ["g"], ["f"]),
-        helper.make_node("Gemm", ["f", "w3", "b3"], ["y"], name="fc"),
-    ]
-    graph = helper.make_graph(
-        nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 12, 12])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])],
-        [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model.SerializeToString()
-
-
-def image_batches(rng, count):
-    return [rng.standard_normal((2, 3, 12, 12)).astype(np.float32) for _ in range(count)]
 
 
 def ops_of(p):
@@ -357,24 +321,12 @@ def test_mlp_matches_a_numpy_fake_quantized_forward_pass(rng, target):
 def onnxruntime_int8_sqnr(data, calibration, inputs, tmp_path):
     """The SQNR of ONNX Runtime's own int8 (quantize_static: QDQ, per-channel S8S8, MinMax on
     the same calibration inputs) against its float32 output, in dB, averaged over `inputs`."""
-    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType
-    from onnxruntime.quantization import quantize_static
-
-    class reader(CalibrationDataReader):
-        def __init__(self):
-            self.samples = iter([{"x": x} for x in calibration])
-
-        def get_next(self):
-            return next(self.samples, None)
-
     float_path, int8_path = tmp_path / "float.onnx", tmp_path / "int8.onnx"
     float_path.write_bytes(data)
-    quantize_static(str(float_path), str(int8_path), reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                    calibrate_method=CalibrationMethod.MinMax)
+    quantize_qdq(float_path, int8_path, [{"x": x} for x in calibration])
     reference = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     quantized = ort.InferenceSession(str(int8_path), providers=["CPUExecutionProvider"])
-    return np.mean([sqnr_db(reference.run(None, {"x": x})[0], quantized.run(None, {"x": x})[0]) for x in inputs])
+    return np.mean([sqnr_db(quantized.run(None, {"x": x})[0], reference.run(None, {"x": x})[0]) for x in inputs])
 
 
 def kiln_int8_sqnr(data, target, calibration, inputs, **options):
@@ -382,7 +334,7 @@ def kiln_int8_sqnr(data, target, calibration, inputs, **options):
     p = kiln.parse_onnx_buffer(data)
     kiln.quantize_int8(p, target, [{"x": x} for x in calibration], **options)
     p.compile(kiln.get_target(target))
-    return np.mean([sqnr_db(reference.run(None, {"x": x})[0], np.asarray(p.run({"x": x})[0])) for x in inputs])
+    return np.mean([sqnr_db(np.asarray(p.run({"x": x})[0]), reference.run(None, {"x": x})[0]) for x in inputs])
 
 
 @pytest.fixture(scope="module")
@@ -582,7 +534,7 @@ def test_fp8_small_cnn_stays_close_to_float32(cnn_case, target):
     p = kiln.parse_onnx_buffer(data)
     kiln.quantize_fp8(p, target, [{"x": x} for x in calibration])
     p.compile(kiln.get_target(target))
-    got = np.mean([sqnr_db(reference.run(None, {"x": x})[0], np.asarray(p.run({"x": x})[0])) for x in inputs])
+    got = np.mean([sqnr_db(np.asarray(p.run({"x": x})[0]), reference.run(None, {"x": x})[0]) for x in inputs])
     # e4m3 keeps 3 mantissa bits: a relative rounding error uniform in +-1/16, so ~29 dB
     # (10 log10(12 * 8^2)) for each quantized tensor (int8 with max calibration: ~41 dB).
     # Six quantized tensors add their noise, though each layer's sum over many products
@@ -632,5 +584,5 @@ def test_a_float_residual_between_int8_layers_runs_on_int8_kernels(rng):
             assert ("fused_quant_convolution", "onednn_int8") in algorithms, algorithms
             assert not any(op.startswith("fused_quant") and a != "onednn_int8" for op, a in algorithms), algorithms
     reference = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    assert sqnr_db(reference, outs["cpu"]) > 25
-    assert sqnr_db(outs["ref"], outs["cpu"]) > 40
+    assert sqnr_db(outs["cpu"], reference) > 25
+    assert sqnr_db(outs["cpu"], outs["ref"]) > 40

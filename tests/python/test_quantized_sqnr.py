@@ -35,14 +35,6 @@ import sqnr  # noqa: E402
 MARGIN_DB = 1.0
 
 
-def _arrays(folder):
-    return {p.stem: np.load(p) for p in sorted(folder.glob("*.npy"))}
-
-
-def _outputs(folder):
-    return [np.load(p) for p in sorted(folder.glob("output_*.npy"), key=lambda p: int(p.stem.split("_")[-1]))]
-
-
 def onnxruntime_int8_sqnr(qdq, feeds, exact):
     options = ort.SessionOptions()
     options.intra_op_num_threads = 2
@@ -67,7 +59,7 @@ def kiln_int8_sqnr(float_model, calibration, feeds, exact):
 @pytest.mark.parametrize("name", ["resnet50", "mobilenet_v2", "bert_base"])
 def test_kiln_int8_sqnr_is_at_least_onnxruntime_int8_minus_1_db(name):
     qdq, calibration, inputs, reference = quantize_models.prepare(name, BUILD, batch=1, log=lambda *_: None)
-    feeds, exact = _arrays(inputs), _outputs(reference)
+    feeds, exact = export_models._load_arrays(inputs), [np.load(p) for p in export_models._output_files(reference)]
     theirs = onnxruntime_int8_sqnr(qdq, feeds, exact)
     assert theirs >= sqnr.FLOOR_DB["int8"], f"ONNX Runtime int8 itself is off: {theirs:.1f} dB"
     mine = kiln_int8_sqnr(export_models.model_path(name, BUILD), calibration, feeds, exact)
