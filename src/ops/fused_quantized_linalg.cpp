@@ -32,22 +32,6 @@ double quantized_code(double v, double scale, std::int64_t zero_point, dtype t) 
     return std::min(hi, std::max(lo, q));
 }
 
-// The values of `a` (any strides, an integer or float type) as doubles in row-major order.
-std::vector<double> as_doubles(const argument& a) {
-    const shape& s = a.get_shape();
-    std::vector<double> out(s.elements());
-    std::vector<std::vector<std::size_t>> strides{s.strides()};
-    visit_type(s.type(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
-            const T* p = a.data_as<const T>();
-            ops::for_each_broadcast<1>(s.lens(), strides,
-                                       [&](std::size_t i, const std::size_t* off) { out[i] = static_cast<double>(p[off[0]]); });
-        }
-    });
-    return out;
-}
-
 }  // namespace
 
 std::vector<std::size_t> channels_last_strides(const std::vector<std::size_t>& lens) {
@@ -90,7 +74,7 @@ void requantize_epilogue::apply(const argument& sums, std::size_t channel_axis, 
     const auto* acc = sums.data_as<const std::int32_t>();
     const auto* scale = inputs[3].data_as<const float>();
     const float* bias = has_bias ? inputs[4].data_as<const float>() : nullptr;
-    const std::vector<double> res = residual == residual_kind::none ? std::vector<double>{} : as_doubles(inputs[residual_input()]);
+    const std::vector<double> res = residual == residual_kind::none ? std::vector<double>{} : inputs[residual_input()].to_vector<double>();
     std::size_t inner = 1;
     for (std::size_t d = channel_axis + 1; d < s.ndim(); ++d) inner *= s.lens()[d];
     const std::size_t channels = s.lens()[channel_axis];

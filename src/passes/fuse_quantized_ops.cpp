@@ -55,22 +55,15 @@ bool is_8bit(dtype t) { return t == dtype::int8_type || t == dtype::uint8_type; 
 
 // A float32 constant's values; nothing when it is not one.
 std::optional<std::vector<float>> float_values(instruction_ref ins) {
-    if (ins->get_shape().type() != dtype::float_type || !match::is_constant_instruction(*ins)) return std::nullopt;
+    if (ins->get_shape().type() != dtype::float_type) return std::nullopt;
     auto v = constant_value(*ins);
     if (!v) return std::nullopt;
-    std::vector<float> out;
-    const auto& s = v->get_shape();
-    const float* p = v->data_as<const float>();
-    std::vector<std::vector<std::size_t>> strides{s.strides()};
-    out.resize(s.elements());
-    ops::for_each_broadcast<1>(s.lens(), strides, [&](std::size_t i, const std::size_t* off) { out[i] = p[off[0]]; });
-    return out;
+    return v->to_vector<float>();
 }
 
 // Whether every value of a constant integer zero point is 0 (an absent one is).
 bool is_zero(const std::optional<instruction_ref>& zero_point) {
     if (!zero_point) return true;
-    if (!match::is_constant_instruction(**zero_point)) return false;
     auto v = constant_value(**zero_point);
     if (!v) return false;
     const auto* bytes = reinterpret_cast<const unsigned char*>(v->data());
