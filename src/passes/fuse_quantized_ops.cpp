@@ -20,6 +20,7 @@
 #include "kiln/op_registry.hpp"
 #include "kiln/passes.hpp"
 #include "ops/conv.hpp"
+#include "ops/op_helpers.hpp"
 #include "ops/pool.hpp"
 #include "ops/quant.hpp"
 #include "ops/quantized_linalg.hpp"
@@ -65,11 +66,7 @@ std::optional<std::vector<float>> float_values(instruction_ref ins) {
 bool is_zero(const std::optional<instruction_ref>& zero_point) {
     if (!zero_point) return true;
     auto v = constant_value(**zero_point);
-    if (!v) return false;
-    const auto* bytes = reinterpret_cast<const unsigned char*>(v->data());
-    for (std::size_t i = 0; i < v->get_shape().bytes(); ++i)
-        if (bytes[i] != 0) return false;
-    return true;
+    return v && ops::all_bytes_zero(*v);
 }
 
 // An activation's dequantize: int8 / uint8 codes, one constant positive
