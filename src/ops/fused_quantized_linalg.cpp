@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ops/op_helpers.hpp"
+#include "ops/quant.hpp"
 
 namespace kiln::op {
 
@@ -27,9 +28,7 @@ double apply_chain(const post_op_chain& chain, double v) {
 double quantized_code(double v, double scale, std::int64_t zero_point, dtype t) {
     const double lo = t == dtype::uint8_type ? 0 : -128;
     const double hi = t == dtype::uint8_type ? 255 : 127;
-    double q = std::rint(v / scale) + static_cast<double>(zero_point);
-    if (std::isnan(q)) q = static_cast<double>(zero_point);
-    return std::min(hi, std::max(lo, q));
+    return saturated_code(v / scale, static_cast<double>(zero_point), lo, hi);
 }
 
 }  // namespace

@@ -176,10 +176,8 @@ void quantize_linear::compute(const argument& result, const std::vector<argument
                     }
                     layout.for_each(n, [&](std::size_t i, std::size_t s) {
                         const double z = zero != nullptr ? static_cast<double>(convert_element<std::int64_t>(zero[s])) : 0.0;
-                        // rint rounds half to even in the default rounding mode.
-                        double v = std::rint(static_cast<double>(quotient(i, s))) + z;
-                        if (std::isnan(v)) v = z;  // no NaN code
-                        y[i] = convert_element<O>(static_cast<std::int64_t>(std::min(hi, std::max(lo, v))));
+                        const double v = saturated_code(static_cast<double>(quotient(i, s)), z, lo, hi);
+                        y[i] = convert_element<O>(static_cast<std::int64_t>(v));
                     });
                 }
             });
