@@ -10,8 +10,6 @@ namespace kiln::op {
 
 namespace {
 
-bool is_8bit(dtype t) { return t == dtype::int8_type || t == dtype::uint8_type; }
-
 void expect_unary(const std::string& op, const post_op_chain& chain, const char* which) {
     if (chain.alpha.size() != chain.kinds.size() || chain.beta.size() != chain.kinds.size())
         fail(op + ": " + which + " needs one alpha and one beta per kind");
@@ -53,15 +51,15 @@ shape requantize_epilogue::check(const std::string& op, const std::vector<shape>
     }
     expect_unary(op, activation, "activation");
     expect_unary(op, after_residual, "after_residual");
-    if (round_type != dtype::float_type && !is_8bit(round_type))
+    if (round_type != dtype::float_type && !is_8bit_integer(round_type))
         fail(error_kind::type_error, op + ": round_type must be float_type, int8 or uint8, got " + to_string(round_type));
-    if (!is_8bit(output_type) && output_type != dtype::float_type)
+    if (!is_8bit_integer(output_type) && output_type != dtype::float_type)
         fail(error_kind::type_error, op + ": output_type must be float_type, int8 or uint8, got " + to_string(output_type));
     if (residual != residual_kind::none) {
         const shape& r = inputs[residual_input()];
         if (r.lens() != sums.lens()) fail(op + ": the residual must have the result's lens " + to_string(sums.lens()) + ", got " + to_string(r));
         if (residual == residual_kind::real) ops::expect_type(op, r, dtype::float_type, "real residual");
-        if (residual == residual_kind::quantized && !is_8bit(r.type()))
+        if (residual == residual_kind::quantized && !is_8bit_integer(r.type()))
             fail(error_kind::type_error, op + ": a quantized residual must be int8 or uint8, got " + to_string(r.type()));
     }
     return {output_type, sums.lens()};

@@ -55,6 +55,9 @@ struct dequantize_linear : op_base {
     void compute(const argument& result, const std::vector<argument>& inputs) const;
 };
 
+// Whether `t` is int8 or uint8, the 8-bit integer codes of quantized kernels.
+inline bool is_8bit_integer(dtype t) { return t == dtype::int8_type || t == dtype::uint8_type; }
+
 // quantize_linear's integer code: saturate(round_half_to_even(quotient) +
 // zero_point) in [lo, hi], the zero point for a NaN (no NaN code).
 inline double saturated_code(double quotient, double zero_point, double lo, double hi) {

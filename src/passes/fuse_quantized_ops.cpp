@@ -52,8 +52,6 @@ dequantized read_dequantize(instruction_ref d) {
     return r;
 }
 
-bool is_8bit(dtype t) { return t == dtype::int8_type || t == dtype::uint8_type; }
-
 // A float32 constant's values; nothing when it is not one.
 std::optional<std::vector<float>> float_values(instruction_ref ins) {
     if (ins->get_shape().type() != dtype::float_type) return std::nullopt;
@@ -72,7 +70,7 @@ bool is_zero(const std::optional<instruction_ref>& zero_point) {
 // An activation's dequantize: int8 / uint8 codes, one constant positive
 // scale and a constant zero point (or none).
 bool is_quantized_activation(const dequantized& d) {
-    if (!is_8bit(d.q->get_shape().type()) || !d.per_tensor()) return false;
+    if (!op::is_8bit_integer(d.q->get_shape().type()) || !d.per_tensor()) return false;
     auto s = scalar_constant(*d.scale);
     if (!s || !(*s > 0) || d.scale->get_shape().type() != dtype::float_type) return false;
     return !d.zero_point || scalar_constant(**d.zero_point).has_value();
