@@ -27,9 +27,7 @@ void check_operands(const std::string& op, const std::vector<shape>& inputs, con
 
 std::int64_t zero_point_of(const std::vector<argument>& inputs) {
     if (inputs.size() < 3) return 0;
-    const argument& z = inputs[2];
-    if (z.get_shape().type() == dtype::uint8_type) return z.data_as<const std::uint8_t>()[0];
-    return z.data_as<const std::int8_t>()[0];
+    return static_cast<std::int64_t>(inputs[2].value_at(0));
 }
 
 // The values of `a` minus `offset`, as a standard tensor of type `t`. Every
