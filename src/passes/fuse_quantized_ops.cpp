@@ -19,7 +19,6 @@
 
 #include "kiln/op_registry.hpp"
 #include "kiln/passes.hpp"
-#include "ops/conv.hpp"
 #include "ops/op_helpers.hpp"
 #include "ops/pool.hpp"
 #include "ops/quant.hpp"
@@ -120,13 +119,9 @@ rewrite_rule quantize_convolution() {
                 const auto w = read_dequantize(r.at("w"));
                 const std::size_t channels = r.root->get_shape().lens()[1];
                 if (!is_quantized_activation(x) || !is_quantized_weight(w, 0, channels)) return false;
-                const auto* conv = r.root->get_operator().get_if<op::convolution>();
-                op::quant_convolution q;
-                q.padding = conv->padding;
-                q.stride = conv->stride;
-                q.dilation = conv->dilation;
-                q.group = conv->group;
-                auto sums = m.insert_instruction(r.root, q, codes_and_zero_point(x, w));
+                // quant_convolution takes convolution's attributes (padding, stride, dilation, group).
+                auto sums = m.insert_instruction(r.root, make_op("quant_convolution", r.root->get_operator().attributes()),
+                                                 codes_and_zero_point(x, w));
                 auto scale = combined_scale(m, r.root, x, w, channels);
                 return replace_with_new(m, r.root, dequantize_along(1), {sums, scale});
             }};
