@@ -5,6 +5,7 @@
 // convolution runs in double, which holds every sum of 8-bit products.
 #include "onnx/onnx_tensor.hpp"
 #include "onnx/parse_families.hpp"
+#include "ops/op_helpers.hpp"
 
 namespace kiln::onnx_import {
 
@@ -131,11 +132,7 @@ instruction_ref quantized(const node_context& ctx, instruction_ref y, const args
 bool absent_or_zero(const node_context& ctx, const args_t& args, std::size_t zp) {
     if (!ctx.has_input(args, zp)) return true;
     if (!args[zp]->is_literal()) return false;
-    const argument& v = args[zp]->get_literal().get_argument();
-    const auto* bytes = reinterpret_cast<const unsigned char*>(v.data());
-    for (std::size_t i = 0; i < v.get_shape().bytes(); ++i)
-        if (bytes[i] != 0) return false;
-    return true;
+    return ops::all_bytes_zero(args[zp]->get_literal().get_argument());
 }
 
 bool one_value(const node_context& ctx, const args_t& args, std::size_t zp) {

@@ -4,12 +4,11 @@
 #include <limits>
 
 #include "ops/op_helpers.hpp"
+#include "ops/quant.hpp"
 
 namespace kiln::op {
 
 namespace {
-
-bool is_8bit(dtype t) { return t == dtype::int8_type || t == dtype::uint8_type; }
 
 void expect_unary(const std::string& op, const post_op_chain& chain, const char* which) {
     if (chain.alpha.size() != chain.kinds.size() || chain.beta.size() != chain.kinds.size())
@@ -27,25 +26,7 @@ double apply_chain(const post_op_chain& chain, double v) {
 double quantized_code(double v, double scale, std::int64_t zero_point, dtype t) {
     const double lo = t == dtype::uint8_type ? 0 : -128;
     const double hi = t == dtype::uint8_type ? 255 : 127;
-    double q = std::rint(v / scale) + static_cast<double>(zero_point);
-    if (std::isnan(q)) q = static_cast<double>(zero_point);
-    return std::min(hi, std::max(lo, q));
-}
-
-// The values of `a` (any strides, an integer or float type) as doubles in row-major order.
-std::vector<double> as_doubles(const argument& a) {
-    const shape& s = a.get_shape();
-    std::vector<double> out(s.elements());
-    std::vector<std::vector<std::size_t>> strides{s.strides()};
-    visit_type(s.type(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
-            const T* p = a.data_as<const T>();
-            ops::for_each_broadcast<1>(s.lens(), strides,
-                                       [&](std::size_t i, const std::size_t* off) { out[i] = static_cast<double>(p[off[0]]); });
-        }
-    });
-    return out;
+    return saturated_code(v / scale, static_cast<double>(zero_point), lo, hi);
 }
 
 }  // namespace
@@ -70,15 +51,15 @@ shape requantize_epilogue::check(const std::string& op, const std::vector<shape>
     }
     expect_unary(op, activation, "activation");
     expect_unary(op, after_residual, "after_residual");
-    if (round_type != dtype::float_type && !is_8bit(round_type))
+    if (round_type != dtype::float_type && !is_8bit_integer(round_type))
         fail(error_kind::type_error, op + ": round_type must be float_type, int8 or uint8, got " + to_string(round_type));
-    if (!is_8bit(output_type) && output_type != dtype::float_type)
+    if (!is_8bit_integer(output_type) && output_type != dtype::float_type)
         fail(error_kind::type_error, op + ": output_type must be float_type, int8 or uint8, got " + to_string(output_type));
     if (residual != residual_kind::none) {
         const shape& r = inputs[residual_input()];
         if (r.lens() != sums.lens()) fail(op + ": the residual must have the result's lens " + to_string(sums.lens()) + ", got " + to_string(r));
         if (residual == residual_kind::real) ops::expect_type(op, r, dtype::float_type, "real residual");
-        if (residual == residual_kind::quantized && !is_8bit(r.type()))
+        if (residual == residual_kind::quantized && !is_8bit_integer(r.type()))
             fail(error_kind::type_error, op + ": a quantized residual must be int8 or uint8, got " + to_string(r.type()));
     }
     return {output_type, sums.lens()};
@@ -90,7 +71,7 @@ void requantize_epilogue::apply(const argument& sums, std::size_t channel_axis, 
     const auto* acc = sums.data_as<const std::int32_t>();
     const auto* scale = inputs[3].data_as<const float>();
     const float* bias = has_bias ? inputs[4].data_as<const float>() : nullptr;
-    const std::vector<double> res = residual == residual_kind::none ? std::vector<double>{} : as_doubles(inputs[residual_input()]);
+    const std::vector<double> res = residual == residual_kind::none ? std::vector<double>{} : inputs[residual_input()].to_vector<double>();
     std::size_t inner = 1;
     for (std::size_t d = channel_axis + 1; d < s.ndim(); ++d) inner *= s.lens()[d];
     const std::size_t channels = s.lens()[channel_axis];

@@ -21,6 +21,14 @@ void expect_type(const std::string& op, const shape& s, dtype t, const std::stri
 std::size_t normalize_axis(const std::string& op, std::int64_t axis, std::size_t rank);
 std::vector<std::size_t> normalize_axes(const std::string& op, const std::vector<std::int64_t>& axes, std::size_t rank);
 
+// Whether every byte of `a`'s data is 0: an integer tensor (a zero point) of zeros.
+inline bool all_bytes_zero(const argument& a) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(a.data());
+    for (std::size_t i = 0; i < a.get_shape().bytes(); ++i)
+        if (bytes[i] != 0) return false;
+    return true;
+}
+
 // numpy broadcasting of several lens; throws naming the op on a mismatch.
 std::vector<std::size_t> broadcast_lens(const std::string& op, const std::vector<shape>& inputs);
 // Strides that read `in` as if it had lens `out_lens` (0 on broadcast dims).

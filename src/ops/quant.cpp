@@ -45,14 +45,29 @@ struct scale_layout {
     std::size_t blocks = 1;  // scale's extent along the axis (blocked)
     std::size_t block_size = 1;
 
-    // `i`: the row-major index of an element of x; the result indexes the
-    // scale in row-major order.
-    std::size_t scale_index(std::size_t i) const {
-        if (k == kind::tensor) return 0;
-        const std::size_t along = (i / inner) % extent;
-        if (k == kind::axis) return along;
-        const std::size_t outer = i / (inner * extent);
-        return (outer * blocks + along / block_size) * inner + i % inner;
+    // Calls f(i, s) for each of x's `n` elements in row-major order: `i` the
+    // element's index, `s` the index (row-major) of the scale it uses. Steps
+    // outer / along the axis / inner, so the scale row is found once per step
+    // along the axis rather than divided out of each index.
+    template <class F>
+    void for_each(std::size_t n, F&& f) const {
+        if (k == kind::tensor) {
+            for (std::size_t i = 0; i < n; ++i) f(i, std::size_t{0});
+            return;
+        }
+        if (n == 0) return;
+        const std::size_t outer = n / (inner * extent);
+        std::size_t i = 0;
+        for (std::size_t o = 0; o < outer; ++o) {
+            for (std::size_t along = 0; along < extent; ++along) {
+                if (k == kind::axis) {
+                    for (std::size_t j = 0; j < inner; ++j, ++i) f(i, along);
+                } else {
+                    const std::size_t row = (o * blocks + along / block_size) * inner;
+                    for (std::size_t j = 0; j < inner; ++j, ++i) f(i, row + j);
+                }
+            }
+        }
     }
 };
 
@@ -143,13 +158,12 @@ void quantize_linear::compute(const argument& result, const std::vector<argument
                 [[maybe_unused]] O* y = result.data_as<O>();
                 [[maybe_unused]] const O* zero = has_zero_point ? standard_data<O>(inputs[2], zero_copy) : nullptr;
                 if constexpr (is_small_float_v<O> && !std::is_same_v<O, float8_e8m0fnu>) {
-                    for (std::size_t i = 0; i < n; ++i) {
-                        const std::size_t s = layout.scale_index(i);
+                    layout.for_each(n, [&](std::size_t i, std::size_t s) {
                         double v = static_cast<double>(quotient(i, s));
                         if constexpr (std::is_same_v<O, float4_e2m1fn>)
                             if (zero != nullptr) v += static_cast<double>(static_cast<float>(zero[s]));
                         y[i] = O::from_double(v, saturate);
-                    }
+                    });
                 } else if constexpr (is_integer_output_v<O> && sizeof(O) <= 4) {
                     double lo = 0;
                     double hi = 0;
@@ -160,14 +174,11 @@ void quantize_linear::compute(const argument& result, const std::vector<argument
                         lo = static_cast<double>(std::numeric_limits<O>::min());
                         hi = static_cast<double>(std::numeric_limits<O>::max());
                     }
-                    for (std::size_t i = 0; i < n; ++i) {
-                        const std::size_t s = layout.scale_index(i);
+                    layout.for_each(n, [&](std::size_t i, std::size_t s) {
                         const double z = zero != nullptr ? static_cast<double>(convert_element<std::int64_t>(zero[s])) : 0.0;
-                        // rint rounds half to even in the default rounding mode.
-                        double v = std::rint(static_cast<double>(quotient(i, s))) + z;
-                        if (std::isnan(v)) v = z;  // no NaN code
-                        y[i] = convert_element<O>(static_cast<std::int64_t>(std::min(hi, std::max(lo, v))));
-                    }
+                        const double v = saturated_code(static_cast<double>(quotient(i, s)), z, lo, hi);
+                        y[i] = convert_element<O>(static_cast<std::int64_t>(v));
+                    });
                 }
             });
         }
@@ -205,8 +216,7 @@ void dequantize_linear::compute(const argument& result, const std::vector<argume
                     using C = ops::compute_t<S>;
                     const S* scale = standard_data<S>(inputs[1], scale_copy);
                     S* y = result.data_as<S>();
-                    for (std::size_t i = 0; i < n; ++i) {
-                        const std::size_t s = layout.scale_index(i);
+                    layout.for_each(n, [&](std::size_t i, std::size_t s) {
                         C d{};
                         if constexpr (is_small_float_v<X>) {
                             // float32, as ONNX's reference; subtracting a zero point of 0 keeps -0.
@@ -219,7 +229,7 @@ void dequantize_linear::compute(const argument& result, const std::vector<argume
                             d = static_cast<C>(v);
                         }
                         y[i] = static_cast<S>(d * static_cast<C>(scale[s]));
-                    }
+                    });
                 }
             });
         }

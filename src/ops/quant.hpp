@@ -3,6 +3,8 @@
 // (scalar or one-element scale), per axis (a 1-D scale along `axis`) or
 // blocked (with `block_size`: a scale of x's rank holding one value per
 // `block_size` consecutive elements along `axis`, the last block possibly short).
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -52,5 +54,17 @@ struct dequantize_linear : op_base {
     shape compute_shape(const std::vector<shape>& inputs) const;
     void compute(const argument& result, const std::vector<argument>& inputs) const;
 };
+
+// Whether `t` is int8 or uint8, the 8-bit integer codes of quantized kernels.
+inline bool is_8bit_integer(dtype t) { return t == dtype::int8_type || t == dtype::uint8_type; }
+
+// quantize_linear's integer code: saturate(round_half_to_even(quotient) +
+// zero_point) in [lo, hi], the zero point for a NaN (no NaN code).
+inline double saturated_code(double quotient, double zero_point, double lo, double hi) {
+    // rint rounds half to even in the default rounding mode.
+    double v = std::rint(quotient) + zero_point;
+    if (std::isnan(v)) v = zero_point;
+    return std::min(hi, std::max(lo, v));
+}
 
 }  // namespace kiln::op

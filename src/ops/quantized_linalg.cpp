@@ -4,18 +4,17 @@
 
 #include "ops/linalg.hpp"
 #include "ops/op_helpers.hpp"
+#include "ops/quant.hpp"
 
 namespace kiln::op {
 
 namespace {
 
-bool is_8bit(dtype t) { return t == dtype::int8_type || t == dtype::uint8_type; }
-
 // Checks the operands of a quantized product: `x` int8 / uint8, `w` int8
 // and, when given, one zero point of x's dtype.
 void check_operands(const std::string& op, const std::vector<shape>& inputs, const char* x_name, const char* w_name) {
     ops::expect_inputs(op, inputs, 2, 3);
-    if (!is_8bit(inputs[0].type()))
+    if (!is_8bit_integer(inputs[0].type()))
         fail(error_kind::type_error,
              op + ": " + x_name + " (input 0) must be int8 or uint8, got " + to_string(inputs[0].type()));
     ops::expect_type(op, inputs[1], dtype::int8_type, std::string(w_name) + " (input 1)");
@@ -28,9 +27,7 @@ void check_operands(const std::string& op, const std::vector<shape>& inputs, con
 
 std::int64_t zero_point_of(const std::vector<argument>& inputs) {
     if (inputs.size() < 3) return 0;
-    const argument& z = inputs[2];
-    if (z.get_shape().type() == dtype::uint8_type) return z.data_as<const std::uint8_t>()[0];
-    return z.data_as<const std::int8_t>()[0];
+    return static_cast<std::int64_t>(inputs[2].value_at(0));
 }
 
 // The values of `a` minus `offset`, as a standard tensor of type `t`. Every

@@ -19,7 +19,7 @@
 
 #include "kiln/op_registry.hpp"
 #include "kiln/passes.hpp"
-#include "ops/conv.hpp"
+#include "ops/op_helpers.hpp"
 #include "ops/pool.hpp"
 #include "ops/quant.hpp"
 #include "ops/quantized_linalg.hpp"
@@ -51,38 +51,25 @@ dequantized read_dequantize(instruction_ref d) {
     return r;
 }
 
-bool is_8bit(dtype t) { return t == dtype::int8_type || t == dtype::uint8_type; }
-
 // A float32 constant's values; nothing when it is not one.
 std::optional<std::vector<float>> float_values(instruction_ref ins) {
-    if (ins->get_shape().type() != dtype::float_type || !match::is_constant_instruction(*ins)) return std::nullopt;
+    if (ins->get_shape().type() != dtype::float_type) return std::nullopt;
     auto v = constant_value(*ins);
     if (!v) return std::nullopt;
-    std::vector<float> out;
-    const auto& s = v->get_shape();
-    const float* p = v->data_as<const float>();
-    std::vector<std::vector<std::size_t>> strides{s.strides()};
-    out.resize(s.elements());
-    ops::for_each_broadcast<1>(s.lens(), strides, [&](std::size_t i, const std::size_t* off) { out[i] = p[off[0]]; });
-    return out;
+    return v->to_vector<float>();
 }
 
 // Whether every value of a constant integer zero point is 0 (an absent one is).
 bool is_zero(const std::optional<instruction_ref>& zero_point) {
     if (!zero_point) return true;
-    if (!match::is_constant_instruction(**zero_point)) return false;
     auto v = constant_value(**zero_point);
-    if (!v) return false;
-    const auto* bytes = reinterpret_cast<const unsigned char*>(v->data());
-    for (std::size_t i = 0; i < v->get_shape().bytes(); ++i)
-        if (bytes[i] != 0) return false;
-    return true;
+    return v && ops::all_bytes_zero(*v);
 }
 
 // An activation's dequantize: int8 / uint8 codes, one constant positive
 // scale and a constant zero point (or none).
 bool is_quantized_activation(const dequantized& d) {
-    if (!is_8bit(d.q->get_shape().type()) || !d.per_tensor()) return false;
+    if (!op::is_8bit_integer(d.q->get_shape().type()) || !d.per_tensor()) return false;
     auto s = scalar_constant(*d.scale);
     if (!s || !(*s > 0) || d.scale->get_shape().type() != dtype::float_type) return false;
     return !d.zero_point || scalar_constant(**d.zero_point).has_value();
@@ -132,13 +119,9 @@ rewrite_rule quantize_convolution() {
                 const auto w = read_dequantize(r.at("w"));
                 const std::size_t channels = r.root->get_shape().lens()[1];
                 if (!is_quantized_activation(x) || !is_quantized_weight(w, 0, channels)) return false;
-                const auto* conv = r.root->get_operator().get_if<op::convolution>();
-                op::quant_convolution q;
-                q.padding = conv->padding;
-                q.stride = conv->stride;
-                q.dilation = conv->dilation;
-                q.group = conv->group;
-                auto sums = m.insert_instruction(r.root, q, codes_and_zero_point(x, w));
+                // quant_convolution takes convolution's attributes (padding, stride, dilation, group).
+                auto sums = m.insert_instruction(r.root, make_op("quant_convolution", r.root->get_operator().attributes()),
+                                                 codes_and_zero_point(x, w));
                 auto scale = combined_scale(m, r.root, x, w, channels);
                 return replace_with_new(m, r.root, dequantize_along(1), {sums, scale});
             }};

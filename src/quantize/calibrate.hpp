@@ -19,6 +19,8 @@ void check_calibration_set(const program& p, const std::vector<parameter_map>& c
 // Statistics of each instruction of p's main module in `observed`, in that
 // order, over every sample. Memory: one sample's outputs at a time plus a
 // fixed-size histogram per observed value, whatever the number of samples.
+// `calibration` must have passed check_calibration_set (quantize_program, the
+// entry point, checks it before planning).
 std::vector<activation_statistics> calibrate(const program& p, const target& t,
                                              const std::vector<instruction_ref>& observed,
                                              const std::vector<parameter_map>& calibration,

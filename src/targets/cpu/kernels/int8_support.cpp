@@ -140,8 +140,7 @@ std::vector<float> float_values(const argument& a) {
 }
 
 std::int32_t zero_point_value(const argument& z) {
-    if (z.get_shape().type() == dtype::uint8_type) return z.data_as<const std::uint8_t>()[0];
-    return z.data_as<const std::int8_t>()[0];
+    return static_cast<std::int32_t>(z.value_at(0));
 }
 
 bool constant_operands_ready(const kernel_request& r, const op::requantize_epilogue& e) {

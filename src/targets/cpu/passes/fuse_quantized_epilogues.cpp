@@ -28,8 +28,6 @@ using op::post_op_kind;
 using op::requantize_epilogue;
 using op::residual_kind;
 
-bool is_8bit(dtype t) { return t == dtype::int8_type || t == dtype::uint8_type; }
-
 const requantize_epilogue* epilogue_of(const operation& op) {
     if (const auto* c = op.get_if<op::fused_quant_convolution>()) return &c->epilogue;
     if (const auto* d = op.get_if<op::fused_quant_dot>()) return &d->epilogue;
@@ -194,7 +192,7 @@ rewrite_rule fuse_quantize() {
                 const auto scale = scalar_of(r.root->inputs(), 1);
                 const auto zero_point = scalar_of(r.root->inputs(), 2);
                 const dtype t = r.root->get_shape().type();
-                if (!scale || !(*scale > 0) || !zero_point || !is_8bit(t)) return false;
+                if (!scale || !(*scale > 0) || !zero_point || !op::is_8bit_integer(t)) return false;
                 auto fused = with_epilogue(f->get_operator(), [&](auto& e) {
                     e.output_type = t;
                     e.output_scale = *scale;
@@ -262,7 +260,7 @@ rewrite_rule fuse_residual() {
                 auto inputs = f->inputs();
                 residual_kind kind = residual_kind::real;
                 double scale = 1, zero_point = 0;
-                if (o->name() == "dequantize_linear" && is_8bit(o->inputs()[0]->get_shape().type())) {
+                if (o->name() == "dequantize_linear" && op::is_8bit_integer(o->inputs()[0]->get_shape().type())) {
                     const auto s = scalar_of(o->inputs(), 1);
                     const auto z = scalar_of(o->inputs(), 2);
                     if (s && *s > 0 && z) {

@@ -17,8 +17,6 @@ namespace kiln {
 
 namespace {
 
-bool is_8bit(dtype t) { return t == dtype::int8_type || t == dtype::uint8_type; }
-
 // Per-channel parameters as floats (scale) and ints (zero point), with the
 // extent of the block of consecutive elements sharing one channel.
 struct channel_parameters {
@@ -122,7 +120,7 @@ std::shared_ptr<const cpu_kernel> make_quantize_kernel(const kernel_request& r) 
     const auto* op = r.op.get_if<op::quantize_linear>();
     const shape& x = r.input_shapes[0];
     const dtype t = r.output_shape.type();
-    if (op == nullptr || x.type() != dtype::float_type || !x.standard() || !is_8bit(t)) return nullptr;
+    if (op == nullptr || x.type() != dtype::float_type || !x.standard() || !op::is_8bit_integer(t)) return nullptr;
     auto p = read_parameters(r, x, op->axis);
     if (!p) return nullptr;
     if (t == dtype::uint8_type) return std::make_shared<quantize_kernel<std::uint8_t>>(std::move(*p));
@@ -132,7 +130,7 @@ std::shared_ptr<const cpu_kernel> make_quantize_kernel(const kernel_request& r) 
 std::shared_ptr<const cpu_kernel> make_dequantize_kernel(const kernel_request& r) {
     const auto* op = r.op.get_if<op::dequantize_linear>();
     const shape& x = r.input_shapes[0];
-    if (op == nullptr || !is_8bit(x.type()) || !x.standard() || r.output_shape.type() != dtype::float_type) return nullptr;
+    if (op == nullptr || !op::is_8bit_integer(x.type()) || !x.standard() || r.output_shape.type() != dtype::float_type) return nullptr;
     auto p = read_parameters(r, x, op->axis);
     if (!p) return nullptr;
     if (x.type() == dtype::uint8_type) return std::make_shared<dequantize_kernel<std::uint8_t>>(std::move(*p));
