@@ -35,13 +35,27 @@ bool append_unary(dnnl::post_ops& ops, const op::post_op_chain& chain) {
 
 std::pair<float, float> code_range(dtype t) { return t == dtype::uint8_type ? std::pair{0.f, 255.f} : std::pair{-128.f, 127.f}; }
 
+// A kernel wrapped around `inner_` (staging an operand or the result):
+// the constants it keeps in its own copy are inner's, so that the plan
+// releases the literal (and can restore it) through the wrapper.
+class wrapping_kernel : public cpu_kernel {
+public:
+    explicit wrapping_kernel(std::shared_ptr<const cpu_kernel> inner) : inner_(std::move(inner)) {}
+    bool keeps_own_copy(std::size_t index) const override { return inner_->keeps_own_copy(index); }
+    void restore_constant(std::size_t index, const argument& into) const override { inner_->restore_constant(index, into); }
+    std::size_t own_copy_bytes() const override { return inner_->own_copy_bytes(); }
+
+protected:
+    std::shared_ptr<const cpu_kernel> inner_;
+};
+
 // Runs `inner` with input `index` reordered from layout `given` into `wanted`
 // in scratch.
-class input_in_layout_kernel final : public cpu_kernel {
+class input_in_layout_kernel final : public wrapping_kernel {
 public:
     input_in_layout_kernel(std::shared_ptr<const cpu_kernel> inner, std::size_t index, const shape& given,
                            const shape& wanted)
-        : inner_(std::move(inner)), index_(index), wanted_(wanted), from_(typed_desc(given)), to_(typed_desc(wanted)),
+        : wrapping_kernel(std::move(inner)), index_(index), wanted_(wanted), from_(typed_desc(given)), to_(typed_desc(wanted)),
           bytes_(scratch_aligned(wanted.bytes())) {
         const auto& engine = dnnl_support::cpu_engine();
         reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from_, engine, to_));
@@ -60,7 +74,6 @@ public:
     std::size_t scratch_bytes() const override { return bytes_ + inner_->scratch_bytes(); }
 
 private:
-    std::shared_ptr<const cpu_kernel> inner_;
     std::size_t index_;
     shape wanted_;
     dnnl::memory::desc from_, to_;
@@ -70,10 +83,10 @@ private:
 
 // Runs `inner` into a buffer of layout `inner_y` in scratch, then reorders
 // it into the result's layout.
-class result_in_layout_kernel final : public cpu_kernel {
+class result_in_layout_kernel final : public wrapping_kernel {
 public:
     result_in_layout_kernel(std::shared_ptr<const cpu_kernel> inner, const shape& result, const shape& inner_y)
-        : inner_(std::move(inner)), inner_y_(inner_y), from_(typed_desc(inner_y)), to_(typed_desc(result)),
+        : wrapping_kernel(std::move(inner)), inner_y_(inner_y), from_(typed_desc(inner_y)), to_(typed_desc(result)),
           bytes_(scratch_aligned(inner_y.bytes())) {
         const auto& engine = dnnl_support::cpu_engine();
         reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from_, engine, to_));
@@ -91,7 +104,6 @@ public:
     std::size_t scratch_bytes() const override { return bytes_ + inner_->scratch_bytes(); }
 
 private:
-    std::shared_ptr<const cpu_kernel> inner_;
     shape inner_y_;
     dnnl::memory::desc from_, to_;
     dnnl::reorder reorder_;
@@ -100,10 +112,10 @@ private:
 
 // Puts the residual where the primitive's sum post-op reads it: codes as
 // they are into an 8-bit result, real values into a float one.
-class residual_first_kernel final : public cpu_kernel {
+class residual_first_kernel final : public wrapping_kernel {
 public:
     residual_first_kernel(std::shared_ptr<const cpu_kernel> inner, const op::requantize_epilogue& e)
-        : inner_(std::move(inner)), e_(e) {}
+        : wrapping_kernel(std::move(inner)), e_(e) {}
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         const argument& r = inputs[e_.residual_input()];
         const std::size_t n = r.get_shape().elements();
@@ -128,7 +140,6 @@ private:
         for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(n); ++i) out[i] = (static_cast<float>(codes[i]) - zero) * scale;
     }
 
-    std::shared_ptr<const cpu_kernel> inner_;
     op::requantize_epilogue e_;
 };
 
@@ -356,10 +367,12 @@ std::shared_ptr<const cpu_kernel> with_residual_in_result(std::shared_ptr<const 
 std::shared_ptr<const cpu_kernel> epilogue_kernel(const kernel_request& r, const op::requantize_epilogue& e,
                                                   dnnl::primitive p, const dnnl::primitive_desc& pd,
                                                   const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
-                                                  dnnl::memory weights, const dnnl::memory::desc& bias_desc,
-                                                  const std::vector<float>& scales,
+                                                  dnnl::memory weights, const dnnl::memory::desc& plain_weights,
+                                                  const dnnl::memory::desc& bias_desc, const std::vector<float>& scales,
                                                   const dnnl::memory::desc& residual) {
     namespace ds = dnnl_support;
+    // The plan releases the weights' literal: they live in the reordered copy.
+    std::vector<ds::kept_constant> kept{{1, weights, plain_weights}};
     ds::fixed_args fixed{{DNNL_ARG_WEIGHTS, std::move(weights)}};
     if (e.has_bias) {
         dnnl::memory bias(bias_desc, ds::cpu_engine());
@@ -374,7 +387,8 @@ std::shared_ptr<const cpu_kernel> epilogue_kernel(const kernel_request& r, const
         slots.push_back(static_cast<int>(e.residual_input()));
     }
     auto inner = std::make_shared<ds::primitive_kernel>(std::move(p), std::move(descs), std::move(slots),
-                                                        std::move(fixed), pd.scratchpad_desc().get_size());
+                                                        std::move(fixed), pd.scratchpad_desc().get_size(),
+                                                        std::move(kept));
     if (residual_in_result(e)) return with_residual_in_result(inner, e);
     return inner;
 }
