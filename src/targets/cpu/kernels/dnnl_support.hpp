@@ -95,6 +95,13 @@ private:
 // Reorders constant `values` (described by `from`) into a new buffer laid out as `to`.
 dnnl::memory reorder_constant(const argument& values, const dnnl::memory::desc& from, const dnnl::memory::desc& to);
 
+// Runs `inner` on input `index` reordered from `from` into `to` in a buffer
+// at the start of scratch, seen there as `staged`. The reorder's own
+// scratchpad is user-provided (after the buffer), as every primitive's.
+std::shared_ptr<const cpu_kernel> with_input_reordered(std::shared_ptr<const cpu_kernel> inner, std::size_t index,
+                                                       const dnnl::memory::desc& from, const dnnl::memory::desc& to,
+                                                       const shape& staged);
+
 // Scratchpad handled by Kiln, so that concurrent runs use separate memory.
 dnnl::primitive_attr user_scratchpad_attr();
 

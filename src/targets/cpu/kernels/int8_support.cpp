@@ -35,51 +35,7 @@ bool append_unary(dnnl::post_ops& ops, const op::post_op_chain& chain) {
 
 std::pair<float, float> code_range(dtype t) { return t == dtype::uint8_type ? std::pair{0.f, 255.f} : std::pair{-128.f, 127.f}; }
 
-// A kernel wrapped around `inner_` (staging an operand or the result):
-// the constants it keeps in its own copy are inner's, so that the plan
-// releases the literal (and can restore it) through the wrapper.
-class wrapping_kernel : public cpu_kernel {
-public:
-    explicit wrapping_kernel(std::shared_ptr<const cpu_kernel> inner) : inner_(std::move(inner)) {}
-    bool keeps_own_copy(std::size_t index) const override { return inner_->keeps_own_copy(index); }
-    void restore_constant(std::size_t index, const argument& into) const override { inner_->restore_constant(index, into); }
-    std::size_t own_copy_bytes() const override { return inner_->own_copy_bytes(); }
 
-protected:
-    std::shared_ptr<const cpu_kernel> inner_;
-};
-
-// Runs `inner` with input `index` reordered from layout `given` into `wanted`
-// in scratch.
-class input_in_layout_kernel final : public wrapping_kernel {
-public:
-    input_in_layout_kernel(std::shared_ptr<const cpu_kernel> inner, std::size_t index, const shape& given,
-                           const shape& wanted)
-        : wrapping_kernel(std::move(inner)), index_(index), wanted_(wanted), from_(typed_desc(given)), to_(typed_desc(wanted)),
-          bytes_(scratch_aligned(wanted.bytes())) {
-        const auto& engine = dnnl_support::cpu_engine();
-        reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from_, engine, to_));
-    }
-
-    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
-        const auto& engine = dnnl_support::cpu_engine();
-        thread_local dnnl::stream stream(engine);
-        dnnl::memory from(from_, engine, inputs[index_].data()), to(to_, engine, scratch);
-        reorder_.execute(stream, from, to);
-        stream.wait();
-        std::vector<argument> moved = inputs;
-        moved[index_] = argument(wanted_, scratch);
-        inner_->run(result, moved, scratch + bytes_);
-    }
-    std::size_t scratch_bytes() const override { return bytes_ + inner_->scratch_bytes(); }
-
-private:
-    std::size_t index_;
-    shape wanted_;
-    dnnl::memory::desc from_, to_;
-    dnnl::reorder reorder_;
-    std::size_t bytes_;
-};
 
 // Runs `inner` into a buffer of layout `inner_y` in scratch, then reorders
 // it into the result's layout.
@@ -396,7 +352,7 @@ std::shared_ptr<const cpu_kernel> epilogue_kernel(const kernel_request& r, const
 std::shared_ptr<const cpu_kernel> with_input_in_layout(std::shared_ptr<const cpu_kernel> inner, std::size_t index,
                                                        const shape& given, const shape& wanted) {
     if (given.strides() == wanted.strides()) return inner;
-    return std::make_shared<input_in_layout_kernel>(std::move(inner), index, given, wanted);
+    return dnnl_support::with_input_reordered(std::move(inner), index, typed_desc(given), typed_desc(wanted), wanted);
 }
 
 std::shared_ptr<const cpu_kernel> staged(std::shared_ptr<const cpu_kernel> inner, const shape& x, const shape& inner_x,
