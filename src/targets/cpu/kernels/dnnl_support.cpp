@@ -13,7 +13,8 @@ const dnnl::engine& cpu_engine() {
     return engine;
 }
 
-dnnl::memory::desc strided_desc(const std::vector<std::size_t>& dims, const std::vector<std::size_t>& strides) {
+dnnl::memory::desc strided_desc(const std::vector<std::size_t>& dims, const std::vector<std::size_t>& strides,
+                                dnnl::memory::data_type type) {
     dnnl::memory::dims d, s;
     for (std::size_t i = 0; i < dims.size(); ++i) {
         const bool broadcast = strides[i] == 0 && dims[i] > 1;
@@ -24,7 +25,7 @@ dnnl::memory::desc strided_desc(const std::vector<std::size_t>& dims, const std:
         d.push_back(1);
         s.push_back(1);
     }
-    return dnnl::memory::desc(d, dt::f32, s);
+    return dnnl::memory::desc(d, type, s);
 }
 
 dnnl::memory::desc plain_desc(const shape& s) { return strided_desc(s.lens(), s.strides()); }

@@ -23,8 +23,9 @@ const dnnl::engine& cpu_engine();
 // stride becomes a unit dimension, which oneDNN broadcasts).
 dnnl::memory::desc plain_desc(const shape& s);
 // The same with the dims given explicitly (e.g. a tensor seen with fewer
-// or more dimensions); `strides` in elements.
-dnnl::memory::desc strided_desc(const std::vector<std::size_t>& dims, const std::vector<std::size_t>& strides);
+// or more dimensions); `strides` in elements, elements of `type`.
+dnnl::memory::desc strided_desc(const std::vector<std::size_t>& dims, const std::vector<std::size_t>& strides,
+                                dnnl::memory::data_type type = dnnl::memory::data_type::f32);
 // [N, C, H, W] stored as [N, C/8, H, W, 8].
 dnnl::memory::desc blocked_desc(const shape& plain);
 

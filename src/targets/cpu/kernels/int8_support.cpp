@@ -130,17 +130,7 @@ dnnl::memory::data_type dnnl_type(dtype t) {
 }
 
 dnnl::memory::desc typed_desc(const shape& s) {
-    dnnl::memory::dims d, st;
-    for (std::size_t i = 0; i < s.ndim(); ++i) {
-        const bool broadcast = s.strides()[i] == 0 && s.lens()[i] > 1;
-        d.push_back(static_cast<dnnl::memory::dim>(broadcast ? 1 : s.lens()[i]));
-        st.push_back(static_cast<dnnl::memory::dim>(s.strides()[i]));
-    }
-    if (d.empty()) {
-        d.push_back(1);
-        st.push_back(1);
-    }
-    return dnnl::memory::desc(d, dnnl_type(s.type()), st);
+    return dnnl_support::strided_desc(s.lens(), s.strides(), dnnl_type(s.type()));
 }
 
 dnnl::memory::desc channels_last_desc(const shape& plain, dtype t) {

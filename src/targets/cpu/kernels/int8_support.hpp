@@ -61,7 +61,6 @@ bool is_reference(const dnnl::primitive_desc& pd);
 bool pairs_fit_16_bits(const shape& x, const argument& weights);
 // Whether oneDNN runs on VNNI instructions here (ONEDNN_MAX_CPU_ISA counts).
 bool has_vnni();
-bool skip_to_exact(dnnl::primitive_desc& pd);
 
 // The bias in the accumulator's units (oneDNN 2.x adds it before the output
 // scale): bias[c] / scale[c].
