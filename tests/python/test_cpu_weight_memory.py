@@ -281,3 +281,34 @@ def test_winograd_convolutions_keep_their_literal():
     assert "@literal{" + ", ".join("%g" % v for v in w_window.reshape(-1)[:6]) in str(p)
     r = kiln.verify(p, inputs={"x": x_value}, per_instruction=True)
     assert r["passed"], r["text"]
+
+
+@pytest.mark.parametrize("product", ["convolution", "dot"])
+def test_int8_kernels_hold_their_weights_once(product):
+    """The int8 kernels reorder their int8 weights into oneDNN's layout: the codes' literal is handed over
+    to them as a float kernel's is, and saves (restored from the kernel's copy) as it was."""
+    rng = np.random.default_rng(8)
+    w_shape = (64, 32, 3, 3) if product == "convolution" else (64, 512)
+    x_shape = (1, 32, 6, 6) if product == "convolution" else (4, 64)
+    axis = 0 if product == "convolution" else 1
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    sw = (np.abs(w).max(axis=tuple(i for i in range(w.ndim) if i != axis)) / 127).astype(np.float32)
+    sx = np.float32(0.03)
+    x_value = rng.standard_normal(x_shape).astype(np.float32)
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", list(x_shape)))
+    s, z = m.add_literal(np.array(sx)), m.add_literal(np.array(0, np.int8))
+    xd = m.add_instruction(kiln.op("dequantize_linear"), [m.add_instruction(kiln.op("quantize_linear"), [x, s, z]), s, z])
+    scale = m.add_literal(sw)
+    codes = m.add_instruction(kiln.op("quantize_linear", axis=axis, output_type="int8_type"), [m.add_literal(w), scale])
+    wd = m.add_instruction(kiln.op("dequantize_linear", axis=axis), [codes, scale])
+    attrs = {"padding": [1, 1, 1, 1]} if product == "convolution" else {}
+    m.add_return([m.add_instruction(kiln.op(product, **attrs), [xd, wd])])
+    p.compile(kiln.get_target("cpu"))
+    assert [a for _, op, a in p.get_kernel_algorithms() if op.startswith("fused")] == ["onednn_int8"]
+    codes_bytes = w.size  # one byte a weight
+    assert p.kernel_constant_bytes() >= codes_bytes
+    assert_held_once(p, codes_bytes)
+    before = np.asarray(p.run({"x": x_value})[0])
+    np.testing.assert_array_equal(np.asarray(kiln.load_buffer(kiln.save_buffer(p)).run({"x": x_value})[0]), before)

@@ -36,6 +36,20 @@ public:
     virtual std::string arithmetic() const { return {}; }
 };
 
+// A kernel that runs `inner_` with an operand or its result staged
+// elsewhere: the constants it keeps in its own copy are inner's, so that the
+// plan releases their literals (and restores them) through the wrapper.
+class wrapping_kernel : public cpu_kernel {
+public:
+    explicit wrapping_kernel(std::shared_ptr<const cpu_kernel> inner) : inner_(std::move(inner)) {}
+    bool keeps_own_copy(std::size_t index) const override { return inner_->keeps_own_copy(index); }
+    void restore_constant(std::size_t index, const argument& into) const override { inner_->restore_constant(index, into); }
+    std::size_t own_copy_bytes() const override { return inner_->own_copy_bytes(); }
+
+protected:
+    std::shared_ptr<const cpu_kernel> inner_;
+};
+
 // What a kernel factory knows about the instruction it builds for.
 struct kernel_request {
     const operation& op;

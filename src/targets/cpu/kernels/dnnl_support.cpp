@@ -1,5 +1,9 @@
 #include "targets/cpu/kernels/dnnl_support.hpp"
 
+#include <algorithm>
+
+#include "targets/cpu/kernels/scratch_alignment.hpp"
+
 namespace kiln::dnnl_support {
 
 using dt = dnnl::memory::data_type;
@@ -9,7 +13,8 @@ const dnnl::engine& cpu_engine() {
     return engine;
 }
 
-dnnl::memory::desc strided_desc(const std::vector<std::size_t>& dims, const std::vector<std::size_t>& strides) {
+dnnl::memory::desc strided_desc(const std::vector<std::size_t>& dims, const std::vector<std::size_t>& strides,
+                                dnnl::memory::data_type type) {
     dnnl::memory::dims d, s;
     for (std::size_t i = 0; i < dims.size(); ++i) {
         const bool broadcast = strides[i] == 0 && dims[i] > 1;
@@ -20,7 +25,7 @@ dnnl::memory::desc strided_desc(const std::vector<std::size_t>& dims, const std:
         d.push_back(1);
         s.push_back(1);
     }
-    return dnnl::memory::desc(d, dt::f32, s);
+    return dnnl::memory::desc(d, type, s);
 }
 
 dnnl::memory::desc plain_desc(const shape& s) { return strided_desc(s.lens(), s.strides()); }
@@ -155,6 +160,50 @@ void primitive_kernel::restore_constant(std::size_t index, const argument& into)
         return;
     }
     cpu_kernel::restore_constant(index, into);
+}
+
+namespace {
+
+class input_reorder_kernel final : public wrapping_kernel {
+public:
+    input_reorder_kernel(std::shared_ptr<const cpu_kernel> inner, std::size_t index, const dnnl::memory::desc& from,
+                         const dnnl::memory::desc& to, const shape& staged)
+        : wrapping_kernel(std::move(inner)), index_(index), staged_(staged), from_(from), to_(to),
+          bytes_(scratch_aligned(to.get_size())) {
+        dnnl::reorder::primitive_desc pd(cpu_engine(), from, cpu_engine(), to, user_scratchpad_attr());
+        pad_ = pd.scratchpad_desc();
+        reorder_ = dnnl::reorder(pd);
+    }
+
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
+        const auto& engine = cpu_engine();
+        thread_local dnnl::stream stream(engine);
+        dnnl::memory from(from_, engine, inputs[index_].data()), to(to_, engine, scratch);
+        dnnl::memory pad(pad_, engine, scratch + bytes_);  // free again once the reorder is done
+        reorder_.execute(stream, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, pad}});
+        stream.wait();
+        std::vector<argument> moved = inputs;
+        moved[index_] = argument(staged_, scratch);
+        inner_->run(result, moved, scratch + bytes_);
+    }
+    std::size_t scratch_bytes() const override {
+        return bytes_ + std::max(pad_.get_size(), inner_->scratch_bytes());
+    }
+
+private:
+    std::size_t index_;
+    shape staged_;
+    dnnl::memory::desc from_, to_, pad_;
+    dnnl::reorder reorder_;
+    std::size_t bytes_;
+};
+
+}  // namespace
+
+std::shared_ptr<const cpu_kernel> with_input_reordered(std::shared_ptr<const cpu_kernel> inner, std::size_t index,
+                                                       const dnnl::memory::desc& from, const dnnl::memory::desc& to,
+                                                       const shape& staged) {
+    return std::make_shared<input_reorder_kernel>(std::move(inner), index, from, to, staged);
 }
 
 dnnl::memory reorder_constant(const argument& values, const dnnl::memory::desc& from, const dnnl::memory::desc& to) {

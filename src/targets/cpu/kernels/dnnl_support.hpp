@@ -23,8 +23,9 @@ const dnnl::engine& cpu_engine();
 // stride becomes a unit dimension, which oneDNN broadcasts).
 dnnl::memory::desc plain_desc(const shape& s);
 // The same with the dims given explicitly (e.g. a tensor seen with fewer
-// or more dimensions); `strides` in elements.
-dnnl::memory::desc strided_desc(const std::vector<std::size_t>& dims, const std::vector<std::size_t>& strides);
+// or more dimensions); `strides` in elements, elements of `type`.
+dnnl::memory::desc strided_desc(const std::vector<std::size_t>& dims, const std::vector<std::size_t>& strides,
+                                dnnl::memory::data_type type = dnnl::memory::data_type::f32);
 // [N, C, H, W] stored as [N, C/8, H, W, 8].
 dnnl::memory::desc blocked_desc(const shape& plain);
 
@@ -94,6 +95,13 @@ private:
 
 // Reorders constant `values` (described by `from`) into a new buffer laid out as `to`.
 dnnl::memory reorder_constant(const argument& values, const dnnl::memory::desc& from, const dnnl::memory::desc& to);
+
+// Runs `inner` on input `index` reordered from `from` into `to` in a buffer
+// at the start of scratch, seen there as `staged`. The reorder's own
+// scratchpad is user-provided (after the buffer), as every primitive's.
+std::shared_ptr<const cpu_kernel> with_input_reordered(std::shared_ptr<const cpu_kernel> inner, std::size_t index,
+                                                       const dnnl::memory::desc& from, const dnnl::memory::desc& to,
+                                                       const shape& staged);
 
 // Scratchpad handled by Kiln, so that concurrent runs use separate memory.
 dnnl::primitive_attr user_scratchpad_attr();

@@ -35,45 +35,14 @@ bool append_unary(dnnl::post_ops& ops, const op::post_op_chain& chain) {
 
 std::pair<float, float> code_range(dtype t) { return t == dtype::uint8_type ? std::pair{0.f, 255.f} : std::pair{-128.f, 127.f}; }
 
-// Runs `inner` with input `index` reordered from layout `given` into `wanted`
-// in scratch.
-class input_in_layout_kernel final : public cpu_kernel {
-public:
-    input_in_layout_kernel(std::shared_ptr<const cpu_kernel> inner, std::size_t index, const shape& given,
-                           const shape& wanted)
-        : inner_(std::move(inner)), index_(index), wanted_(wanted), from_(typed_desc(given)), to_(typed_desc(wanted)),
-          bytes_(scratch_aligned(wanted.bytes())) {
-        const auto& engine = dnnl_support::cpu_engine();
-        reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from_, engine, to_));
-    }
 
-    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
-        const auto& engine = dnnl_support::cpu_engine();
-        thread_local dnnl::stream stream(engine);
-        dnnl::memory from(from_, engine, inputs[index_].data()), to(to_, engine, scratch);
-        reorder_.execute(stream, from, to);
-        stream.wait();
-        std::vector<argument> moved = inputs;
-        moved[index_] = argument(wanted_, scratch);
-        inner_->run(result, moved, scratch + bytes_);
-    }
-    std::size_t scratch_bytes() const override { return bytes_ + inner_->scratch_bytes(); }
-
-private:
-    std::shared_ptr<const cpu_kernel> inner_;
-    std::size_t index_;
-    shape wanted_;
-    dnnl::memory::desc from_, to_;
-    dnnl::reorder reorder_;
-    std::size_t bytes_;
-};
 
 // Runs `inner` into a buffer of layout `inner_y` in scratch, then reorders
 // it into the result's layout.
-class result_in_layout_kernel final : public cpu_kernel {
+class result_in_layout_kernel final : public wrapping_kernel {
 public:
     result_in_layout_kernel(std::shared_ptr<const cpu_kernel> inner, const shape& result, const shape& inner_y)
-        : inner_(std::move(inner)), inner_y_(inner_y), from_(typed_desc(inner_y)), to_(typed_desc(result)),
+        : wrapping_kernel(std::move(inner)), inner_y_(inner_y), from_(typed_desc(inner_y)), to_(typed_desc(result)),
           bytes_(scratch_aligned(inner_y.bytes())) {
         const auto& engine = dnnl_support::cpu_engine();
         reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from_, engine, to_));
@@ -91,7 +60,6 @@ public:
     std::size_t scratch_bytes() const override { return bytes_ + inner_->scratch_bytes(); }
 
 private:
-    std::shared_ptr<const cpu_kernel> inner_;
     shape inner_y_;
     dnnl::memory::desc from_, to_;
     dnnl::reorder reorder_;
@@ -100,10 +68,10 @@ private:
 
 // Puts the residual where the primitive's sum post-op reads it: codes as
 // they are into an 8-bit result, real values into a float one.
-class residual_first_kernel final : public cpu_kernel {
+class residual_first_kernel final : public wrapping_kernel {
 public:
     residual_first_kernel(std::shared_ptr<const cpu_kernel> inner, const op::requantize_epilogue& e)
-        : inner_(std::move(inner)), e_(e) {}
+        : wrapping_kernel(std::move(inner)), e_(e) {}
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         const argument& r = inputs[e_.residual_input()];
         const std::size_t n = r.get_shape().elements();
@@ -128,7 +96,6 @@ private:
         for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(n); ++i) out[i] = (static_cast<float>(codes[i]) - zero) * scale;
     }
 
-    std::shared_ptr<const cpu_kernel> inner_;
     op::requantize_epilogue e_;
 };
 
@@ -162,17 +129,7 @@ dnnl::memory::data_type dnnl_type(dtype t) {
 }
 
 dnnl::memory::desc typed_desc(const shape& s) {
-    dnnl::memory::dims d, st;
-    for (std::size_t i = 0; i < s.ndim(); ++i) {
-        const bool broadcast = s.strides()[i] == 0 && s.lens()[i] > 1;
-        d.push_back(static_cast<dnnl::memory::dim>(broadcast ? 1 : s.lens()[i]));
-        st.push_back(static_cast<dnnl::memory::dim>(s.strides()[i]));
-    }
-    if (d.empty()) {
-        d.push_back(1);
-        st.push_back(1);
-    }
-    return dnnl::memory::desc(d, dnnl_type(s.type()), st);
+    return dnnl_support::strided_desc(s.lens(), s.strides(), dnnl_type(s.type()));
 }
 
 dnnl::memory::desc channels_last_desc(const shape& plain, dtype t) {
@@ -355,10 +312,12 @@ std::shared_ptr<const cpu_kernel> with_residual_in_result(std::shared_ptr<const 
 std::shared_ptr<const cpu_kernel> epilogue_kernel(const kernel_request& r, const op::requantize_epilogue& e,
                                                   dnnl::primitive p, const dnnl::primitive_desc& pd,
                                                   const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
-                                                  dnnl::memory weights, const dnnl::memory::desc& bias_desc,
-                                                  const std::vector<float>& scales,
+                                                  dnnl::memory weights, const dnnl::memory::desc& plain_weights,
+                                                  const dnnl::memory::desc& bias_desc, const std::vector<float>& scales,
                                                   const dnnl::memory::desc& residual) {
     namespace ds = dnnl_support;
+    // The plan releases the weights' literal: they live in the reordered copy.
+    std::vector<ds::kept_constant> kept{{1, weights, plain_weights}};
     ds::fixed_args fixed{{DNNL_ARG_WEIGHTS, std::move(weights)}};
     if (e.has_bias) {
         dnnl::memory bias(bias_desc, ds::cpu_engine());
@@ -373,7 +332,8 @@ std::shared_ptr<const cpu_kernel> epilogue_kernel(const kernel_request& r, const
         slots.push_back(static_cast<int>(e.residual_input()));
     }
     auto inner = std::make_shared<ds::primitive_kernel>(std::move(p), std::move(descs), std::move(slots),
-                                                        std::move(fixed), pd.scratchpad_desc().get_size());
+                                                        std::move(fixed), pd.scratchpad_desc().get_size(),
+                                                        std::move(kept));
     if (residual_in_result(e)) return with_residual_in_result(inner, e);
     return inner;
 }
@@ -381,7 +341,7 @@ std::shared_ptr<const cpu_kernel> epilogue_kernel(const kernel_request& r, const
 std::shared_ptr<const cpu_kernel> with_input_in_layout(std::shared_ptr<const cpu_kernel> inner, std::size_t index,
                                                        const shape& given, const shape& wanted) {
     if (given.strides() == wanted.strides()) return inner;
-    return std::make_shared<input_in_layout_kernel>(std::move(inner), index, given, wanted);
+    return dnnl_support::with_input_reordered(std::move(inner), index, typed_desc(given), typed_desc(wanted), wanted);
 }
 
 std::shared_ptr<const cpu_kernel> staged(std::shared_ptr<const cpu_kernel> inner, const shape& x, const shape& inner_x,

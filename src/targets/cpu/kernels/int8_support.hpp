@@ -61,22 +61,23 @@ bool is_reference(const dnnl::primitive_desc& pd);
 bool pairs_fit_16_bits(const shape& x, const argument& weights);
 // Whether oneDNN runs on VNNI instructions here (ONEDNN_MAX_CPU_ISA counts).
 bool has_vnni();
-bool skip_to_exact(dnnl::primitive_desc& pd);
 
 // The bias in the accumulator's units (oneDNN 2.x adds it before the output
 // scale): bias[c] / scale[c].
 std::vector<float> bias_in_sum_units(const float* bias, const std::vector<float>& scales);
 
 // The kernel that runs primitive `p` (made from `pd`): `src` is input 0,
-// `dst` the result, `weights` the reordered constant weights, the bias
+// `dst` the result, `weights` the constant weights (input 1) reordered from
+// `plain_weights` (kept: the plan releases the literal), the bias
 // (input 4 when `e.has_bias`) put in the sums' units (bias_in_sum_units) into
 // a `bias_desc` memory, and the residual as the epilogue takes it (a
 // binary post-op operand of `residual`, or copied into the result first).
 std::shared_ptr<const cpu_kernel> epilogue_kernel(const kernel_request& r, const op::requantize_epilogue& e,
                                                   dnnl::primitive p, const dnnl::primitive_desc& pd,
                                                   const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
-                                                  dnnl::memory weights, const dnnl::memory::desc& bias_desc,
-                                                  const std::vector<float>& scales, const dnnl::memory::desc& residual);
+                                                  dnnl::memory weights, const dnnl::memory::desc& plain_weights,
+                                                  const dnnl::memory::desc& bias_desc, const std::vector<float>& scales,
+                                                  const dnnl::memory::desc& residual);
 
 // Runs `inner` on input 0 reordered from its layout into `inner_x` (when
 // `reorder_x`), writing into a buffer of `inner_y` reordered into the

@@ -25,6 +25,7 @@
 #include "ops/fused_convolution.hpp"
 #include "ops/fused_dot.hpp"
 #include "ops/half_weights.hpp"
+#include "passes/matcher.hpp"
 #include "targets/cpu/passes/cpu_passes.hpp"
 
 namespace kiln {
@@ -121,16 +122,12 @@ private:
 
     // Whether `v` is computed from literals only (a literal, or a transposed
     // or reshaped one: GPT-2's output layer reads its tied embedding
-    // transposed), so that constant propagation makes it a literal.
+    // transposed) by deterministic ops, so that constant propagation makes
+    // it a literal. Memoized: each product asks about its weights.
     bool is_constant(instruction_ref v) {
-        if (v->is_literal()) return true;
-        if (v->is_param() || v->name().front() == '@' || !v->module_inputs().empty()) return false;
         auto known = constant_.find(&*v);
         if (known != constant_.end()) return known->second;
-        bool all = true;
-        for (auto in : v->inputs()) all = all && is_constant(in);
-        constant_.emplace(&*v, all);
-        return all;
+        return constant_.emplace(&*v, match::is_constant_instruction(*v)).first->second;
     }
 
     // A 16-bit value computed at run time (or given: a parameter).

@@ -55,36 +55,6 @@ bool eligible(const kernel_request& r) {
     return true;
 }
 
-// Weights that arrive at run time: reordered into the primitive's layout in
-// scratch, then the convolution reads them there.
-class run_time_weights_kernel final : public cpu_kernel {
-public:
-    run_time_weights_kernel(std::shared_ptr<const cpu_kernel> convolution, dnnl::memory::desc plain,
-                            dnnl::memory::desc packed)
-        : convolution_(std::move(convolution)),
-          plain_(plain),
-          packed_(packed),
-          reorder_(dnnl::reorder::primitive_desc(ds::cpu_engine(), plain, ds::cpu_engine(), packed)),
-          packed_bytes_((packed.get_size() + 63) / 64 * 64) {}
-
-    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
-        const auto& engine = ds::cpu_engine();
-        dnnl::memory from(plain_, engine, inputs[1].data()), to(packed_, engine, scratch);
-        thread_local dnnl::stream stream(engine);
-        reorder_.execute(stream, from, to);
-        stream.wait();
-        std::vector<argument> with_packed = inputs;
-        with_packed[1] = argument(inputs[1].get_shape(), scratch);
-        convolution_->run(result, with_packed, scratch + packed_bytes_);
-    }
-    std::size_t scratch_bytes() const override { return packed_bytes_ + convolution_->scratch_bytes(); }
-
-private:
-    std::shared_ptr<const cpu_kernel> convolution_;
-    dnnl::memory::desc plain_, packed_;
-    dnnl::reorder reorder_;
-    std::size_t packed_bytes_;
-};
 
 std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
     const auto& conv = requested_convolution(r);
@@ -157,7 +127,8 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
                                                              std::move(slots), std::move(fixed),
                                                              pd.scratchpad_desc().get_size(), std::move(kept));
         if (constant_weights) return kernel;
-        return std::make_shared<run_time_weights_kernel>(std::move(kernel), plain_weights, pd.weights_desc());
+        // Weights that arrive at run time: reordered into the primitive's layout in scratch.
+        return ds::with_input_reordered(std::move(kernel), 1, plain_weights, pd.weights_desc(), w);
     } catch (const dnnl::error&) {
         return nullptr;  // no oneDNN implementation for these shapes: the reference kernel runs
     }

@@ -91,7 +91,7 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
             weights_desc(w, group, group > 1 ? dnnl::memory::format_tag::goihw : dnnl::memory::format_tag::oihw);
         auto weights = ds::reorder_constant(r.constant_inputs[1], plain_weights, pd.weights_desc());
         auto kernel = is::epilogue_kernel(r, e, dnnl::convolution_forward(pd), pd, src, dst, std::move(weights),
-                                          bias_desc, scales, residual);
+                                          plain_weights, bias_desc, scales, residual);
         if (e.residual != residual_kind::none)
             kernel = is::with_input_in_layout(kernel, e.residual_input(), given_residual, inner_residual);
         return is::staged(kernel, x, inner_x, y, inner_y);

@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 
 #include "ops/fused_dot.hpp"
@@ -144,10 +145,19 @@ public:
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         const std::size_t panels = (plan_.cols + width_ - 1) / width_;
         const int threads = std::min<std::size_t>(panels, static_cast<std::size_t>(threads_)) > 1 ? threads_ : 1;
-#pragma omp parallel for schedule(static) num_threads(threads)
-        for (std::int64_t j = 0; j < static_cast<std::int64_t>(panels); ++j) {
+#pragma omp parallel num_threads(threads)
+        {
+            // Each thread binds the primitive's arguments once per run (the
+            // tail's when it meets the tail) and moves them per panel.
             std::byte* own = scratch + static_cast<std::size_t>(omp_get_thread_num()) * per_thread_;
-            run_panel(static_cast<std::size_t>(j), result, inputs, own);
+            std::optional<bound_args> full_args, tail_args;
+#pragma omp for schedule(static)
+            for (std::int64_t j = 0; j < static_cast<std::int64_t>(panels); ++j) {
+                const bool full = std::min(width_, plan_.cols - static_cast<std::size_t>(j) * width_) == width_;
+                auto& args = full ? full_args : tail_args;
+                if (!args) args = bind(full ? full_ : *tail_, result, inputs, own);
+                run_panel(static_cast<std::size_t>(j), result, inputs, own, *args);
+            }
         }
     }
 
@@ -156,7 +166,38 @@ public:
     }
 
 private:
-    void run_panel(std::size_t j, const argument& result, const std::vector<argument>& inputs, std::byte* own) const {
+    // One thread's arguments for a panel primitive: the source, the panel
+    // and the scratchpad stay; the memories reading or writing columns
+    // (result, bias, post-op operands) move to each panel's first column.
+    struct bound_args {
+        std::unordered_map<int, dnnl::memory> args;
+        std::vector<std::pair<dnnl::memory, float*>> columns;  // and their column 0
+    };
+
+    bound_args bind(const panel_primitive& k, const argument& result, const std::vector<argument>& inputs,
+                    std::byte* own) const {
+        const auto& engine = ds::cpu_engine();
+        bound_args b;
+        b.args = {{DNNL_ARG_SRC, dnnl::memory(k.src, engine, inputs[0].data())},
+                  {DNNL_ARG_WEIGHTS, dnnl::memory(k.weights, engine, own)},
+                  {DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad_desc_, engine, own + panel_bytes_)}};
+        auto add_column = [&](int id, const dnnl::memory::desc& desc, const argument& a) {
+            dnnl::memory m(desc, engine, a.data());
+            b.args.emplace(id, m);
+            b.columns.emplace_back(m, a.data_as<float>());
+        };
+        add_column(DNNL_ARG_DST, k.dst, result);
+        if (fused_.has_bias) add_column(DNNL_ARG_BIAS, k.bias, inputs[2]);
+        for (std::size_t o = 0; o < k.operands.size(); ++o) {
+            const int id =
+                DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(ds::post_op_index(fused_.post, o))) | DNNL_ARG_SRC_1;
+            add_column(id, k.operands[o], inputs[fused_.first_post_operand() + o]);
+        }
+        return b;
+    }
+
+    void run_panel(std::size_t j, const argument& result, const std::vector<argument>& inputs, std::byte* own,
+                   bound_args& bound) const {
         const std::size_t first = j * width_;
         const std::size_t width = std::min(width_, plan_.cols - first);
         const panel_primitive& k = width == width_ ? full_ : *tail_;
@@ -181,19 +222,9 @@ private:
 
         const auto& engine = ds::cpu_engine();
         auto column = [first](const argument& a) { return a.data_as<float>() + first; };
-        std::unordered_map<int, dnnl::memory> args{
-            {DNNL_ARG_SRC, dnnl::memory(k.src, engine, inputs[0].data())},
-            {DNNL_ARG_WEIGHTS, dnnl::memory(k.weights, engine, panel)},
-            {DNNL_ARG_DST, dnnl::memory(k.dst, engine, column(result))},
-            {DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad_desc_, engine, own + panel_bytes_)}};
-        if (fused_.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(k.bias, engine, column(inputs[2])));
-        for (std::size_t o = 0; o < k.operands.size(); ++o) {
-            const int id =
-                DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(ds::post_op_index(fused_.post, o))) | DNNL_ARG_SRC_1;
-            args.emplace(id, dnnl::memory(k.operands[o], engine, column(inputs[fused_.first_post_operand() + o])));
-        }
+        for (auto& [memory, column_0] : bound.columns) memory.set_data_handle(column_0 + first);
         thread_local dnnl::stream stream(engine);
-        k.matmul.execute(stream, args);
+        k.matmul.execute(stream, bound.args);
         stream.wait();
         if (gelu_tanh_)
             for (std::size_t row = 0; row < plan_.rows; ++row) {

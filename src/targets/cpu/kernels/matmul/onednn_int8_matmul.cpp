@@ -71,9 +71,10 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
         dnnl::matmul::primitive_desc pd(desc, *attr, ds::cpu_engine());
         if (!is::skip_to_exact(pd, is::pairs_fit_16_bits(a, r.constant_inputs[1]))) return nullptr;
         if (!reference_allowed && is::is_reference(pd)) return nullptr;
-        auto weights = ds::reorder_constant(r.constant_inputs[1], ranked_desc(b, rank), pd.weights_desc());
-        auto kernel =
-            is::epilogue_kernel(r, e, dnnl::matmul(pd), pd, src, dst, std::move(weights), bias_desc, scales, residual);
+        const auto plain_weights = ranked_desc(b, rank);
+        auto weights = ds::reorder_constant(r.constant_inputs[1], plain_weights, pd.weights_desc());
+        auto kernel = is::epilogue_kernel(r, e, dnnl::matmul(pd), pd, src, dst, std::move(weights), plain_weights,
+                                          bias_desc, scales, residual);
         return is::staged(kernel, a, standard_a, y, y);
     } catch (const dnnl::error&) {
         return nullptr;
