@@ -20,6 +20,7 @@ from . import (  # noqa: F401  (imported to register their converters)
     normalization,
     pooling,
     python_operators,
+    quantization,
     reduction,
     resize,
     softmax,
