@@ -52,7 +52,7 @@ _export_lock = _tracing_lock()
 KEPT_WHOLE = (torch.ops.aten.scaled_dot_product_attention.default,)
 
 # Tolerances of verify=True against eager, per precision.
-VERIFY_TOLERANCES = {"fp32": (1e-3, 1e-4), "fp16": (1e-2, 1e-2), "bf16": (5e-2, 5e-2)}
+VERIFY_TOLERANCES = {"fp32": (1e-3, 1e-4), "fp16": (1e-2, 1e-2), "bf16": (5e-2, 5e-2), "int8": (1e-1, 1e-1)}
 
 # Nodes torch.export adds to check metadata that is static here and checked
 # when the compiled module is called.
@@ -190,6 +190,7 @@ def compile(
     verify=False,
     example_kwargs=None,
     compile_options=None,
+    calibration=None,
 ):
     """Compiles `model` for `target` with export-based lowering; returns a CompiledModule.
 
@@ -201,9 +202,24 @@ def compile(
     PyTorch. verify=True runs the model eagerly on the example inputs and
     stores the worst error in ``compiled.verification`` (warning when it is
     beyond tolerance). compile_options go to ``kiln.program.compile``.
+
+    precision="int8" quantizes the convolutions and matrix products to int8
+    with ``kiln.quantize_int8`` (int8 activations with a zero point, weights
+    symmetric per output channel); `calibration` is then required: a list of
+    samples, each a tuple of inputs like example_inputs (or one tensor), whose
+    activation ranges choose the scales. A model already quantized with
+    PyTorch's tools (PT2E's convert_pt2e, FX's convert_to_reference_fx)
+    compiles with precision="fp32": its quantize / dequantize ops become
+    Kiln's int8 instructions.
     """
     if not isinstance(model, torch.nn.Module):
         raise kiln.KilnTypeError(f"kiln.torch.compile: expected a torch.nn.Module, got {type(model).__name__}")
+    if precision == "int8":
+        calibration = _check_calibration(calibration)
+    elif calibration is not None:
+        raise kiln.InvalidArgumentError(
+            f'kiln.torch.compile: calibration is only used with precision="int8", got precision={precision!r}'
+        )
     return compile_module(
         model,
         example_inputs,
@@ -214,11 +230,83 @@ def compile(
         verify=verify,
         compile_options=compile_options,
         caller=f"kiln.torch.compile({type(model).__name__})",
+        calibration=calibration,
     )
 
 
+def _check_calibration(calibration):
+    """precision="int8"'s calibration samples as a list of tuples."""
+    if calibration is None:
+        raise kiln.InvalidArgumentError(
+            'kiln.torch.compile: precision="int8" needs calibration=[sample, ...] (each sample a tuple of '
+            "inputs like example_inputs) to choose the int8 scales of the activations"
+        )
+    if isinstance(calibration, (torch.Tensor, tuple)) or not hasattr(calibration, "__iter__"):
+        raise kiln.KilnTypeError(
+            "kiln.torch.compile: calibration must be a list of samples (each a tuple of inputs or a tensor), "
+            f"got {type(calibration).__name__}"
+        )
+    samples = [_as_tuple(sample) for sample in calibration]
+    if not samples:
+        raise kiln.InvalidArgumentError('kiln.torch.compile: precision="int8" needs at least one calibration sample')
+    return samples
+
+
+def _node_values(gm, samples):
+    """For each calibration sample, {node name: tensor} of every tensor `gm` computes on it."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    recorded = []
+    for sample in samples:
+        flat = pytree.tree_leaves((sample, {}))
+        if len(flat) != len(placeholders):
+            raise kiln.InvalidArgumentError(
+                f"kiln.torch.compile: a calibration sample has {len(flat)} inputs, the model takes {len(placeholders)}"
+            )
+        values = {}
+
+        class Recorder(torch.fx.Interpreter):
+            def run_node(self, node):
+                result = super().run_node(node)
+                if isinstance(result, torch.Tensor):
+                    values[node.name] = result.detach()
+                return result
+
+        with torch.no_grad():
+            Recorder(gm).run(*flat)
+        recorded.append(values)
+    return recorded
+
+
+def _int8_hook(gm, samples, target):
+    """A lower_graph_module program_hook that quantizes each subgraph with kiln.quantize_int8,
+    calibrated on the values its inputs take when `gm` runs on `samples`."""
+    recorded = _node_values(gm, samples)
+    kiln_target = kiln.get_target(target) if isinstance(target, str) else target
+
+    def hook(program, input_names):
+        text = str(program)
+        if "convolution" not in text and "dot" not in text:
+            return  # nothing to quantize
+        calibration = [
+            {name: values[name].contiguous().numpy() for name in input_names} for values in recorded
+        ]
+        kiln.quantize_int8(program, kiln_target, calibration)
+
+    return hook
+
+
 def compile_module(
-    model, example_inputs, example_kwargs, *, target, precision, min_subgraph_size, verify, compile_options, caller
+    model,
+    example_inputs,
+    example_kwargs,
+    *,
+    target,
+    precision,
+    min_subgraph_size,
+    verify,
+    compile_options,
+    caller,
+    calibration=None,
 ):
     """kiln.torch.compile without the argument checks; `caller` names it in logs."""
     args, kwargs = _distinct_tensors(_as_tuple(example_inputs), dict(example_kwargs or {}))
@@ -233,8 +321,20 @@ def compile_module(
             ) from e
         ep = ep.run_decompositions(decomposition_table())
         gm = exported_graph_module(ep)
+    hook = None
+    lowering_precision = precision
+    if precision == "int8":
+        if calibration is None:
+            calibration = _check_calibration(calibration)
+        hook = _int8_hook(gm, [_distinct_tensors(s, {})[0] for s in calibration], target)
+        lowering_precision = "fp32"
     lowered, report = lower_graph_module(
-        gm, target=target, precision=precision, min_subgraph_size=min_subgraph_size, compile_options=compile_options
+        gm,
+        target=target,
+        precision=lowering_precision,
+        min_subgraph_size=min_subgraph_size,
+        compile_options=compile_options,
+        program_hook=hook,
     )
     logger.info("%s: %s", caller, report.summary())
     compiled = CompiledModule(

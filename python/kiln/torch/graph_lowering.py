@@ -206,8 +206,13 @@ def lower_graph_module(
     min_subgraph_size=1,
     compile_options=None,
     example_inputs=None,
+    program_hook=None,
 ):
-    """Compiles what Kiln supports in ATen graph `gm`; returns (GraphModule, LoweringReport)."""
+    """Compiles what Kiln supports in ATen graph `gm`; returns (GraphModule, LoweringReport).
+
+    program_hook(program, input_names), when given, runs on each subgraph's
+    program before it is compiled (kiln.torch.compile's precision="int8"
+    quantizes there)."""
     if precision not in PRECISIONS:
         raise kiln.InvalidArgumentError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
     if not isinstance(min_subgraph_size, int) or min_subgraph_size < 1:
@@ -243,6 +248,8 @@ def lower_graph_module(
         if not outputs:
             continue  # nothing it computes is used
         program = builder.build(inputs, outputs)
+        if program_hook is not None:
+            program_hook(program, [p.name for p in inputs])
         program.compile(kiln_target, **(compile_options or {}))
         name = f"kiln_subgraph_{report.subgraphs}"
         root[name] = KilnSubgraph(program, [p.name for p in inputs])
