@@ -1,0 +1,270 @@
+"""PyTorch-quantized models through kiln.torch: PT2E (torchao's prepare_pt2e /
+convert_pt2e with X86InductorQuantizer), FX's decomposed reference form, and
+kiln.torch.compile(precision="int8"). References are the quantized models'
+own eager outputs (PyTorch's emulation of int8), and every test checks that
+the convolutions / matrix products became Kiln's int8 instructions, not
+float arithmetic on dequantized values.
+"""
+import gc
+import re
+import warnings
+
+import pytest
+import torch
+
+import kiln
+import kiln.torch
+
+torchao_pt2e = pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e")
+xiq = pytest.importorskip("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer")
+
+qd = torch.ops.quantized_decomposed
+
+
+def sqnr_db(reference, actual):
+    reference, actual = reference.detach().double(), actual.detach().double()
+    noise = (reference - actual).pow(2).mean()
+    if noise == 0:
+        return float("inf")
+    return float(10 * torch.log10(reference.pow(2).mean() / noise))
+
+
+def programs_of(compiled):
+    return [str(m.program) for _, m in compiled.named_modules() if hasattr(m, "program")]
+
+
+def float_ops(text):
+    """The float convolutions / dots left in a printed program (dequantized operands)."""
+    return re.findall(r"= (convolution|dot|gemm)\[", text) + re.findall(r"= (convolution|dot)\(", text)
+
+
+def assert_int8(texts, convolutions=0, dots=0):
+    text = "\n".join(texts)
+    assert not float_ops(text), text
+    assert len(re.findall(r"= (?:fused_)?quant_convolution\[", text)) == convolutions, text
+    assert len(re.findall(r"= (?:fused_)?quant_dot\[", text)) == dots, text
+
+
+class ConvNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.fc = torch.nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.c1(x))
+        x = torch.relu(self.c2(x))
+        return self.fc(x.mean((2, 3)))
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(32, 64)
+        self.l2 = torch.nn.Linear(64, 64)
+        self.l3 = torch.nn.Linear(64, 8)
+
+    def forward(self, x):
+        return self.l3(torch.relu(self.l2(torch.relu(self.l1(x)))))
+
+
+class ResBlock(torch.nn.Module):
+    """A ResNet basic block (conv-bn-relu-conv-bn + identity, relu), then a classifier."""
+
+    def __init__(self, c=16):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, c, 3, padding=1)
+        self.c1 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.b1 = torch.nn.BatchNorm2d(c)
+        self.c2 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.b2 = torch.nn.BatchNorm2d(c)
+        self.fc = torch.nn.Linear(c, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        y = torch.relu(self.b1(self.c1(x)))
+        y = self.b2(self.c2(y))
+        x = torch.relu(x + y)
+        return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+def randomized_bn(model):
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.2, 0.2)
+            m.running_var.uniform_(0.5, 1.5)
+            m.weight.data.uniform_(0.5, 1.5)
+    return model.eval()
+
+
+def pt2e_quantized(model, x, fold_quantize=True, samples=3):
+    torch.manual_seed(1)
+    exported = torch.export.export(model, (x,)).module()
+    quantizer = xiq.X86InductorQuantizer()
+    quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())
+    prepared = torchao_pt2e.prepare_pt2e(exported, quantizer)
+    prepared(x)
+    for _ in range(samples - 1):
+        prepared(torch.randn_like(x))
+    return torchao_pt2e.convert_pt2e(prepared, fold_quantize=fold_quantize)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+@pytest.mark.parametrize("fold_quantize", [True, False])
+def test_pt2e_conv_net_runs_on_int8_kernels(fold_quantize):
+    x = torch.randn(2, 3, 16, 16)
+    q = pt2e_quantized(ConvNet().eval(), x, fold_quantize)
+    compiled = kiln.torch.compile(q, (x,))
+    assert compiled.report.fallback_nodes == []
+    for sample in (x, torch.randn_like(x)):
+        assert sqnr_db(q(sample), compiled(sample)) > 30
+    assert_int8(programs_of(compiled), convolutions=2, dots=1)
+
+
+@pytest.mark.parametrize("fold_quantize", [True, False])
+def test_pt2e_mlp_runs_on_int8_kernels(fold_quantize):
+    x = torch.randn(4, 32)
+    q = pt2e_quantized(MLP().eval(), x, fold_quantize)
+    compiled = kiln.torch.compile(q, (x,))
+    assert compiled.report.fallback_nodes == []
+    assert sqnr_db(q(x), compiled(x)) > 30
+    assert_int8(programs_of(compiled), dots=3)
+
+
+def test_pt2e_resnet_block_runs_on_int8_kernels():
+    x = torch.randn(1, 3, 16, 16)
+    q = pt2e_quantized(randomized_bn(ResBlock()), x)
+    compiled = kiln.torch.compile(q, (x,))
+    assert compiled.report.fallback_nodes == []
+    assert sqnr_db(q(x), compiled(x)) > 30
+    assert_int8(programs_of(compiled), convolutions=3, dots=1)
+
+
+def test_pt2e_through_torch_compile_backend_kiln():
+    from kiln.torch.kiln_subgraph import KilnSubgraph
+
+    x = torch.randn(4, 32)
+    q = pt2e_quantized(MLP().eval(), x)
+    torch._dynamo.reset()
+    compiled = torch.compile(q, backend="kiln")
+    out = compiled(x)
+    assert sqnr_db(q(x), out) > 30
+    # The dynamo backend's subgraphs: the live KilnSubgraph objects made for this model.
+    texts = [str(o.program) for o in gc.get_objects() if isinstance(o, KilnSubgraph)]
+    texts = [t for t in texts if "{4, 32}" in t and "quant" in t]
+    assert texts
+    assert_int8(texts[-1:], dots=3)
+    torch._dynamo.reset()
+
+
+def test_fx_decomposed_reference_runs_on_int8_kernels():
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import _convert_to_reference_decomposed_fx, prepare_fx
+
+    x = torch.randn(4, 32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prepared = prepare_fx(MLP().eval(), get_default_qconfig_mapping("x86"), (x,))
+        prepared(x)
+        q = _convert_to_reference_decomposed_fx(prepared)
+    compiled = kiln.torch.compile(q, (x,))
+    assert compiled.report.fallback_nodes == []
+    # x86's qconfig quantizes activations to [0, 127] (reduce_range): a clip of the uint8 values.
+    assert sqnr_db(q(x), compiled(x)) > 30
+    assert_int8(programs_of(compiled), dots=3)
+
+
+class QuantDequant(torch.nn.Module):
+    def __init__(self, overload, qmin, qmax, dtype, per_channel=False):
+        super().__init__()
+        self.overload, self.qmin, self.qmax, self.dtype, self.per_channel = overload, qmin, qmax, dtype, per_channel
+        self.register_buffer("scale", torch.tensor([0.05, 0.02, 0.1]) if per_channel else torch.tensor(0.05))
+        self.register_buffer("zp", torch.tensor([3, 0, -2] if dtype == torch.int8 else [130, 128, 120])
+                             if per_channel else torch.tensor(3 if dtype == torch.int8 else 130))
+
+    def forward(self, x):
+        if self.per_channel:
+            q = qd.quantize_per_channel(x, self.scale, self.zp, 1, self.qmin, self.qmax, self.dtype)
+            return q, qd.dequantize_per_channel(q, self.scale, self.zp, 1, self.qmin, self.qmax, self.dtype)
+        if self.overload == "default":
+            args = (0.05, int(self.zp), self.qmin, self.qmax, self.dtype)
+            q = qd.quantize_per_tensor(x, *args)
+            return q, qd.dequantize_per_tensor(q, *args)
+        if self.overload == "tensor":
+            args = (self.scale, self.zp, self.qmin, self.qmax, self.dtype)
+            q = qd.quantize_per_tensor.tensor(x, *args)
+            return q, qd.dequantize_per_tensor.tensor(q, *args)
+        bounds = (torch.tensor(self.qmin), torch.tensor(self.qmax))
+        args = (self.scale, self.zp, *bounds, self.dtype)
+        q = qd.quantize_per_tensor.tensor2(x, *args)
+        return q, qd.dequantize_per_tensor.tensor2(q, *args)
+
+
+@pytest.mark.parametrize(
+    "overload,qmin,qmax,dtype,per_channel",
+    [
+        ("default", -128, 127, torch.int8, False),
+        ("default", -127, 127, torch.int8, False),
+        ("tensor", 0, 255, torch.uint8, False),
+        ("tensor", 0, 127, torch.uint8, False),
+        ("tensor2", -128, 127, torch.int8, False),
+        ("channel", -128, 127, torch.int8, True),
+        ("channel", 0, 255, torch.uint8, True),
+    ],
+)
+def test_quantize_dequantize_match_pytorch_exactly(overload, qmin, qmax, dtype, per_channel):
+    model = QuantDequant(overload, qmin, qmax, dtype, per_channel).eval()
+    # Values that saturate both ends, and exact halves of the scale (rounding to even).
+    x = torch.randn(2, 3, 5, 4) * 6
+    x[0, :, 0, :2] = torch.tensor([0.025, 0.075])
+    compiled = kiln.torch.compile(model, (x,))
+    assert compiled.report.fallback_nodes == []
+    q_ref, y_ref = model(x)
+    q, y = compiled(x)
+    assert q.dtype == dtype
+    # PyTorch multiplies by 1/scale, Kiln divides: a product within an ulp of a
+    # rounding boundary may land one step away.
+    assert (q.int() - q_ref.int()).abs().max() <= 1
+    assert (q != q_ref).float().mean() < 0.01
+    step = float(model.scale.max())
+    assert (y - y_ref).abs().max() <= step * 1.001
+
+
+def test_precision_int8_quantizes_in_one_call():
+    model = ConvNet().eval()
+    x = torch.randn(2, 3, 16, 16)
+    calibration = [(torch.randn(2, 3, 16, 16),) for _ in range(3)] + [(x,)]
+    compiled = kiln.torch.compile(model, (x,), precision="int8", calibration=calibration)
+    assert compiled.precision == "int8"
+    with torch.no_grad():
+        assert sqnr_db(model(x), compiled(x)) > 30
+    assert_int8(programs_of(compiled), convolutions=2, dots=1)
+
+
+def test_precision_int8_accepts_tensor_samples():
+    model = MLP().eval()
+    x = torch.randn(4, 32)
+    compiled = kiln.torch.compile(model, x, precision="int8", calibration=[torch.randn(4, 32) for _ in range(4)])
+    with torch.no_grad():
+        assert sqnr_db(model(x), compiled(x)) > 25
+    assert_int8(programs_of(compiled), dots=3)
+
+
+def test_precision_int8_argument_errors():
+    model = MLP().eval()
+    x = torch.randn(4, 32)
+    with pytest.raises(kiln.InvalidArgumentError, match="calibration"):
+        kiln.torch.compile(model, (x,), precision="int8")
+    with pytest.raises(kiln.InvalidArgumentError, match="at least one calibration sample"):
+        kiln.torch.compile(model, (x,), precision="int8", calibration=[])
+    with pytest.raises(kiln.KilnTypeError, match="calibration must be a list"):
+        kiln.torch.compile(model, (x,), precision="int8", calibration=(x,))
+    with pytest.raises(kiln.InvalidArgumentError, match='only used with precision="int8"'):
+        kiln.torch.compile(model, (x,), calibration=[(x,)])
+    with pytest.raises(kiln.InvalidArgumentError, match="calibration sample has 2 inputs"):
+        kiln.torch.compile(model, (x,), precision="int8", calibration=[(x, x)])
