@@ -192,7 +192,7 @@ class QuantDequant(torch.nn.Module):
             q = qd.quantize_per_channel(x, self.scale, self.zp, 1, self.qmin, self.qmax, self.dtype)
             return q, qd.dequantize_per_channel(q, self.scale, self.zp, 1, self.qmin, self.qmax, self.dtype)
         if self.overload == "default":
-            args = (0.05, int(self.zp), self.qmin, self.qmax, self.dtype)
+            args = (0.05, 3 if self.dtype == torch.int8 else 130, self.qmin, self.qmax, self.dtype)
             q = qd.quantize_per_tensor(x, *args)
             return q, qd.dequantize_per_tensor(q, *args)
         if self.overload == "tensor":
