@@ -179,6 +179,32 @@ def test_fx_decomposed_reference_runs_on_int8_kernels():
     assert_int8(programs_of(compiled), dots=3)
 
 
+@pytest.mark.parametrize("name", ["mlp", "conv_net", "resnet_block"])
+def test_fx_convert_to_reference_fx_runs_on_int8_kernels(name):
+    # convert_to_reference_fx's torch.quantize_per_tensor / .dequantize() and
+    # reference Linear / Conv2d modules (which torch.export cannot trace) are
+    # rewritten to quantized_decomposed ops by kiln.torch.compile.
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_fx
+
+    model, x, convolutions, dots = {
+        "mlp": (MLP().eval(), torch.randn(4, 32), 0, 3),
+        "conv_net": (ConvNet().eval(), torch.randn(2, 3, 16, 16), 2, 1),
+        "resnet_block": (randomized_bn(ResBlock()), torch.randn(1, 3, 16, 16), 3, 1),
+    }[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prepared = prepare_fx(model, get_default_qconfig_mapping("x86"), (x,))
+        prepared(x)
+        prepared(torch.randn_like(x))
+        q = convert_to_reference_fx(prepared)
+    compiled = kiln.torch.compile(q, (x,))
+    assert compiled.report.fallback_nodes == []
+    for sample in (x, torch.randn_like(x)):
+        assert sqnr_db(q(sample), compiled(sample)) > 30
+    assert_int8(programs_of(compiled), convolutions=convolutions, dots=dots)
+
+
 class QuantDequant(torch.nn.Module):
     def __init__(self, overload, qmin, qmax, dtype, per_channel=False):
         super().__init__()

@@ -26,6 +26,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 import kiln
 
 from .compiled_module import CompiledModule, InputSpec, VerificationReport
+from .fx_reference import decomposed_reference, is_fx_reference
 from .graph_lowering import lower_graph_module
 
 logger = logging.getLogger("kiln.torch")
@@ -310,10 +311,13 @@ def compile_module(
 ):
     """kiln.torch.compile without the argument checks; `caller` names it in logs."""
     args, kwargs = _distinct_tensors(_as_tuple(example_inputs), dict(example_kwargs or {}))
+    exported_model = model
+    if is_fx_reference(model):  # FX's convert_to_reference_fx: quantized tensors do not export
+        exported_model = decomposed_reference(model)
     with _export_lock:
         try:
             with torch.no_grad():
-                ep = torch.export.export(model, args, kwargs)
+                ep = torch.export.export(exported_model, args, kwargs)
         except Exception as e:
             raise kiln.UnsupportedError(
                 f"kiln.torch.compile: torch.export could not capture the model ({type(e).__name__}: {e}); "
