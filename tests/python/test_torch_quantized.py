@@ -33,6 +33,20 @@ def programs_of(compiled):
     return [str(m.program) for _, m in compiled.named_modules() if hasattr(m, "program")]
 
 
+def live_subgraphs():
+    """Every KilnSubgraph alive in the process (what torch.compile(backend="kiln") made)."""
+    from kiln.torch.kiln_subgraph import KilnSubgraph
+
+    found = []
+    for o in gc.get_objects():
+        try:
+            if isinstance(o, KilnSubgraph):
+                found.append(o)
+        except ReferenceError:  # a dead weak proxy
+            continue
+    return found
+
+
 def float_ops(text):
     """The float convolutions / dots left in a printed program (dequantized operands)."""
     return re.findall(r"= (convolution|dot|gemm)\[", text) + re.findall(r"= (convolution|dot)\(", text)
@@ -145,20 +159,22 @@ def test_pt2e_resnet_block_runs_on_int8_kernels():
     assert_int8(programs_of(compiled), convolutions=3, dots=1)
 
 
-def test_pt2e_through_torch_compile_backend_kiln():
-    from kiln.torch.kiln_subgraph import KilnSubgraph
-
-    x = torch.randn(4, 32)
-    q = pt2e_quantized(MLP().eval(), x)
+@pytest.mark.parametrize("name,fold_quantize", [("mlp", True), ("conv_net", False)])
+def test_pt2e_through_torch_compile_backend_kiln(name, fold_quantize):
+    model, x, convolutions, dots = {
+        "mlp": (MLP().eval(), torch.randn(4, 32), 0, 3),
+        "conv_net": (ConvNet().eval(), torch.randn(2, 3, 16, 16), 2, 1),
+    }[name]
+    q = pt2e_quantized(model, x, fold_quantize)
     torch._dynamo.reset()
+    before = {id(s) for s in live_subgraphs()}
     compiled = torch.compile(q, backend="kiln")
     out = compiled(x)
     assert sqnr_db(q(x), out) > 30
-    # The dynamo backend's subgraphs: the live KilnSubgraph objects made for this model.
-    texts = [str(o.program) for o in gc.get_objects() if isinstance(o, KilnSubgraph)]
-    texts = [t for t in texts if "{4, 32}" in t and "quant" in t]
+    # The dynamo backend's subgraphs: the KilnSubgraph objects made for this model.
+    texts = [str(s.program) for s in live_subgraphs() if id(s) not in before]
     assert texts
-    assert_int8(texts[-1:], dots=3)
+    assert_int8(texts, convolutions=convolutions, dots=dots)
     torch._dynamo.reset()
 
 

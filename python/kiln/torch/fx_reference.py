@@ -46,8 +46,10 @@ def is_fx_reference(model):
     for node in model.graph.nodes:
         if node.op == "call_function" and node.target is torch.quantize_per_tensor:
             return True
-        if node.op == "call_module" and refs and isinstance(_get(model, node.target), refs):
-            return True
+        if node.op == "call_module" and refs:
+            module = _get(model, node.target)
+            if isinstance(module, refs) and not getattr(module, "is_decomposed", False):
+                return True
     return False
 
 
@@ -86,7 +88,13 @@ def decomposed_reference(gm):
                 )
             node.replace_all_uses_with(new)
             graph.erase_node(node)
-        elif node.op == "call_module" and type(_get(gm, node.target)) in refs:
+        elif (
+            node.op == "call_module"
+            and type(_get(gm, node.target)) in refs
+            # _convert_to_reference_decomposed_fx's modules quantize with quantized_decomposed
+            # ops, which export as they are.
+            and not getattr(_get(gm, node.target), "is_decomposed", False)
+        ):
             module = _get(gm, node.target)
             kind = refs[type(module)]
             with graph.inserting_before(node):

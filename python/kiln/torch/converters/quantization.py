@@ -13,6 +13,7 @@ quant_max only describe the input and need nothing.
 
 import torch
 
+from .context import KilnValue
 from .registry import converter
 
 if hasattr(torch.ops, "quantized_decomposed") and hasattr(torch.ops.quantized_decomposed, "quantize_per_tensor"):
@@ -46,7 +47,10 @@ def _scale(ctx, scale):
     """The scale as float32: a Python float, or a tensor (one value, or one per channel)."""
     if isinstance(scale, (int, float)):
         return ctx.scalar(float(scale), torch.float32)
-    value = ctx.cast(scale, torch.float32)
+    if scale.constant is not None:  # a literal, so that the fusion passes see the scale's values
+        value = ctx.constant(scale.constant.to(torch.float32), torch.float32)
+    else:
+        value = ctx.cast(scale, torch.float32)
     if value.ndim > 1:
         value = ctx.reshape(value, (value.numel(),))
     return value
@@ -59,12 +63,32 @@ def _zero_point(ctx, zero_point, dtype, like):
     if isinstance(zero_point, (int, float)):
         value = ctx.scalar(int(zero_point), dtype)
     else:
-        value = ctx.cast(zero_point, dtype)
+        if zero_point.constant is not None:
+            value = ctx.constant(zero_point.constant.to(dtype), dtype)
+        else:
+            value = ctx.cast(zero_point, dtype)
         if value.ndim > 1 or (value.ndim == 1 and like.ndim == 0 and value.numel() == 1):
             value = ctx.reshape(value, like.shape)
     if like.ndim and value.shape != like.shape:
         value = ctx.broadcast(value, like.shape)
     return value
+
+
+def _constant_of(value):
+    """A converter argument as PyTorch would get it, or None when it is not a constant."""
+    if isinstance(value, KilnValue):
+        return value.constant
+    return value
+
+
+def _quantized_constant(ctx, op, args):
+    """`op` run by PyTorch when every argument is a constant (a weight quantized in the graph,
+    convert_pt2e(fold_quantize=False)): the same integers as PyTorch, which multiplies by
+    1 / scale where quantize_linear divides."""
+    values = [_constant_of(a) for a in args]
+    if any(v is None for v in values[:-1]) or not isinstance(values[0], torch.Tensor):
+        return None
+    return ctx.constant(op(*values))
 
 
 def _quantize(ctx, x, scale, zero_point, quant_min, quant_max, dtype, axis=1):
@@ -118,6 +142,9 @@ def _dequantize(ctx, q, scale, zero_point, dtype, out_dtype, axis=1):
 
 @converter(qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor, qd.quantize_per_tensor.tensor2)
 def quantize_per_tensor(ctx, x, scale, zero_point, quant_min, quant_max, dtype):
+    folded = _quantized_constant(ctx, ctx.node.target, (x, scale, zero_point, quant_min, quant_max, dtype))
+    if folded is not None:
+        return folded
     return _quantize(ctx, x, scale, zero_point, quant_min, quant_max, dtype)
 
 
@@ -128,6 +155,9 @@ def dequantize_per_tensor(ctx, q, scale, zero_point, quant_min, quant_max, dtype
 
 @converter(qd.quantize_per_channel.default)
 def quantize_per_channel(ctx, x, scales, zero_points, axis, quant_min, quant_max, dtype):
+    folded = _quantized_constant(ctx, ctx.node.target, (x, scales, zero_points, axis, quant_min, quant_max, dtype))
+    if folded is not None:
+        return folded
     return _quantize(ctx, x, scales, zero_points, quant_min, quant_max, dtype, axis=axis)
 
 
