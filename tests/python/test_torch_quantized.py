@@ -30,7 +30,7 @@ def sqnr_db(reference, actual):
 
 
 def programs_of(compiled):
-    return [str(m.program) for _, m in compiled.named_modules() if hasattr(m, "program")]
+    return [m.program for _, m in compiled.named_modules() if hasattr(m, "program")]
 
 
 def live_subgraphs():
@@ -52,8 +52,14 @@ def float_ops(text):
     return re.findall(r"= (convolution|dot|gemm)\[", text) + re.findall(r"= (convolution|dot)\(", text)
 
 
-def assert_int8(texts, convolutions=0, dots=0):
-    text = "\n".join(texts)
+def assert_int8(programs, convolutions=0, dots=0):
+    """The programs compute `convolutions` convolutions and `dots` matrix products on int8
+    kernels (oneDNN's) and none in float."""
+    text = "\n".join(str(p) for p in programs)
+    kernels = [k for p in programs for k in p.get_kernel_algorithms()]
+    quantized = [k for k in kernels if "quant_convolution" in k[1] or "quant_dot" in k[1]]
+    assert len(quantized) == convolutions + dots, kernels
+    assert all(k[2] == "onednn_int8" for k in quantized), kernels
     assert not float_ops(text), text
     assert len(re.findall(r"= (?:fused_)?quant_convolution\[", text)) == convolutions, text
     assert len(re.findall(r"= (?:fused_)?quant_dot\[", text)) == dots, text
@@ -172,9 +178,9 @@ def test_pt2e_through_torch_compile_backend_kiln(name, fold_quantize):
     out = compiled(x)
     assert sqnr_db(q(x), out) > 30
     # The dynamo backend's subgraphs: the KilnSubgraph objects made for this model.
-    texts = [str(s.program) for s in live_subgraphs() if id(s) not in before]
-    assert texts
-    assert_int8(texts, convolutions=convolutions, dots=dots)
+    programs = [s.program for s in live_subgraphs() if id(s) not in before]
+    assert programs
+    assert_int8(programs, convolutions=convolutions, dots=dots)
     torch._dynamo.reset()
 
 
