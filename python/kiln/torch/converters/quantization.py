@@ -13,6 +13,7 @@ quant_max only describe the input and need nothing.
 
 import torch
 
+from ..dtypes import to_kiln_type
 from .context import KilnValue
 from .registry import converter
 
@@ -108,8 +109,6 @@ def _quantize(ctx, x, scale, zero_point, quant_min, quant_max, dtype, axis=1):
     else:
         # Per-tensor parameters broadcast to the input, as ONNX's per-tensor form.
         axis = 1 if x.ndim > 1 else 0
-    from ..dtypes import to_kiln_type
-
     q = ctx.add("quantize_linear", [x, s, z], axis=int(axis), output_type=to_kiln_type(dtype))
     lo, hi = _bound(quant_min), _bound(quant_max)
     if lo is None or hi is None:
