@@ -316,3 +316,38 @@ def test_precision_int8_argument_errors():
         kiln.torch.compile(model, (x,), calibration=[(x,)])
     with pytest.raises(kiln.InvalidArgumentError, match="calibration sample has 2 inputs"):
         kiln.torch.compile(model, (x,), precision="int8", calibration=[(x, x)])
+
+
+class SplitByFallback(torch.nn.Module):
+    """Two linears with an op Kiln does not convert (an FFT) between them: two subgraphs."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(32, 32)
+        self.b = torch.nn.Linear(17, 8)
+
+    def forward(self, x):
+        return self.b(torch.fft.rfft(torch.relu(self.a(x))).abs())
+
+
+def test_precision_int8_calibrates_each_subgraph():
+    # The second subgraph's inputs are calibrated on the values PyTorch computes for them.
+    model = SplitByFallback().eval()
+    x = torch.randn(4, 32)
+    calibration = [(torch.randn(4, 32),) for _ in range(4)] + [(x,)]
+    compiled = kiln.torch.compile(model, (x,), precision="int8", calibration=calibration)
+    assert compiled.report.subgraphs == 2
+    with torch.no_grad():
+        assert sqnr_db(model(x), compiled(x)) > 30
+    first, second = programs_of(compiled)
+    assert_int8([first], dots=1)
+    assert "quantize_linear" in str(second)
+
+
+@pytest.mark.xfail(strict=True, reason="the partitioner computes the second linear's weight transpose in the first "
+                   "subgraph and passes it as a runtime input, so it cannot be quantized as a constant weight")
+def test_precision_int8_second_subgraph_on_int8_kernels():
+    model = SplitByFallback().eval()
+    x = torch.randn(4, 32)
+    compiled = kiln.torch.compile(model, (x,), precision="int8", calibration=[(x,)])
+    assert_int8(programs_of(compiled)[1:], dots=1)
