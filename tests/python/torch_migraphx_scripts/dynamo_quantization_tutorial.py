@@ -36,3 +36,9 @@ mgx_out = mgx_mod(input_fp32.cuda())
 print(f"PyTorch FP32 (Gold Value):\n{torch_fp32_out}")
 print(f"PyTorch INT8 (Fake Quantized):\n{torch_qout}")
 print(f"MIGraphX INT8:\n{mgx_out}")
+
+# Checks (not in the notebook): the compiled int8 model matches PyTorch's
+# fake-quantized result, and both stay near the float model.
+torch.testing.assert_close(mgx_out, torch_qout.detach(), atol=5e-2, rtol=5e-2)
+assert (torch_qout - torch_fp32_out).abs().max() < 0.1
+print("PASS")

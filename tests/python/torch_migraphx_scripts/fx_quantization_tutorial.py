@@ -63,3 +63,10 @@ from kiln.compat.torch_migraphx.fx.utils import LowerPrecision
 
 mgx_module_fp16 = lower_to_mgx(copy.deepcopy(model_fp32), [input_fp32], lower_precision=LowerPrecision.FP16)
 mgx_fp16_out = mgx_module_fp16(input_fp32.cuda())
+
+# Checks (not in the notebook): Kiln's result matches PyTorch's int8 CPU
+# kernels, and FP16 the float model.
+torch.testing.assert_close(mgx_out, torch_qout, atol=5e-2, rtol=5e-2)
+assert (torch_qout - torch_fp32_out).abs().max() < 0.1
+torch.testing.assert_close(mgx_fp16_out, torch_fp32_out.detach(), atol=1e-2, rtol=1e-2)
+print("PASS")

@@ -172,6 +172,9 @@ for _name in ("softmax", "log_softmax"):
     _define(_name, (lambda fn: lambda input, dim, dtype=None: fn(input, dim=dim, dtype=dtype))(_fn),
             [("input", _REQUIRED), ("dim", _REQUIRED), ("dtype", None)], functions=(_fn,), methods=(_name,),
             positional=["input", "dim", "_stacklevel", "dtype"], rename={"_stacklevel": None})
+    # torch.softmax(input, dim, dtype) has no _stacklevel; neither has the method.
+    SOURCES[("call_function", getattr(torch, _name))] = (globals()[_name], ["input", "dim", "dtype"], {})
+    SOURCES[("call_method", _name)] = (globals()[_name], ["input", "dim", "dtype"], {})
 for _name in ("mean", "sum"):
     _fn = getattr(torch, _name)
     _define(_name, (lambda fn: lambda input, dim=None, keepdim=False, dtype=None:
