@@ -42,9 +42,29 @@ def _make_tracer(tracer_cls, leaf_types):
     return _AccTracer
 
 
+class _LeafRoot(torch.nn.Module):
+    """Holds a torch.nn module traced as the root (nn.BatchNorm2d, say), so
+    that it is a leaf call the tracer can inline rather than a forward with
+    Python control flow on its input."""
+
+    def __init__(self, mod):
+        super().__init__()
+        self.mod = mod
+
+    def forward(self, x):
+        return self.mod(x)
+
+
 def _symbolic_trace(mod, tracer_cls, leaf_types):
     tracer = _make_tracer(tracer_cls, leaf_types)()
-    graph = tracer.trace(mod)
+    try:
+        graph = tracer.trace(mod)
+    except torch.fx.proxy.TraceError:
+        if not type(mod).__module__.startswith("torch.nn."):
+            raise
+        mod = _LeafRoot(mod)
+        tracer = _make_tracer(tracer_cls, leaf_types)()
+        graph = tracer.trace(mod)
     name = mod.__class__.__name__ if isinstance(mod, torch.nn.Module) else mod.__name__
     return torch.fx.GraphModule(tracer.root, graph, name)
 
