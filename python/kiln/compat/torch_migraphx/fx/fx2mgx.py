@@ -55,10 +55,14 @@ def core_aten_graph(gm, sample_inputs):
     from torch.func import functionalize
     from torch.fx.experimental.proxy_tensor import make_fx
 
+    from torch._guards import tracing
+
     table = dict(decomposition_table().items())
-    with unset_fake_temporarily(), torch.no_grad():
+    # Outside any dynamo tracing context: inside a backend, make_fx would
+    # otherwise take dynamo's fake mode and its symbolic shapes.
+    with unset_fake_temporarily(), tracing(None), torch.no_grad():
         traced = make_fx(functionalize(gm, remove="mutations"), decomposition_table=table,
-                         tracing_mode="real")(*sample_inputs)
+                         tracing_mode="fake", _allow_non_fake_inputs=True)(*sample_inputs)
     traced.graph.eliminate_dead_code()
     traced.recompile()
     return traced
