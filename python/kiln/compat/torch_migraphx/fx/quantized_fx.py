@@ -91,16 +91,14 @@ class _Rewriter:
     def bias(self, b):
         return None if b is None else self.constant(b.to(torch.float32), "bias")
 
-    def output_quant(self, y, m):
-        return self.fake_quant(y, m.scale, m.zero_point, torch.quint8 if m.zero_point else torch.qint8)
-
     def module(self, node, m):
         import torch.ao.nn.intrinsic.quantized as nniq
         import torch.ao.nn.quantized as nnq
 
         x = self.env[node.args[0]]
         t = type(m)
-        if isinstance(m, (nnq.Conv1d, nnq.Conv2d, nnq.Conv3d)) and not isinstance(m, nnq.ConvTranspose2d):
+        convs = (nnq.Conv1d, nnq.Conv2d, nnq.Conv3d, nniq.ConvReLU1d, nniq.ConvReLU2d, nniq.ConvReLU3d)
+        if t in convs:  # (ConvAdd2d and other fused forms with a second input are refused below)
             if m.padding_mode != "zeros":
                 raise kiln.UnsupportedError(f"FX-quantized model: {t.__name__} with padding_mode={m.padding_mode!r}")
             conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[m.weight().dim() - 2]
@@ -109,12 +107,10 @@ class _Rewriter:
             if t.__name__.startswith("ConvReLU"):
                 y = self.graph.call_function(F.relu, (y,))
             return self.fake_quant(y, m.scale, m.zero_point, self._out_dtype(m))
-        if isinstance(m, nnq.Linear):
+        if t in (nnq.Linear, nniq.LinearReLU):
             y = self.graph.call_function(F.linear, (x, self.weight(m.weight()), self.bias(m.bias())))
-            if isinstance(m, nniq.LinearReLU):
+            if t is nniq.LinearReLU:
                 y = self.graph.call_function(F.relu, (y,))
-            elif not isinstance(m, nnq.Linear) or t is not nnq.Linear and t is not nniq.LinearReLU:
-                raise kiln.UnsupportedError(f"FX-quantized model: module {t.__name__}")
             return self.fake_quant(y, m.scale, m.zero_point, self._out_dtype(m))
         if isinstance(m, (nnq.ReLU6,)):
             return self.graph.call_function(F.relu6, (x,))
@@ -129,7 +125,8 @@ class _Rewriter:
 
     @staticmethod
     def _out_dtype(m):
-        # PyTorch's quantized CPU modules produce quint8 activations.
+        # The quantized CPU modules convert_fx makes (with the migraphx or the
+        # default backend config) produce quint8 activations.
         return torch.quint8
 
     def function(self, node):
