@@ -10,7 +10,19 @@ torch_migraphx.fx import ...``):
   over ``kiln.torch.compile``, returning a ``fx.SplitModule``;
 - ``fx.MGXModule(program, input_names, ...)``: a MIGraphX-style program as a
   ``torch.nn.Module``;
-- ``fx.utils.LowerPrecision``;
+- ``fx.utils.LowerPrecision`` (FP32, FP16, INT8, BF16, FP8); lower_to_mgx
+  takes FX-quantized models (``quantize_fx.convert_fx``) and quantizes float
+  models itself for INT8 / FP8;
+- the developer workflow: ``fx.tracer.acc_tracer.acc_tracer.trace`` (graphs
+  over the normalized ops of ``fx.tracer.acc_tracer.acc_ops``),
+  ``fx.tracer.aten_tracer.aten_tracer.trace`` (ATen graphs),
+  ``fx.fx2mgx.MGXInterpreter`` (``run()``, ``.program``,
+  ``get_input_names()``) and ``fx.tools.mgx_splitter.MGXSplitter``;
+- quantization: ``fx.quantization`` (``get_migraphx_qconfig_mapping``,
+  ``get_migraphx_backend_config`` for FX's prepare_fx / convert_fx) and
+  ``dynamo.quantization`` (``MGXQuantizer``, a torchao PT2E Quantizer, with
+  ``prepare_pt2e``, ``convert_pt2e``, ``export_for_quantization``), imported
+  on first use;
 - the ``torch.compile`` backend names ``"migraphx"`` and ``"migraphx_aot"``,
   registered on import, over Kiln's ``"kiln"`` backend
   (:mod:`kiln.compat.torch_migraphx.dynamo`).

@@ -101,6 +101,9 @@ def migraphx_backend(gm, example_inputs, options=None, **kwargs):
     return MigraphxDynamoGraph(kiln_backend(gm, example_inputs, kiln_options), verbose, save_mxr)
 
 
+# torch_migraphx's AOTAutograd-wrapped backend: the same Kiln path.
+migraphx_aot_backend = migraphx_backend
+
 BACKEND_NAMES = ("migraphx", "migraphx_aot")
 
 

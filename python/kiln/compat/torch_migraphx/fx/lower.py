@@ -9,6 +9,16 @@ converter registry: the returned :class:`SplitModule` calls the
 ``kiln.torch.CompiledModule`` and offers torch_migraphx's inspection
 methods.
 
+lower_precision=LowerPrecision.INT8 or FP8. A model quantized with FX
+(``quantize_fx.convert_fx``, its quantized modules and ops) is rewritten to
+float ops with quantize / dequantize pairs (:mod:`.quantized_fx`), which
+Kiln's PyTorch converters turn into int8 instructions where they can; its
+float parts run in fp32. Any precision may be asked for with such a model
+(torch_migraphx's examples pass none). A float model with INT8 or FP8 is
+quantized by Kiln (``kiln.quantize_int8`` / ``kiln.quantize_fp8``, calibrated
+on the sample inputs): the whole model must then convert to one Kiln program
+(else kiln.UnsupportedError), and the result is a :class:`ProgramSplitModule`.
+
 Arguments that only steer torch_migraphx's tracer (``use_aten``,
 ``tracer_base_cls``) are accepted; Kiln always captures the model with
 torch.export. ``leaf_modules`` (keep these submodules in PyTorch) has no
@@ -22,6 +32,8 @@ import kiln
 import kiln.compat.migraphx as migraphx
 import kiln.torch
 
+from .mgx_module import MGXModule
+from .quantized_fx import is_fx_quantized, to_decomposed
 from .utils import LowerPrecision
 
 logger = logging.getLogger("kiln.compat.torch_migraphx")
@@ -38,11 +50,8 @@ def _precision(lower_precision):
                 f"lower_to_mgx: lower_precision {lower_precision!r} is not one of "
                 + ", ".join(p.value for p in LowerPrecision)
             ) from None
-    if lower_precision == LowerPrecision.INT8:
-        raise kiln.UnsupportedError(
-            "lower_to_mgx: lower_precision=INT8 needs calibrated int8 quantization, which kiln.torch does not "
-            "have yet; use FP32, FP16 or BF16"
-        )
+    if lower_precision in (LowerPrecision.INT8, LowerPrecision.FP8):
+        return lower_precision
     if lower_precision not in _PRECISIONS:
         raise kiln.KilnTypeError(f"lower_to_mgx: lower_precision must be a LowerPrecision, got {lower_precision!r}")
     return _PRECISIONS[lower_precision]
@@ -112,6 +121,71 @@ class SplitModule(torch.nn.Module):
         return self.report.summary()
 
 
+class ProgramSplitModule(torch.nn.Module):
+    """What lower_to_mgx returns when the whole model is one quantized
+    program: ``_run_on_acc_0`` is its MGXModule."""
+
+    def __init__(self, mgx_module, compiled_nodes):
+        super().__init__()
+        self._run_on_acc_0 = mgx_module
+        self._report = kiln.torch.LoweringReport(subgraphs=1, compiled_nodes=compiled_nodes)
+
+    @property
+    def report(self):
+        return self._report
+
+    def forward(self, *args):
+        return self._run_on_acc_0(*args)
+
+    def subgraphs(self):
+        return {"_run_on_acc_0": self._run_on_acc_0}
+
+    def subgraph_programs(self):
+        return {"_run_on_acc_0": self._run_on_acc_0.program}
+
+    def print_subgraph(self, name):
+        module = self.subgraphs().get(name)
+        if module is None:
+            raise kiln.InvalidArgumentError(f"print_subgraph: no subgraph '{name}'; the subgraph is _run_on_acc_0")
+        print(module.program)
+
+    def print_all_subgraphs(self):
+        for name in self.subgraphs():
+            print(f"Submodule: {name}")
+            self.print_subgraph(name)
+
+    def enable_par_conversion(self, num_outs=10):
+        """Accepted for torch_migraphx scripts (see SplitModule)."""
+
+    def extra_repr(self):
+        return self.report.summary()
+
+
+def _lower_quantized_program(module, inputs, lower_precision, verbose_log):
+    """A float model quantized by Kiln as one program (INT8 / FP8)."""
+    from .fx2mgx import MGXInterpreter
+    from .tracer.aten_tracer import aten_tracer
+
+    traced = aten_tracer.trace(module, list(inputs))
+    interp = MGXInterpreter(traced, list(inputs))
+    unsupported = interp.validate_conversion()
+    if unsupported:
+        raise kiln.UnsupportedError(
+            f"lower_to_mgx: lower_precision={lower_precision.name} quantizes the model as one Kiln program, and "
+            f"Kiln cannot convert: {'; '.join(sorted(unsupported))}"
+        )
+    program = interp.run()
+    target = kiln.get_target("cpu")
+    calibration = [dict(zip(interp.get_input_names(), (x.detach().numpy() for x in inputs)))]
+    quantize = kiln.quantize_int8 if lower_precision == LowerPrecision.INT8 else kiln.quantize_fp8
+    quantize(program.to_kiln(), target, calibration)
+    nodes = sum(1 for n in interp.aten_module.graph.nodes if n.op == "call_function")
+    if verbose_log:
+        print(f"lower_to_mgx({type(module).__name__}): one Kiln program of {nodes} op(s), quantized to "
+              f"{lower_precision.name}")
+    return ProgramSplitModule(MGXModule(program, interp.get_input_names()), nodes)
+
+
 def lower_to_mgx(
     module,
     input,
@@ -126,8 +200,8 @@ def lower_to_mgx(
 ):
     """Lowers `module` for the sample inputs `input` (a list of tensors).
 
-    lower_precision: LowerPrecision.FP32 / FP16 / BF16 (INT8 raises
-    kiln.UnsupportedError). Groups of fewer than min_acc_module_size ops run
+    lower_precision: LowerPrecision.FP32 / FP16 / BF16, or INT8 / FP8 (see
+    the module docstring; FX-quantized models take any). Groups of fewer than min_acc_module_size ops run
     in PyTorch. The result is checked against the original module on
     `input` (rtol 1e-3 / atol 1e-4 in FP32, 1e-2 in FP16, 5e-2 in BF16); a
     mismatch raises kiln.KilnRuntimeError unless suppress_accuracy_check,
@@ -149,6 +223,15 @@ def lower_to_mgx(
     precision = _precision(lower_precision)
     module = module.cpu().eval()
     inputs = tuple(_to_cpu(x) for x in (input if isinstance(input, (list, tuple)) else [input]))
+    original = module
+    if is_fx_quantized(module):
+        module = to_decomposed(module)
+        if not isinstance(precision, str):
+            precision = "fp32"
+    elif not isinstance(precision, str):
+        split = _lower_quantized_program(module, inputs, precision, verbose_log)
+        _check_quantized(split, original, inputs, suppress_accuracy_check)
+        return split
 
     compiled = kiln.torch.compile(
         module, inputs, target="cpu", precision=precision, min_subgraph_size=min_acc_module_size, verify=True
@@ -160,7 +243,10 @@ def lower_to_mgx(
         for f in compiled.report.fallback_nodes:
             print(f"  runs in PyTorch: {f.node} ({f.op}): {f.reason}")
     check = compiled.verification
-    if not check.ok:
+    if module is not original:
+        # Compared with the FX-quantized model itself: its int8 kernels round requantizations their own way.
+        _check_quantized(split, original, inputs, suppress_accuracy_check)
+    elif not check.ok:
         message = f"lower_to_mgx({type(module).__name__}): the lowered module differs from the original: {check.summary()}"
         if not suppress_accuracy_check:
             raise kiln.KilnRuntimeError(message)
@@ -169,3 +255,25 @@ def lower_to_mgx(
         for name, program in split.subgraph_programs().items():
             migraphx.save(program, f"{name}.mxr")
     return split
+
+
+def _check_quantized(split, original, inputs, suppress_accuracy_check):
+    """Quantized results differ from the reference by quantization error:
+    checked against 10% of the reference's largest magnitude, per output."""
+    import torch.utils._pytree as pytree
+
+    with torch.no_grad():
+        expected = pytree.tree_leaves(original(*inputs))
+        actual = pytree.tree_leaves(split(*inputs))
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        if not isinstance(e, torch.Tensor) or not e.numel() or not e.is_floating_point():
+            continue
+        error = (a.double() - e.double()).abs().max().item()
+        bound = 0.1 * e.double().abs().max().item() + 1e-6
+        logger.info("lower_to_mgx: quantized output %d: max abs error %.4g (bound %.4g)", i, error, bound)
+        if error > bound:
+            message = (f"lower_to_mgx({type(original).__name__}): quantized output {i} differs from the reference "
+                       f"by {error:.4g} (more than 10% of its largest magnitude, {bound:.4g})")
+            if not suppress_accuracy_check:
+                raise kiln.KilnRuntimeError(message)
+            logger.error(message)

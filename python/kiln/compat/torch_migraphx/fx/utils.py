@@ -12,6 +12,7 @@ class LowerPrecision(Enum):
     FP16 = "fp16"
     INT8 = "int8"
     BF16 = "bf16"
+    FP8 = "fp8"
 
 
 TYPE_MAP = {

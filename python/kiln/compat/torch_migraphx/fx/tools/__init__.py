@@ -1,0 +1,1 @@
+"""torch_migraphx.fx.tools: MGXSplitter (mgx_splitter)."""

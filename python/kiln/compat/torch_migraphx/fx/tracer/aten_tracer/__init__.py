@@ -1,0 +1,3 @@
+from .aten_tracer import trace
+
+__all__ = ["trace"]
