@@ -9,7 +9,7 @@ JOBS   ?= 2
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: all setup build test test-cpp test-python test-slow test-package test-sanitize demo bench bench-quantized bench-quick fuzz fuzz-build format clean
+.PHONY: all setup build test test-cpp test-python test-slow test-package test-sanitize demo bench bench-quantized bench-torch bench-quick fuzz fuzz-build format clean
 FUZZ_BUILD   := build-fuzz
 FUZZ_SECONDS ?= 1800
 # fuzz_onnx_import (the ONNX importer) or fuzz_kiln_load (the .kiln loader).
@@ -61,19 +61,26 @@ test-package:
 demo: build
 	@$(PY) examples/demo.py
 
-# Two suites, both run even when the first fails (the status is the worse one):
+# Three suites, each run even when one before it fails (the status is the worst):
 # float32, Kiln against ONNX Runtime, OpenVINO, PyTorch eager and torch.compile
 # on six real models at batch 1 and 8 (bench/results/benchmarks.{md,png,json});
 # quantized, Kiln int8 / fp16 against ONNX Runtime int8, OpenVINO int8 and
-# Inductor int8 on five (bench/results/quantized.{md,png,json}). BENCH_ARGS and
-# QBENCH_ARGS go to each (see bench/run_bench.py --help); bench-quantized runs
-# the second alone, bench-quick a few minutes of both (build/bench/results/).
+# Inductor int8 on five (bench/results/quantized.{md,png,json}); torch, PyTorch
+# users' paths (eager, Inductor, kiln.torch.compile, torch.compile(backend=
+# "kiln") and their int8 variants) on six (bench/results/torch.{md,png,json}).
+# BENCH_ARGS, QBENCH_ARGS and TBENCH_ARGS go to each (see bench/run_bench.py
+# --help); bench-quantized and bench-torch run one alone, bench-quick a few
+# minutes of the first two (build/bench/results/).
 bench: build
 	@status=0; $(PY) bench/run_bench.py $(BENCH_ARGS) || status=$$?; \
-	$(PY) bench/run_bench.py --suite quantized $(QBENCH_ARGS) || status=$$?; exit $$status
+	$(PY) bench/run_bench.py --suite quantized $(QBENCH_ARGS) || status=$$?; \
+	$(PY) bench/run_bench.py --suite torch $(TBENCH_ARGS) || status=$$?; exit $$status
 
 bench-quantized: build
 	@$(PY) bench/run_bench.py --suite quantized $(QBENCH_ARGS)
+
+bench-torch: build
+	@$(PY) bench/run_bench.py --suite torch $(TBENCH_ARGS)
 
 QUICK_BENCH := --models resnet50,bert_base --batches 1 --runs 5 --rounds 5 --warmup 1 --time-budget 30
 bench-quick: build

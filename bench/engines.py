@@ -29,6 +29,7 @@ class ModelFiles:
     qdq_onnx: Path = None  # the graph quantized by onnxruntime.quantization (QDQ), same batch size
     calibration: Path = None  # .npz of {input name: [samples, ...]}, the calibration set
     batch: int = 1  # the benchmarked batch size (the models' batch dimension is fixed)
+    inputs_dir: Path = None  # folder of <input name>.npy (the engines that compile for example inputs)
 
 
 def calibration_feeds(files, batch):
@@ -284,13 +285,20 @@ class TorchInt8Engine(TorchEagerEngine):
     name, title, precision = "torch_int8", "Inductor int8 (PT2E)", "int8"
 
     def load(self, files):
+        phases = {}
+        converted = self.quantize(files, phases)
+        self.module = _timed(phases, "wrap", self.torch.compile, converted, backend="inductor", dynamic=False)
+        return phases
+
+    def quantize(self, files, phases):
+        """The PT2E-converted module (phases: load, export, prepare, calibrate, convert)."""
         import torch._inductor.config as inductor_config
         from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
         from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as x86
 
         inductor_config.freezing = True
         torch = self.torch
-        phases = super().load(files)
+        phases.update(TorchEagerEngine.load(self, files))
         feeds = [{k: torch.from_numpy(v) for k, v in f.items()} for f in calibration_feeds(files, files.batch)]
         with torch.no_grad():
             exported = _timed(phases, "export", torch.export.export, self.module, (), kwargs=feeds[0])
@@ -300,12 +308,168 @@ class TorchInt8Engine(TorchEagerEngine):
             _timed(phases, "calibrate", lambda: [prepared(**f) for f in feeds])
             converted = _timed(phases, "convert", convert_pt2e, prepared)
         del exported, prepared
-        self.module = _timed(phases, "wrap", torch.compile, converted, backend="inductor", dynamic=False)
+        return converted
+
+# --- the torch suite: PyTorch users' paths into Kiln ---------------------------------------------------------
+
+
+class Unsupported(Exception):
+    """The engine's path does not exist in this build (the report says 'unsupported', not 'failed')."""
+
+    unsupported = True
+
+
+def _fallback_info(reports):
+    """{subgraphs, compiled_ops, fallback_ops, fallback_by_op} summed over LoweringReports (None: ran eagerly)."""
+    info = {"graphs": len(reports), "eager_graphs": 0, "subgraphs": 0, "compiled_ops": 0, "fallback_ops": 0,
+            "fallback_by_op": {}}
+    for rep in reports:
+        if rep is None:
+            info["eager_graphs"] += 1
+            continue
+        info["subgraphs"] += rep.subgraphs
+        info["compiled_ops"] += rep.compiled_nodes
+        info["fallback_ops"] += len(rep.fallback_nodes)
+        for op, n in rep.fallback_ops.items():
+            info["fallback_by_op"][str(op)] = info["fallback_by_op"].get(str(op), 0) + n
+    return info
+
+
+class TorchInductorEngine(TorchCompileEngine):
+    name, title = "inductor", "Inductor"
+
+
+class KilnTorchCompileEngine(TorchEagerEngine):
+    """kiln.torch.compile(model, example_inputs): torch.export, core ATen, Kiln subgraphs."""
+
+    name, title = "kiln_torch", "kiln.torch.compile"
+    compile_kwargs = {}
+
+    def import_library(self):
+        super().import_library()
+        import kiln
+        import kiln.torch  # noqa: F401  (registers backend="kiln")
+
+        self.kiln = kiln
+        return f"kiln {kiln.__version__}, torch {self.torch.__version__}"
+
+    def source_module(self, files, phases):
+        phases.update(TorchEagerEngine.load(self, files))
+        return self.module
+
+    def load(self, files):
+        phases = {}
+        self.module = self.source_module(files, phases)
+        feeds = self._example_feeds(files)
+        self.module = _timed(phases, "compile", self._compile, self.module, feeds, files)
         return phases
+
+    def _example_feeds(self, files):
+        import numpy as np
+
+        names = sorted(p.stem for p in files.inputs_dir.glob("*.npy"))
+        return {n: self.torch.from_numpy(np.load(files.inputs_dir / f"{n}.npy")) for n in names}
+
+    def _compile(self, module, feeds, files):
+        with self.torch.no_grad():
+            return self.kiln.torch.compile(module, (), example_kwargs=feeds, **self.compile_kwargs)
+
+    def info(self):
+        return _fallback_info([getattr(self.module, "report", None)])
+
+
+class KilnDynamoEngine(KilnTorchCompileEngine):
+    """torch.compile(model, backend="kiln"): dynamo's graphs, each lowered by Kiln on its first call. The backend
+    is looked up by name and wrapped only to keep what it returns, for the fallback count."""
+
+    name, title = "kiln_dynamo", 'torch.compile(backend="kiln")'
+
+    def _compile(self, module, feeds, files):
+        from torch._dynamo import lookup_backend
+
+        kiln_backend = lookup_backend("kiln")
+        self.graphs = []
+
+        def backend(gm, example_inputs, **kwargs):
+            compiled = kiln_backend(gm, example_inputs, **kwargs)
+            self.graphs.append(compiled)
+            return compiled
+
+        return self.torch.compile(module, backend=backend, dynamic=False)
+
+    def info(self):
+        reports = [rep for g in self.graphs for rep in (getattr(g, "reports", None) or {None: None}).values()]
+        return _fallback_info(reports)
+
+
+class _Pt2eMixin:
+    """The model quantized by torchao's PT2E flow with X86InductorQuantizer (TorchInt8Engine's recipe)."""
+
+    def source_module(self, files, phases):
+        return TorchInt8Engine.quantize(self, files, phases)
+
+
+class InductorInt8Engine(TorchInt8Engine):
+    name, title = "inductor_int8", "Inductor int8 (PT2E)"
+
+
+class KilnTorchPt2eEngine(_Pt2eMixin, KilnTorchCompileEngine):
+    name, title, precision = "kiln_torch_pt2e", "kiln.torch.compile int8 (PT2E)", "int8"
+
+
+class KilnDynamoPt2eEngine(_Pt2eMixin, KilnDynamoEngine):
+    name, title, precision = "kiln_dynamo_pt2e", 'torch.compile(backend="kiln") int8 (PT2E)', "int8"
+
+
+class KilnTorchInt8Engine(KilnTorchCompileEngine):
+    """kiln.torch.compile(model, inputs, precision="int8", calibration=[...]) on the shared calibration samples;
+    the module is wrapped to take its inputs by position, since calibration samples are tuples."""
+
+    name, title, precision = "kiln_torch_int8", 'kiln.torch.compile(precision="int8")', "int8"
+
+    def _compile(self, module, feeds, files):
+        import inspect
+
+        torch = self.torch
+        names = list(feeds)
+        try:
+            params = inspect.signature(self.kiln.torch.compile).parameters
+        except (TypeError, ValueError):
+            params = {}
+        if "calibration" not in params:
+            raise Unsupported("kiln.torch.compile has no calibration= argument in this build")
+
+        class Positional(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, *args):
+                return self.inner(**dict(zip(names, args)))
+
+        calibration = [tuple(torch.from_numpy(f[n]) for n in names) for f in calibration_feeds(files, files.batch)]
+        wrapped = Positional(module)
+        with torch.no_grad():
+            try:
+                compiled = self.kiln.torch.compile(wrapped, tuple(feeds[n] for n in names), precision="int8",
+                                                   calibration=calibration)
+            except (self.kiln.InvalidArgumentError, ValueError, TypeError, NotImplementedError) as e:
+                if "int8" in str(e) or "calibration" in str(e) or "precision" in str(e):
+                    raise Unsupported(f"{type(e).__name__}: {e}") from e
+                raise
+        self._names = names
+        return compiled
+
+    def run(self, feeds):
+        tensors = self._tensors(feeds)
+        with self.torch.inference_mode():
+            return self.module(*(tensors[n] for n in self._names))
 
 
 ENGINES = {
     e.name: e
     for e in (KilnEngine, OnnxRuntimeEngine, OpenVinoEngine, TorchEagerEngine, TorchCompileEngine, KilnInt8Engine,
-              KilnQdqEngine, KilnFp16Engine, OnnxRuntimeInt8Engine, OpenVinoInt8Engine, TorchInt8Engine)
+              KilnQdqEngine, KilnFp16Engine, OnnxRuntimeInt8Engine, OpenVinoInt8Engine, TorchInt8Engine,
+              TorchInductorEngine, KilnTorchCompileEngine, KilnDynamoEngine, InductorInt8Engine, KilnTorchPt2eEngine,
+              KilnDynamoPt2eEngine, KilnTorchInt8Engine)
 }

@@ -2,6 +2,15 @@
 real models (ResNet-50, MobileNetV2, DenseNet-121, BERT-base, GPT-2 small,
 ViT-B/16; float32, batch 1 and 8), all limited to the same number of threads.
 
+--suite torch times what a PyTorch user can run (ResNet-50, MobileNetV2,
+BERT-base, DistilBERT, GPT-2 small, ViT-B/16): eager, Inductor,
+kiln.torch.compile and torch.compile(backend="kiln"), and int8: Inductor on
+torchao's PT2E model (X86InductorQuantizer), Kiln on that same model by both
+paths, and kiln.torch.compile(precision="int8", calibration=...); the report
+(torch_report.py) gives backend="kiln" / kiln.torch.compile and each Kiln path
+against the faster of eager and Inductor, with each Kiln case's count of ops
+that fell back to PyTorch. Inputs and calibration are the quantized suite's.
+
 --suite quantized runs the reduced-precision cases instead (ResNet-50,
 MobileNetV2, DenseNet-121, BERT-base, ViT-B/16): Kiln float32, Kiln int8 by
 kiln.quantize_int8 and on ONNX Runtime's QDQ file, Kiln fp16 (quantize_fp16),
@@ -21,11 +30,12 @@ measured sgemm peak, peak memory, load times and output agreement.
     make bench                                             # both suites, written to bench/results/
     .venv/bin/python bench/run_bench.py --models resnet50 --batches 1 --runs 3 --warmup 1
     .venv/bin/python bench/run_bench.py --suite quantized --models resnet50 --batches 1 --runs 3
+    .venv/bin/python bench/run_bench.py --suite torch --models resnet50 --batches 1 --runs 3
     .venv/bin/python bench/run_bench.py --report-only bench/results/benchmarks.json
 
 A run of every model, engine and batch of a suite with at least 20 runs
 writes bench/results/benchmarks.{md,png,json} (float suite) or
-bench/results/quantized.{md,png,json} (the committed results); any smaller
+bench/results/quantized.{md,png,json} or bench/results/torch.{md,png,json} (the committed results); any smaller
 run writes build/bench/results/ unless --out says otherwise. Models are
 exported (and quantized) on first use and cached under build/models/.
 """
@@ -55,6 +65,7 @@ import quantized_report  # noqa: E402
 import report  # noqa: E402
 import sgemm_peak  # noqa: E402
 import sqnr  # noqa: E402
+import torch_report  # noqa: E402
 from model_zoo import MODELS, TITLES  # noqa: E402
 
 ENGINE_TITLES = {
@@ -73,6 +84,16 @@ QUANTIZED_ENGINE_TITLES = {
     "openvino_int8": "OpenVINO int8",
     "torch_int8": "Inductor int8 (PT2E)",
 }
+TORCH_ENGINE_TITLES = {
+    "torch": "PyTorch eager",
+    "inductor": "Inductor",
+    "kiln_torch": "kiln.torch.compile",
+    "kiln_dynamo": 'torch.compile(backend="kiln")',
+    "inductor_int8": "Inductor int8 (PT2E)",
+    "kiln_torch_pt2e": "kiln.torch.compile, PT2E int8",
+    "kiln_dynamo_pt2e": 'backend="kiln", PT2E int8',
+    "kiln_torch_int8": 'kiln.torch.compile(precision="int8")',
+}
 ALL_BATCHES = [1, 8]
 FULL_RUNS = 20
 
@@ -86,9 +107,12 @@ class Suite:
 
 
 SUITES = {
-    "float": Suite("float", ENGINE_TITLES, list(MODELS), "benchmarks"),
+    "float": Suite("float", ENGINE_TITLES,
+                   ["resnet50", "mobilenet_v2", "densenet121", "bert_base", "gpt2_small", "vit_b16"], "benchmarks"),
     "quantized": Suite("quantized", QUANTIZED_ENGINE_TITLES,
                        ["resnet50", "mobilenet_v2", "densenet121", "bert_base", "vit_b16"], "quantized"),
+    "torch": Suite("torch", TORCH_ENGINE_TITLES,
+                   ["resnet50", "mobilenet_v2", "bert_base", "distilbert", "gpt2_small", "vit_b16"], "torch"),
 }
 RESULT_STEM = SUITES["float"].result_stem
 
@@ -96,7 +120,8 @@ RESULT_STEM = SUITES["float"].result_stem
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--suite", choices=list(SUITES), default="float",
-                   help="float: float32 engines (default); quantized: int8 and fp16 cases")
+                   help="float: float32 engines (default); quantized: int8 and fp16 cases; torch: PyTorch\n"
+                        "users' paths (eager, Inductor, kiln.torch.compile, backend=\"kiln\", their int8 variants)")
     p.add_argument("--models", help="comma-separated (default: all of the suite's):\n" + "\n".join(
         f"  {s.name}: {','.join(s.models)}" for s in SUITES.values()))
     p.add_argument("--engines", help="comma-separated (default: all of the suite's):\n" + "\n".join(
@@ -257,7 +282,7 @@ def prepare_model(name, batch, args, progress):
         reference=export_models.float64_dir(name, args.build_dir, batch),
     )
     script = "export_models.py"
-    if args.suite == "quantized":
+    if args.suite in ("quantized", "torch"):
         import quantize_models
 
         script = "quantize_models.py"
@@ -363,6 +388,8 @@ class EngineWorker:
                 self.progress.status(f"{self.label}: loaded in {sum(event['phases'].values()):.1f} s, first run ...")
             elif kind == "ready":
                 self.case["phases"] = event["phases"]
+                if event.get("info"):
+                    self.case["info"] = event["info"]
                 self._check(event["outputs"])
             elif kind == "progress":
                 self.progress.status(f"{self.label}: timed run {event['done']}/{event['total']}")
@@ -373,6 +400,8 @@ class EngineWorker:
                 self.case["memory"], self.case["warmup_runs"] = event["memory"], event["warmup_runs"]
             elif kind == "error":
                 self.case["error"], self.case["error_phase"] = event["message"], event["phase"]
+                if event.get("unsupported"):
+                    self.case["unsupported"] = True
                 return False
             if kind == until:
                 return True
@@ -472,6 +501,9 @@ def run_case(name, batch, engine, model, args, progress):
 
 
 def _announce(case, label, progress):
+    if case.get("unsupported"):
+        progress.line(f"{label}: unsupported in this build: {case['error'][:300]}")
+        return
     if case.get("error"):
         progress.problem(f"{label}: FAILED in {case['error_phase']}: {case['error'][:300]}")
         return
@@ -482,9 +514,10 @@ def _announce(case, label, progress):
     memory = (case.get("memory") or {}).get("peak_growth_bytes", 0)
     rating = (f"SQNR {check['sqnr_db']:.1f} dB" if check.get("sqnr_db") is not None
               else f"worst error {check.get('relative_error') or 0:.1e}")
+    fallback = (case.get("info") or {}).get("fallback_ops")
     progress.line(f"{label}: load {sum((case.get('phases') or {}).values()):.1f} s, {rating}, median "
                   f"{report.fmt_ms(median)} ms over {len(case.get('times_s', []))} runs, "
-                  f"peak +{memory / 2**20:.0f} MiB")
+                  f"peak +{memory / 2**20:.0f} MiB" + (f", {fallback} op(s) fell back to PyTorch" if fallback else ""))
 
 
 # --- the whole run -------------------------------------------------------------------------------------------
@@ -496,13 +529,17 @@ def write_report(doc, out_dir, json_too=True):
     import chart
 
     suite = SUITES[doc["settings"].get("suite", "float")]
-    render = quantized_report.render if suite.name == "quantized" else report.render
+    render = {"quantized": quantized_report.render, "torch": torch_report.render}.get(suite.name, report.render)
     stem = suite.result_stem
     out_dir.mkdir(parents=True, exist_ok=True)
     if json_too:
         (out_dir / f"{stem}.json").write_text(json.dumps(doc, indent=1) + "\n")
     chart_path = out_dir / f"{stem}.png"
-    has_chart = chart.write_chart(doc, TITLES, chart_path)
+    try:
+        has_chart = chart.write_chart(doc, TITLES, chart_path)
+    except Exception as e:  # a chart is a nicety: the report is written without one
+        print(f"chart not written: {e}", file=sys.stderr)
+        has_chart = False
     md_path = out_dir / f"{stem}.md"
     md_path.write_text(render(doc, TITLES, chart_path.name if has_chart else None))
     return md_path
@@ -552,7 +589,7 @@ def main(argv=None):
         "flops": {},
         "cases": [],
     }
-    if args.suite == "quantized":
+    if args.suite in ("quantized", "torch"):
         doc["quantization"] = quantization_settings()
     else:
         doc["sgemm"] = measure_sgemm(args, progress)
@@ -584,7 +621,7 @@ def main(argv=None):
 def kiln_failures(cases):
     """Kiln's cases that failed or computed wrong answers (below the SQNR floor for reduced precision): they
     fail the run; other engines' problems are only reported."""
-    return [c for c in cases if c["engine"].startswith("kiln")
+    return [c for c in cases if c["engine"].startswith("kiln") and not c.get("unsupported")
             and (c.get("error") or not (c.get("check") or {}).get("agrees"))]
 
 

@@ -3,13 +3,15 @@ engines cannot share caches, threads or memory, and peak memory is the
 engine's alone. bench/run_bench.py starts it and talks to it in JSON lines:
 
     worker -> {"event": "loaded", "version": ..., "phases": {...}}
-    worker -> {"event": "ready", "outputs": [paths of .npy files]}   (first run's outputs)
+    worker -> {"event": "ready", "outputs": [paths of .npy files], "info": {...}}   (first run's outputs;
+              info, where the engine has it: e.g. how many ops fell back to PyTorch)
     parent -> "time RUNS BUDGET_S MIN_RUNS\\n"                          (a round; any number of them)
     worker -> {"event": "progress", "done": k, "total": n}           (while timing)
     worker -> {"event": "round", "times_s": [...], "start": t, "end": t}
     parent -> "stop\\n"
     worker -> {"event": "result", "memory": {...}, "warmup_runs": n}
-    worker -> {"event": "error", "phase": ..., "message": ...}       (then exits 1)
+    worker -> {"event": "error", "phase": ..., "message": ..., "unsupported": true}  (then exits 1;
+              unsupported only when the engine's path does not exist in this build)
 
 The parent times the engines of one model in interleaved rounds, so a round
 starts with untimed runs that bring the engine's caches back: the --warmup
@@ -102,7 +104,7 @@ def main(argv=None):
 
         phase = "load"
         batch = next(iter(feeds.values())).shape[0] if feeds else 1
-        phases = engine.load(ModelFiles(args.onnx, args.torch_module, args.qdq_onnx, args.calibration, batch))
+        phases = engine.load(ModelFiles(args.onnx, args.torch_module, args.qdq_onnx, args.calibration, batch, args.inputs))
         channel.send("loaded", version=version, phases=phases)
 
         phase = "first run"
@@ -115,7 +117,8 @@ def main(argv=None):
             paths.append(str(args.outputs / f"output_{i}.npy"))
             np.save(paths[-1], np.asarray(array))
         del outputs
-        channel.send("ready", outputs=paths, phases=phases)
+        info = engine.info() if hasattr(engine, "info") else None
+        channel.send("ready", outputs=paths, phases=phases, **({"info": info} if info else {}))
 
         warmup = 1
         while True:
@@ -149,7 +152,8 @@ def main(argv=None):
     except BaseException as e:  # report anything, then exit non-zero
         detail = traceback.format_exc(limit=-4)
         print(detail, file=sys.stderr)
-        channel.send("error", phase=phase, message=f"{type(e).__name__}: {e}".strip()[:2000])
+        extra = {"unsupported": True} if getattr(e, "unsupported", False) else {}
+        channel.send("error", phase=phase, message=f"{type(e).__name__}: {e}".strip()[:2000], **extra)
         return 1
 
 

@@ -1,6 +1,6 @@
 """The real models Kiln is tested and benchmarked on, built from code with
 random weights (nothing is downloaded): ResNet-50, MobileNetV2, BERT-base,
-GPT-2 small and ViT-B/16 from `transformers` (each config class's defaults,
+DistilBERT, GPT-2 small and ViT-B/16 from `transformers` (each config class's defaults,
 spelled out here, are the published architecture) and DenseNet-121 from
 densenet.py.
 
@@ -64,6 +64,20 @@ def _bert_base():
     return BertModel(config, add_pooling_layer=True), inputs
 
 
+def _distilbert():
+    from transformers import DistilBertConfig, DistilBertModel
+
+    config = DistilBertConfig(vocab_size=30522, dim=768, n_layers=6, n_heads=12, hidden_dim=3072)
+
+    def inputs(rng, batch):
+        mask = np.ones((batch, SEQUENCE), np.int64)
+        mask[:, SEQUENCE - 16 :] = 0  # padding at the end, as for BERT
+        return {"input_ids": rng.integers(0, config.vocab_size, (batch, SEQUENCE), dtype=np.int64),
+                "attention_mask": mask}
+
+    return DistilBertModel(config), inputs
+
+
 def _gpt2_small():
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -95,6 +109,7 @@ MODELS = {
     "mobilenet_v2": _mobilenet_v2,
     "densenet121": _densenet121,
     "bert_base": _bert_base,
+    "distilbert": _distilbert,
     "gpt2_small": _gpt2_small,
     "vit_b16": _vit_b16,
 }
@@ -105,6 +120,7 @@ TITLES = {
     "mobilenet_v2": "MobileNetV2",
     "densenet121": "DenseNet-121",
     "bert_base": "BERT-base (seq 128)",
+    "distilbert": "DistilBERT (seq 128)",
     "gpt2_small": "GPT-2 small (128-token prefill)",
     "vit_b16": "ViT-B/16",
 }
