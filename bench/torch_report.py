@@ -57,14 +57,15 @@ def _ratio_rows(r, columns):
     rows, per_col = [], [[] for _ in columns]
     for m, b in r.rows():
         row = [r.model_title(m), b]
-        for i, (_, fn) in enumerate(columns):
+        for i, (_, fn, engine) in enumerate(columns):
             x = fn(m, b)
             if x is not None:
                 per_col[i].append(x)
-            row.append(fmt_ratio(x))
+            fallback = ((r.case(m, b, engine) or {}).get("info") or {}).get("fallback_ops")
+            row.append(fmt_ratio(x) + (" *" if x is not None and fallback else ""))
         rows.append(row)
     rows.append(["**geometric mean**", ""] + [f"**{fmt_ratio(geometric_mean(v))}**" if v else "-" for v in per_col])
-    return _table(["Model", "Batch"] + [t for t, _ in columns], ["---", "---:"] + ["---:"] * len(columns), rows), \
+    return _table(["Model", "Batch"] + [t for t, _, _ in columns], ["---", "---:"] + ["---:"] * len(columns), rows), \
         [geometric_mean(v) for v in per_col]
 
 
@@ -83,7 +84,7 @@ def parity_columns(r):
         if dyn in r.engines and exp in r.engines:
             cols.append((f"{r.engine_title(dyn)} / {r.engine_title(exp)}",
                          lambda m, b, d=dyn, x=exp: (r.usable(m, b, d) / r.usable(m, b, x)
-                                                     if r.usable(m, b, d) and r.usable(m, b, x) else None)))
+                                                     if r.usable(m, b, d) and r.usable(m, b, x) else None), dyn))
     return cols
 
 
@@ -92,9 +93,9 @@ def speedup_columns(r):
     cols = []
     for e in r.kiln_engines():
         if float_peers:
-            cols.append((f"{r.engine_title(e)} vs faster of eager, Inductor", _ratio(r, e, float_peers)))
+            cols.append((f"{r.engine_title(e)} vs faster of eager, Inductor", _ratio(r, e, float_peers), e))
         if r.precision(e) == "int8" and INT8_PEER in r.engines:
-            cols.append((f"{r.engine_title(e)} vs Inductor int8", _ratio(r, e, [INT8_PEER])))
+            cols.append((f"{r.engine_title(e)} vs Inductor int8", _ratio(r, e, [INT8_PEER]), e))
     return cols
 
 
@@ -122,11 +123,12 @@ def render(doc, titles, chart_name=None):
                f"{m.get('isa', '?')}, {fmt_mb(m.get('memory_bytes'))} MiB); every engine limited to "
                f"{s['threads']} threads, in a process of its own, its outputs checked against the float model's "
                f"float64 outputs before timing (float32 engines within rtol 1e-3, int8 ones by their SQNR). "
-               f"Median of {s['runs']} timed runs after {s['warmup']} warm-up runs in {s.get('rounds', 1)} "
+               f"Median of {s['runs']} timed runs after {s['warmup']} warm-up runs in "
+               f"{max(1, min(s.get('rounds', 1), s['runs']))} "
                f"interleaved rounds. Load average {m.get('load_average_start', '?')} at the start, "
                f"{m.get('load_average_end', '?')} at the end. Whole run: {doc.get('duration_s', 0) / 60:.1f} min.")
     out.append("")
-    versions = list(dict.fromkeys(doc.get("versions", {}).values()))
+    versions = list(dict.fromkeys(v for text in doc.get("versions", {}).values() for v in text.split(", ")))
     q = doc.get("quantization") or {}
     out.append("Versions: " + ", ".join(versions + doc.get("model_tools", []) + ([q["torchao"]] if q.get("torchao")
                                                                                  else [])) + ".")
@@ -144,14 +146,16 @@ def render(doc, titles, chart_name=None):
         lines, means = _ratio_rows(r, parity)
         out += ["## backend=\"kiln\" against kiln.torch.compile", "",
                 "Latency of torch.compile(backend=\"kiln\") / latency of kiln.torch.compile on the same model: "
-                f"1.00x is parity, the goal is within {PARITY_GOAL:.0%} (0.95x to 1.05x).", "", *lines, ""]
+                f"1.00x is parity, the goal is within {PARITY_GOAL:.0%} (0.95x to 1.05x). * the case had ops "
+                "fall back to PyTorch (see Fallbacks).", "", *lines, ""]
     speed = speedup_columns(r)
     if speed:
         lines, means = _ratio_rows(r, speed)
         out += ["## Kiln against PyTorch", "",
                 "Latency of the faster of eager PyTorch and Inductor (float32; for int8 also Inductor int8) / "
                 f"the Kiln path's latency: above 1x Kiln is faster. The goal for the float paths is "
-                f"{GEOMEAN_GOAL}x in geometric mean, and int8 Kiln above 1x Inductor int8 on every model.", "",
+                f"{GEOMEAN_GOAL}x in geometric mean, and int8 Kiln above 1x Inductor int8 on every model. * the "
+                "Kiln case had ops fall back to PyTorch (see Fallbacks).", "",
                 *lines, ""]
     out += ["## Fallbacks", "",
             "From each Kiln case's LoweringReport(s) after its first run: dynamo graphs (backend=\"kiln\"), graphs "

@@ -543,3 +543,57 @@ def test_inductor_int8_engine_quantizes_with_pt2e_and_the_calibration_samples(tm
     assert "error" not in case, case
     assert {"export", "prepare", "calibrate", "convert"} <= set(case["phases"])
     assert case["check"]["agrees"] and 15 < case["check"]["sqnr_db"] < 60, case["check"]
+
+
+def _torch_doc():
+    import torch_report  # noqa: F401
+
+    engines = list(run_bench.TORCH_ENGINE_TITLES)
+    precisions = {e: ("int8" if "int8" in e or "pt2e" in e else "float32") for e in engines}
+    ms = {"torch": 60, "inductor": 30, "kiln_torch": 20, "kiln_dynamo": 21, "inductor_int8": 10,
+          "kiln_torch_pt2e": 8, "kiln_dynamo_pt2e": 8}
+    cases = []
+    for e in engines:
+        case = {"model": "resnet50", "batch": 1, "engine": e, "phases": {"load": 1.0}}
+        if e == "kiln_torch_int8":
+            case.update(error="Unsupported: no calibration=", error_phase="load", unsupported=True)
+        else:
+            case.update(times_s=[ms[e] / 1e3] * 3,
+                        check={"agrees": True, "relative_error": 1e-5, "sqnr_db": 30.0 if precisions[e] == "int8"
+                               else 90.0})
+        if e.startswith("kiln") and "times_s" in case:
+            fb = 4 if e.endswith("pt2e") else 0
+            case["info"] = {"graphs": 1, "eager_graphs": 0, "subgraphs": 1, "compiled_ops": 100, "fallback_ops": fb,
+                            "fallback_by_op": {"quantized_decomposed.quantize_per_tensor.default": fb} if fb else {}}
+        cases.append(case)
+    return {"settings": {"suite": "torch", "threads": 2, "runs": 3, "warmup": 1, "rounds": 1, "models": ["resnet50"],
+                         "engines": engines, "batches": [1]},
+            "engine_titles": run_bench.TORCH_ENGINE_TITLES, "precisions": precisions, "cases": cases,
+            "versions": {"torch": "torch 2", "kiln_torch": "kiln 0.1, torch 2"}}
+
+
+def test_torch_report_ratios_fallbacks_and_unsupported():
+    import torch_report
+
+    doc = _torch_doc()
+    text = torch_report.render(doc, {"resnet50": "ResNet-50"})
+    assert "| ResNet-50 | 1 | 1.05x |" in text  # backend="kiln" / kiln.torch.compile
+    assert "1.50x" in text  # kiln.torch.compile vs Inductor (the faster of eager and Inductor)
+    assert "1.25x *" in text  # PT2E int8 through Kiln vs Inductor int8, with fallbacks marked
+    assert "(4 fb)" in text and "quantize_per_tensor.default x4" in text
+    assert "| unsupported |" in text and "unsupported: Unsupported: no calibration=" in text
+    assert "Versions: torch 2, kiln 0.1." in text
+    assert run_bench.kiln_failures(doc["cases"]) == []  # unsupported is not a failure
+
+
+def test_torch_suite_arguments_and_report_only(tmp_path):
+    args = run_bench.parse_args(["--suite", "torch"])
+    assert args.models == ["resnet50", "mobilenet_v2", "bert_base", "distilbert", "gpt2_small", "vit_b16"]
+    assert args.engines == list(run_bench.TORCH_ENGINE_TITLES) and run_bench.is_full_run(args)
+    assert not run_bench.is_full_run(run_bench.parse_args(["--suite", "torch", "--models", "resnet50"]))
+    assert run_bench.SUITES["float"].models == ["resnet50", "mobilenet_v2", "densenet121", "bert_base",
+                                                "gpt2_small", "vit_b16"]
+    saved = tmp_path / "torch.json"
+    saved.write_text(json.dumps(_torch_doc()))
+    assert run_bench.main(["--suite", "torch", "--report-only", str(saved)]) == 0
+    assert (tmp_path / "torch.md").read_text().startswith("# Kiln for PyTorch users")
