@@ -1,7 +1,10 @@
 """Per-call cost of the PyTorch front end's layers on a small model, one
 thread: eager PyTorch, the compiled Kiln program alone (program.run), the
-KilnSubgraph module around it (DLPack in and out), and the whole
-CompiledModule (input checks, fx graph). Prints microseconds per call.
+KilnSubgraph module around it (DLPack in and out), the whole
+CompiledModule (input checks, fx graph) and the same model through
+torch.compile(backend="kiln") (dynamo's guards, the backend's shape
+signature lookup, the CompiledModule of the graph). Prints microseconds per
+call.
 
     .venv/bin/python scripts/torch_call_overhead.py [--calls N]
 """
@@ -36,11 +39,15 @@ def main():
     compiled = kiln.torch.compile(model, (x,), target=args.target, compile_options={"threads": 1})
     (subgraph,) = [m for m in compiled.modules() if isinstance(m, kiln.torch.KilnSubgraph)]
     feeds = {subgraph.input_names[0]: x}
+    dynamo = torch.compile(model, backend="kiln", options={"compile_options": {"threads": 1}})
+    with torch.no_grad():
+        dynamo(x)
     rows = [
         ("eager PyTorch", lambda: model(x)),
         ("program.run", lambda: subgraph.program.run(feeds)),
         ("KilnSubgraph", lambda: subgraph(x)),
         ("CompiledModule", lambda: compiled(x)),
+        ('torch.compile(backend="kiln")', lambda: dynamo(x)),
     ]
     print(f"Linear(16, 16) + ReLU on [4, 16], target {args.target}, 1 thread, {args.calls} calls")
     print("| layer | us / call |\n|---|---:|")

@@ -288,3 +288,70 @@ def test_concurrent_first_calls_all_compile():
     with torch.no_grad():
         for x, got in zip(inputs, results):
             torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
+
+
+class MaskedEncoder(nn.Module):
+    """A transformer-like block with an attention mask built from a 0/1
+    integer mask (as transformers' BERT does): embedding, masked SDPA,
+    layer norm, MLP."""
+
+    def __init__(self, vocab=50, dim=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.embed = nn.Embedding(vocab, dim)
+        self.pos = nn.Parameter(torch.randn(1, 8, dim) * 0.02)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm1 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        self.norm2 = nn.LayerNorm(dim)
+
+    def forward(self, ids, mask):
+        b, s = ids.shape
+        h = self.embed(ids) + self.pos[:, :s]
+        q, k, v = self.qkv(h).view(b, s, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        keep = mask[:, None, None, :].to(torch.bool).expand(b, 1, s, s)
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        h = self.norm1(h + self.proj(a.transpose(1, 2).reshape(b, s, -1)))
+        return self.norm2(h + self.mlp(h))
+
+
+def _kiln_programs(module):
+    return [m.program for m in module.modules() if isinstance(m, kiln.torch.KilnSubgraph)]
+
+
+def _instruction_ops(program):
+    """The op names of a program's instructions, in order (parameters and literals aside)."""
+    ops = []
+    for line in str(program).splitlines():
+        if " = " in line and "@param" not in line and "@literal" not in line:
+            ops.append(line.split(" = ", 1)[1].split("[")[0].split("(")[0])
+    return ops
+
+
+def test_dynamo_path_lowers_like_the_export_path():
+    """torch.compile(backend="kiln") and kiln.torch.compile give the same
+    Kiln graph on a masked transformer block: one dynamo graph, one Kiln
+    subgraph, nothing in PyTorch, the same instructions (weights constant
+    folded in both, the mask computation inside Kiln), same outputs as eager."""
+    torch.manual_seed(0)
+    model = MaskedEncoder().eval()
+    ids = torch.randint(0, 50, (2, 8))
+    mask = torch.tensor([[1] * 8, [1] * 5 + [0] * 3])
+    exported = kiln.torch.compile(model, (ids, mask))
+    graphs = []
+    dynamo = torch.compile(model, backend=spying_backend(graphs))
+    with torch.no_grad():
+        want = model(ids, mask)
+        torch.testing.assert_close(dynamo(ids, mask), want, rtol=1e-3, atol=1e-4)
+        torch.testing.assert_close(exported(ids, mask), want, rtol=1e-3, atol=1e-4)
+    assert len(graphs) == 1
+    (report,) = graphs[0].reports.values()
+    assert report.subgraphs == exported.report.subgraphs == 1
+    assert not report.fallback_nodes and not exported.report.fallback_nodes
+    (entry,) = graphs[0].compiled.values()
+    (dynamo_program,) = _kiln_programs(entry)
+    (export_program,) = _kiln_programs(exported)
+    # The same instructions (independent ones may be scheduled in another order).
+    assert sorted(_instruction_ops(dynamo_program)) == sorted(_instruction_ops(export_program))
+    assert _instruction_ops(dynamo_program).count("fused_dot") == 6

@@ -199,7 +199,12 @@ class CompiledModule(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         self._check_weights()
-        inputs = self._flat_inputs(args, kwargs)
+        return self.run_unchecked(self._flat_inputs(args, kwargs))
+
+    def run_unchecked(self, inputs):
+        """Runs flat `inputs` known to match the input specs (the caller
+        checked them: the torch.compile backend's shape-signature cache) and
+        whose weights are known to be current; returns what forward returns."""
         self._warn_if_grad_wanted(inputs)
         # forward directly: GraphModule.__call__ only adds error rewriting.
         outputs = self.lowered.forward(*inputs)
