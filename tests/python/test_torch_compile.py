@@ -529,3 +529,22 @@ def test_a_model_of_inference_tensors_compiles_and_runs():
         compiled = kiln.torch.compile(model, (x,))
         torch.testing.assert_close(compiled(x), model(x))
         torch.testing.assert_close(compiled(x), model(x))
+
+
+class _TwoNamedInputs(torch.nn.Module):
+    def forward(self, input_ids, attention_mask):
+        return input_ids * 10 + attention_mask
+
+
+def test_exported_module_keyword_inputs_in_another_order_bind_by_name():
+    # torch.export binds keywords by position when it exports an
+    # ExportedProgram.module() again; kiln.torch.compile must not inherit that.
+    exported = torch.export.export(
+        _TwoNamedInputs(), (), {"input_ids": torch.ones(3), "attention_mask": torch.zeros(3)}
+    ).module()
+    feeds = {"attention_mask": torch.arange(3.0), "input_ids": torch.full((3,), 2.0)}
+    compiled = kiln.torch.compile(exported, (), example_kwargs=feeds)
+    expected = _TwoNamedInputs()(**feeds)
+    torch.testing.assert_close(compiled(**feeds), expected)
+    reordered = {"input_ids": feeds["input_ids"], "attention_mask": feeds["attention_mask"]}
+    torch.testing.assert_close(compiled(**reordered), expected)

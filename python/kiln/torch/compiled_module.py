@@ -182,6 +182,10 @@ class CompiledModule(torch.nn.Module):
                 s.check(value)
             else:
                 return args
+        if kwargs:  # keyword inputs in any order, flattened in the order compiled
+            declared = self.in_spec.children_specs[1].context or []
+            if set(declared) == set(kwargs):
+                kwargs = {name: kwargs[name] for name in declared}
         flat, spec = pytree.tree_flatten((args, kwargs))
         names = ", ".join(s.name for s in self.input_specs)
         if len(flat) != len(self.input_specs):

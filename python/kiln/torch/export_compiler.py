@@ -81,6 +81,20 @@ def _as_tuple(example_inputs):
     return example_inputs
 
 
+def _kwargs_in_signature_order(model, kwargs):
+    """`kwargs` ordered as `model` declares them when it is a torch.export
+    module (``ExportedProgram.module()``). Exporting such a module again with
+    its keyword arguments in another order binds them to the wrong
+    placeholders (torch 2.13), which would compile a silently wrong program."""
+    in_spec = getattr(model, "_in_spec", None)
+    if not kwargs or in_spec is None or in_spec.num_children != 2:
+        return kwargs
+    declared = list(in_spec.children_specs[1].context or [])
+    if set(declared) != set(kwargs):
+        return kwargs  # torch.export names the difference
+    return {name: kwargs[name] for name in declared}
+
+
 def _distinct_tensors(args, kwargs):
     """The inputs with every repeated tensor object replaced by a copy:
     torch.export would otherwise treat them as one input."""
@@ -310,7 +324,8 @@ def compile_module(
     calibration=None,
 ):
     """kiln.torch.compile without the argument checks; `caller` names it in logs."""
-    args, kwargs = _distinct_tensors(_as_tuple(example_inputs), dict(example_kwargs or {}))
+    kwargs = _kwargs_in_signature_order(model, dict(example_kwargs or {}))
+    args, kwargs = _distinct_tensors(_as_tuple(example_inputs), kwargs)
     exported_model = model
     if is_fx_reference(model):  # FX's convert_to_reference_fx: quantized tensors do not export
         exported_model = decomposed_reference(model)
