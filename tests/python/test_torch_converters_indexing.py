@@ -111,6 +111,36 @@ def test_scatter(dim, dtype):
     )
 
 
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "amax", "amin", "mean"])
+def test_scatter_reduce_include_self(reduce, include_self):
+    """include_self=False reduces only src where index points (rows 1 and 3
+    of x get nothing scattered and keep their values)."""
+    x, src = make((5, 4), seed=1), make((3, 4), seed=2)
+    index = torch.tensor([[0, 2, 4, 0], [2, 2, 0, 4], [4, 0, 0, 2]])
+    assert_converted(
+        lambda a,
+        i,
+        s: torch.scatter_reduce(a, 0, i, s, reduce, include_self=include_self),
+        (x, index, src),
+        [aten.scatter_reduce.two],
+    )
+
+
+@pytest.mark.parametrize("reduce", ["sum", "amax", "amin"])
+def test_scatter_reduce_without_self_integers(reduce):
+    x = make((6,), torch.int64, seed=1, low=-50, high=50)
+    src = make((4,), torch.int64, seed=2, low=-50, high=50)
+    index = torch.tensor([0, 3, 3, 1])
+    assert_converted(
+        lambda a,
+        i,
+        s: torch.scatter_reduce(a, 0, i, s, reduce, include_self=False),
+        (x, index, src),
+        [aten.scatter_reduce.two],
+    )
+
+
 @pytest.mark.parametrize("reduce", ["sum", "prod", "amax", "amin"])
 def test_scatter_reduce(reduce):
     x, src = make((4, 5), seed=1), make((6, 5), seed=2)

@@ -74,3 +74,19 @@ def test_instance_norm_as_exported(shape, affine):
         [aten._native_batch_norm_legit.no_stats],
         decompose="export",
     )
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 5), (2, 3, 4, 4), (2, 3, 2, 3, 2)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_without_running_stats(shape, affine):
+    """BatchNorm with track_running_stats=False (and instance norm traced
+    without decomposition) normalize by the batch's statistics even in eval:
+    native_batch_norm with training=True and no running statistics."""
+    w = make((3,), seed=2) if affine else None
+    b = make((3,), seed=3) if affine else None
+    assert_converted(
+        lambda x: torch.ops.aten.native_batch_norm.default(x, w, b, None, None, True, 0.1, 1e-5)[0],
+        (make(shape, seed=1),),
+        [aten.native_batch_norm.default],
+        decompose=False,
+    )

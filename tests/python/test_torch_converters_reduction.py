@@ -115,11 +115,13 @@ def test_logsumexp(keepdim):
     assert_converted(lambda t: torch.logsumexp(t, -1, keepdim), (x,), [aten.amax.default])
 
 
-@pytest.mark.parametrize("ord", [2, 1, float("inf"), float("-inf"), 3, 0.5])
+@pytest.mark.parametrize("ord", [2, 1, float("inf"), float("-inf"), 3, 0.5, 0])
 @pytest.mark.parametrize("dim", [None, -1])
 def test_vector_norm(ord, dim):
+    x = make((3, 4), low=-2, high=2)
+    x[1, ::2] = 0  # order 0 counts the nonzeros
     assert_converted(
         lambda t: torch.linalg.vector_norm(t, ord, dim),
-        (make((3, 4), low=-2, high=2),),
+        (x,),
         [aten.linalg_vector_norm.default],
     )

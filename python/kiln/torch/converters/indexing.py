@@ -133,7 +133,29 @@ def scatter_add(ctx, x, dim, index, src):
 
 @converter(aten.scatter_reduce.two)
 def scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
+    """include_self=False: the positions `index` names first take the
+    reduction's identity, so only `src` is reduced there (the others keep
+    `x`). "mean" (floating point) divides a scatter-add by a scatter-count."""
+    dtype = ctx.out_dtype
+    if reduce == "mean":
+        if not dtype.is_floating_point or not isinstance(src, KilnValue):
+            ctx.refuse(f"scatter_reduce with reduce='mean' of {dtype}")
+        start = x if include_self else _scatter(ctx, x, dim, index, 0.0, "none")
+        total = _scatter(ctx, start, dim, index, src, "add")
+        counts = _scatter(ctx, ctx.full(x.shape, 1.0 if include_self else 0.0, dtype), dim, index, 1.0, "add")
+        if include_self:
+            return ctx.add("div", [total, counts])
+        empty = ctx.add("equal", [counts, ctx.scalar(0.0, dtype)])
+        safe = ctx.where(empty, ctx.scalar(1.0, dtype), counts)
+        return ctx.where(empty, ctx.cast(x, dtype), ctx.add("div", [total, safe]))
     reductions = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}
-    if reduce not in reductions or not include_self:
-        ctx.refuse(f"scatter_reduce with reduce={reduce!r}, include_self={include_self}")
+    if reduce not in reductions or dtype == torch.bool:
+        ctx.refuse(f"scatter_reduce with reduce={reduce!r} of {dtype}")
+    if not include_self:
+        if dtype.is_floating_point:
+            lowest, highest = -math.inf, math.inf
+        else:
+            lowest, highest = torch.iinfo(dtype).min, torch.iinfo(dtype).max
+        identity = {"sum": 0, "prod": 1, "amax": lowest, "amin": highest}[reduce]
+        x = _scatter(ctx, x, dim, index, identity, "none")
     return _scatter(ctx, x, dim, index, src, reductions[reduce])

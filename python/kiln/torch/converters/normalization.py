@@ -1,7 +1,8 @@
 """Normalizations: layer norm (native_layer_norm), batch norm in inference
 form (_native_batch_norm_legit_no_training, native_batch_norm with
 training=False), batch statistics without running ones
-(_native_batch_norm_legit.no_stats, which instance norm becomes) and
+(_native_batch_norm_legit.no_stats, which instance norm becomes, and
+native_batch_norm with training=True and no running statistics) and
 group norm (native_group_norm, written as a layer norm over each group
 followed by the per-channel affine).
 
@@ -55,7 +56,12 @@ def batch_norm_no_training(ctx, x, weight, bias, running_mean, running_var, mome
 @converter(aten.native_batch_norm.default)
 def native_batch_norm(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
     if training:
-        ctx.refuse("batch norm in training mode (call model.eval())")
+        if running_mean is not None or running_var is not None:
+            # Training with running statistics also updates them in place.
+            ctx.refuse("batch norm in training mode (call model.eval())")
+        # No running statistics (track_running_stats=False, instance norm):
+        # normalize by the batch's own statistics, as PyTorch does in eval too.
+        return batch_norm_batch_statistics(ctx, x, weight, bias, training, momentum, eps)
     return _batch_norm(ctx, x, weight, bias, running_mean, running_var, eps)
 
 

@@ -196,7 +196,12 @@ def vector_norm(ctx, x, ord=2, dim=None, keepdim=False, dtype=None):
         return _reduce(ctx, "reduce_sum", x, dim, keepdim)
     if ord == 2:
         return ctx.add("sqrt", [_reduce(ctx, "reduce_sum", ctx.add("mul", [x, x]), dim, keepdim)])
-    if ord == 0 or not isinstance(ord, (int, float)):
+    if ord == 0:
+        # The number of nonzero elements.
+        zero = ctx.add("equal", [x, ctx.scalar(0, x.dtype)])
+        nonzero = ctx.where(zero, ctx.scalar(0, x.dtype), ctx.scalar(1, x.dtype))
+        return _reduce(ctx, "reduce_sum", nonzero, dim, keepdim)
+    if not isinstance(ord, (int, float)):
         ctx.refuse(f"vector norm of order {ord}")
     p = ctx.scalar(float(ord), x.dtype)
     total = _reduce(ctx, "reduce_sum", ctx.add("pow", [x, p]), dim, keepdim)
