@@ -16,6 +16,9 @@ This script runs them unmodified on Kiln's cpu target:
   ``--gpu-arch`` (gfx942 by default) so arch-gated tests are collected;
   ``migraphx.__version__`` reads ``--migraphx-version`` so version-gated
   tests run;
+- the GPU-only ATen ops some tests call directly (flash / memory-efficient
+  attention, MIOpen batch norm) get CPU reference kernels, so PyTorch can
+  compute the expected values (``--no-cpu-kernels`` leaves them out);
 - a case also fails when anything fell back to PyTorch: every
   ``kiln.torch.LoweringReport`` made while the case runs must list no
   fallback node (``MGXInterpreter.run`` itself refuses ops it cannot convert).
@@ -184,6 +187,62 @@ def _patch_cuda(gpu_arch):
         torch.fx.Graph.print_tabular = print_tabular
 
 
+_KERNEL_LIBRARY = None
+
+
+def _register_cpu_kernels():
+    """CPU reference kernels for the GPU-only ATen ops the tests call directly
+    (flash / memory-efficient attention, MIOpen batch norm): PyTorch has none
+    on the cpu, so neither the test's eager reference nor torch.export's
+    shape propagation could run them. Written from the ops' definitions."""
+    global _KERNEL_LIBRARY
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    aten = torch.ops.aten
+
+    def scores_of(q, k, is_causal, scale, bias=None):
+        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+        scores = (q.float() @ k.float().transpose(-2, -1)) * scale
+        if bias is not None:
+            scores = scores + bias.float()
+        if is_causal:
+            keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+            scores = scores.masked_fill(~keep, -math.inf)
+        return scores
+
+    def flash(q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+        scores = scores_of(q, k, is_causal, scale)
+        out = (torch.softmax(scores, -1) @ v.float()).to(q.dtype)
+        lse = torch.logsumexp(scores, -1)
+        empty = torch.empty(0, dtype=torch.int32)
+        seed = torch.zeros(2, dtype=torch.uint64)
+        return (out, lse, empty, empty, q.shape[-2], k.shape[-2], seed, torch.zeros((), dtype=torch.uint64),
+                torch.empty(0, dtype=q.dtype))
+
+    def efficient(q, k, v, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False, *, scale=None):
+        scores = scores_of(q, k, is_causal, scale, attn_bias)
+        out = (torch.softmax(scores, -1) @ v.float()).to(q.dtype)
+        blocks = math.ceil(q.shape[-2] / 32) * 32 if compute_log_sumexp else 0
+        lse = torch.full(q.shape[:-2] + (blocks,), math.inf)
+        if compute_log_sumexp:
+            lse[..., : q.shape[-2]] = torch.logsumexp(scores, -1)
+        return out, lse, torch.zeros((), dtype=torch.int64), torch.zeros((), dtype=torch.int64)
+
+    def miopen_batch_norm(x, weight, bias, running_mean, running_var, training, factor, eps):
+        y = F.batch_norm(x, running_mean, running_var, weight, bias, training, factor, eps)
+        return y, torch.empty(0, dtype=x.dtype), torch.empty(0, dtype=x.dtype)
+
+    _KERNEL_LIBRARY = torch.library.Library("aten", "IMPL")
+    for op, fn in ((aten._scaled_dot_product_flash_attention, flash),
+                   (aten._scaled_dot_product_efficient_attention, efficient),
+                   (aten.miopen_batch_norm, miopen_batch_norm)):
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(op.default.name(), "CPU"):
+            _KERNEL_LIBRARY.impl(op.default.name().split("::")[1], fn, "CPU")
+
+
 class _FallbackWatch:
     """Every kiln.torch.LoweringReport made while a case runs."""
 
@@ -266,9 +325,11 @@ def _message(report):
 
 def child_main(argv):
     """pytest on the files in argv, with the aliases and patches; results as JSON."""
-    results_path, gpu_arch, migraphx_version, pytest_args = argv[0], argv[1], argv[2], argv[3:]
+    results_path, gpu_arch, migraphx_version, cpu_kernels, pytest_args = argv[0], argv[1], argv[2], argv[3], argv[4:]
     sys.meta_path.insert(0, _AliasFinder())
     _patch_cuda(gpu_arch)
+    if cpu_kernels == "1":
+        _register_cpu_kernels()
     import migraphx  # noqa: F401  (kiln.compat.migraphx)
 
     migraphx.__version__ = migraphx_version
@@ -325,7 +386,7 @@ def run_file(path, rootdir, args, workdir):
     if args.pytest_arg:
         pytest_args += args.pytest_arg
     cmd = [sys.executable, os.path.abspath(__file__), "--child", results_path, args.gpu_arch,
-           args.migraphx_version] + pytest_args
+           args.migraphx_version, "0" if args.no_cpu_kernels else "1"] + pytest_args
     env = dict(os.environ)
     python_path = [os.path.join(REPO, "python")] if args.pythonpath is None else [args.pythonpath]
     env["PYTHONPATH"] = os.pathsep.join(python_path + [os.path.dirname(path)] +
@@ -396,6 +457,9 @@ def main():
     parser.add_argument("--pythonpath", help="Kiln's python/ directory (default: this checkout's)")
     parser.add_argument("--gpu-arch", default="gfx942", help="what torch.cuda.get_device_properties reports")
     parser.add_argument("--migraphx-version", default="2.12.0", help="what migraphx.__version__ reads")
+    parser.add_argument("--no-cpu-kernels", action="store_true",
+                        help="do not give the GPU-only ATen ops (flash / efficient attention, MIOpen batch norm) "
+                        "CPU reference kernels; their cases then fail in PyTorch itself")
     parser.add_argument("--case-timeout", type=int, default=300, help="seconds per case")
     parser.add_argument("--file-timeout", type=int, default=3600, help="seconds per test file")
     parser.add_argument("--threads", type=int, default=2)

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kiln_torch_testing import assert_converted, make
+from kiln_torch_testing import assert_converted, make, trace
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")  # raised inside torch.export
 aten = torch.ops.aten
@@ -75,4 +75,72 @@ def test_cpu_flash_attention_op():
         (q, k, v, mask),
         [aten._scaled_dot_product_flash_attention_for_cpu.default],
         decompose=False,
+    )
+
+
+def _trace_gpu_op(fn, inputs):
+    """fn traced with the op's meta kernel, without the getitems of the
+    outputs it drops (make_fx emits one per output)."""
+    gm = trace(fn, inputs, decompose=False)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def _reference_attention(q, k, v, is_causal, scale, bias=None):
+    """softmax(q k^T * scale (+ bias, causal)) v and its logsumexp over the keys, in float32."""
+    scale = 1.0 / q.shape[-1] ** 0.5 if scale is None else scale
+    scores = (q.float() @ k.float().transpose(-2, -1)) * scale
+    if bias is not None:
+        scores = scores + bias.float()
+    if is_causal:
+        scores = scores.masked_fill(~torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(), float("-inf"))
+    return (torch.softmax(scores, -1) @ v.float()).to(q.dtype), torch.logsumexp(scores, -1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("is_causal, scale", [(False, None), (True, None), (False, 0.5), (True, 0.25)])
+def test_gpu_flash_attention_op(is_causal, scale, dtype):
+    """The GPU flash-attention op of graphs captured on a GPU (PyTorch has no
+    CPU kernel for it; the graph is traced with its meta kernel): the output
+    and the float32 logsumexp."""
+    q, k, v = _qkv(2, 3, 5, 5, 16, dtype=dtype)
+    gm = _trace_gpu_op(
+        lambda a, b, c: aten._scaled_dot_product_flash_attention.default(a, b, c, 0.0, is_causal, scale=scale)[:2],
+        (q, k, v),
+    )
+    assert_converted(
+        lambda a, b, c: _reference_attention(a, b, c, is_causal, scale),
+        (q, k, v),
+        [aten._scaled_dot_product_flash_attention.default],
+        gm=gm,
+        rtol=2e-3 if dtype == torch.float16 else None,
+        atol=2e-3 if dtype == torch.float16 else None,
+    )
+
+
+def test_gpu_flash_attention_output_only():
+    """Without the logsumexp used, only the output is computed."""
+    q, k, v = _qkv(1, 2, 4, 4, 8)
+    gm = _trace_gpu_op(lambda a, b, c: aten._scaled_dot_product_flash_attention.default(a, b, c)[0], (q, k, v))
+    assert_converted(lambda a, b, c: _reference_attention(a, b, c, False, None)[0], (q, k, v),
+                     [aten._scaled_dot_product_flash_attention.default], gm=gm)
+
+
+@pytest.mark.parametrize("is_causal, scale, with_bias", [(False, None, False), (True, 0.25, False), (False, None, True)])
+def test_gpu_efficient_attention_op(is_causal, scale, with_bias):
+    q, k, v = _qkv(2, 3, 5, 7, 8)
+    bias = make((2, 3, 5, 7), seed=5) if with_bias else None
+    inputs = (q, k, v) + ((bias,) if with_bias else ())
+
+    def op(a, b, c, *mask):
+        return aten._scaled_dot_product_efficient_attention.default(
+            a, b, c, mask[0] if mask else None, False, 0.0, is_causal, scale=scale
+        )[0]
+
+    assert_converted(
+        lambda a, b, c, *mask: _reference_attention(a, b, c, is_causal, scale, mask[0] if mask else None)[0],
+        inputs,
+        [aten._scaled_dot_product_efficient_attention.default],
+        gm=_trace_gpu_op(op, inputs),
     )

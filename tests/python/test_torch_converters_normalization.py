@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kiln_torch_testing import assert_converted, make
+from kiln_torch_testing import assert_converted, make, trace
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")  # raised inside torch.export
 aten = torch.ops.aten
@@ -90,3 +90,17 @@ def test_batch_norm_without_running_stats(shape, affine):
         [aten.native_batch_norm.default],
         decompose=False,
     )
+
+
+@pytest.mark.parametrize("op", [aten.miopen_batch_norm.default, aten.cudnn_batch_norm.default])
+@pytest.mark.parametrize("shape", [(8, 3, 5), (2, 3, 4, 4)])
+def test_gpu_batch_norm_ops(op, shape):
+    """MIOpen's / cuDNN's batch norm of graphs captured on a GPU (no CPU
+    kernel in PyTorch; traced with the meta kernel) against F.batch_norm."""
+    w, b = make((3,), seed=2), make((3,), seed=3)
+    mean, var = make((3,), seed=4), make((3,), seed=5, low=0.5, high=2)
+    x = make(shape, seed=1)
+    gm = trace(lambda t: op(t, w, b, mean, var, False, 0.1, 1e-5)[0], (x,), decompose=False)
+    gm.graph.eliminate_dead_code()  # the getitems of the dropped outputs
+    gm.recompile()
+    assert_converted(lambda t: F.batch_norm(t, mean, var, w, b, False, 0.1, 1e-5), (x,), [op], gm=gm)

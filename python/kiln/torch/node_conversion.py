@@ -49,9 +49,15 @@ def _check_meta(node):
     val = node.meta.get("val")
     if val is None and "val" not in node.meta:
         raise ConversionRefused("the node has no shape metadata")
-    items = val if isinstance(val, (tuple, list)) else [val]
+    several = isinstance(val, (tuple, list))
+    items = val if several else [val]
     for item in items:
         if item is None:
+            continue
+        if several and (not isinstance(item, torch.Tensor) or to_kiln_type(item.dtype) is None):
+            # An output Kiln cannot hold (a SymInt, a uint64 RNG state of
+            # flash attention): its converter leaves it None, and a getitem
+            # that picks it is refused there.
             continue
         if not isinstance(item, torch.Tensor):
             raise ConversionRefused(f"it produces a {type(item).__name__}, not a tensor")

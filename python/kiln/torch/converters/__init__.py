@@ -21,6 +21,7 @@ from . import (  # noqa: F401  (imported to register their converters)
     pooling,
     python_operators,
     quantization,
+    recurrent,
     reduction,
     resize,
     softmax,

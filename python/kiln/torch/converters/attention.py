@@ -1,7 +1,10 @@
 """Scaled dot-product attention (aten.scaled_dot_product_attention, kept whole
 by the front ends' decomposition table, and the CPU flash-attention op that
 tracing without that table produces), written as two Kiln dots and a
-softmax: softmax(q @ k^T * scale + mask) @ v.
+softmax: softmax(q @ k^T * scale + mask) @ v. The GPU ops that graphs
+captured on a GPU hold (_scaled_dot_product_flash_attention, with its
+logsumexp output, and _scaled_dot_product_efficient_attention) convert the
+same way.
 
 Boolean masks select (False becomes -inf), float masks add; is_causal is a
 lower-triangular mask. As in PyTorch's CPU kernel, a row whose scores are
@@ -10,6 +13,7 @@ key / value heads. Dropout is only accepted at p = 0 (inference).
 """
 
 import math
+import operator
 
 import torch
 
@@ -26,7 +30,7 @@ def _repeat_heads(ctx, x, groups):
     return ctx.reshape(y, lens[:-3] + [lens[-3] * groups] + lens[-2:])
 
 
-def _attention(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+def _attention(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, with_logsumexp=False):
     if dropout_p:
         ctx.refuse("attention dropout (Kiln compiles for inference)")
     if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
@@ -60,7 +64,26 @@ def _attention(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
         peak = ctx.add("reduce_max", [scores], axes=[scores.ndim - 1], keepdims=True)
         empty_row = ctx.add("equal", [peak, ctx.scalar(-math.inf, dtype)])
         weights = ctx.where(empty_row, ctx.scalar(0, dtype), weights)
-    return ctx.add("dot", [weights, v])
+    out = ctx.add("dot", [weights, v])
+    if not with_logsumexp:
+        return out
+    # log(sum(exp(scores))) over the keys, in float32 (the GPU kernels' type);
+    # a fully masked row gives -inf.
+    scores = ctx.cast(scores, torch.float32)
+    axis = scores.ndim - 1
+    peak = ctx.add("reduce_max", [scores], axes=[axis], keepdims=True)
+    infinite = ctx.add("equal", [ctx.add("abs", [peak]), ctx.scalar(math.inf, torch.float32)])
+    peak = ctx.where(infinite, ctx.scalar(0.0, torch.float32), peak)
+    sums = ctx.add("reduce_sum", [ctx.add("exp", [ctx.add("sub", [scores, peak])])], axes=[axis], keepdims=True)
+    lse = ctx.add("squeeze", [ctx.add("add", [ctx.add("log", [sums]), peak])], axes=[axis])
+    return out, lse
+
+
+def _output_used(ctx, index):
+    """Whether the graph picks output `index` of the node being converted."""
+    return any(
+        user.target is operator.getitem and user.args[1] == index for user in ctx.node.users
+    ) if ctx.node is not None else True
 
 
 @converter(aten.scaled_dot_product_attention.default)
@@ -73,3 +96,26 @@ def scaled_dot_product_attention(
 @converter(aten._scaled_dot_product_flash_attention_for_cpu.default)
 def flash_attention_for_cpu(ctx, query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
     return _attention(ctx, query, key, value, attn_mask, dropout_p, is_causal, scale, False), None
+
+
+@converter(aten._scaled_dot_product_flash_attention.default)
+def flash_attention(ctx, query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+    """The GPU flash-attention op (graphs captured on a GPU): the output and,
+    when the graph uses it, the float32 logsumexp [..., heads, queries]; the
+    RNG state and sequence bookkeeping outputs are not computed."""
+    if return_debug_mask:
+        ctx.refuse("flash attention's debug mask")
+    if _output_used(ctx, 1):
+        out, lse = _attention(ctx, query, key, value, None, dropout_p, is_causal, scale, False, with_logsumexp=True)
+    else:
+        out, lse = _attention(ctx, query, key, value, None, dropout_p, is_causal, scale, False), None
+    return (out, lse) + (None,) * 7
+
+
+@converter(aten._scaled_dot_product_efficient_attention.default)
+def efficient_attention(ctx, query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False, *,
+                        scale=None):
+    """The GPU memory-efficient attention op: the output only (its logsumexp
+    is padded to the kernel's block size; a graph that uses it is refused)."""
+    out = _attention(ctx, query, key, value, attn_bias, dropout_p, is_causal, scale, False)
+    return out, None, None, None

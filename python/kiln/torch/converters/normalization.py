@@ -65,6 +65,19 @@ def native_batch_norm(ctx, x, weight, bias, running_mean, running_var, training,
     return _batch_norm(ctx, x, weight, bias, running_mean, running_var, eps)
 
 
+@converter(aten.miopen_batch_norm.default)
+def miopen_batch_norm(ctx, x, weight, bias, running_mean, running_var, training, momentum, epsilon):
+    """MIOpen's batch norm (graphs captured on an AMD GPU): the normalized
+    output; the saved statistics are not computed."""
+    return native_batch_norm(ctx, x, weight, bias, running_mean, running_var, training, momentum, epsilon)
+
+
+@converter(aten.cudnn_batch_norm.default)
+def cudnn_batch_norm(ctx, x, weight, bias, running_mean, running_var, training, momentum, epsilon):
+    """cuDNN's batch norm: as MIOpen's, with a fourth (reserve) output."""
+    return native_batch_norm(ctx, x, weight, bias, running_mean, running_var, training, momentum, epsilon) + (None,)
+
+
 @converter(aten._native_batch_norm_legit.no_stats)
 def batch_norm_batch_statistics(ctx, x, weight, bias, training, momentum, eps):
     """Normalization by the batch's own statistics (instance norm is written
