@@ -377,6 +377,22 @@ def cause_of(entry):
 # Driver
 
 
+def _child_env(args, test_dir):
+    env = dict(os.environ)
+    python_path = [os.path.join(REPO, "python")] if args.pythonpath is None else [args.pythonpath]
+    env["PYTHONPATH"] = os.pathsep.join(python_path + ([test_dir] if test_dir else []) +
+                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.setdefault("OMP_NUM_THREADS", str(args.threads))
+    return env
+
+
+def check_kiln(args):
+    """None when kiln.compat.torch_migraphx imports in the test processes' environment, else the error."""
+    proc = subprocess.run([sys.executable, "-c", "import kiln.compat.torch_migraphx, kiln.compat.migraphx"],
+                          env=_child_env(args, None), capture_output=True, text=True)
+    return None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+
+
 def run_file(path, rootdir, args, workdir):
     results_path = os.path.join(workdir, "results-" + os.path.basename(path) + ".json")
     pytest_args = [path, "-q", "-p", "no:cacheprovider", "--rootdir", rootdir, "-o", "addopts=",
@@ -387,11 +403,7 @@ def run_file(path, rootdir, args, workdir):
         pytest_args += args.pytest_arg
     cmd = [sys.executable, os.path.abspath(__file__), "--child", results_path, args.gpu_arch,
            args.migraphx_version, "0" if args.no_cpu_kernels else "1"] + pytest_args
-    env = dict(os.environ)
-    python_path = [os.path.join(REPO, "python")] if args.pythonpath is None else [args.pythonpath]
-    env["PYTHONPATH"] = os.pathsep.join(python_path + [os.path.dirname(path)] +
-                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env.setdefault("OMP_NUM_THREADS", str(args.threads))
+    env = _child_env(args, os.path.dirname(path))
     start = time.time()
     try:
         proc = subprocess.run(cmd, cwd=os.path.dirname(path), env=env, capture_output=True, text=True,
@@ -468,6 +480,12 @@ def main():
     parser.add_argument("-v", "--verbose", action="store_true", help="show pytest's output")
     args = parser.parse_args()
 
+    error = check_kiln(args)
+    if error:
+        print(f"Kiln's torch_migraphx compat layer does not import ({error}); build Kiln's extension and pass "
+              "--pythonpath DIR (the directory holding the kiln package) if it is not this checkout's python/.",
+              file=sys.stderr)
+        return 2
     tmp = None
     if args.tests_dir and os.path.isdir(os.path.join(args.tests_dir, "tests", "dynamo", "converters")):
         root, commit = os.path.abspath(args.tests_dir), None
