@@ -387,10 +387,13 @@ def _child_env(args, test_dir):
 
 
 def check_kiln(args):
-    """None when kiln.compat.torch_migraphx imports in the test processes' environment, else the error."""
-    proc = subprocess.run([sys.executable, "-c", "import kiln.compat.torch_migraphx, kiln.compat.migraphx"],
-                          env=_child_env(args, None), capture_output=True, text=True)
-    return None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+    """(where kiln is, None) when kiln.compat.torch_migraphx imports in the
+    test processes' environment, else (None, the error)."""
+    proc = subprocess.run([sys.executable, "-c", "import kiln, kiln.compat.torch_migraphx, kiln.compat.migraphx; "
+                           "print(kiln.__file__)"], env=_child_env(args, None), capture_output=True, text=True)
+    if proc.returncode:
+        return None, (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+    return os.path.dirname(proc.stdout.strip()), None
 
 
 def run_file(path, rootdir, args, workdir):
@@ -480,12 +483,13 @@ def main():
     parser.add_argument("-v", "--verbose", action="store_true", help="show pytest's output")
     args = parser.parse_args()
 
-    error = check_kiln(args)
+    where, error = check_kiln(args)
     if error:
         print(f"Kiln's torch_migraphx compat layer does not import ({error}); build Kiln's extension and pass "
               "--pythonpath DIR (the directory holding the kiln package) if it is not this checkout's python/.",
               file=sys.stderr)
         return 2
+    print(f"kiln: {where}")
     tmp = None
     if args.tests_dir and os.path.isdir(os.path.join(args.tests_dir, "tests", "dynamo", "converters")):
         root, commit = os.path.abspath(args.tests_dir), None
