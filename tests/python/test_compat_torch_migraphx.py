@@ -516,8 +516,6 @@ def quantized_op_fallbacks(report):
 
 
 def test_fx_quantized_model_runs_int8_in_kiln():
-    """Needs helper A's quantized_decomposed converters (kiln.torch.converters.quantization)."""
-    pytest.importorskip("kiln.torch.converters.quantization")
     _, quantized, x = fx_quantized_small_net()
     lowered = lower_to_mgx(quantized, (x,), lower_precision=LowerPrecision.INT8, min_acc_module_size=1)
     assert not quantized_op_fallbacks(lowered.report), lowered.report.summary()
@@ -582,8 +580,6 @@ def test_pt2e_model_through_migraphx_backend_matches_pytorch():
 
 
 def test_pt2e_model_runs_int8_in_kiln():
-    """Needs helper A's quantized_decomposed converters (kiln.torch.converters.quantization)."""
-    pytest.importorskip("kiln.torch.converters.quantization")
     _, q, x = pt2e_quantized()
     compiled = kiln.torch.compile(q, (x,))
     assert not quantized_op_fallbacks(compiled.report), compiled.report.summary()

@@ -15,8 +15,8 @@ import torch
 import kiln
 import kiln.torch
 
-torchao_pt2e = pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e")
-xiq = pytest.importorskip("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer")
+import torchao.quantization.pt2e.quantize_pt2e as torchao_pt2e  # torchao is pinned (requirements-dev.txt)
+import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq
 
 qd = torch.ops.quantized_decomposed
 

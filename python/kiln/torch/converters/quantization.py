@@ -92,23 +92,30 @@ def _quantized_constant(ctx, op, args):
     return ctx.constant(op(*values))
 
 
+def _parameters(ctx, t, scale, zero_point, dtype, axis):
+    """(scale, zero point, axis) of quantize_linear / dequantize_linear on `t`:
+    one scale becomes a scalar; several must match `t`'s `axis`."""
+    s = _scale(ctx, scale)
+    if s.ndim == 1 and s.numel() == 1:
+        s = ctx.reshape(s, ())
+    z = _zero_point(ctx, zero_point, dtype, s)
+    if s.ndim:
+        axis = axis % t.ndim
+        if s.shape[0] != t.shape[axis]:
+            ctx.refuse(f"{s.shape[0]} scales for axis {axis} of size {t.shape[axis]}")
+    else:
+        # Per-tensor parameters broadcast to the input, as ONNX's per-tensor form.
+        axis = 1 if t.ndim > 1 else 0
+    return s, z, axis
+
+
 def _quantize(ctx, x, scale, zero_point, quant_min, quant_max, dtype, axis=1):
     dtype = _quant_dtype(ctx, dtype)
     if not x.dtype.is_floating_point:
         ctx.refuse(f"quantizing a tensor of {x.dtype}")
     # PyTorch divides in float32 (a float16 / bfloat16 input is converted first).
     x = ctx.cast(x, torch.float32)
-    s = _scale(ctx, scale)
-    if s.ndim == 1 and s.numel() == 1:
-        s = ctx.reshape(s, ())
-    z = _zero_point(ctx, zero_point, dtype, s)
-    if s.ndim:
-        axis = axis % x.ndim
-        if s.shape[0] != x.shape[axis]:
-            ctx.refuse(f"{s.shape[0]} scales for axis {axis} of size {x.shape[axis]}")
-    else:
-        # Per-tensor parameters broadcast to the input, as ONNX's per-tensor form.
-        axis = 1 if x.ndim > 1 else 0
+    s, z, axis = _parameters(ctx, x, scale, zero_point, dtype, axis)
     q = ctx.add("quantize_linear", [x, s, z], axis=int(axis), output_type=to_kiln_type(dtype))
     lo, hi = _bound(quant_min), _bound(quant_max)
     if lo is None or hi is None:
@@ -125,16 +132,7 @@ def _dequantize(ctx, q, scale, zero_point, dtype, out_dtype, axis=1):
     dtype = _quant_dtype(ctx, dtype)
     if q.dtype != dtype:
         ctx.refuse(f"dequantizing a tensor of {q.dtype} declared {dtype}")
-    s = _scale(ctx, scale)
-    if s.ndim == 1 and s.numel() == 1:
-        s = ctx.reshape(s, ())
-    z = _zero_point(ctx, zero_point, dtype, s)
-    if s.ndim:
-        axis = axis % q.ndim
-        if s.shape[0] != q.shape[axis]:
-            ctx.refuse(f"{s.shape[0]} scales for axis {axis} of size {q.shape[axis]}")
-    else:
-        axis = 1 if q.ndim > 1 else 0
+    s, z, axis = _parameters(ctx, q, scale, zero_point, dtype, axis)
     y = ctx.add("dequantize_linear", [q, s, z], axis=int(axis))
     return ctx.cast(y, ctx.compute_dtype(out_dtype or torch.float32))
 
