@@ -19,6 +19,67 @@ shape::shape(dtype type, std::vector<std::size_t> lens, std::vector<std::size_t>
              " strides");
 }
 
+dynamic_dimension::dynamic_dimension(std::size_t lo, std::size_t hi, std::vector<std::size_t> opts)
+    : min(lo), max(hi), optimals(std::move(opts)) {
+    if (min > max)
+        fail("dynamic dimension: min " + std::to_string(min) + " is greater than max " + std::to_string(max));
+    std::sort(optimals.begin(), optimals.end());
+    optimals.erase(std::unique(optimals.begin(), optimals.end()), optimals.end());
+    for (auto o : optimals)
+        if (!contains(o))
+            fail("dynamic dimension: optimal " + std::to_string(o) + " is outside [" + std::to_string(min) + ", " +
+                 std::to_string(max) + "]");
+    if (is_fixed()) optimals.clear();
+}
+
+std::string to_string(const dynamic_dimension& d) {
+    if (d.is_fixed()) return std::to_string(d.min);
+    std::string out = std::to_string(d.min) + ".." + std::to_string(d.max);
+    if (!d.optimals.empty()) out += "@" + to_string(d.optimals);
+    return out;
+}
+
+namespace {
+std::vector<std::size_t> max_extents(const std::vector<dynamic_dimension>& dims) {
+    std::vector<std::size_t> lens;
+    for (const auto& d : dims) lens.push_back(d.max);
+    return lens;
+}
+}  // namespace
+
+shape shape::from_dyn_dims(dtype type, std::vector<dynamic_dimension> dims) {
+    shape s(type, max_extents(dims));
+    if (std::any_of(dims.begin(), dims.end(), [](const auto& d) { return !d.is_fixed(); })) s.dyn_dims_ = std::move(dims);
+    return s;
+}
+
+std::vector<dynamic_dimension> shape::dyn_dims() const {
+    if (dynamic()) return dyn_dims_;
+    std::vector<dynamic_dimension> dims;
+    for (auto n : lens_) dims.emplace_back(n);
+    return dims;
+}
+
+std::vector<std::size_t> shape::min_lens() const {
+    if (!dynamic()) return lens_;
+    std::vector<std::size_t> lens;
+    for (const auto& d : dyn_dims_) lens.push_back(d.min);
+    return lens;
+}
+
+bool shape::accepts(const std::vector<std::size_t>& lens) const {
+    if (lens.size() != lens_.size()) return false;
+    if (!dynamic()) return lens == lens_;
+    for (std::size_t i = 0; i < lens.size(); ++i)
+        if (!dyn_dims_[i].contains(lens[i])) return false;
+    return true;
+}
+
+shape shape::specialised(const std::vector<std::size_t>& lens) const {
+    if (!accepts(lens)) fail("shape " + to_string(*this) + " does not accept extents " + to_string(lens));
+    return {type_, lens};
+}
+
 namespace {
 // Tuple elements start at offsets aligned like owned buffers (argument.hpp).
 constexpr std::size_t tuple_alignment = 64;
@@ -135,15 +196,19 @@ std::vector<std::size_t> shape::multi(std::size_t i) const {
     return idx;
 }
 
-shape shape::with_type(dtype t) const { return {t, lens_, strides_}; }
+shape shape::with_type(dtype t) const {
+    if (dynamic()) return from_dyn_dims(t, dyn_dims_);
+    return {t, lens_, strides_};
+}
 
 shape shape::as_standard() const {
-    if (is_tuple()) return *this;  // already packed
+    if (is_tuple() || dynamic()) return *this;  // already packed
     return {type_, lens_};
 }
 
 bool operator==(const shape& a, const shape& b) {
-    return a.type_ == b.type_ && a.lens_ == b.lens_ && a.strides_ == b.strides_ && a.sub_shapes_ == b.sub_shapes_;
+    return a.type_ == b.type_ && a.lens_ == b.lens_ && a.strides_ == b.strides_ && a.sub_shapes_ == b.sub_shapes_ &&
+           a.dyn_dims_ == b.dyn_dims_;
 }
 
 std::string to_string(const std::vector<std::size_t>& v) {
@@ -156,6 +221,12 @@ std::string to_string(const shape& s) {
     if (s.is_tuple()) {
         std::string out = "tuple{";
         for (std::size_t i = 0; i < s.sub_shapes().size(); ++i) out += (i ? "; " : "") + to_string(s.sub_shapes()[i]);
+        return out + "}";
+    }
+    if (s.dynamic()) {
+        std::string out = to_string(s.type()) + ", {";
+        auto dims = s.dyn_dims();
+        for (std::size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + to_string(dims[i]);
         return out + "}";
     }
     return to_string(s.type()) + ", " + to_string(s.lens()) + ", " + to_string(s.strides());
