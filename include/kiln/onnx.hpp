@@ -1,8 +1,10 @@
 #pragma once
 // Importing ONNX models. Parsing never runs the model: it builds a program whose
 // shapes are all static, folding small constant subgraphs (Shape, Constant, ...)
-// on the way.
+// on the way. Inputs given ranges make a dynamic program, which imports again
+// for each set of extents it is compiled for (see specialiser in program.hpp).
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,6 +18,12 @@ struct onnx_options {
     std::unordered_map<std::string, std::vector<std::size_t>> map_input_dims;
     // Extent used for symbolic or unknown input dims not set by map_input_dims.
     std::size_t default_dim_value = 1;
+    // A range for each dim of named graph inputs (fixed dims have min == max):
+    // MIGraphX's map_dyn_input_dims. A name may not also be in map_input_dims.
+    std::unordered_map<std::string, std::vector<dynamic_dimension>> map_dyn_input_dims;
+    // The range of symbolic or unknown input dims the maps do not set,
+    // instead of default_dim_value: MIGraphX's default_dyn_dim_value.
+    std::optional<dynamic_dimension> default_dyn_dim_value;
     // Drop nodes with no parser instead of failing; values they would produce
     // are then unavailable to later nodes and to the outputs.
     bool skip_unknown_operators = false;

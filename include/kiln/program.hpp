@@ -2,6 +2,7 @@
 // program: a set of modules with a main module. After compile() it also holds
 // the target's executable for the optimized main module.
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,31 @@
 #include "kiln/target.hpp"
 
 namespace kiln {
+
+class program;
+class specialisation_cache;
+
+// Extents of a dynamic program's dynamic parameters, by name.
+using parameter_lens = std::map<std::string, std::vector<std::size_t>>;
+
+// Makes the static program of a dynamic one for given extents. A front end
+// whose import folds shape arithmetic into constants (ONNX: Shape -> Gather
+// -> Reshape) cannot express its graph over ranges, so it hands the program
+// one of these, which imports again at the extents asked for.
+class specialiser {
+public:
+    virtual ~specialiser() = default;
+    // The front end, so that a saved program finds its specialiser again.
+    virtual std::string kind() const = 0;
+    // The static, uncompiled program for these extents (all in range).
+    virtual program specialise(const parameter_lens& lens) const = 0;
+};
+
+// The extents a dynamic program is specialised for ahead of its first run,
+// from its parameters' ranges: profile k takes the k-th optimal of every
+// range (the last one where a range has fewer, its min where it has none).
+// At least one profile; empty maps for a static program.
+std::vector<parameter_lens> optimal_profiles(const std::map<std::string, shape>& parameters);
 
 class program {
 public:
@@ -29,11 +55,28 @@ public:
     // argument, such as the leftovers of an import that changed course.
     void remove_modules(const std::vector<const module*>& modules);
 
-    // Optimizes the main module with the target's passes and lowers it.
+    // Optimizes the main module with the target's passes and lowers it. A
+    // dynamic program compiles the static program of each optimal profile
+    // now and of any other in-range extents on their first run, each once
+    // (the main module itself stays as it is).
     void compile(const target& t, const compile_options& options = {});
+
+    // Some parameter has a dimension that is a range.
+    bool is_dynamic() const;
+    // A front end's specialiser: the main module is the static program at the
+    // first optimal profile, and `dynamic_parameters` the real parameter shapes.
+    void set_specialiser(std::shared_ptr<const specialiser> s, std::map<std::string, shape> dynamic_parameters);
+    const specialiser* get_specialiser() const { return specialiser_.get(); }
+    // optimal_profiles of this program's parameters.
+    std::vector<parameter_lens> optimal_profiles() const { return kiln::optimal_profiles(get_parameter_shapes()); }
+    // The compiled static program that runs these inputs (for a static
+    // program, itself); fails for extents outside the ranges.
+    std::shared_ptr<const program> specialisation_for(const parameter_map& inputs) const;
+    // Static programs compiled so far for a dynamic program (0 for a static one).
+    std::size_t specialisation_count() const;
     // Rebuilds the executable of an already optimized program (after load).
     void lower_compiled(const std::string& target_name, const compile_options& options = {});
-    bool is_compiled() const { return executable_ != nullptr; }
+    bool is_compiled() const { return executable_ != nullptr || specialisations_ != nullptr; }
     const std::string& target_name() const { return target_name_; }
     const compile_options& get_compile_options() const { return options_; }
 
@@ -62,13 +105,21 @@ public:
 
 private:
     void compile_in_place(const target& t, const compile_options& options);
+    void compile_dynamic(const target& t, const compile_options& options);
+    // The compiled program of the first optimal profile, or this one.
+    const program& representative() const;
     void restore_modules(const program& saved);
     parameter_map checked_inputs(const parameter_map& inputs) const;
+    program static_program(const parameter_lens& lens) const;
+    const program& running_program(const parameter_map& inputs, std::shared_ptr<const program>& holder) const;
 
     std::vector<std::unique_ptr<module>> modules_;
     std::string target_name_;
     compile_options options_;
     std::shared_ptr<const executable> executable_;
+    std::shared_ptr<const specialiser> specialiser_;
+    std::map<std::string, shape> dynamic_parameters_;  // set with specialiser_
+    std::shared_ptr<specialisation_cache> specialisations_;  // a compiled dynamic program's
 };
 
 // Checks `inputs` against the parameters of `m` (every one present, no

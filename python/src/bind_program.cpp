@@ -186,6 +186,9 @@ void bind_program(nb::module_& m) {
              "Profiles the compiled program: per-instruction and per-op times, rate, latency percentiles, "
              "overhead outside kernels; 'text' holds the report as `kiln perf` prints it.")
         .def("is_compiled", &program::is_compiled)
+        .def("is_dynamic", &program::is_dynamic, "Some parameter has a dimension that is a range.")
+        .def("specialisation_count", &program::specialisation_count,
+             "Static programs a compiled dynamic program holds now (0 for a static program).")
         .def("target_name", &program::target_name)
         .def(
             "get_compile_options",

@@ -43,6 +43,12 @@ const PyType_Slot* argument_buffer_slots();
 
 // Python value <-> kiln::value (op attributes). `what` names the value in errors.
 value to_value(nb::handle obj, const std::string& what);
+
+// A dimension from Python: an int (fixed), a dict {"min", "max", "optimals"}
+// or an object with those attributes (MIGraphX's shape.dynamic_dimension).
+dynamic_dimension to_dynamic_dimension(nb::handle obj, const std::string& what);
+// A list of them, one per dimension.
+std::vector<dynamic_dimension> to_dynamic_dimensions(nb::handle obj, const std::string& what);
 nb::object from_value(const value& v);
 
 // A dtype from "float", "float32", "float_type", a numpy dtype or scalar type.

@@ -96,4 +96,58 @@ nb::object from_value(const value& v) {
     return out;
 }
 
+namespace {
+
+std::size_t to_extent(nb::handle obj, const std::string& what) {
+    if (!nb::isinstance<nb::int_>(obj) || nb::isinstance<nb::bool_>(obj))
+        fail(error_kind::type_error, what + ": expected a non-negative int, got " + python_type_name(obj));
+    auto v = nb::cast<std::int64_t>(obj);
+    if (v < 0) fail(what + ": expected a non-negative int, got " + std::to_string(v));
+    return static_cast<std::size_t>(v);
+}
+
+}  // namespace
+
+dynamic_dimension to_dynamic_dimension(nb::handle obj, const std::string& what) {
+    if (nb::isinstance<nb::int_>(obj) && !nb::isinstance<nb::bool_>(obj)) return dynamic_dimension(to_extent(obj, what));
+    auto field = [&](const char* name) -> nb::object {
+        if (nb::isinstance<nb::dict>(obj)) {
+            nb::dict d = nb::borrow<nb::dict>(obj);
+            return d.contains(name) ? nb::object(d[name]) : nb::object();
+        }
+        return nb::hasattr(obj, name) ? obj.attr(name) : nb::object();
+    };
+    nb::object lo = field("min");
+    nb::object hi = field("max");
+    if (!lo.is_valid() || !hi.is_valid())
+        fail(error_kind::type_error, what + ": expected an int or a range {\"min\": ..., \"max\": ..., "
+                                            "\"optimals\": [...]}, got " + python_type_name(obj));
+    if (nb::isinstance<nb::dict>(obj))
+        for (auto [key, item] : nb::borrow<nb::dict>(obj)) {
+            std::string k = nb::cast<std::string>(nb::str(key));
+            if (k != "min" && k != "max" && k != "optimals")
+                fail(what + ": unknown key '" + k + "'; a range has min, max and optimals");
+        }
+    std::vector<std::size_t> optimals;
+    if (nb::object opts = field("optimals"); opts.is_valid() && !opts.is_none()) {
+        if (!nb::isinstance<nb::list>(opts) && !nb::isinstance<nb::tuple>(opts) && !nb::isinstance<nb::set>(opts))
+            fail(error_kind::type_error, what + ": optimals must be a list of ints, got " + python_type_name(opts));
+        for (nb::handle o : opts) optimals.push_back(to_extent(o, what + " optimals"));
+    }
+    try {
+        return dynamic_dimension(to_extent(lo, what + " min"), to_extent(hi, what + " max"), optimals);
+    } catch (const error& e) {
+        throw error(e.kind(), what + ": " + e.what());
+    }
+}
+
+std::vector<dynamic_dimension> to_dynamic_dimensions(nb::handle obj, const std::string& what) {
+    if (!nb::isinstance<nb::list>(obj) && !nb::isinstance<nb::tuple>(obj))
+        fail(error_kind::type_error, what + ": expected a list with one int or range per dimension, got " +
+                                         python_type_name(obj));
+    std::vector<dynamic_dimension> dims;
+    for (nb::handle item : obj) dims.push_back(to_dynamic_dimension(item, what + "[" + std::to_string(dims.size()) + "]"));
+    return dims;
+}
+
 }  // namespace kiln::python

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/specialisation_cache.hpp"
 #include "kiln/verifier.hpp"
 
 namespace kiln {
@@ -25,6 +26,9 @@ program& program::operator=(const program& other) {
     target_name_ = other.target_name_;
     options_ = other.options_;
     executable_ = other.executable_;
+    specialiser_ = other.specialiser_;
+    dynamic_parameters_ = other.dynamic_parameters_;
+    specialisations_ = other.specialisations_;
     return *this;
 }
 
@@ -103,6 +107,10 @@ void program::compile(const target& t, const compile_options& options) {
     if (is_compiled())
         fail("program is already compiled for target '" + target_name_ + "'; compile a copy of the original instead");
     verify_program(*this, "before compile");
+    if (is_dynamic()) {
+        compile_dynamic(t, options);
+        return;
+    }
     // The passes rewrite the modules in place: a compile that fails (a
     // lowering error, the memory limit) gives the program back as it was.
     const program before(*this);
@@ -144,6 +152,112 @@ void program::compile_in_place(const target& t, const compile_options& options) 
     options_ = options;
 }
 
+void program::compile_dynamic(const target& t, const compile_options& options) {
+    // Specialisations start from the program as it is now; targets live as
+    // long as the process, so looking one up again by name is safe later.
+    auto source = std::make_shared<const program>(*this);
+    auto make = [source, name = t.name(), options](const parameter_lens& lens) {
+        program p = source->static_program(lens);
+        p.compile(get_target(name), options);
+        return std::make_shared<const program>(std::move(p));
+    };
+    constexpr std::size_t kept_besides_optimals = 8;
+    auto cache = std::make_shared<specialisation_cache>(make, kept_besides_optimals);
+    // Compiling the optimal profiles now reports lowering errors at compile time.
+    for (const auto& profile : optimal_profiles()) cache->pin(profile);
+    specialisations_ = std::move(cache);
+    target_name_ = t.name();
+    options_ = options;
+}
+
+program program::static_program(const parameter_lens& lens) const {
+    if (!specialiser_)
+        fail(error_kind::not_implemented,
+             "compile: a module built with dynamic parameters cannot be specialised yet; import the model with "
+             "map_dyn_input_dims instead");
+    program p = specialiser_->specialise(lens);
+    if (p.is_dynamic()) fail("specialiser '" + specialiser_->kind() + "' returned a dynamic program");
+    return p;
+}
+
+bool program::is_dynamic() const {
+    if (!dynamic_parameters_.empty()) return true;
+    for (const auto& [name, s] : get_main_module()->get_parameter_shapes())
+        if (s.dynamic()) return true;
+    return false;
+}
+
+void program::set_specialiser(std::shared_ptr<const specialiser> s, std::map<std::string, shape> dynamic_parameters) {
+    if (is_compiled()) fail("set_specialiser: the program is already compiled");
+    auto statics = get_main_module()->get_parameter_shapes();
+    for (const auto& [name, dyn] : dynamic_parameters) {
+        auto it = statics.find(name);
+        if (it == statics.end()) fail("set_specialiser: the program has no parameter '" + name + "'");
+        if (it->second.type() != dyn.type() || it->second.ndim() != dyn.ndim())
+            fail("set_specialiser: parameter '" + name + "' is " + to_string(it->second) + ", its range " +
+                 to_string(dyn));
+    }
+    specialiser_ = std::move(s);
+    dynamic_parameters_ = std::move(dynamic_parameters);
+}
+
+namespace {
+
+// The dynamic parameters' shapes of a program.
+std::map<std::string, shape> dynamic_shapes(const std::map<std::string, shape>& parameters) {
+    std::map<std::string, shape> out;
+    for (const auto& [name, s] : parameters)
+        if (s.dynamic()) out.emplace(name, s);
+    return out;
+}
+
+}  // namespace
+
+std::vector<parameter_lens> optimal_profiles(const std::map<std::string, shape>& parameters) {
+    auto dynamic = dynamic_shapes(parameters);
+    std::size_t count = 1;
+    for (const auto& [name, s] : dynamic)
+        for (const auto& d : s.dyn_dims()) count = std::max(count, d.optimals.size());
+    std::vector<parameter_lens> profiles(count);
+    for (std::size_t k = 0; k < count; ++k)
+        for (const auto& [name, s] : dynamic) {
+            auto& lens = profiles[k][name];
+            for (const auto& d : s.dyn_dims())
+                lens.push_back(d.optimals.empty() ? d.min : d.optimals[std::min(k, d.optimals.size() - 1)]);
+        }
+    profiles.erase(std::unique(profiles.begin(), profiles.end()), profiles.end());
+    return profiles;
+}
+
+std::shared_ptr<const program> program::specialisation_for(const parameter_map& inputs) const {
+    if (!is_compiled())
+        fail("program is not compiled: call compile(get_target(\"cpu\")) (or \"ref\") before running it");
+    // A static program runs itself: an aliasing pointer that owns nothing.
+    if (!specialisations_) return std::shared_ptr<const program>(std::shared_ptr<const program>{}, this);
+    parameter_lens lens;
+    for (const auto& [name, expected] : dynamic_shapes(get_parameter_shapes())) {
+        auto it = inputs.find(name);
+        if (it == inputs.end()) fail("missing input for parameter '" + name + "' (" + to_string(expected) + ")");
+        const shape& got = it->second.get_shape();
+        if (got.type() != expected.type())
+            fail(error_kind::type_error, "parameter '" + name + "': expected dtype " + to_string(expected.type()) +
+                                             ", got " + to_string(got.type()));
+        if (!expected.accepts(got.lens()))
+            fail("parameter '" + name + "': extents " + to_string(got.lens()) + " are outside the range " +
+                 to_string(expected).substr(to_string(expected.type()).size() + 2));
+        lens.emplace(name, got.lens());
+    }
+    return specialisations_->get(lens);
+}
+
+std::size_t program::specialisation_count() const { return specialisations_ ? specialisations_->size() : 0; }
+
+const program& program::running_program(const parameter_map& inputs, std::shared_ptr<const program>& holder) const {
+    if (!specialisations_) return *this;
+    holder = specialisation_for(inputs);
+    return *holder;
+}
+
 void program::lower_compiled(const std::string& target_name, const compile_options& options) {
     const target& t = get_target(target_name);
     verify_program(*this, "in a compiled program");
@@ -153,16 +267,22 @@ void program::lower_compiled(const std::string& target_name, const compile_optio
 }
 
 std::vector<argument> program::eval(const parameter_map& inputs) const {
+    std::shared_ptr<const program> holder;
+    if (const program& p = running_program(inputs, holder); &p != this) return p.eval(inputs);
     parameter_map checked = checked_inputs(inputs);
     return executable_->run(checked);
 }
 
 std::vector<argument> program::eval_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const {
+    std::shared_ptr<const program> holder;
+    if (const program& p = running_program(inputs, holder); &p != this) return p.eval_profiled(inputs, timings);
     parameter_map checked = checked_inputs(inputs);
     return executable_->run_profiled(checked, timings);
 }
 
 std::vector<argument> program::eval_observed(const parameter_map& inputs, const step_observer& observe) const {
+    std::shared_ptr<const program> holder;
+    if (const program& p = running_program(inputs, holder); &p != this) return p.eval_observed(inputs, observe);
     parameter_map checked = checked_inputs(inputs);
     return executable_->run_observed(checked, observe);
 }
@@ -201,11 +321,53 @@ parameter_map check_inputs(const module& main, const parameter_map& inputs) {
 
 std::vector<std::string> program::get_parameter_names() const { return get_main_module()->get_parameter_names(); }
 
-std::map<std::string, shape> program::get_parameter_shapes() const { return get_main_module()->get_parameter_shapes(); }
+std::map<std::string, shape> program::get_parameter_shapes() const {
+    auto shapes = get_main_module()->get_parameter_shapes();
+    for (const auto& [name, s] : dynamic_parameters_) shapes.insert_or_assign(name, s);
+    return shapes;
+}
 
-std::vector<shape> program::get_output_shapes() const { return get_main_module()->get_output_shapes(); }
+namespace {
 
-std::size_t program::planned_memory_bytes() const { return executable_ ? executable_->planned_memory_bytes() : 0; }
+// The ranges that cover both static shapes (the results at the smallest and
+// at the largest extents).
+shape covering_shape(const shape& smallest, const shape& largest) {
+    if (smallest.type() != largest.type() || smallest.ndim() != largest.ndim() || smallest.is_tuple())
+        return largest;
+    std::vector<dynamic_dimension> dims;
+    for (std::size_t i = 0; i < smallest.ndim(); ++i) {
+        auto [lo, hi] = std::minmax(smallest.lens()[i], largest.lens()[i]);
+        dims.emplace_back(lo, hi);
+    }
+    return shape::from_dyn_dims(largest.type(), dims);
+}
+
+}  // namespace
+
+std::vector<shape> program::get_output_shapes() const {
+    if (!specialiser_) return get_main_module()->get_output_shapes();
+    parameter_lens smallest;
+    parameter_lens largest;
+    for (const auto& [name, s] : dynamic_parameters_) {
+        smallest[name] = s.min_lens();
+        largest[name] = s.max_lens();
+    }
+    auto low = static_program(smallest).get_output_shapes();
+    auto high = static_program(largest).get_output_shapes();
+    std::vector<shape> out;
+    for (std::size_t i = 0; i < high.size(); ++i) out.push_back(covering_shape(low.at(i), high[i]));
+    return out;
+}
+
+const program& program::representative() const {
+    if (!specialisations_) return *this;
+    return *specialisations_->get(optimal_profiles().front());
+}
+
+std::size_t program::planned_memory_bytes() const {
+    const program& p = representative();
+    return p.executable_ ? p.executable_->planned_memory_bytes() : 0;
+}
 
 std::size_t program::held_literal_bytes() const {
     std::unordered_set<const std::byte*> counted;
@@ -219,13 +381,23 @@ std::size_t program::held_literal_bytes() const {
     return bytes;
 }
 
-std::size_t program::kernel_constant_bytes() const { return executable_ ? executable_->kernel_constant_bytes() : 0; }
+std::size_t program::kernel_constant_bytes() const {
+    const program& p = representative();
+    return p.executable_ ? p.executable_->kernel_constant_bytes() : 0;
+}
 
 std::vector<kernel_choice> program::kernel_choices() const {
-    return executable_ ? executable_->kernel_choices() : std::vector<kernel_choice>{};
+    const program& p = representative();
+    return p.executable_ ? p.executable_->kernel_choices() : std::vector<kernel_choice>{};
 }
 
 void program::print(std::ostream& os) const {
+    if (specialiser_) {
+        // The main module of an imported dynamic program is one specialisation of it.
+        os << "dynamic parameters:";
+        for (const auto& [name, s] : dynamic_parameters_) os << " " << name << ": " << to_string(s) << ";";
+        os << " the modules below are specialised at the first optimal profile\n";
+    }
     for (std::size_t i = 0; i < modules_.size(); ++i) {
         if (i) os << "\n";
         modules_[i]->print(os);

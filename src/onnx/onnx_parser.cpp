@@ -7,6 +7,7 @@
 #include <set>
 
 #include "kiln/op_registry.hpp"
+#include "onnx/dynamic_inputs.hpp"
 #include "onnx/mapped_file.hpp"
 #include "onnx/model_reader.hpp"
 #include "onnx/onnx_tensor.hpp"
@@ -387,14 +388,24 @@ program parse_model_bytes(const void* data, std::size_t size, const onnx_options
     loaded_model loaded;
     if (!read_model(data, size, loaded))
         fail(error_kind::parse_error, source + ": not a valid ONNX model (malformed or truncated protobuf)");
-    onnx_parser parser(options, model_dir, source);
+    auto dynamic = dynamic_input_shapes(loaded.model.graph(), options, source);
+    onnx_options statics = without_ranges(options);
+    // A dynamic program's main module is its import at the first optimal profile.
+    if (!dynamic.empty()) statics = at_extents(statics, optimal_profiles(dynamic).front());
+    onnx_parser parser(statics, model_dir, source);
     std::function<void(std::string_view)> copied;
     raw_copier copy_raw;
     if (file != nullptr) {
         copied = [file](std::string_view bytes) { file->release(bytes.data(), bytes.size()); };
         copy_raw = [file](std::string_view raw, std::byte* out) { file->copy_out(raw.data(), raw.size(), out); };
     }
-    return parser.parse(loaded.model, loaded.initializer_raw_data, copied, copy_raw);
+    program p = parser.parse(loaded.model, loaded.initializer_raw_data, copied, copy_raw);
+    if (!dynamic.empty()) {
+        auto again = file != nullptr ? file_specialiser(source, without_ranges(options))
+                                     : buffer_specialiser(data, size, without_ranges(options));
+        p.set_specialiser(std::move(again), std::move(dynamic));
+    }
+    return p;
 }
 
 }  // namespace

@@ -1,0 +1,44 @@
+#pragma once
+// The compiled static programs of one dynamic program, one per set of
+// extents. Each holds its own prepacked weights and arena plan, so only the
+// optimal profiles stay for good; the others are evicted least recently used
+// first beyond a small capacity.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "kiln/program.hpp"
+
+namespace kiln {
+
+class specialisation_cache {
+public:
+    using factory = std::function<std::shared_ptr<const program>(const parameter_lens&)>;
+    specialisation_cache(factory make, std::size_t capacity) : make_(std::move(make)), capacity_(capacity) {}
+
+    // Compiles `lens` now and keeps it for good.
+    void pin(const parameter_lens& lens);
+    // The compiled program for `lens`, compiled on first use. Threads running
+    // other extents are not held up while one compiles.
+    std::shared_ptr<const program> get(const parameter_lens& lens);
+    // Compiled programs held now.
+    std::size_t size() const;
+
+private:
+    struct entry {
+        std::shared_ptr<const program> compiled;
+        bool pinned = false;
+        std::uint64_t last_use = 0;
+    };
+    void evict_beyond_capacity();
+
+    factory make_;
+    std::size_t capacity_;
+    mutable std::mutex mutex_;
+    std::map<parameter_lens, entry> entries_;
+    std::uint64_t clock_ = 0;
+};
+
+}  // namespace kiln

@@ -1,0 +1,32 @@
+#pragma once
+// Dynamic ONNX imports: which graph inputs map_dyn_input_dims and
+// default_dyn_dim_value give ranges, and the specialiser that imports the
+// model again, statically, for each set of extents in those ranges.
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "kiln/onnx.hpp"
+#include "onnx.pb.h"
+
+namespace kiln::onnx_import {
+
+// The graph inputs (not initializers) that get a range, with their shapes.
+// Rejects names that are not graph inputs or that both maps name.
+std::map<std::string, shape> dynamic_input_shapes(const onnx::GraphProto& graph, const onnx_options& options,
+                                                  const std::string& source);
+
+// `options` without ranges: fixed entries of map_dyn_input_dims move to
+// map_input_dims, and a fixed default_dyn_dim_value becomes default_dim_value.
+onnx_options without_ranges(const onnx_options& options);
+
+// `options` (without ranges) importing the dynamic inputs at `lens`.
+onnx_options at_extents(const onnx_options& options, const parameter_lens& lens);
+
+// Imports the model again from where it came: the file (which must not have
+// changed since) or a copy of the buffer.
+std::shared_ptr<const specialiser> file_specialiser(const std::string& path, const onnx_options& options);
+std::shared_ptr<const specialiser> buffer_specialiser(const void* data, std::size_t size, const onnx_options& options);
+
+}  // namespace kiln::onnx_import
