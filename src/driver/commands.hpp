@@ -14,10 +14,12 @@ struct run_settings {
     // "name=path.npy"; parameters not named get generate_argument data.
     std::vector<std::string> inputs;
     unsigned long seed = 0;
+    // "name:dims" ranges for ONNX inputs (model_file.hpp).
+    std::vector<std::string> dyn_input_dims;
 };
 
-int read_command(const std::string& model);
-int params_command(const std::string& model);
+int read_command(const std::string& model, const std::vector<std::string>& dyn_input_dims = {});
+int params_command(const std::string& model, const std::vector<std::string>& dyn_input_dims = {});
 int ops_command();
 // Reduced precision applied before compiling (kiln/quantize.hpp).
 struct precision_settings {
@@ -28,7 +30,7 @@ struct precision_settings {
 };
 
 int compile_command(const std::string& model, const std::string& output, const std::string& target,
-                    const precision_settings& precision = {});
+                    const precision_settings& precision = {}, const std::vector<std::string>& dyn_input_dims = {});
 
 // Prints each output's shape, min/max/mean and first values; writes
 // output_<i>.npy files into `save_dir` when it is not empty.

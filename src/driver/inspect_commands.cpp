@@ -12,8 +12,8 @@
 
 namespace kiln::driver {
 
-int read_command(const std::string& model) {
-    program p = load_model(model);
+int read_command(const std::string& model, const std::vector<std::string>& dyn_input_dims) {
+    program p = load_model(model, 1, dyn_input_dims);
     std::cout << p;
     if (!p.is_compiled()) return 0;
     std::map<std::string, std::string> precision;
@@ -32,8 +32,8 @@ int read_command(const std::string& model) {
     return 0;
 }
 
-int params_command(const std::string& model) {
-    program p = load_model(model);
+int params_command(const std::string& model, const std::vector<std::string>& dyn_input_dims) {
+    program p = load_model(model, 1, dyn_input_dims);
     if (p.is_compiled()) std::cout << "compiled for: " << p.target_name() << "\n";
     std::cout << "inputs:\n";
     auto shapes = p.get_parameter_shapes();
@@ -50,8 +50,8 @@ int ops_command() {
 }
 
 int compile_command(const std::string& model, const std::string& output, const std::string& target,
-                    const precision_settings& precision) {
-    program p = load_model(model);
+                    const precision_settings& precision, const std::vector<std::string>& dyn_input_dims) {
+    program p = load_model(model, 1, dyn_input_dims);
     if (p.is_compiled())
         fail(model + " is already compiled for target '" + p.target_name() + "'; compile the original model instead");
     apply_precision(p, get_target(target), precision);

@@ -16,11 +16,16 @@ using kiln::driver::run_settings;
 
 constexpr int error_status = 2;
 
+constexpr const char* dyn_input_dim_help =
+    "Range for an ONNX input's dims as name:dims, each dim N, MIN..MAX or MIN..MAX@{OPT,...} (repeatable); the "
+    "program then runs every shape in the ranges";
+
 void add_run_options(CLI::App& cmd, run_settings& s) {
     cmd.add_option("FILE", s.model, "Model file (.kiln or .onnx)")->required();
     cmd.add_option("--target", s.target, "Target to run on: ref or cpu (default: the file's, else cpu)");
     cmd.add_option("--input", s.inputs, "Input as name=path.npy (repeatable); others get random data");
     cmd.add_option("--seed", s.seed, "Seed for random inputs")->capture_default_str();
+    cmd.add_option("--dyn-input-dim", s.dyn_input_dims, dyn_input_dim_help);
 }
 
 int report(const std::string& message) {
@@ -44,12 +49,15 @@ int main(int argc, char** argv) {
 
     auto* read = app.add_subcommand("read", "Print a model's IR");
     read->add_option("FILE", model, "Model file (.kiln or .onnx)")->required();
-    read->callback([&] { action = [&] { return kiln::driver::read_command(model); }; });
+    std::vector<std::string> dyn_input_dims;
+    read->add_option("--dyn-input-dim", dyn_input_dims, dyn_input_dim_help);
+    read->callback([&] { action = [&] { return kiln::driver::read_command(model, dyn_input_dims); }; });
 
     auto* compile = app.add_subcommand("compile", "Compile a model for a target and save it as .kiln");
     compile->add_option("FILE", model, "Model file (.kiln or .onnx)")->required();
     compile->add_option("-o,--output", output, "Compiled .kiln file to write")->required();
     compile->add_option("--target", target, "Target: ref or cpu")->capture_default_str();
+    compile->add_option("--dyn-input-dim", dyn_input_dims, dyn_input_dim_help);
     kiln::driver::precision_settings precision;
     bool fp16 = false, bf16 = false, int8 = false, fp8 = false;
     auto* fp16_flag = compile->add_flag("--fp16", fp16, "Compute in float16 (kiln::quantize_fp16)");
@@ -75,7 +83,7 @@ int main(int argc, char** argv) {
                         "(repeatable)");
     compile->callback([&] {
         precision.precision = fp16 ? "fp16" : bf16 ? "bf16" : int8 ? "int8" : fp8 ? "fp8" : "";
-        action = [&] { return kiln::driver::compile_command(model, output, target, precision); };
+        action = [&] { return kiln::driver::compile_command(model, output, target, precision, dyn_input_dims); };
     });
 
     auto* run = app.add_subcommand("run", "Run a model and summarise its outputs");
@@ -123,7 +131,8 @@ int main(int argc, char** argv) {
 
     auto* params = app.add_subcommand("params", "List a model's inputs and outputs with their shapes");
     params->add_option("FILE", model, "Model file (.kiln or .onnx)")->required();
-    params->callback([&] { action = [&] { return kiln::driver::params_command(model); }; });
+    params->add_option("--dyn-input-dim", dyn_input_dims, dyn_input_dim_help);
+    params->callback([&] { action = [&] { return kiln::driver::params_command(model, dyn_input_dims); }; });
 
     auto* ops = app.add_subcommand("ops", "List the operators Kiln knows");
     ops->callback([&] { action = [] { return kiln::driver::ops_command(); }; });

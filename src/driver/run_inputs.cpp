@@ -28,9 +28,14 @@ parameter_map make_inputs(const program& p, const run_settings& s) {
         if (inputs.count(name)) fail("--input gives '" + name + "' twice");
         inputs.emplace(name, read_npy(spec.substr(eq + 1)));
     }
+    // A dynamic program gets random inputs at its first optimal profile.
+    const parameter_lens profile = optimal_profiles(shapes).front();
     unsigned long index = 0;
     for (const auto& [name, sh] : shapes) {
-        if (!inputs.count(name)) inputs.emplace(name, generate_argument(sh, s.seed + index));
+        auto lens = profile.find(name);
+        if (!inputs.count(name))
+            inputs.emplace(name, generate_argument(lens == profile.end() ? sh : sh.specialised(lens->second),
+                                                   s.seed + index));
         ++index;
     }
     return inputs;

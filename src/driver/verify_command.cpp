@@ -33,7 +33,7 @@ bool holds_quantization(const program& model) {
 }  // namespace
 
 int verify_command(const run_settings& settings, double rtol, double atol, verify_mode mode) {
-    const program model = load_model(settings.model);
+    const program model = load_model(settings.model, 1, settings.dyn_input_dims);
     const tolerance tol{rtol, atol};
     const parameter_map inputs = make_inputs(model, settings);
     if (mode == verify_mode::bisect) return bisect(model, settings, inputs, tol);

@@ -84,6 +84,10 @@ private:
 }  // namespace
 
 std::string save_buffer(const program& p) {
+    if (p.get_specialiser() != nullptr)
+        fail(error_kind::not_implemented,
+             "save: a program imported with dynamic dims (map_dyn_input_dims) cannot be saved yet; keep the model "
+             "file and import it again, or import it with fixed dims to save it");
     metadata_writer writer;
     std::string metadata = writer.program_json(p).dump();
 

@@ -146,6 +146,10 @@ void quantize_module(module& m, dtype type, const std::set<std::string>& chosen)
 void quantize_16bit(program& p, dtype type, const std::string& caller, const std::vector<std::string>& ins_names) {
     check_names(caller, ins_names);
     if (p.is_compiled()) fail(caller + ": the program is compiled; quantize it before compile (as MIGraphX requires)");
+    if (p.is_dynamic())
+        fail(error_kind::not_implemented,
+             caller + ": the program has dynamic parameters, which quantization does not handle yet; import it with "
+                      "fixed dims (map_input_dims) to quantize it");
     const std::set<std::string> chosen(ins_names.begin(), ins_names.end());
     for (const module* mod : p.get_modules()) quantize_module(*p.get_module(mod->name()), type, chosen);
 }

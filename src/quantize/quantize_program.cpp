@@ -18,6 +18,10 @@ void quantize_program(program& p, const target& t, const std::vector<parameter_m
     if (p.is_compiled())
         fail(caller + ": the program is already compiled for target '" + p.target_name() +
              "'; quantize the program before compiling it");
+    if (p.is_dynamic())
+        fail(error_kind::not_implemented,
+             caller + ": the program has dynamic parameters, which quantization does not handle yet; import it with "
+                      "fixed dims (map_input_dims) to quantize it");
     if (request.method == calibration_method::percentile && !(request.percentile > 50 && request.percentile <= 100))
         fail(caller + ": percentile must be above 50 and at most 100, got " + std::to_string(request.percentile));
     check_calibration_set(p, calibration, caller);

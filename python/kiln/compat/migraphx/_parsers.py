@@ -4,19 +4,16 @@ import kiln
 
 from ._errors import unsupported
 from ._program import program
-from ._shape import _static_lens, dynamic_dimension
+from ._shape import dynamic_dimension
 
 
-def _fixed_dim(value, where):
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        value = dynamic_dimension(value.get("min", 0), value.get("max", 0), value.get("optimals"))
+def _range(value):
+    """A MIGraphX dimension (int, dynamic_dimension, dict or (min, max[, optimals])) as Kiln takes it."""
+    if isinstance(value, dynamic_dimension):
+        return {"min": value.min, "max": value.max, "optimals": sorted(value.optimals)}
     if isinstance(value, (list, tuple)):
-        value = dynamic_dimension(*value)
-    if not isinstance(value, dynamic_dimension) or not value.is_fixed():
-        raise unsupported(f"{where} {value!r}: Kiln shapes are static today; give a fixed dimension (min == max)")
-    return value.min
+        return _range(dynamic_dimension(*value))
+    return value
 
 
 def _onnx_options(default_dim_value, default_dyn_dim_value, map_input_dims, map_dyn_input_dims,
@@ -25,19 +22,16 @@ def _onnx_options(default_dim_value, default_dyn_dim_value, map_input_dims, map_
         "skip_unknown_operators": bool(skip_unknown_operators),
         "print_program_on_error": bool(print_program_on_error),
     }
-    dims = {name: [int(n) for n in lens] for name, lens in (map_input_dims or {}).items()}
-    for name, dyn in (map_dyn_input_dims or {}).items():
-        dims[name] = _static_lens(dyn)
-    if dims:
-        options["map_input_dims"] = dims
+    if map_input_dims:
+        options["map_input_dims"] = {name: [int(n) for n in lens] for name, lens in map_input_dims.items()}
+    if map_dyn_input_dims:
+        options["map_dyn_input_dims"] = {name: [_range(d) for d in dims] for name, dims in map_dyn_input_dims.items()}
     # MIGraphX's default_dim_value of 0 means "use default_dyn_dim_value", whose
     # default {1, 1} is Kiln's default of 1.
     if default_dim_value:
         options["default_dim_value"] = int(default_dim_value)
-    else:
-        fixed = _fixed_dim(default_dyn_dim_value, "default_dyn_dim_value")
-        if fixed is not None:
-            options["default_dim_value"] = fixed
+    elif default_dyn_dim_value is not None:
+        options["default_dyn_dim_value"] = _range(default_dyn_dim_value)
     # Options Kiln may not have (loop limits, external data path) go through
     # only when set away from MIGraphX's default, so Kiln names any it lacks.
     options.update(extra)
@@ -56,7 +50,9 @@ def parse_onnx(filename, default_dim_value=0, default_dyn_dim_value=None, map_in
                map_dyn_input_dims=None, skip_unknown_operators=False, print_program_on_error=False,
                max_loop_iterations=10, limit_max_iterations=65535):
     """Imports an .onnx file. map_input_dims={name: lens} fixes input dims;
-    default_dim_value sets any other symbolic dim (1 when 0 or omitted)."""
+    default_dim_value sets any other symbolic dim (1 when 0 or omitted).
+    map_dyn_input_dims={name: [shape.dynamic_dimension(min, max, optimals) or int, ...]} and
+    default_dyn_dim_value give ranges: the compiled program runs every shape in them."""
     options = _onnx_options(default_dim_value, default_dyn_dim_value, map_input_dims, map_dyn_input_dims,
                             skip_unknown_operators, print_program_on_error,
                             _loop_options(max_loop_iterations, limit_max_iterations))
