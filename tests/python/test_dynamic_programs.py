@@ -1,0 +1,225 @@
+"""Programs with dynamic parameters: an ONNX model imported with ranges
+(map_dyn_input_dims, default_dyn_dim_value) compiles once and runs every shape
+in its ranges, checked against ONNX Runtime; shapes outside the ranges and bad
+range options give clear errors."""
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+import kiln
+from kiln_testing import CLI, run_in_threads
+
+CPU = kiln.get_target("cpu")
+
+
+class ConvNet(torch.nn.Module):
+    """Its flatten becomes Shape -> Gather -> Concat -> Reshape in the exported graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = torch.nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x):
+        y = torch.nn.functional.max_pool2d(torch.relu(self.conv(x)), 2)
+        return torch.softmax(self.fc(y.reshape(y.shape[0], -1)), -1)
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Linear(16, 32)
+        self.layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+
+    def forward(self, x):
+        return self.layer(self.embed(x))
+
+
+def export(model, example, path, dynamic_shapes):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        torch.onnx.export(model.eval(), example, str(path), dynamo=True, dynamic_shapes=dynamic_shapes,
+                          input_names=["x"], external_data=False)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def conv_model(tmp_path_factory):
+    torch.manual_seed(0)
+    batch = torch.export.Dim("batch", min=1, max=128)
+    return export(ConvNet(), (torch.randn(2, 3, 8, 8),), tmp_path_factory.mktemp("conv") / "conv.onnx",
+                  {"x": {0: batch}})
+
+
+@pytest.fixture(scope="module")
+def encoder_model(tmp_path_factory):
+    torch.manual_seed(0)
+    batch = torch.export.Dim("batch", min=1, max=16)
+    seq = torch.export.Dim("seq", min=2, max=128)
+    return export(Encoder(), (torch.randn(2, 5, 16),), tmp_path_factory.mktemp("enc") / "enc.onnx",
+                  {"x": {0: batch, 1: seq}})
+
+
+def check_against_onnxruntime(program, path, shapes, rtol=1e-4, atol=1e-5):
+    session = ort.InferenceSession(path)
+    rng = np.random.default_rng(1)
+    for lens in shapes:
+        x = rng.standard_normal(lens).astype(np.float32)
+        got = np.asarray(program.run({"x": x})[0])
+        np.testing.assert_allclose(got, session.run(None, {"x": x})[0], rtol=rtol, atol=atol, err_msg=str(lens))
+
+
+def test_symbolic_batch_compiled_once_runs_batch_1_3_64(conv_model):
+    p = kiln.parse_onnx(conv_model, map_dyn_input_dims={"x": [{"min": 1, "max": 64}, 3, 8, 8]})
+    assert p.is_dynamic()
+    assert str(p.get_parameter_shapes()["x"]) == "float_type, {1..64, 3, 8, 8}"
+    assert str(p.get_output_shapes()[0]) == "float_type, {1..64, 10}"
+    p.compile(CPU)
+    assert p.specialisation_count() == 1  # min, as no optimals were given
+    check_against_onnxruntime(p, conv_model, [(1, 3, 8, 8), (3, 3, 8, 8), (64, 3, 8, 8), (3, 3, 8, 8)])
+    assert p.specialisation_count() == 3  # 1, 3 and 64, each compiled once
+
+
+def test_optimals_are_compiled_ahead_and_kept(conv_model):
+    p = kiln.parse_onnx(conv_model, map_dyn_input_dims={"x": [{"min": 1, "max": 64, "optimals": [4, 16]}, 3, 8, 8]})
+    # The main module shown is the import at the first optimal.
+    assert p.get_main_module().get_parameter_shapes()["x"].lens == [4, 3, 8, 8]
+    p.compile(CPU)
+    assert p.specialisation_count() == 2
+    # Other extents are evicted least recently used first; the optimals stay.
+    for n in range(1, 14):
+        p.run({"x": np.zeros((n, 3, 8, 8), np.float32)})
+    assert p.specialisation_count() == 2 + 8
+    check_against_onnxruntime(p, conv_model, [(4, 3, 8, 8), (16, 3, 8, 8), (1, 3, 8, 8)])
+
+
+def test_dynamic_batch_and_sequence_of_a_transformer_layer(encoder_model):
+    p = kiln.parse_onnx(encoder_model, map_dyn_input_dims={
+        "x": [{"min": 1, "max": 8}, {"min": 2, "max": 64, "optimals": [16]}, 16]})
+    p.compile(CPU)
+    check_against_onnxruntime(p, encoder_model, [(1, 16, 16), (2, 5, 16), (8, 64, 16), (3, 2, 16)],
+                              rtol=1e-3, atol=1e-4)
+
+
+def test_default_dyn_dim_value_gives_every_symbolic_dim_the_range(encoder_model):
+    p = kiln.parse_onnx(encoder_model, default_dyn_dim_value={"min": 1, "max": 32, "optimals": [8]})
+    assert str(p.get_parameter_shapes()["x"]) == "float_type, {1..32@{8}, 1..32@{8}, 16}"
+    p.compile(CPU)
+    check_against_onnxruntime(p, encoder_model, [(8, 8, 16), (2, 31, 16)], rtol=1e-3, atol=1e-4)
+
+
+def test_fixed_ranges_give_a_static_program(conv_model):
+    p = kiln.parse_onnx(conv_model, map_dyn_input_dims={"x": [{"min": 5, "max": 5}, 3, 8, 8]})
+    assert not p.is_dynamic()
+    assert p.get_parameter_shapes()["x"].lens == [5, 3, 8, 8]
+    p = kiln.parse_onnx(conv_model, default_dyn_dim_value={"min": 2, "max": 2})
+    assert p.get_parameter_shapes()["x"].lens == [2, 3, 8, 8]
+
+
+def test_parse_onnx_buffer_with_ranges(conv_model):
+    data = open(conv_model, "rb").read()
+    p = kiln.parse_onnx_buffer(data, map_dyn_input_dims={"x": [{"min": 1, "max": 8}, 3, 8, 8]})
+    p.compile(CPU)
+    check_against_onnxruntime(p, conv_model, [(7, 3, 8, 8), (2, 3, 8, 8)])
+
+
+def test_shapes_outside_the_ranges_name_the_parameter_and_range(conv_model):
+    p = kiln.parse_onnx(conv_model, map_dyn_input_dims={"x": [{"min": 2, "max": 64, "optimals": [8]}, 3, 8, 8]})
+    p.compile(CPU)
+    with pytest.raises(ValueError, match=r"parameter 'x': extents \{65, 3, 8, 8\} are outside the range "
+                                         r"\{2\.\.64@\{8\}, 3, 8, 8\}"):
+        p.run({"x": np.zeros((65, 3, 8, 8), np.float32)})
+    with pytest.raises(ValueError, match=r"extents \{1, 3, 8, 8\} are outside"):
+        p.run({"x": np.zeros((1, 3, 8, 8), np.float32)})
+    with pytest.raises(ValueError, match=r"extents \{4, 3, 9, 8\} are outside"):
+        p.run({"x": np.zeros((4, 3, 9, 8), np.float32)})
+    with pytest.raises(ValueError, match=r"extents \{4, 3, 8\} are outside"):
+        p.run({"x": np.zeros((4, 3, 8), np.float32)})
+    with pytest.raises(TypeError, match="expected dtype float_type, got int32_type"):
+        p.run({"x": np.zeros((4, 3, 8, 8), np.int32)})
+    with pytest.raises(ValueError, match="missing input for parameter 'x'"):
+        p.run({})
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"map_dyn_input_dims": {"y": [1, 3, 8, 8]}}, "map_dyn_input_dims names 'y', which is not an input"),
+    ({"map_dyn_input_dims": {"x": [{"min": 1, "max": 4}, 3, 8, 8]}, "map_input_dims": {"x": [1, 3, 8, 8]}},
+     "in both map_input_dims and map_dyn_input_dims"),
+    ({"map_dyn_input_dims": {"x": [{"min": 9, "max": 4}, 3, 8, 8]}}, "min 9 is greater than max 4"),
+    ({"map_dyn_input_dims": {"x": [{"min": 1, "max": 4, "optimals": [5]}, 3, 8, 8]}}, "optimal 5 is outside"),
+    ({"map_dyn_input_dims": {"x": [{"min": 1, "maximum": 4}, 3, 8, 8]}}, "expected an int or a range"),
+    ({"map_dyn_input_dims": {"x": [{"min": 1, "max": 4, "optimal": 2}, 3, 8, 8]}}, "unknown key 'optimal'"),
+    ({"map_dyn_input_dims": {"x": [{"min": -1, "max": 4}, 3, 8, 8]}}, "non-negative int, got -1"),
+    ({"map_dyn_input_dims": {"x": [{"min": "1", "max": 4}, 3, 8, 8]}}, "non-negative int, got str"),
+    ({"map_dyn_input_dims": {"x": 4}}, "expected a list with one int or range per dimension"),
+    ({"map_dyn_input_dims": [1]}, "expected a dict of name -> dims"),
+    ({"default_dyn_dim_value": {"min": 3, "max": 1}}, "min 3 is greater than max 1"),
+])
+def test_bad_range_options_are_named(conv_model, options, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        kiln.parse_onnx(conv_model, **options)
+
+
+def test_threads_share_one_dynamic_program(conv_model):
+    p = kiln.parse_onnx(conv_model, map_dyn_input_dims={"x": [{"min": 1, "max": 16}, 3, 8, 8]})
+    p.compile(CPU)
+    session = ort.InferenceSession(conv_model)
+
+    def work(k):
+        rng = np.random.default_rng(k)
+        for step in range(6):
+            x = rng.standard_normal((1 + (k + step) % 5, 3, 8, 8)).astype(np.float32)
+            np.testing.assert_allclose(np.asarray(p.run({"x": x})[0]), session.run(None, {"x": x})[0],
+                                       rtol=1e-4, atol=1e-5)
+
+    run_in_threads(work, 4)
+
+
+def test_a_changed_model_file_is_not_imported_again_silently(conv_model, tmp_path):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(open(conv_model, "rb").read())
+    p = kiln.parse_onnx(str(path), map_dyn_input_dims={"x": [{"min": 1, "max": 8}, 3, 8, 8]})
+    p.compile(CPU)
+    p.run({"x": np.zeros((1, 3, 8, 8), np.float32)})
+    path.write_bytes(b"\0" * 10)
+    with pytest.raises(kiln.KilnError, match="the model file changed since it was imported"):
+        p.run({"x": np.zeros((2, 3, 8, 8), np.float32)})
+    p.run({"x": np.zeros((1, 3, 8, 8), np.float32)})  # compiled before the change
+
+
+def test_what_dynamic_programs_cannot_do_yet_says_so(conv_model, tmp_path):
+    p = kiln.parse_onnx(conv_model, map_dyn_input_dims={"x": [{"min": 1, "max": 8}, 3, 8, 8]})
+    with pytest.raises(kiln.KilnError, match="dynamic parameters, which quantization does not handle yet"):
+        kiln.quantize_fp16(p)
+    p.compile(CPU)
+    with pytest.raises(kiln.KilnError, match="cannot be saved yet"):
+        kiln.save(p, str(tmp_path / "m.kiln"))
+
+
+def run_cli(*args):
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_dyn_input_dim(conv_model, tmp_path):
+    spec = "x:1..32@{4},3,8,8"
+    out = run_cli("params", conv_model, "--dyn-input-dim", spec)
+    assert out.returncode == 0, out.stderr
+    assert "x: float_type, {1..32@{4}, 3, 8, 8}" in out.stdout and "0: float_type, {1..32, 10}" in out.stdout
+    x = np.random.default_rng(0).standard_normal((5, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = run_cli("run", conv_model, "--dyn-input-dim", spec, "--input", f"x={tmp_path / 'x.npy'}",
+                  "--save-outputs", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    expected = ort.InferenceSession(conv_model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "output_0.npy"), expected, rtol=1e-4, atol=1e-5)
+    np.save(tmp_path / "big.npy", np.zeros((33, 3, 8, 8), np.float32))
+    out = run_cli("run", conv_model, "--dyn-input-dim", spec, "--input", f"x={tmp_path / 'big.npy'}")
+    assert out.returncode == 2 and "extents {33, 3, 8, 8} are outside the range {1..32@{4}, 3, 8, 8}" in out.stderr
+    out = run_cli("run", conv_model, "--dyn-input-dim", "x:1..b,3,8,8")
+    assert out.returncode == 2 and "'b' is not an extent" in out.stderr
