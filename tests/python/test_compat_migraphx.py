@@ -427,10 +427,14 @@ def test_parse_onnx_dimension_options(tmp_path):
     assert lens(migraphx.parse_onnx(path, default_dyn_dim_value=dd(4, 4))) == [4, 3]
     assert lens(migraphx.parse_onnx(path, map_input_dims={"x": [2, 3]})) == [2, 3]
     assert lens(migraphx.parse_onnx(path, map_dyn_input_dims={"x": [dd(5, 5), dd(3, 3)]})) == [5, 3]
-    with pytest.raises(kiln.UnsupportedError, match="static"):
-        migraphx.parse_onnx(path, map_dyn_input_dims={"x": [dd(1, 8), dd(3, 3)]})
-    with pytest.raises(kiln.UnsupportedError, match="static"):
-        migraphx.parse_onnx(path, default_dyn_dim_value=dd(1, 8))
+    # Ranges give a dynamic program that runs every shape in them.
+    for p in (migraphx.parse_onnx(path, map_dyn_input_dims={"x": [dd(1, 8, {4}), dd(3, 3)]}),
+              migraphx.parse_onnx(path, default_dyn_dim_value=dd(1, 8, {4}))):
+        assert str(p.get_parameter_shapes()["x"]) == "float_type, {1..8@{4}, 3}"
+        p.compile(migraphx.get_target("cpu"))
+        for n in (1, 4, 8):
+            x = np.arange(3 * n, dtype=np.float32).reshape(n, 3) - 4
+            np.testing.assert_array_equal(np.array(p.run({"x": x})[0]), np.maximum(x, 0))
     buffer = pathlib.Path(path).read_bytes()
     assert lens(migraphx.parse_onnx_buffer(buffer, map_input_dims={"x": [7, 3]})) == [7, 3]
 
