@@ -9,7 +9,7 @@ JOBS   ?= 2
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: all setup build test test-cpp test-python test-slow test-package test-sanitize demo bench bench-quantized bench-torch bench-quick fuzz fuzz-build format clean
+.PHONY: all setup build test test-cpp test-python test-slow test-package test-sanitize demo bench bench-quantized bench-torch bench-dynamic bench-quick fuzz fuzz-build format clean
 FUZZ_BUILD   := build-fuzz
 FUZZ_SECONDS ?= 1800
 # fuzz_onnx_import (the ONNX importer) or fuzz_kiln_load (the .kiln loader).
@@ -70,11 +70,17 @@ demo: build
 # "kiln") and their int8 variants) on six (bench/results/torch.{md,png,json}).
 # BENCH_ARGS, QBENCH_ARGS and TBENCH_ARGS go to each (see bench/run_bench.py
 # --help); bench-quantized and bench-torch run one alone, bench-quick a few
-# minutes of the first two (build/bench/results/).
+# minutes of the first two (build/bench/results/). Then bench-dynamic: one
+# dynamic program against exact-shape programs and ONNX Runtime
+# (build/bench/dynamic/dynamic.{md,json}).
 bench: build
 	@status=0; $(PY) bench/run_bench.py $(BENCH_ARGS) || status=$$?; \
 	$(PY) bench/run_bench.py --suite quantized $(QBENCH_ARGS) || status=$$?; \
-	$(PY) bench/run_bench.py --suite torch $(TBENCH_ARGS) || status=$$?; exit $$status
+	$(PY) bench/run_bench.py --suite torch $(TBENCH_ARGS) || status=$$?; \
+	$(PY) bench/dynamic_shapes.py || status=$$?; exit $$status
+
+bench-dynamic: build
+	@$(PY) bench/dynamic_shapes.py
 
 bench-quantized: build
 	@$(PY) bench/run_bench.py --suite quantized $(QBENCH_ARGS)
