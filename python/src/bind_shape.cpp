@@ -1,4 +1,4 @@
-// kiln.shape: dtype, lens and strides of a tensor.
+// kiln.shape: dtype, lens and strides of a tensor, or ranges of extents (dyn_dims).
 #include <nanobind/operators.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -26,12 +26,84 @@ std::vector<std::size_t> to_extents(const std::vector<std::int64_t>& values, con
     return out;
 }
 
-shape make_shape(nb::handle type, const std::vector<std::int64_t>& lens,
-                 const std::optional<std::vector<std::int64_t>>& strides) {
+// Python ints and integer-like objects (numpy integers), but not bools.
+bool is_integer(nb::handle obj) { return PyIndex_Check(obj.ptr()) && !nb::isinstance<nb::bool_>(obj); }
+
+// One non-negative extent of a dynamic dimension.
+std::size_t to_extent(nb::handle obj, const std::string& what) {
+    if (!is_integer(obj))
+        fail(error_kind::type_error, "shape: " + what + " must be an int, got " + nb::cast<std::string>(nb::repr(obj)));
+    auto v = nb::cast<std::int64_t>(nb::steal(PyNumber_Index(obj.ptr())));
+    if (v < 0) fail(error_kind::invalid_argument, "shape: " + what + " must be non-negative, got " + std::to_string(v));
+    return static_cast<std::size_t>(v);
+}
+
+// A member of a dict, or an attribute of any other object (a
+// migraphx-style dynamic_dimension); nullopt when it has none.
+std::optional<nb::object> field(nb::handle dim, const char* key) {
+    if (nb::isinstance<nb::dict>(dim)) {
+        nb::dict d = nb::borrow<nb::dict>(dim);
+        if (!d.contains(key)) return std::nullopt;
+        return nb::borrow(d[key]);
+    }
+    if (!nb::hasattr(dim, key)) return std::nullopt;
+    return dim.attr(key);
+}
+
+// An int (a fixed extent), a dict {"min", "max", "optimals"} (optimals
+// optional) or an object with .min, .max and .optimals.
+dynamic_dimension to_dynamic_dimension(nb::handle dim, std::size_t axis) {
+    const std::string where = "dyn_dims[" + std::to_string(axis) + "]";
+    if (is_integer(dim)) return dynamic_dimension(to_extent(dim, where));
+    auto lo = field(dim, "min");
+    auto hi = field(dim, "max");
+    if (!lo || !hi)
+        fail(error_kind::type_error, "shape: " + where +
+                                         " must be an int, a dict {'min', 'max', 'optimals'} or an object with "
+                                         ".min and .max, got " + nb::cast<std::string>(nb::repr(dim)));
+    if (nb::isinstance<nb::dict>(dim))
+        for (auto [key, unused] : nb::borrow<nb::dict>(dim)) {
+            std::string name = nb::cast<std::string>(nb::str(key));
+            if (name != "min" && name != "max" && name != "optimals")
+                fail(error_kind::invalid_argument,
+                     "shape: " + where + " has an unknown key '" + name + "' (expected min, max, optimals)");
+        }
+    std::size_t min = to_extent(*lo, where + ".min");
+    std::size_t max = to_extent(*hi, where + ".max");
+    std::vector<std::size_t> optimals;
+    if (auto opts = field(dim, "optimals"); opts && !opts->is_none())
+        for (nb::handle o : *opts) optimals.push_back(to_extent(o, where + ".optimals"));
+    try {
+        return dynamic_dimension(min, max, std::move(optimals));
+    } catch (const error& e) {
+        fail(e.kind(), "shape: " + where + ": " + e.what());
+    }
+}
+
+shape make_shape(nb::handle type, const std::optional<std::vector<std::int64_t>>& lens,
+                 const std::optional<std::vector<std::int64_t>>& strides, nb::handle dyn_dims) {
     dtype t = to_dtype(type);
-    auto l = to_extents(lens, "lens");
+    if (!dyn_dims.is_none()) {
+        if (lens || strides) fail(error_kind::invalid_argument, "shape: give lens (and strides) or dyn_dims, not both");
+        std::vector<dynamic_dimension> dims;
+        for (nb::handle d : dyn_dims) dims.push_back(to_dynamic_dimension(d, dims.size()));
+        return shape::from_dyn_dims(t, std::move(dims));
+    }
+    auto l = to_extents(lens.value_or(std::vector<std::int64_t>{}), "lens");
     if (!strides) return shape(t, std::move(l));
     return shape(t, std::move(l), to_extents(*strides, "strides"));
+}
+
+nb::list dyn_dims_as_dicts(const shape& s) {
+    nb::list out;
+    for (const auto& d : s.dyn_dims()) {
+        nb::dict dim;
+        dim["min"] = d.min;
+        dim["max"] = d.max;
+        dim["optimals"] = nb::cast(d.optimals);
+        out.append(dim);
+    }
+    return out;
 }
 
 std::string shape_repr(const shape& s) {
@@ -41,6 +113,13 @@ std::string shape_repr(const shape& s) {
         for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
         return out + "]";
     };
+    if (s.dynamic()) {
+        // Ranges in the text form's notation: "1..64@{1, 8}".
+        std::string dims = "[";
+        auto all = s.dyn_dims();
+        for (std::size_t i = 0; i < all.size(); ++i) dims += (i ? ", " : "") + to_string(all[i]);
+        return "kiln.shape(type=\"" + to_string(s.type()) + "\", dyn_dims=" + dims + "])";
+    }
     return "kiln.shape(type=\"" + to_string(s.type()) + "\", lens=" + list(s.lens()) +
            ", strides=" + list(s.strides()) + ")";
 }
@@ -51,15 +130,23 @@ void bind_shape(nb::module_& m) {
     nb::class_<shape>(m, "shape", "A tensor's element type, extents (lens) and element strides.")
         .def(
             "__init__",
-            [](shape* self, nb::handle type, const std::vector<std::int64_t>& lens,
-               const std::optional<std::vector<std::int64_t>>& strides) {
-                new (self) shape(make_shape(type, lens, strides));
+            [](shape* self, nb::handle type, const std::optional<std::vector<std::int64_t>>& lens,
+               const std::optional<std::vector<std::int64_t>>& strides, nb::handle dyn_dims) {
+                new (self) shape(make_shape(type, lens, strides, dyn_dims));
             },
-            nb::arg("type") = "float", nb::arg("lens") = std::vector<std::int64_t>{}, nb::arg("strides") = nb::none())
+            nb::arg("type") = "float", nb::arg("lens") = nb::none(), nb::arg("strides") = nb::none(),
+            nb::arg("dyn_dims") = nb::none(),
+            "A static shape from lens (and strides), or a dynamic one from dyn_dims: per dimension an int "
+            "(fixed) or a range {'min': .., 'max': .., 'optimals': [..]}.")
         .def_prop_ro("type", [](const shape& s) { return to_string(s.type()); })
         .def_prop_ro("lens", [](const shape& s) { return s.lens(); })
         .def_prop_ro("strides", [](const shape& s) { return s.strides(); })
         .def_prop_ro("ndim", &shape::ndim)
+        .def("dynamic", &shape::dynamic, "Some dimension is a range; lens are then the maximum extents.")
+        .def_prop_ro("dyn_dims", dyn_dims_as_dicts,
+                     "Every dimension as a dict {'min', 'max', 'optimals'} (fixed ones with min == max).")
+        .def_prop_ro("min_lens", &shape::min_lens)
+        .def_prop_ro("max_lens", &shape::max_lens)
         .def("elements", &shape::elements)
         .def("bytes", &shape::bytes, "Bytes of memory the shape spans, strides included.")
         .def("standard", &shape::standard, "Row-major packed.")

@@ -71,6 +71,42 @@ std::vector<std::size_t> to_sizes(const json& j, const char* what) {
     return out;
 }
 
+json dyn_dim_to_json(const dynamic_dimension& d) {
+    return json{{"min", d.min}, {"max", d.max}, {"optimals", d.optimals}};
+}
+
+dynamic_dimension json_to_dyn_dim(const json& j, std::size_t axis) {
+    const std::string where = "dyn_dims[" + std::to_string(axis) + "]";
+    if (!j.is_object()) bad("'" + where + "' must be an object {min, max, optimals}, got " + j.type_name());
+    auto lo = static_cast<std::size_t>(as_uint(member(j, "min"), where + ".min"));
+    auto hi = static_cast<std::size_t>(as_uint(member(j, "max"), where + ".max"));
+    std::vector<std::size_t> optimals;
+    if (const json* o = optional_member(j, "optimals")) optimals = to_sizes(*o, "optimals");
+    try {
+        return dynamic_dimension(lo, hi, std::move(optimals));
+    } catch (const error& e) {
+        bad("'" + where + "': " + e.what());
+    }
+}
+
+// A shape whose element count or memory span overflows would make later size
+// computations (and allocations) meaningless.
+void check_not_too_large(dtype type, const std::vector<std::size_t>& lens, const std::vector<std::size_t>& strides) {
+    constexpr std::size_t limit = std::size_t{1} << 62;
+    std::size_t elements = 1;
+    std::size_t last = 0;
+    for (std::size_t i = 0; i < lens.size(); ++i) {
+        std::size_t step = 0;
+        if (__builtin_mul_overflow(elements, lens[i], &elements) || elements > limit ||
+            (lens[i] > 0 && (__builtin_mul_overflow(lens[i] - 1, strides[i], &step) ||
+                             __builtin_add_overflow(last, step, &last) || last > limit)))
+            bad("shape " + to_string(lens) + " with strides " + to_string(strides) + " is too large");
+    }
+    std::size_t bytes = 0;
+    if (__builtin_mul_overflow(last + 1, dtype_size(type), &bytes) || bytes > limit)
+        bad("shape " + to_string(lens) + " is too large");
+}
+
 }  // namespace
 
 json parse_document(const char* begin, const char* end) {
@@ -123,6 +159,13 @@ json shape_to_json(const shape& s) {
         for (const auto& e : s.sub_shapes()) elements.push_back(shape_to_json(e));
         return json{{"tuple", std::move(elements)}};
     }
+    if (s.dynamic()) {
+        // No lens or strides: a reader that predates ranges fails on the
+        // missing 'lens' instead of loading the maximum extents as static.
+        json dims = json::array();
+        for (const auto& d : s.dyn_dims()) dims.push_back(dyn_dim_to_json(d));
+        return json{{"type", to_string(s.type())}, {"dyn_dims", std::move(dims)}};
+    }
     return json{{"type", to_string(s.type())}, {"lens", s.lens()}, {"strides", s.strides()}};
 }
 
@@ -148,25 +191,21 @@ shape json_to_shape(const json& j) {
     } catch (const error&) {
         bad("unknown dtype '" + type_name + "'");
     }
+    if (const json* dims_json = optional_member(j, "dyn_dims")) {
+        if (optional_member(j, "lens") != nullptr || optional_member(j, "strides") != nullptr)
+            bad("a shape has either 'dyn_dims' or 'lens' and 'strides', not both");
+        if (!dims_json->is_array()) bad(std::string("'dyn_dims' must be an array, got ") + dims_json->type_name());
+        std::vector<dynamic_dimension> dims;
+        for (std::size_t i = 0; i < dims_json->size(); ++i) dims.push_back(json_to_dyn_dim((*dims_json)[i], i));
+        shape s = shape::from_dyn_dims(type, std::move(dims));
+        check_not_too_large(type, s.lens(), s.strides());
+        return s;
+    }
     auto lens = to_sizes(member(j, "lens"), "lens");
     auto strides = to_sizes(member(j, "strides"), "strides");
     if (lens.size() != strides.size())
         bad("shape has " + std::to_string(lens.size()) + " lens but " + std::to_string(strides.size()) + " strides");
-    // Reject shapes whose element count or memory span overflows, so that
-    // later size computations (and allocations) stay meaningful.
-    constexpr std::size_t limit = std::size_t{1} << 62;
-    std::size_t elements = 1;
-    std::size_t last = 0;
-    for (std::size_t i = 0; i < lens.size(); ++i) {
-        std::size_t step = 0;
-        if (__builtin_mul_overflow(elements, lens[i], &elements) || elements > limit ||
-            (lens[i] > 0 && (__builtin_mul_overflow(lens[i] - 1, strides[i], &step) ||
-                             __builtin_add_overflow(last, step, &last) || last > limit)))
-            bad("shape " + to_string(lens) + " with strides " + to_string(strides) + " is too large");
-    }
-    std::size_t bytes = 0;
-    if (__builtin_mul_overflow(last + 1, dtype_size(type), &bytes) || bytes > limit)
-        bad("shape " + to_string(lens) + " is too large");
+    check_not_too_large(type, lens, strides);
     return {type, std::move(lens), std::move(strides)};
 }
 

@@ -28,8 +28,9 @@ json parse_document(const char* begin, const char* end);
 value json_to_value(const json& j);
 
 json shape_to_json(const shape& s);
-// Rejects unknown dtypes, lens/strides of different length and shapes whose
-// size in bytes overflows.
+// A dynamic shape is {"type", "dyn_dims": [{"min", "max", "optimals"}, ...]}
+// (no lens or strides). Rejects unknown dtypes, malformed ranges, lens/strides
+// of different length and shapes whose size in bytes overflows.
 shape json_to_shape(const json& j);
 
 json options_to_json(const compile_options& o);
