@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 
+#include "io/dynamic_source.hpp"
 #include "io/file_header.hpp"
 #include "io/json_codec.hpp"
 #include "kiln/op_registry.hpp"
@@ -166,12 +167,23 @@ program read_program(const io::json& meta, const io::file_header& h, const data_
     for (std::size_t i : reading_order(modules)) read_module(modules[i], *targets[i], p, data);
     verify_program(p, "in the loaded program");
 
+    if (const io::json* dynamic = io::optional_member(meta, "dynamic")) {
+        std::uint64_t offset = io::get_uint(*dynamic, "offset");
+        std::uint64_t size = io::get_uint(*dynamic, "bytes");
+        if (offset > data.size || size > data.size - offset) bad("the dynamic program's model lies outside the data section");
+        io::restore_source(p, *dynamic, std::string(reinterpret_cast<const char*>(data.bytes + offset), size));
+    }
     const io::json* compiled = io::optional_member(meta, "compiled");
     if ((compiled != nullptr) != ((h.flags & io::flag_compiled) != 0))
         bad("the header and the metadata disagree on whether the program is compiled");
     if (compiled != nullptr) {
         std::string target = io::get_string(*compiled, "target");
-        p.lower_compiled(target, io::json_to_options(io::member(*compiled, "options")));
+        compile_options options = io::json_to_options(io::member(*compiled, "options"));
+        // A dynamic program keeps its source, not its specialisations: compile them again.
+        if (p.is_dynamic())
+            p.compile(get_target(target), options);
+        else
+            p.lower_compiled(target, options);
     }
     return p;
 }

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <unordered_map>
 
+#include "io/dynamic_source.hpp"
 #include "io/file_header.hpp"
 #include "io/json_codec.hpp"
 #include "kiln/serialize.hpp"
@@ -30,6 +31,17 @@ public:
         io::json meta{{"producer", std::string("kiln ") + version}, {"modules", std::move(modules)}};
         if (p.is_compiled())
             meta["compiled"] = {{"target", p.target_name()}, {"options", io::options_to_json(p.get_compile_options())}};
+        if (p.get_specialiser() != nullptr) {
+            io::source_record source = io::record_source(p);
+            model_ = std::move(source.model);
+            argument bytes(shape{dtype::uint8_type, {model_.size()}}, model_.data());
+            data_entry e{bytes, model_.size(), io::align_up(data_size_)};
+            data_size_ = e.offset + e.size;
+            source.meta["offset"] = e.offset;
+            source.meta["bytes"] = e.size;
+            data_.push_back(std::move(e));
+            meta["dynamic"] = std::move(source.meta);
+        }
         return meta;
     }
     const std::vector<data_entry>& data() const { return data_; }
@@ -79,15 +91,12 @@ private:
 
     std::vector<data_entry> data_;
     std::uint64_t data_size_ = 0;
+    std::string model_;  // a dynamic program's source model, which data_ points into
 };
 
 }  // namespace
 
 std::string save_buffer(const program& p) {
-    if (p.get_specialiser() != nullptr)
-        fail(error_kind::not_implemented,
-             "save: a program imported with dynamic dims (map_dyn_input_dims) cannot be saved yet; keep the model "
-             "file and import it again, or import it with fixed dims to save it");
     metadata_writer writer;
     std::string metadata = writer.program_json(p).dump();
 

@@ -1,8 +1,11 @@
 #include "onnx/dynamic_inputs.hpp"
 
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <system_error>
 
+#include "onnx/onnx_parser.hpp"
 #include "onnx/onnx_tensor.hpp"
 
 namespace kiln::onnx_import {
@@ -78,14 +81,25 @@ public:
     }
     std::string kind() const override { return "onnx"; }
     program specialise(const parameter_lens& lens) const override {
+        check_unchanged();
+        return parse_onnx(path_, at_extents(options_, lens));
+    }
+    source_image image() const {
+        check_unchanged();
+        std::ifstream f(path_, std::ios::binary);
+        std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        if (bytes.size() != size_) fail(error_kind::runtime, path_ + ": cannot read the model file again");
+        return {std::move(bytes), options_, std::filesystem::absolute(path_).parent_path()};
+    }
+
+private:
+    void check_unchanged() const {
         std::error_code ec;
         if (std::filesystem::file_size(path_, ec) != size_ || std::filesystem::last_write_time(path_, ec) != modified_)
             fail(error_kind::runtime, path_ + ": the model file changed since it was imported, so its dynamic program "
                                               "cannot import it again for new extents; import it again");
-        return parse_onnx(path_, at_extents(options_, lens));
     }
 
-private:
     std::string path_;
     onnx_options options_;
     std::uintmax_t size_ = 0;
@@ -94,16 +108,16 @@ private:
 
 class buffer_source : public specialiser {
 public:
-    buffer_source(const void* data, std::size_t size, onnx_options options)
-        : bytes_(static_cast<const char*>(data), size), options_(std::move(options)) {}
+    explicit buffer_source(source_image image) : image_(std::move(image)) {}
     std::string kind() const override { return "onnx"; }
     program specialise(const parameter_lens& lens) const override {
-        return parse_onnx_buffer(bytes_.data(), bytes_.size(), at_extents(options_, lens));
+        return parse_model_bytes(image_.model.data(), image_.model.size(), at_extents(image_.options, lens),
+                                 image_.model_dir, "ONNX model kept by a dynamic program");
     }
+    const source_image& image() const { return image_; }
 
 private:
-    std::string bytes_;
-    onnx_options options_;
+    source_image image_;
 };
 
 }  // namespace
@@ -112,8 +126,19 @@ std::shared_ptr<const specialiser> file_specialiser(const std::string& path, con
     return std::make_shared<file_source>(path, options);
 }
 
-std::shared_ptr<const specialiser> buffer_specialiser(const void* data, std::size_t size, const onnx_options& options) {
-    return std::make_shared<buffer_source>(data, size, options);
+std::shared_ptr<const specialiser> buffer_specialiser(const void* data, std::size_t size, const onnx_options& options,
+                                                      const std::filesystem::path& model_dir) {
+    return specialiser_from_image({std::string(static_cast<const char*>(data), size), options, model_dir});
+}
+
+std::optional<source_image> image_of(const specialiser& s) {
+    if (const auto* file = dynamic_cast<const file_source*>(&s)) return file->image();
+    if (const auto* buffer = dynamic_cast<const buffer_source*>(&s)) return buffer->image();
+    return std::nullopt;
+}
+
+std::shared_ptr<const specialiser> specialiser_from_image(source_image image) {
+    return std::make_shared<buffer_source>(std::move(image));
 }
 
 }  // namespace kiln::onnx_import

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kiln/onnx.hpp"
@@ -27,6 +28,19 @@ onnx_options at_extents(const onnx_options& options, const parameter_lens& lens)
 // Imports the model again from where it came: the file (which must not have
 // changed since) or a copy of the buffer.
 std::shared_ptr<const specialiser> file_specialiser(const std::string& path, const onnx_options& options);
-std::shared_ptr<const specialiser> buffer_specialiser(const void* data, std::size_t size, const onnx_options& options);
+std::shared_ptr<const specialiser> buffer_specialiser(const void* data, std::size_t size, const onnx_options& options,
+                                                      const std::filesystem::path& model_dir = {});
+
+// What a saved dynamic program keeps of its ONNX import: the model's bytes,
+// the options (without ranges) and the folder external data resolves in.
+struct source_image {
+    std::string model;
+    onnx_options options;
+    std::filesystem::path model_dir;
+};
+// The image of an ONNX specialiser (a file is read again, and must not have
+// changed); nullopt for a specialiser of another front end.
+std::optional<source_image> image_of(const specialiser& s);
+std::shared_ptr<const specialiser> specialiser_from_image(source_image image);
 
 }  // namespace kiln::onnx_import

@@ -372,16 +372,11 @@ program onnx_parser::parse(const onnx::ModelProto& model,
     return std::move(prog_);
 }
 
-namespace {
-
-// `file`, when the bytes are a mapped model file, reads each initializer's
-// bytes from the file (a file another process cuts short meanwhile is then a
-// read error, not SIGBUS on the mapping) and drops its pages once its literal
-// holds a copy: mapped pages count in the process's memory, and keeping them
-// would hold the weights twice while parsing.
+// Mapped pages count in the process's memory: keeping them would hold the
+// weights twice while parsing, hence `file`'s release after each copy.
 program parse_model_bytes(const void* data, std::size_t size, const onnx_options& options,
                           const std::filesystem::path& model_dir, const std::string& source,
-                          const mapped_file* file = nullptr) {
+                          const mapped_file* file) {
     if (size == 0) fail(error_kind::parse_error, source + ": empty input, not an ONNX model");
     if (size > static_cast<std::size_t>(std::numeric_limits<int>::max()))
         fail(error_kind::parse_error, source + ": larger than the 2 GiB protobuf limit; store weights as external data");
@@ -402,13 +397,11 @@ program parse_model_bytes(const void* data, std::size_t size, const onnx_options
     program p = parser.parse(loaded.model, loaded.initializer_raw_data, copied, copy_raw);
     if (!dynamic.empty()) {
         auto again = file != nullptr ? file_specialiser(source, without_ranges(options))
-                                     : buffer_specialiser(data, size, without_ranges(options));
+                                     : buffer_specialiser(data, size, without_ranges(options), model_dir);
         p.set_specialiser(std::move(again), std::move(dynamic));
     }
     return p;
 }
-
-}  // namespace
 
 }  // namespace kiln::onnx_import
 

@@ -195,4 +195,15 @@ std::string describe_node(const onnx::NodeProto& node, std::size_t index);
 // The origin the node's instructions record: its name, or "Conv #3" when it has none.
 std::string node_origin(const onnx::NodeProto& node, std::size_t index);
 
+class mapped_file;
+
+// Imports a serialized ModelProto. External data resolves in `model_dir`;
+// `source` names the model in errors. `file`, when the bytes are a mapped
+// model file, reads each initializer's bytes from the file (a file another
+// process cuts short meanwhile is then a read error, not SIGBUS on the
+// mapping) and drops its pages once its literal holds a copy.
+program parse_model_bytes(const void* data, std::size_t size, const onnx_options& options,
+                          const std::filesystem::path& model_dir, const std::string& source,
+                          const mapped_file* file = nullptr);
+
 }  // namespace kiln::onnx_import

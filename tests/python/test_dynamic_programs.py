@@ -193,13 +193,39 @@ def test_a_changed_model_file_is_not_imported_again_silently(conv_model, tmp_pat
     p.run({"x": np.zeros((1, 3, 8, 8), np.float32)})  # compiled before the change
 
 
-def test_what_dynamic_programs_cannot_do_yet_says_so(conv_model, tmp_path):
+def test_quantizing_a_dynamic_program_says_it_is_not_supported_yet(conv_model):
     p = kiln.parse_onnx(conv_model, map_dyn_input_dims={"x": [{"min": 1, "max": 8}, 3, 8, 8]})
     with pytest.raises(kiln.KilnError, match="dynamic parameters, which quantization does not handle yet"):
         kiln.quantize_fp16(p)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_save_and_load_keep_the_ranges_and_the_model(conv_model, tmp_path, compiled):
+    p = kiln.parse_onnx(conv_model, map_dyn_input_dims={"x": [{"min": 1, "max": 32, "optimals": [2]}, 3, 8, 8]})
+    if compiled:
+        p.compile(CPU)
+    path = str(tmp_path / "m.kiln")
+    kiln.save(p, path)
+    for loaded in (kiln.load(path), kiln.load_buffer(kiln.save_buffer(p))):
+        assert loaded.is_compiled() == compiled and loaded.is_dynamic()
+        assert str(loaded.get_parameter_shapes()["x"]) == "float_type, {1..32@{2}, 3, 8, 8}"
+        if not compiled:
+            loaded.compile(CPU)
+        assert loaded.specialisation_count() == 1
+        check_against_onnxruntime(loaded, conv_model, [(2, 3, 8, 8), (5, 3, 8, 8), (32, 3, 8, 8)])
+        with pytest.raises(ValueError, match="outside the range"):
+            loaded.run({"x": np.zeros((33, 3, 8, 8), np.float32)})
+
+
+def test_a_saved_dynamic_program_does_not_need_the_model_file(conv_model, tmp_path):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(open(conv_model, "rb").read())
+    p = kiln.parse_onnx(str(path), map_dyn_input_dims={"x": [{"min": 1, "max": 8}, 3, 8, 8]})
     p.compile(CPU)
-    with pytest.raises(kiln.KilnError, match="cannot be saved yet"):
-        kiln.save(p, str(tmp_path / "m.kiln"))
+    kiln.save(p, str(tmp_path / "m.kiln"))
+    path.unlink()
+    loaded = kiln.load(str(tmp_path / "m.kiln"))
+    check_against_onnxruntime(loaded, conv_model, [(7, 3, 8, 8)])
 
 
 def run_cli(*args):
@@ -223,3 +249,11 @@ def test_cli_dyn_input_dim(conv_model, tmp_path):
     assert out.returncode == 2 and "extents {33, 3, 8, 8} are outside the range {1..32@{4}, 3, 8, 8}" in out.stderr
     out = run_cli("run", conv_model, "--dyn-input-dim", "x:1..b,3,8,8")
     assert out.returncode == 2 and "'b' is not an extent" in out.stderr
+    compiled = str(tmp_path / "m.kiln")
+    out = run_cli("compile", conv_model, "--dyn-input-dim", spec, "-o", compiled)
+    assert out.returncode == 0, out.stderr
+    out = run_cli("run", compiled, "--input", f"x={tmp_path / 'x.npy'}", "--save-outputs", str(tmp_path / "k"))
+    assert out.returncode == 0, out.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "k" / "output_0.npy"), expected, rtol=1e-4, atol=1e-5)
+    out = run_cli("read", compiled)
+    assert out.returncode == 0 and "dynamic parameters: x: float_type, {1..32@{4}, 3, 8, 8}" in out.stdout
