@@ -17,7 +17,9 @@ struct onnx_options {
     // Dims of named graph inputs, replacing what the model declares.
     std::unordered_map<std::string, std::vector<std::size_t>> map_input_dims;
     // Extent used for symbolic or unknown input dims not set by map_input_dims.
-    std::size_t default_dim_value = 1;
+    // Unset, such a dim is an error naming it (unless default_dyn_dim_value
+    // gives it a range): guessing an extent would hide a wrong shape.
+    std::optional<std::size_t> default_dim_value;
     // A range for each dim of named graph inputs (fixed dims have min == max):
     // MIGraphX's map_dyn_input_dims. A name may not also be in map_input_dims.
     std::unordered_map<std::string, std::vector<dynamic_dimension>> map_dyn_input_dims;

@@ -34,7 +34,9 @@ onnx_options to_onnx_options(const nb::kwargs& kwargs) {
         } else if (name == "default_dyn_dim_value") {
             if (!item.is_none()) options.default_dyn_dim_value = to_dynamic_dimension(item, name);
         } else if (name == "default_dim_value") {
-            attribute_from_value(to_value(item, name), options.default_dim_value);
+            std::size_t extent = 0;
+            attribute_from_value(to_value(item, name), extent);
+            options.default_dim_value = extent;
         } else if (name == "skip_unknown_operators") {
             attribute_from_value(to_value(item, name), options.skip_unknown_operators);
         } else if (name == "print_program_on_error") {

@@ -12,7 +12,7 @@ json options_json(const onnx_options& o) {
     json dims = json::object();
     for (const auto& [name, lens] : o.map_input_dims) dims[name] = lens;
     return {{"map_input_dims", std::move(dims)},
-            {"default_dim_value", o.default_dim_value},
+            {"default_dim_value", o.default_dim_value ? json(*o.default_dim_value) : json()},
             {"skip_unknown_operators", o.skip_unknown_operators}};
 }
 
@@ -27,7 +27,7 @@ onnx_options json_options(const json& j) {
         for (const auto& n : lens) extents.push_back(as_uint(n, "map_input_dims['" + name + "']"));
         o.map_input_dims[name] = extents;
     }
-    o.default_dim_value = get_uint(j, "default_dim_value");
+    if (!member(j, "default_dim_value").is_null()) o.default_dim_value = get_uint(j, "default_dim_value");
     const json& skip = member(j, "skip_unknown_operators");
     if (!skip.is_boolean()) bad("'skip_unknown_operators' must be a boolean");
     o.skip_unknown_operators = skip.get<bool>();

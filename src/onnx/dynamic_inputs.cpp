@@ -28,8 +28,10 @@ std::map<std::string, shape> dynamic_input_shapes(const onnx::GraphProto& graph,
             for (const auto& dim : input.type().tensor_type().shape().dim()) {
                 if (dim.has_dim_value() && dim.dim_value() >= 0)
                     dims.emplace_back(static_cast<std::size_t>(dim.dim_value()));
-                else
-                    dims.push_back(options.default_dyn_dim_value.value_or(dynamic_dimension(options.default_dim_value)));
+                else if (options.default_dyn_dim_value)
+                    dims.push_back(*options.default_dyn_dim_value);
+                else  // the static import names it when default_dim_value is unset too
+                    dims.emplace_back(options.default_dim_value.value_or(1));
             }
         }
         shape s = shape::from_dyn_dims(to_dtype(input.type().tensor_type().elem_type(), where), dims);

@@ -133,6 +133,20 @@ void onnx_parser::add_initializers(const onnx::GraphProto& graph,
         fail(error_kind::not_implemented, source_ + ": sparse initializers are not supported");
 }
 
+namespace {
+
+[[noreturn]] void fail_unresolved_dim(const onnx::ValueInfoProto& input, std::size_t axis, const std::string& source) {
+    const auto& dim = input.type().tensor_type().shape().dim(static_cast<int>(axis));
+    std::string what = dim.has_dim_param() && !dim.dim_param().empty() ? "symbolic ('" + dim.dim_param() + "')"
+                                                                        : "unknown";
+    fail(error_kind::invalid_argument,
+         source + ": graph input '" + input.name() + "': dim " + std::to_string(axis) + " is " + what +
+             "; give its extent (map_input_dims, default_dim_value) or a range (map_dyn_input_dims, "
+             "default_dyn_dim_value)");
+}
+
+}  // namespace
+
 shape onnx_parser::input_shape(const onnx::ValueInfoProto& input) const {
     const std::string where = source_ + ": graph input '" + input.name() + "'";
     if (!input.type().has_tensor_type())
@@ -143,9 +157,14 @@ shape onnx_parser::input_shape(const onnx::ValueInfoProto& input) const {
     if (auto it = options_.map_input_dims.find(input.name()); it != options_.map_input_dims.end()) {
         for (auto d : it->second) dims.push_back(static_cast<std::int64_t>(d));
     } else {
-        for (const auto& dim : tensor.shape().dim())
-            dims.push_back(dim.has_dim_value() ? dim.dim_value()
-                                               : static_cast<std::int64_t>(options_.default_dim_value));
+        for (const auto& dim : tensor.shape().dim()) {
+            if (dim.has_dim_value()) {
+                dims.push_back(dim.dim_value());
+                continue;
+            }
+            if (!options_.default_dim_value) fail_unresolved_dim(input, dims.size(), source_);
+            dims.push_back(static_cast<std::int64_t>(*options_.default_dim_value));
+        }
     }
     return checked_shape(type, dims, where);
 }

@@ -27,11 +27,13 @@ def _onnx_options(default_dim_value, default_dyn_dim_value, map_input_dims, map_
     if map_dyn_input_dims:
         options["map_dyn_input_dims"] = {name: [_range(d) for d in dims] for name, dims in map_dyn_input_dims.items()}
     # MIGraphX's default_dim_value of 0 means "use default_dyn_dim_value", whose
-    # default {1, 1} is Kiln's default of 1.
+    # default is {1, 1}: symbolic dims get 1 (Kiln itself asks for a value).
     if default_dim_value:
         options["default_dim_value"] = int(default_dim_value)
     elif default_dyn_dim_value is not None:
         options["default_dyn_dim_value"] = _range(default_dyn_dim_value)
+    else:
+        options["default_dim_value"] = 1
     # Options Kiln may not have (loop limits, external data path) go through
     # only when set away from MIGraphX's default, so Kiln names any it lacks.
     options.update(extra)
