@@ -76,7 +76,8 @@ shape compute_shape_over_ranges(const operation& op, const std::vector<shape>& i
 }
 
 bool has_dynamic_parameters(const module& m) {
-    return std::any_of(m.begin(), m.end(), [](const instruction& ins) { return ins.is_param() && ins.get_shape().dynamic(); });
+    return std::any_of(m.begin(), m.end(),
+                       [](const instruction& ins) { return ins.is_param() && ins.get_shape().dynamic(); });
 }
 
 namespace {

@@ -67,7 +67,8 @@ TEST(dynamic_shape_json, malformed_ranges_are_parse_errors) {
     auto parse = [](const char* text) { return [text] { io::json_to_shape(io::json::parse(text)); }; };
     expect_error(parse(R"({"type": "float_type", "dyn_dims": [{"min": 9, "max": 2}]})"), error_kind::parse_error,
                  {"dyn_dims[0]", "min 9 is greater than max 2"});
-    expect_error(parse(R"({"type": "float_type", "dyn_dims": [{"min": 1, "max": 4}, {"min": 1, "max": 8, "optimals": [9]}]})"),
+    expect_error(parse(R"({"type": "float_type",
+                           "dyn_dims": [{"min": 1, "max": 4}, {"min": 1, "max": 8, "optimals": [9]}]})"),
                  error_kind::parse_error, {"dyn_dims[1]", "optimal 9 is outside [1, 8]"});
     expect_error(parse(R"({"type": "float_type", "dyn_dims": [{"min": "1", "max": 4}]})"), error_kind::parse_error,
                  {"dyn_dims[0].min", "non-negative integer"});
@@ -83,7 +84,9 @@ TEST(dynamic_shape_json, malformed_ranges_are_parse_errors) {
                  error_kind::parse_error, {"'optimals' must be an array"});
     expect_error(parse(R"({"type": "float_type", "lens": [4], "strides": [1], "dyn_dims": [{"min": 1, "max": 4}]})"),
                  error_kind::parse_error, {"not both"});
-    expect_error(parse(R"({"type": "float_type", "dyn_dims": [{"min": 1, "max": 4611686018427387904}, {"min": 1, "max": 4611686018427387904}]})"),
+    // 2^62 elements along each of two dims.
+    expect_error(parse(R"({"type": "float_type", "dyn_dims": [{"min": 1, "max": 4611686018427387904},
+                                                             {"min": 1, "max": 4611686018427387904}]})"),
                  error_kind::parse_error, {"too large"});
 }
 
@@ -263,10 +266,11 @@ TEST(dynamic_shape_module, ops_taking_modules_refuse_dynamic_inputs) {
     module* m = p.get_main_module();
     auto cond = m->add_parameter("cond", shape{dtype::bool_type, {1}});
     auto x = m->add_parameter("x", batch_by_4());
+    shape pair{dtype::float_type, {2}};
     module* then_branch = p.create_module("then");
-    then_branch->add_return({then_branch->add_literal(literal(shape{dtype::float_type, {2}}, std::vector<float>{1, 2}))});
+    then_branch->add_return({then_branch->add_literal(literal(pair, std::vector<float>{1, 2}))});
     module* else_branch = p.create_module("else");
-    else_branch->add_return({else_branch->add_literal(literal(shape{dtype::float_type, {2}}, std::vector<float>{3, 4}))});
+    else_branch->add_return({else_branch->add_literal(literal(pair, std::vector<float>{3, 4}))});
     expect_error([&] { m->add_instruction(make_op("if"), {cond, x}, {then_branch, else_branch}); },
                  error_kind::not_implemented, {"cannot add 'if", "do not support inputs with dynamic shapes yet"});
 }
@@ -358,4 +362,29 @@ TEST(dynamic_shape_specialise, a_static_module_specialises_to_a_copy) {
     EXPECT_FALSE(has_dynamic_parameters(*m));
     module s = specialise(*m, {});
     EXPECT_EQ(to_string(s), to_string(*m));
+}
+
+TEST(dynamic_shape_specialise, module_arguments_stay_pointed_at_the_programs_modules) {
+    // An if on static inputs next to a dynamic parameter: the copy takes the same branch
+    // modules, as module's copy constructor does; the program then runs the copy.
+    program p;
+    module* yes = p.create_module("yes");
+    yes->add_return({yes->add_literal(literal(shape{dtype::float_type, {4}}, std::vector<float>{1, 2, 3, 4}))});
+    module* no = p.create_module("no");
+    no->add_return({no->add_literal(literal(shape{dtype::float_type, {4}}, std::vector<float>{-1, -2, -3, -4}))});
+    module* m = p.get_main_module();
+    auto c = m->add_parameter("c", shape{dtype::bool_type});
+    auto x = m->add_parameter("x", batch_by_4());
+    auto branch = m->add_instruction(make_op("if"), {c}, {yes, no});
+    auto offset = m->add_instruction(make_op("get_tuple_elem", value_map{{"index", value(std::int64_t{0})}}), {branch});
+    m->add_return({m->add_instruction(make_op("add"), {x, offset})});
+    ASSERT_NO_THROW(verify_program(p));
+
+    *m = specialise(*m, {{"x", {2, 4}}});
+    EXPECT_EQ(std::next(m->begin(), 2)->module_inputs(), (std::vector<module_ref>{yes, no}));
+    ASSERT_NO_THROW(verify_program(p));
+    argument xs = test::make_argument(shape{dtype::float_type, {2, 4}}, {0, 0, 0, 0, 10, 10, 10, 10});
+    argument cond = test::make_argument(shape{dtype::bool_type}, {1});
+    auto out = test::run_on(p, "ref", {{"c", cond}, {"x", xs}});
+    EXPECT_EQ(out.at(0).to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 11, 12, 13, 14}));
 }
