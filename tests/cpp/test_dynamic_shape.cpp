@@ -388,3 +388,13 @@ TEST(dynamic_shape_specialise, module_arguments_stay_pointed_at_the_programs_mod
     auto out = test::run_on(p, "ref", {{"c", cond}, {"x", xs}});
     EXPECT_EQ(out.at(0).to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 11, 12, 13, 14}));
 }
+
+TEST(dynamic_shape_specialise, a_loaded_generic_program_specialises_like_the_original) {
+    program generic = dot_relu_sum();
+    std::string bytes = save_buffer(generic);
+    program loaded = load_buffer(bytes.data(), bytes.size());
+    EXPECT_EQ(to_string(loaded), to_string(generic));
+    module a = specialise(*generic.get_main_module(), {{"x", {5, 4}}});
+    module b = specialise(*loaded.get_main_module(), {{"x", {5, 4}}});
+    EXPECT_EQ(to_string(a), to_string(b));
+}
