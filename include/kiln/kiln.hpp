@@ -16,6 +16,7 @@
 #include "kiln/quantize.hpp"
 #include "kiln/serialize.hpp"
 #include "kiln/shape.hpp"
+#include "kiln/specialise.hpp"
 #include "kiln/target.hpp"
 #include "kiln/value.hpp"
 #include "kiln/verifier.hpp"

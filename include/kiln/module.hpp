@@ -23,6 +23,9 @@ public:
 
     const std::string& name() const { return name_; }
 
+    // A parameter may have a dynamic shape (ranges of extents); instructions
+    // downstream then get the range of their results (compute_shape_over_ranges
+    // in specialise.hpp) and specialise() makes the module static.
     instruction_ref add_parameter(const std::string& name, const shape& s);
     // A parameter placed before `pos`: parameters bind to a control-flow
     // instruction's inputs in module order, so a front end that discovers

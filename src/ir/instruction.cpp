@@ -1,6 +1,7 @@
 #include "kiln/instruction.hpp"
 
 #include "kiln/builtin_ops.hpp"
+#include "kiln/specialise.hpp"
 
 namespace kiln {
 
@@ -26,7 +27,7 @@ std::vector<shape> instruction::input_shapes() const {
 
 shape instruction::recompute_shape() const {
     if (is_literal()) return literal_.get_shape();
-    return op_.compute_shape(input_shapes(), module_inputs_);
+    return compute_shape_over_ranges(op_, input_shapes(), module_inputs_);
 }
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "kiln/builtin_ops.hpp"
+#include "kiln/specialise.hpp"
 
 namespace kiln {
 
@@ -61,7 +62,12 @@ instruction_ref module::insert_parameter(instruction_ref pos, const std::string&
 
 instruction_ref module::add_literal(literal lit) { return insert_literal(end(), std::move(lit)); }
 
-instruction_ref module::insert_literal(instruction_ref pos, literal lit) { return insert(pos, instruction(std::move(lit))); }
+instruction_ref module::insert_literal(instruction_ref pos, literal lit) {
+    // Only parameters bring ranges into a module; a literal's data has one size.
+    if (lit.get_shape().dynamic())
+        fail("add_literal: a literal cannot have a dynamic shape (" + to_string(lit.get_shape()) + ")");
+    return insert(pos, instruction(std::move(lit)));
+}
 
 instruction_ref module::add_instruction(const operation& op, const std::vector<instruction_ref>& inputs,
                                         const std::vector<module_ref>& module_inputs) {
@@ -86,7 +92,7 @@ instruction_ref module::insert_instruction(instruction_ref pos, const operation&
     for (const auto& in : inputs) shapes.push_back(in->get_shape());
     shape result;
     try {
-        result = op.compute_shape(shapes, module_inputs);
+        result = compute_shape_over_ranges(op, shapes, module_inputs);
     } catch (const error& e) {
         throw error(e.kind(), std::string("cannot add '") + to_string(op) + "' to module '" + name_ + "': " +
                                   e.what() + " (" + describe_inputs(inputs) + ")");
@@ -104,7 +110,7 @@ void module::replace_instruction(instruction_ref ins, const operation& op, const
                                  const std::vector<module_ref>& module_inputs) {
     std::vector<shape> shapes;
     for (const auto& in : inputs) shapes.push_back(in->get_shape());
-    shape result = op.compute_shape(shapes, module_inputs);
+    shape result = compute_shape_over_ranges(op, shapes, module_inputs);
     if (result != ins->result_ && !ins->outputs_.empty())
         fail(error_kind::runtime, "replace_instruction: new shape " + to_string(result) + " differs from " +
                                       to_string(ins->result_) + " and the instruction has users");

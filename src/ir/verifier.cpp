@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "kiln/program.hpp"
+#include "kiln/specialise.hpp"
 
 namespace kiln {
 
@@ -32,6 +33,10 @@ void verify_module(const module& m, const std::string& context) {
             if (std::none_of(ins_of_user.begin(), ins_of_user.end(), [&](const auto& i) { return &*i == &ins; }))
                 bad(ins, "lists a user that does not take it as input");
         }
+        // Ranges enter a module only through its parameters.
+        if (ins.get_shape().dynamic() && !ins.is_param() && !any_dynamic(ins.input_shapes()))
+            bad(ins, "has the dynamic shape " + to_string(ins.get_shape()) +
+                         " but is neither a parameter nor downstream of one with a dynamic shape");
         if (ins.is_return()) {
             ++returns;
         } else {

@@ -93,3 +93,61 @@ def test_ill_typed_ranges_are_type_errors(dyn_dims, message):
 def test_lens_and_dyn_dims_together_are_refused():
     with pytest.raises(kiln.InvalidArgumentError, match="lens .and strides. or dyn_dims, not both"):
         kiln.shape("float", lens=[2], dyn_dims=[2])
+
+
+# --- modules over ranges --------------------------------------------------------------------------
+
+
+def dot_relu_sum_program():
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", dyn_dims=[{"min": 1, "max": 8, "optimals": [4]}, 4]))
+    w = m.add_literal(np.arange(12, dtype=np.float32).reshape(4, 3))
+    d = m.add_instruction(kiln.op("dot"), [x, w])
+    r = m.add_instruction(kiln.op("relu"), [d])
+    s = m.add_instruction(kiln.op("reduce_sum", axes=[1]), [r])
+    m.add_return([s])
+    return p, (x, d, r, s)
+
+
+def test_results_downstream_of_a_range_get_ranges():
+    p, (x, d, r, s) = dot_relu_sum_program()
+    assert x.shape() == kiln.shape("float", dyn_dims=[{"min": 1, "max": 8, "optimals": [4]}, 4])
+    assert d.shape() == kiln.shape("float", dyn_dims=[{"min": 1, "max": 8}, 3])
+    assert r.shape().dyn_dims[0] == {"min": 1, "max": 8, "optimals": []}
+    assert s.shape().min_lens == [1, 1] and s.shape().max_lens == [8, 1]
+    assert p.get_parameter_shapes()["x"].dynamic()
+    assert p.get_output_shapes()[0].dynamic()
+
+
+def test_text_form_shows_the_ranges():
+    p, _ = dot_relu_sum_program()
+    text = str(p.get_main_module())
+    assert "x = @param:x -> float_type, {1..8@{4}, 4}" in text
+    assert "dot(x,@1) -> float_type, {1..8, 3}" in text
+    assert "reduce_sum[axes={1},keepdims=true](@3) -> float_type, {1..8, 1}" in text
+
+
+def test_broadcasting_add_over_a_range():
+    m = kiln.program().get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", dyn_dims=[{"min": 1, "max": 8}, 4]))
+    b = m.add_literal(np.ones(4, dtype=np.float32))
+    assert str(m.add_instruction(kiln.op("add"), [x, b]).shape()) == "float_type, {1..8, 4}"
+
+
+def test_an_op_that_fails_inside_the_range_names_the_extents():
+    m = kiln.program().get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", dyn_dims=[{"min": 1, "max": 8}, 4]))
+    with pytest.raises(kiln.InvalidArgumentError) as info:
+        m.add_instruction(kiln.op("reshape", dims=[8, 4]), [x])
+    message = str(info.value)
+    assert "cannot add 'reshape" in message
+    assert "minimum extents ({1, 4})" in message
+    assert "float_type, {1..8, 4}" in message
+
+
+def test_an_uncompiled_dynamic_program_survives_save_and_load():
+    p, _ = dot_relu_sum_program()
+    q = kiln.load_buffer(kiln.save_buffer(p))
+    assert q.get_parameter_shapes() == p.get_parameter_shapes()
+    assert str(q) == str(p)
