@@ -90,14 +90,25 @@ def _is_weight(example):
     return isinstance(example, torch.nn.Parameter) or getattr(example, "_dynamo_static_input_type", None) is not None
 
 
-class _FrozenGraph(torch.nn.Module):
-    """A dynamo graph with its weights as buffers, called with the other inputs."""
+def _scalar_positions(gm):
+    """Positions of the inputs that are Python floats dynamo passes as 0-d
+    tensors (with dynamic=True it does not specialise floats, e.g. a layer
+    norm's eps): graphs call .item() on them, which torch.export cannot
+    trace, so each value is compiled in as a constant and keys the cache."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return {i for i, n in enumerate(placeholders) if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False)}
 
-    def __init__(self, gm, weights, count):
+
+class _FrozenGraph(torch.nn.Module):
+    """A dynamo graph with its weights as buffers and its scalar inputs as
+    constants ({position: (value, dtype)}), called with the other inputs."""
+
+    def __init__(self, gm, weights, count, scalars=None):
         super().__init__()
         self.gm = gm
         self.count = count
         self.weight_positions = sorted(weights)
+        self.scalars = dict(scalars or {})
         for k, position in enumerate(self.weight_positions):
             self.register_buffer(f"weight_{k}", weights[position])
 
@@ -106,6 +117,10 @@ class _FrozenGraph(torch.nn.Module):
         for position in range(self.count):
             if position in self.weight_positions:
                 args.append(getattr(self, f"weight_{self.weight_positions.index(position)}"))
+            elif position in self.scalars:
+                # torch.tensor of a Python number: a constant whose .item() export can read.
+                value, dtype = self.scalars[position]
+                args.append(torch.tensor(value, dtype=dtype))
             else:
                 args.append(next(rest))
         return self.gm(*args)
@@ -117,6 +132,11 @@ def _signature(value):
     if isinstance(value, (int, float, bool)):
         return (type(value), value)
     return (type(value),)
+
+
+def _scalar_signature(value):
+    """A scalar compiled in as a constant: its value is part of the key."""
+    return (value.dtype, value.item())
 
 
 def _weight_signature(value):
@@ -137,13 +157,29 @@ class KilnDynamoGraph:
         self.options = options
         frozen = options["freeze_parameters"]
         self.weight_positions = {i for i, e in enumerate(example_inputs) if frozen and _is_weight(e)}
-        # Per argument: how its part of the cache key is computed.
+        self.scalar_positions = _scalar_positions(gm) - self.weight_positions
+        # Per argument: how its part of the cache key is computed. Every size
+        # of every input is in the key (a symbolic size dynamo hands over as
+        # an int input, too), so no size is ever run by a program compiled
+        # for another.
         self._key_fns = tuple(
-            _weight_signature if i in self.weight_positions else _signature for i in range(len(example_inputs))
+            _weight_signature if i in self.weight_positions
+            else _scalar_signature if i in self.scalar_positions
+            else _signature
+            for i in range(len(example_inputs))
         )
-        self._dynamic_positions = tuple(i for i in range(len(example_inputs)) if i not in self.weight_positions)
+        self._dynamic_positions = tuple(
+            i for i in range(len(example_inputs)) if i not in self.weight_positions and i not in self.scalar_positions
+        )
         self.compiled = collections.OrderedDict()
         self.lock = threading.Lock()
+        self._compilations = 0
+
+    @property
+    def compilations(self):
+        """How many times this graph was compiled (once per shape signature
+        seen, again for one dropped from the cache and seen anew)."""
+        return self._compilations
 
     @property
     def reports(self):
@@ -169,9 +205,11 @@ class KilnDynamoGraph:
         return entry.run_unchecked([args[i] for i in self._dynamic_positions])
 
     def _compile(self, args):
+        self._compilations += 1
         weights = {i: args[i].detach() for i in self.weight_positions}
-        module = _FrozenGraph(self.gm, weights, len(args))
-        dynamic = tuple(a for i, a in enumerate(args) if i not in self.weight_positions)
+        scalars = {i: (args[i].item(), args[i].dtype) for i in self.scalar_positions}
+        module = _FrozenGraph(self.gm, weights, len(args), scalars)
+        dynamic = tuple(args[i] for i in self._dynamic_positions)
         try:
             return compile_module(
                 module,
