@@ -329,26 +329,34 @@ def test_encoder_layer_batch_and_sequence_changes(dynamic):
 
 
 @pytest.mark.usefixtures("fresh_dynamo")
-def test_float_arguments_dynamo_leaves_unspecialised_key_the_cache():
-    """With dynamic=True dynamo passes a float as a 0-d tensor input (here
-    nn.TransformerEncoderLayer's layer norm eps, and a scale argument): Kiln
-    compiles each value in as a constant instead of running the graph eagerly,
-    and another value compiles again instead of reusing the first."""
+def test_float_arguments_dynamo_leaves_unspecialised():
+    """With dynamic=True dynamo passes a float as a 0-d tensor input. One
+    used as a tensor stays a run-time input (one compilation for every
+    value); one whose value the graph reads (.item(), here an eps) is
+    compiled in as a constant, so another value compiles again instead of
+    reusing the first, and the graph never runs eagerly."""
 
     def scaled(x, scale):
         return torch.relu(x) * scale
 
-    graphs = []
-    compiled = torch.compile(scaled, backend=spying_backend(graphs), dynamic=True)
-    x = randn(4, 6)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)  # "a graph runs eagerly" would fail the test
-        for scale in (2.0, 3.0, 2.0, 0.5):
-            torch.testing.assert_close(compiled(x, scale), scaled(x, scale))
-    assert _compiled_by_kiln(graphs)
-    assert sum(g.compilations for g in graphs) <= 3
+    def normalized(x, eps):
+        return F.layer_norm(x, (6,), eps=eps)
 
-    torch._dynamo.reset()
+    x = randn(4, 6)
+    for fn, values, expected_compilations in [(scaled, (2.0, 3.0, 2.0, 0.5), 1), (normalized, (1e-5, 10.0, 1e-5), 2)]:
+        torch._dynamo.reset()
+        graphs = []
+        compiled = torch.compile(fn, backend=spying_backend(graphs), dynamic=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)  # "a graph runs eagerly" would fail the test
+            for value in values:
+                torch.testing.assert_close(compiled(x, value), fn(x, value), rtol=RTOL, atol=ATOL)
+        assert _compiled_by_kiln(graphs)
+        assert sum(g.compilations for g in graphs) <= expected_compilations + 1, fn.__name__
+
+
+@pytest.mark.usefixtures("fresh_dynamo")
+def test_transformer_encoder_layer_eps_with_dynamic_true():
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True).eval()
     graphs = []

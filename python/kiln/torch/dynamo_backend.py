@@ -93,8 +93,8 @@ def _is_weight(example):
 def _scalar_positions(gm):
     """Positions of the inputs that are Python floats dynamo passes as 0-d
     tensors (with dynamic=True it does not specialise floats, e.g. a layer
-    norm's eps): graphs call .item() on them, which torch.export cannot
-    trace, so each value is compiled in as a constant and keys the cache."""
+    norm's eps). A graph that calls .item() on one cannot be exported with it
+    as an input: then each value is compiled in as a constant and keys the cache."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     return {i for i, n in enumerate(placeholders) if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False)}
 
@@ -157,23 +157,31 @@ class KilnDynamoGraph:
         self.options = options
         frozen = options["freeze_parameters"]
         self.weight_positions = {i for i, e in enumerate(example_inputs) if frozen and _is_weight(e)}
-        self.scalar_positions = _scalar_positions(gm) - self.weight_positions
+        # Floats dynamo passes as 0-d tensors stay run-time inputs unless the
+        # graph cannot be exported that way (it calls .item() on one); then
+        # each value is compiled in (see _use_constant_scalars).
+        self._unspecialised_scalars = _scalar_positions(gm) - self.weight_positions
+        self._arity = len(example_inputs)
+        self._set_constant_scalars(set())
+        self.compiled = collections.OrderedDict()
+        self.lock = threading.Lock()
+        self._compilations = 0
+
+    def _set_constant_scalars(self, positions):
+        self.scalar_positions = positions
         # Per argument: how its part of the cache key is computed. Every size
         # of every input is in the key (a symbolic size dynamo hands over as
         # an int input, too), so no size is ever run by a program compiled
         # for another.
         self._key_fns = tuple(
             _weight_signature if i in self.weight_positions
-            else _scalar_signature if i in self.scalar_positions
+            else _scalar_signature if i in positions
             else _signature
-            for i in range(len(example_inputs))
+            for i in range(self._arity)
         )
         self._dynamic_positions = tuple(
-            i for i in range(len(example_inputs)) if i not in self.weight_positions and i not in self.scalar_positions
+            i for i in range(self._arity) if i not in self.weight_positions and i not in positions
         )
-        self.compiled = collections.OrderedDict()
-        self.lock = threading.Lock()
-        self._compilations = 0
 
     @property
     def compilations(self):
@@ -186,15 +194,19 @@ class KilnDynamoGraph:
         """{shape signature: LoweringReport} of every compiled signature (None: ran eagerly)."""
         return {k: getattr(v, "report", None) for k, v in self.compiled.items()}
 
+    def _key(self, args):
+        return tuple([fn(a) for fn, a in zip(self._key_fns, args)])
+
     def __call__(self, *args):
         # The per-call path: a key of the inputs' shapes / dtypes (weights:
         # memory and version), one dict lookup, then the compiled graph with
         # its input checks skipped (the key already fixes what they check).
-        key = tuple([fn(a) for fn, a in zip(self._key_fns, args)])
+        key = self._key(args)
         with self.lock:
             entry = self.compiled.get(key)
             if entry is None:
                 entry = self._compile(args)
+                key = self._key(args)  # compiling may have made scalars constants, which key by value
                 self.compiled[key] = entry
                 while len(self.compiled) > self.options["cache_size"]:
                     self.compiled.popitem(last=False)
@@ -206,25 +218,48 @@ class KilnDynamoGraph:
 
     def _compile(self, args):
         self._compilations += 1
+        try:
+            return self._compile_module(args)
+        except kiln.UnsupportedError as e:
+            if self._unspecialised_scalars and not self.scalar_positions:
+                try:
+                    compiled = self._use_constant_scalars(args)
+                    logger.info("kiln backend: float inputs compiled in as constants (the graph reads their values)")
+                    return compiled
+                except kiln.UnsupportedError:
+                    pass
+            warnings.warn(f"kiln backend: a graph runs eagerly in PyTorch: {e}")
+            return self.gm
+
+    def _use_constant_scalars(self, args):
+        """Compiles with the unspecialised floats as constants and, when that
+        works, keys the cache by their values from now on (entries cached so
+        far had none: the cache starts again)."""
+        self._set_constant_scalars(set(self._unspecialised_scalars))
+        try:
+            compiled = self._compile_module(args)
+        except kiln.UnsupportedError:
+            self._set_constant_scalars(set())
+            raise
+        self.compiled.clear()
+        return compiled
+
+    def _compile_module(self, args):
         weights = {i: args[i].detach() for i in self.weight_positions}
         scalars = {i: (args[i].item(), args[i].dtype) for i in self.scalar_positions}
         module = _FrozenGraph(self.gm, weights, len(args), scalars)
         dynamic = tuple(args[i] for i in self._dynamic_positions)
-        try:
-            return compile_module(
-                module,
-                dynamic,
-                None,
-                target=self.options["target"],
-                precision=self.options["precision"],
-                min_subgraph_size=self.options["min_subgraph_size"],
-                verify=False,
-                compile_options=self.options["compile_options"],
-                caller=f"kiln backend (graph of {len(self.gm.graph.nodes)} nodes, inputs {_shapes(dynamic)})",
-            )
-        except kiln.UnsupportedError as e:
-            warnings.warn(f"kiln backend: a graph runs eagerly in PyTorch: {e}")
-            return self.gm
+        return compile_module(
+            module,
+            dynamic,
+            None,
+            target=self.options["target"],
+            precision=self.options["precision"],
+            min_subgraph_size=self.options["min_subgraph_size"],
+            verify=False,
+            compile_options=self.options["compile_options"],
+            caller=f"kiln backend (graph of {len(self.gm.graph.nodes)} nodes, inputs {_shapes(dynamic)})",
+        )
 
 
 def kiln_backend(gm, example_inputs, options=None, mode=None):
