@@ -3,6 +3,7 @@ kiln.torch.compile(..., dynamic_shapes=...) in torch.export's form (ranges
 kept and checked, one static compilation per distinct input shapes), and the
 torch.compile backend with dynamic=True and with automatic dynamic shapes."""
 
+import concurrent.futures
 import re
 import warnings
 
@@ -228,6 +229,43 @@ def test_keyword_inputs_by_name():
 def test_bad_dynamic_shapes_spec_is_a_clear_error(spec, error, message):
     with pytest.raises(error, match=re.compile(message, re.S)):
         kiln.torch.compile(mlp(), (randn(3, 8),), dynamic_shapes=spec)
+
+
+def test_shapes_collection_form():
+    model = mlp()
+    x = randn(3, 8)
+    shapes = torch.export.ShapesCollection()
+    shapes[x] = {0: Dim("batch", min=1, max=16)}
+    compiled = kiln.torch.compile(model, (x,), dynamic_shapes=shapes)
+    assert compiled.dynamic_inputs == {"input": "[batch in [1, 16], 8]"}
+    assert_matches_eager(compiled, model, randn(11, 8))
+
+
+@pytest.mark.parametrize("precision, tolerance", [("fp16", 2e-2), ("bf16", 5e-2)])
+def test_reduced_precision_at_several_sizes(precision, tolerance):
+    model = mlp()
+    compiled = kiln.torch.compile(model, (randn(3, 8),), dynamic_shapes=({0: Dim("batch", max=16)},), precision=precision)
+    for n in (1, 9):
+        x = randn(n, 8, seed=n)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), model(x), rtol=tolerance, atol=tolerance)
+
+
+def test_int8_with_dynamic_shapes_is_refused():
+    x = randn(3, 8)
+    with pytest.raises(NotImplementedError, match=r'precision="int8" with dynamic_shapes is not supported yet'):
+        kiln.torch.compile(mlp(), (x,), dynamic_shapes=({0: Dim("batch")},), precision="int8", calibration=[x])
+
+
+def test_concurrent_first_calls_at_new_sizes():
+    model = mlp()
+    compiled = kiln.torch.compile(model, (randn(3, 8),), dynamic_shapes=({0: Dim("batch", max=16)},))
+    inputs = [randn(n, 8, seed=n) for n in (5, 6, 5, 6, 5, 6)]
+    with concurrent.futures.ThreadPoolExecutor(3) as pool, torch.no_grad():
+        results = list(pool.map(compiled, inputs))
+    for x, y in zip(inputs, results):
+        torch.testing.assert_close(y, model(x), rtol=RTOL, atol=ATOL)
+    assert compiled.compilations == 3  # 3, 5, 6: each compiled once despite the race
 
 
 def test_save_refuses_a_dynamic_module(tmp_path):

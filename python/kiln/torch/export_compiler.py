@@ -421,6 +421,15 @@ def compile_dynamic(model, example_inputs, example_kwargs, dynamic_shapes, *, ve
     """kiln.torch.compile with dynamic_shapes: exports once with them, then
     compiles the example shapes (and later each new shape) from that export
     re-exported at concrete sizes."""
+    if options["precision"] == "int8":
+        # quantize_int8 calibrates a program on samples of its own input shapes.
+        raise kiln.UnsupportedError(
+            'kiln.torch.compile: precision="int8" with dynamic_shapes is not supported yet (calibration is per '
+            "compiled shape); compile int8 without dynamic_shapes, or use fp32 / fp16 / bf16"
+        )
+    if hasattr(dynamic_shapes, "dynamic_shapes") and not isinstance(dynamic_shapes, (dict, tuple, list)):
+        # torch.export.ShapesCollection / AdditionalInputs: ask them for the plain form.
+        dynamic_shapes = dynamic_shapes.dynamic_shapes(model, _as_tuple(example_inputs), dict(example_kwargs or {}))
     if not isinstance(dynamic_shapes, (dict, tuple, list)):
         raise kiln.KilnTypeError(
             "kiln.torch.compile: dynamic_shapes must be a dict (by argument name), a tuple or a list "
