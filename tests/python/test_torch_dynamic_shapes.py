@@ -141,7 +141,8 @@ def test_out_of_range_size_names_input_dimension_and_range():
 
 def test_wrong_rank_static_dimension_dtype_and_count_are_clear_errors():
     compiled = kiln.torch.compile(mlp(), (randn(3, 8),), dynamic_shapes=({0: Dim("batch", max=16)},))
-    with pytest.raises(ValueError, match=r"input 'input': expected 2 dimensions \(shape \[batch in \[0, 16\], 8\]\), got shape \[3, 8, 1\]"):
+    rank_message = r"input 'input': expected 2 dimensions \(shape \[batch in \[0, 16\], 8\]\), got shape \[3, 8, 1\]"
+    with pytest.raises(ValueError, match=rank_message):
         compiled(randn(3, 8, 1))
     with pytest.raises(ValueError, match=r"input 'input': dimension 1 is static and must be 8, got shape \[3, 9\]"):
         compiled(randn(3, 9))
@@ -169,7 +170,9 @@ def test_inputs_sharing_a_dim_must_agree():
     )
     for b, c in [(1, 1), (5, 7), (32, 64)]:
         assert_matches_eager(compiled, model, randn(b, 4, seed=b), randn(b, c, seed=c))
-    with pytest.raises(ValueError, match=r"input 'y': dimension 0 is 6, but it is the same dynamic dimension \('batch'\) as input 'x' dimension 0, which is 5"):
+    message = r"input 'y': dimension 0 is 6, but it is the same dynamic dimension \('batch'\) as input 'x' dimension 0, "
+    message += "which is 5"
+    with pytest.raises(ValueError, match=message):
         compiled(randn(5, 4), randn(6, 7))
 
 
@@ -223,7 +226,7 @@ def test_keyword_inputs_by_name():
         # The model fixes dimension 1 (a Linear's in_features): it cannot be dynamic.
         (({1: Dim("features")},), kiln.InvalidArgumentError, r"dynamic_shapes does not fit.*features"),
         # The example itself is outside the range.
-        (({0: Dim("batch", min=5, max=9)},), kiln.InvalidArgumentError, r"dynamic_shapes does not fit.*not in range \[5"),
+        (({0: Dim("batch", min=5, max=9)},), kiln.InvalidArgumentError, r"does not fit.*not in range \[5"),
     ],
 )
 def test_bad_dynamic_shapes_spec_is_a_clear_error(spec, error, message):
@@ -244,7 +247,8 @@ def test_shapes_collection_form():
 @pytest.mark.parametrize("precision, tolerance", [("fp16", 2e-2), ("bf16", 5e-2)])
 def test_reduced_precision_at_several_sizes(precision, tolerance):
     model = mlp()
-    compiled = kiln.torch.compile(model, (randn(3, 8),), dynamic_shapes=({0: Dim("batch", max=16)},), precision=precision)
+    batch = Dim("batch", max=16)
+    compiled = kiln.torch.compile(model, (randn(3, 8),), dynamic_shapes=({0: batch},), precision=precision)
     for n in (1, 9):
         x = randn(n, 8, seed=n)
         with torch.no_grad():
@@ -270,7 +274,7 @@ def test_concurrent_first_calls_at_new_sizes():
 
 def test_save_refuses_a_dynamic_module(tmp_path):
     compiled = kiln.torch.compile(mlp(), (randn(3, 8),), dynamic_shapes=({0: Dim("batch", max=8)},))
-    with pytest.raises(NotImplementedError, match=r"kiln.torch.save: a module compiled with dynamic_shapes cannot be saved"):
+    with pytest.raises(NotImplementedError, match=r"kiln.torch.save: a module compiled with dynamic_shapes cannot be"):
         kiln.torch.save(compiled, tmp_path / "m.kiln")
     with pytest.raises(kiln.UnsupportedError, match=r"compiled with dynamic_shapes cannot be pickled"):
         torch.save(compiled, tmp_path / "m.pt")
@@ -315,7 +319,8 @@ def _compiled_by_kiln(graphs):
 
 
 def _symbolic_placeholders(graph):
-    return [n for n in graph.gm.graph.nodes if n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.SymInt)]
+    placeholders = [n for n in graph.gm.graph.nodes if n.op == "placeholder"]
+    return [n for n in placeholders if isinstance(n.meta.get("example_value"), torch.SymInt)]
 
 
 @pytest.mark.usefixtures("fresh_dynamo")

@@ -193,8 +193,9 @@ def check_shared_sizes(specs, flat):
             continue  # nothing to compare with: the re-export checks it
         expected = expr.subs({s: v[0] for s, v in bound.items()})
         if expected != size:
+            rule = spec_of[name].dim_name(expr)
             raise kiln.InvalidArgumentError(
-                f"input '{name}': dimension {axis} is {size}, but it must be {spec_of[name].dim_name(expr)} = {expected}"
+                f"input '{name}': dimension {axis} is {size}, but it must be {rule} = {expected}"
             )
 
 

@@ -440,13 +440,14 @@ def compile_dynamic(model, example_inputs, example_kwargs, dynamic_shapes, *, ve
     with _export_lock:
         ep = export_model(model, args, kwargs, dynamic_shapes)
     specs = dynamic_input_specs(ep, args, kwargs, dim_names(model, args, kwargs, dynamic_shapes))
-    if not any(isinstance(s, DynamicInputSpec) and not all(isinstance(d, int) for d in s.dims) for s in specs):
-        logger.info("kiln.torch.compile(%s): no dimension stays dynamic; compiling statically", type(model).__name__)
-        return compile_module(model, args, kwargs, verify=verify, caller=f"kiln.torch.compile({type(model).__name__})", **options)
     name = type(model).__name__
+    if not any(isinstance(s, DynamicInputSpec) and not all(isinstance(d, int) for d in s.dims) for s in specs):
+        logger.info("kiln.torch.compile(%s): no dimension stays dynamic; compiling statically", name)
+        return compile_module(model, args, kwargs, verify=verify, caller=f"kiln.torch.compile({name})", **options)
 
     def specialize(exported_module, args, kwargs):
-        shapes = ", ".join(str(list(v.shape)) for v in pytree.tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor))
+        tensors = [v for v in pytree.tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
+        shapes = ", ".join(str(list(v.shape)) for v in tensors)
         return compile_module(
             exported_module, args, kwargs, verify=False, caller=f"kiln.torch.compile({name}) at {shapes}", **options
         )
