@@ -199,6 +199,16 @@ def check_shared_sizes(specs, flat):
             )
 
 
+def _call_key(inputs):
+    """What the input checks depend on, for inputs that are all tensors (else None)."""
+    key = []
+    for value in inputs:
+        if not isinstance(value, torch.Tensor):
+            return None
+        key.append((value.shape, value.dtype, value.device.type))
+    return tuple(key)
+
+
 class DynamicCompiledModule(CompiledModule):
     """A CompiledModule for every input shape inside the exported ranges.
 
@@ -218,6 +228,7 @@ class DynamicCompiledModule(CompiledModule):
         self._specializations = {first_key: first}
         self._compilations = 1
         self._specialize_lock = threading.Lock()
+        self._checked_calls = {}  # _call_key of inputs known to pass the checks -> CompiledModule
 
     @property
     def compilations(self):
@@ -254,9 +265,20 @@ class DynamicCompiledModule(CompiledModule):
 
     def forward(self, *args, **kwargs):
         self._check_weights()
+        # Positional tensors of shapes, dtypes and devices that passed every
+        # check before skip them: the checks cost as much as a small run.
+        positional = self._positional and not kwargs
+        if positional:
+            compiled = self._checked_calls.get(_call_key(args))
+            if compiled is not None:
+                return compiled.run_unchecked(args)
         flat = self._flat_inputs(args, kwargs)
         check_shared_sizes(self.input_specs, flat)
-        return self.specialization_for(flat).run_unchecked(list(flat))
+        compiled = self.specialization_for(flat)
+        key = _call_key(flat) if positional else None
+        if key is not None:
+            self._checked_calls[key] = compiled
+        return compiled.run_unchecked(list(flat))
 
     def run_unchecked(self, inputs):
         return self.specialization_for(inputs).run_unchecked(inputs)
