@@ -141,6 +141,7 @@ def test_out_of_range_size_names_input_dimension_and_range():
 
 def test_wrong_rank_static_dimension_dtype_and_count_are_clear_errors():
     compiled = kiln.torch.compile(mlp(), (randn(3, 8),), dynamic_shapes=({0: Dim("batch", max=16)},))
+    compiled(randn(3, 8))  # accepted inputs skip the checks next time: others must still be checked
     rank_message = r"input 'input': expected 2 dimensions \(shape \[batch in \[0, 16\], 8\]\), got shape \[3, 8, 1\]"
     with pytest.raises(ValueError, match=rank_message):
         compiled(randn(3, 8, 1))
@@ -336,6 +337,18 @@ def test_dynamic_true_matches_eager_for_batch_sizes(make_model, input_shape):
     # One compilation per distinct shape each graph saw, never more.
     assert sum(g.compilations for g in graphs) == sum(len(g.compiled) for g in graphs) <= len(set(batches))
     assert any(_symbolic_placeholders(g) for g in graphs)
+
+
+@pytest.mark.usefixtures("fresh_dynamo")
+def test_more_sizes_than_the_cache_holds_warn_once():
+    model = mlp()
+    graphs = []
+    compiled = torch.compile(model, backend=spying_backend(graphs, options={"cache_size": 2}), dynamic=True)
+    with pytest.warns(UserWarning, match=r"compiled again for inputs 2, \[2, 8\],.*cache of 2 shape") as record:
+        for n in (2, 3, 4, 2, 3, 4):
+            assert_matches_eager(compiled, model, randn(n, 8, seed=n))
+    assert sum("compiled again" in str(w.message) for w in record) == 1
+    assert graphs[-1].compilations == 6  # every call compiled: the cost the warning names
 
 
 @pytest.mark.usefixtures("fresh_dynamo")

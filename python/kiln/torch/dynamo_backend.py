@@ -50,6 +50,9 @@ DEFAULT_OPTIONS = {
 
 BACKEND_NAME = "kiln"
 
+# How many dropped cache keys a graph remembers to notice it compiles one again.
+_DROPPED_KEYS_KEPT = 1024
+
 
 def validate_options(options):
     """The backend options with defaults filled in; raises on unknown keys or bad values."""
@@ -166,6 +169,8 @@ class KilnDynamoGraph:
         self.compiled = collections.OrderedDict()
         self.lock = threading.Lock()
         self._compilations = 0
+        self._dropped = set()  # keys the cache dropped (at most _DROPPED_KEYS_KEPT)
+        self._warned_about_cache = False
 
     def _set_constant_scalars(self, positions):
         self.scalar_positions = positions
@@ -207,14 +212,31 @@ class KilnDynamoGraph:
             if entry is None:
                 entry = self._compile(args)
                 key = self._key(args)  # compiling may have made scalars constants, which key by value
+                self._warn_if_compiled_again(key, args)
                 self.compiled[key] = entry
                 while len(self.compiled) > self.options["cache_size"]:
-                    self.compiled.popitem(last=False)
+                    dropped, _ = self.compiled.popitem(last=False)
+                    if len(self._dropped) < _DROPPED_KEYS_KEPT:
+                        self._dropped.add(dropped)
             else:
                 self.compiled.move_to_end(key)
         if entry is self.gm:
             return self.gm(*args)
         return entry.run_unchecked([args[i] for i in self._dynamic_positions])
+
+    def _warn_if_compiled_again(self, key, args):
+        """Once per graph: a signature compiled again after the cache dropped
+        it means the graph sees more shapes (dynamic sizes) than cache_size."""
+        if self._warned_about_cache or key not in self._dropped:
+            return
+        self._warned_about_cache = True
+        size = self.options["cache_size"]
+        inputs = _shapes(args[i] for i in self._dynamic_positions)
+        warnings.warn(
+            f"kiln backend: a graph compiled again for inputs {inputs}, which its cache of {size} shape "
+            f"signatures had dropped: it sees more shapes than that (dynamic sizes?); "
+            f"options={{'cache_size': ...}} above the number of shapes compiles each once"
+        )
 
     def _compile(self, args):
         self._compilations += 1
