@@ -13,7 +13,13 @@ inputs' shape signature (shapes, dtypes, devices and the values of integer
 inputs) and, the first time it sees one, exports the graph with those
 inputs and compiles it exactly as ``kiln.torch.compile`` does (same
 decompositions, converters and fallback partitioning), then caches the
-result, so a new input shape compiles once and is reused after. Parameters
+result, so a new input shape compiles once and is reused after. With
+``dynamic=True`` or dynamo's automatic dynamic shapes the graph has symbolic
+sizes (SymInt inputs): every size, and the value of every int input, is in
+the key, so no size runs a program compiled for another; a float dynamo
+passes as a 0-d tensor stays an input, or, when the graph reads its value
+(.item(), a layer norm's eps), is compiled in and keys the cache by value.
+``compilations`` counts a graph's compilations. Parameters
 and buffers are frozen into the compiled program by default (inference
 weights, constant-folded); an in-place change of one changes its version and
 the next call compiles again. A graph that cannot be lowered at all (it
