@@ -420,3 +420,34 @@ def test_transformer_encoder_layer_eps_with_dynamic_true():
     for b, s in [(1, 5), (3, 5), (3, 9)]:
         assert_matches_eager(compiled, layer, randn(b, s, 16, seed=s))
     assert _compiled_by_kiln(graphs)
+
+
+@pytest.mark.usefixtures("fresh_dynamo")
+def test_int_inputs_and_size_arithmetic():
+    """Ints dynamo leaves symbolic (a size argument, sizes computed from
+    sizes, a size returned) key the cache by value: each is right."""
+
+    def regroup(x, rows):
+        y = x.reshape(rows, -1) * 2 + x.new_zeros(rows, x.shape[0] * x.shape[1] // rows)
+        return y, y.shape[0] + 1
+
+    compiled = torch.compile(regroup, backend="kiln", dynamic=True)
+    for batch, rows in [(4, 2), (6, 3), (12, 4), (12, 6), (6, 3)]:
+        x = randn(batch, 4, seed=batch)
+        (y, count), (expected_y, expected_count) = compiled(x, rows), regroup(x, rows)
+        torch.testing.assert_close(y, expected_y)
+        assert count == expected_count
+
+
+@pytest.mark.usefixtures("fresh_dynamo")
+def test_mark_dynamic():
+    model = mlp()
+    graphs = []
+    compiled = torch.compile(model, backend=spying_backend(graphs))
+    first = randn(5, 8)
+    torch._dynamo.mark_dynamic(first, 0)
+    assert_matches_eager(compiled, model, first)
+    for n in (9, 2, 9):
+        assert_matches_eager(compiled, model, randn(n, 8, seed=n))
+    assert len(graphs) == 1 and _symbolic_placeholders(graphs[0])
+    assert graphs[0].compilations == 3
