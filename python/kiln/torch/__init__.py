@@ -6,7 +6,9 @@ Two ways in, one converter registry and one partitioner behind them:
   min_subgraph_size=1, verify=False)`` exports the model with
   ``torch.export``, decomposes it to core ATen, converts each op with its
   registered converter and compiles the result; it returns a
-  :class:`CompiledModule` (an ``nn.Module``).
+  :class:`CompiledModule` (an ``nn.Module``); with torch.export's
+  ``dynamic_shapes=...`` a :class:`DynamicCompiledModule` that runs every
+  size in the ranges.
 - ``torch.compile(model, backend="kiln", options={...})`` after
   ``import kiln.torch`` (or through the ``torch_dynamo_backends`` entry point
   without it).
@@ -29,6 +31,7 @@ import torch  # noqa: F401  (kiln.torch needs PyTorch; fail here with its own Im
 
 from . import dynamo_backend
 from .compiled_module import CompiledModule, InputSpec, VerificationReport
+from .dynamic_module import DimRange, DynamicCompiledModule
 from .dynamo_backend import KilnDynamoGraph, kiln_backend
 from .export_compiler import compile, decomposition_table
 from .graph_lowering import FallbackNode, LoweringReport, lower_graph_module
@@ -37,6 +40,8 @@ from .serialization import load, save
 
 __all__ = [
     "CompiledModule",
+    "DimRange",
+    "DynamicCompiledModule",
     "FallbackNode",
     "InputSpec",
     "KilnDynamoGraph",

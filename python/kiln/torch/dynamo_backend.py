@@ -13,7 +13,13 @@ inputs' shape signature (shapes, dtypes, devices and the values of integer
 inputs) and, the first time it sees one, exports the graph with those
 inputs and compiles it exactly as ``kiln.torch.compile`` does (same
 decompositions, converters and fallback partitioning), then caches the
-result, so a new input shape compiles once and is reused after. Parameters
+result, so a new input shape compiles once and is reused after. With
+``dynamic=True`` or dynamo's automatic dynamic shapes the graph has symbolic
+sizes (SymInt inputs): every size, and the value of every int input, is in
+the key, so no size runs a program compiled for another; a float dynamo
+passes as a 0-d tensor stays an input, or, when the graph reads its value
+(.item(), a layer norm's eps), is compiled in and keys the cache by value.
+``compilations`` counts a graph's compilations. Parameters
 and buffers are frozen into the compiled program by default (inference
 weights, constant-folded); an in-place change of one changes its version and
 the next call compiles again. A graph that cannot be lowered at all (it
@@ -49,6 +55,9 @@ DEFAULT_OPTIONS = {
 }
 
 BACKEND_NAME = "kiln"
+
+# How many dropped cache keys a graph remembers to notice it compiles one again.
+_DROPPED_KEYS_KEPT = 1024
 
 
 def validate_options(options):
@@ -90,14 +99,25 @@ def _is_weight(example):
     return isinstance(example, torch.nn.Parameter) or getattr(example, "_dynamo_static_input_type", None) is not None
 
 
-class _FrozenGraph(torch.nn.Module):
-    """A dynamo graph with its weights as buffers, called with the other inputs."""
+def _scalar_positions(gm):
+    """Positions of the inputs that are Python floats dynamo passes as 0-d
+    tensors (with dynamic=True it does not specialise floats, e.g. a layer
+    norm's eps). A graph that calls .item() on one cannot be exported with it
+    as an input: then each value is compiled in as a constant and keys the cache."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return {i for i, n in enumerate(placeholders) if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False)}
 
-    def __init__(self, gm, weights, count):
+
+class _FrozenGraph(torch.nn.Module):
+    """A dynamo graph with its weights as buffers and its scalar inputs as
+    constants ({position: (value, dtype)}), called with the other inputs."""
+
+    def __init__(self, gm, weights, count, scalars=None):
         super().__init__()
         self.gm = gm
         self.count = count
         self.weight_positions = sorted(weights)
+        self.scalars = dict(scalars or {})
         for k, position in enumerate(self.weight_positions):
             self.register_buffer(f"weight_{k}", weights[position])
 
@@ -106,6 +126,10 @@ class _FrozenGraph(torch.nn.Module):
         for position in range(self.count):
             if position in self.weight_positions:
                 args.append(getattr(self, f"weight_{self.weight_positions.index(position)}"))
+            elif position in self.scalars:
+                # torch.tensor of a Python number: a constant whose .item() export can read.
+                value, dtype = self.scalars[position]
+                args.append(torch.tensor(value, dtype=dtype))
             else:
                 args.append(next(rest))
         return self.gm(*args)
@@ -117,6 +141,11 @@ def _signature(value):
     if isinstance(value, (int, float, bool)):
         return (type(value), value)
     return (type(value),)
+
+
+def _scalar_signature(value):
+    """A scalar compiled in as a constant: its value is part of the key."""
+    return (value.dtype, value.item())
 
 
 def _weight_signature(value):
@@ -137,56 +166,128 @@ class KilnDynamoGraph:
         self.options = options
         frozen = options["freeze_parameters"]
         self.weight_positions = {i for i, e in enumerate(example_inputs) if frozen and _is_weight(e)}
-        # Per argument: how its part of the cache key is computed.
-        self._key_fns = tuple(
-            _weight_signature if i in self.weight_positions else _signature for i in range(len(example_inputs))
-        )
-        self._dynamic_positions = tuple(i for i in range(len(example_inputs)) if i not in self.weight_positions)
+        # Floats dynamo passes as 0-d tensors stay run-time inputs unless the
+        # graph cannot be exported that way (it calls .item() on one); then
+        # each value is compiled in (see _use_constant_scalars).
+        self._unspecialised_scalars = _scalar_positions(gm) - self.weight_positions
+        self._arity = len(example_inputs)
+        self._set_constant_scalars(set())
         self.compiled = collections.OrderedDict()
         self.lock = threading.Lock()
+        self._compilations = 0
+        self._dropped = set()  # keys the cache dropped (at most _DROPPED_KEYS_KEPT)
+        self._warned_about_cache = False
+
+    def _set_constant_scalars(self, positions):
+        self.scalar_positions = positions
+        # Per argument: how its part of the cache key is computed. Every size
+        # of every input is in the key (a symbolic size dynamo hands over as
+        # an int input, too), so no size is ever run by a program compiled
+        # for another.
+        self._key_fns = tuple(
+            _weight_signature if i in self.weight_positions
+            else _scalar_signature if i in positions
+            else _signature
+            for i in range(self._arity)
+        )
+        self._dynamic_positions = tuple(
+            i for i in range(self._arity) if i not in self.weight_positions and i not in positions
+        )
+
+    @property
+    def compilations(self):
+        """How many times this graph was compiled (once per shape signature
+        seen, again for one dropped from the cache and seen anew)."""
+        return self._compilations
 
     @property
     def reports(self):
         """{shape signature: LoweringReport} of every compiled signature (None: ran eagerly)."""
         return {k: getattr(v, "report", None) for k, v in self.compiled.items()}
 
+    def _key(self, args):
+        return tuple([fn(a) for fn, a in zip(self._key_fns, args)])
+
     def __call__(self, *args):
         # The per-call path: a key of the inputs' shapes / dtypes (weights:
         # memory and version), one dict lookup, then the compiled graph with
         # its input checks skipped (the key already fixes what they check).
-        key = tuple([fn(a) for fn, a in zip(self._key_fns, args)])
+        key = self._key(args)
         with self.lock:
             entry = self.compiled.get(key)
             if entry is None:
                 entry = self._compile(args)
+                key = self._key(args)  # compiling may have made scalars constants, which key by value
+                self._warn_if_compiled_again(key, args)
                 self.compiled[key] = entry
                 while len(self.compiled) > self.options["cache_size"]:
-                    self.compiled.popitem(last=False)
+                    dropped, _ = self.compiled.popitem(last=False)
+                    if len(self._dropped) < _DROPPED_KEYS_KEPT:
+                        self._dropped.add(dropped)
             else:
                 self.compiled.move_to_end(key)
         if entry is self.gm:
             return self.gm(*args)
         return entry.run_unchecked([args[i] for i in self._dynamic_positions])
 
+    def _warn_if_compiled_again(self, key, args):
+        """Once per graph: a signature compiled again after the cache dropped
+        it means the graph sees more shapes (dynamic sizes) than cache_size."""
+        if self._warned_about_cache or key not in self._dropped:
+            return
+        self._warned_about_cache = True
+        size = self.options["cache_size"]
+        inputs = _shapes(args[i] for i in self._dynamic_positions)
+        warnings.warn(
+            f"kiln backend: a graph compiled again for inputs {inputs}, which its cache of {size} shape "
+            f"signatures had dropped: it sees more shapes than that (dynamic sizes?); "
+            f"options={{'cache_size': ...}} above the number of shapes compiles each once"
+        )
+
     def _compile(self, args):
-        weights = {i: args[i].detach() for i in self.weight_positions}
-        module = _FrozenGraph(self.gm, weights, len(args))
-        dynamic = tuple(a for i, a in enumerate(args) if i not in self.weight_positions)
+        self._compilations += 1
         try:
-            return compile_module(
-                module,
-                dynamic,
-                None,
-                target=self.options["target"],
-                precision=self.options["precision"],
-                min_subgraph_size=self.options["min_subgraph_size"],
-                verify=False,
-                compile_options=self.options["compile_options"],
-                caller=f"kiln backend (graph of {len(self.gm.graph.nodes)} nodes, inputs {_shapes(dynamic)})",
-            )
+            return self._compile_module(args)
         except kiln.UnsupportedError as e:
+            if self._unspecialised_scalars and not self.scalar_positions:
+                try:
+                    compiled = self._use_constant_scalars(args)
+                    logger.info("kiln backend: float inputs compiled in as constants (the graph reads their values)")
+                    return compiled
+                except kiln.UnsupportedError:
+                    pass
             warnings.warn(f"kiln backend: a graph runs eagerly in PyTorch: {e}")
             return self.gm
+
+    def _use_constant_scalars(self, args):
+        """Compiles with the unspecialised floats as constants and, when that
+        works, keys the cache by their values from now on (entries cached so
+        far had none: the cache starts again)."""
+        self._set_constant_scalars(set(self._unspecialised_scalars))
+        try:
+            compiled = self._compile_module(args)
+        except kiln.UnsupportedError:
+            self._set_constant_scalars(set())
+            raise
+        self.compiled.clear()
+        return compiled
+
+    def _compile_module(self, args):
+        weights = {i: args[i].detach() for i in self.weight_positions}
+        scalars = {i: (args[i].item(), args[i].dtype) for i in self.scalar_positions}
+        module = _FrozenGraph(self.gm, weights, len(args), scalars)
+        dynamic = tuple(args[i] for i in self._dynamic_positions)
+        return compile_module(
+            module,
+            dynamic,
+            None,
+            target=self.options["target"],
+            precision=self.options["precision"],
+            min_subgraph_size=self.options["min_subgraph_size"],
+            verify=False,
+            compile_options=self.options["compile_options"],
+            caller=f"kiln backend (graph of {len(self.gm.graph.nodes)} nodes, inputs {_shapes(dynamic)})",
+        )
 
 
 def kiln_backend(gm, example_inputs, options=None, mode=None):

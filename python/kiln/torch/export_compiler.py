@@ -26,6 +26,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 import kiln
 
 from .compiled_module import CompiledModule, InputSpec, VerificationReport
+from .dynamic_module import DynamicCompiledModule, DynamicInputSpec, dim_names, dynamic_input_specs
 from .fx_reference import decomposed_reference, is_fx_reference
 from .graph_lowering import lower_graph_module
 
@@ -206,6 +207,7 @@ def compile(
     example_kwargs=None,
     compile_options=None,
     calibration=None,
+    dynamic_shapes=None,
 ):
     """Compiles `model` for `target` with export-based lowering; returns a CompiledModule.
 
@@ -226,6 +228,14 @@ def compile(
     PyTorch's tools (PT2E's convert_pt2e, FX's convert_to_reference_fx)
     compiles with precision="fp32": its quantize / dequantize ops become
     Kiln's int8 instructions.
+
+    dynamic_shapes: torch.export's form (per input a dict {dim: Dim} or a
+    tuple / list of Dim or None; by argument name in a dict or in order in a
+    tuple; Dim.AUTO / Dim.DYNAMIC too). The module then accepts every size in
+    the ranges torch.export derives (a :class:`DynamicCompiledModule`,
+    compiling once per distinct input shapes); a size outside them is a
+    ValueError naming the input, the dimension and the range. When no
+    dimension stays dynamic the result is a static CompiledModule.
     """
     if not isinstance(model, torch.nn.Module):
         raise kiln.KilnTypeError(f"kiln.torch.compile: expected a torch.nn.Module, got {type(model).__name__}")
@@ -234,6 +244,19 @@ def compile(
     elif calibration is not None:
         raise kiln.InvalidArgumentError(
             f'kiln.torch.compile: calibration is only used with precision="int8", got precision={precision!r}'
+        )
+    if dynamic_shapes is not None:
+        return compile_dynamic(
+            model,
+            example_inputs,
+            example_kwargs,
+            dynamic_shapes,
+            target=target,
+            precision=precision,
+            min_subgraph_size=min_subgraph_size,
+            verify=verify,
+            compile_options=compile_options,
+            calibration=calibration,
         )
     return compile_module(
         model,
@@ -310,6 +333,35 @@ def _int8_hook(gm, samples, target):
     return hook
 
 
+def export_model(model, args, kwargs, dynamic_shapes=None):
+    """torch.export.export of `model` (the caller holds _export_lock), its
+    failures as Kiln errors: a dynamic_shapes that does not fit the inputs or
+    the model is an InvalidArgumentError, anything else UnsupportedError."""
+    if is_fx_reference(model):  # FX's convert_to_reference_fx: quantized tensors do not export
+        model = decomposed_reference(model)
+    try:
+        with torch.no_grad():
+            return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
+    except Exception as e:
+        if dynamic_shapes is not None and _is_dynamic_shapes_error(e):
+            raise kiln.InvalidArgumentError(
+                f"kiln.torch.compile: dynamic_shapes does not fit the inputs or the model ({type(e).__name__}: {e})"
+            ) from e
+        raise kiln.UnsupportedError(
+            f"kiln.torch.compile: torch.export could not capture the model ({type(e).__name__}: {e}); "
+            'models with data-dependent control flow compile with torch.compile(model, backend="kiln")'
+        ) from e
+
+
+def _is_dynamic_shapes_error(error):
+    """torch.export's errors about the dynamic_shapes spec itself or about a
+    dimension the model does not let vary (it specialises it)."""
+    from torch._dynamo.exc import UserError
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+    return isinstance(error, (UserError, ConstraintViolationError))
+
+
 def compile_module(
     model,
     example_inputs,
@@ -326,18 +378,8 @@ def compile_module(
     """kiln.torch.compile without the argument checks; `caller` names it in logs."""
     kwargs = _kwargs_in_signature_order(model, dict(example_kwargs or {}))
     args, kwargs = _distinct_tensors(_as_tuple(example_inputs), kwargs)
-    exported_model = model
-    if is_fx_reference(model):  # FX's convert_to_reference_fx: quantized tensors do not export
-        exported_model = decomposed_reference(model)
     with _export_lock:
-        try:
-            with torch.no_grad():
-                ep = torch.export.export(exported_model, args, kwargs)
-        except Exception as e:
-            raise kiln.UnsupportedError(
-                f"kiln.torch.compile: torch.export could not capture the model ({type(e).__name__}: {e}); "
-                'models with data-dependent control flow compile with torch.compile(model, backend="kiln")'
-            ) from e
+        ep = export_model(model, args, kwargs)
         ep = ep.run_decompositions(decomposition_table())
         gm = exported_graph_module(ep)
     hook = None
@@ -370,6 +412,59 @@ def compile_module(
         rtol, atol = VERIFY_TOLERANCES[precision]
         compiled.verification = verify_against_eager(compiled, model, args, kwargs, rtol, atol)
         logger.info("%s verify: %s", caller, compiled.verification.summary())
+        if not compiled.verification.ok:
+            warnings.warn(f"kiln.torch.compile: compiled model differs from eager: {compiled.verification.summary()}")
+    return compiled
+
+
+def compile_dynamic(model, example_inputs, example_kwargs, dynamic_shapes, *, verify, **options):
+    """kiln.torch.compile with dynamic_shapes: exports once with them, then
+    compiles the example shapes (and later each new shape) from that export
+    re-exported at concrete sizes."""
+    if options["precision"] == "int8":
+        # quantize_int8 calibrates a program on samples of its own input shapes.
+        raise kiln.UnsupportedError(
+            'kiln.torch.compile: precision="int8" with dynamic_shapes is not supported yet (calibration is per '
+            "compiled shape); compile int8 without dynamic_shapes, or use fp32 / fp16 / bf16"
+        )
+    if hasattr(dynamic_shapes, "dynamic_shapes") and not isinstance(dynamic_shapes, (dict, tuple, list)):
+        # torch.export.ShapesCollection / AdditionalInputs: ask them for the plain form.
+        dynamic_shapes = dynamic_shapes.dynamic_shapes(model, _as_tuple(example_inputs), dict(example_kwargs or {}))
+    if not isinstance(dynamic_shapes, (dict, tuple, list)):
+        raise kiln.KilnTypeError(
+            "kiln.torch.compile: dynamic_shapes must be a dict (by argument name), a tuple or a list "
+            f"(in argument order), as for torch.export.export; got {type(dynamic_shapes).__name__}"
+        )
+    kwargs = _kwargs_in_signature_order(model, dict(example_kwargs or {}))
+    args, kwargs = _distinct_tensors(_as_tuple(example_inputs), kwargs)
+    with _export_lock:
+        ep = export_model(model, args, kwargs, dynamic_shapes)
+    specs = dynamic_input_specs(ep, args, kwargs, dim_names(model, args, kwargs, dynamic_shapes))
+    name = type(model).__name__
+    if not any(isinstance(s, DynamicInputSpec) and not all(isinstance(d, int) for d in s.dims) for s in specs):
+        logger.info("kiln.torch.compile(%s): no dimension stays dynamic; compiling statically", name)
+        return compile_module(model, args, kwargs, verify=verify, caller=f"kiln.torch.compile({name})", **options)
+
+    def specialize(exported_module, args, kwargs):
+        tensors = [v for v in pytree.tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
+        shapes = ", ".join(str(list(v.shape)) for v in tensors)
+        return compile_module(
+            exported_module, args, kwargs, verify=False, caller=f"kiln.torch.compile({name}) at {shapes}", **options
+        )
+
+    exported_module = ep.module()
+    first = specialize(exported_module, args, kwargs)
+    flat = pytree.tree_leaves((args, kwargs))
+    key = tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in flat)
+    compiled = DynamicCompiledModule(
+        exported_module, specs, ep.call_spec.in_spec, ep.call_spec.out_spec, first, key, specialize
+    )
+    compiled.watch_weights(model)
+    logger.info("kiln.torch.compile(%s): dynamic inputs %s", name, compiled.dynamic_inputs)
+    if verify:
+        rtol, atol = VERIFY_TOLERANCES[options["precision"]]
+        compiled.verification = verify_against_eager(compiled, model, args, kwargs, rtol, atol)
+        logger.info("kiln.torch.compile(%s) verify: %s", name, compiled.verification.summary())
         if not compiled.verification.ok:
             warnings.warn(f"kiln.torch.compile: compiled model differs from eager: {compiled.verification.summary()}")
     return compiled

@@ -26,6 +26,7 @@ import torch.utils._pytree as pytree
 import kiln
 
 from .compiled_module import CompiledModule, InputSpec, VerificationReport
+from .dynamic_module import DynamicCompiledModule
 from .graph_lowering import FallbackNode, LoweringReport
 from .kiln_subgraph import KilnSubgraph
 
@@ -38,6 +39,12 @@ def save(module, path):
     """Writes CompiledModule `module` to `path` in the format above."""
     if not isinstance(module, CompiledModule):
         raise kiln.KilnTypeError(f"kiln.torch.save: expected a kiln.torch.CompiledModule, got {type(module).__name__}")
+    if isinstance(module, DynamicCompiledModule):
+        # Saving only the compiled shapes would load as a module that silently lost its ranges.
+        raise kiln.UnsupportedError(
+            "kiln.torch.save: a module compiled with dynamic_shapes cannot be saved yet: a new size compiles from "
+            "the exported model, which the file does not hold; save a module compiled without dynamic_shapes"
+        )
     graph_module = module.lowered
     programs, tensors, nodes = {}, {}, []
     for node in graph_module.graph.nodes:

@@ -1,0 +1,294 @@
+"""DynamicCompiledModule: what ``kiln.torch.compile(..., dynamic_shapes=...)`` returns.
+
+    batch = torch.export.Dim("batch", min=1, max=64)
+    compiled = kiln.torch.compile(model, (x,), dynamic_shapes=({0: batch},))
+    compiled(torch.randn(7, 8))   # any batch in 1..64
+
+The model is exported once with torch.export's ``dynamic_shapes``; the
+ranges of its symbolic sizes (the ExportedProgram's ``range_constraints``)
+are the contract a call is checked against. Kiln programs are still static,
+so each distinct set of input shapes is lowered and compiled once, from the
+exported program re-exported at those sizes, and cached: a call never runs
+a program compiled for other sizes. A size outside its range, a wrong rank,
+or a static dimension of another size is a ``ValueError``
+(:class:`kiln.InvalidArgumentError`) naming the input, the dimension and the
+range. ``compilations`` counts the programs compiled so far.
+
+Not yet stored by ``kiln.torch.save`` or ``torch.save``: loading would need
+to compile new sizes, which a file without the model cannot do.
+"""
+
+import dataclasses
+import threading
+
+import sympy
+import torch
+import torch.utils._pytree as pytree
+
+import kiln
+
+from .compiled_module import CompiledModule, InputSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class DimRange:
+    """The sizes one dynamic dimension may take: min..max inclusive, max None when unbounded."""
+
+    min: int
+    max: int = None
+
+    def __contains__(self, size):
+        return size >= self.min and (self.max is None or size <= self.max)
+
+    def __str__(self):
+        return f"[{self.min}, {self.max}]" if self.max is not None else f"[{self.min}, inf)"
+
+
+def dim_ranges(exported):
+    """{sympy symbol: DimRange} of an ExportedProgram's symbolic sizes."""
+    ranges = {}
+    for symbol, value_range in exported.range_constraints.items():
+        upper = value_range.upper  # a sympy Integer, or torch's int_oo when unbounded
+        ranges[symbol] = DimRange(int(value_range.lower), int(upper) if upper.is_Integer else None)
+    return ranges
+
+
+def dim_names(model, args, kwargs, dynamic_shapes):
+    """{(id of an input tensor, axis): the name of the torch.export.Dim the
+    user gave it}, to name dimensions in errors as the user did. Best effort
+    with torch's own matching of a spec to the inputs; {} where it fails."""
+    try:
+        from torch.export.dynamic_shapes import _combine_args, _tree_map_with_path
+
+        combined = _combine_args(model, args, kwargs)
+        if isinstance(dynamic_shapes, (tuple, list)):
+            combined = type(dynamic_shapes)(combined.values())
+        names = {}
+
+        def record(path, value, spec):
+            if not isinstance(value, torch.Tensor) or spec is None:
+                return
+            items = spec.items() if isinstance(spec, dict) else enumerate(spec)
+            for axis, dim in items:
+                name = getattr(dim, "__name__", None)
+                if isinstance(name, str):
+                    names[(id(value), axis)] = name
+
+        _tree_map_with_path(record, combined, dynamic_shapes)
+        return names
+    except Exception:  # names are a courtesy: symbols name the dimension otherwise
+        return {}
+
+
+@dataclasses.dataclass
+class DynamicInputSpec(InputSpec):
+    """A tensor input whose dimensions are sizes or sympy expressions of
+    symbols (each symbol's range in `ranges`, the user's name for it in
+    `names`). `shape` keeps the example's."""
+
+    dims: tuple = ()
+    ranges: dict = dataclasses.field(default_factory=dict)
+    names: dict = dataclasses.field(default_factory=dict)
+
+    def dim_name(self, dim):
+        """The user's Dim name for a symbol; an expression with its symbols so named."""
+        if dim in self.names:
+            return self.names[dim]
+        renamed = {s: sympy.Symbol(self.names[s]) for s in getattr(dim, "free_symbols", ()) if s in self.names}
+        return str(dim.subs(renamed)) if renamed else str(dim)
+
+    def describe(self):
+        """The shape with each symbolic size shown with its range: "[batch in [1, 64], 8]"."""
+        parts = []
+        for d in self.dims:
+            if isinstance(d, int):
+                parts.append(str(d))
+            elif d in self.ranges:
+                parts.append(f"{self.dim_name(d)} in {self.ranges[d]}")
+            else:
+                parts.append(self.dim_name(d))
+        return "[" + ", ".join(parts) + "]"
+
+    def check(self, value):
+        if not isinstance(value, torch.Tensor):
+            raise kiln.KilnTypeError(f"input '{self.name}': expected a torch.Tensor, got {type(value).__name__}")
+        if value.device.type != self.device:
+            raise kiln.InvalidArgumentError(
+                f"input '{self.name}': expected a tensor on {self.device}, got one on {value.device}"
+            )
+        if value.dtype != self.dtype:
+            raise kiln.KilnTypeError(f"input '{self.name}': expected dtype {self.dtype}, got {value.dtype}")
+        shape = list(value.shape)
+        if len(shape) != len(self.dims):
+            raise kiln.InvalidArgumentError(
+                f"input '{self.name}': expected {len(self.dims)} dimensions (shape {self.describe()}), "
+                f"got shape {shape}"
+            )
+        for axis, (d, size) in enumerate(zip(self.dims, shape)):
+            if isinstance(d, int):
+                if size != d:
+                    raise kiln.InvalidArgumentError(
+                        f"input '{self.name}': dimension {axis} is static and must be {d}, got shape {shape} "
+                        f"(expected {self.describe()})"
+                    )
+            elif d in self.ranges and size not in self.ranges[d]:
+                raise kiln.InvalidArgumentError(
+                    f"input '{self.name}': dimension {axis} is {size}, outside its range {self.ranges[d]} "
+                    f"(dynamic dimension '{self.dim_name(d)}'; got shape {shape}, expected {self.describe()})"
+                )
+
+
+def dynamic_input_specs(exported, example_args, example_kwargs, user_names=None):
+    """The user inputs of `exported` as DynamicInputSpec (tensors) and
+    InputSpec (values); user_names as :func:`dim_names` returns them."""
+    ranges = dim_ranges(exported)
+    names = {}
+    placeholders = {n.name: n for n in exported.graph.nodes if n.op == "placeholder"}
+    flat, _ = pytree.tree_flatten((example_args, example_kwargs))
+    user_inputs = exported.graph_signature.user_inputs
+    specs = []
+    for name, value in zip(user_inputs, flat):
+        if not isinstance(value, torch.Tensor):
+            specs.append(InputSpec(name, False, value=value))
+            continue
+        fake = placeholders[name].meta["val"]
+        dims = tuple(d.node.expr if isinstance(d, torch.SymInt) else int(d) for d in fake.shape)
+        # A symbolic size torch.export proved constant is a plain int.
+        dims = tuple(int(d) if isinstance(d, sympy.Integer) else d for d in dims)
+        for axis, d in enumerate(dims):
+            user_name = (user_names or {}).get((id(value), axis))
+            if isinstance(d, sympy.Symbol) and user_name:
+                names.setdefault(d, user_name)
+        specs.append(
+            DynamicInputSpec(
+                name, True, tuple(value.shape), value.dtype, value.device.type, dims=dims, ranges=ranges, names=names
+            )
+        )
+    return specs
+
+
+def check_shared_sizes(specs, flat):
+    """Inputs that share a symbol must agree on its size, and a derived size
+    (``2 * batch``) must equal its expression of the others."""
+    bound = {}  # symbol -> (size, input name, axis)
+    derived = []
+    spec_of = {spec.name: spec for spec in specs}
+    for spec, value in zip(specs, flat):
+        if not isinstance(spec, DynamicInputSpec):
+            continue
+        for axis, (d, size) in enumerate(zip(spec.dims, value.shape)):
+            if isinstance(d, int):
+                continue
+            if isinstance(d, sympy.Symbol):
+                first = bound.setdefault(d, (size, spec.name, axis))
+                if first[0] != size:
+                    raise kiln.InvalidArgumentError(
+                        f"input '{spec.name}': dimension {axis} is {size}, but it is the same dynamic dimension "
+                        f"('{spec.dim_name(d)}') as input '{first[1]}' dimension {first[2]}, which is {first[0]}"
+                    )
+            else:
+                derived.append((spec.name, axis, d, size))
+    for name, axis, expr, size in derived:
+        if not expr.free_symbols <= set(bound):
+            continue  # nothing to compare with: the re-export checks it
+        expected = expr.subs({s: v[0] for s, v in bound.items()})
+        if expected != size:
+            rule = spec_of[name].dim_name(expr)
+            raise kiln.InvalidArgumentError(
+                f"input '{name}': dimension {axis} is {size}, but it must be {rule} = {expected}"
+            )
+
+
+def _call_key(inputs):
+    """What the input checks depend on, for inputs that are all tensors (else None)."""
+    key = []
+    for value in inputs:
+        if not isinstance(value, torch.Tensor):
+            return None
+        key.append((value.shape, value.dtype, value.device.type))
+    return tuple(key)
+
+
+class DynamicCompiledModule(CompiledModule):
+    """A CompiledModule for every input shape inside the exported ranges.
+
+    ``report``, ``lowered``, ``verification``, ``target`` and ``precision``
+    describe the compilation for the example inputs; ``specializations``
+    maps each input-shape key compiled so far to its CompiledModule, and
+    ``compilations`` counts them. ``dynamic_inputs`` describes each input's
+    shape with its ranges.
+    """
+
+    def __init__(self, exported_module, input_specs, in_spec, out_spec, first, first_key, specialize):
+        super().__init__(
+            first.lowered, input_specs, in_spec, out_spec, first.report, first.target, first.precision
+        )
+        self.exported_module = exported_module
+        self._specialize = specialize
+        self._specializations = {first_key: first}
+        self._compilations = 1
+        self._specialize_lock = threading.Lock()
+        self._checked_calls = {}  # _call_key of inputs known to pass the checks -> CompiledModule
+
+    @property
+    def compilations(self):
+        """How many static Kiln compilations (one per distinct input shapes) this module has made."""
+        return self._compilations
+
+    @property
+    def specializations(self):
+        """{input shapes: CompiledModule} compiled so far (a copy)."""
+        return dict(self._specializations)
+
+    @property
+    def dynamic_inputs(self):
+        """{input name: shape with ranges} for each tensor input."""
+        return {s.name: s.describe() for s in self.input_specs if isinstance(s, DynamicInputSpec)}
+
+    def _shape_key(self, flat):
+        return tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in flat)
+
+    def specialization_for(self, flat):
+        """The CompiledModule for flat inputs (already checked), compiled on first use."""
+        key = self._shape_key(flat)
+        compiled = self._specializations.get(key)
+        if compiled is not None:
+            return compiled
+        with self._specialize_lock:
+            compiled = self._specializations.get(key)
+            if compiled is None:
+                args, kwargs = pytree.tree_unflatten(list(flat), self.in_spec)
+                compiled = self._specialize(self.exported_module, args, kwargs)
+                self._specializations[key] = compiled
+                self._compilations += 1
+        return compiled
+
+    def forward(self, *args, **kwargs):
+        self._check_weights()
+        # Positional tensors of shapes, dtypes and devices that passed every
+        # check before skip them: the checks cost as much as a small run.
+        positional = self._positional and not kwargs
+        if positional:
+            compiled = self._checked_calls.get(_call_key(args))
+            if compiled is not None:
+                return compiled.run_unchecked(args)
+        flat = self._flat_inputs(args, kwargs)
+        check_shared_sizes(self.input_specs, flat)
+        compiled = self.specialization_for(flat)
+        key = _call_key(flat) if positional else None
+        if key is not None:
+            self._checked_calls[key] = compiled
+        return compiled.run_unchecked(list(flat))
+
+    def run_unchecked(self, inputs):
+        return self.specialization_for(inputs).run_unchecked(inputs)
+
+    def extra_repr(self):
+        shapes = ", ".join(f"{name}: {shape}" for name, shape in self.dynamic_inputs.items())
+        return f"{super().extra_repr()}, dynamic inputs {shapes}, {self.compilations} compilation(s)"
+
+    def __getstate__(self):
+        raise kiln.UnsupportedError(
+            "a module compiled with dynamic_shapes cannot be pickled yet (a new size compiles from the exported "
+            "model, which the file would not hold); compile again after loading, or save a static module"
+        )
