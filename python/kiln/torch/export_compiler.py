@@ -28,6 +28,7 @@ import kiln
 from .compiled_module import CompiledModule, InputSpec, VerificationReport
 from .fx_reference import decomposed_reference, is_fx_reference
 from .graph_lowering import lower_graph_module
+from .input_mutation import mutated_user_inputs, write_inputs_in_place
 
 logger = logging.getLogger("kiln.torch")
 
@@ -127,10 +128,11 @@ def _constant_values(ep):
 
 
 def _check_no_mutation(ep):
+    # Writes to user inputs (a KV cache) are supported: see input_mutation.py.
     mutated = [
         spec.target
         for spec in ep.graph_signature.output_specs
-        if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION, OutputKind.PARAMETER_MUTATION)
+        if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION)
     ]
     if mutated:
         raise kiln.UnsupportedError(
@@ -141,7 +143,9 @@ def _check_no_mutation(ep):
 
 def exported_graph_module(ep):
     """The graph of ExportedProgram `ep` as a GraphModule whose placeholders are
-    the user's tensor inputs and whose weights are get_attr constants."""
+    the user's tensor inputs and whose weights are get_attr constants. Its
+    first outputs are the new values of the inputs `ep` writes to
+    (mutated_user_inputs), in place where that is safe."""
     _check_no_mutation(ep)
     constants = _constant_values(ep)
     graph = torch.fx.Graph()
@@ -156,7 +160,9 @@ def exported_graph_module(ep):
             continue
         else:
             env[node] = graph.node_copy(node, lambda n: env[n])
-    return torch.fx.GraphModule(root, graph)
+    gm = torch.fx.GraphModule(root, graph)
+    write_inputs_in_place(gm, mutated_user_inputs(ep))
+    return gm
 
 
 def _input_specs(ep, example_args, example_kwargs):
@@ -170,6 +176,12 @@ def _input_specs(ep, example_args, example_kwargs):
         else:
             specs.append(InputSpec(name, False, value=value))
     return specs
+
+
+def _mutated_positions(ep):
+    """Positions, among the flattened user inputs, of the inputs `ep` writes to."""
+    names = [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    return [names.index(name) for name in mutated_user_inputs(ep)]
 
 
 def verify_against_eager(compiled, model, args, kwargs, rtol, atol):
@@ -364,6 +376,7 @@ def compile_module(
         report,
         target if isinstance(target, str) else target.name(),
         precision,
+        _mutated_positions(ep),
     )
     compiled.watch_weights(model)
     if verify:
