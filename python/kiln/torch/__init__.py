@@ -22,7 +22,8 @@ with ``trust_pickle=True``.
 Building blocks for other front ends: :func:`lower_graph_module` (an ATen fx
 GraphModule to a GraphModule of Kiln subgraphs and PyTorch fallbacks, with a
 :class:`LoweringReport`), :func:`decomposition_table`, and the converter
-registry in :mod:`kiln.torch.converters`.
+registry in :mod:`kiln.torch.converters`. :func:`compilation_count` says how
+many times the process compiled (to bound recompilation, e.g. in generate()).
 """
 
 import torch  # noqa: F401  (kiln.torch needs PyTorch; fail here with its own ImportError)
@@ -30,7 +31,7 @@ import torch  # noqa: F401  (kiln.torch needs PyTorch; fail here with its own Im
 from . import dynamo_backend
 from .compiled_module import CompiledModule, InputSpec, VerificationReport
 from .dynamo_backend import KilnDynamoGraph, kiln_backend
-from .export_compiler import compile, decomposition_table
+from .export_compiler import compilation_count, compile, decomposition_table
 from .graph_lowering import FallbackNode, LoweringReport, lower_graph_module
 from .kiln_subgraph import KilnSubgraph
 from .serialization import load, save
@@ -43,6 +44,7 @@ __all__ = [
     "KilnSubgraph",
     "LoweringReport",
     "VerificationReport",
+    "compilation_count",
     "compile",
     "decomposition_table",
     "kiln_backend",

@@ -50,6 +50,16 @@ def _tracing_lock():
 
 _export_lock = _tracing_lock()
 
+# Models and dynamo graphs compile_module has compiled in this process.
+_compilations = 0
+
+
+def compilation_count():
+    """How many times this process compiled a model or a dynamo graph (both
+    front ends; a graph that runs eagerly does not count). Read it before and
+    after a run to see how often it compiled, e.g. generate() per new token."""
+    return _compilations
+
 # Composite ops with a converter that is better than their decomposition.
 KEPT_WHOLE = (torch.ops.aten.scaled_dot_product_attention.default,)
 
@@ -368,6 +378,9 @@ def compile_module(
         program_hook=hook,
     )
     logger.info("%s: %s", caller, report.summary())
+    global _compilations
+    with _export_lock:
+        _compilations += 1
     compiled = CompiledModule(
         lowered,
         _input_specs(ep, args, kwargs),
