@@ -35,19 +35,13 @@ def write_slice_(base, src, dim=0, start=None, end=None, step=1):
     return base
 
 
-def write_select_(base, src, dim, index):
-    """In-place select_scatter: base.select(dim, index) = src; returns base."""
-    base.select(dim, index).copy_(src)
-    return base
-
-
 # Functional update op -> the op that writes its first argument in place
-# and returns it; called with the functional node's arguments.
+# and returns it; called with the functional node's arguments. (Core ATen
+# decomposes select_scatter into where, which Kiln computes and run() copies back.)
 IN_PLACE_FORMS = {
     aten.index_put.default: aten.index_put_.default,
     aten.index_copy.default: aten.index_copy_.default,
     aten.slice_scatter.default: write_slice_,
-    aten.select_scatter.default: write_select_,
 }
 
 
