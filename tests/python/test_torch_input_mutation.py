@@ -191,3 +191,16 @@ def test_a_cache_of_the_wrong_shape_is_an_error_naming_it():
     with pytest.raises(kiln.InvalidArgumentError, match="keys"):
         compiled(step_input(0), torch.zeros(1, HEADS, LENGTH + 1, WIDTH), torch.tensor(0))
 
+
+
+@pytest.mark.parametrize("case", ["index_copy_", "slice_assign"])
+def test_saved_and_loaded_module_still_writes_its_inputs(case, tmp_path):
+    model = CASES[case][0]()
+    expected, expected_state = run_steps(model, case)
+    _, make_state, _ = CASES[case]
+    path = tmp_path / "writer.kiln"
+    kiln.torch.save(kiln.torch.compile(model, tuple(call_args(case, 0, make_state()))), path)
+    loaded = kiln.torch.load(path)
+    actual, actual_state = run_steps(loaded, case)
+    for a, e in zip(actual + actual_state, expected + expected_state):
+        torch.testing.assert_close(a, e)
