@@ -111,6 +111,10 @@ def _colour_constants_as_their_users(gm, colour):
     on it through PyTorch, so the order stays acyclic."""
     constant = set()
     for node in gm.graph.nodes:
+        # A multi-output op and its getitems stay where they are: moved
+        # apart, a getitem would read a tuple across groups.
+        if node.target is operator.getitem or isinstance(node.meta.get("val"), (tuple, list)):
+            continue
         if node in colour and all(p.op == "get_attr" or p in constant for p in node.all_input_nodes):
             constant.add(node)
     for node in reversed(gm.graph.nodes):  # users first: chains of constants follow them
