@@ -204,3 +204,10 @@ def test_saved_and_loaded_module_still_writes_its_inputs(case, tmp_path):
     actual, actual_state = run_steps(loaded, case)
     for a, e in zip(actual + actual_state, expected + expected_state):
         torch.testing.assert_close(a, e)
+
+
+def test_verify_compares_a_writing_model_on_equal_inputs_and_leaves_them_alone():
+    new, keys, count = step_input(0), cache(), torch.tensor(2)
+    compiled = kiln.torch.compile(IndexCopyCache(), (new, keys, count), verify=True)
+    assert compiled.verification.ok, compiled.verification.summary()
+    assert torch.equal(keys, cache()) and count.item() == 2

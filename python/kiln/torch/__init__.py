@@ -11,6 +11,11 @@ Two ways in, one converter registry and one partitioner behind them:
   ``import kiln.torch`` (or through the ``torch_dynamo_backends`` entry point
   without it).
 
+Models that write their inputs (a KV cache updated with ``index_copy_``,
+``index_put_`` or slice assignment) compile too: the caller's tensors are
+written as eager writes them, in place where nothing else reads the old
+value (see :mod:`kiln.torch.input_mutation`).
+
 Ops without a converter, or whose converter refuses their arguments, run in
 PyTorch; the rest is compiled in as few Kiln subgraphs as the data flow
 allows. ``kiln.torch.save`` / ``kiln.torch.load`` store a compiled module

@@ -195,10 +195,18 @@ def _mutated_positions(ep):
 
 
 def verify_against_eager(compiled, model, args, kwargs, rtol, atol):
-    """Runs both on the example inputs; the worst error over every output element."""
+    """Runs both on the example inputs; the worst error over every output element.
+    Each run gets its own copy of the inputs: a model that writes them (a
+    KV cache) must see the same values in both, and the caller's stay as they were."""
+
+    def copies():
+        return pytree.tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, (args, kwargs))
+
     with torch.no_grad():
-        expected = pytree.tree_leaves(model(*args, **kwargs))
-        actual = pytree.tree_leaves(compiled(*args, **kwargs))
+        eager_args, eager_kwargs = copies()
+        expected = pytree.tree_leaves(model(*eager_args, **eager_kwargs))
+        compiled_args, compiled_kwargs = copies()
+        actual = pytree.tree_leaves(compiled(*compiled_args, **compiled_kwargs))
     worst = VerificationReport(0.0, 0.0, 0.0, -1, rtol, atol)
     for i, (a, e) in enumerate(zip(actual, expected)):
         if not isinstance(e, torch.Tensor) or not e.numel():
