@@ -70,7 +70,11 @@ def step_input(step):
 CASES = {
     "index_copy_": (IndexCopyCache, lambda: [cache(), torch.tensor(2)], lambda step, state: [step_input(step)]),
     "index_put_": (IndexPutCache, lambda: [cache()], lambda step, state: [step_input(step), torch.tensor([step])]),
-    "slice_assign": (SliceAssignCache, lambda: [cache(), torch.zeros(2, WIDTH)], lambda step, state: [step_input(step)]),
+    "slice_assign": (
+        SliceAssignCache,
+        lambda: [cache(), torch.zeros(2, WIDTH)],
+        lambda step, state: [step_input(step)],
+    ),
     "read_before_write": (ReadBeforeWrite, lambda: [cache()], lambda step, state: [step_input(step)]),
 }
 
