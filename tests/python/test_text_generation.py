@@ -104,3 +104,22 @@ def test_dynamic_cache_compilations_are_bounded():
     expected, actual, compilations = eager_and_kiln("gpt2", "dynamic", 6)
     assert actual.tolist() == expected.tolist()
     assert compilations <= 3
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_static_cache_batch_of_two_with_left_padding(name):
+    """Two prompts, the second padded on the left: the attention mask and
+    the per-row positions are run-time inputs of the same two programs."""
+    model = MODELS[name]()
+    ids = torch.randint(0, 1000, (2, PROMPT_LENGTH), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones(2, PROMPT_LENGTH, dtype=torch.long)
+    mask[1, :3] = 0
+    options = dict(attention_mask=mask, max_new_tokens=12, do_sample=False, cache_implementation="static", pad_token_id=0)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = model.generate(ids, **options)
+        model.forward = torch.compile(model.forward, backend="kiln")
+        before = kiln.torch.compilation_count()
+        actual = model.generate(ids, **options)
+    assert actual.tolist() == expected.tolist()
+    assert kiln.torch.compilation_count() - before <= 2
