@@ -52,6 +52,7 @@ _export_lock = _tracing_lock()
 
 # Models and dynamo graphs compile_module has compiled in this process.
 _compilations = 0
+_compilations_lock = threading.Lock()
 
 
 def compilation_count():
@@ -387,7 +388,7 @@ def compile_module(
     )
     logger.info("%s: %s", caller, report.summary())
     global _compilations
-    with _export_lock:
+    with _compilations_lock:
         _compilations += 1
     compiled = CompiledModule(
         lowered,

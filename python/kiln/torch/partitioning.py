@@ -11,7 +11,8 @@ to one node keeps the graph acyclic: every supported node gets a colour, the
 largest colour among its supported inputs, or one more than the largest
 colour that reaches it through an unsupported node. Along any path colours
 never decrease and they strictly increase across an unsupported node, so no
-path leaves a group and comes back to it. Groups smaller than
+path leaves a group and comes back to it. A node computed from constants
+alone then joins the earliest group among its users. Groups smaller than
 ``min_subgraph_size`` are handed back to PyTorch and the colouring repeated.
 """
 
