@@ -252,6 +252,24 @@ TEST(cpu_kernel_algorithms, compiled_programs_name_the_chosen_algorithms) {
     }
 }
 
+// A decoder's projection at one token per step: one row times constant
+// weights plus the residual. oneDNN would run it with its reference matmul
+// (no optimized one-row matmul with a binary post-op), so the add runs after
+// the product; with more rows oneDNN applies the add itself.
+TEST(cpu_kernel_algorithms, a_one_row_product_adds_its_residual_after_the_product) {
+    for (std::size_t rows : {std::size_t{1}, std::size_t{4}}) {
+        program p;
+        module& m = *p.get_main_module();
+        auto x = m.add_parameter("x", float_shape({rows, 64}));
+        auto residual = m.add_parameter("residual", float_shape({rows, 96}));
+        auto dot = m.add_instruction(make_op("dot"), {x, add_random_literal(m, {64, 96}, 7)});
+        m.add_return({m.add_instruction(make_op("add"), {dot, residual})});
+        const program c = compiled_on_cpu(p);
+        EXPECT_EQ(algorithm_of(c, "fused_dot"), rows == 1 ? "onednn_add_epilogue" : "onednn") << rows << " rows";
+        expect_cpu_matches_ref(p, 1e-4);
+    }
+}
+
 TEST(cpu_kernel_algorithms, ref_and_uncompiled_programs_name_no_algorithms) {
     program p;
     module& m = *p.get_main_module();

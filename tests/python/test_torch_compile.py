@@ -168,6 +168,29 @@ def test_fallback_is_recorded_logged_and_still_matches(caplog):
     torch.testing.assert_close(c(x), model(x), rtol=1e-3, atol=1e-4)
 
 
+def test_weights_used_after_a_fallback_stay_constants_of_the_subgraph_that_uses_them():
+    """The transposed weight of the linear after i0 depends on no input: it
+    belongs to the second subgraph (a folded constant), not to the first one,
+    which would compute it on every call and hand it over as an output."""
+
+    class LinearAfterI0(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 5)
+
+        def forward(self, x):
+            return self.fc(torch.special.i0(x * 2))
+
+    torch.manual_seed(0)
+    model = LinearAfterI0().eval()
+    x = torch.randn(3, 4)
+    c = kiln.torch.compile(model, (x,))
+    assert c.num_subgraphs == 2
+    first = next(n for n in c.lowered.graph.nodes if n.op == "call_module")
+    assert len(c.lowered.get_submodule(first.target).program.get_output_shapes()) == 1  # x * 2 only
+    torch.testing.assert_close(c(x), model(x), rtol=1e-3, atol=1e-4)
+
+
 def test_min_subgraph_size_leaves_small_subgraphs_to_pytorch():
     class TailAfterI0(nn.Module):
         def forward(self, x):

@@ -344,9 +344,8 @@ def test_precision_int8_calibrates_each_subgraph():
     assert "quantize_linear" in str(second)
 
 
-@pytest.mark.xfail(strict=True, reason="the partitioner computes the second linear's weight transpose in the first "
-                   "subgraph and passes it as a runtime input, so it cannot be quantized as a constant weight")
 def test_precision_int8_second_subgraph_on_int8_kernels():
+    # The second linear's weight transpose is a constant of the second subgraph (partitioning.py).
     model = SplitByFallback().eval()
     x = torch.randn(4, 32)
     compiled = kiln.torch.compile(model, (x,), precision="int8", calibration=[(x,)])

@@ -13,6 +13,11 @@ Two ways in, one converter registry and one partitioner behind them:
   ``import kiln.torch`` (or through the ``torch_dynamo_backends`` entry point
   without it).
 
+Models that write their inputs (a KV cache updated with ``index_copy_``,
+``index_put_`` or slice assignment) compile too: the caller's tensors are
+written as eager writes them, in place where nothing else reads the old
+value (see :mod:`kiln.torch.input_mutation`).
+
 Ops without a converter, or whose converter refuses their arguments, run in
 PyTorch; the rest is compiled in as few Kiln subgraphs as the data flow
 allows. ``kiln.torch.save`` / ``kiln.torch.load`` store a compiled module
@@ -24,7 +29,8 @@ with ``trust_pickle=True``.
 Building blocks for other front ends: :func:`lower_graph_module` (an ATen fx
 GraphModule to a GraphModule of Kiln subgraphs and PyTorch fallbacks, with a
 :class:`LoweringReport`), :func:`decomposition_table`, and the converter
-registry in :mod:`kiln.torch.converters`.
+registry in :mod:`kiln.torch.converters`. :func:`compilation_count` says how
+many times the process compiled (to bound recompilation, e.g. in generate()).
 """
 
 import torch  # noqa: F401  (kiln.torch needs PyTorch; fail here with its own ImportError)
@@ -33,7 +39,7 @@ from . import dynamo_backend
 from .compiled_module import CompiledModule, InputSpec, VerificationReport
 from .dynamic_module import DimRange, DynamicCompiledModule
 from .dynamo_backend import KilnDynamoGraph, kiln_backend
-from .export_compiler import compile, decomposition_table
+from .export_compiler import compilation_count, compile, decomposition_table
 from .graph_lowering import FallbackNode, LoweringReport, lower_graph_module
 from .kiln_subgraph import KilnSubgraph
 from .serialization import load, save
@@ -48,6 +54,7 @@ __all__ = [
     "KilnSubgraph",
     "LoweringReport",
     "VerificationReport",
+    "compilation_count",
     "compile",
     "decomposition_table",
     "kiln_backend",

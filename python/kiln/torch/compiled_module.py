@@ -24,6 +24,8 @@ import torch.utils._pytree as pytree
 
 import kiln
 
+from .input_mutation import write_back
+
 
 @dataclasses.dataclass
 class InputSpec:
@@ -91,8 +93,11 @@ class CompiledModule(torch.nn.Module):
     ``target`` and ``precision``.
     """
 
-    def __init__(self, lowered, input_specs, in_spec, out_spec, report, target, precision):
+    def __init__(self, lowered, input_specs, in_spec, out_spec, report, target, precision, mutated_inputs=()):
         super().__init__()
+        # Flat input positions the model writes to (a KV cache): the lowered
+        # graph's first outputs are their new values.
+        self.mutated_inputs = tuple(mutated_inputs)
         self.lowered = lowered
         self.input_specs = list(input_specs)
         self.in_spec = in_spec
@@ -212,6 +217,10 @@ class CompiledModule(torch.nn.Module):
         self._warn_if_grad_wanted(inputs)
         # forward directly: GraphModule.__call__ only adds error rewriting.
         outputs = self.lowered.forward(*inputs)
+        if self.mutated_inputs:
+            count = len(self.mutated_inputs)
+            write_back(inputs, outputs[:count], self.mutated_inputs)
+            outputs = outputs[count:]
         if self._output_form == "tuple":
             return tuple(outputs)
         if self._output_form == "tensor":
@@ -234,5 +243,6 @@ class CompiledModule(torch.nn.Module):
         state["out_spec"] = pytree.treespec_loads(state["out_spec"])
         state.setdefault("_watched", [])  # files saved before weights were watched
         state.setdefault("_warned_about_grad", False)
+        state.setdefault("mutated_inputs", ())  # files saved before inputs could be written
         self.__dict__.update(state)
         self._set_fast_paths()

@@ -22,8 +22,10 @@ passes as a 0-d tensor stays an input, or, when the graph reads its value
 ``compilations`` counts a graph's compilations. Parameters
 and buffers are frozen into the compiled program by default (inference
 weights, constant-folded); an in-place change of one changes its version and
-the next call compiles again. A graph that cannot be lowered at all (it
-mutates its inputs, torch.export refuses it) runs eagerly, with a warning.
+the next call compiles again. Inputs the graph writes to (a KV cache) are
+never frozen: the writes happen on the caller's tensors (input_mutation.py).
+A graph that cannot be lowered at all (torch.export refuses it) runs
+eagerly, with a warning.
 
 Options (an unknown key is an error): target ("cpu"), precision ("fp32"),
 min_subgraph_size (1), freeze_parameters (True), cache_size (16 shape
@@ -42,6 +44,7 @@ import kiln
 
 from .dtypes import PRECISIONS
 from .export_compiler import compile_module
+from .input_mutation import written_placeholders
 
 logger = logging.getLogger("kiln.torch")
 
@@ -165,7 +168,12 @@ class KilnDynamoGraph:
         self.gm = gm
         self.options = options
         frozen = options["freeze_parameters"]
-        self.weight_positions = {i for i, e in enumerate(example_inputs) if frozen and _is_weight(e)}
+        # An input the graph writes to (a static KV cache, which Hugging Face
+        # marks like a weight) is a run-time input, never a frozen constant.
+        written = written_placeholders(gm)
+        self.weight_positions = {
+            i for i, e in enumerate(example_inputs) if frozen and _is_weight(e) and i not in written
+        }
         # Floats dynamo passes as 0-d tensors stay run-time inputs unless the
         # graph cannot be exported that way (it calls .item() on one); then
         # each value is compiled in (see _use_constant_scalars).

@@ -29,6 +29,7 @@ from .compiled_module import CompiledModule, InputSpec, VerificationReport
 from .dynamic_module import DynamicCompiledModule, DynamicInputSpec, dim_names, dynamic_input_specs
 from .fx_reference import decomposed_reference, is_fx_reference
 from .graph_lowering import lower_graph_module
+from .input_mutation import mutated_user_inputs, write_inputs_in_place
 
 logger = logging.getLogger("kiln.torch")
 
@@ -49,6 +50,17 @@ def _tracing_lock():
 
 
 _export_lock = _tracing_lock()
+
+# Models and dynamo graphs compile_module has compiled in this process.
+_compilations = 0
+_compilations_lock = threading.Lock()
+
+
+def compilation_count():
+    """How many times this process compiled a model or a dynamo graph (both
+    front ends; a graph that runs eagerly does not count). Read it before and
+    after a run to see how often it compiled, e.g. generate() per new token."""
+    return _compilations
 
 # Composite ops with a converter that is better than their decomposition.
 KEPT_WHOLE = (torch.ops.aten.scaled_dot_product_attention.default,)
@@ -128,10 +140,11 @@ def _constant_values(ep):
 
 
 def _check_no_mutation(ep):
+    # Writes to user inputs (a KV cache) are supported: see input_mutation.py.
     mutated = [
         spec.target
         for spec in ep.graph_signature.output_specs
-        if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION, OutputKind.PARAMETER_MUTATION)
+        if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION)
     ]
     if mutated:
         raise kiln.UnsupportedError(
@@ -142,7 +155,9 @@ def _check_no_mutation(ep):
 
 def exported_graph_module(ep):
     """The graph of ExportedProgram `ep` as a GraphModule whose placeholders are
-    the user's tensor inputs and whose weights are get_attr constants."""
+    the user's tensor inputs and whose weights are get_attr constants. Its
+    first outputs are the new values of the inputs `ep` writes to
+    (mutated_user_inputs), in place where that is safe."""
     _check_no_mutation(ep)
     constants = _constant_values(ep)
     graph = torch.fx.Graph()
@@ -157,7 +172,9 @@ def exported_graph_module(ep):
             continue
         else:
             env[node] = graph.node_copy(node, lambda n: env[n])
-    return torch.fx.GraphModule(root, graph)
+    gm = torch.fx.GraphModule(root, graph)
+    write_inputs_in_place(gm, mutated_user_inputs(ep))
+    return gm
 
 
 def _input_specs(ep, example_args, example_kwargs):
@@ -173,11 +190,25 @@ def _input_specs(ep, example_args, example_kwargs):
     return specs
 
 
+def _mutated_positions(ep):
+    """Positions, among the flattened user inputs, of the inputs `ep` writes to."""
+    names = [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    return [names.index(name) for name in mutated_user_inputs(ep)]
+
+
 def verify_against_eager(compiled, model, args, kwargs, rtol, atol):
-    """Runs both on the example inputs; the worst error over every output element."""
+    """Runs both on the example inputs; the worst error over every output element.
+    Each run gets its own copy of the inputs: a model that writes them (a
+    KV cache) must see the same values in both, and the caller's stay as they were."""
+
+    def copies():
+        return pytree.tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, (args, kwargs))
+
     with torch.no_grad():
-        expected = pytree.tree_leaves(model(*args, **kwargs))
-        actual = pytree.tree_leaves(compiled(*args, **kwargs))
+        eager_args, eager_kwargs = copies()
+        expected = pytree.tree_leaves(model(*eager_args, **eager_kwargs))
+        compiled_args, compiled_kwargs = copies()
+        actual = pytree.tree_leaves(compiled(*compiled_args, **compiled_kwargs))
     worst = VerificationReport(0.0, 0.0, 0.0, -1, rtol, atol)
     for i, (a, e) in enumerate(zip(actual, expected)):
         if not isinstance(e, torch.Tensor) or not e.numel():
@@ -398,6 +429,9 @@ def compile_module(
         program_hook=hook,
     )
     logger.info("%s: %s", caller, report.summary())
+    global _compilations
+    with _compilations_lock:
+        _compilations += 1
     compiled = CompiledModule(
         lowered,
         _input_specs(ep, args, kwargs),
@@ -406,6 +440,7 @@ def compile_module(
         report,
         target if isinstance(target, str) else target.name(),
         precision,
+        _mutated_positions(ep),
     )
     compiled.watch_weights(model)
     if verify:

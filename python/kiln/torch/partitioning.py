@@ -11,7 +11,8 @@ to one node keeps the graph acyclic: every supported node gets a colour, the
 largest colour among its supported inputs, or one more than the largest
 colour that reaches it through an unsupported node. Along any path colours
 never decrease and they strictly increase across an unsupported node, so no
-path leaves a group and comes back to it. Groups smaller than
+path leaves a group and comes back to it. A node computed from constants
+alone then joins the earliest group among its users. Groups smaller than
 ``min_subgraph_size`` are handed back to PyTorch and the colouring repeated.
 """
 
@@ -101,6 +102,27 @@ def _keep_tuples_whole(gm, unsupported):
                     changed = True
 
 
+def _colour_constants_as_their_users(gm, colour):
+    """A node computed from constants alone (a transposed frozen weight, an
+    arange) has no input to wait for, so it took colour 0; in the first
+    group it would be an output computed on every call and handed to the
+    group that uses it (every weight of a decoder, for each token). It
+    moves to the earliest group among its users, where it folds into a
+    constant. Only when every user is in a group: nothing can then depend
+    on it through PyTorch, so the order stays acyclic."""
+    constant = set()
+    for node in gm.graph.nodes:
+        # A multi-output op and its getitems stay where they are: moved
+        # apart, a getitem would read a tuple across groups.
+        if node.target is operator.getitem or isinstance(node.meta.get("val"), (tuple, list)):
+            continue
+        if node in colour and all(p.op == "get_attr" or p in constant for p in node.all_input_nodes):
+            constant.add(node)
+    for node in reversed(gm.graph.nodes):  # users first: chains of constants follow them
+        if node in constant and node.users and all(u in colour for u in node.users):
+            colour[node] = min(colour[u] for u in node.users)
+
+
 def _colour(gm, unsupported):
     colour, horizon = {}, {}
     for node in gm.graph.nodes:
@@ -112,6 +134,7 @@ def _colour(gm, unsupported):
             horizon[node] = max(reach + beyond, default=-1)
         else:
             colour[node] = max(reach + [h + 1 for h in beyond], default=0)
+    _colour_constants_as_their_users(gm, colour)
     groups = defaultdict(list)
     for node, c in colour.items():
         groups[c].append(node)

@@ -28,6 +28,7 @@ import kiln
 from .compiled_module import CompiledModule, InputSpec, VerificationReport
 from .dynamic_module import DynamicCompiledModule
 from .graph_lowering import FallbackNode, LoweringReport
+from .input_mutation import write_slice_
 from .kiln_subgraph import KilnSubgraph
 
 FORMAT = "kiln.torch.CompiledModule/1"
@@ -74,6 +75,7 @@ def save(module, path):
         "inputs": [_input_spec_to_json(s) for s in module.input_specs],
         "in_spec": pytree.treespec_dumps(module.in_spec),
         "out_spec": pytree.treespec_dumps(module.out_spec),
+        "mutated_inputs": list(module.mutated_inputs),
         "report": {
             "subgraphs": module.report.subgraphs,
             "compiled_nodes": module.report.compiled_nodes,
@@ -184,6 +186,7 @@ def _read(archive):
         LoweringReport(report["subgraphs"], report["compiled_nodes"], [FallbackNode(*f) for f in report["fallback_nodes"]]),
         manifest["target"],
         manifest["precision"],
+        [int(i) for i in manifest.get("mutated_inputs", [])],  # files from before inputs could be written
     )
     if manifest["verification"] is not None:
         module.verification = VerificationReport(**manifest["verification"])
@@ -223,6 +226,8 @@ def _check_identifier(text, node):
 def _target_name(node):
     if node.op != "call_function":
         return node.target
+    if node.target is write_slice_:
+        return _WRITE_SLICE_NAME
     if node.target is operator.getitem:
         return "operator.getitem"
     if isinstance(node.target, torch._ops.OpOverload):
@@ -230,10 +235,16 @@ def _target_name(node):
     raise kiln.UnsupportedError(f"kiln.torch.save: node {node.name} calls {node.target!r}, which the file cannot name")
 
 
+# Kiln's in-place slice write (input_mutation.py), the one non-ATen function a graph may call.
+_WRITE_SLICE_NAME = "kiln.torch.input_mutation.write_slice_"
+
+
 def _resolve_function(name):
     """An op from its name by attribute lookups on torch.ops: nothing imported, nothing run."""
     if name == "operator.getitem":
         return operator.getitem
+    if name == _WRITE_SLICE_NAME:
+        return write_slice_
     parts = name.split(".")
     # ATen's operators check their arguments; other namespaces (custom ops) may not.
     if len(parts) != 5 or parts[:3] != ["torch", "ops", "aten"]:
@@ -253,7 +264,8 @@ def _encode(value, node):
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
-        return {type(value).__name__: [_encode(v, node) for v in value]}
+        # fx keeps list arguments as immutable_list, a list subclass.
+        return {"list" if isinstance(value, list) else "tuple": [_encode(v, node) for v in value]}
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return {"dict": {k: _encode(v, node) for k, v in value.items()}}
     for kind in (torch.dtype, torch.device, torch.layout, torch.memory_format):
