@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "ir/specialisation_cache.hpp"
+#include "kiln/specialise.hpp"
 #include "kiln/verifier.hpp"
 
 namespace kiln {
@@ -171,12 +172,26 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
 }
 
 program program::static_program(const parameter_lens& lens) const {
-    if (!specialiser_)
-        fail(error_kind::not_implemented,
-             "compile: a module built with dynamic parameters cannot be specialised yet; import the model with "
-             "map_dyn_input_dims instead");
-    program p = specialiser_->specialise(lens);
-    if (p.is_dynamic()) fail("specialiser '" + specialiser_->kind() + "' returned a dynamic program");
+    if (specialiser_) {
+        program p = specialiser_->specialise(lens);
+        if (p.is_dynamic()) fail("specialiser '" + specialiser_->kind() + "' returned a dynamic program");
+        return p;
+    }
+    // A module built over ranges: its static copy at these extents, whose
+    // module arguments then point at the copied program's modules.
+    program p;
+    p.modules_.clear();
+    std::unordered_map<const module*, module_ref> mapping;
+    for (const auto& m : modules_) {
+        if (m.get() == get_main_module()) {
+            const module specialised = specialise(*m, lens);
+            p.modules_.push_back(std::make_unique<module>(specialised));
+        } else {
+            p.modules_.push_back(std::make_unique<module>(*m));
+        }
+        mapping[m.get()] = p.modules_.back().get();
+    }
+    for (auto& m : p.modules_) m->remap_module_inputs(mapping);
     return p;
 }
 

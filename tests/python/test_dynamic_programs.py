@@ -257,3 +257,28 @@ def test_cli_dyn_input_dim(conv_model, tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "k" / "output_0.npy"), expected, rtol=1e-4, atol=1e-5)
     out = run_cli("read", compiled)
     assert out.returncode == 0 and "dynamic parameters: x: float_type, {1..32@{4}, 3, 8, 8}" in out.stdout
+
+
+def built_dynamic_program():
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", dyn_dims=[{"min": 1, "max": 8, "optimals": [4]}, 4]))
+    w = m.add_literal(np.arange(12, dtype=np.float32).reshape(4, 3) - 5)
+    m.add_return([m.add_instruction(kiln.op("relu"), [m.add_instruction(kiln.op("dot"), [x, w])])])
+    return p
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu"])
+def test_a_program_built_over_ranges_compiles_once_and_runs_every_shape(target, tmp_path):
+    p = built_dynamic_program()
+    assert str(p.get_output_shapes()[0]) == "float_type, {1..8, 3}"
+    p.compile(kiln.get_target(target))
+    assert p.specialisation_count() == 1
+    w = np.arange(12, dtype=np.float32).reshape(4, 3) - 5
+    rng = np.random.default_rng(0)
+    for loaded in (p, kiln.load_buffer(kiln.save_buffer(p))):
+        for n in (1, 4, 8, 3):
+            x = rng.standard_normal((n, 4)).astype(np.float32)
+            np.testing.assert_allclose(np.asarray(loaded.run({"x": x})[0]), np.maximum(x @ w, 0), rtol=1e-5, atol=1e-6)
+        with pytest.raises(ValueError, match=r"extents \{9, 4\} are outside the range \{1\.\.8@\{4\}, 4\}"):
+            loaded.run({"x": np.zeros((9, 4), np.float32)})
