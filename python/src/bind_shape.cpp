@@ -26,68 +26,12 @@ std::vector<std::size_t> to_extents(const std::vector<std::int64_t>& values, con
     return out;
 }
 
-// Python ints and integer-like objects (numpy integers), but not bools.
-bool is_integer(nb::handle obj) { return PyIndex_Check(obj.ptr()) && !nb::isinstance<nb::bool_>(obj); }
-
-// One non-negative extent of a dynamic dimension.
-std::size_t to_extent(nb::handle obj, const std::string& what) {
-    if (!is_integer(obj))
-        fail(error_kind::type_error, "shape: " + what + " must be an int, got " + nb::cast<std::string>(nb::repr(obj)));
-    auto v = nb::cast<std::int64_t>(nb::steal(PyNumber_Index(obj.ptr())));
-    if (v < 0) fail(error_kind::invalid_argument, "shape: " + what + " must be non-negative, got " + std::to_string(v));
-    return static_cast<std::size_t>(v);
-}
-
-// A member of a dict, or an attribute of any other object (a
-// migraphx-style dynamic_dimension); nullopt when it has none.
-std::optional<nb::object> field(nb::handle dim, const char* key) {
-    if (nb::isinstance<nb::dict>(dim)) {
-        nb::dict d = nb::borrow<nb::dict>(dim);
-        if (!d.contains(key)) return std::nullopt;
-        return nb::borrow(d[key]);
-    }
-    if (!nb::hasattr(dim, key)) return std::nullopt;
-    return dim.attr(key);
-}
-
-// An int (a fixed extent), a dict {"min", "max", "optimals"} (optimals
-// optional) or an object with .min, .max and .optimals.
-dynamic_dimension to_dynamic_dimension(nb::handle dim, std::size_t axis) {
-    const std::string where = "dyn_dims[" + std::to_string(axis) + "]";
-    if (is_integer(dim)) return dynamic_dimension(to_extent(dim, where));
-    auto lo = field(dim, "min");
-    auto hi = field(dim, "max");
-    if (!lo || !hi)
-        fail(error_kind::type_error, "shape: " + where +
-                                         " must be an int, a dict {'min', 'max', 'optimals'} or an object with "
-                                         ".min and .max, got " + nb::cast<std::string>(nb::repr(dim)));
-    if (nb::isinstance<nb::dict>(dim))
-        for (auto [key, unused] : nb::borrow<nb::dict>(dim)) {
-            std::string name = nb::cast<std::string>(nb::str(key));
-            if (name != "min" && name != "max" && name != "optimals")
-                fail(error_kind::invalid_argument,
-                     "shape: " + where + " has an unknown key '" + name + "' (expected min, max, optimals)");
-        }
-    std::size_t min = to_extent(*lo, where + ".min");
-    std::size_t max = to_extent(*hi, where + ".max");
-    std::vector<std::size_t> optimals;
-    if (auto opts = field(dim, "optimals"); opts && !opts->is_none())
-        for (nb::handle o : *opts) optimals.push_back(to_extent(o, where + ".optimals"));
-    try {
-        return dynamic_dimension(min, max, std::move(optimals));
-    } catch (const error& e) {
-        fail(e.kind(), "shape: " + where + ": " + e.what());
-    }
-}
-
 shape make_shape(nb::handle type, const std::optional<std::vector<std::int64_t>>& lens,
                  const std::optional<std::vector<std::int64_t>>& strides, nb::handle dyn_dims) {
     dtype t = to_dtype(type);
     if (!dyn_dims.is_none()) {
         if (lens || strides) fail(error_kind::invalid_argument, "shape: give lens (and strides) or dyn_dims, not both");
-        std::vector<dynamic_dimension> dims;
-        for (nb::handle d : dyn_dims) dims.push_back(to_dynamic_dimension(d, dims.size()));
-        return shape::from_dyn_dims(t, std::move(dims));
+        return shape::from_dyn_dims(t, to_dynamic_dimensions(dyn_dims, "shape: dyn_dims"));
     }
     auto l = to_extents(lens.value_or(std::vector<std::int64_t>{}), "lens");
     if (!strides) return shape(t, std::move(l));

@@ -45,8 +45,9 @@ const PyType_Slot* argument_buffer_slots();
 value to_value(nb::handle obj, const std::string& what);
 
 // A dimension from Python: an int (fixed), a dict {"min", "max", "optimals"}
-// or an object with those attributes (MIGraphX's shape.dynamic_dimension).
-dynamic_dimension to_dynamic_dimension(nb::handle obj, const std::string& what);
+// (optimals optional) or an object with those attributes (MIGraphX's
+// shape.dynamic_dimension); `where` names it in errors.
+dynamic_dimension to_dynamic_dimension(nb::handle obj, const std::string& where);
 // A list of them, one per dimension.
 std::vector<dynamic_dimension> to_dynamic_dimensions(nb::handle obj, const std::string& what);
 nb::object from_value(const value& v);

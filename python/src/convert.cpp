@@ -1,5 +1,6 @@
 // Conversions between Python objects and Kiln's dynamic values and dtypes.
 #include <climits>
+#include <optional>
 
 #include "bindings.hpp"
 
@@ -98,46 +99,56 @@ nb::object from_value(const value& v) {
 
 namespace {
 
+// Python ints and integer-like objects (numpy integers), but not bools.
+bool is_integer(nb::handle obj) { return PyIndex_Check(obj.ptr()) && !nb::isinstance<nb::bool_>(obj); }
+
+// One non-negative extent of a dynamic dimension.
 std::size_t to_extent(nb::handle obj, const std::string& what) {
-    if (!nb::isinstance<nb::int_>(obj) || nb::isinstance<nb::bool_>(obj))
-        fail(error_kind::type_error, what + ": expected a non-negative int, got " + python_type_name(obj));
-    auto v = nb::cast<std::int64_t>(obj);
-    if (v < 0) fail(what + ": expected a non-negative int, got " + std::to_string(v));
+    if (!is_integer(obj))
+        fail(error_kind::type_error, what + " must be an int, got " + nb::cast<std::string>(nb::repr(obj)));
+    auto v = nb::cast<std::int64_t>(nb::steal(PyNumber_Index(obj.ptr())));
+    if (v < 0) fail(error_kind::invalid_argument, what + " must be non-negative, got " + std::to_string(v));
     return static_cast<std::size_t>(v);
+}
+
+// A member of a dict, or an attribute of any other object (a
+// migraphx-style dynamic_dimension); nullopt when it has none.
+std::optional<nb::object> field(nb::handle dim, const char* key) {
+    if (nb::isinstance<nb::dict>(dim)) {
+        nb::dict d = nb::borrow<nb::dict>(dim);
+        if (!d.contains(key)) return std::nullopt;
+        return nb::borrow(d[key]);
+    }
+    if (!nb::hasattr(dim, key)) return std::nullopt;
+    return dim.attr(key);
 }
 
 }  // namespace
 
-dynamic_dimension to_dynamic_dimension(nb::handle obj, const std::string& what) {
-    if (nb::isinstance<nb::int_>(obj) && !nb::isinstance<nb::bool_>(obj)) return dynamic_dimension(to_extent(obj, what));
-    auto field = [&](const char* name) -> nb::object {
-        if (nb::isinstance<nb::dict>(obj)) {
-            nb::dict d = nb::borrow<nb::dict>(obj);
-            return d.contains(name) ? nb::object(d[name]) : nb::object();
+dynamic_dimension to_dynamic_dimension(nb::handle dim, const std::string& where) {
+    if (is_integer(dim)) return dynamic_dimension(to_extent(dim, where));
+    auto lo = field(dim, "min");
+    auto hi = field(dim, "max");
+    if (!lo || !hi)
+        fail(error_kind::type_error, where +
+                                         " must be an int, a dict {'min', 'max', 'optimals'} or an object with "
+                                         ".min and .max, got " + nb::cast<std::string>(nb::repr(dim)));
+    if (nb::isinstance<nb::dict>(dim))
+        for (auto [key, unused] : nb::borrow<nb::dict>(dim)) {
+            std::string name = nb::cast<std::string>(nb::str(key));
+            if (name != "min" && name != "max" && name != "optimals")
+                fail(error_kind::invalid_argument,
+                     where + " has an unknown key '" + name + "' (expected min, max, optimals)");
         }
-        return nb::hasattr(obj, name) ? obj.attr(name) : nb::object();
-    };
-    nb::object lo = field("min");
-    nb::object hi = field("max");
-    if (!lo.is_valid() || !hi.is_valid())
-        fail(error_kind::type_error, what + ": expected an int or a range {\"min\": ..., \"max\": ..., "
-                                            "\"optimals\": [...]}, got " + python_type_name(obj));
-    if (nb::isinstance<nb::dict>(obj))
-        for (auto [key, item] : nb::borrow<nb::dict>(obj)) {
-            std::string k = nb::cast<std::string>(nb::str(key));
-            if (k != "min" && k != "max" && k != "optimals")
-                fail(what + ": unknown key '" + k + "'; a range has min, max and optimals");
-        }
+    std::size_t min = to_extent(*lo, where + ".min");
+    std::size_t max = to_extent(*hi, where + ".max");
     std::vector<std::size_t> optimals;
-    if (nb::object opts = field("optimals"); opts.is_valid() && !opts.is_none()) {
-        if (!nb::isinstance<nb::list>(opts) && !nb::isinstance<nb::tuple>(opts) && !nb::isinstance<nb::set>(opts))
-            fail(error_kind::type_error, what + ": optimals must be a list of ints, got " + python_type_name(opts));
-        for (nb::handle o : opts) optimals.push_back(to_extent(o, what + " optimals"));
-    }
+    if (auto opts = field(dim, "optimals"); opts && !opts->is_none())
+        for (nb::handle o : *opts) optimals.push_back(to_extent(o, where + ".optimals"));
     try {
-        return dynamic_dimension(to_extent(lo, what + " min"), to_extent(hi, what + " max"), optimals);
+        return dynamic_dimension(min, max, std::move(optimals));
     } catch (const error& e) {
-        throw error(e.kind(), what + ": " + e.what());
+        fail(e.kind(), where + ": " + e.what());
     }
 }
 
