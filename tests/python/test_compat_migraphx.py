@@ -242,12 +242,14 @@ def test_type_t_values_are_migraphx_values():
     assert (t.bool_type, t.half_type, t.float_type, t.int64_type, t.bf16_type) == (0, 1, 2, 9, 15)
 
 
-def test_fixed_dyn_dims_give_a_static_shape():
+def test_dyn_dims_give_a_static_or_dynamic_shape():
     dd = migraphx.shape.dynamic_dimension
     s = migraphx.shape(type="float", dyn_dims=[dd(2, 2), dd(5, 5)])
     assert s.lens() == [2, 5] and all(d.is_fixed() for d in s.dyn_dims())
-    with pytest.raises(kiln.UnsupportedError, match="static"):
-        migraphx.shape(type="float", dyn_dims=[dd(1, 4), dd(5, 5)])
+    s = migraphx.shape(type="float", dyn_dims=[dd(1, 4, {2}), dd(5, 5)])
+    assert s.dynamic() and s.dyn_dims() == [dd(1, 4, {2}), dd(5, 5)]
+    assert (s.min_lens(), s.max_lens(), s.opt_lens()) == ([1, 5], [4, 5], [2, 5])
+    assert str(s) == "float_type, {1..4@{2}, 5}"
 
 
 def test_bad_shape_arguments():

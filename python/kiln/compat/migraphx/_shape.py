@@ -73,20 +73,6 @@ class dynamic_dimension:
         return f"{{{self.min}, {self.max}{opt}}}"
 
 
-def _static_lens(dyn_dims):
-    lens = []
-    for d in dyn_dims:
-        if isinstance(d, dict):
-            d = dynamic_dimension(d.get("min", 0), d.get("max", 0), d.get("optimals"))
-        if not isinstance(d, dynamic_dimension) or not d.is_fixed():
-            raise unsupported(
-                f"dynamic dimension {d!r}: Kiln shapes are static today; give fixed dimensions "
-                "(min == max) or use lens=[...]"
-            )
-        lens.append(d.min)
-    return lens
-
-
 class shape:
     """A tensor's type, lengths and strides: ``shape(type="float", lens=[2, 3])``.
 
@@ -107,7 +93,8 @@ class shape:
         if dyn_dims is not None:
             if lens is not None:
                 raise kiln.InvalidArgumentError("shape: give lens or dyn_dims, not both")
-            lens = _static_lens(dyn_dims)
+            self._kiln = kiln.shape(type_name(type), dyn_dims=list(dyn_dims))
+            return
         if lens is None:
             lens = [1]
         self._kiln = kiln.shape(type_name(type), list(lens), None if strides is None else list(strides))
@@ -148,7 +135,17 @@ class shape:
         return self._kiln.bytes()
 
     def dyn_dims(self):
-        return [dynamic_dimension(n, n) for n in self._kiln.lens]
+        return [dynamic_dimension(d["min"], d["max"], d["optimals"]) for d in self._kiln.dyn_dims]
+
+    def min_lens(self):
+        return list(self._kiln.min_lens)
+
+    def max_lens(self):
+        return list(self._kiln.max_lens)
+
+    def opt_lens(self):
+        # MIGraphX: each dimension's smallest optimal, else its min.
+        return [min(d["optimals"]) if d["optimals"] else d["min"] for d in self._kiln.dyn_dims]
 
     def packed(self):
         return self._kiln.packed()
@@ -166,7 +163,7 @@ class shape:
         return self._kiln.scalar()
 
     def dynamic(self):
-        return False
+        return self._kiln.dynamic()
 
     def __eq__(self, other):
         if isinstance(other, shape):
