@@ -104,6 +104,8 @@ def bench_case(name, case, path, rounds, threads, log):
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
+    # Its threads would otherwise spin after each run, taking the cores from whichever engine runs next.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
     for shape_by_input in case["shapes"]:
@@ -120,9 +122,11 @@ def bench_case(name, case, path, rounds, threads, log):
                 "onnxruntime": lambda: session.run(None, feeds)}
         for fn in runs.values():
             fn()
-        for _ in range(rounds):
-            for engine, fn in runs.items():
-                times[engine].append(timed(fn))
+        order = list(runs)
+        for r in range(rounds):
+            # Each engine goes first in turn: whoever follows another inherits its spinning threads.
+            for engine in order[r % len(order):] + order[:r % len(order)]:
+                times[engine].append(timed(runs[engine]))
         med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
         entry = {"shape": {k: list(v) for k, v in shape_by_input.items()}, "first_run_ms": first_run * 1e3,
                  "median_ms": med, "dynamic_vs_static_max_abs_diff": agree, "relative_error_vs_onnxruntime": vs_ort}

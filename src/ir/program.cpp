@@ -218,6 +218,23 @@ void program::set_specialiser(std::shared_ptr<const specialiser> s, std::map<std
 
 namespace {
 
+// The input for parameter `name`, of its dtype and of extents its shape accepts.
+const argument& checked_input(const std::string& name, const shape& expected, const parameter_map& inputs) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) fail("missing input for parameter '" + name + "' (" + to_string(expected) + ")");
+    const shape& got = it->second.get_shape();
+    if (got.type() != expected.type())
+        fail(error_kind::type_error, "parameter '" + name + "': expected dtype " + to_string(expected.type()) +
+                                         ", got " + to_string(got.type()));
+    if (expected.accepts(got.lens())) return it->second;
+    if (!expected.dynamic())
+        fail("parameter '" + name + "': expected shape " + to_string(expected.lens()) + ", got " +
+             to_string(got.lens()));
+    std::string range;
+    for (const auto& d : expected.dyn_dims()) range += (range.empty() ? "" : ", ") + to_string(d);
+    fail("parameter '" + name + "': extents " + to_string(got.lens()) + " are outside the range {" + range + "}");
+}
+
 // The dynamic parameters' shapes of a program.
 std::map<std::string, shape> dynamic_shapes(const std::map<std::string, shape>& parameters) {
     std::map<std::string, shape> out;
@@ -250,18 +267,8 @@ std::shared_ptr<const program> program::specialisation_for(const parameter_map& 
     // A static program runs itself: an aliasing pointer that owns nothing.
     if (!specialisations_) return std::shared_ptr<const program>(std::shared_ptr<const program>{}, this);
     parameter_lens lens;
-    for (const auto& [name, expected] : dynamic_shapes(get_parameter_shapes())) {
-        auto it = inputs.find(name);
-        if (it == inputs.end()) fail("missing input for parameter '" + name + "' (" + to_string(expected) + ")");
-        const shape& got = it->second.get_shape();
-        if (got.type() != expected.type())
-            fail(error_kind::type_error, "parameter '" + name + "': expected dtype " + to_string(expected.type()) +
-                                             ", got " + to_string(got.type()));
-        if (!expected.accepts(got.lens()))
-            fail("parameter '" + name + "': extents " + to_string(got.lens()) + " are outside the range " +
-                 to_string(expected).substr(to_string(expected.type()).size() + 2));
-        lens.emplace(name, got.lens());
-    }
+    for (const auto& [name, expected] : dynamic_shapes(get_parameter_shapes()))
+        lens.emplace(name, checked_input(name, expected, inputs).get_shape().lens());
     return specialisations_->get(lens);
 }
 
@@ -319,17 +326,10 @@ parameter_map check_inputs(const module& main, const parameter_map& inputs) {
         }
     parameter_map checked;
     for (const auto& [name, expected] : shapes) {
-        auto it = inputs.find(name);
-        if (it == inputs.end()) fail("missing input for parameter '" + name + "' (" + to_string(expected) + ")");
-        const shape& got = it->second.get_shape();
-        if (got.type() != expected.type())
-            fail(error_kind::type_error, "parameter '" + name + "': expected dtype " + to_string(expected.type()) +
-                                             ", got " + to_string(got.type()));
-        if (got.lens() != expected.lens())
-            fail("parameter '" + name + "': expected shape " + to_string(expected.lens()) + ", got " +
-                 to_string(got.lens()));
-        if (it->second.data() == nullptr && got.elements() != 0) fail("parameter '" + name + "': argument has no data");
-        checked.emplace(name, got.standard() ? it->second : it->second.contiguous());
+        const argument& given = checked_input(name, expected, inputs);
+        const shape& got = given.get_shape();
+        if (given.data() == nullptr && got.elements() != 0) fail("parameter '" + name + "': argument has no data");
+        checked.emplace(name, got.standard() ? given : given.contiguous());
     }
     return checked;
 }
