@@ -103,6 +103,19 @@ def test_mlp_dynamic_batch_matches_eager_and_compiles_once_per_shape():
         compiled.compilations = 0  # read-only
 
 
+def test_only_recent_shapes_stay_compiled():
+    model = mlp()
+    compiled = kiln.torch.compile(model, (randn(3, 8),), dynamic_shapes=({0: Dim("batch", min=1, max=64)},))
+    kept = kiln.torch.dynamic_module.KEPT_SPECIALIZATIONS
+    for n in range(4, 4 + kept + 3):
+        compiled(randn(n, 8))
+    # The example's shape and the most recent others; the oldest others were dropped.
+    batches = sorted(key[0][0] for key in compiled.specializations)
+    assert batches == [3] + list(range(7, 4 + kept + 3))
+    assert_matches_eager(compiled, model, randn(4, 8, seed=4))  # dropped earlier: compiled again
+    assert compiled.compilations == kept + 3 + 2
+
+
 def test_conv_net_dynamic_batch_matches_eager():
     model = conv_net()
     compiled = kiln.torch.compile(

@@ -18,6 +18,7 @@ Not yet stored by ``kiln.torch.save`` or ``torch.save``: loading would need
 to compile new sizes, which a file without the model cannot do.
 """
 
+import collections
 import dataclasses
 import threading
 
@@ -199,6 +200,10 @@ def check_shared_sizes(specs, flat):
             )
 
 
+# Compiled shapes a dynamic module keeps besides its example inputs', least recently used evicted.
+KEPT_SPECIALIZATIONS = 8
+
+
 def _call_key(inputs):
     """What the input checks depend on, for inputs that are all tensors (else None)."""
     key = []
@@ -225,9 +230,11 @@ class DynamicCompiledModule(CompiledModule):
         )
         self.exported_module = exported_module
         self._specialize = specialize
-        self._specializations = {first_key: first}
+        self._first_key = first_key
+        self._specializations = collections.OrderedDict({first_key: first})  # least recently used first
         self._compilations = 1
-        self._specialize_lock = threading.Lock()
+        self._specialize_lock = threading.Lock()  # held while compiling
+        self._order_lock = threading.Lock()  # held while the cache changes (never while compiling)
         self._checked_calls = {}  # _call_key of inputs known to pass the checks -> CompiledModule
 
     @property
@@ -249,19 +256,33 @@ class DynamicCompiledModule(CompiledModule):
         return tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in flat)
 
     def specialization_for(self, flat):
-        """The CompiledModule for flat inputs (already checked), compiled on first use."""
+        """The CompiledModule for flat inputs (already checked), compiled on first use. Calls at
+        shapes compiled before are not held up while another shape compiles."""
         key = self._shape_key(flat)
         compiled = self._specializations.get(key)
         if compiled is not None:
+            with self._order_lock:
+                if key in self._specializations:
+                    self._specializations.move_to_end(key)
             return compiled
         with self._specialize_lock:
             compiled = self._specializations.get(key)
             if compiled is None:
                 args, kwargs = pytree.tree_unflatten(list(flat), self.in_spec)
                 compiled = self._specialize(self.exported_module, args, kwargs)
-                self._specializations[key] = compiled
-                self._compilations += 1
+                with self._order_lock:
+                    self._specializations[key] = compiled
+                    self._compilations += 1
+                    self._evict_beyond_capacity()
         return compiled
+
+    def _evict_beyond_capacity(self):
+        # Each compiled shape holds its own copy of the weights: keep the example inputs' and the
+        # most recently used others.
+        while len(self._specializations) > KEPT_SPECIALIZATIONS + 1:
+            oldest = next(k for k in self._specializations if k != self._first_key)
+            dropped = self._specializations.pop(oldest)
+            self._checked_calls = {k: v for k, v in self._checked_calls.items() if v is not dropped}
 
     def forward(self, *args, **kwargs):
         self._check_weights()
