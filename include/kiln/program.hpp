@@ -67,6 +67,7 @@ public:
     // first optimal profile, and `dynamic_parameters` the real parameter shapes.
     void set_specialiser(std::shared_ptr<const specialiser> s, std::map<std::string, shape> dynamic_parameters);
     const specialiser* get_specialiser() const { return specialiser_.get(); }
+    std::shared_ptr<const specialiser> shared_specialiser() const { return specialiser_; }
     // optimal_profiles of this program's parameters.
     std::vector<parameter_lens> optimal_profiles() const { return kiln::optimal_profiles(get_parameter_shapes()); }
     // The compiled static program that runs these inputs (for a static

@@ -143,15 +143,44 @@ void quantize_module(module& m, dtype type, const std::set<std::string>& chosen)
     dead_code_elimination{}.apply(m);
 }
 
+void quantize_modules(program& p, dtype type, const std::set<std::string>& chosen) {
+    for (const module* mod : p.get_modules()) quantize_module(*p.get_module(mod->name()), type, chosen);
+}
+
+// A dynamic program's front end imports each specialisation afresh: this
+// one quantizes what it imports the same way.
+class quantized_specialiser : public specialiser {
+public:
+    quantized_specialiser(std::shared_ptr<const specialiser> source, dtype type, std::set<std::string> chosen)
+        : source_(std::move(source)), type_(type), chosen_(std::move(chosen)) {}
+    std::string kind() const override { return source_->kind() + "+" + to_string(type_); }
+    program specialise(const parameter_lens& lens) const override {
+        program p = source_->specialise(lens);
+        quantize_modules(p, type_, chosen_);
+        return p;
+    }
+
+private:
+    std::shared_ptr<const specialiser> source_;
+    dtype type_;
+    std::set<std::string> chosen_;
+};
+
 void quantize_16bit(program& p, dtype type, const std::string& caller, const std::vector<std::string>& ins_names) {
     check_names(caller, ins_names);
     if (p.is_compiled()) fail(caller + ": the program is compiled; quantize it before compile (as MIGraphX requires)");
-    if (p.is_dynamic())
-        fail(error_kind::not_implemented,
-             caller + ": the program has dynamic parameters, which quantization does not handle yet; import it with "
-                      "fixed dims (map_input_dims) to quantize it");
     const std::set<std::string> chosen(ins_names.begin(), ins_names.end());
-    for (const module* mod : p.get_modules()) quantize_module(*p.get_module(mod->name()), type, chosen);
+    // The main module of an imported dynamic program is its first
+    // specialisation; the others come from the specialiser.
+    if (auto source = p.shared_specialiser()) {
+        std::map<std::string, shape> ranges;
+        for (const auto& [name, sh] : p.get_parameter_shapes())
+            if (sh.dynamic()) ranges.emplace(name, sh);
+        quantize_modules(p, type, chosen);
+        p.set_specialiser(std::make_shared<quantized_specialiser>(std::move(source), type, chosen), ranges);
+        return;
+    }
+    quantize_modules(p, type, chosen);
 }
 
 }  // namespace

@@ -193,10 +193,30 @@ def test_a_changed_model_file_is_not_imported_again_silently(conv_model, tmp_pat
     p.run({"x": np.zeros((1, 3, 8, 8), np.float32)})  # compiled before the change
 
 
-def test_quantizing_a_dynamic_program_says_it_is_not_supported_yet(conv_model):
+@pytest.mark.parametrize("quantize", [kiln.quantize_fp16, kiln.quantize_bf16])
+def test_16_bit_quantization_applies_to_every_specialisation(conv_model, tmp_path, quantize):
+    ranges = {"x": [{"min": 1, "max": 16, "optimals": [2]}, 3, 8, 8]}
+    exact = kiln.parse_onnx(conv_model, map_dyn_input_dims=ranges)
+    exact.compile(CPU)
+    p = kiln.parse_onnx(conv_model, map_dyn_input_dims=ranges)
+    quantize(p)
+    p.compile(CPU)
+    session = ort.InferenceSession(conv_model)
+    rng = np.random.default_rng(0)
+    for n in (2, 5, 16):  # the optimal, then shapes specialised after compile
+        x = rng.standard_normal((n, 3, 8, 8)).astype(np.float32)
+        got = np.asarray(p.run({"x": x})[0])
+        np.testing.assert_allclose(got, session.run(None, {"x": x})[0], atol=3e-3)
+        assert not np.array_equal(got, np.asarray(exact.run({"x": x})[0])), n  # computed in 16 bits
+    with pytest.raises(kiln.KilnError, match="cannot be saved yet"):
+        kiln.save(p, str(tmp_path / "q.kiln"))
+
+
+def test_int8_quantization_of_a_dynamic_program_says_it_is_not_supported_yet(conv_model):
     p = kiln.parse_onnx(conv_model, map_dyn_input_dims={"x": [{"min": 1, "max": 8}, 3, 8, 8]})
+    sample = {"x": np.zeros((2, 3, 8, 8), np.float32)}
     with pytest.raises(kiln.KilnError, match="dynamic parameters, which quantization does not handle yet"):
-        kiln.quantize_fp16(p)
+        kiln.quantize_int8(p, CPU, calibration=[sample])
 
 
 @pytest.mark.parametrize("compiled", [False, True])
