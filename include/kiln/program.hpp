@@ -73,6 +73,9 @@ public:
     // The compiled static program that runs these inputs (for a static
     // program, itself); fails for extents outside the ranges.
     std::shared_ptr<const program> specialisation_for(const parameter_map& inputs) const;
+    // The static, uncompiled program of a dynamic one at the extents of these
+    // inputs (fails outside the ranges); a static program's copy.
+    program specialised_for(const parameter_map& inputs) const;
     // Static programs compiled so far for a dynamic program (0 for a static one).
     std::size_t specialisation_count() const;
     // Rebuilds the executable of an already optimized program (after load).

@@ -33,9 +33,11 @@ bool holds_quantization(const program& model) {
 }  // namespace
 
 int verify_command(const run_settings& settings, double rtol, double atol, verify_mode mode) {
-    const program model = load_model(settings.model, 1, settings.dyn_input_dims);
+    const program loaded = load_model(settings.model, 1, settings.dyn_input_dims);
     const tolerance tol{rtol, atol};
-    const parameter_map inputs = make_inputs(model, settings);
+    const parameter_map inputs = make_inputs(loaded, settings);
+    // A dynamic model is checked as the static program it runs for these inputs.
+    const program model = loaded.specialised_for(inputs);
     if (mode == verify_mode::bisect) return bisect(model, settings, inputs, tol);
 
     const program p = prepare(model, settings);

@@ -272,6 +272,15 @@ std::shared_ptr<const program> program::specialisation_for(const parameter_map& 
     return specialisations_->get(lens);
 }
 
+program program::specialised_for(const parameter_map& inputs) const {
+    if (is_compiled() && specialisations_) return *specialisation_for(inputs);
+    if (!is_dynamic()) return *this;
+    parameter_lens lens;
+    for (const auto& [name, expected] : dynamic_shapes(get_parameter_shapes()))
+        lens.emplace(name, checked_input(name, expected, inputs).get_shape().lens());
+    return static_program(lens);
+}
+
 std::size_t program::specialisation_count() const { return specialisations_ ? specialisations_->size() : 0; }
 
 const program& program::running_program(const parameter_map& inputs, std::shared_ptr<const program>& holder) const {

@@ -267,6 +267,8 @@ def test_cli_dyn_input_dim(conv_model, tmp_path):
     np.save(tmp_path / "big.npy", np.zeros((33, 3, 8, 8), np.float32))
     out = run_cli("run", conv_model, "--dyn-input-dim", spec, "--input", f"x={tmp_path / 'big.npy'}")
     assert out.returncode == 2 and "extents {33, 3, 8, 8} are outside the range {1..32@{4}, 3, 8, 8}" in out.stderr
+    out = run_cli("verify", conv_model, "--dyn-input-dim", spec, "--input", f"x={tmp_path / 'x.npy'}", "--per-instruction")
+    assert out.returncode == 0 and "verify cpu per instruction: PASSED" in out.stdout, out.stdout + out.stderr
     out = run_cli("run", conv_model, "--dyn-input-dim", "x:1..b,3,8,8")
     assert out.returncode == 2 and "'b' is not an extent" in out.stderr
     compiled = str(tmp_path / "m.kiln")
