@@ -429,8 +429,9 @@ def main(argv=None):
     # A case compiles the same forward for several engines (each a graph for prefill and one for decode, maybe
     # a recompile once a size varies); past dynamo's default limit of 8 it would silently run eagerly.
     torch._dynamo.config.recompile_limit = 64
-    progress = (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     started = time.time()
+    progress = (lambda text: None) if args.quiet else (
+        lambda text: print(f"[{time.time() - started:6.0f} s] {text}", file=sys.stderr, flush=True))
     progress("measuring memory bandwidth (triad)")
     bandwidth = measure_bandwidth(args.threads, mib=16 if args.quick else 256)
     cases = []
