@@ -9,7 +9,7 @@ JOBS   ?= 2
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: all setup build test test-cpp test-python test-slow test-package test-sanitize demo bench bench-quantized bench-torch bench-dynamic bench-quick fuzz fuzz-build format clean
+.PHONY: all setup build test test-cpp test-python test-slow test-package test-sanitize demo bench bench-quantized bench-torch bench-dynamic bench-generation bench-quick fuzz fuzz-build format clean
 FUZZ_BUILD   := build-fuzz
 FUZZ_SECONDS ?= 1800
 # fuzz_onnx_import (the ONNX importer) or fuzz_kiln_load (the .kiln loader).
@@ -87,6 +87,13 @@ bench-quantized: build
 
 bench-torch: build
 	@$(PY) bench/run_bench.py --suite torch $(TBENCH_ARGS)
+
+# Text generation (HF generate(): GPT-2 small and a 0.5B Llama-architecture
+# model, eager PyTorch, Inductor and backend="kiln"; bench/generation.py --help).
+# Not part of `make bench`: the full run (128 new tokens, 3 repeats) takes over
+# an hour on 2 cores. GBENCH_ARGS go to the runner, e.g. --new-tokens 32.
+bench-generation: build
+	@$(PY) bench/generation.py $(GBENCH_ARGS)
 
 QUICK_BENCH := --models resnet50,bert_base --batches 1 --runs 5 --rounds 5 --warmup 1 --time-budget 30
 bench-quick: build
