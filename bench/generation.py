@@ -430,6 +430,7 @@ def main(argv=None):
     # a recompile once a size varies); past dynamo's default limit of 8 it would silently run eagerly.
     torch._dynamo.config.recompile_limit = 64
     started = time.time()
+    machine = machine_info()  # the load average before the run
     progress = (lambda text: None) if args.quiet else (
         lambda text: print(f"[{time.time() - started:6.0f} s] {text}", file=sys.stderr, flush=True))
     progress("measuring memory bandwidth (triad)")
@@ -445,7 +446,6 @@ def main(argv=None):
         versions.append(f"kiln {kiln.__version__}")
     except ImportError:
         pass
-    machine = machine_info()
     machine["load_average_end"] = round(os.getloadavg()[0], 2)
     doc = {"started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
            "duration_s": round(time.time() - started, 1), "machine": machine, "versions": versions,
