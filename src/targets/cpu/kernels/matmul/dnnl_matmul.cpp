@@ -252,14 +252,18 @@ public:
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         product_->run(result, inputs, scratch);
-        // The planner never places a result over an input of its own step.
+        // The planner never places a result over an input of its own step
+        // (buffers alive at the same step never share a byte).
         auto* y = reinterpret_cast<float*>(result.data());
         const auto* addend = reinterpret_cast<const float*>(inputs.at(operand_).data());
         const std::size_t n = result.get_shape().elements();
         for (std::size_t i = 0; i < n; ++i) y[i] += addend[i];
     }
     std::size_t scratch_bytes() const override { return product_->scratch_bytes(); }
-    bool keeps_own_copy(std::size_t index) const override { return product_->keeps_own_copy(index); }
+    // The product was built without the addend, which it never keeps.
+    bool keeps_own_copy(std::size_t index) const override {
+        return index != operand_ && product_->keeps_own_copy(index);
+    }
     void restore_constant(std::size_t index, const argument& into) const override {
         product_->restore_constant(index, into);
     }
