@@ -39,13 +39,8 @@ class InputSpec:
     device: str = "cpu"
     value: object = None
 
-    def check(self, value):
-        if not self.is_tensor:
-            if value != self.value:
-                raise kiln.InvalidArgumentError(
-                    f"input '{self.name}': the module was compiled for the value {self.value!r}, got {value!r}"
-                )
-            return
+    def check_tensor_kind(self, value):
+        """A tensor of this input's device and dtype (its shape is checked apart)."""
         if not isinstance(value, torch.Tensor):
             raise kiln.KilnTypeError(f"input '{self.name}': expected a torch.Tensor, got {type(value).__name__}")
         if value.device.type != self.device:
@@ -54,6 +49,15 @@ class InputSpec:
             )
         if value.dtype != self.dtype:
             raise kiln.KilnTypeError(f"input '{self.name}': expected dtype {self.dtype}, got {value.dtype}")
+
+    def check(self, value):
+        if not self.is_tensor:
+            if value != self.value:
+                raise kiln.InvalidArgumentError(
+                    f"input '{self.name}': the module was compiled for the value {self.value!r}, got {value!r}"
+                )
+            return
+        self.check_tensor_kind(value)
         if tuple(value.shape) != self.shape:
             raise kiln.InvalidArgumentError(
                 f"input '{self.name}': expected shape {list(self.shape)}, got {list(value.shape)}"

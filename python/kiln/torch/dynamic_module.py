@@ -111,14 +111,7 @@ class DynamicInputSpec(InputSpec):
         return "[" + ", ".join(parts) + "]"
 
     def check(self, value):
-        if not isinstance(value, torch.Tensor):
-            raise kiln.KilnTypeError(f"input '{self.name}': expected a torch.Tensor, got {type(value).__name__}")
-        if value.device.type != self.device:
-            raise kiln.InvalidArgumentError(
-                f"input '{self.name}': expected a tensor on {self.device}, got one on {value.device}"
-            )
-        if value.dtype != self.dtype:
-            raise kiln.KilnTypeError(f"input '{self.name}': expected dtype {self.dtype}, got {value.dtype}")
+        self.check_tensor_kind(value)
         shape = list(value.shape)
         if len(shape) != len(self.dims):
             raise kiln.InvalidArgumentError(
