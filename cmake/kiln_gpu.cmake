@@ -1,0 +1,68 @@
+# The gpu target on CUDA. KILN_GPU=AUTO (the default) builds it where CUDA's
+# compiler is found, ON requires it, OFF leaves it out; without it the gpu
+# target's host half still builds and get_target("gpu") says it is missing.
+set(KILN_GPU AUTO CACHE STRING "Build the CUDA gpu target: AUTO (where nvcc is found), ON or OFF")
+set_property(CACHE KILN_GPU PROPERTY STRINGS AUTO ON OFF)
+set(KILN_CUDA_ARCHITECTURES 90 CACHE STRING "GPU architectures the CUDA kernels are built for (90: H100 / H200)")
+set(KILN_CUDNN_ROOT "" CACHE PATH "Where cuDNN's include/ and lib/ are (default: next to the CUDA toolkit, or PyTorch's)")
+
+# What the CUDA half needs besides nvcc: the toolkit's cuBLAS and cuDNN.
+# AUTO builds it only where all three are found (a machine with nvcc alone,
+# like CI's, builds without it); ON stops with what is missing.
+set(_kiln_gpu OFF)
+if(KILN_GPU STREQUAL "ON" OR KILN_GPU STREQUAL "AUTO")
+  include(CheckLanguage)
+  check_language(CUDA)
+  set(_kiln_gpu_missing "")
+  if(NOT CMAKE_CUDA_COMPILER)
+    set(_kiln_gpu_missing "CUDA's compiler (nvcc)")
+  else()
+    if(NOT CUDAToolkit_ROOT)
+      get_filename_component(CUDAToolkit_ROOT ${CMAKE_CUDA_COMPILER} DIRECTORY)
+      get_filename_component(CUDAToolkit_ROOT ${CUDAToolkit_ROOT} DIRECTORY)
+    endif()
+    find_package(CUDAToolkit QUIET)
+    if(NOT CUDAToolkit_FOUND OR NOT TARGET CUDA::cublas OR NOT TARGET CUDA::cublasLt)
+      set(_kiln_gpu_missing "the CUDA toolkit's cuBLAS")
+    else()
+      find_path(KILN_CUDNN_INCLUDE_DIR cudnn.h
+        HINTS ${KILN_CUDNN_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/../cudnn/include)
+      find_library(KILN_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9
+        HINTS ${KILN_CUDNN_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/../cudnn/lib)
+      if(NOT KILN_CUDNN_INCLUDE_DIR OR NOT KILN_CUDNN_LIBRARY)
+        set(_kiln_gpu_missing "cuDNN (set KILN_CUDNN_ROOT to the folder with include/cudnn.h and lib/)")
+      endif()
+    endif()
+  endif()
+  if(_kiln_gpu_missing STREQUAL "")
+    set(_kiln_gpu ON)
+  elseif(KILN_GPU STREQUAL "ON")
+    message(FATAL_ERROR "KILN_GPU=ON but ${_kiln_gpu_missing} is not found")
+  else()
+    message(STATUS "Kiln gpu target on CUDA: not built, ${_kiln_gpu_missing} is not found")
+  endif()
+elseif(NOT KILN_GPU STREQUAL "OFF")
+  message(FATAL_ERROR "KILN_GPU must be AUTO, ON or OFF, not '${KILN_GPU}'")
+endif()
+set(KILN_GPU_ENABLED ${_kiln_gpu} CACHE INTERNAL "Whether this build has the CUDA gpu target")
+message(STATUS "Kiln gpu target on CUDA: ${_kiln_gpu}")
+
+if(_kiln_gpu)
+  set(CMAKE_CUDA_ARCHITECTURES ${KILN_CUDA_ARCHITECTURES})
+  enable_language(CUDA)
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  if(CCACHE_PROGRAM)
+    set(CMAKE_CUDA_COMPILER_LAUNCHER ${CCACHE_PROGRAM})
+  endif()
+  file(GLOB_RECURSE KILN_CUDA_SOURCES CONFIGURE_DEPENDS
+    ${PROJECT_SOURCE_DIR}/src/targets/gpu/cuda/*.cpp ${PROJECT_SOURCE_DIR}/src/targets/gpu/cuda/*.cu)
+  target_sources(kiln PRIVATE ${KILN_CUDA_SOURCES})
+  target_compile_definitions(kiln PUBLIC KILN_GPU=1)
+  target_include_directories(kiln PRIVATE ${KILN_CUDNN_INCLUDE_DIR})
+  target_include_directories(kiln SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(kiln PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt ${KILN_CUDNN_LIBRARY})
+  # Device code: fast math off (the results are checked against ref), line info for profilers.
+  target_compile_options(kiln PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr;-lineinfo;-Xcompiler=-Wall>")
+  set_target_properties(kiln PROPERTIES CUDA_ARCHITECTURES "${KILN_CUDA_ARCHITECTURES}" CUDA_SEPARABLE_COMPILATION OFF)
+endif()

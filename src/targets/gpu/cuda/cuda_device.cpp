@@ -1,0 +1,169 @@
+#include "targets/gpu/cuda/cuda_device.hpp"
+
+#include "targets/gpu/cuda/cuda_check.hpp"
+
+namespace kiln {
+
+namespace {
+class cuda_graph final : public gpu_graph {
+public:
+    cuda_graph(cudaGraph_t graph, cudaGraphExec_t exec) : graph_(graph), exec_(exec) {}
+    ~cuda_graph() override {
+        cudaGraphExecDestroy(exec_);
+        cudaGraphDestroy(graph_);
+    }
+    void launch(gpu_stream stream) const override { KILN_CUDA(cudaGraphLaunch(exec_, as_cuda(stream))); }
+
+private:
+    cudaGraph_t graph_;
+    cudaGraphExec_t exec_;
+};
+}  // namespace
+
+cuda_device::cuda_device(int ordinal) : ordinal_(ordinal) {
+    int count = 0;
+    cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess)
+        fail(error_kind::runtime, std::string("gpu target: no usable CUDA device (cudaGetDeviceCount: ") +
+                                      cudaGetErrorString(status) + ")");
+    if (ordinal < 0 || ordinal >= count)
+        fail(error_kind::runtime, "gpu target: CUDA device " + std::to_string(ordinal) + " does not exist (" +
+                                      std::to_string(count) + " found)");
+    cudaDeviceProp props{};
+    KILN_CUDA(cudaGetDeviceProperties(&props, ordinal));
+    compute_capability_ = props.major * 10 + props.minor;
+    multiprocessors_ = props.multiProcessorCount;
+    description_ = std::string(props.name) + " (cuda:" + std::to_string(ordinal) + ", sm_" +
+                   std::to_string(compute_capability_) + ")";
+    make_current();
+}
+
+cuda_device::~cuda_device() {
+    for (auto& [stream, handle] : cublas_) cublasDestroy(handle);
+    for (auto& [stream, handle] : cudnn_) cudnnDestroy(handle);
+    if (cublas_lt_ != nullptr) cublasLtDestroy(cublas_lt_);
+}
+
+void cuda_device::make_current() const { KILN_CUDA(cudaSetDevice(ordinal_)); }
+
+void* cuda_device::allocate(std::size_t bytes) {
+    make_current();
+    void* data = nullptr;
+    // Never a null pointer for an empty buffer: null means "no buffer" to the plan.
+    cudaError_t status = cudaMalloc(&data, std::max<std::size_t>(bytes, 256));
+    if (status != cudaSuccess) {
+        cudaGetLastError();  // clear the sticky-free error so later calls do not report it
+        std::size_t free_bytes = 0, total = 0;
+        cudaMemGetInfo(&free_bytes, &total);
+        fail(error_kind::runtime, "gpu target: cannot allocate " + std::to_string(bytes) + " bytes of device memory (" +
+                                      std::to_string(free_bytes) + " of " + std::to_string(total) + " free): " +
+                                      cudaGetErrorString(status));
+    }
+    return data;
+}
+
+void cuda_device::release(void* data) noexcept {
+    if (data != nullptr) cudaFree(data);
+}
+
+void cuda_device::copy_to_device(void* device_dst, const void* host_src, std::size_t bytes, gpu_stream stream) {
+    if (bytes == 0) return;
+    KILN_CUDA(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, as_cuda(stream)));
+}
+
+void cuda_device::copy_to_host(void* host_dst, const void* device_src, std::size_t bytes, gpu_stream stream) {
+    if (bytes == 0) return;
+    KILN_CUDA(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, as_cuda(stream)));
+    synchronize(stream);
+}
+
+void cuda_device::copy_on_device(void* device_dst, const void* device_src, std::size_t bytes, gpu_stream stream) {
+    if (bytes == 0) return;
+    KILN_CUDA(cudaMemcpyAsync(device_dst, device_src, bytes, cudaMemcpyDeviceToDevice, as_cuda(stream)));
+}
+
+void cuda_device::fill_zero(void* device_dst, std::size_t bytes, gpu_stream stream) {
+    if (bytes == 0) return;
+    KILN_CUDA(cudaMemsetAsync(device_dst, 0, bytes, as_cuda(stream)));
+}
+
+void cuda_device::synchronize(gpu_stream stream) {
+    KILN_CUDA(cudaStreamSynchronize(as_cuda(stream)));
+    KILN_CUDA(cudaGetLastError());
+}
+
+gpu_stream cuda_device::create_stream() {
+    make_current();
+    cudaStream_t stream = nullptr;
+    KILN_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    return stream;
+}
+
+void cuda_device::destroy_stream(gpu_stream stream) noexcept {
+    if (stream == nullptr) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = cublas_.find(stream); it != cublas_.end()) {
+        cublasDestroy(it->second);
+        cublas_.erase(it);
+    }
+    if (auto it = cudnn_.find(stream); it != cudnn_.end()) {
+        cudnnDestroy(it->second);
+        cudnn_.erase(it);
+    }
+    cudaStreamDestroy(as_cuda(stream));
+}
+
+std::unique_ptr<gpu_graph> cuda_device::capture(gpu_stream stream, const std::function<void()>& enqueue) {
+    if (stream == nullptr) return nullptr;  // the legacy default stream cannot be recorded
+    KILN_CUDA(cudaStreamBeginCapture(as_cuda(stream), cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+        enqueue();
+    } catch (...) {
+        cudaStreamEndCapture(as_cuda(stream), &graph);
+        if (graph != nullptr) cudaGraphDestroy(graph);
+        cudaGetLastError();
+        throw;
+    }
+    KILN_CUDA(cudaStreamEndCapture(as_cuda(stream), &graph));
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+    if (status != cudaSuccess) {
+        cudaGraphDestroy(graph);
+        cudaGetLastError();
+        return nullptr;  // run the steps directly instead
+    }
+    return std::make_unique<cuda_graph>(graph, exec);
+}
+
+cublasHandle_t cuda_device::cublas(gpu_stream stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = cublas_.find(stream);
+    if (it != cublas_.end()) return it->second;
+    make_current();
+    cublasHandle_t handle = nullptr;
+    KILN_CUBLAS(cublasCreate(&handle));
+    KILN_CUBLAS(cublasSetStream(handle, as_cuda(stream)));
+    cublas_[stream] = handle;
+    return handle;
+}
+
+cublasLtHandle_t cuda_device::cublas_lt() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cublas_lt_ == nullptr) KILN_CUBLAS(cublasLtCreate(&cublas_lt_));
+    return cublas_lt_;
+}
+
+cudnnHandle_t cuda_device::cudnn(gpu_stream stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = cudnn_.find(stream);
+    if (it != cudnn_.end()) return it->second;
+    make_current();
+    cudnnHandle_t handle = nullptr;
+    KILN_CUDNN(cudnnCreate(&handle));
+    KILN_CUDNN(cudnnSetStream(handle, as_cuda(stream)));
+    cudnn_[stream] = handle;
+    return handle;
+}
+
+}  // namespace kiln

@@ -1,0 +1,63 @@
+#pragma once
+// The memory and the work queue the gpu target runs on. The cuda device
+// (cuda/cuda_device.hpp) is the real one; the host-backed device
+// (host_backed_device.hpp) keeps "device" memory in host memory, so that the
+// target's planning, upload, offload and fallback paths are built and tested
+// on machines without a GPU.
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace kiln {
+
+// A queue of device work (cudaStream_t on the cuda device; null means the
+// device's default queue).
+using gpu_stream = void*;
+
+// A recorded sequence of device work that replays with one launch (a CUDA graph).
+class gpu_graph {
+public:
+    virtual ~gpu_graph() = default;
+    virtual void launch(gpu_stream stream) const = 0;
+};
+
+class gpu_device {
+public:
+    virtual ~gpu_device() = default;
+    // For `kiln perf` and errors: "NVIDIA H100 80GB HBM3 (cuda:0)", "host-backed".
+    virtual std::string description() const = 0;
+    // Whether the device runs CUDA kernels; a host-backed device runs every op
+    // through the host fallback kernel.
+    virtual bool runs_cuda_kernels() const = 0;
+
+    // Device memory; allocate fails with a Kiln error naming the size when
+    // the device has no room. release(nullptr) does nothing.
+    virtual void* allocate(std::size_t bytes) = 0;
+    virtual void release(void* data) noexcept = 0;
+
+    // Copies ordered on `stream`; copy_to_host returns once the bytes are on
+    // the host (it waits for the work before it on the stream).
+    virtual void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes, gpu_stream stream) = 0;
+    virtual void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes, gpu_stream stream) = 0;
+    virtual void copy_on_device(void* device_dst, const void* device_src, std::size_t bytes, gpu_stream stream) = 0;
+    virtual void fill_zero(void* device_dst, std::size_t bytes, gpu_stream stream) = 0;
+    // Waits until the work queued on `stream` has finished; rethrows a
+    // kernel's asynchronous failure as a Kiln error.
+    virtual void synchronize(gpu_stream stream) = 0;
+
+    virtual gpu_stream create_stream() = 0;
+    virtual void destroy_stream(gpu_stream stream) noexcept = 0;
+
+    // Records the work `enqueue` puts on `stream` into a graph without running
+    // it; null where the device has no graphs (then the caller runs the work
+    // directly).
+    virtual std::unique_ptr<gpu_graph> capture(gpu_stream /*stream*/, const std::function<void()>& /*enqueue*/) {
+        return nullptr;
+    }
+
+    // Device memory that frees itself: the owner of a device argument.
+    std::shared_ptr<std::byte> allocate_shared(std::size_t bytes);
+};
+
+}  // namespace kiln

@@ -1,0 +1,48 @@
+#include "targets/gpu/gpu_target.hpp"
+
+#include "kiln/passes.hpp"
+#include "targets/gpu/kernels/host_fallback_kernel.hpp"
+#include "targets/gpu/lowering/gpu_plan_builder.hpp"
+
+namespace kiln {
+
+// The target-independent pipeline the cpu target also runs, without its
+// host-only passes (16-bit arithmetic in float32, blocked layouts): the
+// device computes half types natively. Composite ops are recognised before
+// post-op fusion can split them; pointwise fusion comes last, after CSE.
+pass_list gpu_target::get_passes(const compile_options&) const {
+    return {std::make_shared<dead_code_elimination>(),   std::make_shared<constant_propagation>(),
+            std::make_shared<simplify_reshapes>(),       std::make_shared<simplify_algebra>(),
+            std::make_shared<constant_propagation>(),    std::make_shared<fuse_gelu>(),
+            std::make_shared<fuse_layer_norm>(),         std::make_shared<fuse_attention>(),
+            std::make_shared<fuse_post_ops>(),           std::make_shared<constant_propagation>(),
+            std::make_shared<common_subexpression_elimination>(), std::make_shared<fuse_pointwise>(),
+            std::make_shared<dead_code_elimination>()};
+}
+
+std::shared_ptr<executable> gpu_target::lower(const module& m, const compile_options& options) const {
+    return build_gpu_plan(m, options, device_);
+}
+
+argument gpu_target::allocate(const shape& s) const {
+    auto memory = device_->allocate_shared(s.bytes());
+    device_->fill_zero(memory.get(), s.bytes(), nullptr);
+    device_->synchronize(nullptr);
+    return argument(s, memory, memory.get());
+}
+
+argument gpu_target::copy_to(const argument& host) const {
+    const shape s = host.get_shape().as_standard();
+    auto memory = device_->allocate_shared(s.bytes());
+    argument device_value(s, memory, memory.get());
+    upload_view(*device_, nullptr, host, device_value);
+    device_->synchronize(nullptr);
+    return device_value;
+}
+
+argument gpu_target::copy_from(const argument& device_value) const {
+    argument host = download_view(*device_, nullptr, device_value);
+    return host.get_shape().standard() ? host : host.contiguous();
+}
+
+}  // namespace kiln

@@ -1,0 +1,260 @@
+#include "targets/gpu/lowering/gpu_executable.hpp"
+
+#include <chrono>
+
+#include "kiln/errors.hpp"
+#include "targets/gpu/kernels/host_fallback_kernel.hpp"
+
+namespace kiln {
+
+struct gpu_executable::context {
+    gpu_device& device;
+    gpu_stream stream = nullptr;
+    std::shared_ptr<std::byte> arena;
+    std::shared_ptr<std::byte> workspace;
+    std::shared_ptr<std::byte> status;  // the run's status word (gpu_launch::status)
+    // offload_copy: the device buffers host inputs are uploaded into and the
+    // outputs are written to, per root (null for other roots).
+    std::vector<std::shared_ptr<std::byte>> staging;
+    std::vector<std::byte*> root_base;
+    std::vector<std::vector<argument>> step_inputs;
+    std::vector<argument> step_outputs;
+    std::size_t runs = 0;
+    std::unique_ptr<gpu_graph> graph;
+    std::vector<std::byte*> graph_bases;  // root_base when the graph was recorded
+
+    explicit context(gpu_device& d) : device(d) {}
+    ~context() {
+        graph.reset();
+        if (stream != nullptr) device.destroy_stream(stream);
+    }
+};
+
+gpu_executable::gpu_executable(std::shared_ptr<gpu_device> device, std::vector<gpu_plan_root> roots,
+                               std::vector<gpu_plan_step> steps, std::vector<gpu_value_location> outputs,
+                               std::size_t arena_bytes, bool offload_copy)
+    : device_(std::move(device)),
+      roots_(std::move(roots)),
+      steps_(std::move(steps)),
+      outputs_(std::move(outputs)),
+      arena_bytes_(arena_bytes),
+      offload_copy_(offload_copy) {
+    for (const auto& step : steps_) {
+        workspace_bytes_ = std::max(workspace_bytes_, step.kernel->workspace_bytes());
+        capturable_ = capturable_ && step.kernel->capturable();
+        checks_status_ = checks_status_ || step.kernel->reports_status();
+    }
+}
+
+gpu_executable::~gpu_executable() {
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    pool_.clear();  // before the device the contexts release into
+}
+
+std::size_t gpu_executable::kernel_constant_bytes() const {
+    std::size_t bytes = 0;
+    for (const auto& root : roots_)
+        if (root.kind == gpu_root_kind::literal) bytes += root.value_shape.bytes();
+    for (const auto& step : steps_) bytes += step.kernel->own_device_bytes();
+    return bytes;
+}
+
+std::vector<kernel_choice> gpu_executable::kernel_choices() const {
+    std::vector<kernel_choice> choices;
+    for (const auto& step : steps_) choices.push_back({step.instruction, step.op.name(), step.kernel->algorithm(), {}});
+    return choices;
+}
+
+std::unique_ptr<gpu_executable::context> gpu_executable::make_context() const {
+    auto c = std::make_unique<context>(*device_);
+    c->stream = device_->create_stream();
+    c->arena = device_->allocate_shared(arena_bytes_);
+    c->workspace = device_->allocate_shared(workspace_bytes_);
+    c->status = device_->allocate_shared(sizeof(std::int32_t));
+    c->staging.resize(roots_.size());
+    c->root_base.resize(roots_.size(), nullptr);
+    for (std::size_t r = 0; r < roots_.size(); ++r) {
+        const auto& root = roots_[r];
+        if (root.kind == gpu_root_kind::arena) c->root_base[r] = c->arena.get() + root.arena_offset;
+        if (root.kind == gpu_root_kind::literal) c->root_base[r] = root.device_copy.get();
+        const bool staged = root.kind == gpu_root_kind::output || (root.kind == gpu_root_kind::parameter && offload_copy_);
+        if (staged) {
+            c->staging[r] = device_->allocate_shared(root.value_shape.bytes());
+            c->root_base[r] = c->staging[r].get();
+        }
+    }
+    for (const auto& step : steps_) {
+        std::vector<argument> ins;
+        for (const auto& loc : step.inputs) ins.emplace_back(loc.value_shape, c->root_base[loc.root] + loc.byte_offset);
+        c->step_inputs.push_back(std::move(ins));
+        c->step_outputs.emplace_back(step.output.value_shape, c->root_base[step.output.root] + step.output.byte_offset);
+    }
+    return c;
+}
+
+std::unique_ptr<gpu_executable::context> gpu_executable::acquire() const {
+    {
+        std::lock_guard<std::mutex> lock(pool_mutex_);
+        if (!pool_.empty()) {
+            auto c = std::move(pool_.back());
+            pool_.pop_back();
+            return c;
+        }
+    }
+    return make_context();
+}
+
+void gpu_executable::release(std::unique_ptr<context> c) const {
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    pool_.push_back(std::move(c));
+}
+
+// Binds this run's inputs: uploads host inputs into the staging buffers, or
+// points the parameter roots at the caller's device buffers. Without
+// offload_copy each output gets fresh device memory that the caller keeps.
+void gpu_executable::bind_run(context& c, const parameter_map& inputs, std::vector<argument>& device_outputs) const {
+    device_outputs.assign(roots_.size(), argument());
+    for (std::size_t r = 0; r < roots_.size(); ++r) {
+        const auto& root = roots_[r];
+        if (root.kind == gpu_root_kind::parameter) {
+            const argument& in = inputs.at(root.parameter_name);
+            if (offload_copy_)
+                device_->copy_to_device(c.root_base[r], in.data(), root.value_shape.bytes(), c.stream);
+            else
+                c.root_base[r] = in.data();
+        } else if (root.kind == gpu_root_kind::output && !offload_copy_) {
+            auto memory = device_->allocate_shared(root.value_shape.bytes());
+            device_outputs[r] = argument(root.value_shape, memory, memory.get());
+            c.root_base[r] = memory.get();
+        }
+    }
+    if (offload_copy_) return;
+    for (std::size_t s = 0; s < steps_.size(); ++s) {
+        const auto& step = steps_[s];
+        for (std::size_t i = 0; i < step.inputs.size(); ++i)
+            c.step_inputs[s][i].rebind(c.root_base[step.inputs[i].root] + step.inputs[i].byte_offset);
+        c.step_outputs[s].rebind(c.root_base[step.output.root] + step.output.byte_offset);
+    }
+}
+
+gpu_launch gpu_executable::launch_for(context& c, std::size_t step) const {
+    return {*device_, c.stream, c.workspace.get(), reinterpret_cast<std::int32_t*>(c.status.get()),
+            static_cast<std::int32_t>(step + 1)};
+}
+
+// Raises the status a kernel stored during the run, naming its instruction.
+void gpu_executable::check_status(context& c) const {
+    if (!checks_status_) return;
+    std::int32_t code = 0;
+    device_->copy_to_host(&code, c.status.get(), sizeof(code), c.stream);
+    if (code <= 0 || static_cast<std::size_t>(code) > steps_.size()) return;
+    const auto& step = steps_[static_cast<std::size_t>(code - 1)];
+    fail(error_kind::runtime, "instruction " + step.instruction + " (" + step.op.name() + "): " +
+                                  step.kernel->status_message());
+}
+
+void gpu_executable::enqueue_steps(context& c) const {
+    for (std::size_t s = 0; s < steps_.size(); ++s) {
+        try {
+            steps_[s].kernel->run(launch_for(c, s), c.step_outputs[s], c.step_inputs[s]);
+        } catch (const error& e) {
+            throw error(e.kind(), "instruction " + steps_[s].instruction + " (" + steps_[s].op.name() + "): " + e.what());
+        }
+    }
+}
+
+std::vector<argument> gpu_executable::collect_outputs(context& c, const std::vector<argument>& device_outputs) const {
+    std::vector<argument> results;
+    std::vector<bool> handed_out(roots_.size(), false);
+    for (const auto& loc : outputs_) {
+        const auto& root = roots_[loc.root];
+        argument view(loc.value_shape, c.root_base[loc.root] + loc.byte_offset);
+        const bool whole_output = root.kind == gpu_root_kind::output && loc.byte_offset == 0 &&
+                                  loc.value_shape == root.value_shape && loc.value_shape.standard();
+        if (offload_copy_) {
+            if (whole_output) {
+                argument host(loc.value_shape);
+                device_->copy_to_host(host.data(), view.data(), loc.value_shape.bytes(), c.stream);
+                results.push_back(host);
+            } else {
+                results.push_back(download_view(*device_, c.stream, view).contiguous());
+            }
+            continue;
+        }
+        if (whole_output && !handed_out[loc.root]) {
+            handed_out[loc.root] = true;
+            results.push_back(device_outputs[loc.root]);
+            continue;
+        }
+        // A view of an input, a literal or another output: the caller gets its own device copy.
+        auto memory = device_->allocate_shared(loc.value_shape.bytes());
+        argument copy(loc.value_shape.as_standard(), memory, memory.get());
+        if (loc.value_shape.standard())
+            device_->copy_on_device(copy.data(), view.data(), loc.value_shape.bytes(), c.stream);
+        else
+            upload_view(*device_, c.stream, download_view(*device_, c.stream, view).contiguous(), copy);
+        results.push_back(copy);
+    }
+    device_->synchronize(c.stream);
+    return results;
+}
+
+std::vector<argument> gpu_executable::execute(const parameter_map& inputs, std::vector<step_timing>* timings,
+                                              const step_observer* observe) const {
+    auto ctx = acquire();
+    struct release_on_exit {
+        const gpu_executable* self;
+        std::unique_ptr<context>* c;
+        ~release_on_exit() {
+            if (*c) self->release(std::move(*c));
+        }
+    } guard{this, &ctx};
+    context& c = *ctx;
+    std::vector<argument> device_outputs;
+    bind_run(c, inputs, device_outputs);
+
+    if (checks_status_) device_->fill_zero(c.status.get(), sizeof(std::int32_t), c.stream);
+
+    if (timings || observe) {
+        device_->synchronize(c.stream);
+        for (std::size_t s = 0; s < steps_.size(); ++s) {
+            const auto& step = steps_[s];
+            auto start = std::chrono::steady_clock::now();
+            try {
+                step.kernel->run(launch_for(c, s), c.step_outputs[s], c.step_inputs[s]);
+                device_->synchronize(c.stream);
+                check_status(c);
+            } catch (const error& e) {
+                throw error(e.kind(), "instruction " + step.instruction + " (" + step.op.name() + "): " + e.what());
+            }
+            if (timings)
+                timings->push_back({step.instruction, step.op.name(), step.kernel->algorithm(),
+                                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
+            if (observe) (*observe)({step.instruction, step.op, c.step_inputs[s], c.step_outputs[s]});
+        }
+    } else if (capturable_ && c.runs > 0) {
+        // The first run of a context warms the libraries up (they allocate
+        // on first use, which a recording may not); later ones replay.
+        if (!c.graph || c.graph_bases != c.root_base) {
+            c.graph = device_->capture(c.stream, [&] { enqueue_steps(c); });
+            c.graph_bases = c.root_base;
+        }
+        if (c.graph)
+            c.graph->launch(c.stream);
+        else
+            enqueue_steps(c);
+    } else {
+        enqueue_steps(c);
+    }
+    c.runs++;
+    try {
+        check_status(c);
+        return collect_outputs(c, device_outputs);
+    } catch (...) {
+        // A failed run may leave work queued: this context is not reused.
+        ctx.reset();
+        throw;
+    }
+}
+
+}  // namespace kiln

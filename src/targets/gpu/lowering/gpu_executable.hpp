@@ -1,0 +1,93 @@
+#pragma once
+// The executable form of a module on the gpu target.
+//
+// Every value lives in a "root" buffer of device memory: a parameter, a
+// literal (uploaded once, when the plan is built), a planned region of the
+// arena or an output buffer. Views are a root plus a byte offset fixed at
+// compile time. A run uploads the host inputs (offload_copy) or binds the
+// caller's device buffers, enqueues every step's kernel on its stream, and
+// downloads the outputs (offload_copy) or returns them in device memory.
+// From a context's second run on, a plan whose kernels all only enqueue
+// work is replayed as one recorded graph.
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kiln/target.hpp"
+#include "targets/gpu/gpu_device.hpp"
+#include "targets/gpu/kernels/gpu_kernel.hpp"
+
+namespace kiln {
+
+enum class gpu_root_kind { parameter, literal, arena, output };
+
+struct gpu_value_location {
+    std::size_t root = 0;         // index into gpu_executable::roots_
+    std::size_t byte_offset = 0;  // from the root's base
+    shape value_shape;
+};
+
+struct gpu_plan_root {
+    gpu_root_kind kind = gpu_root_kind::arena;
+    std::string parameter_name;             // parameter roots
+    shape value_shape;                      // parameter, literal and output roots: the whole buffer
+    std::shared_ptr<std::byte> device_copy;  // literal roots: the uploaded bytes
+    std::size_t arena_offset = 0;           // arena roots
+};
+
+struct gpu_plan_step {
+    operation op;
+    std::shared_ptr<const gpu_kernel> kernel;
+    std::string instruction;  // printed name, "@12"; "@12.in0" for the copy of a strided input
+    std::vector<gpu_value_location> inputs;
+    gpu_value_location output;
+};
+
+class gpu_executable final : public executable {
+public:
+    gpu_executable(std::shared_ptr<gpu_device> device, std::vector<gpu_plan_root> roots, std::vector<gpu_plan_step> steps,
+                   std::vector<gpu_value_location> outputs, std::size_t arena_bytes, bool offload_copy);
+    ~gpu_executable() override;
+    std::vector<argument> run(const parameter_map& inputs) const override { return execute(inputs, nullptr, nullptr); }
+    std::vector<argument> run_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const override {
+        return execute(inputs, &timings, nullptr);
+    }
+    std::vector<argument> run_observed(const parameter_map& inputs, const step_observer& observe) const override {
+        return execute(inputs, nullptr, &observe);
+    }
+    std::size_t planned_memory_bytes() const override { return arena_bytes_; }
+    std::size_t kernel_constant_bytes() const override;
+    std::vector<kernel_choice> kernel_choices() const override;
+    // Whether a run is replayed as one recorded graph (every kernel only enqueues work).
+    bool replays_graph() const { return capturable_; }
+
+private:
+    struct context;  // one arena, a stream, the prebuilt arguments and the recorded graph
+    std::vector<argument> execute(const parameter_map& inputs, std::vector<step_timing>* timings,
+                                  const step_observer* observe) const;
+    std::unique_ptr<context> make_context() const;
+    std::unique_ptr<context> acquire() const;
+    void release(std::unique_ptr<context> c) const;
+    void bind_run(context& c, const parameter_map& inputs, std::vector<argument>& device_outputs) const;
+    gpu_launch launch_for(context& c, std::size_t step) const;
+    void check_status(context& c) const;
+    void enqueue_steps(context& c) const;
+    std::vector<argument> collect_outputs(context& c, const std::vector<argument>& device_outputs) const;
+
+    std::shared_ptr<gpu_device> device_;
+    std::vector<gpu_plan_root> roots_;
+    std::vector<gpu_plan_step> steps_;
+    std::vector<gpu_value_location> outputs_;
+    std::size_t arena_bytes_;
+    std::size_t workspace_bytes_ = 0;  // the largest any step needs
+    bool offload_copy_;
+    bool capturable_ = true;
+    bool checks_status_ = false;  // some kernel may store a status
+
+    mutable std::mutex pool_mutex_;
+    mutable std::vector<std::unique_ptr<context>> pool_;
+};
+
+}  // namespace kiln
