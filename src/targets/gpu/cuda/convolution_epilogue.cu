@@ -1,0 +1,72 @@
+#include "targets/gpu/cuda/convolution_epilogue.hpp"
+
+#include "targets/gpu/cuda/cuda_check.hpp"
+
+namespace kiln {
+
+namespace {
+
+// std::max / std::min semantics (NaN handling included), as the reference uses them.
+__device__ double ref_max(double a, double b) { return a < b ? b : a; }
+__device__ double ref_min(double a, double b) { return b < a ? b : a; }
+
+// op::apply_unary in double precision.
+__device__ double apply_unary_on_device(epilogue_kind kind, double x, double alpha, double beta) {
+    switch (kind) {
+    case epilogue_kind::relu: return x > 0 ? x : 0.0;
+    case epilogue_kind::sigmoid: return 1.0 / (1.0 + exp(-x));
+    case epilogue_kind::tanh: return tanh(x);
+    case epilogue_kind::gelu_erf: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case epilogue_kind::gelu_tanh: {
+        const double k = sqrt(2.0 / 3.14159265358979323846);
+        return 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
+    }
+    case epilogue_kind::clip: return ref_min(ref_max(x, alpha), beta);
+    case epilogue_kind::swish: return x / (1.0 + exp(-x));
+    case epilogue_kind::hardswish: return x * ref_min(ref_max(x + 3.0, 0.0), 6.0) / 6.0;
+    default: return x;  // binary kinds never reach here
+    }
+}
+
+__global__ void convolution_epilogue_kernel(epilogue_plan p, float* y) {
+    const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.elements; i += step) {
+        // The element's index along each dimension of the standard result.
+        std::size_t index[epilogue_max_rank] = {};
+        std::size_t rest = i;
+        for (int d = p.rank - 1; d >= 0; --d) {
+            index[d] = rest % p.lens[d];
+            rest /= p.lens[d];
+        }
+        float v = y[i];
+        if (p.bias != nullptr) v += p.bias[index[1] * p.bias_stride];
+        int next_operand = 0;
+        for (int s = 0; s < p.steps; ++s) {
+            const epilogue_kind kind = p.kinds[s];
+            if (kind == epilogue_kind::add || kind == epilogue_kind::mul) {
+                std::size_t offset = 0;
+                for (int d = 0; d < p.rank; ++d) offset += index[d] * p.operand_strides[next_operand][d];
+                const float b = p.operands[next_operand][offset];
+                ++next_operand;
+                v = kind == epilogue_kind::add ? v + b : v * b;
+            } else {
+                v = static_cast<float>(apply_unary_on_device(kind, static_cast<double>(v), p.alpha[s], p.beta[s]));
+            }
+        }
+        y[i] = v;
+    }
+}
+
+}  // namespace
+
+void launch_convolution_epilogue(const epilogue_plan& plan, float* result, cudaStream_t stream) {
+    if (plan.elements == 0) return;
+    constexpr unsigned threads = 256;
+    // A grid-stride loop covers what a capped grid does not.
+    const std::size_t wanted = (plan.elements + threads - 1) / threads;
+    const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
+    convolution_epilogue_kernel<<<blocks, threads, 0, stream>>>(plan, result);
+    KILN_CUDA(cudaGetLastError());
+}
+
+}  // namespace kiln
