@@ -22,7 +22,7 @@ constexpr const char* dyn_input_dim_help =
 
 void add_run_options(CLI::App& cmd, run_settings& s) {
     cmd.add_option("FILE", s.model, "Model file (.kiln or .onnx)")->required();
-    cmd.add_option("--target", s.target, "Target to run on: ref or cpu (default: the file's, else cpu)");
+    cmd.add_option("--target", s.target, "Target to run on: ref, cpu or gpu (a build with CUDA) (default: the file's, else cpu)");
     cmd.add_option("--input", s.inputs, "Input as name=path.npy (repeatable); others get random data");
     cmd.add_option("--seed", s.seed, "Seed for random inputs")->capture_default_str();
     cmd.add_option("--dyn-input-dim", s.dyn_input_dims, dyn_input_dim_help);
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
     auto* compile = app.add_subcommand("compile", "Compile a model for a target and save it as .kiln");
     compile->add_option("FILE", model, "Model file (.kiln or .onnx)")->required();
     compile->add_option("-o,--output", output, "Compiled .kiln file to write")->required();
-    compile->add_option("--target", target, "Target: ref or cpu")->capture_default_str();
+    compile->add_option("--target", target, "Target: ref, cpu or gpu (a build with CUDA)")->capture_default_str();
     compile->add_option("--dyn-input-dim", dyn_input_dims, dyn_input_dim_help);
     kiln::driver::precision_settings precision;
     bool fp16 = false, bf16 = false, int8 = false, fp8 = false;

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The GPU machine's check of the gpu target, in one command (it has CUDA,
+# PyTorch and ONNX, and gets build-gpu/bundle from scripts/gpu/build_bundle.sh):
+#   tests   the GPU suite (tests/gpu: kernels against ref, offload, graphs)
+#   nodes   the ONNX node tests, gpu against ref, beside the cpu baseline
+#   models  the real models: kiln verify --target gpu, compile time, kiln perf (fp32, fp16)
+#   bench   PyTorch eager and Inductor on the same models (bench/gpu_bench.py)
+# STAGES picks some ("tests nodes"); logs and JSON reports go to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-/tmp/kiln-out}
+stages=${STAGES:-"tests nodes models bench"}
+bundle=build-gpu/bundle
+work=/tmp/kiln
+mkdir -p "$out" "$work"
+tar -xJf "$bundle/kiln-gpu.tar.xz" -C "$work"
+# CUDA's libraries: the toolkit's, and PyTorch's wheels (cuDNN).
+cuda_dirs=$(python3 - <<'PY'
+import glob, os
+wanted = ["libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libcudnn.so.9"]
+roots = glob.glob("/usr/local/cuda*/lib*") + glob.glob("/usr/local/cuda*/targets/*/lib")
+roots += glob.glob("/opt/**/site-packages/nvidia/**/lib", recursive=True)
+roots += glob.glob("/usr/lib/python3*/**/nvidia/**/lib", recursive=True) + ["/usr/lib/x86_64-linux-gnu"]
+dirs = []
+for name in wanted:
+    for root in roots:
+        if os.path.exists(os.path.join(root, name)):
+            if root not in dirs:
+                dirs.append(root)
+            break
+    else:
+        print(f"missing {name}", file=__import__("sys").stderr)
+print(":".join(dirs))
+PY
+)
+export LD_LIBRARY_PATH="$work/lib:$cuda_dirs:${LD_LIBRARY_PATH:-}"
+kiln="$work/bin/kiln"
+echo "libraries: $cuda_dirs"
+nvidia-smi -L
+for stage in $stages; do
+    echo "== $stage $(date +%T)"
+    case $stage in
+    tests)
+        timeout 240 "$work/bin/kiln_gpu_tests" --gtest_color=no >"$out/gpu_tests.log" 2>&1
+        echo "kiln_gpu_tests exit $?"
+        grep -E "^\[  (FAILED|PASSED) |^  [a-z_]+: |device:|Failure|error" "$out/gpu_tests.log" | head -80 ;;
+    nodes)
+        timeout 420 python3 scripts/gpu/node_suite.py --kiln "$kiln" --target gpu --baseline "$bundle/node-cpu.json" \
+            --jobs 16 --timeout 60 --out "$out/node-gpu.json" >"$out/node_suite.log" 2>&1
+        echo "node_suite exit $?"
+        head -60 "$out/node_suite.log" ;;
+    models)
+        python3 scripts/gpu/device_models.py unpack "$bundle/models" /tmp/kiln-models >/dev/null
+        timeout 600 python3 scripts/gpu/model_check.py --kiln "$kiln" --models /tmp/kiln-models \
+            --out "$out/models.json" ${MODEL_CHECK:---verify --perf} 2>&1 | tee "$out/models.log" ;;
+    bench)
+        timeout 600 python3 bench/gpu_bench.py --kiln-report "$out/models.json" --out "$out/bench.json" \
+            2>&1 | tee "$out/bench.log" | tail -40 ;;
+    esac
+done
+echo "== done $(date +%T)"

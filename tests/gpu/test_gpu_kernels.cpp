@@ -1,0 +1,188 @@
+// The gpu target's kernels against ref, family by family, on the shapes and
+// strides real models give them (odd sizes, batches, transposed and
+// broadcast views, fused post-ops), after the full gpu pass pipeline. Each
+// test also prints which kernel ran, so a silent host fallback shows.
+#include <iostream>
+
+#include "gpu_test_helpers.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+std::int64_t i64(std::size_t v) { return static_cast<std::int64_t>(v); }
+
+void report(const program& p, const std::string& op) {
+    program compiled = compiled_for_gpu(p);
+    std::cout << "  " << op << ": " << gpu_algorithm(compiled, op) << "\n";
+}
+
+// x [batch..., m, k] . w [k, n] (+ bias, relu, residual) as exporters write it.
+program matmul_program(std::vector<std::size_t> a_lens, std::size_t n, bool transposed_weight, bool epilogue) {
+    program p;
+    module& m = *p.get_main_module();
+    const std::size_t k = a_lens.back();
+    auto a = m.add_parameter("a", float_shape(a_lens));
+    instruction_ref w = transposed_weight
+                            ? m.add_instruction(make_op("transpose", value_map{{"permutation", ints({1, 0})}}),
+                                                {add_random_literal(m, {n, k}, 2)})
+                            : add_random_literal(m, {k, n}, 2);
+    auto y = m.add_instruction(make_op("dot"), {a, w});
+    if (epilogue) {
+        y = m.add_instruction(make_op("add"), {y, add_random_literal(m, {n}, 3)});
+        y = m.add_instruction(make_op("relu"), {y});
+        auto out_lens = a_lens;
+        out_lens.back() = n;
+        y = m.add_instruction(make_op("add"), {y, m.add_parameter("residual", float_shape(out_lens))});
+    }
+    m.add_return({y});
+    return p;
+}
+
+}  // namespace
+
+TEST(gpu_kernels, matmul_shapes_batches_transposed_weights_and_epilogues) {
+    for (auto lens : std::vector<std::vector<std::size_t>>{{1, 64}, {7, 33}, {128, 768}, {2, 5, 129}, {4, 1, 64}})
+        for (bool transposed : {false, true})
+            for (bool epilogue : {false, true}) {
+                program p = matmul_program(lens, lens.back() == 768 ? 3072 : 17, transposed, epilogue);
+                expect_gpu_matches_ref(p, 2e-5, "matmul");
+            }
+    report(matmul_program({128, 768}, 768, true, true), "fused_dot");
+}
+
+TEST(gpu_kernels, batched_matmul_of_two_activations) {
+    program p;
+    module& m = *p.get_main_module();
+    auto a = m.add_parameter("a", float_shape({2, 12, 128, 64}));
+    auto b = m.add_parameter("b", float_shape({2, 12, 128, 64}));
+    auto bt = m.add_instruction(make_op("transpose", value_map{{"permutation", ints({0, 1, 3, 2})}}), {b});
+    m.add_return({m.add_instruction(make_op("dot"), {a, bt})});
+    expect_gpu_matches_ref(p, 2e-5, "q.kT");
+    report(p, "dot");
+}
+
+TEST(gpu_kernels, convolutions_strides_groups_dilations_and_fused_residuals) {
+    struct conv_case {
+        std::size_t n, c, h, k, r, stride, pad, dilation, group;
+        bool residual;
+    };
+    for (const auto& c : std::vector<conv_case>{{1, 3, 32, 8, 7, 2, 3, 1, 1, false},
+                                                {2, 16, 14, 16, 3, 1, 1, 1, 1, true},
+                                                {1, 32, 15, 32, 3, 2, 1, 1, 32, false},
+                                                {1, 8, 9, 12, 3, 1, 2, 2, 1, false},
+                                                {2, 64, 7, 256, 1, 1, 0, 1, 1, true}}) {
+        program p;
+        module& m = *p.get_main_module();
+        auto x = m.add_parameter("x", float_shape({c.n, c.c, c.h, c.h}));
+        auto w = add_random_literal(m, {c.k, c.c / c.group, c.r, c.r}, 4);
+        auto y = m.add_instruction(make_op("convolution", value_map{{"padding", ints({i64(c.pad), i64(c.pad)})},
+                                                                   {"stride", ints({i64(c.stride), i64(c.stride)})},
+                                                                   {"dilation", ints({i64(c.dilation), i64(c.dilation)})},
+                                                                   {"group", i64(c.group)}}),
+                                   {x, w});
+        y = m.add_instruction(make_op("add"), {y, add_random_literal(m, {c.k, 1, 1}, 5)});
+        if (c.residual) {
+            auto out = y->get_shape().lens();
+            y = m.add_instruction(make_op("add"), {y, m.add_parameter("skip", float_shape(out))});
+        }
+        y = m.add_instruction(make_op("relu"), {y});
+        m.add_return({y});
+        expect_gpu_matches_ref(p, 5e-5, "conv k" + std::to_string(c.r) + " g" + std::to_string(c.group));
+        report(p, "fused_convolution");
+    }
+}
+
+TEST(gpu_kernels, max_average_and_global_pooling) {
+    for (auto attrs : std::vector<value_map>{
+             {{"mode", "max"}, {"lengths", ints({3, 3})}, {"stride", ints({2, 2})}, {"padding", ints({1, 1})}},
+             {{"mode", "average"}, {"lengths", ints({2, 2})}, {"stride", ints({2, 2})}},
+             {{"mode", "average"}, {"lengths", ints({3, 3})}, {"stride", ints({1, 1})}, {"padding", ints({1, 1})},
+              {"count_include_pad", false}},
+             {{"mode", "average"}, {"global", true}}}) {
+        program p;
+        module& m = *p.get_main_module();
+        auto x = m.add_parameter("x", float_shape({2, 16, 13, 13}));
+        m.add_return({m.add_instruction(make_op("pooling", value(attrs)), {x})});
+        expect_gpu_matches_ref(p, 1e-5, "pooling");
+        report(p, "pooling");
+    }
+}
+
+TEST(gpu_kernels, reductions_softmax_and_layer_norm) {
+    for (auto axes : std::vector<std::vector<std::int64_t>>{{-1}, {1}, {2, 3}, {0}}) {
+        for (const char* op : {"reduce_mean", "reduce_sum", "reduce_max"}) {
+            program p;
+            module& m = *p.get_main_module();
+            auto x = m.add_parameter("x", float_shape({3, 5, 7, 130}));
+            m.add_return({m.add_instruction(make_op(op, value_map{{"axes", ints(axes)}}), {x})});
+            expect_gpu_matches_ref(p, 1e-5, op);
+        }
+    }
+    for (std::int64_t axis : {-1, 1}) {
+        program p;
+        module& m = *p.get_main_module();
+        auto x = m.add_parameter("x", float_shape({2, 12, 128, 77}));
+        m.add_return({m.add_instruction(make_op("softmax", value_map{{"axis", axis}}), {x})});
+        expect_gpu_matches_ref(p, 1e-5, "softmax");
+        report(p, "softmax");
+    }
+    {
+        program p;
+        module& m = *p.get_main_module();
+        auto x = m.add_parameter("x", float_shape({4, 128, 768}));
+        m.add_return({m.add_instruction(make_op("layer_norm", value_map{{"axis", -1}, {"epsilon", 1e-12}}),
+                                        {x, add_random_literal(m, {768}, 6), add_random_literal(m, {768}, 7)})});
+        expect_gpu_matches_ref(p, 2e-5, "layer_norm");
+        report(p, "layer_norm");
+    }
+}
+
+TEST(gpu_kernels, attention_with_and_without_masks) {
+    for (bool masked : {false, true}) {
+        program p;
+        module& m = *p.get_main_module();
+        const std::size_t b = 2, h = 12, s = 77, d = 64;
+        auto q = m.add_parameter("q", float_shape({b, h, s, d}));
+        auto kt = m.add_parameter("kt", float_shape({b, h, d, s}));
+        auto v = m.add_parameter("v", float_shape({b, h, s, d}));
+        std::vector<instruction_ref> inputs{q, kt, v};
+        if (masked) inputs.push_back(m.add_parameter("mask", float_shape({b, 1, 1, s})));
+        m.add_return({m.add_instruction(
+            make_op("fused_attention", value_map{{"scale", 0.125}, {"has_mask", masked}, {"nan_to_zero", true}}),
+            inputs)});
+        expect_gpu_matches_ref(p, 2e-5, masked ? "attention with mask" : "attention");
+        report(p, "fused_attention");
+    }
+}
+
+TEST(gpu_kernels, pointwise_chains_broadcasts_and_conversions) {
+    program p;
+    module& m = *p.get_main_module();
+    auto x = m.add_parameter("x", float_shape({8, 128, 3072}));
+    auto b = add_random_literal(m, {3072}, 8);
+    auto y = m.add_instruction(make_op("add"), {x, b});
+    auto g = m.add_instruction(make_op("gelu"), {y});
+    auto t = m.add_instruction(make_op("transpose", value_map{{"permutation", ints({1, 0, 2})}}), {g});
+    auto h = m.add_instruction(make_op("convert", value_map{{"target_type", "half_type"}}), {t});
+    m.add_return({m.add_instruction(make_op("mul"), {g, m.add_instruction(make_op("sigmoid"), {y})}), h});
+    expect_gpu_matches_ref(p, 1e-5, "pointwise");
+    report(p, "fused_pointwise");
+}
+
+TEST(gpu_kernels, gather_concat_and_strided_copies) {
+    program p;
+    module& m = *p.get_main_module();
+    auto table = add_random_literal(m, {1000, 64}, 9);
+    auto ids = m.add_parameter("ids", shape{dtype::int64_type, {2, 17}});
+    auto emb = m.add_instruction(make_op("gather", value_map{{"axis", 0}}), {table, ids});
+    auto other = m.add_parameter("other", float_shape({2, 3, 64}));
+    auto cat = m.add_instruction(make_op("concat", value_map{{"axis", 1}}), {other, emb});
+    auto t = m.add_instruction(make_op("transpose", value_map{{"permutation", ints({0, 2, 1})}}), {cat});
+    m.add_return({m.add_instruction(make_op("contiguous"), {t})});
+    // Indices in range: generate_argument gives small integers.
+    expect_gpu_matches_ref(p, 0, "gather/concat/contiguous");
+    report(p, "gather");
+    report(p, "concat");
+}
