@@ -109,12 +109,18 @@ __device__ void report(const buffers& bufs) {
     if (bufs.status != nullptr) *bufs.status = bufs.status_code;
 }
 
-__device__ long long integer_pow(long long a, long long b) {
-    // As the reference: std::pow in double, converted back (saturating where C++ would be undefined).
-    double p = pow(static_cast<double>(a), static_cast<double>(b));
-    if (p != p) return 0;
-    if (p >= 9223372036854775807.0) return 0x7fffffffffffffffll;
-    if (p <= -9223372036854775808.0) return static_cast<long long>(0x8000000000000000ull);
+// Integer pow as the reference computes it: std::pow in double, converted back. An out-of-range
+// conversion is undefined in C++; on x86-64 (where the reference runs) it gives the "integer
+// indefinite" value of the 32-bit conversion (types narrower than 32 bits, int32, uint8 / uint16)
+// or of the 64-bit one (int64, uint32), which the step's type then wraps.
+__device__ long long integer_pow(long long a, long long b, value_type t) {
+    const double p = pow(static_cast<double>(a), static_cast<double>(b));
+    if (t == value_type::i64 || t == value_type::u32) {
+        if (!(p >= -9223372036854775808.0 && p < 9223372036854775808.0))
+            return static_cast<long long>(0x8000000000000000ull);
+        return static_cast<long long>(p);
+    }
+    if (!(p >= -2147483648.0 && p < 2147483648.0)) return -2147483648ll;
     return static_cast<long long>(p);
 }
 
@@ -208,7 +214,7 @@ __device__ reg execute(const instruction& s, const reg* r, const buffers& bufs) 
             o.i = m;
         }
         break;
-    case opcode::i_pow: o.i = integer_pow(p, q); break;
+    case opcode::i_pow: o.i = integer_pow(p, q, s.type); break;
     case opcode::i_max: o.i = p < q ? q : p; break;
     case opcode::i_min: o.i = q < p ? q : p; break;
     case opcode::i_equal: o.i = p == q; break;
