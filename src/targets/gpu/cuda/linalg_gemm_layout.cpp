@@ -85,11 +85,14 @@ std::optional<gemm_layout> plan_gemm_layout(const shape& a, const shape& b, cons
     g.n = mb.cols;
     g.k = ma.cols;
     if (!fits_int(g.m) || !fits_int(g.n) || !fits_int(g.k)) return std::nullopt;
-    auto la = operand_layout(ma);
-    auto lb = operand_layout(mb);
-    if (!la || !lb) return std::nullopt;
-    g.a = *la;
-    g.b = *lb;
+    // With k = 0 the product is all zeros and no operand is read.
+    if (g.k != 0) {
+        auto la = operand_layout(ma);
+        auto lb = operand_layout(mb);
+        if (!la || !lb) return std::nullopt;
+        g.a = *la;
+        g.b = *lb;
+    }
 
     // Output batch dimensions: the output's lens without its matrix dims.
     const std::size_t matrix_dims = (a.ndim() > 1 ? 1 : 0) + (b.ndim() > 1 ? 1 : 0);
@@ -130,6 +133,13 @@ std::optional<gemm_layout> plan_gemm_layout(const shape& a, const shape& b, cons
         dims.pop_back();
     }
     g.outer = std::move(dims);
+    // Shared weights under a row-major batch whose matrices follow one another
+    // ([B, M, K] x [K, N]): the batch is just more rows, one larger product.
+    if (g.inner.len > 1 && g.inner.stride_b == 0 && !g.a.column_major && g.inner.stride_a == g.m * g.a.ld &&
+        g.inner.stride_c == g.m * g.n && fits_int(g.m * g.inner.len)) {
+        g.m *= g.inner.len;
+        g.inner = gemm_batch_dim{};
+    }
     if (!fits_int(g.inner.len) || g.outer_count() > max_outer_calls) return std::nullopt;
     return g;
 }
