@@ -203,6 +203,7 @@ std::shared_ptr<const gpu_kernel> make_cuda_linalg_kernel(const gpu_kernel_reque
         if (d == nullptr || t != dtype::float_type) return nullptr;
         epilogue = plan_epilogue(*d, inputs, out);
         if (!epilogue) return nullptr;
+        if (!d->has_bias && d->post.empty()) epilogue.reset();  // nothing to apply after the product
     } else if (inputs.size() != 2) {
         return nullptr;
     }
