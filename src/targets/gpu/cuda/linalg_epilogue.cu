@@ -1,0 +1,76 @@
+#include "targets/gpu/cuda/linalg_epilogue.hpp"
+
+#include <cuda_runtime.h>
+
+#include "ops/post_ops.hpp"
+#include "targets/gpu/cuda/cuda_check.hpp"
+
+namespace kiln {
+
+namespace {
+
+using op::post_op_kind;
+
+// std::max / std::min as the reference calls them (NaN handling included).
+__device__ double ref_max(double a, double b) { return a < b ? b : a; }
+__device__ double ref_min(double a, double b) { return b < a ? b : a; }
+
+// op::apply_unary on the device, in double precision like the reference.
+__device__ double apply_unary_device(int kind, double x, double alpha, double beta) {
+    switch (static_cast<post_op_kind>(kind)) {
+    case post_op_kind::relu: return x > 0 ? x : 0.0;
+    case post_op_kind::sigmoid: return 1.0 / (1.0 + exp(-x));
+    case post_op_kind::tanh: return tanh(x);
+    case post_op_kind::gelu_erf: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case post_op_kind::gelu_tanh: {
+        const double k = sqrt(2.0 / 3.14159265358979323846);
+        return 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
+    }
+    case post_op_kind::clip: return ref_min(ref_max(x, alpha), beta);
+    case post_op_kind::swish: return x / (1.0 + exp(-x));
+    case post_op_kind::hardswish: return x * ref_min(ref_max(x + 3.0, 0.0), 6.0) / 6.0;
+    default: return x;  // binary kinds are handled by the caller
+    }
+}
+
+// One thread per element, grid-stride.
+__global__ void linalg_epilogue_kernel(linalg_epilogue_params p, float* y) {
+    const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.elements; i += step) {
+        float v = y[i];
+        if (p.bias != nullptr) v += p.bias[(i % p.cols) * p.bias_stride];
+        int next_operand = 0;
+        for (int k = 0; k < p.op_count; ++k) {
+            const auto kind = static_cast<post_op_kind>(p.kinds[k]);
+            if (kind == post_op_kind::add || kind == post_op_kind::mul) {
+                // The operand's offset: i split into the result's indices, times its strides.
+                const int j = next_operand++;
+                std::size_t rest = i, offset = 0;
+                for (int d = p.rank - 1; d >= 0; --d) {
+                    const std::size_t index = rest % p.lens[d];
+                    rest /= p.lens[d];
+                    offset += index * p.operand_strides[j][d];
+                }
+                const float b = p.operands[j][offset];
+                v = kind == post_op_kind::add ? v + b : v * b;
+            } else {
+                v = static_cast<float>(apply_unary_device(p.kinds[k], static_cast<double>(v), p.alpha[k], p.beta[k]));
+            }
+        }
+        y[i] = v;
+    }
+}
+
+}  // namespace
+
+void launch_linalg_epilogue(const linalg_epilogue_params& params, float* result, void* stream) {
+    if (params.elements == 0) return;
+    constexpr unsigned threads = 256;
+    const std::size_t wanted = (params.elements + threads - 1) / threads;
+    // Enough blocks to fill the GPU many times over; the loop covers the rest.
+    const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
+    linalg_epilogue_kernel<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(params, result);
+    KILN_CUDA(cudaGetLastError());
+}
+
+}  // namespace kiln

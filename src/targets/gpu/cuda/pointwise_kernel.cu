@@ -1,0 +1,290 @@
+// The CUDA pointwise interpreter: one thread per output element (grid-stride
+// loop), which loads every input at its broadcast offset, runs the program's
+// steps in registers and stores the last one. Formulas follow the reference
+// compute in src/ops/pointwise_functions.hpp, in double and rounded to each
+// step's type (see pointwise_program.hpp).
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "targets/gpu/cuda/cuda_check.hpp"
+#include "targets/gpu/cuda/pointwise_program.hpp"
+
+namespace kiln::pointwise {
+
+namespace {
+
+union reg {
+    double f;
+    long long i;
+};
+
+using u64 = unsigned long long;
+
+// The integer value of `x` wrapped to the width and signedness of `t`.
+__device__ long long wrap(long long x, value_type t) {
+    switch (t) {
+    case value_type::i8: return static_cast<signed char>(static_cast<unsigned char>(x & 0xff));
+    case value_type::i16: return static_cast<short>(static_cast<unsigned short>(x & 0xffff));
+    case value_type::i32: return static_cast<int>(static_cast<unsigned int>(x & 0xffffffffll));
+    case value_type::u8: return x & 0xff;
+    case value_type::u16: return x & 0xffff;
+    case value_type::u32: return x & 0xffffffffll;
+    case value_type::boolean: return x != 0 ? 1 : 0;
+    default: return x;  // i64
+    }
+}
+
+// A double rounded to `t` as the reference stores it (half and bfloat16 through float).
+__device__ double round_to(double x, value_type t) {
+    switch (t) {
+    case value_type::f32: return static_cast<double>(static_cast<float>(x));
+    case value_type::f16: return static_cast<double>(__half2float(__float2half_rn(static_cast<float>(x))));
+    case value_type::bf16: return static_cast<double>(__bfloat162float(__float2bfloat16_rn(static_cast<float>(x))));
+    default: return x;  // f64
+    }
+}
+
+__device__ reg load(const void* data, std::uint64_t offset, value_type t) {
+    reg r;
+    switch (t) {
+    case value_type::f32: r.f = static_cast<const float*>(data)[offset]; break;
+    case value_type::f16: r.f = __half2float(static_cast<const __half*>(data)[offset]); break;
+    case value_type::bf16: r.f = __bfloat162float(static_cast<const __nv_bfloat16*>(data)[offset]); break;
+    case value_type::f64: r.f = static_cast<const double*>(data)[offset]; break;
+    case value_type::i8: r.i = static_cast<const signed char*>(data)[offset]; break;
+    case value_type::i16: r.i = static_cast<const short*>(data)[offset]; break;
+    case value_type::i32: r.i = static_cast<const int*>(data)[offset]; break;
+    case value_type::i64: r.i = static_cast<const long long*>(data)[offset]; break;
+    case value_type::u8: r.i = static_cast<const unsigned char*>(data)[offset]; break;
+    case value_type::u16: r.i = static_cast<const unsigned short*>(data)[offset]; break;
+    case value_type::u32: r.i = static_cast<const unsigned int*>(data)[offset]; break;
+    case value_type::boolean: r.i = static_cast<const unsigned char*>(data)[offset] != 0 ? 1 : 0; break;
+    }
+    return r;
+}
+
+__device__ void store(void* data, std::uint64_t index, value_type t, reg r) {
+    switch (t) {
+    case value_type::f32: static_cast<float*>(data)[index] = static_cast<float>(r.f); break;
+    case value_type::f16: static_cast<__half*>(data)[index] = __float2half_rn(static_cast<float>(r.f)); break;
+    case value_type::bf16:
+        static_cast<__nv_bfloat16*>(data)[index] = __float2bfloat16_rn(static_cast<float>(r.f));
+        break;
+    case value_type::f64: static_cast<double*>(data)[index] = r.f; break;
+    case value_type::i8: static_cast<signed char*>(data)[index] = static_cast<signed char>(r.i); break;
+    case value_type::i16: static_cast<short*>(data)[index] = static_cast<short>(r.i); break;
+    case value_type::i32: static_cast<int*>(data)[index] = static_cast<int>(r.i); break;
+    case value_type::i64: static_cast<long long*>(data)[index] = r.i; break;
+    case value_type::u8: static_cast<unsigned char*>(data)[index] = static_cast<unsigned char>(r.i); break;
+    case value_type::u16: static_cast<unsigned short*>(data)[index] = static_cast<unsigned short>(r.i); break;
+    case value_type::u32: static_cast<unsigned int*>(data)[index] = static_cast<unsigned int>(r.i); break;
+    case value_type::boolean: static_cast<unsigned char*>(data)[index] = r.i != 0 ? 1 : 0; break;
+    }
+}
+
+// float -> integer convert: NaN -> 0, saturated to the target's range, else truncated.
+__device__ long long saturating_float_to_int(double d, value_type t) {
+    if (d != d) return 0;
+    double lo = 0, hi = 0;
+    switch (t) {
+    case value_type::i8: lo = -128.0; hi = 127.0; break;
+    case value_type::i16: lo = -32768.0; hi = 32767.0; break;
+    case value_type::i32: lo = -2147483648.0; hi = 2147483647.0; break;
+    case value_type::i64: lo = -9223372036854775808.0; hi = 9223372036854775807.0; break;  // hi rounds to 2^63
+    case value_type::u8: hi = 255.0; break;
+    case value_type::u16: hi = 65535.0; break;
+    case value_type::u32: hi = 4294967295.0; break;
+    default: return 0;
+    }
+    if (d <= lo) return t == value_type::i64 ? static_cast<long long>(0x8000000000000000ull) : static_cast<long long>(lo);
+    if (d >= hi) return t == value_type::i64 ? 0x7fffffffffffffffll : static_cast<long long>(hi);
+    return static_cast<long long>(d);
+}
+
+// Reports integer division by zero; the result is then unspecified (0).
+__device__ void report(const buffers& bufs) {
+    if (bufs.status != nullptr) *bufs.status = bufs.status_code;
+}
+
+// Integer pow as the reference computes it: std::pow in double, converted back. An out-of-range
+// conversion is undefined in C++; on x86-64 (where the reference runs) it gives the "integer
+// indefinite" value of the 32-bit conversion (types narrower than 32 bits, int32, uint8 / uint16)
+// or of the 64-bit one (int64, uint32), which the step's type then wraps.
+__device__ long long integer_pow(long long a, long long b, value_type t) {
+    const double p = pow(static_cast<double>(a), static_cast<double>(b));
+    if (t == value_type::i64 || t == value_type::u32) {
+        if (!(p >= -9223372036854775808.0 && p < 9223372036854775808.0))
+            return static_cast<long long>(0x8000000000000000ull);
+        return static_cast<long long>(p);
+    }
+    if (!(p >= -2147483648.0 && p < 2147483648.0)) return -2147483648ll;
+    return static_cast<long long>(p);
+}
+
+__device__ reg execute(const instruction& s, const reg* r, const buffers& bufs) {
+    const double x = r[s.a].f, y = r[s.b].f, z = r[s.c].f;
+    const long long p = r[s.a].i, q = r[s.b].i, w = r[s.c].i;
+    reg o;
+    o.i = 0;
+    switch (s.op) {
+    case opcode::f_abs: o.f = x < 0 ? -x : x; break;
+    case opcode::f_neg: o.f = -x; break;
+    case opcode::f_sign: o.f = static_cast<double>((0 < x) - (x < 0)); break;
+    case opcode::f_relu: o.f = x < 0 ? 0.0 : x; break;
+    case opcode::f_exp: o.f = exp(x); break;
+    case opcode::f_log: o.f = log(x); break;
+    case opcode::f_sqrt: o.f = sqrt(x); break;
+    case opcode::f_rsqrt: o.f = 1.0 / sqrt(x); break;
+    case opcode::f_reciprocal: o.f = 1.0 / x; break;
+    case opcode::f_sin: o.f = sin(x); break;
+    case opcode::f_cos: o.f = cos(x); break;
+    case opcode::f_tan: o.f = tan(x); break;
+    case opcode::f_tanh: o.f = tanh(x); break;
+    case opcode::f_sigmoid: o.f = 1.0 / (1.0 + exp(-x)); break;
+    case opcode::f_erf: o.f = erf(x); break;
+    case opcode::f_floor: o.f = floor(x); break;
+    case opcode::f_ceil: o.f = ceil(x); break;
+    case opcode::f_round: o.f = rint(x); break;  // ties to even
+    case opcode::f_asin: o.f = asin(x); break;
+    case opcode::f_acos: o.f = acos(x); break;
+    case opcode::f_atan: o.f = atan(x); break;
+    case opcode::f_sinh: o.f = sinh(x); break;
+    case opcode::f_cosh: o.f = cosh(x); break;
+    case opcode::f_asinh: o.f = asinh(x); break;
+    case opcode::f_acosh: o.f = acosh(x); break;
+    case opcode::f_atanh: o.f = atanh(x); break;
+    // 1 + erf(v) = erfc(-v) and 1 + tanh(u) = 2 / (1 + e^-2u), as the reference.
+    case opcode::f_gelu_erf: o.f = 0.5 * x * erfc(-x * 0.7071067811865476); break;
+    case opcode::f_gelu_tanh:
+        o.f = x / (1.0 + exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        break;
+
+    case opcode::f_add: o.f = x + y; break;
+    case opcode::f_sub: o.f = x - y; break;
+    case opcode::f_mul: o.f = x * y; break;
+    case opcode::f_div: o.f = x / y; break;
+    case opcode::f_pow: o.f = pow(x, y); break;
+    case opcode::f_max: o.f = (x != x || y != y) ? __longlong_as_double(0x7ff8000000000000ll) : (x < y ? y : x); break;
+    case opcode::f_min: o.f = (x != x || y != y) ? __longlong_as_double(0x7ff8000000000000ll) : (y < x ? y : x); break;
+    case opcode::f_fmod: o.f = fmod(x, y); break;
+    case opcode::f_mod: {
+        double m = fmod(x, y);
+        if (m != 0 && ((m < 0) != (y < 0))) m += y;  // the sign of the divisor
+        o.f = m;
+        break;
+    }
+    case opcode::f_equal: o.i = x == y; break;
+    case opcode::f_less: o.i = x < y; break;
+    case opcode::f_greater: o.i = y < x; break;
+    case opcode::f_clip: {
+        double v = x;
+        if (v < y) v = y;
+        if (z < v) v = z;
+        o.f = v;
+        break;
+    }
+    case opcode::f_where: o.f = p != 0 ? y : z; break;
+
+    case opcode::i_abs: o.i = p < 0 ? static_cast<long long>(0ull - static_cast<u64>(p)) : p; break;
+    case opcode::i_neg: o.i = static_cast<long long>(0ull - static_cast<u64>(p)); break;
+    case opcode::i_sign: o.i = (0 < p) - (p < 0); break;
+    case opcode::i_relu: o.i = p < 0 ? 0 : p; break;
+    case opcode::i_bitwise_not: o.i = ~p; break;
+    case opcode::b_not: o.i = p == 0 ? 1 : 0; break;
+
+    // In unsigned 64-bit arithmetic so that overflow wraps (the step's type then wraps it to its width).
+    case opcode::i_add: o.i = static_cast<long long>(static_cast<u64>(p) + static_cast<u64>(q)); break;
+    case opcode::i_sub: o.i = static_cast<long long>(static_cast<u64>(p) - static_cast<u64>(q)); break;
+    case opcode::i_mul: o.i = static_cast<long long>(static_cast<u64>(p) * static_cast<u64>(q)); break;
+    case opcode::i_div:
+        if (q == 0) report(bufs);
+        else if (q == -1) o.i = static_cast<long long>(0ull - static_cast<u64>(p));  // the lowest value wraps
+        else o.i = p / q;
+        break;
+    case opcode::i_mod:
+    case opcode::i_fmod:
+        if (q == 0) {
+            report(bufs);
+        } else if (q != -1) {  // x mod -1 is 0 (and the lowest value % -1 would trap)
+            long long m = p % q;
+            if (s.op == opcode::i_mod && m != 0 && ((m < 0) != (q < 0))) m += q;
+            o.i = m;
+        }
+        break;
+    case opcode::i_pow: o.i = integer_pow(p, q, s.type); break;
+    case opcode::i_max: o.i = p < q ? q : p; break;
+    case opcode::i_min: o.i = q < p ? q : p; break;
+    case opcode::i_equal: o.i = p == q; break;
+    case opcode::i_less: o.i = p < q; break;
+    case opcode::i_greater: o.i = q < p; break;
+    case opcode::i_and: o.i = p & q; break;
+    case opcode::i_or: o.i = p | q; break;
+    case opcode::i_xor: o.i = p ^ q; break;
+    case opcode::i_shift_left:
+        if (q < 0 || q >= s.aux) o.i = 0;
+        else o.i = static_cast<long long>(static_cast<u64>(p) << q);
+        break;
+    case opcode::i_shift_right:
+        if (q < 0 || q >= s.aux) o.i = p >= 0 ? 0 : -1;
+        else o.i = p >> q;  // arithmetic: p is sign-extended from its type
+        break;
+    case opcode::i_clip: {
+        long long v = p;
+        if (v < q) v = q;
+        if (w < v) v = w;
+        o.i = v;
+        break;
+    }
+    case opcode::i_where: o.i = p != 0 ? q : w; break;
+
+    case opcode::f_to_f: o.f = x; break;
+    case opcode::f_to_i: o.i = saturating_float_to_int(x, static_cast<value_type>(s.aux)); break;
+    case opcode::f_to_b: o.i = x != 0 ? 1 : 0; break;  // NaN is true
+    case opcode::i_to_f:
+        o.f = s.aux == 1 ? static_cast<double>(p) : static_cast<double>(static_cast<float>(p));
+        break;
+    case opcode::i_to_i: o.i = p; break;
+    case opcode::i_to_b: o.i = p != 0 ? 1 : 0; break;
+    }
+    // Stored as the reference stores the step's result.
+    if (is_floating(s.type)) o.f = round_to(o.f, s.type);
+    else o.i = wrap(o.i, s.type);
+    return o;
+}
+
+__global__ void run_program(const program prog, const buffers bufs) {
+    reg r[max_values];
+    const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+    for (std::uint64_t index = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+         index < prog.elements; index += stride) {
+        // Each input's element offset from the output's multi-index.
+        std::uint64_t offsets[max_inputs];
+        for (int k = 0; k < prog.num_inputs; ++k) offsets[k] = 0;
+        std::uint64_t rest = index;
+        for (int d = prog.rank - 1; d >= 0; --d) {
+            const std::uint64_t coordinate = rest % prog.out_lens[d];
+            rest /= prog.out_lens[d];
+            for (int k = 0; k < prog.num_inputs; ++k) offsets[k] += coordinate * prog.in_strides[k][d];
+        }
+        for (int k = 0; k < prog.num_inputs; ++k) r[k] = load(bufs.inputs[k], offsets[k], prog.in_types[k]);
+        for (int s = 0; s < prog.num_steps; ++s) r[prog.steps[s].dst] = execute(prog.steps[s], r, bufs);
+        store(bufs.output, index, prog.output_type, r[prog.steps[prog.num_steps - 1].dst]);
+    }
+}
+
+}  // namespace
+
+void launch(const program& prog, const buffers& bufs, void* stream) {
+    if (prog.elements == 0 || prog.num_steps == 0) return;
+    constexpr unsigned threads = 256;
+    const std::uint64_t wanted = (prog.elements + threads - 1) / threads;
+    // Enough blocks to fill the GPU many times; the grid-stride loop covers the rest.
+    const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
+    run_program<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(prog, bufs);
+    KILN_CUDA(cudaGetLastError());
+}
+
+}  // namespace kiln::pointwise
