@@ -53,8 +53,9 @@ def perf(kiln, models, stem, precision, scratch, runs, timeout):
     found = re.search(r"Without profiling: median ([0-9.]+) ms, min ([0-9.]+) ms", text)
     if found:
         result["median_ms"], result["min_ms"] = float(found.group(1)), float(found.group(2))
-    fallback = [line.strip() for line in text.splitlines() if "host_reference" in line]
+    fallback = [line.split() for line in text.splitlines() if "host_reference" in line]
     result["host_fallback_instructions"] = len(fallback)
+    result["host_fallback_ops"] = sorted({f[1] for f in fallback if len(f) > 1})
     summary = text.split("Summary by op kind:")[-1].strip().splitlines()[:12]
     result["summary"] = summary
     if rc != 0 or not found:
@@ -92,7 +93,7 @@ def main():
                 r = perf(args.kiln, args.models, stem, precision, scratch, args.runs, args.timeout)
                 report["perf"][f"{stem}-{precision}"] = r
                 print(f"perf {stem} {precision}: compile {r['compile_seconds']} s, median {r.get('median_ms')} ms, "
-                      f"{r.get('host_fallback_instructions')} on the host", flush=True)
+                      f"{r.get('host_fallback_instructions')} on the host {r.get('host_fallback_ops', '')}", flush=True)
                 if "detail" in r:
                     print("   " + r["detail"][-600:].replace("\n", "\n   "), flush=True)
                 args.out.write_text(json.dumps(report, indent=1))

@@ -20,12 +20,12 @@ struct gpu_executable::context {
     std::vector<std::vector<argument>> step_inputs;
     std::vector<argument> step_outputs;
     std::size_t runs = 0;
-    std::unique_ptr<gpu_graph> graph;
-    std::vector<std::byte*> graph_bases;  // root_base when the graph was recorded
+    std::vector<std::unique_ptr<gpu_graph>> graphs;  // one per segment, recorded on first use
+    std::vector<std::byte*> graph_bases;              // root_base when they were recorded
 
     explicit context(gpu_device& d) : device(d) {}
     ~context() {
-        graph.reset();
+        graphs.clear();
         if (stream != nullptr) device.destroy_stream(stream);
     }
 };
@@ -39,10 +39,15 @@ gpu_executable::gpu_executable(std::shared_ptr<gpu_device> device, std::vector<g
       outputs_(std::move(outputs)),
       arena_bytes_(arena_bytes),
       offload_copy_(offload_copy) {
-    for (const auto& step : steps_) {
+    for (std::size_t s = 0; s < steps_.size(); ++s) {
+        const auto& step = steps_[s];
         workspace_bytes_ = std::max(workspace_bytes_, step.kernel->workspace_bytes());
-        capturable_ = capturable_ && step.kernel->capturable();
         checks_status_ = checks_status_ || step.kernel->reports_status();
+        const bool capturable = step.kernel->capturable();
+        if (segments_.empty() || segments_.back().recorded != capturable)
+            segments_.push_back({s, s + 1, capturable});
+        else
+            segments_.back().end = s + 1;
     }
 }
 
@@ -153,8 +158,8 @@ void gpu_executable::check_status(context& c) const {
                                   step.kernel->status_message());
 }
 
-void gpu_executable::enqueue_steps(context& c) const {
-    for (std::size_t s = 0; s < steps_.size(); ++s) {
+void gpu_executable::enqueue_steps(context& c, std::size_t begin, std::size_t end) const {
+    for (std::size_t s = begin; s < end; ++s) {
         try {
             steps_[s].kernel->run(launch_for(c, s), c.step_outputs[s], c.step_inputs[s]);
         } catch (const error& e) {
@@ -232,19 +237,26 @@ std::vector<argument> gpu_executable::execute(const parameter_map& inputs, std::
                                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
             if (observe) (*observe)({step.instruction, step.op, c.step_inputs[s], c.step_outputs[s]});
         }
-    } else if (capturable_ && c.runs > 0) {
+    } else if (c.runs > 0) {
         // The first run of a context warms the libraries up (they allocate
-        // on first use, which a recording may not); later ones replay.
-        if (!c.graph || c.graph_bases != c.root_base) {
-            c.graph = device_->capture(c.stream, [&] { enqueue_steps(c); });
+        // on first use, which a recording may not); later ones replay each
+        // segment of enqueue-only kernels as a graph and run the others.
+        if (c.graphs.empty() || c.graph_bases != c.root_base) {
+            c.graphs.clear();
+            c.graphs.resize(segments_.size());
             c.graph_bases = c.root_base;
         }
-        if (c.graph)
-            c.graph->launch(c.stream);
-        else
-            enqueue_steps(c);
+        for (std::size_t g = 0; g < segments_.size(); ++g) {
+            const auto& seg = segments_[g];
+            if (seg.recorded && !c.graphs[g])
+                c.graphs[g] = device_->capture(c.stream, [&] { enqueue_steps(c, seg.begin, seg.end); });
+            if (c.graphs[g])
+                c.graphs[g]->launch(c.stream);
+            else
+                enqueue_steps(c, seg.begin, seg.end);
+        }
     } else {
-        enqueue_steps(c);
+        enqueue_steps(c, 0, steps_.size());
     }
     c.runs++;
     try {

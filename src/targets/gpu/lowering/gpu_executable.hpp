@@ -7,8 +7,9 @@
 // compile time. A run uploads the host inputs (offload_copy) or binds the
 // caller's device buffers, enqueues every step's kernel on its stream, and
 // downloads the outputs (offload_copy) or returns them in device memory.
-// From a context's second run on, a plan whose kernels all only enqueue
-// work is replayed as one recorded graph.
+// From a context's second run on, each run of consecutive kernels that only
+// enqueue work (all of them, unless some op runs on the host fallback) is
+// replayed as one recorded graph.
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -60,8 +61,12 @@ public:
     std::size_t planned_memory_bytes() const override { return arena_bytes_; }
     std::size_t kernel_constant_bytes() const override;
     std::vector<kernel_choice> kernel_choices() const override;
-    // Whether a run is replayed as one recorded graph (every kernel only enqueues work).
-    bool replays_graph() const { return capturable_; }
+    // How many recorded graphs a run replays (1 when no step runs on the host).
+    std::size_t graph_count() const {
+        std::size_t n = 0;
+        for (const auto& s : segments_) n += s.recorded ? 1 : 0;
+        return n;
+    }
 
 private:
     struct context;  // one arena, a stream, the prebuilt arguments and the recorded graph
@@ -73,7 +78,7 @@ private:
     void bind_run(context& c, const parameter_map& inputs, std::vector<argument>& device_outputs) const;
     gpu_launch launch_for(context& c, std::size_t step) const;
     void check_status(context& c) const;
-    void enqueue_steps(context& c) const;
+    void enqueue_steps(context& c, std::size_t begin, std::size_t end) const;
     std::vector<argument> collect_outputs(context& c, const std::vector<argument>& device_outputs) const;
 
     std::shared_ptr<gpu_device> device_;
@@ -83,7 +88,12 @@ private:
     std::size_t arena_bytes_;
     std::size_t workspace_bytes_ = 0;  // the largest any step needs
     bool offload_copy_;
-    bool capturable_ = true;
+    // Consecutive steps that are all recorded into one graph, or all run directly.
+    struct segment {
+        std::size_t begin, end;
+        bool recorded;
+    };
+    std::vector<segment> segments_;
     bool checks_status_ = false;  // some kernel may store a status
 
     mutable std::mutex pool_mutex_;
