@@ -16,6 +16,43 @@ namespace kiln::data_movement {
 
 namespace {
 
+// Below this extent on either side a tile is mostly empty: the plain copy does as well.
+constexpr std::uint64_t min_transpose_extent = 8;
+
+// Runs a simplified copy as tiled 2-D transposes when the destination is
+// contiguous along the innermost dim and the source along another one (a
+// permute such as NCHW -> NHWC or swapping the last two dims); false when
+// it does not apply.
+bool enqueue_transpose(cudaStream_t stream, std::byte* dst, const std::byte* src, const copy_walk& walk,
+                       std::uint64_t count, std::size_t size) {
+    const int i = walk.rank - 1;
+    if (i < 1 || walk.dst_strides[i] != 1 || walk.src_strides[i] == 1) return false;
+    int j = -1;
+    for (int d = 0; d < i && j < 0; ++d)
+        if (walk.src_strides[d] == 1) j = d;
+    if (j < 0 || walk.lens[i] < min_transpose_extent || walk.lens[j] < min_transpose_extent) return false;
+    transpose_walk t;
+    t.len_i = walk.lens[i];
+    t.len_j = walk.lens[j];
+    t.src_stride_i = walk.src_strides[i];
+    t.src_stride_j = walk.src_strides[j];
+    t.dst_stride_i = walk.dst_strides[i];
+    t.dst_stride_j = walk.dst_strides[j];
+    for (int d = 0; d < i; ++d) {
+        if (d == j) continue;
+        t.batch.lens[t.batch.rank] = walk.lens[d];
+        t.batch.src_strides[t.batch.rank] = walk.src_strides[d];
+        t.batch.dst_strides[t.batch.rank] = walk.dst_strides[d];
+        ++t.batch.rank;
+    }
+    if (!transpose_grid_fits(t)) return false;
+    const std::uint64_t batches = count / (t.len_i * t.len_j);
+    const bool wide = needs_wide_index(
+        {count, span(walk.lens, walk.src_strides, walk.rank), span(walk.lens, walk.dst_strides, walk.rank)});
+    launch_tiled_transpose(stream, dst, src, t, batches, size, wide);
+    return true;
+}
+
 // Copies the elements of `src` (its lens, its strides) to `dst` laid out
 // with `dst_strides` (element units) over the same lens.
 void enqueue_strided_copy(cudaStream_t stream, std::byte* dst, const std::vector<std::size_t>& dst_strides,
@@ -29,6 +66,7 @@ void enqueue_strided_copy(cudaStream_t stream, std::byte* dst, const std::vector
         KILN_CUDA(cudaMemcpyAsync(dst, src, count * size, cudaMemcpyDeviceToDevice, stream));
         return;
     }
+    if (enqueue_transpose(stream, dst, src, walk, count, size)) return;
     const std::size_t unit = widen_copy(walk, size, dst, src);
     const std::uint64_t units = count / (unit / size);
     const bool wide = needs_wide_index({units, span(walk.lens, walk.src_strides, walk.rank),

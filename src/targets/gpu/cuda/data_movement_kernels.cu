@@ -63,6 +63,50 @@ __global__ void strided_copy_kernel(Unit* dst, const Unit* src, copy_walk walk, 
     }
 }
 
+constexpr unsigned tile = 32;
+constexpr unsigned tile_rows = 8;  // threads per tile column: each moves tile / tile_rows elements
+constexpr std::uint64_t max_grid_yz = 65535;
+
+// One block per 32x32 tile of (i, j) and per batch (grid-stride over z).
+// Reads walk along j (contiguous in src), writes along i (contiguous in dst).
+template <class Unit, class Index>
+__global__ void tiled_transpose_kernel(Unit* dst, const Unit* src, transpose_walk walk, Index batches) {
+    __shared__ Unit staged[tile][tile + 1];  // +1: a column read hits 32 banks
+    const Index len_i = static_cast<Index>(walk.len_i);
+    const Index len_j = static_cast<Index>(walk.len_j);
+    const Index i0 = static_cast<Index>(blockIdx.x) * tile;
+    const Index j0 = static_cast<Index>(blockIdx.y) * tile;
+    for (Index b = blockIdx.z; b < batches; b += gridDim.z) {
+        Index rest = b;
+        Index src_base = 0;
+        Index dst_base = 0;
+        for (int d = walk.batch.rank - 1; d >= 0; --d) {
+            const auto len = static_cast<Index>(walk.batch.lens[d]);
+            const Index c = rest % len;
+            rest /= len;
+            src_base += c * static_cast<Index>(walk.batch.src_strides[d]);
+            dst_base += c * static_cast<Index>(walk.batch.dst_strides[d]);
+        }
+        // staged[r][c] holds element (i0 + r, j0 + c).
+        for (unsigned r = threadIdx.y; r < tile; r += tile_rows) {
+            const Index i = i0 + r;
+            const Index j = j0 + threadIdx.x;
+            if (i < len_i && j < len_j)
+                staged[r][threadIdx.x] = src[src_base + i * static_cast<Index>(walk.src_stride_i) +
+                                             j * static_cast<Index>(walk.src_stride_j)];
+        }
+        __syncthreads();
+        for (unsigned r = threadIdx.y; r < tile; r += tile_rows) {
+            const Index j = j0 + r;
+            const Index i = i0 + threadIdx.x;
+            if (i < len_i && j < len_j)
+                dst[dst_base + i * static_cast<Index>(walk.dst_stride_i) + j * static_cast<Index>(walk.dst_stride_j)] =
+                    staged[threadIdx.x][r];
+        }
+        __syncthreads();  // the tile is refilled for the next batch
+    }
+}
+
 template <class Unit, class Index>
 __global__ void pad_kernel(Unit* dst, const Unit* src, pad_walk walk, Index count, Unit fill) {
     for (Index i = first_index<Index>(); i < count; i += grid_stride<Index>()) {
@@ -173,6 +217,32 @@ void launch_strided_copy(cudaStream_t stream, void* dst, const void* src, const 
                 static_cast<Unit*>(dst), static_cast<const Unit*>(src), walk, static_cast<Index>(count));
             KILN_CUDA(cudaGetLastError());
         });
+    });
+}
+
+bool transpose_grid_fits(const transpose_walk& walk) {
+    return (walk.len_j + tile - 1) / tile <= max_grid_yz && (walk.len_i + tile - 1) / tile <= 0x7fffffffu;
+}
+
+void launch_tiled_transpose(cudaStream_t stream, void* dst, const void* src, const transpose_walk& walk,
+                            std::uint64_t batches, std::size_t unit_bytes, bool wide_index) {
+    if (batches == 0 || walk.len_i == 0 || walk.len_j == 0) return;
+    if (unit_bytes > 8 || !transpose_grid_fits(walk))
+        fail(error_kind::runtime, "tiled transpose: unsupported unit or tile grid");
+    const dim3 grid(static_cast<unsigned>((walk.len_i + tile - 1) / tile),
+                    static_cast<unsigned>((walk.len_j + tile - 1) / tile),
+                    static_cast<unsigned>(std::min(batches, max_grid_yz)));
+    const dim3 block(tile, tile_rows);
+    visit_unit(unit_bytes, [&](auto unit) {
+        using Unit = decltype(unit);
+        if constexpr (sizeof(Unit) <= 8) {
+            visit_index(wide_index, [&](auto index) {
+                using Index = decltype(index);
+                tiled_transpose_kernel<Unit, Index><<<grid, block, 0, stream>>>(
+                    static_cast<Unit*>(dst), static_cast<const Unit*>(src), walk, static_cast<Index>(batches));
+                KILN_CUDA(cudaGetLastError());
+            });
+        }
     });
 }
 

@@ -16,6 +16,14 @@ namespace kiln::data_movement {
 void launch_strided_copy(cudaStream_t stream, void* dst, const void* src, const copy_walk& walk, std::uint64_t count,
                          std::size_t unit_bytes, bool wide_index);
 
+// A batched 2-D transpose through shared memory (unit_bytes 1, 2, 4 or 8);
+// `batches` is the element count of walk.batch. Fails unless
+// transpose_grid_fits(walk).
+void launch_tiled_transpose(cudaStream_t stream, void* dst, const void* src, const transpose_walk& walk,
+                            std::uint64_t batches, std::size_t unit_bytes, bool wide_index);
+// Whether the tile grid of a transpose fits CUDA's grid limits.
+bool transpose_grid_fits(const transpose_walk& walk);
+
 // `fill` holds the pad value's bytes (unit_bytes of them, 1 to 8).
 void launch_pad(cudaStream_t stream, void* dst, const void* src, const pad_walk& walk, std::uint64_t count,
                 std::size_t unit_bytes, std::uint64_t fill, bool wide_index);

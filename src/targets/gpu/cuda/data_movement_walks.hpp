@@ -25,6 +25,19 @@ struct copy_walk {
     std::uint64_t dst_strides[max_rank] = {};
 };
 
+// A copy whose source is contiguous along dim j and destination along dim i:
+// a batch (the other dims) of 2-D transposes, done through a shared tile so
+// that both reads and writes coalesce.
+struct transpose_walk {
+    copy_walk batch;
+    std::uint64_t len_i = 0;
+    std::uint64_t len_j = 0;
+    std::uint64_t src_stride_i = 0;
+    std::uint64_t src_stride_j = 0;
+    std::uint64_t dst_stride_i = 0;
+    std::uint64_t dst_stride_j = 0;
+};
+
 // pad: output element at position q reads input position q - begin, mapped
 // back into range by the mode where it falls outside.
 enum class pad_walk_mode : int { constant = 0, reflect = 1, edge = 2 };
