@@ -30,7 +30,7 @@ __global__ void attention_softmax_kernel(T* scores, const T* mask, attention_sof
         const std::size_t row = first + threadIdx.x / static_cast<unsigned>(group);
         const bool active = row < p.rows;
         T* sr = scores + (active ? row * p.length : 0);
-        const T* mr = (mask && active) ? mask + offset_of(p.mask_rows, row) : nullptr;
+        const T* mr = (mask && active) ? mask + offset_of(p.mask_rows, p.first_row + row) : nullptr;
         float max = -INFINITY;
         if (active)
             for (std::size_t k = lane; k < p.length; k += static_cast<std::size_t>(group))
@@ -62,18 +62,18 @@ void launch_attention_typed(void* scores, const void* mask, const attention_soft
 
 // Element type by size: the copy moves bits only.
 template <class W>
-__global__ void scatter_copy_kernel(const W* x, W* y, strided_dims out, std::size_t elements) {
+__global__ void scatter_copy_kernel(const W* x, W* y, strided_dims out, std::size_t first, std::size_t elements) {
     for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < elements;
          i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-        y[offset_of(out, i)] = x[i];
+        y[offset_of(out, first + i)] = x[i];
 }
 
 template <class W>
-void launch_scatter_typed(const void* x, void* y, const strided_dims& out, std::size_t elements,
+void launch_scatter_typed(const void* x, void* y, const strided_dims& out, std::size_t first, std::size_t elements,
                           cudaStream_t stream) {
     const unsigned grid = grid_for(elements, block_threads);
     scatter_copy_kernel<W>
-        <<<grid, block_threads, 0, stream>>>(static_cast<const W*>(x), static_cast<W*>(y), out, elements);
+        <<<grid, block_threads, 0, stream>>>(static_cast<const W*>(x), static_cast<W*>(y), out, first, elements);
     KILN_CUDA(cudaGetLastError());
 }
 
@@ -90,15 +90,13 @@ void launch_attention_softmax(element_type type, void* scores, const void* mask,
     }
 }
 
-void launch_scatter_copy(std::size_t element_bytes, const void* x, void* y, const strided_dims& out,
-                         cudaStream_t stream) {
-    std::size_t elements = 1;
-    for (int d = 0; d < out.rank; ++d) elements *= out.lens[d];
+void launch_scatter_copy(std::size_t element_bytes, const void* x, void* y, const strided_dims& out, std::size_t first,
+                         std::size_t elements, cudaStream_t stream) {
     if (elements == 0) return;
     switch (element_bytes) {
-        case 2: return launch_scatter_typed<std::uint16_t>(x, y, out, elements, stream);
-        case 4: return launch_scatter_typed<std::uint32_t>(x, y, out, elements, stream);
-        case 8: return launch_scatter_typed<std::uint64_t>(x, y, out, elements, stream);
+        case 2: return launch_scatter_typed<std::uint16_t>(x, y, out, first, elements, stream);
+        case 4: return launch_scatter_typed<std::uint32_t>(x, y, out, first, elements, stream);
+        case 8: return launch_scatter_typed<std::uint64_t>(x, y, out, first, elements, stream);
         default: return;
     }
 }

@@ -62,10 +62,12 @@ struct layer_norm_params {
 
 // Softmax in place over the rows of contiguous scores [rows, length]: each
 // score s becomes softmax(round(round(s * scale) + mask)) (rounded to the
-// element type at each step, as the unfused ops do); the mask of row r lies
-// at offset(mask_rows, r) + k * mask_step. With nan_to_zero NaN results are 0.
+// element type at each step, as the unfused ops do); row r is row
+// first_row + r of all the scores, whose mask lies at
+// offset(mask_rows, first_row + r) + k * mask_step. With nan_to_zero NaN results are 0.
 struct attention_softmax_params {
     std::size_t rows = 0;
+    std::size_t first_row = 0;
     std::size_t length = 0;
     float scale = 1;
     bool apply_scale = false;
@@ -85,8 +87,8 @@ void launch_layer_norm(element_type type, const void* x, const void* scale, cons
 // mask may be null. f32, f16, bf16 only.
 void launch_attention_softmax(element_type type, void* scores, const void* mask, const attention_softmax_params& p,
                               cudaStream_t stream);
-// y[offset(out, i)] = x[i] for every element of `out` (x contiguous); any type by its size in bytes (2, 4, 8).
-void launch_scatter_copy(std::size_t element_bytes, const void* x, void* y, const strided_dims& out,
-                         cudaStream_t stream);
+// y[offset(out, first + i)] = x[i] for i < elements (x contiguous); any type by its size in bytes (2, 4, 8).
+void launch_scatter_copy(std::size_t element_bytes, const void* x, void* y, const strided_dims& out, std::size_t first,
+                         std::size_t elements, cudaStream_t stream);
 
 }  // namespace kiln::cuda_reduce
