@@ -7,7 +7,7 @@
 
 namespace kiln {
 
-// reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod.
+// reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod, argmax, argmin.
 std::shared_ptr<const gpu_kernel> make_cuda_reduce_kernel(const gpu_kernel_request& request);
 // softmax, log_softmax.
 std::shared_ptr<const gpu_kernel> make_cuda_softmax_kernel(const gpu_kernel_request& request);

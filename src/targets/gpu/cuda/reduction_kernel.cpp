@@ -1,5 +1,6 @@
 // reduce_sum / mean / max / min / prod over any set of axes of an input with
-// any strides (the device code walks the kept and the reduced dims separately).
+// any strides (the device code walks the kept and the reduced dims separately),
+// and argmax / argmin along one axis.
 #include <string>
 #include <vector>
 
@@ -49,6 +50,32 @@ private:
     std::vector<bool> reduced_;  // per input dim
 };
 
+class cuda_arg_reduce_kernel final : public gpu_kernel {
+public:
+    cuda_arg_reduce_kernel(cuda_reduce::element_type type, std::size_t axis, bool want_max, bool select_last)
+        : type_(type), axis_(axis), want_max_(want_max), select_last_(select_last) {}
+
+    void run(const gpu_launch& launch, const argument& result, const std::vector<argument>& inputs) const override {
+        const shape& in = inputs[0].get_shape();
+        cuda_reduce::arg_reduce_params p;
+        p.outputs = result.get_shape().elements();
+        p.length = in.lens()[axis_];
+        p.kept = cuda_reduce::make_dims(cuda_reduce::without(in.lens(), axis_), cuda_reduce::without(in.strides(), axis_));
+        p.step = in.strides()[axis_];
+        p.want_max = want_max_;
+        p.select_last = select_last_;
+        cuda_reduce::launch_arg_reduce(type_, inputs[0].data(), result.data_as<std::int64_t>(), p,
+                                       as_cuda(launch.stream));
+    }
+    std::string algorithm() const override { return "cuda_arg_reduce"; }
+
+private:
+    cuda_reduce::element_type type_;
+    std::size_t axis_;
+    bool want_max_;
+    bool select_last_;
+};
+
 // The kind and attributes of a reduce_* op, or null for other ops.
 const op::reduce_op* as_reduce(const operation& o, reduce_kind& kind) {
     if (const auto* r = o.get_if<op::reduce_sum>()) return kind = reduce_kind::sum, r;
@@ -61,10 +88,27 @@ const op::reduce_op* as_reduce(const operation& o, reduce_kind& kind) {
 
 }  // namespace
 
+static std::shared_ptr<const gpu_kernel> make_cuda_arg_reduce_kernel(const gpu_kernel_request& request) {
+    const auto* max = request.op.get_if<op::argmax>();
+    const auto* min = request.op.get_if<op::argmin>();
+    const op::arg_reduce_op* r = max ? static_cast<const op::arg_reduce_op*>(max) : min;
+    if (!r || request.input_shapes.size() != 1) return nullptr;
+    const shape& in = request.input_shapes[0];
+    const shape& out = request.output_shape;
+    if (in.ndim() == 0 || !cuda_reduce::fits_walks({in, out}) || !out.standard() || out.type() != dtype::int64_type)
+        return nullptr;
+    const auto type = cuda_reduce::element_type_of(in.type());
+    if (!type) return nullptr;
+    const std::size_t axis = ops::normalize_axis(request.op.name(), r->axis, in.ndim());
+    if (in.lens()[axis] == 0 || out.elements() != in.elements() / in.lens()[axis]) return nullptr;
+    return std::make_shared<cuda_arg_reduce_kernel>(*type, axis, max != nullptr, r->select_last_index);
+}
+
 std::shared_ptr<const gpu_kernel> make_cuda_reduce_kernel(const gpu_kernel_request& request) {
     reduce_kind kind{};
     const op::reduce_op* r = as_reduce(request.op, kind);
-    if (!r || request.input_shapes.size() != 1) return nullptr;
+    if (!r) return make_cuda_arg_reduce_kernel(request);
+    if (request.input_shapes.size() != 1) return nullptr;
     const shape& in = request.input_shapes[0];
     if (!cuda_reduce::fits_walks({in, request.output_shape}) || !request.output_shape.standard()) return nullptr;
     const auto type = cuda_reduce::element_type_of(in.type());

@@ -126,7 +126,74 @@ void launch_kind(reduce_kind kind, const void* x, void* y, const reduce_params& 
     }
 }
 
+// The arithmetic type argmax / argmin compare in: float for the 16-bit floats, the type itself otherwise.
+template <class T>
+using compare_t = std::conditional_t<std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, float, T>;
+
+template <class C, class T>
+__device__ C load_compare(T v) {
+    if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>)
+        return to_float(v);
+    else
+        return v;
+}
+
+// One thread per output: a plain scan along the axis, as the reference's.
+template <class T>
+__global__ void arg_reduce_kernel(const T* x, std::int64_t* y, arg_reduce_params p) {
+    using C = compare_t<T>;
+    for (std::size_t o = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; o < p.outputs;
+         o += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+        const T* row = x + offset_of(p.kept, o);
+        C best = load_compare<C>(row[0]);
+        std::size_t best_k = 0;
+        for (std::size_t k = 1; k < p.length; ++k) {
+            const C v = load_compare<C>(row[k * p.step]);
+            bool better;
+            if (is_nan(v))
+                better = !is_nan(best) || p.select_last;
+            else if (is_nan(best))
+                better = false;
+            else if (v == best)
+                better = p.select_last;
+            else
+                better = p.want_max ? best < v : v < best;
+            if (better) {
+                best = v;
+                best_k = k;
+            }
+        }
+        y[o] = static_cast<std::int64_t>(best_k);
+    }
+}
+
+template <class T>
+void launch_arg_typed(const void* x, std::int64_t* y, const arg_reduce_params& p, cudaStream_t stream) {
+    const unsigned grid = grid_for(p.outputs, block_threads);
+    arg_reduce_kernel<T><<<grid, block_threads, 0, stream>>>(static_cast<const T*>(x), y, p);
+    KILN_CUDA(cudaGetLastError());
+}
+
 }  // namespace
+
+void launch_arg_reduce(element_type type, const void* x, std::int64_t* y, const arg_reduce_params& p,
+                       cudaStream_t stream) {
+    if (p.outputs == 0 || p.length == 0) return;
+    switch (type) {
+        case element_type::f32: return launch_arg_typed<float>(x, y, p, stream);
+        case element_type::f16: return launch_arg_typed<__half>(x, y, p, stream);
+        case element_type::bf16: return launch_arg_typed<__nv_bfloat16>(x, y, p, stream);
+        case element_type::f64: return launch_arg_typed<double>(x, y, p, stream);
+        case element_type::i8: return launch_arg_typed<std::int8_t>(x, y, p, stream);
+        case element_type::i16: return launch_arg_typed<std::int16_t>(x, y, p, stream);
+        case element_type::i32: return launch_arg_typed<std::int32_t>(x, y, p, stream);
+        case element_type::i64: return launch_arg_typed<std::int64_t>(x, y, p, stream);
+        case element_type::u8: return launch_arg_typed<std::uint8_t>(x, y, p, stream);
+        case element_type::u16: return launch_arg_typed<std::uint16_t>(x, y, p, stream);
+        case element_type::u32: return launch_arg_typed<std::uint32_t>(x, y, p, stream);
+        case element_type::u64: return launch_arg_typed<std::uint64_t>(x, y, p, stream);
+    }
+}
 
 void launch_reduce(element_type type, reduce_kind kind, const void* x, void* y, const reduce_params& p,
                    cudaStream_t stream) {

@@ -35,6 +35,18 @@ struct reduce_params {
     strided_dims reduced;
 };
 
+// argmax / argmin: output o (int64, standard) is the index k < length of the
+// extreme of x[offset(kept, o) + k * step]; NaN counts as the extreme, ties
+// (and NaNs) pick the first unless select_last.
+struct arg_reduce_params {
+    std::size_t outputs = 0;
+    std::size_t length = 0;
+    strided_dims kept;
+    std::size_t step = 0;
+    bool want_max = true;
+    bool select_last = false;
+};
+
 // Row r of `rows` lies at offset(in_rows, r) + k * in_step in x for k < length
 // and at offset(out_rows, r) + k * out_step in y.
 struct softmax_params {
@@ -79,6 +91,8 @@ struct attention_softmax_params {
 // Each enqueues on `stream` and launches nothing for empty tensors.
 void launch_reduce(element_type type, reduce_kind kind, const void* x, void* y, const reduce_params& p,
                    cudaStream_t stream);
+void launch_arg_reduce(element_type type, const void* x, std::int64_t* y, const arg_reduce_params& p,
+                       cudaStream_t stream);
 // f32, f16, bf16 only.
 void launch_softmax(element_type type, const void* x, void* y, const softmax_params& p, cudaStream_t stream);
 // scale and bias may be null.
