@@ -16,7 +16,8 @@ namespace {
 template <class T>
 __device__ float adjusted_score(T score, const T* mask_row, std::size_t k, const attention_softmax_params& p) {
     float s = to_float(score);
-    if (p.apply_scale) s = to_float(from_float<T>(s * p.scale));
+    // The unfused mul takes the scale as a literal of type T: rounded first.
+    if (p.apply_scale) s = to_float(from_float<T>(s * to_float(from_float<T>(p.scale))));
     if (mask_row) s = to_float(from_float<T>(s + to_float(mask_row[k * p.mask_step])));
     return s;
 }
