@@ -1,5 +1,5 @@
-// softmax / log_softmax along any axis and layer_norm, inputs with any
-// strides (scale and bias broadcast as the op allows). Floating types f32,
+// softmax / log_softmax along any axis, layer_norm and batch_norm_inference,
+// inputs with any strides (layer_norm's scale and bias broadcast as the op allows). Floating types f32,
 // f16, bf16; float64 stays on the host (the kernels compute in float).
 #include <string>
 #include <vector>
@@ -88,7 +88,50 @@ private:
     float epsilon_;
 };
 
+class cuda_batch_norm_kernel final : public gpu_kernel {
+public:
+    cuda_batch_norm_kernel(element_type type, float epsilon) : type_(type), epsilon_(epsilon) {}
+
+    void run(const gpu_launch& launch, const argument& result, const std::vector<argument>& inputs) const override {
+        const shape& in = inputs[0].get_shape();
+        cuda_reduce::batch_norm_params p;
+        p.elements = in.elements();
+        p.channels = in.lens()[1];
+        for (std::size_t d = 2; d < in.ndim(); ++d) p.inner *= in.lens()[d];
+        p.x = cuda_reduce::make_dims(in.lens(), in.strides());
+        const void* params[4];
+        for (std::size_t k = 0; k < 4; ++k) {
+            params[k] = inputs[k + 1].data();
+            p.param_strides[k] = inputs[k + 1].get_shape().strides()[0];
+        }
+        p.epsilon = epsilon_;
+        cuda_reduce::launch_batch_norm(type_, inputs[0].data(), params, result.data(), p, as_cuda(launch.stream));
+    }
+    std::string algorithm() const override { return "cuda_batch_norm"; }
+
+private:
+    element_type type_;
+    float epsilon_;
+};
+
 }  // namespace
+
+std::shared_ptr<const gpu_kernel> make_cuda_batch_norm_kernel(const gpu_kernel_request& request) {
+    const auto* norm = request.op.get_if<op::batch_norm_inference>();
+    if (!norm || request.input_shapes.size() != 5) return nullptr;
+    const shape& in = request.input_shapes[0];
+    const shape& out = request.output_shape;
+    if (in.ndim() < 2 || !cuda_reduce::fits_walks(request.input_shapes) || !cuda_reduce::fits_walks({out}) ||
+        !out.standard() || out.lens() != in.lens())
+        return nullptr;
+    const auto type = cuda_reduce::element_type_of(in.type());
+    if (!type || !computes_in_float(*type) || out.type() != in.type()) return nullptr;
+    for (std::size_t k = 1; k < 5; ++k) {
+        const shape& s = request.input_shapes[k];
+        if (s.type() != in.type() || s.ndim() != 1 || s.lens()[0] != in.lens()[1]) return nullptr;
+    }
+    return std::make_shared<cuda_batch_norm_kernel>(*type, static_cast<float>(norm->epsilon));
+}
 
 std::shared_ptr<const gpu_kernel> make_cuda_softmax_kernel(const gpu_kernel_request& request) {
     const auto* soft = request.op.get_if<op::softmax>();

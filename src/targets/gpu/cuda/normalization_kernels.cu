@@ -1,6 +1,7 @@
 // softmax / log_softmax along any axis and layer_norm on the device: a group
 // of threads per row (a warp, or the block for long rows), float arithmetic,
-// one pass for each statistic (max then sum; mean then variance) and one to write.
+// one pass for each statistic (max then sum; mean then variance) and one to
+// write. batch_norm_inference, a per-channel affine map, is one thread per element.
 #include <cmath>
 
 #include "targets/gpu/cuda/cuda_check.hpp"
@@ -78,6 +79,30 @@ __global__ void layer_norm_kernel(const T* x, const T* scale, const T* bias, T* 
     }
 }
 
+// One thread per element: a per-channel affine map.
+template <class T>
+__global__ void batch_norm_kernel(const T* x, const T* scale, const T* bias, const T* mean, const T* variance, T* y,
+                                  batch_norm_params p) {
+    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < p.elements;
+         i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+        const std::size_t c = (i / p.inner) % p.channels;
+        const float normalized = (to_float(x[offset_of(p.x, i)]) - to_float(mean[c * p.param_strides[2]])) /
+                                 sqrtf(to_float(variance[c * p.param_strides[3]]) + p.epsilon);
+        y[i] = from_float<T>(normalized * to_float(scale[c * p.param_strides[0]]) +
+                             to_float(bias[c * p.param_strides[1]]));
+    }
+}
+
+template <class T>
+void launch_batch_norm_typed(const void* x, const void* const params[4], void* y, const batch_norm_params& p,
+                             cudaStream_t stream) {
+    const unsigned grid = grid_for(p.elements, block_threads);
+    batch_norm_kernel<T><<<grid, block_threads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(params[0]), static_cast<const T*>(params[1]),
+        static_cast<const T*>(params[2]), static_cast<const T*>(params[3]), static_cast<T*>(y), p);
+    KILN_CUDA(cudaGetLastError());
+}
+
 template <class T>
 void launch_softmax_typed(const void* x, void* y, const softmax_params& p, cudaStream_t stream) {
     const int group = group_for(p.length);
@@ -104,6 +129,17 @@ void launch_softmax(element_type type, const void* x, void* y, const softmax_par
         case element_type::f32: return launch_softmax_typed<float>(x, y, p, stream);
         case element_type::f16: return launch_softmax_typed<__half>(x, y, p, stream);
         case element_type::bf16: return launch_softmax_typed<__nv_bfloat16>(x, y, p, stream);
+        default: return;
+    }
+}
+
+void launch_batch_norm(element_type type, const void* x, const void* const params[4], void* y,
+                       const batch_norm_params& p, cudaStream_t stream) {
+    if (p.elements == 0 || p.channels == 0 || p.inner == 0) return;
+    switch (type) {
+        case element_type::f32: return launch_batch_norm_typed<float>(x, params, y, p, stream);
+        case element_type::f16: return launch_batch_norm_typed<__half>(x, params, y, p, stream);
+        case element_type::bf16: return launch_batch_norm_typed<__nv_bfloat16>(x, params, y, p, stream);
         default: return;
     }
 }

@@ -13,6 +13,8 @@ std::shared_ptr<const gpu_kernel> make_cuda_reduce_kernel(const gpu_kernel_reque
 std::shared_ptr<const gpu_kernel> make_cuda_softmax_kernel(const gpu_kernel_request& request);
 // layer_norm.
 std::shared_ptr<const gpu_kernel> make_cuda_layer_norm_kernel(const gpu_kernel_request& request);
+// batch_norm_inference.
+std::shared_ptr<const gpu_kernel> make_cuda_batch_norm_kernel(const gpu_kernel_request& request);
 // fused_attention.
 std::shared_ptr<const gpu_kernel> make_cuda_attention_kernel(const gpu_kernel_request& request);
 

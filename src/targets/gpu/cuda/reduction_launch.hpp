@@ -72,6 +72,18 @@ struct layer_norm_params {
     float epsilon = 1e-5f;
 };
 
+// batch_norm_inference: element i of x (walk `x`, standard result y[i]) is in
+// channel (i / inner) % channels; parameter k (scale, bias, mean, variance)
+// of channel c lies at params[k][c * param_strides[k]].
+struct batch_norm_params {
+    std::size_t elements = 0;
+    std::size_t channels = 0;
+    std::size_t inner = 1;
+    strided_dims x;
+    std::size_t param_strides[4] = {};
+    float epsilon = 1e-5f;
+};
+
 // Softmax in place over the rows of contiguous scores [rows, length]: each
 // score s becomes softmax(round(round(s * scale) + mask)) (rounded to the
 // element type at each step, as the unfused ops do); row r is row
@@ -98,6 +110,9 @@ void launch_softmax(element_type type, const void* x, void* y, const softmax_par
 // scale and bias may be null.
 void launch_layer_norm(element_type type, const void* x, const void* scale, const void* bias, void* y,
                        const layer_norm_params& p, cudaStream_t stream);
+// f32, f16, bf16 only.
+void launch_batch_norm(element_type type, const void* x, const void* const params[4], void* y,
+                       const batch_norm_params& p, cudaStream_t stream);
 // mask may be null. f32, f16, bf16 only.
 void launch_attention_softmax(element_type type, void* scores, const void* mask, const attention_softmax_params& p,
                               cudaStream_t stream);
