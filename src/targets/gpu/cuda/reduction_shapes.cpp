@@ -21,11 +21,25 @@ std::optional<element_type> element_type_of(dtype t) {
 }
 
 strided_dims make_dims(const std::vector<std::size_t>& lens, const std::vector<std::size_t>& strides) {
-    strided_dims d;
-    d.rank = static_cast<int>(lens.size());
+    // Dims of length 1 are dropped and a dim whose stride is the next inner
+    // dim's extent in memory is merged into it: every linear index keeps its
+    // offset, and the device divides once per remaining dim.
+    std::vector<std::size_t> kept_lens, kept_strides;
     for (std::size_t k = 0; k < lens.size(); ++k) {
-        d.lens[k] = lens[k];
-        d.strides[k] = strides[k];
+        if (lens[k] == 1) continue;
+        if (!kept_lens.empty() && kept_strides.back() == strides[k] * lens[k]) {
+            kept_lens.back() *= lens[k];
+            kept_strides.back() = strides[k];
+        } else {
+            kept_lens.push_back(lens[k]);
+            kept_strides.push_back(strides[k]);
+        }
+    }
+    strided_dims d;
+    d.rank = static_cast<int>(kept_lens.size());
+    for (std::size_t k = 0; k < kept_lens.size(); ++k) {
+        d.lens[k] = kept_lens[k];
+        d.strides[k] = kept_strides[k];
     }
     return d;
 }

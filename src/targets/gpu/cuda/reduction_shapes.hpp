@@ -17,7 +17,7 @@ inline bool is_floating(element_type t) {
     return t == element_type::f32 || t == element_type::f16 || t == element_type::bf16 || t == element_type::f64;
 }
 
-// The walk over `lens` at `strides`; the caller has checked lens.size() <= max_rank.
+// The walk over `lens` at `strides` (simplified); the caller has checked lens.size() <= max_rank.
 strided_dims make_dims(const std::vector<std::size_t>& lens, const std::vector<std::size_t>& strides);
 
 // lens (or strides) without entry `skip`.
