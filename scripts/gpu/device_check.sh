@@ -5,7 +5,9 @@
 #   nodes   the ONNX node tests, gpu against ref, beside the cpu baseline
 #   models  the real models: kiln verify --target gpu, compile time, kiln perf (fp32, fp16)
 #   bench   PyTorch eager and Inductor on the same models (bench/gpu_bench.py)
-# STAGES picks some ("tests nodes"); logs and JSON reports go to $OUT.
+# STAGES picks some ("tests nodes"), T_<STAGE> sets a stage's time limit in
+# seconds, MODELS a glob of the models to unpack ("*-b1"); logs and JSON
+# reports go to $OUT as they are made, so a run stopped early returns them.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/kiln-out}
@@ -41,20 +43,20 @@ for stage in $stages; do
     echo "== $stage $(date +%T)"
     case $stage in
     tests)
-        timeout 240 "$work/bin/kiln_gpu_tests" --gtest_color=no >"$out/gpu_tests.log" 2>&1
+        timeout ${T_TESTS:-240} "$work/bin/kiln_gpu_tests" --gtest_color=no >"$out/gpu_tests.log" 2>&1
         echo "kiln_gpu_tests exit $?"
         grep -E "^\[  (FAILED|PASSED) |^  [a-z_]+: |device:|Failure|error" "$out/gpu_tests.log" | head -80 ;;
     nodes)
-        timeout 420 python3 scripts/gpu/node_suite.py --kiln "$kiln" --target gpu --baseline "$bundle/node-cpu.json" \
+        timeout ${T_NODES:-420} python3 scripts/gpu/node_suite.py --kiln "$kiln" --target gpu --baseline "$bundle/node-cpu.json" \
             --jobs 16 --timeout 60 --out "$out/node-gpu.json" >"$out/node_suite.log" 2>&1
         echo "node_suite exit $?"
         head -60 "$out/node_suite.log" ;;
     models)
-        python3 scripts/gpu/device_models.py unpack "$bundle/models" /tmp/kiln-models >/dev/null
-        timeout 600 python3 scripts/gpu/model_check.py --kiln "$kiln" --models /tmp/kiln-models \
+        python3 scripts/gpu/device_models.py unpack "$bundle/models" /tmp/kiln-models --match "${MODELS:-*}" >/dev/null
+        timeout ${T_MODELS:-600} python3 scripts/gpu/model_check.py --kiln "$kiln" --models /tmp/kiln-models \
             --out "$out/models.json" ${MODEL_CHECK:---verify --perf} 2>&1 | tee "$out/models.log" ;;
     bench)
-        timeout 600 python3 bench/gpu_bench.py --kiln-report "$out/models.json" --out "$out/bench.json" \
+        timeout ${T_BENCH:-600} python3 bench/gpu_bench.py --kiln-report "$out/models.json" --out "$out/bench.json" \
             2>&1 | tee "$out/bench.log" | tail -40 ;;
     esac
 done

@@ -80,27 +80,35 @@ def pack(out_dir, batches):
         print(f"{stem}: {len(removed)} tensors removed", flush=True)
 
 
-def unpack(in_dir, out_dir):
-    import onnx
-    from onnx import numpy_helper
+def unpack(in_dir, out_dir, pattern="*"):
+    import concurrent.futures
 
     in_dir, out_dir = pathlib.Path(in_dir), pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for skeleton in sorted(in_dir.glob("*.skeleton.onnx")):
-        stem = skeleton.name[: -len(".skeleton.onnx")]
-        removed = json.loads((in_dir / f"{stem}.weights.json").read_text())
-        model = onnx.load(str(skeleton))
-        rng = np.random.default_rng(sum(map(ord, stem)))  # the same values on every machine
-        for init in model.graph.initializer:
-            meta = removed.get(init.name)
-            if meta is None:
-                continue
-            values = rng.normal(meta["mean"], meta["std"], size=meta["dims"]).astype(meta["dtype"])
-            init.CopyFrom(numpy_helper.from_array(values, init.name))
-        onnx.save(model, str(out_dir / f"{stem}.onnx"))
-        if (in_dir / f"{stem}.inputs").is_dir():
-            shutil.copytree(in_dir / f"{stem}.inputs", out_dir / f"{stem}.inputs", dirs_exist_ok=True)
-        print(f"{stem}.onnx", flush=True)
+    skeletons = sorted(in_dir.glob(f"{pattern}.skeleton.onnx"))
+    with concurrent.futures.ProcessPoolExecutor(max(1, len(skeletons))) as pool:
+        list(pool.map(_refill, skeletons, [out_dir] * len(skeletons)))
+
+
+def _refill(skeleton, out_dir):
+    import onnx
+    from onnx import numpy_helper
+
+    in_dir = skeleton.parent
+    stem = skeleton.name[: -len(".skeleton.onnx")]
+    removed = json.loads((in_dir / f"{stem}.weights.json").read_text())
+    model = onnx.load(str(skeleton))
+    rng = np.random.default_rng(sum(map(ord, stem)))  # the same values on every machine
+    for init in model.graph.initializer:
+        meta = removed.get(init.name)
+        if meta is None:
+            continue
+        values = rng.normal(meta["mean"], meta["std"], size=meta["dims"]).astype(meta["dtype"])
+        init.CopyFrom(numpy_helper.from_array(values, init.name))
+    onnx.save(model, str(out_dir / f"{stem}.onnx"))
+    if (in_dir / f"{stem}.inputs").is_dir():
+        shutil.copytree(in_dir / f"{stem}.inputs", out_dir / f"{stem}.inputs", dirs_exist_ok=True)
+    print(f"{stem}.onnx", flush=True)
 
 
 def main():
@@ -112,11 +120,12 @@ def main():
     u = sub.add_parser("unpack")
     u.add_argument("in_dir")
     u.add_argument("out_dir")
+    u.add_argument("--match", default="*", help="models whose name matches this glob (default: all)")
     args = parser.parse_args()
     if args.command == "pack":
         pack(args.out_dir, args.batches)
     else:
-        unpack(args.in_dir, args.out_dir)
+        unpack(args.in_dir, args.out_dir, args.match)
 
 
 if __name__ == "__main__":

@@ -95,6 +95,8 @@ def main():
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for name, result in pool.map(lambda c: run_case(args.kiln, args.target, c, args.timeout), cases):
             results[name] = result
+            if len(results) % 100 == 0:  # a run stopped at its time limit still leaves what it found
+                args.out.write_text(json.dumps(results, indent=1, sort_keys=True))
     args.out.write_text(json.dumps(results, indent=1, sort_keys=True))
 
     counts = {}
