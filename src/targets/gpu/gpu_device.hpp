@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "kiln/argument.hpp"
+
 namespace kiln {
 
 // A queue of device work (cudaStream_t on the cuda device; null means the
@@ -35,6 +37,11 @@ public:
     // the device has no room. release(nullptr) does nothing.
     virtual void* allocate(std::size_t bytes) = 0;
     virtual void release(void* data) noexcept = 0;
+    // Whether [data, data + bytes) is memory the device's kernels can read
+    // (so that a caller's buffer handed over without offload_copy is checked).
+    virtual bool holds(const void* data, std::size_t bytes) const = 0;
+    // Host memory the device copies to and from fastest (page-locked on CUDA).
+    virtual std::shared_ptr<std::byte> allocate_host(std::size_t bytes) { return allocate_aligned(bytes); }
 
     // Copies ordered on `stream`; copy_to_host returns once the bytes are on
     // the host (it waits for the work before it on the stream).

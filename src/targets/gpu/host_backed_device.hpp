@@ -26,6 +26,7 @@ public:
     bool runs_cuda_kernels() const override { return false; }
     void* allocate(std::size_t bytes) override;
     void release(void* data) noexcept override;
+    bool holds(const void* data, std::size_t bytes) const override { return owns(data, bytes); }
     void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes, gpu_stream stream) override;
     void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes, gpu_stream stream) override;
     void copy_on_device(void* device_dst, const void* device_src, std::size_t bytes, gpu_stream stream) override;

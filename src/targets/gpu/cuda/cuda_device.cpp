@@ -66,6 +66,24 @@ void cuda_device::release(void* data) noexcept {
     if (data != nullptr) cudaFree(data);
 }
 
+bool cuda_device::holds(const void* data, std::size_t) const {
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, data) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+}
+
+std::shared_ptr<std::byte> cuda_device::allocate_host(std::size_t bytes) {
+    void* data = nullptr;
+    if (cudaMallocHost(&data, std::max<std::size_t>(bytes, 1)) != cudaSuccess) {
+        cudaGetLastError();
+        return allocate_aligned(bytes);  // page-locked memory is scarce; pageable works, slower
+    }
+    return std::shared_ptr<std::byte>(static_cast<std::byte*>(data), [](std::byte* p) { cudaFreeHost(p); });
+}
+
 void cuda_device::copy_to_device(void* device_dst, const void* host_src, std::size_t bytes, gpu_stream stream) {
     if (bytes == 0) return;
     KILN_CUDA(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, as_cuda(stream)));

@@ -25,6 +25,8 @@ public:
     bool runs_cuda_kernels() const override { return true; }
     void* allocate(std::size_t bytes) override;
     void release(void* data) noexcept override;
+    bool holds(const void* data, std::size_t bytes) const override;
+    std::shared_ptr<std::byte> allocate_host(std::size_t bytes) override;
     void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes, gpu_stream stream) override;
     void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes, gpu_stream stream) override;
     void copy_on_device(void* device_dst, const void* device_src, std::size_t bytes, gpu_stream stream) override;

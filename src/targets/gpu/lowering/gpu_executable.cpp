@@ -20,6 +20,9 @@ struct gpu_executable::context {
     std::vector<std::vector<argument>> step_inputs;
     std::vector<argument> step_outputs;
     std::size_t runs = 0;
+    // offload_copy: host buffers of earlier runs' outputs, per root, used
+    // again once the caller has dropped them (see host_output).
+    std::vector<std::vector<argument>> spare_outputs;
     std::vector<std::unique_ptr<gpu_graph>> graphs;  // one per segment, recorded on first use
     std::vector<std::byte*> graph_bases;              // root_base when they were recorded
 
@@ -77,6 +80,7 @@ std::unique_ptr<gpu_executable::context> gpu_executable::make_context() const {
     c->workspace = device_->allocate_shared(workspace_bytes_);
     c->status = device_->allocate_shared(sizeof(std::int32_t));
     c->staging.resize(roots_.size());
+    c->spare_outputs.resize(roots_.size());
     c->root_base.resize(roots_.size(), nullptr);
     for (std::size_t r = 0; r < roots_.size(); ++r) {
         const auto& root = roots_[r];
@@ -123,10 +127,15 @@ void gpu_executable::bind_run(context& c, const parameter_map& inputs, std::vect
         const auto& root = roots_[r];
         if (root.kind == gpu_root_kind::parameter) {
             const argument& in = inputs.at(root.parameter_name);
-            if (offload_copy_)
+            if (offload_copy_) {
                 device_->copy_to_device(c.root_base[r], in.data(), root.value_shape.bytes(), c.stream);
-            else
+            } else {
+                if (!device_->holds(in.data(), root.value_shape.bytes()))
+                    fail("parameter '" + root.parameter_name +
+                         "': the program was compiled with offload_copy=false, so its inputs must be device memory "
+                         "(the target's copy_to, or a framework's device tensor); this one is not");
                 c.root_base[r] = in.data();
+            }
         } else if (root.kind == gpu_root_kind::output && !offload_copy_) {
             auto memory = device_->allocate_shared(root.value_shape.bytes());
             device_outputs[r] = argument(root.value_shape, memory, memory.get());
@@ -168,6 +177,22 @@ void gpu_executable::enqueue_steps(context& c, std::size_t begin, std::size_t en
     }
 }
 
+// A host buffer for output root `r`. Fresh pages cost a fault each (about
+// 12 ms for GPT-2's 26 MB of logits) and pageable memory copies slower:
+// a page-locked buffer an earlier run returned, which the caller has since
+// dropped, is used again. Two are kept per root, so that a caller holding
+// the previous result while asking for the next still finds a free one.
+argument gpu_executable::host_output(context& c, std::size_t r) const {
+    constexpr std::size_t kept_buffers = 2;
+    for (const auto& spare : c.spare_outputs[r])
+        if (spare.owner().use_count() == 1) return spare;
+    const shape& s = roots_[r].value_shape;
+    auto memory = device_->allocate_host(s.bytes());
+    argument fresh(s, memory, memory.get());
+    if (c.spare_outputs[r].size() < kept_buffers) c.spare_outputs[r].push_back(fresh);
+    return fresh;
+}
+
 std::vector<argument> gpu_executable::collect_outputs(context& c, const std::vector<argument>& device_outputs) const {
     std::vector<argument> results;
     std::vector<bool> handed_out(roots_.size(), false);
@@ -177,8 +202,9 @@ std::vector<argument> gpu_executable::collect_outputs(context& c, const std::vec
         const bool whole_output = root.kind == gpu_root_kind::output && loc.byte_offset == 0 &&
                                   loc.value_shape == root.value_shape && loc.value_shape.standard();
         if (offload_copy_) {
-            if (whole_output) {
-                argument host(loc.value_shape);
+            if (whole_output && !handed_out[loc.root]) {
+                handed_out[loc.root] = true;
+                argument host = host_output(c, loc.root);
                 device_->copy_to_host(host.data(), view.data(), loc.value_shape.bytes(), c.stream);
                 results.push_back(host);
             } else {

@@ -79,6 +79,7 @@ private:
     gpu_launch launch_for(context& c, std::size_t step) const;
     void check_status(context& c) const;
     void enqueue_steps(context& c, std::size_t begin, std::size_t end) const;
+    argument host_output(context& c, std::size_t root) const;
     std::vector<argument> collect_outputs(context& c, const std::vector<argument>& device_outputs) const;
 
     std::shared_ptr<gpu_device> device_;
