@@ -6,7 +6,8 @@
 #   kiln-gpu.tar.xz   bin/kiln, bin/kiln_gpu_tests and the shared libraries
 #                     they need that the GPU machine lacks (oneDNN, protobuf, libzip)
 #   models/           the real models as skeletons (scripts/gpu/device_models.py pack)
-#   node-cpu.json     the ONNX node tests on the cpu target here, the baseline
+#   node-cases.tar.xz the ONNX node tests (the GPU machine's onnx wheel lacks them)
+#   node-cpu.json     the same tests on the cpu target here, the baseline
 # Then scripts/gpu/device_check.sh runs there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,6 +30,8 @@ ldd build-gpu/kiln build-gpu/tests/gpu/kiln_gpu_tests | awk '/=>/ {print $3}' | 
     grep -E 'lib(dnnl|protobuf|zip|OpenCL)\.so' | xargs -I{} cp -L {} "$stage/lib/"
 tar -cJf "$bundle/kiln-gpu.tar.xz" -C "$stage" .
 [ -d "$bundle/models" ] || "$python" scripts/gpu/device_models.py pack "$bundle/models"
+cases=$(ls -d build/onnx-backend-cases/*/node | head -1)
+tar -cJf "$bundle/node-cases.tar.xz" -C "$(dirname "$cases")" node
 [ -f "$bundle/node-cpu.json" ] || "$python" scripts/gpu/node_suite.py --kiln build/kiln --target cpu \
-    --cases build/onnx-backend-cases/*/node --jobs 2 --out "$bundle/node-cpu.json"
+    --cases "$cases" --jobs 2 --out "$bundle/node-cpu.json"
 du -sh "$bundle"

@@ -47,14 +47,15 @@ for stage in $stages; do
         echo "kiln_gpu_tests exit $?"
         grep -E "^\[  (FAILED|PASSED) |^  [a-z_]+: |device:|Failure|error" "$out/gpu_tests.log" | head -80 ;;
     nodes)
-        timeout ${T_NODES:-420} python3 scripts/gpu/node_suite.py --kiln "$kiln" --target gpu --baseline "$bundle/node-cpu.json" \
+        mkdir -p /tmp/kiln-node-cases && tar -xJf "$bundle/node-cases.tar.xz" -C /tmp/kiln-node-cases
+        timeout ${T_NODES:-420} python3 scripts/gpu/node_suite.py --kiln "$kiln" --target gpu --baseline "$bundle/node-cpu.json" --cases /tmp/kiln-node-cases/node \
             --jobs 16 --timeout 60 --out "$out/node-gpu.json" >"$out/node_suite.log" 2>&1
         echo "node_suite exit $?"
         head -60 "$out/node_suite.log" ;;
     models)
         python3 scripts/gpu/device_models.py unpack "$bundle/models" /tmp/kiln-models --match "${MODELS:-*}" >/dev/null
         timeout ${T_MODELS:-600} python3 scripts/gpu/model_check.py --kiln "$kiln" --models /tmp/kiln-models \
-            --out "$out/models.json" ${MODEL_CHECK:---verify --perf} 2>&1 | tee "$out/models.log" ;;
+            --out "$out/models.json" ${MODEL_CHECK:---verify --perf --timeout 300} 2>&1 | tee "$out/models.log" ;;
     bench)
         timeout ${T_BENCH:-600} python3 bench/gpu_bench.py --kiln-report "$out/models.json" --out "$out/bench.json" \
             2>&1 | tee "$out/bench.log" | tail -40 ;;
