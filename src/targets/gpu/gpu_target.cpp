@@ -11,12 +11,20 @@ namespace kiln {
 // device computes half types natively. Composite ops are recognised before
 // post-op fusion can split them; pointwise fusion comes last, after CSE.
 pass_list gpu_target::get_passes(const compile_options&) const {
+    // The gpu kernels compute float16 / bfloat16 natively, so quantize_fp16
+    // graphs fuse as float32 ones do (the cpu target widens them first).
+    auto attention = std::make_shared<fuse_attention>();
+    attention->fuse_16bit_floats = true;
+    auto post_ops = std::make_shared<fuse_post_ops>();
+    post_ops->fuse_16bit_floats = true;
+    auto pointwise = std::make_shared<fuse_pointwise>();
+    pointwise->fuse_16bit_floats = true;
     return {std::make_shared<dead_code_elimination>(),   std::make_shared<constant_propagation>(),
             std::make_shared<simplify_reshapes>(),       std::make_shared<simplify_algebra>(),
             std::make_shared<constant_propagation>(),    std::make_shared<fuse_gelu>(),
-            std::make_shared<fuse_layer_norm>(),         std::make_shared<fuse_attention>(),
-            std::make_shared<fuse_post_ops>(),           std::make_shared<constant_propagation>(),
-            std::make_shared<common_subexpression_elimination>(), std::make_shared<fuse_pointwise>(),
+            std::make_shared<fuse_layer_norm>(),         attention,
+            post_ops,                                    std::make_shared<constant_propagation>(),
+            std::make_shared<common_subexpression_elimination>(), pointwise,
             std::make_shared<dead_code_elimination>()};
 }
 
