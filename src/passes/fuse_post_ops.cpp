@@ -218,8 +218,9 @@ rewrite_rule sink_reshape_below_binary() {
 }  // namespace
 
 void fuse_post_ops::apply(module& m) const {
-    rewrite_to_fixed_point(m, {convolution_to_fused(fuse_16bit_floats), dot_to_fused(fuse_16bit_floats), fuse_bias(), fuse_activation(), fuse_clip(),
-                               fuse_binary(), sink_reshape_below_activation(), sink_reshape_below_binary()});
+    rewrite_to_fixed_point(m, {convolution_to_fused(fuse_16bit_floats), dot_to_fused(fuse_16bit_floats), fuse_bias(),
+                               fuse_activation(), fuse_clip(), fuse_binary(), sink_reshape_below_activation(),
+                               sink_reshape_below_binary()});
 }
 
 }  // namespace kiln

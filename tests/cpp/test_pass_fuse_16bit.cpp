@@ -229,7 +229,8 @@ TEST(pass_fuse_16bit, fused_ops_round_a_16bit_result_once) {
     // 2047 + 2047 + 2047 = 6141 is not a half (rounds to 6140), so step by step
     // the result would be 6140 - 2047 = 4093 -> 4092; in float32, 4094 exactly.
     parameter_map inputs;
-    inputs.emplace("x", argument(literal(shape{dtype::half_type, {3}}, std::vector<float>{2047, 1, -2047}).get_argument()));
+    const literal x_values(shape{dtype::half_type, {3}}, std::vector<float>{2047, 1, -2047});
+    inputs.emplace("x", x_values.get_argument());
     auto got = evaluate_module(m, inputs);
     EXPECT_EQ(got[0].value_at(0), 4094.0);
     EXPECT_EQ(got[0].value_at(1), 2.0);

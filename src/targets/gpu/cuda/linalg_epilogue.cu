@@ -84,8 +84,12 @@ void launch_linalg_epilogue(const linalg_epilogue_params& params, linalg_element
     const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
     const auto s = static_cast<cudaStream_t>(stream);
     switch (element) {
-    case linalg_element::f32: linalg_epilogue_kernel<<<blocks, threads, 0, s>>>(params, static_cast<float*>(result)); break;
-    case linalg_element::f16: linalg_epilogue_kernel<<<blocks, threads, 0, s>>>(params, static_cast<__half*>(result)); break;
+    case linalg_element::f32:
+        linalg_epilogue_kernel<<<blocks, threads, 0, s>>>(params, static_cast<float*>(result));
+        break;
+    case linalg_element::f16:
+        linalg_epilogue_kernel<<<blocks, threads, 0, s>>>(params, static_cast<__half*>(result));
+        break;
     case linalg_element::bf16:
         linalg_epilogue_kernel<<<blocks, threads, 0, s>>>(params, static_cast<__nv_bfloat16*>(result));
         break;
