@@ -236,3 +236,41 @@ TEST(pass_fuse_16bit, fused_ops_round_a_16bit_result_once) {
     EXPECT_EQ(got[0].value_at(1), 2.0);
     EXPECT_EQ(got[0].value_at(2), -4094.0);
 }
+
+TEST(pass_fuse_16bit, the_gpu_pipeline_fuses_quantized_graphs_and_matches_them) {
+    // gpu_target::get_passes, which needs a CUDA build to construct.
+    const pass_list gpu_passes{std::make_shared<dead_code_elimination>(),
+                               std::make_shared<constant_propagation>(),
+                               std::make_shared<simplify_reshapes>(),
+                               std::make_shared<fuse_gelu>(),
+                               std::make_shared<simplify_algebra>(),
+                               std::make_shared<constant_propagation>(),
+                               std::make_shared<fuse_gelu>(),
+                               std::make_shared<fuse_layer_norm>(),
+                               attention(true),
+                               post_ops(true),
+                               std::make_shared<constant_propagation>(),
+                               std::make_shared<common_subexpression_elimination>(),
+                               pointwise(true),
+                               std::make_shared<dead_code_elimination>()};
+    for (dtype type : {dtype::half_type, dtype::bf16_type}) {
+        module block = quantized(resnet_block(), type);
+        module fused_block = after_passes(block, gpu_passes);
+        EXPECT_EQ(count_ops(fused_block, "fused_convolution"), 2u) << fused_block;
+        EXPECT_EQ(count_ops(fused_block, "relu") + count_ops(fused_block, "add"), 0u) << fused_block;
+        expect_same_outputs(block, fused_block, sixteen_bit_tolerance(type));
+
+        module ffn = quantized(bert_feed_forward(), type);
+        module fused_ffn = after_passes(ffn, gpu_passes);
+        EXPECT_EQ(count_ops(fused_ffn, "fused_dot"), 2u) << fused_ffn;
+        // fuse_gelu runs before simplify_algebra, which would fold gelu's 0.5 into the next weights.
+        EXPECT_EQ(attribute(*all_of(fused_ffn, "fused_dot")[0], "post_ops"), "{\"gelu_erf\"}") << fused_ffn;
+        EXPECT_EQ(count_ops(fused_ffn, "fused_pointwise"), 1u) << fused_ffn;
+        expect_same_outputs(ffn, fused_ffn, sixteen_bit_tolerance(type));
+
+        module attn = quantized(bert_attention(), type);
+        module fused_attn = after_passes(attn, gpu_passes);
+        EXPECT_EQ(count_ops(fused_attn, "fused_attention"), 1u) << fused_attn;
+        expect_same_outputs(attn, fused_attn, sixteen_bit_tolerance(type));
+    }
+}
