@@ -63,6 +63,11 @@ public:
 // fused op's post-op chain (see fuse_post_ops.cpp for the exact rules).
 class fuse_post_ops final : public pass {
 public:
+    // Whether float16 / bfloat16 convolutions and dots fuse too (every value
+    // of one fused op in the same 16-bit type); off for targets whose fused
+    // kernels are float32 only.
+    bool fuse_16bit_floats = false;
+
     std::string name() const override { return "fuse_post_ops"; }
     void apply(module& m) const override;
 };
@@ -99,6 +104,10 @@ public:
 // write, by fused_attention.
 class fuse_attention final : public pass {
 public:
+    // Whether 16-bit attention whose softmax runs in float32 between two
+    // converts (what quantize_fp16 / quantize_bf16 write) fuses too.
+    bool fuse_16bit_floats = false;
+
     std::string name() const override { return "fuse_attention"; }
     void apply(module& m) const override;
 };
@@ -108,6 +117,10 @@ public:
 // fuse_pointwise.cpp for which groups form.
 class fuse_pointwise final : public pass {
 public:
+    // Whether groups of float16 / bfloat16 values (one 16-bit type per group,
+    // with bool) fuse too; off for targets whose kernel runs float32 only.
+    bool fuse_16bit_floats = false;
+
     std::string name() const override { return "fuse_pointwise"; }
     void apply(module& m) const override;
 };

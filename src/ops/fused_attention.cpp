@@ -4,6 +4,7 @@
 #include "ops/linalg.hpp"
 #include "ops/norm.hpp"
 #include "ops/op_helpers.hpp"
+#include "ops/post_ops.hpp"
 
 namespace kiln::op {
 
@@ -60,6 +61,12 @@ shape fused_attention::compute_shape(const std::vector<shape>& inputs) const {
 }
 
 void fused_attention::compute(const argument& result, const std::vector<argument>& inputs) const {
+    ops::compute_in_float32(result, inputs, [this](const argument& r, const std::vector<argument>& in) {
+        compute_unwidened(r, in);
+    });
+}
+
+void fused_attention::compute_unwidened(const argument& result, const std::vector<argument>& inputs) const {
     std::vector<shape> shapes;
     for (const auto& in : inputs) shapes.push_back(in.get_shape());
     const shape s = scores_shape(shapes);

@@ -16,6 +16,9 @@
 // [B, H, Sq, Dv] result is laid out as [B, Sq, H, Dv], so that the
 // transpose exporters write after attention, and the reshape to [B, Sq,
 // H * Dv] after it, are views instead of a copy.
+// float16 / bfloat16 inputs compute as float32 (widened inputs, scores,
+// softmax and product in float32) and the result is rounded to the 16-bit
+// type once at the end (ops::compute_in_float32).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -40,6 +43,8 @@ struct fused_attention : op_base {
     shape compute_shape(const std::vector<shape>& inputs) const;
     // The unfused ops' reference computes, one after another.
     void compute(const argument& result, const std::vector<argument>& inputs) const;
+    // compute with float32 or float64 values.
+    void compute_unwidened(const argument& result, const std::vector<argument>& inputs) const;
     // [..., Sq, Sk]
     shape scores_shape(const std::vector<shape>& inputs) const;
 };

@@ -20,19 +20,25 @@ shape fused_convolution::compute_shape(const std::vector<shape>& inputs) const {
     if (inputs.size() < first)
         fail(name() + ": expected x, w" + std::string(has_bias ? ", bias" : "") + " and post-op operands, got " +
              std::to_string(inputs.size()) + " inputs");
-    ops::expect_type(name(), inputs[0], dtype::float_type, "x");
+    if (!ops::is_16bit_float(inputs[0].type())) ops::expect_type(name(), inputs[0], dtype::float_type, "x");
     if (input_layout == tensor_layout::nchw8c && !inputs[0].standard())
         fail(name() + ": a blocked input must be standard-strided, got " + to_string(inputs[0]));
     shape plain = plain_output_shape(inputs);
     if (has_bias && inputs[2].lens() != std::vector<std::size_t>{plain.lens()[1]})
         fail(name() + ": bias must be [" + std::to_string(plain.lens()[1]) + "], got " + to_string(inputs[2]));
-    if (has_bias) ops::expect_type(name(), inputs[2], dtype::float_type, "bias");
+    if (has_bias) ops::expect_type(name(), inputs[2], plain.type(), "bias");
     shape out = output_layout == tensor_layout::nchw8c ? ops::blocked_shape(name(), plain) : plain;
     ops::check_post_ops(name(), post, out, {inputs.begin() + static_cast<std::ptrdiff_t>(first), inputs.end()});
     return out;
 }
 
 void fused_convolution::compute(const argument& result, const std::vector<argument>& inputs) const {
+    ops::compute_in_float32(result, inputs, [this](const argument& r, const std::vector<argument>& in) {
+        compute_float32(r, in);
+    });
+}
+
+void fused_convolution::compute_float32(const argument& result, const std::vector<argument>& inputs) const {
     argument x = inputs[0];
     if (input_layout == tensor_layout::nchw8c) {
         x = argument(plain_input_shape(inputs[0].get_shape()));

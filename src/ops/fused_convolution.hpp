@@ -2,7 +2,10 @@
 // Convolution with an optional per-channel bias and a post-op chain, in
 // plain or blocked layout: what the cpu target's fusion and layout passes
 // turn convolution + add + activation + residual chains into. float32, except
-// that the weights may be float16 / bfloat16 (ops/half_weights.hpp).
+// that the weights may be float16 / bfloat16 (ops/half_weights.hpp); or
+// float16 / bfloat16 throughout (x, w, bias, operands and result of one
+// type), which computes as float32 from the widened inputs and rounds the
+// result to the 16-bit type once at the end (ops::compute_in_float32).
 //
 // Inputs: x, w [, bias [M]], then one operand per binary post-op (in the
 // output's layout). x and the result are [N, C, ...] plain or, with a
@@ -38,6 +41,8 @@ struct fused_convolution : op_base {
     std::string name() const { return "fused_convolution"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     void compute(const argument& result, const std::vector<argument>& inputs) const;
+    // compute for a float32 result.
+    void compute_float32(const argument& result, const std::vector<argument>& inputs) const;
 
     // The shapes of x and of the convolution's result in the plain layout.
     shape plain_input_shape(const shape& x) const;

@@ -11,10 +11,10 @@ shape fused_dot::compute_shape(const std::vector<shape>& inputs) const {
     if (inputs.size() < first)
         fail(name() + ": expected a, b" + std::string(has_bias ? ", bias" : "") + " and post-op operands, got " +
              std::to_string(inputs.size()) + " inputs");
-    ops::expect_type(name(), inputs[0], dtype::float_type, "a");
+    if (!ops::is_16bit_float(inputs[0].type())) ops::expect_type(name(), inputs[0], dtype::float_type, "a");
     shape out = dot{}.compute_shape({inputs[0], ops::product_weights_shape(name(), inputs[0], inputs[1])});
     if (has_bias) {
-        ops::expect_type(name(), inputs[2], dtype::float_type, "bias");
+        ops::expect_type(name(), inputs[2], out.type(), "bias");
         if (out.ndim() == 0 || inputs[2].lens() != std::vector<std::size_t>{out.lens().back()})
             fail(name() + ": bias must be one value per output column of " + to_string(out.lens()) + ", got " +
                  to_string(inputs[2]));
@@ -24,6 +24,12 @@ shape fused_dot::compute_shape(const std::vector<shape>& inputs) const {
 }
 
 void fused_dot::compute(const argument& result, const std::vector<argument>& inputs) const {
+    ops::compute_in_float32(result, inputs, [this](const argument& r, const std::vector<argument>& in) {
+        compute_float32(r, in);
+    });
+}
+
+void fused_dot::compute_float32(const argument& result, const std::vector<argument>& inputs) const {
     dot{}.compute(result, {inputs[0], ops::float32_weights(inputs[1])});
     if (has_bias) {
         const float* b = inputs[2].data_as<float>();

@@ -1,7 +1,9 @@
 #include "ops/fused_pointwise.hpp"
 
 #include "kiln/op_registry.hpp"
+#include "ops/half_weights.hpp"
 #include "ops/op_helpers.hpp"
+#include "ops/post_ops.hpp"
 
 namespace kiln::op {
 
@@ -69,6 +71,11 @@ void fused_pointwise::compute(const argument& result, const std::vector<argument
     std::vector<shape> input_shapes;
     for (const auto& in : inputs) input_shapes.push_back(in.get_shape());
     const std::vector<shape> shapes = value_shapes(input_shapes);
+    for (const auto& s : shapes)
+        if (ops::is_16bit_float(s.type())) {
+            compute_widened(result, inputs);
+            return;
+        }
     std::vector<argument> values = inputs;
     for (std::size_t k = 0; k < steps.size(); ++k) {
         std::vector<argument> args;
@@ -78,6 +85,25 @@ void fused_pointwise::compute(const argument& result, const std::vector<argument
         steps[k].op.compute(out, args);
         values.push_back(out);
     }
+}
+
+void fused_pointwise::compute_widened(const argument& result, const std::vector<argument>& inputs) const {
+    std::vector<argument> values;
+    for (const auto& in : inputs) values.push_back(ops::widened_to_float32(in));
+    for (const auto& step : steps) {
+        std::vector<argument> args;
+        std::vector<shape> arg_shapes;
+        for (auto a : step.args) {
+            args.push_back(values[a]);
+            arg_shapes.push_back(values[a].get_shape());
+        }
+        const shape out_shape = step.op.compute_shape(arg_shapes);
+        argument out(shape{out_shape.type(), out_shape.lens()});
+        step.op.compute(out, args);
+        // A step that makes 16-bit values itself (a convert) is widened like an input.
+        values.push_back(ops::widened_to_float32(out));
+    }
+    ops::store_converted(values.back(), result);
 }
 
 }  // namespace kiln::op

@@ -6,7 +6,11 @@
 // The op carries a small program. Values are numbered: 0..n-1 are the fused
 // op's n inputs, n+k is the result of step k. Each step is an elementwise op
 // (is_pointwise(), with its attributes) applied to earlier values with numpy
-// broadcasting; the last step's result is the op's result. Printed:
+// broadcasting; the last step's result is the op's result. When any value is
+// float16 / bfloat16, the program runs in float32: 16-bit inputs and step
+// results are widened to float32, each step computes on float32 values, and
+// the last value is rounded to the result's type once at the end (so a
+// 16-bit chain does not round after every step). Printed:
 //   fused_pointwise[steps={{"div", {0, 1}}, {"erf", {3}}, {"add", {4, 2}}}]
 #include <cstdint>
 #include <string>
@@ -40,6 +44,8 @@ struct fused_pointwise : op_base {
     shape compute_shape(const std::vector<shape>& inputs) const;
     // Evaluates the steps one by one with each op's reference compute.
     void compute(const argument& result, const std::vector<argument>& inputs) const;
+    // compute when some value is float16 / bfloat16 (see above).
+    void compute_widened(const argument& result, const std::vector<argument>& inputs) const;
 
     // The shape of every value (inputs, then one per step); checks the program.
     std::vector<shape> value_shapes(const std::vector<shape>& inputs) const;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/elementwise.hpp"
+#include "ops/half_weights.hpp"
 #include "ops/op_helpers.hpp"
 
 namespace kiln::op {
@@ -53,7 +55,7 @@ void check_post_ops(const std::string& op, const op::post_op_chain& chain, const
              std::to_string(binary_operands.size()));
     for (std::size_t i = 0; i < binary_operands.size(); ++i) {
         const shape& s = binary_operands[i];
-        expect_type(op, s, dtype::float_type, "post-op operand " + std::to_string(i));
+        expect_type(op, s, result.type(), "post-op operand " + std::to_string(i));
         if (broadcast_lens(op, {result, s}) != result.lens())
             fail(op + ": post-op operand " + std::to_string(i) + " " + to_string(s.lens()) +
                  " does not broadcast to the result " + to_string(result.lens()));
@@ -79,6 +81,41 @@ void apply_post_ops(const op::post_op_chain& chain, const argument& result, cons
             y[i] = kind == op::post_op_kind::add ? y[i] + b[offsets[0]] : y[i] * b[offsets[0]];
         });
     }
+}
+
+argument widened_to_float32(const argument& value) {
+    const shape& s = value.get_shape();
+    if (!is_16bit_float(s.type())) return value;
+    return op::convert_to(dtype::float_type).evaluate(shape{dtype::float_type, s.lens()}, {value});
+}
+
+void store_converted(const argument& value, const argument& result) {
+    const shape& out = result.get_shape();
+    if (value.get_shape().type() == out.type()) {
+        copy_values(value, result);
+        return;
+    }
+    // convert writes standard strides: through a standard buffer when the result is not.
+    const shape standard{out.type(), out.lens()};
+    if (out.standard()) {
+        op::convert_to(out.type()).compute(result, {value});
+        return;
+    }
+    copy_values(op::convert_to(out.type()).evaluate(standard, {value}), result);
+}
+
+void compute_in_float32(const argument& result, const std::vector<argument>& inputs, const float32_compute& compute) {
+    if (!is_16bit_float(result.get_shape().type())) {
+        compute(result, inputs);
+        return;
+    }
+    std::vector<argument> wide;
+    wide.reserve(inputs.size());
+    for (const auto& in : inputs) wide.push_back(widened_to_float32(in));
+    const shape& out = result.get_shape();
+    const argument wide_result(shape{dtype::float_type, out.lens()});
+    compute(wide_result, wide);
+    store_converted(wide_result, result);
 }
 
 }  // namespace kiln::ops

@@ -14,6 +14,11 @@
 // heads) gets that transpose as its output_order: the kernel writes the
 // rows where the transpose puts them, the transpose becomes a standard view
 // and the reshape after it a view, instead of a copy.
+//
+// With fuse_16bit_floats, 16-bit attention whose softmax quantize_fp16 /
+// quantize_bf16 left in float32, convert(softmax(convert(s, float32)), t)
+// with s of 16-bit type t, fuses too: fused_attention computes its softmax
+// in float32 anyway (ops/fused_attention.hpp).
 #include <optional>
 #include <unordered_set>
 
@@ -86,9 +91,27 @@ bool is_last_axis_softmax(instruction_ref ins) {
     return s->axis == -1 || s->axis == rank - 1;
 }
 
-rewrite_rule attention_rule() {
+bool is_16bit_float(dtype t) { return t == dtype::half_type || t == dtype::bf16_type; }
+
+// convert(softmax(convert(s, float32)), t) with s of 16-bit type t, the
+// intermediates read once: the float32 softmax, and s; nullopt otherwise.
+std::optional<std::pair<instruction_ref, instruction_ref>> float32_softmax_between_converts(instruction_ref p) {
+    if (!is(p, "convert")) return std::nullopt;
+    const instruction_ref softmax = p->inputs()[0];
+    if (!is_last_axis_softmax(softmax) || softmax->outputs().size() != 1 ||
+        softmax->get_shape().type() != dtype::float_type)
+        return std::nullopt;
+    const instruction_ref widen = softmax->inputs()[0];
+    if (!is(widen, "convert") || widen->outputs().size() != 1) return std::nullopt;
+    const instruction_ref s = widen->inputs()[0];
+    const dtype t = s->get_shape().type();
+    if (!is_16bit_float(t) || p->get_shape().type() != t) return std::nullopt;
+    return std::make_pair(softmax, s);
+}
+
+rewrite_rule attention_rule(bool sixteen_bit) {
     auto pattern = match::name("dot").shape_is([](const shape& s) { return is_floating(s.type()); });
-    return {"attention", pattern, [](module& m, const match::match_result& r) {
+    return {"attention", pattern, [sixteen_bit](module& m, const match::match_result& r) {
                 instruction_ref p = r.root->inputs()[0];
                 const instruction_ref v = r.root->inputs()[1];
                 op::fused_attention a;
@@ -107,8 +130,13 @@ rewrite_rule attention_rule() {
                 } else if (p->outputs().size() != 1) {
                     return false;
                 }
-                if (!is_last_axis_softmax(p)) return false;
-                const instruction_ref s = p->inputs()[0];
+                instruction_ref s = p;
+                if (auto through = sixteen_bit ? float32_softmax_between_converts(p) : std::nullopt) {
+                    s = through->second;
+                } else {
+                    if (!is_last_axis_softmax(p)) return false;
+                    s = p->inputs()[0];
+                }
                 if (s->outputs().size() != 1) return false;
                 std::optional<scores_match> scores;
                 std::optional<instruction_ref> mask;
@@ -127,6 +155,9 @@ rewrite_rule attention_rule() {
                     a.has_mask = true;
                     inputs.push_back(*mask);
                 }
+                // The op wants one type throughout (a float32 mask beside 16-bit scores stays unfused).
+                for (const auto& in : inputs)
+                    if (in->get_shape().type() != r.root->get_shape().type()) return false;
                 return replace_with_new(m, r.root, a, inputs);
             }};
 }
@@ -160,7 +191,7 @@ rewrite_rule output_order_rule() {
 }  // namespace
 
 void fuse_attention::apply(module& m) const {
-    rewrite_to_fixed_point(m, {attention_rule(), output_order_rule()});
+    rewrite_to_fixed_point(m, {attention_rule(fuse_16bit_floats), output_order_rule()});
 }
 
 }  // namespace kiln

@@ -12,7 +12,9 @@
 // or 1 + tanh(..) of that same x. Inside, x / sqrt 2 may be x * (1/sqrt 2),
 // x^3 may be pow(x, 3) or a product of three x, and sums and products may
 // have their operands in either order. Constants must match to 1e-6
-// relative (exporters write them in float32).
+// relative (exporters write them in float32), or, stored as float16 /
+// bfloat16 (a quantize_fp16 graph), be the value rounded to that type
+// (within the type's unit roundoff, relative).
 #include <cmath>
 #include <optional>
 
@@ -26,8 +28,20 @@ namespace kiln {
 
 namespace {
 
-bool near(std::optional<double> v, double want) {
-    return v && std::fabs(*v - want) <= 1e-6 * std::fabs(want);
+// How far a constant of type `t` may be from the value it stands for, relative.
+double tolerance_of(dtype t) {
+    if (t == dtype::half_type) return 0x1p-11 * 1.01;  // float16 rounds to 11 significant bits
+    if (t == dtype::bf16_type) return 0x1p-8 * 1.01;   // bfloat16 to 8
+    return 1e-6;
+}
+
+bool near(std::optional<double> v, double want, double tolerance) {
+    return v && std::fabs(*v - want) <= tolerance * std::fabs(want);
+}
+
+// Whether `c` is a scalar constant standing for `want`.
+bool near_constant(const instruction& c, double want) {
+    return near(scalar_constant(c), want, tolerance_of(c.get_shape().type()));
 }
 
 bool is(instruction_ref ins, const char* op) {
@@ -47,20 +61,20 @@ std::optional<instruction_ref> other_operand(instruction_ref ins, instruction_re
 std::optional<instruction_ref> operand_besides_constant(instruction_ref ins, double value) {
     const auto& in = ins->inputs();
     if (in.size() != 2) return std::nullopt;
-    if (near(scalar_constant(*in[1]), value)) return in[0];
-    if (near(scalar_constant(*in[0]), value)) return in[1];
+    if (near_constant(*in[1], value)) return in[0];
+    if (near_constant(*in[0], value)) return in[1];
     return std::nullopt;
 }
 
 // x * c or c * x or x / (1/c).
 std::optional<instruction_ref> scaled_by(instruction_ref ins, double c) {
     if (is(ins, "mul")) return operand_besides_constant(ins, c);
-    if (is(ins, "div") && near(scalar_constant(*ins->inputs()[1]), 1 / c)) return ins->inputs()[0];
+    if (is(ins, "div") && near_constant(*ins->inputs()[1], 1 / c)) return ins->inputs()[0];
     return std::nullopt;
 }
 
 bool is_cube_of(instruction_ref ins, instruction_ref x) {
-    if (is(ins, "pow")) return ins->inputs()[0] == x && near(scalar_constant(*ins->inputs()[1]), 3);
+    if (is(ins, "pow")) return ins->inputs()[0] == x && near_constant(*ins->inputs()[1], 3);
     if (!is(ins, "mul")) return false;
     auto rest = other_operand(ins, x);
     return rest && is(*rest, "mul") && (*rest)->inputs()[0] == x && (*rest)->inputs()[1] == x;
@@ -116,7 +130,7 @@ rewrite_rule gelu_rule() {
                 std::vector<instruction_ref> factors;
                 double constant = 1;
                 collect_factors(r.root, factors, constant);
-                if (factors.size() != 2 || !near(constant, 0.5)) return false;
+                if (factors.size() != 2 || !near(constant, 0.5, tolerance_of(r.root->get_shape().type()))) return false;
                 for (int i = 0; i < 2; ++i) {
                     instruction_ref x = factors[static_cast<std::size_t>(i)];
                     instruction_ref sum = factors[static_cast<std::size_t>(1 - i)];

@@ -12,9 +12,13 @@
 // output element. Only float32 and bool values are fused: those are what
 // the cpu kernel runs, and a group of any other type would be evaluated by
 // the reference step by step, each intermediate in a buffer of its own,
-// which is slower than the separate instructions. A group of one
-// instruction stays as it is.
+// which is slower than the separate instructions. With fuse_16bit_floats
+// (the gpu target, whose kernel computes half / bfloat16 natively) groups
+// of float16 or bfloat16 values fuse as well; a group never mixes two float
+// types, only one of them with bool. A group of one instruction stays as it
+// is.
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -25,35 +29,62 @@ namespace kiln {
 
 namespace {
 
-bool fusable_type(dtype t) {
-    return t == dtype::float_type || t == dtype::bool_type;
+bool is_16bit_float(dtype t) { return t == dtype::half_type || t == dtype::bf16_type; }
+
+bool fusable_type(dtype t, bool sixteen_bit) {
+    return t == dtype::float_type || t == dtype::bool_type || (sixteen_bit && is_16bit_float(t));
 }
 
-bool fusable(const instruction& ins) {
+// The one float type among the instruction's result and inputs (nullopt when
+// all are bool); `mixed` is set when there are two.
+std::optional<dtype> float_type_of(const instruction& ins, bool& mixed) {
+    std::optional<dtype> found;
+    auto see = [&](dtype t) {
+        if (t == dtype::bool_type) return;
+        if (found && *found != t) mixed = true;
+        found = t;
+    };
+    see(ins.get_shape().type());
+    for (const auto& in : ins.inputs()) see(in->get_shape().type());
+    return found;
+}
+
+bool fusable(const instruction& ins, bool sixteen_bit) {
     if (ins.is_param() || ins.is_literal() || ins.is_return() || !ins.module_inputs().empty()) return false;
     if (!ins.get_operator().is_pointwise() || ins.get_shape().elements() == 0) return false;
-    if (!fusable_type(ins.get_shape().type())) return false;
-    return std::all_of(ins.inputs().begin(), ins.inputs().end(),
-                       [](const instruction_ref& in) { return fusable_type(in->get_shape().type()); });
+    if (!fusable_type(ins.get_shape().type(), sixteen_bit)) return false;
+    if (!std::all_of(ins.inputs().begin(), ins.inputs().end(), [&](const instruction_ref& in) {
+            return fusable_type(in->get_shape().type(), sixteen_bit);
+        }))
+        return false;
+    bool mixed = false;
+    float_type_of(ins, mixed);
+    return !mixed;
 }
 
 using member_set = std::unordered_set<const instruction*>;
 
 // The instructions fused with `root`, which starts the group.
-member_set grow_group(instruction_ref root, const member_set& taken) {
+member_set grow_group(instruction_ref root, const member_set& taken, bool sixteen_bit) {
     member_set group{&*root};
     std::vector<instruction_ref> members{root};
     const auto& lens = root->get_shape().lens();
+    bool mixed = false;
+    std::optional<dtype> group_type = float_type_of(*root, mixed);
     bool changed = true;
     while (changed) {
         changed = false;
         for (std::size_t i = 0; i < members.size(); ++i) {
             for (const auto& p : members[i]->inputs()) {
-                if (group.count(&*p) || taken.count(&*p) || !fusable(*p) || p->get_shape().lens() != lens) continue;
+                if (group.count(&*p) || taken.count(&*p) || !fusable(*p, sixteen_bit) || p->get_shape().lens() != lens)
+                    continue;
+                const std::optional<dtype> p_type = float_type_of(*p, mixed);
+                if (p_type && group_type && *p_type != *group_type) continue;  // one float type per group
                 const auto& users = p->outputs();
                 if (!std::all_of(users.begin(), users.end(),
                                  [&](const instruction_ref& u) { return group.count(&*u) > 0; }))
                     continue;
+                if (p_type) group_type = p_type;
                 group.insert(&*p);
                 members.push_back(p);
                 changed = true;
@@ -101,8 +132,8 @@ void fuse_pointwise::apply(module& m) const {
     std::vector<std::vector<instruction_ref>> groups;
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
         instruction_ref root = *it;
-        if (taken.count(&*root) || !fusable(*root)) continue;
-        member_set group = grow_group(root, taken);
+        if (taken.count(&*root) || !fusable(*root, fuse_16bit_floats)) continue;
+        member_set group = grow_group(root, taken, fuse_16bit_floats);
         taken.insert(group.begin(), group.end());
         if (group.size() < 2) continue;
         std::vector<instruction_ref> members;

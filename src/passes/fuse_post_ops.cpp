@@ -8,7 +8,10 @@
 //   - add or mul with another tensor that broadcasts to the result (a
 //     residual, a mask, a scale) becomes a binary post-op.
 // The fused op is inserted where the absorbed consumer was, so every operand
-// it reads is already computed there. float32 only: the fused ops are.
+// it reads is already computed there. float32 only unless fuse_16bit_floats
+// is on; then float16 / bfloat16 ops fuse too, when every value the fused op
+// reads (inputs, weights, bias, operands) has the result's type: a fused op
+// never mixes float32 with a 16-bit type.
 #include <optional>
 
 #include "kiln/op_registry.hpp"
@@ -30,11 +33,29 @@ using match::matcher;
 using match::name;
 using op::post_op_kind;
 
-bool is_float32(const shape& s) { return s.type() == dtype::float_type; }
+bool is_16bit_float(dtype t) { return t == dtype::half_type || t == dtype::bf16_type; }
 
-rewrite_rule convolution_to_fused() {
-    auto pattern = name("convolution").shape_is(is_float32).args(any(), match::is_constant());
+// The result types whose convolutions and dots become fused ops.
+bool fusable_type(const shape& s, bool sixteen_bit) {
+    return s.type() == dtype::float_type || (sixteen_bit && is_16bit_float(s.type()));
+}
+
+// A 16-bit op fuses only when all its inputs have its type (float32 keeps
+// today's rule: the weights may be 16-bit, the ops allow that).
+bool inputs_match(const instruction& ins) {
+    const dtype t = ins.get_shape().type();
+    if (t == dtype::float_type) return true;
+    for (const auto& in : ins.inputs())
+        if (in->get_shape().type() != t) return false;
+    return true;
+}
+
+rewrite_rule convolution_to_fused(bool sixteen_bit) {
+    auto pattern = name("convolution")
+                       .shape_is([=](const shape& s) { return fusable_type(s, sixteen_bit); })
+                       .args(any(), match::is_constant());
     return {"convolution_to_fused", pattern, [](module& m, const match_result& r) {
+                if (!inputs_match(*r.root)) return false;
                 const auto* c = r.root->get_operator().get_if<op::convolution>();
                 op::fused_convolution f;
                 f.conv = *c;
@@ -42,10 +63,12 @@ rewrite_rule convolution_to_fused() {
             }};
 }
 
-rewrite_rule dot_to_fused() {
-    auto pattern = name("dot").shape_is(is_float32);
-    return {"dot_to_fused", pattern,
-            [](module& m, const match_result& r) { return replace_with_new(m, r.root, op::fused_dot{}, r.root->inputs()); }};
+rewrite_rule dot_to_fused(bool sixteen_bit) {
+    auto pattern = name("dot").shape_is([=](const shape& s) { return fusable_type(s, sixteen_bit); });
+    return {"dot_to_fused", pattern, [](module& m, const match_result& r) {
+                if (!inputs_match(*r.root)) return false;
+                return replace_with_new(m, r.root, op::fused_dot{}, r.root->inputs());
+            }};
 }
 
 // A fused op nothing else reads, with its chain.
@@ -94,6 +117,7 @@ rewrite_rule fuse_bias() {
                 const shape& out = f->get_shape();
                 if (r.root->get_shape().lens() != out.lens() || !is_per_channel(r.at("c")->get_shape(), out, conv))
                     return false;
+                if (r.at("c")->get_shape().type() != out.type()) return false;
                 const auto channels = static_cast<std::int64_t>(out.lens()[conv ? 1 : out.ndim() - 1]);
                 auto bias = m.insert_instruction(r.root, make_op("reshape", value_map{{"dims", value_list{value(channels)}}}),
                                                  {r.at("c")});
@@ -140,7 +164,7 @@ rewrite_rule fuse_binary() {
     return {"fuse_binary", pattern, [](module& m, const match_result& r) {
                 auto f = r.at("f");
                 auto other = r.at("other");
-                if (other == f || !is_float32(other->get_shape())) return false;
+                if (other == f || other->get_shape().type() != f->get_shape().type()) return false;
                 if (r.root->get_shape().lens() != f->get_shape().lens()) return false;  // the fused result would broadcast
                 if (const auto* c = f->get_operator().get_if<op::fused_convolution>())
                     if (c->output_layout != op::tensor_layout::nchw && other->get_shape().lens() != f->get_shape().lens())
@@ -180,7 +204,7 @@ rewrite_rule sink_reshape_below_binary() {
     return {"sink_reshape_below_binary", pattern, [](module& m, const match_result& r) {
                 auto f = r.at("f");
                 auto other = r.at("other");
-                if (other == r.at("r") || !is_float32(other->get_shape())) return false;
+                if (other == r.at("r") || other->get_shape().type() != f->get_shape().type()) return false;
                 if (other->get_shape().lens() != r.root->get_shape().lens()) return false;
                 if (r.at("r")->get_shape().lens() != r.root->get_shape().lens()) return false;
                 auto reshaped = m.insert_instruction(r.root, reshape_to(f->get_shape()), {other});
@@ -194,8 +218,9 @@ rewrite_rule sink_reshape_below_binary() {
 }  // namespace
 
 void fuse_post_ops::apply(module& m) const {
-    rewrite_to_fixed_point(m, {convolution_to_fused(), dot_to_fused(), fuse_bias(), fuse_activation(), fuse_clip(),
-                               fuse_binary(), sink_reshape_below_activation(), sink_reshape_below_binary()});
+    rewrite_to_fixed_point(m, {convolution_to_fused(fuse_16bit_floats), dot_to_fused(fuse_16bit_floats), fuse_bias(),
+                               fuse_activation(), fuse_clip(), fuse_binary(), sink_reshape_below_activation(),
+                               sink_reshape_below_binary()});
 }
 
 }  // namespace kiln

@@ -11,12 +11,24 @@ namespace kiln {
 // device computes half types natively. Composite ops are recognised before
 // post-op fusion can split them; pointwise fusion comes last, after CSE.
 pass_list gpu_target::get_passes(const compile_options&) const {
+    // The gpu kernels compute float16 / bfloat16 natively, so quantize_fp16
+    // graphs fuse as float32 ones do (the cpu target widens them first).
+    auto attention = std::make_shared<fuse_attention>();
+    attention->fuse_16bit_floats = true;
+    auto post_ops = std::make_shared<fuse_post_ops>();
+    post_ops->fuse_16bit_floats = true;
+    auto pointwise = std::make_shared<fuse_pointwise>();
+    pointwise->fuse_16bit_floats = true;
+    // fuse_gelu runs before simplify_algebra too: that would fold the 0.5 of
+    // an exported GELU, x * (1 + erf(x / sqrt 2)) * 0.5, into the weights of
+    // the matmul after it, leaving a form fuse_gelu does not recognize.
     return {std::make_shared<dead_code_elimination>(),   std::make_shared<constant_propagation>(),
-            std::make_shared<simplify_reshapes>(),       std::make_shared<simplify_algebra>(),
+            std::make_shared<simplify_reshapes>(),       std::make_shared<fuse_gelu>(),
+            std::make_shared<simplify_algebra>(),
             std::make_shared<constant_propagation>(),    std::make_shared<fuse_gelu>(),
-            std::make_shared<fuse_layer_norm>(),         std::make_shared<fuse_attention>(),
-            std::make_shared<fuse_post_ops>(),           std::make_shared<constant_propagation>(),
-            std::make_shared<common_subexpression_elimination>(), std::make_shared<fuse_pointwise>(),
+            std::make_shared<fuse_layer_norm>(),         attention,
+            post_ops,                                    std::make_shared<constant_propagation>(),
+            std::make_shared<common_subexpression_elimination>(), pointwise,
             std::make_shared<dead_code_elimination>()};
 }
 

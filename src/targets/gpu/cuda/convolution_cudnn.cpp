@@ -47,6 +47,15 @@ std::optional<cudnnDataType_t> cudnn_type_of(dtype t) {
     }
 }
 
+std::optional<convolution_element> epilogue_element_of(dtype t) {
+    switch (t) {
+    case dtype::float_type: return convolution_element::f32;
+    case dtype::half_type: return convolution_element::f16;
+    case dtype::bf16_type: return convolution_element::bf16;
+    default: return std::nullopt;
+    }
+}
+
 bool fits_int(std::size_t v) { return v <= static_cast<std::size_t>(INT_MAX); }
 
 // Row-major strides of `dims`.
@@ -146,8 +155,10 @@ public:
         return true;
     }
 
-    void use_epilogue(const epilogue_plan& plan, bool has_bias, std::size_t first_operand) {
+    void use_epilogue(const epilogue_plan& plan, convolution_element element, bool has_bias,
+                      std::size_t first_operand) {
         epilogue_ = plan;
+        element_ = element;
         run_epilogue_ = true;
         has_bias_ = has_bias;
         first_operand_ = first_operand;
@@ -182,10 +193,10 @@ public:
         }
         if (run_epilogue_) {
             epilogue_plan plan = epilogue_;
-            if (has_bias_) plan.bias = inputs[2].data_as<const float>();
+            if (has_bias_) plan.bias = inputs[2].data();
             for (std::size_t k = first_operand_; k < inputs.size(); ++k)
-                plan.operands[k - first_operand_] = inputs[k].data_as<const float>();
-            launch_convolution_epilogue(plan, result.data_as<float>(), as_cuda(launch.stream));
+                plan.operands[k - first_operand_] = inputs[k].data();
+            launch_convolution_epilogue(plan, element_, result.data(), as_cuda(launch.stream));
         }
     }
 
@@ -211,6 +222,7 @@ private:
     bool has_bias_ = false;
     std::size_t first_operand_ = 0;
     epilogue_plan epilogue_;
+    convolution_element element_ = convolution_element::f32;
     std::shared_ptr<std::byte> own_weights_;
     std::size_t own_bytes_ = 0;
 };
@@ -231,7 +243,7 @@ std::optional<epilogue_plan> make_epilogue(const op::fused_convolution& op, cons
     plan.elements = y.elements();
     if (op.has_bias) {
         const shape& bias = inputs[2];
-        if (bias.type() != dtype::float_type || bias.lens() != std::vector<std::size_t>{y.lens()[1]}) return std::nullopt;
+        if (bias.type() != y.type() || bias.lens() != std::vector<std::size_t>{y.lens()[1]}) return std::nullopt;
         plan.bias_stride = bias.strides()[0];
     }
     plan.steps = static_cast<int>(post.kinds.size());
@@ -244,7 +256,7 @@ std::optional<epilogue_plan> make_epilogue(const op::fused_convolution& op, cons
         if (!op::is_binary(post.kinds[s])) continue;
         if (operand >= inputs.size()) return std::nullopt;
         const shape& b = inputs[operand++];
-        if (b.type() != dtype::float_type || b.ndim() > y.ndim()) return std::nullopt;
+        if (b.type() != y.type() || b.ndim() > y.ndim()) return std::nullopt;
         if (ops::broadcast_lens(op.name(), {y, b}) != y.lens()) return std::nullopt;
         const auto strides = ops::broadcast_strides(b, y.lens());
         for (std::size_t d = 0; d < y.ndim(); ++d) plan.operand_strides[next][d] = strides[d];
@@ -337,8 +349,12 @@ std::shared_ptr<const gpu_kernel> make_cudnn_convolution_kernel(const gpu_kernel
         const auto& post = fused->post;
         const std::size_t first = fused->first_post_operand();
         if (request.input_shapes.size() != first + post.binary_count()) return nullptr;
-        const bool bias_standard = fused->has_bias && request.input_shapes[2].standard() &&
-                                   request.input_shapes[2].type() == dtype::float_type &&
+        // cudnnConvolutionBiasActivationForward: float32 (FLOAT_CONFIG) and
+        // float16 (PSEUDO_HALF_CONFIG: bias of the data's type, float math);
+        // bfloat16 is not among its documented configurations, so it takes the epilogue.
+        const bool cudnn_fusable_type = y.type() == dtype::float_type || y.type() == dtype::half_type;
+        const bool bias_standard = fused->has_bias && cudnn_fusable_type && request.input_shapes[2].standard() &&
+                                   request.input_shapes[2].type() == y.type() &&
                                    request.input_shapes[2].lens() == std::vector<std::size_t>{y.lens()[1]};
         const int nd = static_cast<int>(x_dims.size());
         bool fused_in_cudnn = false;
@@ -346,13 +362,14 @@ std::shared_ptr<const gpu_kernel> make_cudnn_convolution_kernel(const gpu_kernel
             fused_in_cudnn = kernel_ptr->fuse_bias_relu(*type, y_dims[1], nd, false, 0);
         } else if (bias_standard && is_add_then_relu(post)) {
             const shape& z = request.input_shapes[first];
-            if (z.type() == dtype::float_type && z.standard() && z.lens() == y.lens())
+            if (z.type() == y.type() && z.standard() && z.lens() == y.lens())
                 fused_in_cudnn = kernel_ptr->fuse_bias_relu(*type, y_dims[1], nd, true, first);
         }
         if (!fused_in_cudnn && (fused->has_bias || !post.empty())) {
             auto plan = make_epilogue(*fused, request.input_shapes, y);
-            if (!plan) return nullptr;
-            kernel_ptr->use_epilogue(*plan, fused->has_bias, first);
+            const auto element = epilogue_element_of(y.type());
+            if (!plan || !element) return nullptr;
+            kernel_ptr->use_epilogue(*plan, *element, fused->has_bias, first);
         }
     }
 

@@ -1,5 +1,8 @@
 #include "targets/gpu/cuda/convolution_epilogue.hpp"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "targets/gpu/cuda/cuda_check.hpp"
 
 namespace kiln {
@@ -28,7 +31,18 @@ __device__ double apply_unary_on_device(epilogue_kind kind, double x, double alp
     }
 }
 
-__global__ void convolution_epilogue_kernel(epilogue_plan p, float* y) {
+// Elements as float and back (16-bit: round to nearest even).
+__device__ float load_float(const float* p, std::size_t i) { return p[i]; }
+__device__ float load_float(const __half* p, std::size_t i) { return __half2float(p[i]); }
+__device__ float load_float(const __nv_bfloat16* p, std::size_t i) { return __bfloat162float(p[i]); }
+__device__ void store_float(float* p, std::size_t i, float v) { p[i] = v; }
+__device__ void store_float(__half* p, std::size_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ void store_float(__nv_bfloat16* p, std::size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+// T: the element type of the result, bias and operands; float math throughout.
+template <class T>
+__global__ void convolution_epilogue_kernel(epilogue_plan p, T* y) {
+    const T* bias = static_cast<const T*>(p.bias);
     const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x;
     for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.elements; i += step) {
         // The element's index along each dimension of the standard result.
@@ -38,34 +52,45 @@ __global__ void convolution_epilogue_kernel(epilogue_plan p, float* y) {
             index[d] = rest % p.lens[d];
             rest /= p.lens[d];
         }
-        float v = y[i];
-        if (p.bias != nullptr) v += p.bias[index[1] * p.bias_stride];
+        float v = load_float(y, i);
+        if (bias != nullptr) v += load_float(bias, index[1] * p.bias_stride);
         int next_operand = 0;
         for (int s = 0; s < p.steps; ++s) {
             const epilogue_kind kind = p.kinds[s];
             if (kind == epilogue_kind::add || kind == epilogue_kind::mul) {
                 std::size_t offset = 0;
                 for (int d = 0; d < p.rank; ++d) offset += index[d] * p.operand_strides[next_operand][d];
-                const float b = p.operands[next_operand][offset];
+                const float b = load_float(static_cast<const T*>(p.operands[next_operand]), offset);
                 ++next_operand;
                 v = kind == epilogue_kind::add ? v + b : v * b;
             } else {
                 v = static_cast<float>(apply_unary_on_device(kind, static_cast<double>(v), p.alpha[s], p.beta[s]));
             }
         }
-        y[i] = v;
+        store_float(y, i, v);
     }
 }
 
 }  // namespace
 
-void launch_convolution_epilogue(const epilogue_plan& plan, float* result, cudaStream_t stream) {
+void launch_convolution_epilogue(const epilogue_plan& plan, convolution_element element, void* result,
+                                 cudaStream_t stream) {
     if (plan.elements == 0) return;
     constexpr unsigned threads = 256;
     // A grid-stride loop covers what a capped grid does not.
     const std::size_t wanted = (plan.elements + threads - 1) / threads;
     const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
-    convolution_epilogue_kernel<<<blocks, threads, 0, stream>>>(plan, result);
+    switch (element) {
+    case convolution_element::f32:
+        convolution_epilogue_kernel<<<blocks, threads, 0, stream>>>(plan, static_cast<float*>(result));
+        break;
+    case convolution_element::f16:
+        convolution_epilogue_kernel<<<blocks, threads, 0, stream>>>(plan, static_cast<__half*>(result));
+        break;
+    case convolution_element::bf16:
+        convolution_epilogue_kernel<<<blocks, threads, 0, stream>>>(plan, static_cast<__nv_bfloat16*>(result));
+        break;
+    }
     KILN_CUDA(cudaGetLastError());
 }
 

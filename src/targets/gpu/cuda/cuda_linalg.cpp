@@ -35,6 +35,7 @@ std::optional<gemm_types> types_of(dtype t) {
 // are filled in per run.
 struct epilogue_plan {
     linalg_epilogue_params params;  // pointers left null here
+    linalg_element element = linalg_element::f32;
     bool has_bias = false;
     std::size_t first_operand = 0;  // input index of the first binary operand
     int operand_count = 0;
@@ -105,10 +106,10 @@ private:
 
     void enqueue_epilogue(const argument& result, const std::vector<argument>& inputs, cudaStream_t stream) const {
         linalg_epilogue_params p = epilogue_->params;
-        if (epilogue_->has_bias) p.bias = inputs[2].data_as<const float>();
+        if (epilogue_->has_bias) p.bias = inputs[2].data();
         for (int j = 0; j < epilogue_->operand_count; ++j)
-            p.operands[j] = inputs[epilogue_->first_operand + static_cast<std::size_t>(j)].data_as<const float>();
-        launch_linalg_epilogue(p, result.data_as<float>(), stream);
+            p.operands[j] = inputs[epilogue_->first_operand + static_cast<std::size_t>(j)].data();
+        launch_linalg_epilogue(p, epilogue_->element, result.data(), stream);
     }
 
     gemm_layout layout_;
@@ -119,9 +120,20 @@ private:
     std::optional<epilogue_plan> epilogue_;
 };
 
+// The epilogue's element type for a fused_dot result of type `t`.
+std::optional<linalg_element> epilogue_element(dtype t) {
+    switch (t) {
+    case dtype::float_type: return linalg_element::f32;
+    case dtype::half_type: return linalg_element::f16;
+    case dtype::bf16_type: return linalg_element::bf16;
+    default: return std::nullopt;
+    }
+}
+
 // fused_dot's bias and post-op chain as epilogue parameters, or nothing when
 // the pass cannot apply them exactly (too many ops or operands, a rank above
-// the pass's limit, an operand that is not float32 or does not broadcast).
+// the pass's limit, a bias or operand not of the result's type, an operand
+// that does not broadcast).
 std::optional<epilogue_plan> plan_epilogue(const op::fused_dot& d, const std::vector<shape>& inputs, const shape& out) {
     const auto& chain = d.post;
     const std::size_t first = d.first_post_operand();
@@ -129,10 +141,11 @@ std::optional<epilogue_plan> plan_epilogue(const op::fused_dot& d, const std::ve
     if (chain.kinds.size() > static_cast<std::size_t>(epilogue_max_ops)) return std::nullopt;
     if (chain.binary_count() > static_cast<std::size_t>(epilogue_max_operands)) return std::nullopt;
     if (inputs.size() != first + chain.binary_count()) return std::nullopt;
-    if (out.ndim() > static_cast<std::size_t>(epilogue_max_rank) || out.type() != dtype::float_type)
-        return std::nullopt;
+    const auto element = epilogue_element(out.type());
+    if (out.ndim() > static_cast<std::size_t>(epilogue_max_rank) || !element) return std::nullopt;
 
     epilogue_plan e;
+    e.element = *element;
     linalg_epilogue_params& p = e.params;
     p.elements = out.elements();
     p.rank = static_cast<int>(out.ndim());
@@ -142,7 +155,7 @@ std::optional<epilogue_plan> plan_epilogue(const op::fused_dot& d, const std::ve
 
     if (d.has_bias) {
         const shape& bias = inputs[2];
-        if (bias.type() != dtype::float_type || bias.ndim() != 1 || out.ndim() == 0 ||
+        if (bias.type() != out.type() || bias.ndim() != 1 || out.ndim() == 0 ||
             bias.lens()[0] != out.lens().back())
             return std::nullopt;
         e.has_bias = true;
@@ -160,7 +173,7 @@ std::optional<epilogue_plan> plan_epilogue(const op::fused_dot& d, const std::ve
     e.operand_count = static_cast<int>(chain.binary_count());
     for (int j = 0; j < e.operand_count; ++j) {
         const shape& s = inputs[first + static_cast<std::size_t>(j)];
-        if (s.type() != dtype::float_type || s.ndim() > out.ndim() || s.dynamic() || s.is_tuple()) return std::nullopt;
+        if (s.type() != out.type() || s.ndim() > out.ndim() || s.dynamic() || s.is_tuple()) return std::nullopt;
         // Align the operand's dims to the result's trailing dims (numpy broadcasting).
         const std::size_t pad = out.ndim() - s.ndim();
         for (std::size_t i = 0; i < s.ndim(); ++i) {
@@ -182,8 +195,11 @@ bool plain(const shape& s) { return !s.dynamic() && !s.is_tuple(); }
 }  // namespace
 
 // dot: float32, float16, bfloat16, float64 (same type in and out), any
-// row- or column-major matrices with broadcast batch dims. fused_dot: float32
-// with float32 weights, bias and binary operands.
+// row- or column-major matrices with broadcast batch dims. fused_dot: float32,
+// float16 or bfloat16, with weights, bias and binary operands of that type
+// (16-bit: cuBLAS accumulates in float32 and writes the 16-bit product, the
+// epilogue reads it as float, applies bias and post-ops in float and rounds
+// once more).
 std::shared_ptr<const gpu_kernel> make_cuda_linalg_kernel(const gpu_kernel_request& request) {
     const std::string name = request.op.name();
     if (name != "dot" && name != "fused_dot") return nullptr;
@@ -200,7 +216,7 @@ std::shared_ptr<const gpu_kernel> make_cuda_linalg_kernel(const gpu_kernel_reque
     std::optional<epilogue_plan> epilogue;
     if (name == "fused_dot") {
         const auto* d = request.op.get_if<op::fused_dot>();
-        if (d == nullptr || t != dtype::float_type) return nullptr;
+        if (d == nullptr || !epilogue_element(t)) return nullptr;
         epilogue = plan_epilogue(*d, inputs, out);
         if (!epilogue) return nullptr;
         if (!d->has_bias && d->post.empty()) epilogue.reset();  // nothing to apply after the product

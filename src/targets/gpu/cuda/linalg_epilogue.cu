@@ -1,5 +1,7 @@
 #include "targets/gpu/cuda/linalg_epilogue.hpp"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "ops/post_ops.hpp"
@@ -33,12 +35,23 @@ __device__ double apply_unary_device(int kind, double x, double alpha, double be
     }
 }
 
-// One thread per element, grid-stride.
-__global__ void linalg_epilogue_kernel(linalg_epilogue_params p, float* y) {
+// Elements as float and back (16-bit: round to nearest even).
+__device__ float load_float(const float* p, std::size_t i) { return p[i]; }
+__device__ float load_float(const __half* p, std::size_t i) { return __half2float(p[i]); }
+__device__ float load_float(const __nv_bfloat16* p, std::size_t i) { return __bfloat162float(p[i]); }
+__device__ void store_float(float* p, std::size_t i, float v) { p[i] = v; }
+__device__ void store_float(__half* p, std::size_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ void store_float(__nv_bfloat16* p, std::size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+// One thread per element, grid-stride. T is the result's, bias's and
+// operands' element type; the math is float32 as for a float32 result.
+template <class T>
+__global__ void linalg_epilogue_kernel(linalg_epilogue_params p, T* y) {
+    const T* bias = static_cast<const T*>(p.bias);
     const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x;
     for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.elements; i += step) {
-        float v = y[i];
-        if (p.bias != nullptr) v += p.bias[(i % p.cols) * p.bias_stride];
+        float v = load_float(y, i);
+        if (bias != nullptr) v += load_float(bias, (i % p.cols) * p.bias_stride);
         int next_operand = 0;
         for (int k = 0; k < p.op_count; ++k) {
             const auto kind = static_cast<post_op_kind>(p.kinds[k]);
@@ -51,25 +64,36 @@ __global__ void linalg_epilogue_kernel(linalg_epilogue_params p, float* y) {
                     rest /= p.lens[d];
                     offset += index * p.operand_strides[j][d];
                 }
-                const float b = p.operands[j][offset];
+                const float b = load_float(static_cast<const T*>(p.operands[j]), offset);
                 v = kind == post_op_kind::add ? v + b : v * b;
             } else {
                 v = static_cast<float>(apply_unary_device(p.kinds[k], static_cast<double>(v), p.alpha[k], p.beta[k]));
             }
         }
-        y[i] = v;
+        store_float(y, i, v);
     }
 }
 
 }  // namespace
 
-void launch_linalg_epilogue(const linalg_epilogue_params& params, float* result, void* stream) {
+void launch_linalg_epilogue(const linalg_epilogue_params& params, linalg_element element, void* result, void* stream) {
     if (params.elements == 0) return;
     constexpr unsigned threads = 256;
     const std::size_t wanted = (params.elements + threads - 1) / threads;
     // Enough blocks to fill the GPU many times over; the loop covers the rest.
     const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
-    linalg_epilogue_kernel<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(params, result);
+    const auto s = static_cast<cudaStream_t>(stream);
+    switch (element) {
+    case linalg_element::f32:
+        linalg_epilogue_kernel<<<blocks, threads, 0, s>>>(params, static_cast<float*>(result));
+        break;
+    case linalg_element::f16:
+        linalg_epilogue_kernel<<<blocks, threads, 0, s>>>(params, static_cast<__half*>(result));
+        break;
+    case linalg_element::bf16:
+        linalg_epilogue_kernel<<<blocks, threads, 0, s>>>(params, static_cast<__nv_bfloat16*>(result));
+        break;
+    }
     KILN_CUDA(cudaGetLastError());
 }
 
