@@ -3,8 +3,9 @@
 # unpacked) and packs what the GPU machine needs, which has CUDA, PyTorch and
 # ONNX but none of Kiln's other dependencies and no package registry, into
 # build-gpu/bundle/ (carried to it; under 64 MiB):
-#   kiln-gpu.tar.xz   bin/kiln, bin/kiln_gpu_tests and the shared libraries
-#                     they need that the GPU machine lacks (oneDNN, protobuf, libzip)
+#   kiln-gpu.tar.xz   bin/kiln, bin/kiln_gpu_tests, lib/libkiln.a (for the Python
+#                     extension, built there by build_python_ext.sh) and the shared
+#                     libraries they need that the GPU machine lacks (oneDNN, protobuf, libzip)
 #   models/           the real models as skeletons (scripts/gpu/device_models.py pack)
 #   node-cases.tar.xz the ONNX node tests (the GPU machine's onnx wheel lacks them)
 #   node-cpu.json     the same tests on the cpu target here, the baseline
@@ -25,6 +26,8 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$bundle" "$stage/bin" "$stage/lib"
 cp build-gpu/kiln build-gpu/tests/gpu/kiln_gpu_tests "$stage/bin/"
 strip --strip-unneeded "$stage"/bin/*
+cp build-gpu/libkiln.a "$stage/lib/"
+strip --strip-debug "$stage/lib/libkiln.a"
 # Kiln's own dependencies; CUDA's libraries are the GPU machine's.
 ldd build-gpu/kiln build-gpu/tests/gpu/kiln_gpu_tests | awk '/=>/ {print $3}' | sort -u |
     grep -E 'lib(dnnl|protobuf|zip|OpenCL)\.so' | xargs -I{} cp -L {} "$stage/lib/"

@@ -4,6 +4,8 @@
 #   tests   the GPU suite (tests/gpu: kernels against ref, offload, graphs)
 #   nodes   the ONNX node tests, gpu against ref, beside the cpu baseline
 #   models  the real models: kiln verify --target gpu, compile time, kiln perf (fp32, fp16)
+#   python  kiln._core built there for its Python (build_python_ext.sh) and
+#           tests/gpu/test_gpu_python.py (kiln.torch.compile on the gpu)
 #   bench   PyTorch eager and Inductor on the same models (bench/gpu_bench.py)
 # STAGES picks some ("tests nodes"), T_<STAGE> sets a stage's time limit in
 # seconds, MODELS a glob of the models to unpack ("*-b1"); logs and JSON
@@ -56,6 +58,12 @@ for stage in $stages; do
         python3 scripts/gpu/device_models.py unpack "$bundle/models" /tmp/kiln-models --match "${MODELS:-*}" >/dev/null
         timeout ${T_MODELS:-600} python3 scripts/gpu/model_check.py --kiln "$kiln" --models /tmp/kiln-models \
             --out "$out/models.json" ${MODEL_CHECK:---verify --perf --timeout 300} 2>&1 | tee "$out/models.log" ;;
+    python)
+        timeout ${T_PYTHON:-300} bash scripts/gpu/build_python_ext.sh >"$out/python.log" 2>&1 &&
+            PYTHONPATH=python timeout ${T_PYTHON:-300} python3 -m pytest tests/gpu/test_gpu_python.py -q \
+                -p no:cacheprovider >>"$out/python.log" 2>&1
+        echo "python stage exit $?"
+        tail -30 "$out/python.log" ;;
     bench)
         timeout ${T_BENCH:-600} python3 bench/gpu_bench.py --kiln-report "$out/models.json" --out "$out/bench.json" \
             2>&1 | tee "$out/bench.log" | tail -40 ;;
