@@ -92,7 +92,8 @@ void launch_gather_nd(cudaStream_t stream, void* dst, const void* data, const vo
     if (count == 0) return;
     switch (unit_bytes) {
     case 1:
-        launch_unit<std::uint8_t>(stream, dst, data, indices, index_is_64, walk, count, wide_index, status, status_code);
+        launch_unit<std::uint8_t>(stream, dst, data, indices, index_is_64, walk, count, wide_index, status,
+                                  status_code);
         return;
     case 2:
         launch_unit<std::uint16_t>(stream, dst, data, indices, index_is_64, walk, count, wide_index, status,
