@@ -194,13 +194,15 @@ TEST(gpu_kernels, convolutions_with_asymmetric_padding_float32_and_float16) {
     struct asym_case {
         std::size_t c, h, k, group, stride;
         std::vector<std::int64_t> padding;  // [begin_h, begin_w, end_h, end_w]
-        bool relu6;                         // clip(0, 6) as MobileNetV2 (epilogue), else relu (fused in cuDNN)
+        // What follows the convolution: nothing, bias + relu (cuDNN's fused
+        // form) or bias + clip(0, 6) as MobileNetV2 (the epilogue kernel).
+        enum { none, bias_relu, bias_relu6 } post;
     };
     for (bool fp16 : {false, true})
-        for (const auto& c : std::vector<asym_case>{{3, 17, 8, 1, 2, {0, 0, 1, 1}, true},
-                                                    {24, 14, 24, 24, 2, {0, 0, 1, 1}, true},
-                                                    {8, 9, 12, 1, 1, {2, 1, 1, 2}, false},
-                                                    {8, 10, 8, 2, 2, {1, 0, 2, 1}, false}}) {
+        for (const auto& c : std::vector<asym_case>{{3, 17, 8, 1, 2, {0, 0, 1, 1}, asym_case::bias_relu6},
+                                                    {24, 14, 24, 24, 2, {0, 0, 1, 1}, asym_case::bias_relu6},
+                                                    {8, 9, 12, 1, 1, {2, 1, 1, 2}, asym_case::bias_relu},
+                                                    {8, 10, 8, 2, 2, {1, 0, 2, 1}, asym_case::none}}) {
             program p;
             module& m = *p.get_main_module();
             auto x = m.add_parameter("x", float_shape({2, c.c, c.h, c.h}));
@@ -209,10 +211,9 @@ TEST(gpu_kernels, convolutions_with_asymmetric_padding_float32_and_float16) {
                                                                        {"stride", ints({i64(c.stride), i64(c.stride)})},
                                                                        {"group", i64(c.group)}}),
                                        {x, w});
-            // float16: the convolution alone (cuDNN's kernel takes float32 bias / post-ops only).
-            if (!fp16) {
+            if (c.post != asym_case::none) {
                 y = m.add_instruction(make_op("add"), {y, add_random_literal(m, {c.k, 1, 1}, 5)});
-                if (c.relu6) {
+                if (c.post == asym_case::bias_relu6) {
                     auto lo = m.add_literal(literal(shape{dtype::float_type}, std::vector<float>{0.0f}));
                     auto hi = m.add_literal(literal(shape{dtype::float_type}, std::vector<float>{6.0f}));
                     y = m.add_instruction(make_op("clip"), {y, lo, hi});
