@@ -186,3 +186,83 @@ TEST(gpu_kernels, gather_concat_and_strided_copies) {
     report(p, "gather");
     report(p, "concat");
 }
+
+// TF-"same" padding as transformers' MobileNetV2 exports it (more at the end
+// than at the start), and a mix with a symmetric part on both sides: cuDNN
+// gets the symmetric part, the rest is padded into the workspace first.
+TEST(gpu_kernels, convolutions_with_asymmetric_padding_float32_and_float16) {
+    struct asym_case {
+        std::size_t c, h, k, group, stride;
+        std::vector<std::int64_t> padding;  // [begin_h, begin_w, end_h, end_w]
+        // What follows the convolution: nothing, bias + relu (cuDNN's fused
+        // form) or bias + clip(0, 6) as MobileNetV2 (the epilogue kernel).
+        enum { none, bias_relu, bias_relu6 } post;
+    };
+    for (bool fp16 : {false, true})
+        for (const auto& c : std::vector<asym_case>{{3, 17, 8, 1, 2, {0, 0, 1, 1}, asym_case::bias_relu6},
+                                                    {24, 14, 24, 24, 2, {0, 0, 1, 1}, asym_case::bias_relu6},
+                                                    {8, 9, 12, 1, 1, {2, 1, 1, 2}, asym_case::bias_relu},
+                                                    {8, 10, 8, 2, 2, {1, 0, 2, 1}, asym_case::none}}) {
+            program p;
+            module& m = *p.get_main_module();
+            auto x = m.add_parameter("x", float_shape({2, c.c, c.h, c.h}));
+            auto w = add_random_literal(m, {c.k, c.c / c.group, 3, 3}, 4);
+            auto y = m.add_instruction(make_op("convolution", value_map{{"padding", ints(c.padding)},
+                                                                       {"stride", ints({i64(c.stride), i64(c.stride)})},
+                                                                       {"group", i64(c.group)}}),
+                                       {x, w});
+            if (c.post != asym_case::none) {
+                y = m.add_instruction(make_op("add"), {y, add_random_literal(m, {c.k, 1, 1}, 5)});
+                if (c.post == asym_case::bias_relu6) {
+                    auto lo = m.add_literal(literal(shape{dtype::float_type}, std::vector<float>{0.0f}));
+                    auto hi = m.add_literal(literal(shape{dtype::float_type}, std::vector<float>{6.0f}));
+                    y = m.add_instruction(make_op("clip"), {y, lo, hi});
+                } else {
+                    y = m.add_instruction(make_op("relu"), {y});
+                }
+            }
+            m.add_return({y});
+            if (fp16) quantize_fp16(p);
+            const std::string label = std::string(fp16 ? "fp16 " : "") + "asymmetric-pad conv c" +
+                                      std::to_string(c.c) + " g" + std::to_string(c.group);
+            expect_gpu_matches_ref(p, fp16 ? 2e-2 : 5e-5, label);
+            report(p, "fused_convolution");
+            report(p, "convolution");
+        }
+}
+
+namespace {
+
+// gather_nd on a data parameter with literal indices (in range, some negative):
+// batch_dims 0 picks [d0, d1] pairs, batch_dims 1 picks along dim 1 per batch.
+program gather_nd_program(dtype data_type, std::int64_t batch_dims, bool out_of_range = false) {
+    program p;
+    module& m = *p.get_main_module();
+    auto data = m.add_parameter("data", shape{data_type, {2, 5, 3, 4}});
+    instruction_ref indices;
+    if (batch_dims == 0)
+        indices = m.add_literal(literal(shape{dtype::int64_type, {3, 2}},
+                                        std::vector<int>{1, 4, -2, 0, 0, out_of_range ? 5 : -1}));
+    else
+        indices = m.add_literal(literal(shape{dtype::int32_type, {2, 4, 1}},
+                                        std::vector<int>{0, 4, -5, 2, 3, -1, 1, out_of_range ? -6 : 1}));
+    m.add_return({m.add_instruction(make_op("gather_nd", value_map{{"batch_dims", batch_dims}}), {data, indices})});
+    return p;
+}
+
+}  // namespace
+
+TEST(gpu_kernels, gather_nd_bool_and_float_with_batch_dims) {
+    for (dtype t : {dtype::bool_type, dtype::float_type})
+        for (std::int64_t batch_dims : {0, 1}) {
+            program p = gather_nd_program(t, batch_dims);
+            expect_gpu_matches_ref(p, 0, "gather_nd " + to_string(t) + " batch_dims " + std::to_string(batch_dims));
+            report(p, "gather_nd");
+        }
+    // An index out of range raises after the run instead of reading past data.
+    for (std::int64_t batch_dims : {0, 1}) {
+        program p = gather_nd_program(dtype::float_type, batch_dims, true);
+        program compiled = compiled_for_gpu(p);
+        EXPECT_ANY_THROW(compiled.eval(random_inputs(*p.get_main_module(), 3)));
+    }
+}

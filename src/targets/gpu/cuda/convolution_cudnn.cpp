@@ -1,6 +1,8 @@
 #include "targets/gpu/cuda/convolution_cudnn.hpp"
 
+#include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +15,8 @@
 #include "targets/gpu/cuda/convolution_epilogue.hpp"
 #include "targets/gpu/cuda/cuda_check.hpp"
 #include "targets/gpu/cuda/cuda_device.hpp"
+#include "targets/gpu/cuda/data_movement_kernels.hpp"
+#include "targets/gpu/cuda/data_movement_layout.hpp"
 
 namespace kiln {
 
@@ -57,6 +61,23 @@ std::optional<convolution_element> epilogue_element_of(dtype t) {
 }
 
 bool fits_int(std::size_t v) { return v <= static_cast<std::size_t>(INT_MAX); }
+
+// cuDNN's scratch starts this far into the workspace when the padded input comes first.
+constexpr std::size_t workspace_alignment = 256;
+std::size_t aligned_up(std::size_t bytes) {
+    return (bytes + workspace_alignment - 1) / workspace_alignment * workspace_alignment;
+}
+
+// The input padded with zeros where the op pads more on one side than the
+// other (TF "same" padding): cuDNN pads both sides alike, so the surplus is
+// written into the workspace first and cuDNN reads that copy.
+struct input_prepad {
+    data_movement::pad_walk walk;  // input -> padded copy, constant zero fill
+    std::uint64_t elements = 0;    // of the padded copy
+    std::size_t element_bytes = 0;
+    bool wide_index = false;
+    std::size_t bytes() const { return static_cast<std::size_t>(elements) * element_bytes; }
+};
 
 // Row-major strides of `dims`.
 std::vector<int> packed_strides(const std::vector<int>& dims) {
@@ -164,6 +185,11 @@ public:
         first_operand_ = first_operand;
     }
 
+    void pad_input_first(const input_prepad& prepad) {
+        prepad_ = prepad;
+        pad_input_ = true;
+    }
+
     void own_weights(std::shared_ptr<std::byte> weights, std::size_t bytes) {
         own_weights_ = std::move(weights);
         own_bytes_ = bytes;
@@ -175,9 +201,19 @@ public:
         const float zero = 0.0f;
         const void* w = own_weights_ != nullptr ? static_cast<const void*>(own_weights_.get()) : inputs[1].data();
         void* y = result.data();
+        // x_desc_ describes the padded copy when there is one; cuDNN's scratch follows it.
+        const void* x = inputs[0].data();
+        std::byte* scratch = launch.workspace;
+        if (pad_input_) {
+            // Zero-filled constant pad (0 bits are +0 in float32, float16 and bfloat16).
+            data_movement::launch_pad(as_cuda(launch.stream), launch.workspace, x, prepad_.walk, prepad_.elements,
+                                      prepad_.element_bytes, 0, prepad_.wide_index);
+            x = launch.workspace;
+            scratch = launch.workspace + aligned_up(prepad_.bytes());
+        }
         if (fusion_ == fusion::none) {
-            KILN_CUDNN(cudnnConvolutionForward(handle, &one, x_desc_, inputs[0].data(), w_desc_, w, conv_desc_, algo_,
-                                               launch.workspace, workspace_, &zero, y_desc_, y));
+            KILN_CUDNN(cudnnConvolutionForward(handle, &one, x_desc_, x, w_desc_, w, conv_desc_, algo_, scratch,
+                                               workspace_, &zero, y_desc_, y));
         } else {
             // Without a residual, z is the result itself scaled by alpha2 = 0;
             // zeroed first so that whatever the arena held (NaN) cannot leak in
@@ -186,10 +222,9 @@ public:
             if (!residual) KILN_CUDA(cudaMemsetAsync(y, 0, result.get_shape().bytes(), as_cuda(launch.stream)));
             const float alpha2 = residual ? 1.0f : 0.0f;
             const void* z = residual ? static_cast<const void*>(inputs[residual_input_].data()) : y;
-            KILN_CUDNN(cudnnConvolutionBiasActivationForward(handle, &one, x_desc_, inputs[0].data(), w_desc_, w,
-                                                             conv_desc_, algo_, launch.workspace, workspace_, &alpha2,
-                                                             y_desc_, z, bias_desc_, inputs[2].data(), act_desc_,
-                                                             y_desc_, y));
+            KILN_CUDNN(cudnnConvolutionBiasActivationForward(handle, &one, x_desc_, x, w_desc_, w, conv_desc_, algo_,
+                                                             scratch, workspace_, &alpha2, y_desc_, z, bias_desc_,
+                                                             inputs[2].data(), act_desc_, y_desc_, y));
         }
         if (run_epilogue_) {
             epilogue_plan plan = epilogue_;
@@ -200,11 +235,14 @@ public:
         }
     }
 
-    std::size_t workspace_bytes() const override { return workspace_; }
+    std::size_t workspace_bytes() const override {
+        return pad_input_ ? aligned_up(prepad_.bytes()) + workspace_ : workspace_;
+    }
     std::size_t own_device_bytes() const override { return own_bytes_; }
     std::string algorithm() const override {
-        if (fusion_ != fusion::none) return "cudnn_conv_bias_relu";
-        return run_epilogue_ ? "cudnn_conv+epilogue" : "cudnn_conv";
+        const std::string pad = pad_input_ ? "pad+" : "";
+        if (fusion_ != fusion::none) return pad + "cudnn_conv_bias_relu";
+        return pad + (run_epilogue_ ? "cudnn_conv+epilogue" : "cudnn_conv");
     }
 
 private:
@@ -223,6 +261,8 @@ private:
     std::size_t first_operand_ = 0;
     epilogue_plan epilogue_;
     convolution_element element_ = convolution_element::f32;
+    bool pad_input_ = false;
+    input_prepad prepad_;
     std::shared_ptr<std::byte> own_weights_;
     std::size_t own_bytes_ = 0;
 };
@@ -309,11 +349,39 @@ std::shared_ptr<const gpu_kernel> make_cudnn_convolution_kernel(const gpu_kernel
         return nullptr;
     }
 
-    // The window, as op::convolution builds it; cuDNN pads symmetrically only.
+    // The window, as op::convolution builds it. cuDNN pads symmetrically only:
+    // it gets min(begin, end) on each side, and the surplus of the larger side
+    // is padded into a copy of the input first (input_prepad).
     const std::vector<std::size_t> kernel(w.lens().begin() + 2, w.lens().end());
     const ops::window win = ops::make_window(conv->name(), kernel, conv->padding, conv->stride, conv->dilation);
-    if (win.pad_begin != win.pad_end) return nullptr;
     if (conv->group < 1 || !fits_int(static_cast<std::size_t>(conv->group))) return nullptr;
+    const std::size_t spatial = rank - 2;
+    std::vector<std::size_t> both_sides(spatial), extra_begin(spatial), padded_lens = x.lens();
+    bool pad_input = false;
+    for (std::size_t s = 0; s < spatial; ++s) {
+        both_sides[s] = std::min(win.pad_begin[s], win.pad_end[s]);
+        extra_begin[s] = win.pad_begin[s] - both_sides[s];
+        const std::size_t extra_end = win.pad_end[s] - both_sides[s];
+        if (!fits_int(extra_begin[s]) || !fits_int(extra_end)) return nullptr;
+        padded_lens[s + 2] += extra_begin[s] + extra_end;
+        pad_input = pad_input || extra_begin[s] != 0 || extra_end != 0;
+    }
+    input_prepad prepad;
+    if (pad_input) {
+        const shape padded{x.type(), padded_lens};
+        if (!fits_int(padded.elements()) || !data_movement::walkable(x)) return nullptr;
+        prepad.walk.rank = static_cast<int>(rank);
+        prepad.walk.mode = data_movement::pad_walk_mode::constant;
+        for (std::size_t d = 0; d < rank; ++d) {
+            prepad.walk.out_lens[d] = padded_lens[d];
+            prepad.walk.in_lens[d] = x.lens()[d];
+            prepad.walk.in_strides[d] = x.strides()[d];
+            prepad.walk.begin[d] = d >= 2 ? static_cast<std::int64_t>(extra_begin[d - 2]) : 0;
+        }
+        prepad.elements = padded.elements();
+        prepad.element_bytes = x.element_size();
+        prepad.wide_index = data_movement::needs_wide_index({prepad.elements, data_movement::span(x)});
+    }
 
     // cuDNN wants at least two spatial dimensions: 1-D runs as [.., 1, W].
     const bool one_d = rank == 3;
@@ -327,13 +395,13 @@ std::shared_ptr<const gpu_kernel> make_cudnn_convolution_kernel(const gpu_kernel
             strides.push_back(1);
             dilations.push_back(1);
         }
-        x_dims.push_back(static_cast<int>(x.lens()[d]));
+        x_dims.push_back(static_cast<int>(padded_lens[d]));
         w_dims.push_back(static_cast<int>(w.lens()[d]));
         y_dims.push_back(static_cast<int>(y.lens()[d]));
         if (d >= 2) {
             const std::size_t s = d - 2;
-            if (!fits_int(win.pad_begin[s]) || !fits_int(win.stride[s]) || !fits_int(win.dilation[s])) return nullptr;
-            pads.push_back(static_cast<int>(win.pad_begin[s]));
+            if (!fits_int(both_sides[s]) || !fits_int(win.stride[s]) || !fits_int(win.dilation[s])) return nullptr;
+            pads.push_back(static_cast<int>(both_sides[s]));
             strides.push_back(static_cast<int>(win.stride[s]));
             dilations.push_back(static_cast<int>(win.dilation[s]));
         }
@@ -344,6 +412,7 @@ std::shared_ptr<const gpu_kernel> make_cudnn_convolution_kernel(const gpu_kernel
     if (!kernel_ptr->describe(device.cudnn(nullptr), *type, x_dims, w_dims, y_dims, pads, strides, dilations,
                               static_cast<int>(conv->group)))
         return nullptr;
+    if (pad_input) kernel_ptr->pad_input_first(prepad);
 
     if (fused != nullptr) {
         const auto& post = fused->post;
