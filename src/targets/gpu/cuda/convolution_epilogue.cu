@@ -1,43 +1,15 @@
 #include "targets/gpu/cuda/convolution_epilogue.hpp"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "targets/gpu/cuda/cuda_check.hpp"
+#include "targets/gpu/cuda/post_op_device.cuh"
 
 namespace kiln {
 
 namespace {
 
-// std::max / std::min semantics (NaN handling included), as the reference uses them.
-__device__ double ref_max(double a, double b) { return a < b ? b : a; }
-__device__ double ref_min(double a, double b) { return b < a ? b : a; }
-
-// op::apply_unary in double precision.
-__device__ double apply_unary_on_device(epilogue_kind kind, double x, double alpha, double beta) {
-    switch (kind) {
-    case epilogue_kind::relu: return x > 0 ? x : 0.0;
-    case epilogue_kind::sigmoid: return 1.0 / (1.0 + exp(-x));
-    case epilogue_kind::tanh: return tanh(x);
-    case epilogue_kind::gelu_erf: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-    case epilogue_kind::gelu_tanh: {
-        const double k = sqrt(2.0 / 3.14159265358979323846);
-        return 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
-    }
-    case epilogue_kind::clip: return ref_min(ref_max(x, alpha), beta);
-    case epilogue_kind::swish: return x / (1.0 + exp(-x));
-    case epilogue_kind::hardswish: return x * ref_min(ref_max(x + 3.0, 0.0), 6.0) / 6.0;
-    default: return x;  // binary kinds never reach here
-    }
-}
-
-// Elements as float and back (16-bit: round to nearest even).
-__device__ float load_float(const float* p, std::size_t i) { return p[i]; }
-__device__ float load_float(const __half* p, std::size_t i) { return __half2float(p[i]); }
-__device__ float load_float(const __nv_bfloat16* p, std::size_t i) { return __bfloat162float(p[i]); }
-__device__ void store_float(float* p, std::size_t i, float v) { p[i] = v; }
-__device__ void store_float(__half* p, std::size_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ void store_float(__nv_bfloat16* p, std::size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+using post_op_device::apply_unary;
+using post_op_device::load_float;
+using post_op_device::store_float;
 
 // T: the element type of the result, bias and operands; float math throughout.
 template <class T>
@@ -64,7 +36,7 @@ __global__ void convolution_epilogue_kernel(epilogue_plan p, T* y) {
                 ++next_operand;
                 v = kind == epilogue_kind::add ? v + b : v * b;
             } else {
-                v = static_cast<float>(apply_unary_on_device(kind, static_cast<double>(v), p.alpha[s], p.beta[s]));
+                v = static_cast<float>(apply_unary(static_cast<int>(kind), static_cast<double>(v), p.alpha[s], p.beta[s]));
             }
         }
         store_float(y, i, v);

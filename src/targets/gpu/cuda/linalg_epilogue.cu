@@ -1,11 +1,9 @@
 #include "targets/gpu/cuda/linalg_epilogue.hpp"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "ops/post_ops.hpp"
 #include "targets/gpu/cuda/cuda_check.hpp"
+#include "targets/gpu/cuda/post_op_device.cuh"
 
 namespace kiln {
 
@@ -13,35 +11,9 @@ namespace {
 
 using op::post_op_kind;
 
-// std::max / std::min as the reference calls them (NaN handling included).
-__device__ double ref_max(double a, double b) { return a < b ? b : a; }
-__device__ double ref_min(double a, double b) { return b < a ? b : a; }
-
-// op::apply_unary on the device, in double precision like the reference.
-__device__ double apply_unary_device(int kind, double x, double alpha, double beta) {
-    switch (static_cast<post_op_kind>(kind)) {
-    case post_op_kind::relu: return x > 0 ? x : 0.0;
-    case post_op_kind::sigmoid: return 1.0 / (1.0 + exp(-x));
-    case post_op_kind::tanh: return tanh(x);
-    case post_op_kind::gelu_erf: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-    case post_op_kind::gelu_tanh: {
-        const double k = sqrt(2.0 / 3.14159265358979323846);
-        return 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
-    }
-    case post_op_kind::clip: return ref_min(ref_max(x, alpha), beta);
-    case post_op_kind::swish: return x / (1.0 + exp(-x));
-    case post_op_kind::hardswish: return x * ref_min(ref_max(x + 3.0, 0.0), 6.0) / 6.0;
-    default: return x;  // binary kinds are handled by the caller
-    }
-}
-
-// Elements as float and back (16-bit: round to nearest even).
-__device__ float load_float(const float* p, std::size_t i) { return p[i]; }
-__device__ float load_float(const __half* p, std::size_t i) { return __half2float(p[i]); }
-__device__ float load_float(const __nv_bfloat16* p, std::size_t i) { return __bfloat162float(p[i]); }
-__device__ void store_float(float* p, std::size_t i, float v) { p[i] = v; }
-__device__ void store_float(__half* p, std::size_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ void store_float(__nv_bfloat16* p, std::size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+using post_op_device::apply_unary;
+using post_op_device::load_float;
+using post_op_device::store_float;
 
 // One thread per element, grid-stride. T is the result's, bias's and
 // operands' element type; the math is float32 as for a float32 result.
@@ -67,7 +39,7 @@ __global__ void linalg_epilogue_kernel(linalg_epilogue_params p, T* y) {
                 const float b = load_float(static_cast<const T*>(p.operands[j]), offset);
                 v = kind == post_op_kind::add ? v + b : v * b;
             } else {
-                v = static_cast<float>(apply_unary_device(p.kinds[k], static_cast<double>(v), p.alpha[k], p.beta[k]));
+                v = static_cast<float>(apply_unary(p.kinds[k], static_cast<double>(v), p.alpha[k], p.beta[k]));
             }
         }
         store_float(y, i, v);
