@@ -78,23 +78,6 @@ std::unique_ptr<cpu_executable::context> cpu_executable::make_context() const {
     return c;
 }
 
-std::unique_ptr<cpu_executable::context> cpu_executable::acquire() const {
-    {
-        std::lock_guard<std::mutex> lock(pool_mutex_);
-        if (!pool_.empty()) {
-            auto c = std::move(pool_.back());
-            pool_.pop_back();
-            return c;
-        }
-    }
-    return make_context();
-}
-
-void cpu_executable::release(std::unique_ptr<context> c) const {
-    std::lock_guard<std::mutex> lock(pool_mutex_);
-    pool_.push_back(std::move(c));
-}
-
 // A buffer for output root `r` of this run. Mapping fresh zeroed pages costs
 // about 12 ms per 26 MB on this machine (GPT-2's 128 x 50257 logits; 5% of
 // the run, 200 MB at batch 8): a buffer an earlier run returned and the caller
@@ -112,12 +95,7 @@ argument cpu_executable::output_buffer(context& c, std::size_t r) const {
 
 std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::vector<step_timing>* timings,
                                               const step_observer* observe) const {
-    auto ctx = acquire();
-    struct release_on_exit {
-        const cpu_executable* self;
-        std::unique_ptr<context>* c;
-        ~release_on_exit() { self->release(std::move(*c)); }
-    } guard{this, &ctx};
+    auto ctx = contexts_.take([this] { return make_context(); });
 
     // Bind this run's parameters and fresh output buffers. An observer sees
     // every input, so it gets the values of handed-over literals too.

@@ -7,11 +7,11 @@
 // and output roots, then calls each step's kernel on prebuilt arguments.
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kiln/target.hpp"
+#include "runtime/context_pool.hpp"
 #include "runtime/memory_planner.hpp"
 #include "targets/cpu/kernels/cpu_kernel.hpp"
 
@@ -75,8 +75,6 @@ private:
                                   const step_observer* observe) const;
     std::unique_ptr<context> make_context() const;
     argument output_buffer(context& c, std::size_t root) const;
-    std::unique_ptr<context> acquire() const;
-    void release(std::unique_ptr<context> c) const;
 
     std::vector<plan_root> roots_;
     std::vector<plan_step> steps_;
@@ -86,8 +84,7 @@ private:
     int threads_;                    // resolved, >= 1
 
     // Concurrent runs each take their own context; finished ones are reused.
-    mutable std::mutex pool_mutex_;
-    mutable std::vector<std::unique_ptr<context>> pool_;
+    context_pool<context> contexts_;
 };
 
 }  // namespace kiln

@@ -55,8 +55,7 @@ gpu_executable::gpu_executable(std::shared_ptr<gpu_device> device, std::vector<g
 }
 
 gpu_executable::~gpu_executable() {
-    std::lock_guard<std::mutex> lock(pool_mutex_);
-    pool_.clear();  // before the device the contexts release into
+    contexts_.clear();  // before the device the contexts release into
 }
 
 std::size_t gpu_executable::kernel_constant_bytes() const {
@@ -99,23 +98,6 @@ std::unique_ptr<gpu_executable::context> gpu_executable::make_context() const {
         c->step_outputs.emplace_back(step.output.value_shape, c->root_base[step.output.root] + step.output.byte_offset);
     }
     return c;
-}
-
-std::unique_ptr<gpu_executable::context> gpu_executable::acquire() const {
-    {
-        std::lock_guard<std::mutex> lock(pool_mutex_);
-        if (!pool_.empty()) {
-            auto c = std::move(pool_.back());
-            pool_.pop_back();
-            return c;
-        }
-    }
-    return make_context();
-}
-
-void gpu_executable::release(std::unique_ptr<context> c) const {
-    std::lock_guard<std::mutex> lock(pool_mutex_);
-    pool_.push_back(std::move(c));
 }
 
 // Binds this run's inputs: uploads host inputs into the staging buffers, or
@@ -232,14 +214,7 @@ std::vector<argument> gpu_executable::collect_outputs(context& c, const std::vec
 
 std::vector<argument> gpu_executable::execute(const parameter_map& inputs, std::vector<step_timing>* timings,
                                               const step_observer* observe) const {
-    auto ctx = acquire();
-    struct release_on_exit {
-        const gpu_executable* self;
-        std::unique_ptr<context>* c;
-        ~release_on_exit() {
-            if (*c) self->release(std::move(*c));
-        }
-    } guard{this, &ctx};
+    auto ctx = contexts_.take([this] { return make_context(); });
     context& c = *ctx;
     std::vector<argument> device_outputs;
     bind_run(c, inputs, device_outputs);
@@ -290,7 +265,7 @@ std::vector<argument> gpu_executable::execute(const parameter_map& inputs, std::
         return collect_outputs(c, device_outputs);
     } catch (...) {
         // A failed run may leave work queued: this context is not reused.
-        ctx.reset();
+        ctx.discard();
         throw;
     }
 }

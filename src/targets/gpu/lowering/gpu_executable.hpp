@@ -12,11 +12,11 @@
 // replayed as one recorded graph.
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kiln/target.hpp"
+#include "runtime/context_pool.hpp"
 #include "targets/gpu/gpu_device.hpp"
 #include "targets/gpu/kernels/gpu_kernel.hpp"
 
@@ -73,8 +73,6 @@ private:
     std::vector<argument> execute(const parameter_map& inputs, std::vector<step_timing>* timings,
                                   const step_observer* observe) const;
     std::unique_ptr<context> make_context() const;
-    std::unique_ptr<context> acquire() const;
-    void release(std::unique_ptr<context> c) const;
     void bind_run(context& c, const parameter_map& inputs, std::vector<argument>& device_outputs) const;
     gpu_launch launch_for(context& c, std::size_t step) const;
     void check_status(context& c) const;
@@ -97,8 +95,8 @@ private:
     std::vector<segment> segments_;
     bool checks_status_ = false;  // some kernel may store a status
 
-    mutable std::mutex pool_mutex_;
-    mutable std::vector<std::unique_ptr<context>> pool_;
+    // Concurrent runs each take their own context; finished ones are reused.
+    context_pool<context> contexts_;
 };
 
 }  // namespace kiln
