@@ -16,6 +16,10 @@ namespace kiln {
 
 inline constexpr std::size_t buffer_alignment = 64;
 
+// Where an argument's memory is: host memory, or a device target's memory
+// that the host cannot read (bring it over with the target's copy_from).
+enum class memory_location { host, device };
+
 // The machine's physical memory in bytes.
 std::size_t physical_memory_bytes();
 
@@ -39,6 +43,13 @@ public:
         return reinterpret_cast<T*>(data_);
     }
     bool empty() const { return data_ == nullptr && shape_.elements() != 0; }
+    memory_location location() const { return location_; }
+    // The same memory, said to be in `where` (a device target tags what it hands out).
+    argument at(memory_location where) const {
+        argument a = *this;
+        a.location_ = where;
+        return a;
+    }
     bool owns_memory() const { return owner_ != nullptr; }
     const std::shared_ptr<void>& owner() const { return owner_; }
 
@@ -60,10 +71,15 @@ public:
     template <class T>
     std::vector<T> to_vector() const;
 
+    // Fails with a clear error, naming `use`, when the memory is a device's:
+    // every function here that reads or writes the elements on the host checks.
+    void require_host(const char* use) const;
+
 private:
     shape shape_;
     std::shared_ptr<void> owner_;
     std::byte* data_ = nullptr;
+    memory_location location_ = memory_location::host;
 };
 
 // Copies the values of `src` into `dst` (same lens; any strides, same dtype).
@@ -114,6 +130,7 @@ T convert_element(S x) {
 
 template <class T>
 std::vector<T> argument::to_vector() const {
+    require_host("to_vector");
     std::vector<T> out(shape_.elements());
     visit_any_type(shape_.type(), [&](auto tag) {
         using S = typename decltype(tag)::type;

@@ -16,8 +16,6 @@
 
 namespace kiln {
 
-enum class memory_location { host, device };
-
 using parameter_map = std::unordered_map<std::string, argument>;
 
 // Time spent in one instruction's kernel during a profiled run.

@@ -53,6 +53,11 @@ struct buffer_layout {
 int get_buffer(PyObject* self, Py_buffer* view, int flags) {
     const auto& arg = *nb::inst_ptr<argument>(nb::handle(self));
     const shape& s = arg.get_shape();
+    if (arg.location() == memory_location::device) {
+        PyErr_SetString(PyExc_BufferError, "kiln.argument: the memory is a device's, which the host cannot read; "
+                                           "use the target's copy_from, or torch.from_dlpack for a CUDA tensor");
+        return -1;
+    }
     const char* format = buffer_format(s.type());
     if (format == nullptr) {
         PyErr_SetString(PyExc_BufferError, ("kiln.argument: a " + to_string(s.type()) +

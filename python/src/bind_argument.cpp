@@ -158,9 +158,12 @@ argument import_array(nb::handle obj, const std::string& what) {
                           PyLong_Check(obj.ptr())
                       ? " (wrap it with numpy.asarray(..., dtype=...))"
                       : ""));
-    if (a.device_type() != nb::device::cpu::value)
-        fail(error_kind::not_implemented,
-             what + ": only host memory is supported, got DLPack device type " + std::to_string(a.device_type()));
+    // CUDA memory (a torch tensor on the GPU) becomes a device argument: the
+    // gpu target reads it in place, a host target refuses it.
+    const bool on_gpu = a.device_type() == nb::device::cuda::value;
+    if (a.device_type() != nb::device::cpu::value && !on_gpu)
+        fail(error_kind::not_implemented, what + ": only host and CUDA memory are supported, got DLPack device type " +
+                                              std::to_string(a.device_type()));
     std::optional<dtype> type = ml_type ? ml_type : from_dlpack_dtype(a.dtype());
     if (!type)
         fail(error_kind::type_error, what + ": unsupported element type (DLPack code " +
@@ -183,8 +186,10 @@ argument import_array(nb::handle obj, const std::string& what) {
         strides[d] = static_cast<std::size_t>(signed_strides[d]);
     }
     auto* data = static_cast<std::byte*>(const_cast<void*>(a.data()));
+    if (on_gpu && negative) fail(error_kind::not_implemented, what + ": CUDA memory with negative strides");
     if (negative) return copy_signed_strides(packed, data, signed_strides);
-    return argument(shape(*type, lens, strides), keep_alive(std::move(a)), data);
+    return argument(shape(*type, lens, strides), keep_alive(std::move(a)), data)
+        .at(on_gpu ? memory_location::device : memory_location::host);
 }
 
 // A view of `arg` for Python; `owner` (the kiln.argument object) keeps the
@@ -198,12 +203,16 @@ nb::object export_view(nb::handle owner, const argument& arg, bool ml_dtypes_as_
     dl::dtype t = as_unsigned ? dl::dtype{static_cast<std::uint8_t>(dl::dtype_code::UInt),
                                           static_cast<std::uint8_t>(dtype_size(s.type()) * 8), 1}
                               : to_dlpack_dtype(s.type());
-    nb::ndarray<Framework> view(arg.data(), s.ndim(), s.lens().data(), owner, strides.data(), t);
+    // Device memory goes out as CUDA memory (DLPack only; numpy and the buffer protocol refuse it).
+    const bool on_gpu = arg.location() == memory_location::device;
+    nb::ndarray<Framework> view(arg.data(), s.ndim(), s.lens().data(), owner, strides.data(), t,
+                                on_gpu ? nb::device::cuda::value : nb::device::cpu::value, 0);
     return view.cast(nb::rv_policy::reference);
 }
 
 nb::object to_numpy(nb::handle self, const nb::object& dtype_arg, const nb::object& copy) {
     const auto& arg = nb::cast<const argument&>(self);
+    arg.require_host("numpy conversion");
     nb::object out = export_view<nb::numpy>(self, arg, true);
     if (const char* ml_name = ml_dtypes_name_of(arg.get_shape().type())) {
         nb::object ml_dtypes;
@@ -222,6 +231,7 @@ nb::object to_numpy(nb::handle self, const nb::object& dtype_arg, const nb::obje
 
 // Python values of every element in row-major order.
 std::vector<nb::object> python_values(const argument& arg) {
+    arg.require_host("tolist");
     const shape& s = arg.get_shape();
     std::vector<nb::object> out;
     out.reserve(s.elements());
@@ -287,7 +297,14 @@ void bind_argument(nb::module_& m) {
                  const auto& arg = nb::cast<const argument&>(self);
                  return export_view<nb::array_api>(self, arg, false).attr("__dlpack__")(**kwargs);
              })
-        .def("__dlpack_device__", [](nb::handle) { return nb::make_tuple(nb::device::cpu::value, 0); })
+        .def("__dlpack_device__",
+             [](const argument& a) {
+                 return nb::make_tuple(
+                     a.location() == memory_location::device ? nb::device::cuda::value : nb::device::cpu::value, 0);
+             })
+        .def_prop_ro(
+            "on_device", [](const argument& a) { return a.location() == memory_location::device; },
+            "Whether the memory is a device's (a gpu program's output without offload_copy, a CUDA tensor's)")
         .def(
             "__eq__", [](const argument& a, const argument& b) { return values_equal(a, b); }, nb::is_operator())
         .def(

@@ -59,16 +59,25 @@ argument::argument(const shape& s, std::shared_ptr<void> owner, void* data)
     : shape_(s), owner_(std::move(owner)), data_(static_cast<std::byte*>(data)) {}
 
 argument argument::reshaped(const shape& s, std::size_t byte_offset) const {
-    return {s, owner_, data_ + byte_offset};
+    return argument(s, owner_, data_ + byte_offset).at(location_);
+}
+
+void argument::require_host(const char* use) const {
+    if (location_ == memory_location::device)
+        fail(std::string(use) + ": the " + to_string(shape_) +
+             " argument is in a device's memory, which the host cannot read; copy it to the host first (the "
+             "target's copy_from)");
 }
 
 argument argument::contiguous() const {
+    require_host("contiguous");
     argument out(shape_.as_standard());
     copy_values(*this, out);
     return out;
 }
 
 argument argument::copy() const {
+    require_host("copy");
     if (!shape_.packed()) return contiguous();
     argument out(shape_);
     std::memcpy(out.data(), data_, shape_.bytes());
@@ -76,6 +85,7 @@ argument argument::copy() const {
 }
 
 double argument::value_at(std::size_t i) const {
+    require_host("value_at");
     return visit_any_type(shape_.type(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         return convert_element<double>(data_as<T>()[shape_.index(i)]);
@@ -83,6 +93,8 @@ double argument::value_at(std::size_t i) const {
 }
 
 void copy_values(const argument& src, const argument& dst) {
+    src.require_host("copy_values");
+    dst.require_host("copy_values");
     const shape& s = src.get_shape();
     const shape& d = dst.get_shape();
     if (s.lens() != d.lens() || s.type() != d.type())
@@ -98,6 +110,8 @@ void copy_values(const argument& src, const argument& dst) {
 }
 
 bool values_equal(const argument& a, const argument& b) {
+    a.require_host("values_equal");
+    b.require_host("values_equal");
     const shape& s = a.get_shape();
     if (s.lens() != b.get_shape().lens() || s.type() != b.get_shape().type()) return false;
     std::size_t size = s.element_size();
@@ -132,6 +146,7 @@ argument generate_argument(const shape& s, unsigned long seed) {
 }
 
 std::string format_values(const argument& a, std::size_t max_values) {
+    if (a.location() == memory_location::device) return "{in device memory}";
     std::ostringstream os;
     os.precision(6);
     std::size_t n = a.get_shape().elements();

@@ -321,6 +321,11 @@ std::vector<argument> program::eval_observed(const parameter_map& inputs, const 
 parameter_map program::checked_inputs(const parameter_map& inputs) const {
     if (!is_compiled())
         fail("program is not compiled: call compile(get_target(\"cpu\")) (or \"ref\") before running it");
+    // A host target would read a device pointer as host memory.
+    for (const auto& [name, arg] : inputs)
+        if (arg.location() == memory_location::device && get_target(target_name_).memory() == memory_location::host)
+            fail("parameter '" + name + "': the argument is in a device's memory, and the program runs on the '" +
+                 target_name_ + "' target, which reads host memory; copy it to the host first");
     return check_inputs(*get_main_module(), inputs);
 }
 

@@ -97,6 +97,17 @@ TEST(gpu_target_host_backed, without_offload_copy_inputs_and_outputs_are_device_
     }
     expect_close(on_host, evaluate_module(*p.get_main_module(), host_inputs), 1e-5, "offload_copy=false");
 
+    // Device memory is never read on the host by mistake: the outputs say where they are.
+    EXPECT_EQ(outputs.at(0).location(), memory_location::device);
+    EXPECT_EQ(on_host.at(0).location(), memory_location::host);
+    try {
+        (void)outputs.at(0).value_at(0);
+        FAIL() << "a device output was read on the host";
+    } catch (const error& e) {
+        EXPECT_NE(std::string(e.what()).find("copy_from"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(format_values(outputs.at(0)), "{in device memory}");
+
     // Host memory where device memory is expected is refused, not read.
     try {
         compiled.eval(host_inputs);

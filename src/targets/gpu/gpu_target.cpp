@@ -40,13 +40,13 @@ argument gpu_target::allocate(const shape& s) const {
     auto memory = device_->allocate_shared(s.bytes());
     device_->fill_zero(memory.get(), s.bytes(), nullptr);
     device_->synchronize(nullptr);
-    return argument(s, memory, memory.get());
+    return argument(s, memory, memory.get()).at(memory_location::device);
 }
 
 argument gpu_target::copy_to(const argument& host) const {
     const shape s = host.get_shape().as_standard();
     auto memory = device_->allocate_shared(s.bytes());
-    argument device_value(s, memory, memory.get());
+    const argument device_value = argument(s, memory, memory.get()).at(memory_location::device);
     upload_view(*device_, nullptr, host, device_value);
     device_->synchronize(nullptr);
     return device_value;

@@ -93,9 +93,11 @@ std::unique_ptr<gpu_executable::context> gpu_executable::make_context() const {
     }
     for (const auto& step : steps_) {
         std::vector<argument> ins;
-        for (const auto& loc : step.inputs) ins.emplace_back(loc.value_shape, c->root_base[loc.root] + loc.byte_offset);
+        for (const auto& loc : step.inputs)
+            ins.push_back(argument(loc.value_shape, c->root_base[loc.root] + loc.byte_offset).at(memory_location::device));
         c->step_inputs.push_back(std::move(ins));
-        c->step_outputs.emplace_back(step.output.value_shape, c->root_base[step.output.root] + step.output.byte_offset);
+        c->step_outputs.push_back(argument(step.output.value_shape, c->root_base[step.output.root] + step.output.byte_offset)
+                                      .at(memory_location::device));
     }
     return c;
 }
@@ -110,7 +112,11 @@ void gpu_executable::bind_run(context& c, const parameter_map& inputs, std::vect
         if (root.kind == gpu_root_kind::parameter) {
             const argument& in = inputs.at(root.parameter_name);
             if (offload_copy_) {
-                device_->copy_to_device(c.root_base[r], in.data(), root.value_shape.bytes(), c.stream);
+                // A caller's device buffer (a CUDA tensor) is copied on the device.
+                if (in.location() == memory_location::device)
+                    device_->copy_on_device(c.root_base[r], in.data(), root.value_shape.bytes(), c.stream);
+                else
+                    device_->copy_to_device(c.root_base[r], in.data(), root.value_shape.bytes(), c.stream);
             } else {
                 if (!device_->holds(in.data(), root.value_shape.bytes()))
                     fail("parameter '" + root.parameter_name +
@@ -120,7 +126,7 @@ void gpu_executable::bind_run(context& c, const parameter_map& inputs, std::vect
             }
         } else if (root.kind == gpu_root_kind::output && !offload_copy_) {
             auto memory = device_->allocate_shared(root.value_shape.bytes());
-            device_outputs[r] = argument(root.value_shape, memory, memory.get());
+            device_outputs[r] = argument(root.value_shape, memory, memory.get()).at(memory_location::device);
             c.root_base[r] = memory.get();
         }
     }
@@ -180,7 +186,7 @@ std::vector<argument> gpu_executable::collect_outputs(context& c, const std::vec
     std::vector<bool> handed_out(roots_.size(), false);
     for (const auto& loc : outputs_) {
         const auto& root = roots_[loc.root];
-        argument view(loc.value_shape, c.root_base[loc.root] + loc.byte_offset);
+        const argument view = argument(loc.value_shape, c.root_base[loc.root] + loc.byte_offset).at(memory_location::device);
         const bool whole_output = root.kind == gpu_root_kind::output && loc.byte_offset == 0 &&
                                   loc.value_shape == root.value_shape && loc.value_shape.standard();
         if (offload_copy_) {
@@ -201,7 +207,7 @@ std::vector<argument> gpu_executable::collect_outputs(context& c, const std::vec
         }
         // A view of an input, a literal or another output: the caller gets its own device copy.
         auto memory = device_->allocate_shared(loc.value_shape.bytes());
-        argument copy(loc.value_shape.as_standard(), memory, memory.get());
+        const argument copy = argument(loc.value_shape.as_standard(), memory, memory.get()).at(memory_location::device);
         if (loc.value_shape.standard())
             device_->copy_on_device(copy.data(), view.data(), loc.value_shape.bytes(), c.stream);
         else
