@@ -119,6 +119,7 @@ private:
 
     std::vector<std::unique_ptr<module>> modules_;
     std::string target_name_;
+    memory_location target_memory_ = memory_location::host;  // where the compiled target's memory is
     compile_options options_;
     std::shared_ptr<const executable> executable_;
     std::shared_ptr<const specialiser> specialiser_;

@@ -25,6 +25,7 @@ program& program::operator=(const program& other) {
     for (std::size_t i = 0; i < modules_.size(); ++i) mapping[other.modules_[i].get()] = modules_[i].get();
     for (auto& m : modules_) m->remap_module_inputs(mapping);
     target_name_ = other.target_name_;
+    target_memory_ = other.target_memory_;
     options_ = other.options_;
     executable_ = other.executable_;
     specialiser_ = other.specialiser_;
@@ -150,6 +151,7 @@ void program::compile_in_place(const target& t, const compile_options& options) 
     check_memory_limit(main, *lowered, options);
     executable_ = std::move(lowered);
     target_name_ = t.name();
+    target_memory_ = t.memory();
     options_ = options;
 }
 
@@ -168,6 +170,7 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     for (const auto& profile : optimal_profiles()) cache->pin(profile);
     specialisations_ = std::move(cache);
     target_name_ = t.name();
+    target_memory_ = t.memory();
     options_ = options;
 }
 
@@ -294,6 +297,7 @@ void program::lower_compiled(const std::string& target_name, const compile_optio
     verify_program(*this, "in a compiled program");
     executable_ = t.lower(*get_main_module(), options);
     target_name_ = target_name;
+    target_memory_ = t.memory();
     options_ = options;
 }
 
@@ -323,7 +327,7 @@ parameter_map program::checked_inputs(const parameter_map& inputs) const {
         fail("program is not compiled: call compile(get_target(\"cpu\")) (or \"ref\") before running it");
     // A host target would read a device pointer as host memory.
     for (const auto& [name, arg] : inputs)
-        if (arg.location() == memory_location::device && get_target(target_name_).memory() == memory_location::host)
+        if (arg.location() == memory_location::device && target_memory_ == memory_location::host)
             fail("parameter '" + name + "': the argument is in a device's memory, and the program runs on the '" +
                  target_name_ + "' target, which reads host memory; copy it to the host first");
     return check_inputs(*get_main_module(), inputs);

@@ -7,6 +7,9 @@
 #include "ops/fused_pointwise.hpp"
 #include "pass_test_helpers.hpp"
 
+#include "targets/gpu/gpu_target.hpp"
+#include "targets/gpu/host_backed_device.hpp"
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -238,21 +241,8 @@ TEST(pass_fuse_16bit, fused_ops_round_a_16bit_result_once) {
 }
 
 TEST(pass_fuse_16bit, the_gpu_pipeline_fuses_quantized_graphs_and_matches_them) {
-    // gpu_target::get_passes, which needs a CUDA build to construct.
-    const pass_list gpu_passes{std::make_shared<dead_code_elimination>(),
-                               std::make_shared<constant_propagation>(),
-                               std::make_shared<simplify_reshapes>(),
-                               std::make_shared<fuse_gelu>(),
-                               std::make_shared<simplify_algebra>(),
-                               std::make_shared<constant_propagation>(),
-                               std::make_shared<fuse_gelu>(),
-                               std::make_shared<fuse_layer_norm>(),
-                               attention(true),
-                               post_ops(true),
-                               std::make_shared<constant_propagation>(),
-                               std::make_shared<common_subexpression_elimination>(),
-                               pointwise(true),
-                               std::make_shared<dead_code_elimination>()};
+    // The gpu target's own pipeline (it builds on a host-backed device anywhere).
+    const pass_list gpu_passes = gpu_target(std::make_shared<host_backed_device>()).get_passes({});
     for (dtype type : {dtype::half_type, dtype::bf16_type}) {
         module block = quantized(resnet_block(), type);
         module fused_block = after_passes(block, gpu_passes);
@@ -268,9 +258,11 @@ TEST(pass_fuse_16bit, the_gpu_pipeline_fuses_quantized_graphs_and_matches_them) 
         EXPECT_EQ(count_ops(fused_ffn, "fused_pointwise"), 1u) << fused_ffn;
         expect_same_outputs(ffn, fused_ffn, sixteen_bit_tolerance(type));
 
+        // 16-bit attention stays unfused on the gpu until its kernel keeps the
+        // scores in float32 as the reference does (gpu_target.cpp).
         module attn = quantized(bert_attention(), type);
         module fused_attn = after_passes(attn, gpu_passes);
-        EXPECT_EQ(count_ops(fused_attn, "fused_attention"), 1u) << fused_attn;
+        EXPECT_EQ(count_ops(fused_attn, "fused_attention"), 0u) << fused_attn;
         expect_same_outputs(attn, fused_attn, sixteen_bit_tolerance(type));
     }
 }

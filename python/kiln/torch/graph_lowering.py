@@ -250,7 +250,11 @@ def lower_graph_module(
         program = builder.build(inputs, outputs)
         if program_hook is not None:
             program_hook(program, [p.name for p in inputs])
-        program.compile(kiln_target, **(compile_options or {}))
+        options = dict(compile_options or {})
+        if kiln_target.name() == "gpu":
+            # Tensors stay on the GPU: CUDA tensors go in and come out as they are.
+            options.setdefault("offload_copy", False)
+        program.compile(kiln_target, **options)
         name = f"kiln_subgraph_{report.subgraphs}"
         root[name] = KilnSubgraph(program, [p.name for p in inputs])
         call = graph.call_module(name, tuple(env[p] for p in inputs))

@@ -3,7 +3,10 @@
 Tensors cross in both directions through DLPack without a copy: each input
 is viewed by ``kiln.argument`` and each output Kiln allocates for the run is
 handed to PyTorch by ``torch.from_dlpack``, so a returned tensor owns its
-memory and later calls never overwrite it. Kiln releases the GIL while it
+memory and later calls never overwrite it. On the gpu target (compiled
+without offload_copy) CUDA tensors go in and come out; CPU inputs are moved
+to the GPU first and the outputs back, and PyTorch's current stream is
+waited for first, so a Kiln call between two PyTorch kernels never races them. Kiln releases the GIL while it
 runs and gives each concurrent run its own memory, so one subgraph may be
 called from several threads at once.
 
@@ -29,6 +32,11 @@ def _program_from(tensor):
     return kiln.load_buffer(tensor.numpy().tobytes())
 
 
+def _takes_device_memory(program):
+    """Whether the program's inputs and outputs are GPU memory."""
+    return program.target_name() == "gpu" and not program.get_compile_options()["offload_copy"]
+
+
 class KilnSubgraph(torch.nn.Module):
     """Runs a compiled Kiln program on tensors: ``forward(*inputs) -> tuple``."""
 
@@ -38,13 +46,26 @@ class KilnSubgraph(torch.nn.Module):
             raise kiln.InvalidArgumentError("KilnSubgraph needs a compiled kiln.program")
         self.program = program
         self.input_names = list(input_names)
+        self._device_io = _takes_device_memory(program)
 
     def forward(self, *inputs):
+        if self._device_io:
+            return self._forward_on_device(inputs)
         feeds = {}
         for name, t in zip(self.input_names, inputs):
             feeds[name] = t.detach() if t.requires_grad else t
         outputs = self.program.run(feeds)
         return tuple(torch.from_dlpack(o) for o in outputs)
+
+    def _forward_on_device(self, inputs):
+        on_host = not any(t.is_cuda for t in inputs)
+        feeds = {}
+        for name, t in zip(self.input_names, inputs):
+            t = t.detach() if t.requires_grad else t
+            feeds[name] = t if t.is_cuda else t.cuda()
+        torch.cuda.current_stream().synchronize()
+        outputs = tuple(torch.from_dlpack(o) for o in self.program.run(feeds))
+        return tuple(o.cpu() for o in outputs) if on_host else outputs
 
     def extra_repr(self):
         return f"inputs={self.input_names}, target={self.program.target_name()!r}"
@@ -58,6 +79,7 @@ class KilnSubgraph(torch.nn.Module):
             raise kiln.InvalidArgumentError("KilnSubgraph.load_state_dict: not a Kiln subgraph state")
         self.program = _program_from(state["program"])
         self.input_names = list(state["inputs"])
+        self._device_io = _takes_device_memory(self.program)
 
     # pickle (torch.save of the whole module)
     def __getstate__(self):

@@ -52,13 +52,17 @@ public:
     // Waits until the work queued on `stream` has finished; rethrows a
     // kernel's asynchronous failure as a Kiln error.
     virtual void synchronize(gpu_stream stream) = 0;
+    // Waits like synchronize and forgets any failure (cleaning up after one).
+    virtual void synchronize_quietly(gpu_stream stream) noexcept = 0;
+    // Makes this device the calling thread's (runs come from any thread).
+    virtual void bind_thread() {}
 
     virtual gpu_stream create_stream() = 0;
     virtual void destroy_stream(gpu_stream stream) noexcept = 0;
 
     // Records the work `enqueue` puts on `stream` into a graph without running
-    // it; null where the device has no graphs (then the caller runs the work
-    // directly).
+    // it; null where the device has no graphs or the work cannot be recorded
+    // (then the caller runs it directly).
     virtual std::unique_ptr<gpu_graph> capture(gpu_stream /*stream*/, const std::function<void()>& /*enqueue*/) {
         return nullptr;
     }

@@ -32,6 +32,7 @@ public:
     void copy_on_device(void* device_dst, const void* device_src, std::size_t bytes, gpu_stream stream) override;
     void fill_zero(void* device_dst, std::size_t bytes, gpu_stream stream) override;
     void synchronize(gpu_stream) override {}
+    void synchronize_quietly(gpu_stream) noexcept override {}
     gpu_stream create_stream() override { return nullptr; }
     void destroy_stream(gpu_stream) noexcept override {}
 

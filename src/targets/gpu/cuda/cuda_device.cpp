@@ -72,10 +72,13 @@ bool cuda_device::holds(const void* data, std::size_t) const {
         cudaGetLastError();
         return false;
     }
-    return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+    // Another GPU's memory is not this device's to read.
+    return (attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged) &&
+           attributes.device == ordinal_;
 }
 
 std::shared_ptr<std::byte> cuda_device::allocate_host(std::size_t bytes) {
+    make_current();
     void* data = nullptr;
     if (cudaMallocHost(&data, std::max<std::size_t>(bytes, 1)) != cudaSuccess) {
         cudaGetLastError();
@@ -110,6 +113,11 @@ void cuda_device::synchronize(gpu_stream stream) {
     KILN_CUDA(cudaGetLastError());
 }
 
+void cuda_device::synchronize_quietly(gpu_stream stream) noexcept {
+    cudaStreamSynchronize(as_cuda(stream));
+    cudaGetLastError();
+}
+
 gpu_stream cuda_device::create_stream() {
     make_current();
     cudaStream_t stream = nullptr;
@@ -133,23 +141,24 @@ void cuda_device::destroy_stream(gpu_stream stream) noexcept {
 
 std::unique_ptr<gpu_graph> cuda_device::capture(gpu_stream stream, const std::function<void()>& enqueue) {
     if (stream == nullptr) return nullptr;  // the legacy default stream cannot be recorded
-    KILN_CUDA(cudaStreamBeginCapture(as_cuda(stream), cudaStreamCaptureModeThreadLocal));
+    if (cudaStreamBeginCapture(as_cuda(stream), cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+    }
     cudaGraph_t graph = nullptr;
+    bool enqueued = true;
     try {
         enqueue();
     } catch (...) {
-        cudaStreamEndCapture(as_cuda(stream), &graph);
+        // A call recording does not allow (a library's allocation): run the work directly instead.
+        enqueued = false;
+    }
+    const cudaError_t ended = cudaStreamEndCapture(as_cuda(stream), &graph);
+    cudaGraphExec_t exec = nullptr;
+    if (!enqueued || ended != cudaSuccess || graph == nullptr || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
         if (graph != nullptr) cudaGraphDestroy(graph);
         cudaGetLastError();
-        throw;
-    }
-    KILN_CUDA(cudaStreamEndCapture(as_cuda(stream), &graph));
-    cudaGraphExec_t exec = nullptr;
-    cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
-    if (status != cudaSuccess) {
-        cudaGraphDestroy(graph);
-        cudaGetLastError();
-        return nullptr;  // run the steps directly instead
+        return nullptr;
     }
     return std::make_unique<cuda_graph>(graph, exec);
 }

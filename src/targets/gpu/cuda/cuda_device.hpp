@@ -32,6 +32,8 @@ public:
     void copy_on_device(void* device_dst, const void* device_src, std::size_t bytes, gpu_stream stream) override;
     void fill_zero(void* device_dst, std::size_t bytes, gpu_stream stream) override;
     void synchronize(gpu_stream stream) override;
+    void synchronize_quietly(gpu_stream stream) noexcept override;
+    void bind_thread() override { make_current(); }
     gpu_stream create_stream() override;
     void destroy_stream(gpu_stream stream) noexcept override;
     std::unique_ptr<gpu_graph> capture(gpu_stream stream, const std::function<void()>& enqueue) override;

@@ -1,5 +1,6 @@
 #include "targets/gpu/cuda/pointwise_translation.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <map>
 #include <string>
@@ -276,6 +277,15 @@ std::optional<program> translate(const gpu_kernel_request& request) {
             return std::nullopt;
         prog.in_types[k] = types[k];
     }
+    // As the reference computes such a program (fused_pointwise::compute_widened):
+    // with a 16-bit float value anywhere, every value is float32 (a convert to
+    // a 16-bit type still rounds to it), and the result is rounded once, when
+    // it is stored. Inputs keep their memory type for the loads.
+    auto is_16bit = [](value_type t) { return t == value_type::f16 || t == value_type::bf16; };
+    const bool widened = std::any_of(types.begin(), types.end(), is_16bit);
+    if (widened)
+        for (std::size_t k = 0; k < n; ++k)
+            if (is_16bit(types[k])) types[k] = value_type::f32;
     for (std::size_t k = 0; k < steps.size(); ++k) {
         std::vector<value_type> arg_types;
         for (auto a : steps[k].args) {
@@ -283,7 +293,10 @@ std::optional<program> translate(const gpu_kernel_request& request) {
             arg_types.push_back(types[a]);
         }
         if (arg_types.empty()) return std::nullopt;
-        auto s = translate_step(steps[k].op, steps[k].args, arg_types, types[n + k]);
+        value_type result_type = types[n + k];
+        if (widened && is_16bit(result_type) && steps[k].op.name() != "convert") result_type = value_type::f32;
+        auto s = translate_step(steps[k].op, steps[k].args, arg_types, result_type);
+        if (widened && is_16bit(types[n + k])) types[n + k] = value_type::f32;
         if (!s) return std::nullopt;
         s->dst = static_cast<std::uint8_t>(n + k);
         if (s->op == opcode::i_div || s->op == opcode::i_mod || s->op == opcode::i_fmod)

@@ -13,8 +13,9 @@ struct gpu_executable::context {
     std::shared_ptr<std::byte> arena;
     std::shared_ptr<std::byte> workspace;
     std::shared_ptr<std::byte> status;  // the run's status word (gpu_launch::status)
-    // offload_copy: the device buffers host inputs are uploaded into and the
-    // outputs are written to, per root (null for other roots).
+    // The device buffers the inputs are copied into and the outputs written
+    // to, per root (null for other roots): fixed, so that recorded graphs
+    // stay valid from run to run whatever memory the caller hands over.
     std::vector<std::shared_ptr<std::byte>> staging;
     std::vector<std::byte*> root_base;
     std::vector<std::vector<argument>> step_inputs;
@@ -24,7 +25,7 @@ struct gpu_executable::context {
     // again once the caller has dropped them (see host_output).
     std::vector<std::vector<argument>> spare_outputs;
     std::vector<std::unique_ptr<gpu_graph>> graphs;  // one per segment, recorded on first use
-    std::vector<std::byte*> graph_bases;              // root_base when they were recorded
+    std::vector<bool> unrecordable;                   // per segment: recording failed, run it directly
 
     explicit context(gpu_device& d) : device(d) {}
     ~context() {
@@ -85,8 +86,7 @@ std::unique_ptr<gpu_executable::context> gpu_executable::make_context() const {
         const auto& root = roots_[r];
         if (root.kind == gpu_root_kind::arena) c->root_base[r] = c->arena.get() + root.arena_offset;
         if (root.kind == gpu_root_kind::literal) c->root_base[r] = root.device_copy.get();
-        const bool staged = root.kind == gpu_root_kind::output || (root.kind == gpu_root_kind::parameter && offload_copy_);
-        if (staged) {
+        if (root.kind == gpu_root_kind::output || root.kind == gpu_root_kind::parameter) {
             c->staging[r] = device_->allocate_shared(root.value_shape.bytes());
             c->root_base[r] = c->staging[r].get();
         }
@@ -102,40 +102,24 @@ std::unique_ptr<gpu_executable::context> gpu_executable::make_context() const {
     return c;
 }
 
-// Binds this run's inputs: uploads host inputs into the staging buffers, or
-// points the parameter roots at the caller's device buffers. Without
-// offload_copy each output gets fresh device memory that the caller keeps.
-void gpu_executable::bind_run(context& c, const parameter_map& inputs, std::vector<argument>& device_outputs) const {
-    device_outputs.assign(roots_.size(), argument());
+// Copies this run's inputs into the staging buffers: host memory uploaded
+// (offload_copy) or the caller's device memory (a CUDA tensor, or any input
+// without offload_copy, which must be device memory) copied on the device.
+void gpu_executable::bind_run(context& c, const parameter_map& inputs) const {
     for (std::size_t r = 0; r < roots_.size(); ++r) {
         const auto& root = roots_[r];
-        if (root.kind == gpu_root_kind::parameter) {
-            const argument& in = inputs.at(root.parameter_name);
-            if (offload_copy_) {
-                // A caller's device buffer (a CUDA tensor) is copied on the device.
-                if (in.location() == memory_location::device)
-                    device_->copy_on_device(c.root_base[r], in.data(), root.value_shape.bytes(), c.stream);
-                else
-                    device_->copy_to_device(c.root_base[r], in.data(), root.value_shape.bytes(), c.stream);
-            } else {
-                if (!device_->holds(in.data(), root.value_shape.bytes()))
-                    fail("parameter '" + root.parameter_name +
-                         "': the program was compiled with offload_copy=false, so its inputs must be device memory "
-                         "(the target's copy_to, or a framework's device tensor); this one is not");
-                c.root_base[r] = in.data();
-            }
-        } else if (root.kind == gpu_root_kind::output && !offload_copy_) {
-            auto memory = device_->allocate_shared(root.value_shape.bytes());
-            device_outputs[r] = argument(root.value_shape, memory, memory.get()).at(memory_location::device);
-            c.root_base[r] = memory.get();
+        if (root.kind != gpu_root_kind::parameter) continue;
+        const argument& in = inputs.at(root.parameter_name);
+        const std::size_t bytes = root.value_shape.bytes();
+        if (offload_copy_ && in.location() == memory_location::host) {
+            device_->copy_to_device(c.root_base[r], in.data(), bytes, c.stream);
+            continue;
         }
-    }
-    if (offload_copy_) return;
-    for (std::size_t s = 0; s < steps_.size(); ++s) {
-        const auto& step = steps_[s];
-        for (std::size_t i = 0; i < step.inputs.size(); ++i)
-            c.step_inputs[s][i].rebind(c.root_base[step.inputs[i].root] + step.inputs[i].byte_offset);
-        c.step_outputs[s].rebind(c.root_base[step.output.root] + step.output.byte_offset);
+        if (bytes != 0 && !device_->holds(in.data(), bytes))
+            fail("parameter '" + root.parameter_name +
+                 "': the program was compiled with offload_copy=false, so its inputs must be device memory of this "
+                 "target's device (the target's copy_to, or a framework's tensor on that device); this one is not");
+        device_->copy_on_device(c.root_base[r], in.data(), bytes, c.stream);
     }
 }
 
@@ -175,13 +159,15 @@ argument gpu_executable::host_output(context& c, std::size_t r) const {
     for (const auto& spare : c.spare_outputs[r])
         if (spare.owner().use_count() == 1) return spare;
     const shape& s = roots_[r].value_shape;
-    auto memory = device_->allocate_host(s.bytes());
+    // Page-locked memory only for the buffers kept: it is scarce and slow to allocate.
+    const bool kept = c.spare_outputs[r].size() < kept_buffers;
+    auto memory = kept ? device_->allocate_host(s.bytes()) : allocate_aligned(s.bytes());
     argument fresh(s, memory, memory.get());
-    if (c.spare_outputs[r].size() < kept_buffers) c.spare_outputs[r].push_back(fresh);
+    if (kept) c.spare_outputs[r].push_back(fresh);
     return fresh;
 }
 
-std::vector<argument> gpu_executable::collect_outputs(context& c, const std::vector<argument>& device_outputs) const {
+std::vector<argument> gpu_executable::collect_outputs(context& c) const {
     std::vector<argument> results;
     std::vector<bool> handed_out(roots_.size(), false);
     for (const auto& loc : outputs_) {
@@ -200,12 +186,7 @@ std::vector<argument> gpu_executable::collect_outputs(context& c, const std::vec
             }
             continue;
         }
-        if (whole_output && !handed_out[loc.root]) {
-            handed_out[loc.root] = true;
-            results.push_back(device_outputs[loc.root]);
-            continue;
-        }
-        // A view of an input, a literal or another output: the caller gets its own device copy.
+        // The caller keeps its own device memory; the staging buffer serves the next run.
         auto memory = device_->allocate_shared(loc.value_shape.bytes());
         const argument copy = argument(loc.value_shape.as_standard(), memory, memory.get()).at(memory_location::device);
         if (loc.value_shape.standard())
@@ -220,59 +201,69 @@ std::vector<argument> gpu_executable::collect_outputs(context& c, const std::vec
 
 std::vector<argument> gpu_executable::execute(const parameter_map& inputs, std::vector<step_timing>* timings,
                                               const step_observer* observe) const {
+    device_->bind_thread();
     auto ctx = contexts_.take([this] { return make_context(); });
     context& c = *ctx;
-    std::vector<argument> device_outputs;
-    bind_run(c, inputs, device_outputs);
-
-    if (checks_status_) device_->fill_zero(c.status.get(), sizeof(std::int32_t), c.stream);
-
-    if (timings || observe) {
-        device_->synchronize(c.stream);
-        for (std::size_t s = 0; s < steps_.size(); ++s) {
-            const auto& step = steps_[s];
-            auto start = std::chrono::steady_clock::now();
-            try {
-                step.kernel->run(launch_for(c, s), c.step_outputs[s], c.step_inputs[s]);
-                device_->synchronize(c.stream);
-                check_status(c);
-            } catch (const error& e) {
-                throw error(e.kind(), "instruction " + step.instruction + " (" + step.op.name() + "): " + e.what());
-            }
-            if (timings)
-                timings->push_back({step.instruction, step.op.name(), step.kernel->algorithm(),
-                                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
-            if (observe) (*observe)({step.instruction, step.op, c.step_inputs[s], c.step_outputs[s]});
-        }
-    } else if (c.runs > 0) {
-        // The first run of a context warms the libraries up (they allocate
-        // on first use, which a recording may not); later ones replay each
-        // segment of enqueue-only kernels as a graph and run the others.
-        if (c.graphs.empty() || c.graph_bases != c.root_base) {
-            c.graphs.clear();
-            c.graphs.resize(segments_.size());
-            c.graph_bases = c.root_base;
-        }
-        for (std::size_t g = 0; g < segments_.size(); ++g) {
-            const auto& seg = segments_[g];
-            if (seg.recorded && !c.graphs[g])
-                c.graphs[g] = device_->capture(c.stream, [&] { enqueue_steps(c, seg.begin, seg.end); });
-            if (c.graphs[g])
-                c.graphs[g]->launch(c.stream);
-            else
-                enqueue_steps(c, seg.begin, seg.end);
-        }
-    } else {
-        enqueue_steps(c, 0, steps_.size());
-    }
-    c.runs++;
     try {
+        bind_run(c, inputs);
+        if (checks_status_) device_->fill_zero(c.status.get(), sizeof(std::int32_t), c.stream);
+        if (timings || observe)
+            run_step_by_step(c, timings, observe);
+        else if (c.runs > 0)
+            replay(c);
+        else
+            // The first run of a context warms the libraries up (they allocate
+            // on first use, which a recording may not); later ones replay.
+            enqueue_steps(c, 0, steps_.size());
+        c.runs++;
         check_status(c);
-        return collect_outputs(c, device_outputs);
+        return collect_outputs(c);
     } catch (...) {
         // A failed run may leave work queued: this context is not reused.
+        device_->synchronize_quietly(c.stream);
         ctx.discard();
         throw;
+    }
+}
+
+// Each segment of enqueue-only kernels is recorded once and replayed; the
+// others (host fallbacks), and a segment whose recording failed, run directly.
+void gpu_executable::replay(context& c) const {
+    if (c.graphs.empty()) {
+        c.graphs.resize(segments_.size());
+        c.unrecordable.assign(segments_.size(), false);
+    }
+    for (std::size_t g = 0; g < segments_.size(); ++g) {
+        const auto& seg = segments_[g];
+        if (seg.recorded && !c.graphs[g] && !c.unrecordable[g]) {
+            c.graphs[g] = device_->capture(c.stream, [&] { enqueue_steps(c, seg.begin, seg.end); });
+            c.unrecordable[g] = c.graphs[g] == nullptr;
+        }
+        if (c.graphs[g])
+            c.graphs[g]->launch(c.stream);
+        else
+            enqueue_steps(c, seg.begin, seg.end);
+    }
+}
+
+// Profiled and observed runs: one kernel at a time, waited for.
+void gpu_executable::run_step_by_step(context& c, std::vector<step_timing>* timings,
+                                      const step_observer* observe) const {
+    device_->synchronize(c.stream);
+    for (std::size_t s = 0; s < steps_.size(); ++s) {
+        const auto& step = steps_[s];
+        auto start = std::chrono::steady_clock::now();
+        try {
+            step.kernel->run(launch_for(c, s), c.step_outputs[s], c.step_inputs[s]);
+            device_->synchronize(c.stream);
+            check_status(c);
+        } catch (const error& e) {
+            throw error(e.kind(), "instruction " + step.instruction + " (" + step.op.name() + "): " + e.what());
+        }
+        if (timings)
+            timings->push_back({step.instruction, step.op.name(), step.kernel->algorithm(),
+                                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
+        if (observe) (*observe)({step.instruction, step.op, c.step_inputs[s], c.step_outputs[s]});
     }
 }
 

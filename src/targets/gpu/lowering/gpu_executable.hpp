@@ -4,10 +4,12 @@
 // Every value lives in a "root" buffer of device memory: a parameter, a
 // literal (uploaded once, when the plan is built), a planned region of the
 // arena or an output buffer. Views are a root plus a byte offset fixed at
-// compile time. A run uploads the host inputs (offload_copy) or binds the
-// caller's device buffers, enqueues every step's kernel on its stream, and
-// downloads the outputs (offload_copy) or returns them in device memory.
-// From a context's second run on, each run of consecutive kernels that only
+// compile time. A run copies its inputs into the context's own input
+// buffers (uploads host inputs with offload_copy; copies device inputs on the
+// device), enqueues every step's kernel on the context's stream, and
+// downloads the outputs (offload_copy) or copies them into device memory the
+// caller keeps. So every buffer a kernel sees is fixed per context, and from
+// a context's second run on each stretch of consecutive kernels that only
 // enqueue work (all of them, unless some op runs on the host fallback) is
 // replayed as one recorded graph.
 #include <cstddef>
@@ -73,12 +75,14 @@ private:
     std::vector<argument> execute(const parameter_map& inputs, std::vector<step_timing>* timings,
                                   const step_observer* observe) const;
     std::unique_ptr<context> make_context() const;
-    void bind_run(context& c, const parameter_map& inputs, std::vector<argument>& device_outputs) const;
+    void bind_run(context& c, const parameter_map& inputs) const;
+    void replay(context& c) const;
+    void run_step_by_step(context& c, std::vector<step_timing>* timings, const step_observer* observe) const;
     gpu_launch launch_for(context& c, std::size_t step) const;
     void check_status(context& c) const;
     void enqueue_steps(context& c, std::size_t begin, std::size_t end) const;
     argument host_output(context& c, std::size_t root) const;
-    std::vector<argument> collect_outputs(context& c, const std::vector<argument>& device_outputs) const;
+    std::vector<argument> collect_outputs(context& c) const;
 
     std::shared_ptr<gpu_device> device_;
     std::vector<gpu_plan_root> roots_;
