@@ -24,7 +24,7 @@ public:
     virtual void launch(gpu_stream stream) const = 0;
 };
 
-class gpu_device {
+class gpu_device : public std::enable_shared_from_this<gpu_device> {
 public:
     virtual ~gpu_device() = default;
     // For `kiln perf` and errors: "NVIDIA H100 80GB HBM3 (cuda:0)", "host-backed".
@@ -67,7 +67,9 @@ public:
         return nullptr;
     }
 
-    // Device memory that frees itself: the owner of a device argument.
+    // Device memory that frees itself: the owner of a device argument. It
+    // keeps the device alive (when the device is owned by a shared_ptr), so
+    // that an output outliving the program and its target still frees.
     std::shared_ptr<std::byte> allocate_shared(std::size_t bytes);
 };
 

@@ -7,11 +7,6 @@
 
 namespace kiln {
 
-std::shared_ptr<std::byte> gpu_device::allocate_shared(std::size_t bytes) {
-    auto* data = static_cast<std::byte*>(allocate(bytes));
-    return std::shared_ptr<std::byte>(data, [this](std::byte* p) { release(p); });
-}
-
 void* host_backed_device::allocate(std::size_t bytes) {
     // Never a null pointer for an empty buffer: null means "no buffer" to the plan.
     void* data = std::aligned_alloc(256, ((std::max<std::size_t>(bytes, 1) + 255) / 256) * 256);

@@ -54,16 +54,23 @@ public:
           out_bytes_(out_bytes),
           epilogue_(std::move(epilogue)) {}
 
+    // A 16-bit result with an epilogue: the product goes to the workspace in
+    // float32 and the epilogue rounds once, as the reference does.
+    std::size_t workspace_bytes() const override { return float_product() ? out_elements_ * sizeof(float) : 0; }
+
     void run(const gpu_launch& launch, const argument& result, const std::vector<argument>& inputs) const override {
         if (out_elements_ == 0) return;
-        cudaStream_t stream = as_cuda(launch.stream);
+        const auto stream = as_cuda(launch.stream);
+        std::byte* product = float_product() ? launch.workspace : result.data();
         if (layout_.k == 0) {
             // An empty sum: every product is zero (cuBLAS is not asked about k = 0).
-            KILN_CUDA(cudaMemsetAsync(result.data(), 0, out_bytes_, stream));
+            KILN_CUDA(cudaMemsetAsync(product, 0, float_product() ? out_elements_ * sizeof(float) : out_bytes_, stream));
         } else {
-            enqueue_products(launch, result, inputs);
+            enqueue_products(launch, product, inputs);
         }
-        if (epilogue_) enqueue_epilogue(result, inputs, stream);
+        if (epilogue_)
+            enqueue_epilogue(result, float_product() ? reinterpret_cast<const float*>(product) : nullptr, inputs,
+                             stream);
     }
 
     std::string algorithm() const override { return epilogue_ ? "cublas_gemm_epilogue" : "cublas_gemm"; }
@@ -71,7 +78,9 @@ public:
 private:
     // Row-major C = A * B is column-major C^T = B^T * A^T: cuBLAS's first
     // operand is b, its second a, and C^T is n x m with leading dimension n.
-    void enqueue_products(const gpu_launch& launch, const argument& result, const std::vector<argument>& inputs) const {
+    bool float_product() const { return epilogue_ && types_.data != CUDA_R_32F && types_.data != CUDA_R_64F; }
+
+    void enqueue_products(const gpu_launch& launch, std::byte* c, const std::vector<argument>& inputs) const {
         cublasHandle_t handle = static_cast<cuda_device&>(launch.device).cublas(launch.stream);
         const gemm_layout& g = layout_;
         const cublasOperation_t op_b = g.b.column_major ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -82,7 +91,8 @@ private:
         const void* beta = types_.double_scalars ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
         const std::byte* a = inputs[0].data();
         const std::byte* b = inputs[1].data();
-        std::byte* c = result.data();
+        const cudaDataType_t c_type = float_product() ? CUDA_R_32F : types_.data;
+        const std::size_t c_size = float_product() ? sizeof(float) : element_size_;
         const std::size_t calls = g.outer_count();
         for (std::size_t call = 0; call < calls; ++call) {
             // Element offsets of this outer batch index, innermost outer dim last.
@@ -98,14 +108,16 @@ private:
                 handle, op_b, op_a, static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k), alpha,
                 b + off_b * element_size_, types_.data, static_cast<int>(g.b.ld),
                 static_cast<long long>(g.inner.stride_b), a + off_a * element_size_, types_.data,
-                static_cast<int>(g.a.ld), static_cast<long long>(g.inner.stride_a), beta, c + off_c * element_size_,
-                types_.data, static_cast<int>(g.n), static_cast<long long>(g.inner.stride_c),
+                static_cast<int>(g.a.ld), static_cast<long long>(g.inner.stride_a), beta, c + off_c * c_size, c_type,
+                static_cast<int>(g.n), static_cast<long long>(g.inner.stride_c),
                 static_cast<int>(g.inner.len), types_.compute, CUBLAS_GEMM_DEFAULT));
         }
     }
 
-    void enqueue_epilogue(const argument& result, const std::vector<argument>& inputs, cudaStream_t stream) const {
+    void enqueue_epilogue(const argument& result, const float* product, const std::vector<argument>& inputs,
+                          cudaStream_t stream) const {
         linalg_epilogue_params p = epilogue_->params;
+        p.product = product;
         if (epilogue_->has_bias) p.bias = inputs[2].data();
         for (int j = 0; j < epilogue_->operand_count; ++j)
             p.operands[j] = inputs[epilogue_->first_operand + static_cast<std::size_t>(j)].data();
@@ -197,9 +209,9 @@ bool plain(const shape& s) { return !s.dynamic() && !s.is_tuple(); }
 // dot: float32, float16, bfloat16, float64 (same type in and out), any
 // row- or column-major matrices with broadcast batch dims. fused_dot: float32,
 // float16 or bfloat16, with weights, bias and binary operands of that type
-// (16-bit: cuBLAS accumulates in float32 and writes the 16-bit product, the
-// epilogue reads it as float, applies bias and post-ops in float and rounds
-// once more).
+// (16-bit: cuBLAS accumulates in float32 and writes the product in float32 to
+// the workspace; the epilogue applies bias and post-ops in float and rounds
+// once, as the reference does).
 std::shared_ptr<const gpu_kernel> make_cuda_linalg_kernel(const gpu_kernel_request& request) {
     const std::string name = request.op.name();
     if (name != "dot" && name != "fused_dot") return nullptr;

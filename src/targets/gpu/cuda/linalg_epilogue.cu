@@ -22,7 +22,7 @@ __global__ void linalg_epilogue_kernel(linalg_epilogue_params p, T* y) {
     const T* bias = static_cast<const T*>(p.bias);
     const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x;
     for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.elements; i += step) {
-        float v = load_float(y, i);
+        float v = p.product != nullptr ? p.product[i] : load_float(y, i);
         if (bias != nullptr) v += load_float(bias, (i % p.cols) * p.bias_stride);
         int next_operand = 0;
         for (int k = 0; k < p.op_count; ++k) {

@@ -19,6 +19,9 @@ enum class linalg_element : int { f32, f16, bf16 };
 
 // Everything the pass needs, passed to the CUDA kernel by value.
 struct linalg_epilogue_params {
+    // The product in float32 (a 16-bit result's, from the workspace), or null:
+    // the product is then read from the result itself.
+    const float* product = nullptr;
     std::size_t elements = 0;
     int rank = 0;
     std::size_t lens[epilogue_max_rank] = {};  // the result's lens (row-major)
