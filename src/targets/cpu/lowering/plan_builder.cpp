@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "runtime/view_placement.hpp"
 #include "targets/cpu/lowering/cpu_executable.hpp"
 #include "targets/cpu/lowering/kernel_registry.hpp"
 #include "targets/cpu/lowering/literal_hand_over.hpp"
@@ -11,10 +12,6 @@
 namespace kiln {
 
 namespace {
-
-// Views are placed by evaluating the op's compute_alias on inputs at a fake
-// base address: the difference is the view's byte offset into its root.
-std::byte* const fake_base = reinterpret_cast<std::byte*>(std::uintptr_t{1} << 40);
 
 class plan_builder {
 public:
@@ -76,13 +73,10 @@ private:
         const std::size_t step = steps_.size();
         for (const auto& loc : inputs) use(loc, step);
 
-        int alias = ins.get_operator().output_alias(ins.input_shapes());
-        if (alias >= 0) {
-            std::vector<argument> fake;
-            for (const auto& loc : inputs) fake.emplace_back(loc.value_shape, fake_base + loc.byte_offset);
-            argument view = ins.get_operator().compute_alias(ins.get_shape(), fake);
-            const auto& source = inputs.at(static_cast<std::size_t>(alias));
-            locations_[&ins] = {source.root, static_cast<std::size_t>(view.data() - fake_base), ins.get_shape()};
+        std::vector<std::size_t> offsets;
+        for (const auto& loc : inputs) offsets.push_back(loc.byte_offset);
+        if (auto view = place_view(ins, offsets)) {
+            locations_[&ins] = {inputs.at(view->source).root, view->byte_offset, ins.get_shape()};
             return;
         }
 

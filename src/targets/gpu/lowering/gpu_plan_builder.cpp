@@ -6,16 +6,13 @@
 
 #include "kiln/op_registry.hpp"
 #include "runtime/memory_planner.hpp"
+#include "runtime/view_placement.hpp"
 #include "targets/gpu/lowering/gpu_executable.hpp"
 #include "targets/gpu/lowering/gpu_kernel_registry.hpp"
 
 namespace kiln {
 
 namespace {
-
-// Views are placed by evaluating the op's compute_alias on inputs at a fake
-// base address: the difference is the view's byte offset into its root.
-std::byte* const fake_base = reinterpret_cast<std::byte*>(std::uintptr_t{1} << 40);
 
 // Device buffers start on 256-byte boundaries, as cudaMalloc's do, so that
 // every library's alignment needs hold inside the arena too.
@@ -98,14 +95,11 @@ private:
         std::vector<gpu_value_location> inputs;
         for (const auto& in : ins.inputs()) inputs.push_back(locations_.at(&*in));
 
-        int alias = ins.get_operator().output_alias(ins.input_shapes());
-        if (alias >= 0) {
+        std::vector<std::size_t> offsets;
+        for (const auto& loc : inputs) offsets.push_back(loc.byte_offset);
+        if (auto view = place_view(ins, offsets)) {
             for (const auto& loc : inputs) use(loc, steps_.size());
-            std::vector<argument> fake;
-            for (const auto& loc : inputs) fake.emplace_back(loc.value_shape, fake_base + loc.byte_offset);
-            argument view = ins.get_operator().compute_alias(ins.get_shape(), fake);
-            const auto& source = inputs.at(static_cast<std::size_t>(alias));
-            locations_[&ins] = {source.root, static_cast<std::size_t>(view.data() - fake_base), ins.get_shape()};
+            locations_[&ins] = {inputs.at(view->source).root, view->byte_offset, ins.get_shape()};
             return;
         }
 
