@@ -116,9 +116,12 @@ void gpu_executable::bind_run(context& c, const parameter_map& inputs) const {
             continue;
         }
         if (bytes != 0 && !device_->holds(in.data(), bytes))
-            fail("parameter '" + root.parameter_name +
-                 "': the program was compiled with offload_copy=false, so its inputs must be device memory of this "
-                 "target's device (the target's copy_to, or a framework's tensor on that device); this one is not");
+            fail("parameter '" + root.parameter_name + "': " +
+                 (offload_copy_ ? std::string("the argument says it is device memory, but it is not this target's "
+                                              "device's")
+                                : std::string("the program was compiled with offload_copy=false, so its inputs must "
+                                              "be device memory of this target's device (the target's copy_to, or a "
+                                              "framework's tensor on that device); this one is not")));
         device_->copy_on_device(c.root_base[r], in.data(), bytes, c.stream);
     }
 }
