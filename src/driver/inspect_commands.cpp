@@ -21,9 +21,14 @@ int read_command(const std::string& model, const std::vector<std::string>& dyn_i
     const auto choices = p.kernel_choices();
     if (!choices.empty()) {
         std::cout << "kernels (" << p.target_name() << "; precision: arithmetic -> result type):\n";
-        for (const auto& c : choices)
-            std::cout << "  " << c.instruction << " = " << c.op << ": " << c.algorithm << " ["
-                      << precision[c.instruction] << "]\n";
+        // "(stored)": the algorithm the file recorded (tuned at compile), used without timing.
+        const auto& stored = p.get_compile_options().pinned_algorithms;
+        for (const auto& c : choices) {
+            auto it = stored.find(c.instruction);
+            const bool from_file = it != stored.end() && it->second == c.algorithm;
+            std::cout << "  " << c.instruction << " = " << c.op << ": " << c.algorithm << (from_file ? " (stored)" : "")
+                      << " [" << precision[c.instruction] << "]\n";
+        }
     } else {
         std::cout << "precision (" << p.target_name() << "; arithmetic -> result type):\n";
         for (const auto& ip : instruction_precisions(p))
@@ -50,12 +55,13 @@ int ops_command() {
 }
 
 int compile_command(const std::string& model, const std::string& output, const std::string& target,
-                    const precision_settings& precision, const std::vector<std::string>& dyn_input_dims) {
+                    const precision_settings& precision, const std::vector<std::string>& dyn_input_dims,
+                    const compile_options& options) {
     program p = load_model(model, 1, dyn_input_dims);
     if (p.is_compiled())
         fail(model + " is already compiled for target '" + p.target_name() + "'; compile the original model instead");
     apply_precision(p, get_target(target), precision);
-    p.compile(get_target(target));
+    p.compile(get_target(target), options);
     save(p, output);
     std::cout << "wrote " << output << " (compiled for " << target << ", " << std::filesystem::file_size(output)
               << " bytes)\n";

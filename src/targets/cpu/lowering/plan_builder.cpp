@@ -1,11 +1,15 @@
 #include "targets/cpu/lowering/plan_builder.hpp"
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "targets/cpu/lowering/cpu_executable.hpp"
 #include "targets/cpu/lowering/kernel_registry.hpp"
+#include "targets/cpu/lowering/kernel_tuner.hpp"
 #include "targets/cpu/lowering/literal_hand_over.hpp"
 
 namespace kiln {
@@ -18,8 +22,17 @@ std::byte* const fake_base = reinterpret_cast<std::byte*>(std::uintptr_t{1} << 4
 
 class plan_builder {
 public:
-    plan_builder(const module& m, const compile_options& options, int threads)
-        : module_(m), names_(m.instruction_names()), options_(options), threads_(threads), hand_over_(m) {}
+    // `pinned`: the recorded algorithm of each instruction by name (the main
+    // module's only; null for sub-modules). `tuner`: null unless exhaustive_tune.
+    plan_builder(const module& m, const compile_options& options, int threads,
+                 const std::map<std::string, std::string>* pinned, kernel_tuner* tuner)
+        : module_(m),
+          names_(m.instruction_names()),
+          options_(options),
+          threads_(threads),
+          pinned_(pinned),
+          tuner_(tuner),
+          hand_over_(m) {}
 
     std::shared_ptr<executable> build() {
         std::unordered_set<const instruction*> returned;
@@ -110,8 +123,11 @@ private:
                                                : lit->get_literal().get_argument().reshaped(inputs[i].value_shape,
                                                                                             inputs[i].byte_offset));
         }
+        kernel_selection how{{}, tuner_};
+        if (pinned_ != nullptr)
+            if (auto it = pinned_->find(names_.at(&ins)); it != pinned_->end()) how.pinned = it->second;
         chosen_kernel chosen =
-            make_cpu_kernel({ins.get_operator(), input_shapes, ins.get_shape(), constants, threads_});
+            make_cpu_kernel({ins.get_operator(), input_shapes, ins.get_shape(), constants, threads_}, how);
         constants.clear();
         for (std::size_t i = 0; i < ins.inputs().size(); ++i)
             hand_over_.kernel_built(*ins.inputs()[i], inputs[i].byte_offset, chosen.kernel, i);
@@ -124,7 +140,7 @@ private:
                     {},
                     {}};
         for (const module* sub : ins.module_inputs()) {
-            s.modules.push_back(plan_builder(*sub, options_, threads_).build());
+            s.modules.push_back(plan_builder(*sub, options_, threads_, nullptr, tuner_).build());
             s.module_parameters.push_back(sub->get_parameter_names());
         }
         steps_.push_back(std::move(s));
@@ -134,6 +150,8 @@ private:
     std::unordered_map<const instruction*, std::string> names_;
     const compile_options& options_;
     int threads_;
+    const std::map<std::string, std::string>* pinned_;
+    kernel_tuner* tuner_;
     std::unordered_map<const instruction*, value_location> locations_;
     std::vector<plan_root> roots_;
     std::vector<plan_step> steps_;
@@ -147,7 +165,11 @@ private:
 }  // namespace
 
 std::shared_ptr<executable> build_cpu_plan(const module& m, const compile_options& options, int threads) {
-    return plan_builder(m, options, threads).build();
+    std::unique_ptr<kernel_tuner> tuner;
+    if (options.exhaustive_tune) tuner = std::make_unique<kernel_tuner>(options.tuning_cache);
+    auto plan = plan_builder(m, options, threads, &options.pinned_algorithms, tuner.get()).build();
+    if (tuner) tuner->finish();
+    return plan;
 }
 
 }  // namespace kiln
