@@ -20,15 +20,17 @@ int read_command(const std::string& model, const std::vector<std::string>& dyn_i
     for (const auto& ip : instruction_precisions(p)) precision[ip.instruction] = ip.text();
     const auto choices = p.kernel_choices();
     if (!choices.empty()) {
-        std::cout << "kernels (" << p.target_name() << "; precision: arithmetic -> result type):\n";
-        // "(stored)": the algorithm the file recorded (tuned at compile), used without timing.
+        // What the file recorded (tuned or by rule at compile) and loading used without timing;
+        // an instruction that could not use its record was warned about on stderr.
         const auto& stored = p.get_compile_options().pinned_algorithms;
-        for (const auto& c : choices) {
-            auto it = stored.find(c.instruction);
-            const bool from_file = it != stored.end() && it->second == c.algorithm;
-            std::cout << "  " << c.instruction << " = " << c.op << ": " << c.algorithm << (from_file ? " (stored)" : "")
-                      << " [" << precision[c.instruction] << "]\n";
-        }
+        std::size_t used = 0;
+        for (const auto& c : choices)
+            if (auto it = stored.find(c.instruction); it != stored.end() && it->second == c.algorithm) ++used;
+        std::cout << "kernel algorithms stored in the file: " << used << " of " << choices.size() << " instructions\n";
+        std::cout << "kernels (" << p.target_name() << "; precision: arithmetic -> result type):\n";
+        for (const auto& c : choices)
+            std::cout << "  " << c.instruction << " = " << c.op << ": " << c.algorithm << " ["
+                      << precision[c.instruction] << "]\n";
     } else {
         std::cout << "precision (" << p.target_name() << "; arithmetic -> result type):\n";
         for (const auto& ip : instruction_precisions(p))
