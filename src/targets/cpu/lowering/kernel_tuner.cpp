@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
+
 namespace kiln {
 
 namespace {
@@ -64,6 +66,14 @@ double time_runs(const candidate& c, const argument& out, const std::vector<argu
     return std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() / runs;
 }
 
+// Whether a cached `algorithm` keeps the accuracy the default rule would
+// (the first eligible algorithm stands for the rule's pick; no building).
+bool allowed(std::span<const kernel_algorithm> algorithms, const kernel_request& r, std::string_view algorithm) {
+    for (const auto& a : algorithms)
+        if (a.eligible(r)) return !sums_for_accuracy(a.name) || sums_for_accuracy(algorithm);
+    return true;
+}
+
 }  // namespace
 
 kernel_tuner::kernel_tuner(const std::string& cache_path)
@@ -73,7 +83,7 @@ std::size_t kernel_tuner::timed_instructions() { return timed_total.load(); }
 
 chosen_kernel kernel_tuner::choose(std::span<const kernel_algorithm> algorithms, const kernel_request& r) {
     const std::string key = tuning_key(r);
-    if (auto hit = cache_.find(key)) {
+    if (auto hit = cache_.find(key); hit && allowed(algorithms, r, hit->algorithm)) {
         for (const auto& algorithm : algorithms)
             if (algorithm.name == hit->algorithm && algorithm.eligible(r)) {
                 const kernel_builder inner = [algorithms](const kernel_request& q) {
@@ -88,6 +98,10 @@ chosen_kernel kernel_tuner::choose(std::span<const kernel_algorithm> algorithms,
     }
     std::vector<candidate> built = build_eligible(algorithms, r);
     if (built.empty()) return {};
+    // The default rule's pick (the first built) may be there for accuracy: then only
+    // algorithms as careful compete, so that tuning never trades accuracy for speed.
+    if (sums_for_accuracy(built[0].algorithm))
+        std::erase_if(built, [](const candidate& c) { return !sums_for_accuracy(c.algorithm); });
     if (built.size() == 1) return {std::move(built[0].kernel), built[0].algorithm};
 
     // The instruction's own buffers: weights as they are, other inputs random.

@@ -4,7 +4,9 @@
 // and timed on the instruction's real shapes (its own random inputs, output
 // and scratch; constant inputs are the real weights), in interleaved rounds
 // so that a burst of noise hits every candidate alike, and the fastest by
-// median is kept. Results go to and come from the tuning cache.
+// median is kept. When the default rule's pick sums for accuracy
+// (convolution_algorithms.hpp), only algorithms that do too compete.
+// Results go to and come from the tuning cache.
 #include <chrono>
 #include <cstddef>
 #include <span>
