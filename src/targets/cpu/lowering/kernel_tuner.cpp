@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <iostream>
 #include <memory>
 #include <vector>
 
@@ -129,9 +128,13 @@ chosen_kernel kernel_tuner::choose(std::span<const kernel_algorithm> algorithms,
     ++timed_total;
     cache_.put(key, {std::string(best->algorithm), best->us[rounds / 2]});
     if (progress_) {
-        std::cerr << "kiln: tuned " << r.op.name() << ':';
-        for (const auto& c : built) std::fprintf(stderr, " %s %.1f us%s", std::string(c.algorithm).c_str(), c.us[rounds / 2], &c == &*best ? " *" : "");
-        std::cerr << '\n';
+        std::string line = "kiln: tuned " + r.op.name() + ":";
+        char median[64];
+        for (const auto& c : built) {
+            std::snprintf(median, sizeof median, " %.1f us%s", c.us[rounds / 2], &c == &*best ? " (kept)" : "");
+            line += " " + std::string(c.algorithm) + median;
+        }
+        std::fprintf(stderr, "%s\n", line.c_str());
     }
     return {std::move(best->kernel), best->algorithm};
 }
@@ -139,8 +142,10 @@ chosen_kernel kernel_tuner::choose(std::span<const kernel_algorithm> algorithms,
 void kernel_tuner::finish() {
     cache_.save();
     const double s = std::chrono::duration<double>(clock_type::now() - start_).count();
-    std::fprintf(stderr, "kiln: exhaustive tuning: %zu instructions timed, %zu from the tuning cache, %.1f s\n", timed_,
-                 cached_, s);
+    std::fprintf(stderr,
+                 "kiln: exhaustive tuning: %zu instructions timed, %zu reused (an identical layer or the tuning "
+                 "cache), %.1f s\n",
+                 timed_, cached_, s);
 }
 
 }  // namespace kiln
