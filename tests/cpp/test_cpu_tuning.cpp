@@ -213,6 +213,10 @@ TEST(cpu_tuning, an_ineligible_pinned_algorithm_falls_back_to_the_default_rule_w
     pinned.lower_compiled("cpu", options);
     const std::string err = testing::internal::GetCapturedStderr();
     EXPECT_NE(err.find("'max_pooling'"), std::string::npos) << err;
+    // One warning for the program, however many instructions it names.
+    const std::size_t first = err.find("warning");
+    EXPECT_EQ(err.find("warning", first + 1), std::string::npos) << err;
+    EXPECT_NE(err.find(std::to_string(choices(plain).size()) + " instruction(s)"), std::string::npos) << err;
     EXPECT_EQ(choices(pinned), choices(plain));
 }
 

@@ -4,7 +4,6 @@
 // algorithm of the list builds, run their reference compute.
 #include "targets/cpu/lowering/kernel_registry.hpp"
 
-#include <iostream>
 #include <map>
 #include <string>
 
@@ -144,10 +143,6 @@ chosen_kernel make_cpu_kernel(const kernel_request& request, const kernel_select
         chosen = how.tuner != nullptr && how.pinned.empty() ? how.tuner->choose(algorithms, fused)
                                                             : choose_kernel(algorithms, fused);
     if (!chosen.kernel) chosen = {std::make_shared<reference_kernel>(request.op), "reference"};
-    // A file from another build or CPU may name what this one cannot run: run, but say so.
-    if (!how.pinned.empty() && chosen.algorithm != how.pinned)
-        std::cerr << "kiln: warning: the compiled file chose algorithm '" << how.pinned << "' for " << request.op.name()
-                  << ", which is unknown or not eligible here; using '" << chosen.algorithm << "'\n";
     return chosen;
 }
 

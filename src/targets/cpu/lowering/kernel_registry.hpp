@@ -12,7 +12,7 @@ class kernel_tuner;
 // How the algorithm is picked from the instruction's family list.
 struct kernel_selection {
     // The algorithm a loaded compiled file recorded; when it is unknown, not
-    // eligible or does not build, the default rule with a warning. Empty: none.
+    // eligible or does not build, the default rule (the caller warns). Empty: none.
     std::string_view pinned;
     // Times the eligible algorithms (exhaustive_tune); null: the default rule.
     kernel_tuner* tuner = nullptr;

@@ -1,6 +1,7 @@
 #include "targets/cpu/lowering/plan_builder.hpp"
 
 #include <cstdint>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -64,6 +65,7 @@ public:
         for (auto& root : roots_)
             if (root.kind == root_kind::literal && root.literal_source.holds_bytes())
                 root.literal_value = root.literal_source.get_argument();
+        warn_about_unusable_pins();
         memory_plan plan = plan_memory(lifetimes_);
         for (std::size_t i = 0; i < arena_roots_.size(); ++i) roots_[arena_roots_[i]].arena_offset = plan.offsets[i];
         return std::make_shared<cpu_executable>(std::move(roots_), std::move(steps_), std::move(outputs_),
@@ -74,6 +76,19 @@ private:
     std::size_t add_root(plan_root r) {
         roots_.push_back(std::move(r));
         return roots_.size() - 1;
+    }
+
+    // A file from another build or CPU may record algorithms this one cannot
+    // run: those instructions take the default rule, said once per program.
+    void warn_about_unusable_pins() const {
+        if (unusable_pins_.empty()) return;
+        std::string list;
+        for (std::size_t i = 0; i < unusable_pins_.size() && i < 5; ++i) list += "\n  " + unusable_pins_[i];
+        if (unusable_pins_.size() > 5) list += "\n  ...";
+        std::cerr << "kiln: warning: " << unusable_pins_.size()
+                  << " instruction(s) of the compiled file name a kernel algorithm that is unknown or not eligible "
+                     "here; they use the default rule:"
+                  << list << '\n';
     }
 
     // Keeps the arena buffer behind `loc` alive through `step`.
@@ -128,6 +143,9 @@ private:
             if (auto it = pinned_->find(names_.at(&ins)); it != pinned_->end()) how.pinned = it->second;
         chosen_kernel chosen =
             make_cpu_kernel({ins.get_operator(), input_shapes, ins.get_shape(), constants, threads_}, how);
+        if (!how.pinned.empty() && chosen.algorithm != how.pinned)
+            unusable_pins_.push_back(names_.at(&ins) + " = " + ins.name() + ": '" + std::string(how.pinned) +
+                                     "' (now '" + std::string(chosen.algorithm) + "')");
         constants.clear();
         for (std::size_t i = 0; i < ins.inputs().size(); ++i)
             hand_over_.kernel_built(*ins.inputs()[i], inputs[i].byte_offset, chosen.kernel, i);
@@ -160,6 +178,7 @@ private:
     std::vector<std::size_t> arena_roots_;  // root index of each lifetime
     std::unordered_map<std::size_t, std::size_t> lifetime_of_root_;
     literal_hand_over hand_over_;
+    std::vector<std::string> unusable_pins_;  // "@12 = convolution: 'name' (now 'other')"
 };
 
 }  // namespace
