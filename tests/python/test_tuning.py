@@ -11,7 +11,9 @@ are checked against numpy / eager PyTorch, never against a timing.
 import json
 import os
 import re
+import struct
 import subprocess
+import zlib
 
 import numpy as np
 import pytest
@@ -209,3 +211,22 @@ def test_migraphx_exhaustive_tune_is_forwarded(capfd):
     assert "exhaustive tuning" in capfd.readouterr().err
     result = np.array(p.run({"x": migraphx.argument(X)})[0])
     np.testing.assert_allclose(result.reshape(expected().shape), expected(), rtol=1e-4, atol=1e-4)
+
+
+def test_a_recorded_algorithm_this_build_lacks_falls_back_with_a_warning(capfd):
+    p = conv_program()
+    p.compile("cpu")
+    data = bytearray(kiln.save_buffer(p))
+    # Rename the first recorded algorithm in place (same length keeps the offsets),
+    # then fix the header's checksums (body: bytes 64.., header: bytes 0..59).
+    at = data.index(b'"algorithm":"') + len(b'"algorithm":"')
+    end = data.index(b'"', at)
+    data[at:end] = b"z" * (end - at)
+    data[56:60] = struct.pack("<I", zlib.crc32(bytes(data[64:])))
+    data[60:64] = struct.pack("<I", zlib.crc32(bytes(data[:60])))
+    capfd.readouterr()
+    loaded = kiln.load_buffer(bytes(data))
+    err = capfd.readouterr().err
+    assert "warning" in err and "'" + "z" * (end - at) + "'" in err, err
+    assert loaded.get_kernel_algorithms() == p.get_kernel_algorithms()
+    np.testing.assert_array_equal(np.asarray(loaded.run({"x": X})[0]), np.asarray(p.run({"x": X})[0]))
