@@ -15,9 +15,9 @@
 #include <string>
 
 #include "io/file_header.hpp"
+#include "kiln/serialize.hpp"
 #include "ops/conv.hpp"
 #include "pass_test_helpers.hpp"
-#include "kiln/serialize.hpp"
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
@@ -131,8 +131,9 @@ TEST(cpu_tuning, the_tuner_keeps_an_eligible_algorithm_that_computes_the_convolu
 
     argument got(out), want(out);
     std::vector<std::byte> scratch(chosen.kernel->scratch_bytes() + buffer_alignment);
-    auto* aligned = reinterpret_cast<std::byte*>(
-        (reinterpret_cast<std::uintptr_t>(scratch.data()) + buffer_alignment - 1) / buffer_alignment * buffer_alignment);
+    auto* aligned =
+        reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(scratch.data()) + buffer_alignment - 1) /
+                                     buffer_alignment * buffer_alignment);
     chosen.kernel->run(got, inputs, aligned);
     op.compute(want, inputs);
     for (std::size_t i = 0; i < out.elements(); ++i)

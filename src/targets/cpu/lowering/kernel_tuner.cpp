@@ -32,19 +32,16 @@ std::string tuning_key(const kernel_request& r) {
         in["constant"] = i < r.constant_inputs.size() && !r.constant_inputs[i].empty();
         inputs.push_back(std::move(in));
     }
-    io::json key{{"op", r.op.name()},
-                 {"attributes", io::value_to_json(r.op.attributes())},
-                 {"inputs", std::move(inputs)},
-                 {"output", io::shape_to_json(r.output_shape)},
-                 {"threads", r.threads},
-                 {"machine", tuning_cache::machine()}};
+    io::json key{{"op", r.op.name()},           {"attributes", io::value_to_json(r.op.attributes())},
+                 {"inputs", std::move(inputs)}, {"output", io::shape_to_json(r.output_shape)},
+                 {"threads", r.threads},        {"machine", tuning_cache::machine()}};
     return key.dump();
 }
 
 struct candidate {
     std::string_view algorithm;
     std::shared_ptr<const cpu_kernel> kernel;
-    int runs = 1;  // per round
+    int runs = 1;            // per round
     std::vector<double> us;  // per run, one per round
 };
 
@@ -78,7 +75,9 @@ bool allowed(std::span<const kernel_algorithm> algorithms, const kernel_request&
 kernel_tuner::kernel_tuner(const std::string& cache_path)
     : cache_(cache_path), start_(clock_type::now()), progress_(isatty(STDERR_FILENO) != 0) {}
 
-std::size_t kernel_tuner::timed_instructions() { return timed_total.load(); }
+std::size_t kernel_tuner::timed_instructions() {
+    return timed_total.load();
+}
 
 chosen_kernel kernel_tuner::choose(std::span<const kernel_algorithm> algorithms, const kernel_request& r) {
     const std::string key = tuning_key(r);
@@ -122,8 +121,9 @@ chosen_kernel kernel_tuner::choose(std::span<const kernel_algorithm> algorithms,
     for (int round = 0; round < rounds; ++round)
         for (auto& c : built) c.us.push_back(time_runs(c, out, inputs, scratch.get(), c.runs));
     for (auto& c : built) std::sort(c.us.begin(), c.us.end());
-    const auto best = std::min_element(built.begin(), built.end(),
-                                       [](const candidate& a, const candidate& b) { return a.us[rounds / 2] < b.us[rounds / 2]; });
+    const auto best = std::min_element(built.begin(), built.end(), [](const candidate& a, const candidate& b) {
+        return a.us[rounds / 2] < b.us[rounds / 2];
+    });
     ++timed_;
     ++timed_total;
     cache_.put(key, {std::string(best->algorithm), best->us[rounds / 2]});

@@ -14,7 +14,9 @@ namespace {
 
 constexpr int cache_format = 1;
 
-void warn(const std::string& message) { std::cerr << "kiln: warning: " << message << '\n'; }
+void warn(const std::string& message) {
+    std::cerr << "kiln: warning: " << message << '\n';
+}
 
 // Whether `e` is a well-formed entry; others are dropped.
 bool valid_entry(const io::json& e) {
@@ -24,7 +26,9 @@ bool valid_entry(const io::json& e) {
 
 }  // namespace
 
-std::string tuning_cache::machine() { return cpu_identity() + " | kiln " + version; }
+std::string tuning_cache::machine() {
+    return cpu_identity() + " | kiln " + version;
+}
 
 tuning_cache::tuning_cache(std::string path) : path_(std::move(path)) {
     if (path_.empty()) return;
@@ -42,7 +46,8 @@ tuning_cache::tuning_cache(std::string path) : path_(std::move(path)) {
         return;
     }
     if (!doc.is_object() || !doc.contains("kiln_tuning_cache") || !doc["kiln_tuning_cache"].is_number_integer() ||
-        doc["kiln_tuning_cache"].get<int>() != cache_format || !doc.contains("entries") || !doc["entries"].is_object()) {
+        doc["kiln_tuning_cache"].get<int>() != cache_format || !doc.contains("entries") ||
+        !doc["entries"].is_object()) {
         warn("tuning cache '" + path_ + "' is not a Kiln tuning cache (format " + std::to_string(cache_format) +
              "); starting with an empty cache");
         return;

@@ -14,7 +14,8 @@ std::span<const kernel_algorithm> convolution_algorithms() {
 }
 
 bool sums_for_accuracy(std::string_view algorithm) {
-    for (const auto& a : {winograd_convolution, pairwise_sum_convolution, im2col_convolution, channel_split_convolution})
+    for (const auto& a :
+         {winograd_convolution, pairwise_sum_convolution, im2col_convolution, channel_split_convolution})
         if (a.name == algorithm) return true;
     return false;
 }
