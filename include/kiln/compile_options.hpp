@@ -1,6 +1,7 @@
 #pragma once
 // How program::compile lowers a program: options every target reads (the
 // ones a target does not use it ignores). Saved with a compiled .kiln file.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,20 @@ struct compile_options {
     // names its largest value. 0 means half of this machine's memory. Only
     // compile reads it: a saved compiled program does not keep it.
     std::size_t max_memory_bytes = 0;
+    // Time every eligible algorithm of an instruction with several (cpu:
+    // convolution, matmul ...) on its real shapes and keep the fastest,
+    // instead of the fixed rule. Slower compile; the choices are saved with
+    // the compiled file, so loading it times nothing.
+    bool exhaustive_tune = false;
+    // A JSON file of earlier tuning results (empty: none): a tuned compile
+    // reads it first, times only what it lacks, and writes the new results
+    // back. Only compile reads it.
+    std::string tuning_cache;
+    // The algorithm each instruction of the main module runs, by its printed
+    // name ("@12"): what a loaded compiled file recorded. Filled by load();
+    // an algorithm that is unknown or no longer eligible falls back to the
+    // default rule with a warning.
+    std::map<std::string, std::string> pinned_algorithms;
 };
 
 }  // namespace kiln

@@ -28,6 +28,18 @@ compile_options to_compile_options(const nb::kwargs& kwargs) {
             options.trace_passes = bool_option(name, v);
         } else if (name == "verify_passes") {
             options.verify_passes = bool_option(name, v);
+        } else if (name == "exhaustive_tune") {
+            options.exhaustive_tune = bool_option(name, v);
+        } else if (name == "tuning_cache") {
+            // A str or a pathlib.Path (anything os.fspath takes); None: no cache.
+            if (v.is_none()) continue;
+            nb::object path = nb::steal(PyOS_FSPath(v.ptr()));
+            if (!path.is_valid() || !PyUnicode_Check(path.ptr())) {
+                PyErr_Clear();
+                fail(error_kind::type_error,
+                     "compile option 'tuning_cache' must be a path (str or os.PathLike), got " + python_type_name(v));
+            }
+            options.tuning_cache = nb::cast<std::string>(path);
         } else if (name == "threads") {
             if (!PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()))
                 fail(error_kind::type_error, "compile option 'threads' must be an int, got " + python_type_name(v));
@@ -57,7 +69,7 @@ compile_options to_compile_options(const nb::kwargs& kwargs) {
         } else {
             fail("unknown compile option '" + name +
                  "'; the options are: offload_copy, threads, trace_passes, disabled_passes, verify_passes, "
-                 "max_memory_bytes");
+                 "max_memory_bytes, exhaustive_tune, tuning_cache");
         }
     }
     return options;
@@ -200,6 +212,9 @@ void bind_program(nb::module_& m) {
                 d["trace_passes"] = o.trace_passes;
                 d["disabled_passes"] = o.disabled_passes;
                 d["verify_passes"] = o.verify_passes;
+                // Only compile reads these (a loaded program keeps the choices, not the option).
+                if (o.exhaustive_tune) d["exhaustive_tune"] = true;
+                if (!o.tuning_cache.empty()) d["tuning_cache"] = o.tuning_cache;
                 return d;
             },
             "The options of the last compile() (also restored by load()), as keyword arguments of compile().")

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/compile_options.hpp"
+
 namespace kiln::driver {
 
 // Options shared by the commands that run a model.
@@ -30,7 +32,8 @@ struct precision_settings {
 };
 
 int compile_command(const std::string& model, const std::string& output, const std::string& target,
-                    const precision_settings& precision = {}, const std::vector<std::string>& dyn_input_dims = {});
+                    const precision_settings& precision = {}, const std::vector<std::string>& dyn_input_dims = {},
+                    const compile_options& options = {});
 
 // Prints each output's shape, min/max/mean and first values; writes
 // output_<i>.npy files into `save_dir` when it is not empty.

@@ -20,6 +20,13 @@ int read_command(const std::string& model, const std::vector<std::string>& dyn_i
     for (const auto& ip : instruction_precisions(p)) precision[ip.instruction] = ip.text();
     const auto choices = p.kernel_choices();
     if (!choices.empty()) {
+        // What the file recorded (tuned or by rule at compile) and loading used without timing;
+        // an instruction that could not use its record was warned about on stderr.
+        const auto& stored = p.get_compile_options().pinned_algorithms;
+        std::size_t used = 0;
+        for (const auto& c : choices)
+            if (auto it = stored.find(c.instruction); it != stored.end() && it->second == c.algorithm) ++used;
+        std::cout << "kernel algorithms stored in the file: " << used << " of " << choices.size() << " instructions\n";
         std::cout << "kernels (" << p.target_name() << "; precision: arithmetic -> result type):\n";
         for (const auto& c : choices)
             std::cout << "  " << c.instruction << " = " << c.op << ": " << c.algorithm << " ["
@@ -50,12 +57,13 @@ int ops_command() {
 }
 
 int compile_command(const std::string& model, const std::string& output, const std::string& target,
-                    const precision_settings& precision, const std::vector<std::string>& dyn_input_dims) {
+                    const precision_settings& precision, const std::vector<std::string>& dyn_input_dims,
+                    const compile_options& options) {
     program p = load_model(model, 1, dyn_input_dims);
     if (p.is_compiled())
         fail(model + " is already compiled for target '" + p.target_name() + "'; compile the original model instead");
     apply_precision(p, get_target(target), precision);
-    p.compile(get_target(target));
+    p.compile(get_target(target), options);
     save(p, output);
     std::cout << "wrote " << output << " (compiled for " << target << ", " << std::filesystem::file_size(output)
               << " bytes)\n";

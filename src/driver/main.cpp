@@ -81,9 +81,20 @@ int main(int argc, char** argv) {
     compile->add_option("--exclude", precision.exclude,
                         "Instruction kept in float by --int8 / --fp8, by printed name (@12) or origin (ONNX node name) "
                         "(repeatable)");
+    kiln::compile_options compile_settings;
+    auto* tune_flag =
+        compile->add_flag("--exhaustive-tune", compile_settings.exhaustive_tune,
+                          "Time every eligible kernel algorithm of each instruction on its shapes and keep the fastest "
+                          "(slower compile; the choices are saved in the output)");
+    compile
+        ->add_option("--tuning-cache", compile_settings.tuning_cache,
+                     "JSON file of tuning results read before timing and updated after")
+        ->needs(tune_flag);
     compile->callback([&] {
         precision.precision = fp16 ? "fp16" : bf16 ? "bf16" : int8 ? "int8" : fp8 ? "fp8" : "";
-        action = [&] { return kiln::driver::compile_command(model, output, target, precision, dyn_input_dims); };
+        action = [&] {
+            return kiln::driver::compile_command(model, output, target, precision, dyn_input_dims, compile_settings);
+        };
     });
 
     auto* run = app.add_subcommand("run", "Run a model and summarise its outputs");

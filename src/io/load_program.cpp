@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <unordered_map>
 
 #include "io/dynamic_source.hpp"
 #include "io/file_header.hpp"
@@ -93,7 +94,10 @@ instruction_ref read_instruction(const io::json& j, module& m, program& p, const
     return ins;
 }
 
-void read_module(const io::json& j, module& m, program& p, const data_section& data) {
+// The algorithm a compiled file recorded for each instruction, by instruction.
+using recorded_algorithms = std::unordered_map<const instruction*, std::string>;
+
+void read_module(const io::json& j, module& m, program& p, const data_section& data, recorded_algorithms& algorithms) {
     const io::json& instructions = io::get_array(j, "instructions");
     std::vector<instruction_ref> defined;
     defined.reserve(instructions.size());
@@ -102,6 +106,9 @@ void read_module(const io::json& j, module& m, program& p, const data_section& d
             defined.push_back(read_instruction(ins, m, p, defined, data));
             if (io::optional_member(ins, "origin") != nullptr)
                 defined.back()->set_origin(io::get_string(ins, "origin"));
+            // Optional, and only advice: a malformed one is the default rule (lowering warns about unusable names).
+            if (const io::json* a = io::optional_member(ins, "algorithm"); a != nullptr && a->is_string())
+                algorithms[&*defined.back()] = a->get<std::string>();
         } catch (const error& e) {
             bad("module '" + m.name() + "', instruction " + std::to_string(defined.size()) + ": " + e.what());
         }
@@ -164,7 +171,10 @@ program read_program(const io::json& meta, const io::file_header& h, const data_
         }
         targets.push_back(m);
     }
-    for (std::size_t i : reading_order(modules)) read_module(modules[i], *targets[i], p, data);
+    recorded_algorithms algorithms;
+    recorded_algorithms ignored;  // sub-modules' kernels follow the default rule
+    for (std::size_t i : reading_order(modules))
+        read_module(modules[i], *targets[i], p, data, targets[i] == p.get_main_module() ? algorithms : ignored);
     verify_program(p, "in the loaded program");
 
     if (const io::json* dynamic = io::optional_member(meta, "dynamic")) {
@@ -179,6 +189,9 @@ program read_program(const io::json& meta, const io::file_header& h, const data_
     if (compiled != nullptr) {
         std::string target = io::get_string(*compiled, "target");
         compile_options options = io::json_to_options(io::member(*compiled, "options"));
+        const auto names = p.get_main_module()->instruction_names();
+        for (const auto& [ins, algorithm] : algorithms)
+            if (auto name = names.find(ins); name != names.end()) options.pinned_algorithms[name->second] = algorithm;
         // A dynamic program keeps its source, not its specialisations: compile them again.
         if (p.is_dynamic())
             p.compile(get_target(target), options);

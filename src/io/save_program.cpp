@@ -3,6 +3,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <unordered_map>
 
 #include "io/dynamic_source.hpp"
@@ -26,6 +27,12 @@ struct data_entry {
 class metadata_writer {
 public:
     io::json program_json(const program& p) {
+        // The algorithm each main-module instruction runs (tuned or by rule), so
+        // that loading builds the same kernels without timing anything. A
+        // dynamic program keeps no specialisation, so it has none.
+        if (p.is_compiled() && !p.is_dynamic())
+            for (const auto& c : p.kernel_choices()) algorithms_[c.instruction] = c.algorithm;
+        main_ = p.get_main_module();
         io::json modules = io::json::array();
         for (const module* m : p.get_modules()) modules.push_back(module_json(*m));
         io::json meta{{"producer", std::string("kiln ") + version}, {"modules", std::move(modules)}};
@@ -50,10 +57,15 @@ public:
 private:
     io::json module_json(const module& m) {
         std::unordered_map<const instruction*, std::size_t> index;
+        std::unordered_map<const instruction*, std::string> names;
+        if (&m == main_ && !algorithms_.empty()) names = m.instruction_names();
         io::json instructions = io::json::array();
         for (const auto& ins : m) {
             index.emplace(&ins, index.size());
             instructions.push_back(instruction_json(ins, index));
+            if (auto name = names.find(&ins); name != names.end())
+                if (auto a = algorithms_.find(name->second); a != algorithms_.end())
+                    instructions.back()["algorithm"] = a->second;
         }
         return {{"name", m.name()}, {"instructions", std::move(instructions)}};
     }
@@ -92,6 +104,8 @@ private:
     std::vector<data_entry> data_;
     std::uint64_t data_size_ = 0;
     std::string model_;  // a dynamic program's source model, which data_ points into
+    std::map<std::string, std::string> algorithms_;  // by instruction name
+    const module* main_ = nullptr;
 };
 
 }  // namespace

@@ -31,6 +31,13 @@ Options (an unknown key is an error): target ("cpu"), precision ("fp32"),
 min_subgraph_size (1), freeze_parameters (True), cache_size (16 shape
 signatures per graph, least recently used dropped first), compile_options
 (dict for ``kiln.program.compile``).
+
+Modes (``torch.compile(..., mode=...)``): "default" and "reduce-overhead"
+compile as usual (Kiln's cpu plan has no per-call overhead a mode could
+remove); "max-autotune" and "max-autotune-no-cudagraphs" add compile option
+exhaustive_tune (each instruction's kernel algorithm timed, the fastest
+kept). Any other mode is an error. torch.compile takes a mode or options,
+not both.
 """
 
 import collections
@@ -298,9 +305,32 @@ class KilnDynamoGraph:
         )
 
 
+# torch.compile's modes, and whether each tunes the kernels.
+MODES = {
+    "default": False,
+    "reduce-overhead": False,
+    "max-autotune": True,
+    "max-autotune-no-cudagraphs": True,
+}
+
+
+def options_for_mode(options, mode):
+    """The validated backend options with what `mode` adds; raises on an unknown mode."""
+    merged = validate_options(options)
+    if mode is None:
+        return merged
+    if not isinstance(mode, str) or mode not in MODES:
+        raise kiln.InvalidArgumentError(
+            f"kiln backend: unknown mode {mode!r}; the modes are: {', '.join(MODES)}"
+        )
+    if MODES[mode]:
+        merged["compile_options"] = {**(merged["compile_options"] or {}), "exhaustive_tune": True}
+    return merged
+
+
 def kiln_backend(gm, example_inputs, options=None, mode=None):
     """The torch.compile backend: returns a callable that runs `gm` with Kiln."""
-    return KilnDynamoGraph(gm, example_inputs, validate_options(options))
+    return KilnDynamoGraph(gm, example_inputs, options_for_mode(options, mode))
 
 
 def register():

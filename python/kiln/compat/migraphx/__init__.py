@@ -23,7 +23,8 @@ argument, quantize_*). Where Kiln differs, it says so with a Kiln error:
   mod_args for ``if``; ``loop`` with Kiln's attributes) works; outer values a
   branch uses become its parameters, passed as the ``if``'s trailing inputs;
 - save/load write Kiln's .kiln format whatever the format argument says;
-- fast_math / exhaustive_tune are accepted and change nothing;
+- fast_math is accepted and changes nothing; exhaustive_tune tunes the cpu
+  target's kernel choices (kept by save);
 - the *_gpu memory helpers work on host memory (Kiln's targets are host-only).
 
 Every object also converts to its Kiln counterpart with ``to_kiln()``.

@@ -87,15 +87,17 @@ class program:
         """Optimizes the program for target `t` and builds its executable.
 
         offload_copy is passed on (Kiln's targets keep data in host memory, so
-        both settings read inputs and write outputs there); fast_math and
-        exhaustive_tune are accepted for MIGraphX scripts and change nothing:
-        Kiln has no approximate math mode and no tuning search.
+        both settings read inputs and write outputs there); exhaustive_tune is
+        passed on too (the cpu target times each instruction's eligible kernel
+        algorithms and keeps the fastest; save() keeps the choices). fast_math
+        is accepted for MIGraphX scripts and changes nothing: Kiln has no
+        approximate math mode.
         """
         for flag, value in (("offload_copy", offload_copy), ("fast_math", fast_math),
                             ("exhaustive_tune", exhaustive_tune)):
             if not isinstance(value, bool):
                 raise kiln.KilnTypeError(f"compile: {flag} must be a bool, got {type(value).__name__}")
-        self._kiln.compile(t, offload_copy=offload_copy)
+        self._kiln.compile(t, offload_copy=offload_copy, exhaustive_tune=exhaustive_tune)
 
     def is_compiled(self):
         return self._kiln.is_compiled()

@@ -1,6 +1,9 @@
 // What the CPU running us supports, asked once.
 #include "targets/cpu/kernels/cpu_features.hpp"
 
+#include <fstream>
+#include <string>
+
 namespace kiln::avx2 {
 
 bool supported() {
@@ -9,3 +12,43 @@ bool supported() {
 }
 
 }  // namespace kiln::avx2
+
+namespace kiln {
+
+namespace {
+
+std::string model_name() {
+    std::ifstream info("/proc/cpuinfo");
+    for (std::string line; std::getline(info, line);)
+        if (line.rfind("model name", 0) == 0) {
+            auto colon = line.find(':');
+            if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+        }
+    return "unknown cpu";
+}
+
+}  // namespace
+
+std::string cpu_identity() {
+    static const std::string identity = [] {
+        std::string s = model_name();
+        // The ISA extensions the kernels dispatch on: another set may run other
+        // code. (__builtin_cpu_supports takes only literals.)
+        s += " |";
+        auto add = [&](bool has, const char* name) {
+            if (has) s += std::string(" ") + name;
+        };
+        add(__builtin_cpu_supports("avx"), "avx");
+        add(__builtin_cpu_supports("avx2"), "avx2");
+        add(__builtin_cpu_supports("fma"), "fma");
+        add(__builtin_cpu_supports("f16c"), "f16c");
+        add(__builtin_cpu_supports("avx512f"), "avx512f");
+        add(__builtin_cpu_supports("avx512bw"), "avx512bw");
+        add(__builtin_cpu_supports("avx512vnni"), "avx512vnni");
+        add(__builtin_cpu_supports("avx512bf16"), "avx512bf16");
+        return s;
+    }();
+    return identity;
+}
+
+}  // namespace kiln

@@ -1,4 +1,6 @@
 #pragma once
+#include <string>
+
 // The one convention for ISA-specific code in the cpu target: loops compiled
 // for AVX2 + FMA live in translation units named *_avx2.cpp (built with
 // -mavx2 -mfma, see CMakeLists.txt), next to the portable kernel that calls
@@ -13,3 +15,11 @@ namespace kiln::avx2 {
 bool supported();
 
 }  // namespace kiln::avx2
+
+namespace kiln {
+
+// The CPU model name and the ISA extensions the kernels use ("... | avx avx2
+// fma"): tuning results measured on one identity do not hold on another.
+std::string cpu_identity();
+
+}  // namespace kiln

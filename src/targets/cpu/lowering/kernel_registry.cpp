@@ -16,6 +16,7 @@
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
 #include "targets/cpu/kernels/pooling/pooling_algorithms.hpp"
+#include "targets/cpu/lowering/kernel_tuner.hpp"
 
 namespace kiln {
 
@@ -117,15 +118,32 @@ void cpu_kernel::restore_constant(std::size_t index, const argument&) const {
     fail(error_kind::runtime, "this kernel keeps no copy of its input " + std::to_string(index));
 }
 
-chosen_kernel make_cpu_kernel(const kernel_request& request) {
+namespace {
+
+// The pinned algorithm when it is in the list, eligible and builds.
+chosen_kernel pinned_kernel(std::span<const kernel_algorithm> algorithms, const kernel_request& r,
+                            std::string_view pinned) {
+    const kernel_builder inner = [algorithms](const kernel_request& q) { return choose_kernel(algorithms, q).kernel; };
+    for (const auto& algorithm : algorithms)
+        if (algorithm.name == pinned && algorithm.eligible(r))
+            if (auto kernel = algorithm.build(r, inner)) return {std::move(kernel), algorithm.name};
+    return {};
+}
+
+}  // namespace
+
+chosen_kernel make_cpu_kernel(const kernel_request& request, const kernel_selection& how) {
     const operation op = fused_form(request.op);
     const kernel_request fused{op, request.input_shapes, request.output_shape, request.constant_inputs,
                                request.threads};
     const auto algorithms = algorithms_for(op, fused);
-    if (!algorithms.empty()) {
-        if (auto chosen = choose_kernel(algorithms, fused); chosen.kernel) return chosen;
-    }
-    return {std::make_shared<reference_kernel>(request.op), "reference"};
+    chosen_kernel chosen;
+    if (!algorithms.empty() && !how.pinned.empty()) chosen = pinned_kernel(algorithms, fused, how.pinned);
+    if (!chosen.kernel && !algorithms.empty())
+        chosen = how.tuner != nullptr && how.pinned.empty() ? how.tuner->choose(algorithms, fused)
+                                                            : choose_kernel(algorithms, fused);
+    if (!chosen.kernel) chosen = {std::make_shared<reference_kernel>(request.op), "reference"};
+    return chosen;
 }
 
 }  // namespace kiln

@@ -1,12 +1,17 @@
 #include "targets/cpu/lowering/plan_builder.hpp"
 
 #include <cstdint>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "runtime/view_placement.hpp"
 #include "targets/cpu/lowering/cpu_executable.hpp"
 #include "targets/cpu/lowering/kernel_registry.hpp"
+#include "targets/cpu/lowering/kernel_tuner.hpp"
 #include "targets/cpu/lowering/literal_hand_over.hpp"
 
 namespace kiln {
@@ -15,8 +20,17 @@ namespace {
 
 class plan_builder {
 public:
-    plan_builder(const module& m, const compile_options& options, int threads)
-        : module_(m), names_(m.instruction_names()), options_(options), threads_(threads), hand_over_(m) {}
+    // `pinned`: the recorded algorithm of each instruction by name (the main
+    // module's only; null for sub-modules). `tuner`: null unless exhaustive_tune.
+    plan_builder(const module& m, const compile_options& options, int threads,
+                 const std::map<std::string, std::string>* pinned, kernel_tuner* tuner)
+        : module_(m),
+          names_(m.instruction_names()),
+          options_(options),
+          threads_(threads),
+          pinned_(pinned),
+          tuner_(tuner),
+          hand_over_(m) {}
 
     std::shared_ptr<executable> build() {
         std::unordered_set<const instruction*> returned;
@@ -48,6 +62,7 @@ public:
         for (auto& root : roots_)
             if (root.kind == root_kind::literal && root.literal_source.holds_bytes())
                 root.literal_value = root.literal_source.get_argument();
+        warn_about_unusable_pins();
         memory_plan plan = plan_memory(lifetimes_);
         for (std::size_t i = 0; i < arena_roots_.size(); ++i) roots_[arena_roots_[i]].arena_offset = plan.offsets[i];
         return std::make_shared<cpu_executable>(std::move(roots_), std::move(steps_), std::move(outputs_),
@@ -58,6 +73,19 @@ private:
     std::size_t add_root(plan_root r) {
         roots_.push_back(std::move(r));
         return roots_.size() - 1;
+    }
+
+    // A file from another build or CPU may record algorithms this one cannot
+    // run: those instructions take the default rule, said once per program.
+    void warn_about_unusable_pins() const {
+        if (unusable_pins_.empty()) return;
+        std::string list;
+        for (std::size_t i = 0; i < unusable_pins_.size() && i < 5; ++i) list += "\n  " + unusable_pins_[i];
+        if (unusable_pins_.size() > 5) list += "\n  ...";
+        std::cerr << "kiln: warning: " << unusable_pins_.size()
+                  << " instruction(s) of the compiled file name a kernel algorithm that is unknown or not eligible "
+                     "here; they use the default rule:"
+                  << list << '\n';
     }
 
     // Keeps the arena buffer behind `loc` alive through `step`.
@@ -104,8 +132,14 @@ private:
                                                : lit->get_literal().get_argument().reshaped(inputs[i].value_shape,
                                                                                             inputs[i].byte_offset));
         }
+        kernel_selection how{{}, tuner_};
+        if (pinned_ != nullptr)
+            if (auto it = pinned_->find(names_.at(&ins)); it != pinned_->end()) how.pinned = it->second;
         chosen_kernel chosen =
-            make_cpu_kernel({ins.get_operator(), input_shapes, ins.get_shape(), constants, threads_});
+            make_cpu_kernel({ins.get_operator(), input_shapes, ins.get_shape(), constants, threads_}, how);
+        if (!how.pinned.empty() && chosen.algorithm != how.pinned)
+            unusable_pins_.push_back(names_.at(&ins) + " = " + ins.name() + ": '" + std::string(how.pinned) +
+                                     "' (now '" + std::string(chosen.algorithm) + "')");
         constants.clear();
         for (std::size_t i = 0; i < ins.inputs().size(); ++i)
             hand_over_.kernel_built(*ins.inputs()[i], inputs[i].byte_offset, chosen.kernel, i);
@@ -118,7 +152,7 @@ private:
                     {},
                     {}};
         for (const module* sub : ins.module_inputs()) {
-            s.modules.push_back(plan_builder(*sub, options_, threads_).build());
+            s.modules.push_back(plan_builder(*sub, options_, threads_, nullptr, tuner_).build());
             s.module_parameters.push_back(sub->get_parameter_names());
         }
         steps_.push_back(std::move(s));
@@ -128,6 +162,8 @@ private:
     std::unordered_map<const instruction*, std::string> names_;
     const compile_options& options_;
     int threads_;
+    const std::map<std::string, std::string>* pinned_;
+    kernel_tuner* tuner_;
     std::unordered_map<const instruction*, value_location> locations_;
     std::vector<plan_root> roots_;
     std::vector<plan_step> steps_;
@@ -136,12 +172,17 @@ private:
     std::vector<std::size_t> arena_roots_;  // root index of each lifetime
     std::unordered_map<std::size_t, std::size_t> lifetime_of_root_;
     literal_hand_over hand_over_;
+    std::vector<std::string> unusable_pins_;  // "@12 = convolution: 'name' (now 'other')"
 };
 
 }  // namespace
 
 std::shared_ptr<executable> build_cpu_plan(const module& m, const compile_options& options, int threads) {
-    return plan_builder(m, options, threads).build();
+    std::unique_ptr<kernel_tuner> tuner;
+    if (options.exhaustive_tune) tuner = std::make_unique<kernel_tuner>(options.tuning_cache);
+    auto plan = plan_builder(m, options, threads, &options.pinned_algorithms, tuner.get()).build();
+    if (tuner) tuner->finish();
+    return plan;
 }
 
 }  // namespace kiln

@@ -13,6 +13,13 @@ std::span<const kernel_algorithm> convolution_algorithms() {
     return algorithms;
 }
 
+bool sums_for_accuracy(std::string_view algorithm) {
+    for (const auto& a :
+         {winograd_convolution, pairwise_sum_convolution, im2col_convolution, channel_split_convolution})
+        if (a.name == algorithm) return true;
+    return false;
+}
+
 const op::fused_convolution& requested_convolution(const kernel_request& r) {
     const auto* conv = r.op.get_if<op::fused_convolution>();
     if (conv == nullptr) fail(error_kind::runtime, "a convolution algorithm was asked to run " + r.op.name());

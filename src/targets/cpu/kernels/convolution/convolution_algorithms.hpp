@@ -2,6 +2,7 @@
 // The cpu target's convolution algorithms, each defined in its own file, and
 // the order in which they are tried (convolution_algorithms.cpp).
 #include <span>
+#include <string_view>
 
 #include "ops/fused_convolution.hpp"
 #include "targets/cpu/kernels/kernel_algorithm.hpp"
@@ -20,6 +21,12 @@ std::span<const kernel_algorithm> quant_convolution_algorithms();
 
 // Most specific first; oneDNN takes whatever is left.
 std::span<const kernel_algorithm> convolution_algorithms();
+
+// Whether `algorithm` sums in an order chosen for float32 accuracy
+// (Winograd's shorter sums, pairwise sums, per-channel sums): on ResNet-50
+// oneDNN instead puts the logits 1.6x as far from float64. Exhaustive tuning
+// swaps such an algorithm only for another of them, never for speed alone.
+bool sums_for_accuracy(std::string_view algorithm);
 
 // The fused_convolution a convolution algorithm is asked to run: the kernel
 // registry hands plain convolutions over as fused ones with no bias or post-ops.
