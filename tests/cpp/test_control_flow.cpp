@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "shared_test_programs.hpp"
 #include "test_helpers.hpp"
 
 using namespace kiln;
@@ -27,29 +28,7 @@ operation elem(std::int64_t i) {
     return make_op("get_tuple_elem", value_map{{"index", i}});
 }
 
-// main(c, x) = if c then (-x, x * x) else (|x|, x + 1.5)
-program if_program() {
-    program p;
-    module* then_branch = p.create_module("then");
-    module* else_branch = p.create_module("else");
-    {
-        auto x = then_branch->add_parameter("x", vec3);
-        then_branch->add_return(
-            {then_branch->add_instruction(make_op("neg"), {x}), then_branch->add_instruction(make_op("mul"), {x, x})});
-    }
-    {
-        auto x = else_branch->add_parameter("x", vec3);
-        auto c = else_branch->add_literal(literal(vec3, std::vector<float>{1.5f, 1.5f, 1.5f}));
-        else_branch->add_return(
-            {else_branch->add_instruction(make_op("abs"), {x}), else_branch->add_instruction(make_op("add"), {x, c})});
-    }
-    module* m = p.get_main_module();
-    auto c = m->add_parameter("c", shape{dtype::bool_type});
-    auto x = m->add_parameter("x", vec3);
-    auto t = m->add_instruction(make_op("if"), {c, x}, {then_branch, else_branch});
-    m->add_return({m->add_instruction(elem(0), {t}), m->add_instruction(elem(1), {t})});
-    return p;
-}
+using test::if_program;  // main(c, x) = if c then (-x, x * x) else (|x|, x + 1.5)
 
 parameter_map if_inputs(bool c, const std::vector<float>& x) {
     literal cond(shape{dtype::bool_type}, std::vector<int>{c ? 1 : 0});

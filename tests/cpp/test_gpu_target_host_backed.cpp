@@ -7,7 +7,7 @@
 
 #include <thread>
 
-#include "gpu_test_programs.hpp"
+#include "shared_test_programs.hpp"
 #include "targets/gpu/gpu_target.hpp"
 #include "targets/gpu/host_backed_device.hpp"
 

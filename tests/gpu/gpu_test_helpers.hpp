@@ -2,7 +2,7 @@
 // Compiling for the CUDA gpu target and comparing with ref.
 #include <gtest/gtest.h>
 
-#include "gpu_test_programs.hpp"
+#include "shared_test_programs.hpp"
 
 namespace kiln::test {
 

@@ -1,8 +1,9 @@
 #pragma once
-// Programs that exercise the gpu target's plan: literals (weights), views
-// (transposes, an output that is a view of an input), control flow, several
-// outputs. The CI tests run them on a host-backed device; the GPU suite
-// (tests/gpu) runs them on the CUDA device. Both compare with ref.
+// Programs several test files share: a small network with literals
+// (weights), views (transposes, an output that is a view of an input) and two
+// outputs, and an if with two branches. The gpu target's tests run them on a
+// host-backed device (tests/cpp) and on the CUDA device (tests/gpu), the
+// control-flow tests on every target; all compare with ref.
 #include "pass_test_helpers.hpp"
 
 namespace kiln::test {
