@@ -5,6 +5,7 @@
 
 #include "kiln/onnx.hpp"
 #include "kiln/serialize.hpp"
+#include "kiln/tf.hpp"
 
 namespace kiln::driver {
 
@@ -69,6 +70,12 @@ program load_model(const std::string& path, std::size_t batch, const std::vector
             options.map_dyn_input_dims[name] = dims;
         }
         return parse_onnx(path, options);
+    }
+    if (ext == ".pb") {
+        if (!dyn_input_dims.empty()) fail("--dyn-input-dim applies to .onnx models, not TensorFlow graphs: " + path);
+        tf_options options;
+        options.batch_size = batch;
+        return parse_tf(path, options);
     }
     if (!dyn_input_dims.empty())
         fail("--dyn-input-dim applies to .onnx models; " + path + " keeps the shapes it was saved with");

@@ -1,0 +1,305 @@
+"""kiln.parse_tf on frozen Keras models, checked against TensorFlow's own outputs.
+
+Each test builds a small Keras model, freezes it with
+convert_variables_to_constants_v2, writes the GraphDef and imports it with
+Kiln (which never needs TensorFlow); ref and cpu must match TensorFlow within
+rtol 1e-4 / atol 1e-5. Keras applications (ResNet50, MobileNetV2, random
+weights) are marked slow.
+"""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+tf = pytest.importorskip("tensorflow")
+from tensorflow.python.framework.convert_to_constants import (  # noqa: E402
+    convert_variables_to_constants_v2,
+)
+
+import kiln  # noqa: E402
+from kiln.compat import migraphx  # noqa: E402
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def freeze(model, input_shape, dtype=tf.float32):
+    """The frozen GraphDef of `model` called on one input of `input_shape`
+    (unknown batch), with its input placeholder's and output node's names."""
+    fn = tf.function(lambda x: model(x, training=False))
+    concrete = fn.get_concrete_function(tf.TensorSpec([None, *input_shape], dtype))
+    frozen = convert_variables_to_constants_v2(concrete)
+    graph = frozen.graph.as_graph_def()
+    inputs = [t.name.split(":")[0] for t in frozen.inputs]
+    outputs = [t.name for t in frozen.outputs]
+    return graph, inputs, outputs, frozen
+
+
+def write(graph, tmp_path, name="model.pb"):
+    path = tmp_path / name
+    path.write_bytes(graph.SerializeToString())
+    return str(path)
+
+
+def check(model, input_shape, tmp_path, batch=2, seed=0, **options):
+    graph, inputs, outputs, frozen = freeze(model, input_shape)
+    x = np.random.default_rng(seed).standard_normal((batch, *input_shape)).astype(np.float32)
+    expected = frozen(tf.constant(x))
+    expected = [np.asarray(e) for e in (expected if isinstance(expected, (list, tuple)) else [expected])]
+    path = write(graph, tmp_path)
+    options.setdefault("batch_size", batch)
+    program = kiln.parse_tf(path, **options)
+    assert program.get_parameter_names() == inputs
+    for target in ("ref", "cpu"):
+        p = kiln.parse_tf(path, **options)
+        p.compile(kiln.get_target(target))
+        got = [np.asarray(r) for r in p.run({inputs[0]: x})]
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert g.shape == e.shape, target
+            np.testing.assert_allclose(g, e, rtol=RTOL, atol=ATOL, err_msg=target)
+    return path, inputs, x, expected
+
+
+keras = tf.keras
+layers = keras.layers
+
+
+def test_dense_mlp(tmp_path):
+    tf.random.set_seed(1)
+    model = keras.Sequential([
+        keras.Input((20,)),
+        layers.Dense(32, activation="relu"),
+        layers.Dense(16, activation="tanh"),
+        layers.Dense(8, activation="sigmoid"),
+        layers.Dense(8, activation="elu"),
+        layers.Dense(8, activation="selu"),
+        layers.Dense(5, activation="softmax"),
+    ])
+    check(model, (20,), tmp_path, batch=3)
+
+
+def small_conv_net():
+    inputs = keras.Input((17, 19, 3))
+    x = layers.ZeroPadding2D(((1, 2), (2, 1)))(inputs)
+    x = layers.Conv2D(8, 3, strides=2, padding="same")(x)
+    x = layers.BatchNormalization(epsilon=1e-3)(x)
+    x = layers.ReLU(6.0)(x)
+    x = layers.DepthwiseConv2D(3, padding="same", depth_multiplier=2)(x)
+    x = layers.BatchNormalization()(x)
+    x = layers.Activation("relu")(x)
+    x = layers.Conv2D(12, (1, 3), padding="valid", use_bias=False)(x)
+    x = layers.MaxPooling2D(3, strides=2, padding="same")(x)
+    x = layers.AveragePooling2D(2, strides=1, padding="valid")(x)
+    x = layers.AveragePooling2D(3, strides=2, padding="same")(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    outputs = layers.Dense(4)(x)
+    return keras.Model(inputs, outputs)
+
+
+def test_small_conv_net(tmp_path):
+    tf.random.set_seed(2)
+    model = small_conv_net()
+    # Non-trivial batch-norm statistics.
+    for layer in model.layers:
+        if isinstance(layer, layers.BatchNormalization):
+            rng = np.random.default_rng(3)
+            gamma, beta, mean, var = layer.get_weights()
+            layer.set_weights([rng.uniform(0.5, 1.5, gamma.shape), rng.standard_normal(beta.shape),
+                               rng.standard_normal(mean.shape), rng.uniform(0.5, 2, var.shape)])
+    check(model, (17, 19, 3), tmp_path)
+
+
+def test_residual_block(tmp_path):
+    tf.random.set_seed(4)
+    inputs = keras.Input((8, 8, 6))
+    x = layers.Conv2D(6, 3, padding="same")(inputs)
+    x = layers.BatchNormalization()(x)
+    x = layers.Activation("relu")(x)
+    x = layers.Conv2D(6, 3, padding="same")(x)
+    x = layers.Add()([x, inputs])
+    x = layers.Activation("relu")(x)
+    x = layers.Conv2D(4, 1, strides=2)(x)
+    x = layers.Flatten()(x)
+    outputs = layers.Dense(3)(x)
+    check(keras.Model(inputs, outputs), (8, 8, 6), tmp_path)
+
+
+def test_tf_ops(tmp_path):
+    """Raw TF ops Keras layers do not produce: StridedSlice masks, Transpose,
+    ConcatV2, Pack, ExpandDims, Squeeze, Mean/Sum/Max, SquaredDifference, Rsqrt,
+    BatchMatMulV2 with adjoints, Shape and Reshape, Cast, Maximum/Minimum."""
+
+    class Ops(tf.Module):
+        @tf.function
+        def __call__(self, x):
+            a = x[:, 1:, ::2, tf.newaxis, ...]               # begin/end/new axis/ellipsis
+            b = x[..., 0]                                    # shrink axis
+            c = tf.transpose(x, [0, 2, 1, 3])
+            d = tf.concat([x, x * 2.0], axis=-1)
+            e = tf.squeeze(tf.expand_dims(x, 1), [1])
+            m = tf.reduce_mean(x, axis=[1, 2], keepdims=True) + tf.reduce_sum(x, axis=-1)[..., None]
+            s = tf.math.squared_difference(x, 0.5) + tf.math.rsqrt(tf.abs(x) + 1.0) + tf.sqrt(tf.square(x))
+            mm = tf.linalg.matmul(x, x, adjoint_b=True)[:, :, :3, :3] + tf.linalg.matmul(x, x, adjoint_a=True)
+            r = tf.reshape(x, [tf.shape(x)[0], -1])
+            k = tf.cast(tf.cast(x * 3.0, tf.int32), tf.float32)
+            mx = tf.maximum(x, 0.1) - tf.minimum(x, -0.1) + tf.reduce_max(x, axis=1, keepdims=True)
+            st = tf.stack([x[:, 0], x[:, 1]], axis=-1)
+            return (st, tf.reduce_sum(a), b, c, d, e, m, s, mm, r, k, mx, x / 3.0 - 1.0)
+
+    mod = Ops()
+    concrete = mod.__call__.get_concrete_function(tf.TensorSpec([2, 4, 5, 3], tf.float32))
+    frozen = convert_variables_to_constants_v2(concrete)
+    x = np.random.default_rng(5).standard_normal((2, 4, 5, 3)).astype(np.float32)
+    expected = [np.asarray(t) for t in frozen(tf.constant(x))]
+    path = write(frozen.graph.as_graph_def(), tmp_path)
+    names = [t.name for t in frozen.outputs]
+    for target in ("ref", "cpu"):
+        p = kiln.parse_tf(path, output_names=names)
+        p.compile(kiln.get_target(target))
+        got = [np.asarray(r) for r in p.run({"x": x})]
+        assert len(got) == len(expected)
+        for i, (g, e) in enumerate(zip(got, expected)):
+            assert g.shape == e.shape, (target, i)
+            np.testing.assert_allclose(g, e, rtol=RTOL, atol=ATOL, err_msg=f"{target} output {i}")
+
+
+def test_nchw_graph_and_explicit_padding(tmp_path):
+    """A graph with data_format NCHW convolutions and pools (built directly:
+    TensorFlow's CPU kernels run only NHWC, so the reference is the NHWC op)."""
+    rng = np.random.default_rng(6)
+    w = tf.constant(rng.standard_normal((3, 3, 4, 5)).astype(np.float32))
+
+    @tf.function
+    def nhwc(x):
+        y = tf.nn.conv2d(x, w, strides=[1, 2, 1, 1], padding=[[0, 0], [1, 2], [0, 1], [0, 0]])
+        y = y + tf.nn.conv2d(x, w, strides=1, padding="SAME", dilations=[1, 1, 2, 1])[:, ::2, :6]
+        return tf.nn.max_pool2d(y, 2, 1, "SAME")
+
+    concrete = nhwc.get_concrete_function(tf.TensorSpec([1, 9, 7, 4], tf.float32))
+    graph = concrete.graph.as_graph_def()
+    x = rng.standard_normal((1, 9, 7, 4)).astype(np.float32)
+    expected = np.asarray(concrete(tf.constant(x)))
+    # The same graph rewritten to NCHW: attributes permuted, input and output transposed here.
+    to_nchw = {"NHWC": b"NCHW"}
+    for node in graph.node:
+        if node.attr["data_format"].s == b"NHWC":
+            node.attr["data_format"].s = to_nchw["NHWC"]
+            for attr in ("strides", "ksize"):
+                if node.attr[attr].list.i:
+                    v = list(node.attr[attr].list.i)
+                    del node.attr[attr].list.i[:]
+                    node.attr[attr].list.i.extend([v[0], v[3], v[1], v[2]])
+            if node.attr["explicit_paddings"].list.i:
+                v = list(node.attr["explicit_paddings"].list.i)
+                del node.attr["explicit_paddings"].list.i[:]
+                node.attr["explicit_paddings"].list.i.extend(v[0:2] + v[6:8] + v[2:6])
+    path = write(graph, tmp_path)
+    name = [n.name for n in graph.node if n.op == "Placeholder"][0]
+    p = kiln.parse_tf(path, map_input_dims={name: [1, 4, 9, 7]})
+    p.compile(kiln.get_target("ref"))
+    got = np.asarray(p.run({name: x.transpose(0, 3, 1, 2).copy()})[0])
+    np.testing.assert_allclose(got, expected.transpose(0, 3, 1, 2), rtol=RTOL, atol=ATOL)
+
+
+def test_buffer_batch_size_and_compat(tmp_path):
+    tf.random.set_seed(7)
+    model = keras.Sequential([keras.Input((6, 6, 2)), layers.Conv2D(3, 3), layers.GlobalMaxPooling2D()])
+    graph, inputs, outputs, frozen = freeze(model, (6, 6, 2))
+    data = graph.SerializeToString()
+    p = kiln.parse_tf_buffer(data, batch_size=4)
+    assert p.get_parameter_shapes()[inputs[0]].lens == [4, 6, 6, 2]
+    p = kiln.parse_tf_buffer(data, map_input_dims={inputs[0]: [3, 8, 8, 2]})
+    assert p.get_parameter_shapes()[inputs[0]].lens == [3, 8, 8, 2]
+    path = write(graph, tmp_path)
+    x = np.random.default_rng(8).standard_normal((2, 6, 6, 2)).astype(np.float32)
+    mp = migraphx.parse_tf(path, batch_size=2)
+    mp.compile(migraphx.get_target("cpu"))
+    got = np.asarray(mp.run({inputs[0]: x})[0])
+    np.testing.assert_allclose(got, np.asarray(frozen(tf.constant(x))[0]), rtol=RTOL, atol=ATOL)
+
+
+def test_cli_reads_pb(tmp_path):
+    cli = os.environ.get("KILN_CLI")
+    if not cli:
+        pytest.skip("KILN_CLI is not set")
+    model = keras.Sequential([keras.Input((4,)), layers.Dense(3, activation="relu")])
+    graph, _, _, _ = freeze(model, (4,))
+    path = write(graph, tmp_path)
+    for cmd in (["read", path], ["params", path], ["run", path], ["verify", path],
+                ["compile", path, "-o", str(tmp_path / "m.kiln")]):
+        result = subprocess.run([cli, *cmd], capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, (cmd, result.stdout, result.stderr)
+
+
+# ---- bad input ----
+
+def dense_graph():
+    model = keras.Sequential([keras.Input((4,)), layers.Dense(3)])
+    return freeze(model, (4,))[0]
+
+
+def test_truncated_pb(tmp_path):
+    data = dense_graph().SerializeToString()
+    path = tmp_path / "cut.pb"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(kiln.ParseError, match="malformed or truncated"):
+        kiln.parse_tf(str(path))
+    with pytest.raises(ValueError, match="empty input"):
+        kiln.parse_tf_buffer(b"")
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        kiln.parse_tf(str(tmp_path / "missing.pb"))
+
+
+def test_missing_input(tmp_path):
+    graph = dense_graph()
+    node = [n for n in graph.node if n.op == "MatMul"][0]
+    node.input[1] = "no_such_node"
+    with pytest.raises(ValueError, match="input 'no_such_node' names no node"):
+        kiln.parse_tf_buffer(graph.SerializeToString())
+
+
+def test_unsupported_ops_are_listed(tmp_path):
+    graph = dense_graph()
+    for n in graph.node:
+        if n.op == "MatMul":
+            n.op = "FancyMatMul"
+        elif n.op == "BiasAdd":
+            n.op = "FancyBias"
+    with pytest.raises(NotImplementedError, match=r"FancyBias \('.*'\); FancyMatMul \('.*'\)"):
+        kiln.parse_tf_buffer(graph.SerializeToString())
+    # Skipping them leaves outputs that depend on them unavailable.
+    with pytest.raises(NotImplementedError, match="skipped unsupported node"):
+        kiln.parse_tf_buffer(graph.SerializeToString(), skip_unknown_operators=True)
+
+
+def test_wrong_attribute_type():
+    graph = dense_graph()
+    node = [n for n in graph.node if n.op == "MatMul"][0]
+    node.attr["transpose_a"].i = 1
+    with pytest.raises(TypeError, match="attribute 'transpose_a' must be a bool but is an int"):
+        kiln.parse_tf_buffer(graph.SerializeToString())
+
+
+def test_variables_not_frozen():
+    model = keras.Sequential([keras.Input((4,)), layers.Dense(3)])
+    fn = tf.function(lambda x: model(x))
+    graph = fn.get_concrete_function(tf.TensorSpec([None, 4], tf.float32)).graph.as_graph_def()
+    with pytest.raises(ValueError, match=r"still holds variables \(node '.*'\): freeze it"):
+        kiln.parse_tf_buffer(graph.SerializeToString())
+
+
+def test_unknown_option():
+    with pytest.raises(ValueError, match="unknown option 'is_nchw'"):
+        kiln.parse_tf_buffer(dense_graph().SerializeToString(), is_nchw=True)
+
+
+# ---- Keras applications (random weights, no download) ----
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ResNet50", "MobileNetV2"])
+def test_keras_application(name, tmp_path):
+    tf.random.set_seed(9)
+    model = getattr(keras.applications, name)(weights=None, input_shape=(224, 224, 3))
+    check(model, (224, 224, 3), tmp_path, batch=1)
