@@ -14,7 +14,8 @@ tf_options to_tf_options(const nb::kwargs& kwargs, const char* fn) {
         std::string name = nb::cast<std::string>(key);
         if (name == "map_input_dims") {
             if (!nb::isinstance<nb::dict>(item))
-                fail(error_kind::type_error, std::string(fn) + ": map_input_dims: expected a dict of name -> dims, got " +
+                fail(error_kind::type_error, std::string(fn) +
+                                                 ": map_input_dims: expected a dict of name -> dims, got " +
                                                  python_type_name(item));
             for (auto [input, dims] : nb::cast<nb::dict>(item)) {
                 std::string input_name = nb::cast<std::string>(nb::str(input));

@@ -22,7 +22,8 @@ dynamic_dimension parse_dim(const std::string& text, const std::string& spec) {
     if (dots == std::string::npos) return dynamic_dimension(parse_extent(text, spec));
     auto at = text.find('@', dots);
     std::size_t lo = parse_extent(text.substr(0, dots), spec);
-    std::size_t hi = parse_extent(text.substr(dots + 2, at == std::string::npos ? std::string::npos : at - dots - 2), spec);
+    std::size_t hi =
+        parse_extent(text.substr(dots + 2, at == std::string::npos ? std::string::npos : at - dots - 2), spec);
     std::vector<std::size_t> optimals;
     if (at != std::string::npos) {
         std::string list = text.substr(at + 1);

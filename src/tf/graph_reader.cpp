@@ -30,8 +30,9 @@ program parse_tf(const std::string& path, const tf_options& options) {
     if (!std::filesystem::exists(status)) fail(error_kind::file_not_found, "parse_tf: no such file: " + path);
     if (std::filesystem::is_directory(status))
         fail(error_kind::not_implemented,
-             "parse_tf: " + path + " is a directory; SavedModel directories are not supported yet: freeze the model "
-                                   "(convert_variables_to_constants_v2) and give the .pb file");
+             "parse_tf: " + path +
+                 " is a directory; SavedModel directories are not supported yet: freeze the model "
+                 "(convert_variables_to_constants_v2) and give the .pb file");
     if (!std::filesystem::is_regular_file(status))
         fail(error_kind::invalid_argument, "parse_tf: " + path + " is not a regular file");
     auto size = std::filesystem::file_size(path, ec);

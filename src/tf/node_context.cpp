@@ -10,22 +10,35 @@ constexpr std::size_t max_folded_bytes = std::size_t{1} << 20;
 
 const char* kind_name(tf::AttrValue::ValueCase c) {
     switch (c) {
-        case tf::AttrValue::kList: return "a list";
-        case tf::AttrValue::kS: return "a string";
-        case tf::AttrValue::kI: return "an int";
-        case tf::AttrValue::kF: return "a float";
-        case tf::AttrValue::kB: return "a bool";
-        case tf::AttrValue::kType: return "a type";
-        case tf::AttrValue::kShape: return "a shape";
-        case tf::AttrValue::kTensor: return "a tensor";
-        case tf::AttrValue::kPlaceholder: return "a placeholder";
-        case tf::AttrValue::kFunc: return "a function";
-        default: return "empty";
+        case tf::AttrValue::kList:
+            return "a list";
+        case tf::AttrValue::kS:
+            return "a string";
+        case tf::AttrValue::kI:
+            return "an int";
+        case tf::AttrValue::kF:
+            return "a float";
+        case tf::AttrValue::kB:
+            return "a bool";
+        case tf::AttrValue::kType:
+            return "a type";
+        case tf::AttrValue::kShape:
+            return "a shape";
+        case tf::AttrValue::kTensor:
+            return "a tensor";
+        case tf::AttrValue::kPlaceholder:
+            return "a placeholder";
+        case tf::AttrValue::kFunc:
+            return "a function";
+        default:
+            return "empty";
     }
 }
 }  // namespace
 
-value int_list(const std::vector<std::int64_t>& v) { return value_list(v.begin(), v.end()); }
+value int_list(const std::vector<std::int64_t>& v) {
+    return value_list(v.begin(), v.end());
+}
 
 value int_list(const std::vector<std::size_t>& v) {
     value_list out;
@@ -36,9 +49,13 @@ value int_list(const std::vector<std::size_t>& v) {
 node_context::node_context(const tf::NodeDef& node, module& m, const tf_options& options)
     : node_(node), mod_(m), options_(options) {}
 
-void node_context::fail(error_kind kind, const std::string& message) const { kiln::fail(kind, message); }
+void node_context::fail(error_kind kind, const std::string& message) const {
+    kiln::fail(kind, message);
+}
 
-bool node_context::has_attribute(const std::string& name) const { return node_.attr().contains(name); }
+bool node_context::has_attribute(const std::string& name) const {
+    return node_.attr().contains(name);
+}
 
 const tf::AttrValue& node_context::get_attribute(const std::string& name) const {
     auto it = node_.attr().find(name);
@@ -126,7 +143,9 @@ instruction_ref node_context::fold(const std::string& name, instruction_ref inpu
     return mod_.add_literal(std::move(folded));
 }
 
-instruction_ref node_context::add_literal(literal lit) const { return mod_.add_literal(std::move(lit)); }
+instruction_ref node_context::add_literal(literal lit) const {
+    return mod_.add_literal(std::move(lit));
+}
 
 instruction_ref node_context::add_scalar(dtype t, double v) const {
     return add_literal(literal(shape{t}, std::vector<double>{v}));

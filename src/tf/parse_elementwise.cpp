@@ -22,7 +22,9 @@ parse_function binary(std::string op) {
     };
 }
 
-dtype type_of(instruction_ref x) { return x->get_shape().type(); }
+dtype type_of(instruction_ref x) {
+    return x->get_shape().type();
+}
 
 args_t parse_relu6(const node_context& ctx, const args_t& args) {
     ctx.expect_inputs(args, 1, 1);
@@ -34,8 +36,8 @@ args_t parse_relu6(const node_context& ctx, const args_t& args) {
 instruction_ref elu(const node_context& ctx, instruction_ref x, double alpha, double scale) {
     dtype t = type_of(x);
     auto zero = ctx.add_scalar(t, 0.0);
-    auto negative = ctx.add("mul", {ctx.add("sub", {ctx.add("exp", {x}), ctx.add_scalar(t, 1.0)}),
-                                    ctx.add_scalar(t, alpha)});
+    auto negative =
+        ctx.add("mul", {ctx.add("sub", {ctx.add("exp", {x}), ctx.add_scalar(t, 1.0)}), ctx.add_scalar(t, alpha)});
     auto y = ctx.add("where", {ctx.add("greater", {x, zero}), x, negative});
     return scale == 1.0 ? y : ctx.add("mul", {y, ctx.add_scalar(t, scale)});
 }
@@ -79,14 +81,28 @@ args_t parse_cast(const node_context& ctx, const args_t& args) {
 }  // namespace
 
 void add_elementwise_parsers(parser_table& table) {
-    for (auto [tf_name, op] : std::initializer_list<std::pair<const char*, const char*>>{
-             {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Rsqrt", "rsqrt"}, {"Sqrt", "sqrt"},
-             {"Exp", "exp"}, {"Log", "log"}, {"Neg", "neg"}, {"Abs", "abs"}, {"Erf", "erf"},
-             {"Reciprocal", "reciprocal"}, {"Floor", "floor"}, {"Ceil", "ceil"}})
+    for (auto [tf_name, op] : std::initializer_list<std::pair<const char*, const char*>>{{"Relu", "relu"},
+                                                                                         {"Sigmoid", "sigmoid"},
+                                                                                         {"Tanh", "tanh"},
+                                                                                         {"Rsqrt", "rsqrt"},
+                                                                                         {"Sqrt", "sqrt"},
+                                                                                         {"Exp", "exp"},
+                                                                                         {"Log", "log"},
+                                                                                         {"Neg", "neg"},
+                                                                                         {"Abs", "abs"},
+                                                                                         {"Erf", "erf"},
+                                                                                         {"Reciprocal", "reciprocal"},
+                                                                                         {"Floor", "floor"},
+                                                                                         {"Ceil", "ceil"}})
         table[tf_name] = unary(op);
-    for (auto [tf_name, op] : std::initializer_list<std::pair<const char*, const char*>>{
-             {"Add", "add"}, {"AddV2", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"RealDiv", "div"},
-             {"Maximum", "max"}, {"Minimum", "min"}, {"Pow", "pow"}})
+    for (auto [tf_name, op] : std::initializer_list<std::pair<const char*, const char*>>{{"Add", "add"},
+                                                                                         {"AddV2", "add"},
+                                                                                         {"Sub", "sub"},
+                                                                                         {"Mul", "mul"},
+                                                                                         {"RealDiv", "div"},
+                                                                                         {"Maximum", "max"},
+                                                                                         {"Minimum", "min"},
+                                                                                         {"Pow", "pow"}})
         table[tf_name] = binary(op);
     table["Relu6"] = parse_relu6;
     table["Elu"] = parse_elu;

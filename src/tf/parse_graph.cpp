@@ -18,7 +18,8 @@ args_t parse_placeholder(const node_context& ctx, const args_t& args) {
             ctx.fail(error_kind::invalid_argument, "the placeholder has no shape; give its dims in map_input_dims");
         const auto& s = ctx.get_attribute("shape").shape();
         if (s.unknown_rank())
-            ctx.fail(error_kind::invalid_argument, "the placeholder's rank is unknown; give its dims in map_input_dims");
+            ctx.fail(error_kind::invalid_argument,
+                     "the placeholder's rank is unknown; give its dims in map_input_dims");
         for (int i = 0; i < s.dim_size(); ++i) {
             std::int64_t d = s.dim(i).size();
             if (d >= 0) {
@@ -49,9 +50,13 @@ args_t parse_identity(const node_context& ctx, const args_t& args) {
 }
 
 // PlaceholderWithDefault: the default (inputs are the program's parameters only).
-args_t parse_identity_n(const node_context&, const args_t& args) { return args; }
+args_t parse_identity_n(const node_context&, const args_t& args) {
+    return args;
+}
 
-args_t parse_noop(const node_context&, const args_t&) { return {}; }
+args_t parse_noop(const node_context&, const args_t&) {
+    return {};
+}
 
 }  // namespace
 

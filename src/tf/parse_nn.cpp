@@ -12,8 +12,8 @@ using ints = std::vector<std::int64_t>;
 // The two spatial entries of a 4-value attribute given in the node's layout.
 ints spatial(const node_context& ctx, const std::string& name, const ints& values) {
     if (values.size() != 4)
-        ctx.fail(error_kind::invalid_argument, "attribute '" + name + "' must have 4 values, got " +
-                                                   std::to_string(values.size()));
+        ctx.fail(error_kind::invalid_argument,
+                 "attribute '" + name + "' must have 4 values, got " + std::to_string(values.size()));
     return ctx.nhwc() ? ints{values[1], values[2]} : ints{values[2], values[3]};
 }
 
@@ -26,7 +26,8 @@ ints resolve_padding(const node_context& ctx, const std::vector<std::size_t>& nc
     if (padding == "EXPLICIT") {
         ints e = ctx.get_ints("explicit_paddings");
         if (e.size() != 8)
-            ctx.fail(error_kind::invalid_argument, "explicit_paddings must have 8 values, got " + std::to_string(e.size()));
+            ctx.fail(error_kind::invalid_argument,
+                     "explicit_paddings must have 8 values, got " + std::to_string(e.size()));
         // Pairs (before, after) per dim in the node's layout.
         std::size_t h = ctx.nhwc() ? 1 : 2;
         return {e[2 * h], e[2 * h + 2], e[2 * h + 1], e[2 * h + 3]};
@@ -66,11 +67,12 @@ args_t parse_conv2d(const node_context& ctx, const args_t& args) {
     const auto& x = args[0]->get_shape().lens();
     const auto& w = args[1]->get_shape().lens();
     if (x.size() != 4 || w.size() != 4)
-        ctx.fail(error_kind::invalid_argument, "input and filter must be 4-D, got " + to_string(x) + " and " + to_string(w));
+        ctx.fail(error_kind::invalid_argument,
+                 "input and filter must be 4-D, got " + to_string(x) + " and " + to_string(w));
     std::size_t channels = ctx.nhwc() ? x[3] : x[1];
     if (w[2] == 0 || channels % w[2] != 0)
-        ctx.fail(error_kind::invalid_argument, "filter " + to_string(w) + " does not fit " + std::to_string(channels) +
-                                                   " input channels");
+        ctx.fail(error_kind::invalid_argument,
+                 "filter " + to_string(w) + " does not fit " + std::to_string(channels) + " input channels");
     auto w_oihw = ctx.fold("transpose", args[1], value_map{{"permutation", int_list(hwio_to_oihw)}});
     return {convolve(ctx, args[0], w_oihw, static_cast<std::int64_t>(channels / w[2]))};
 }
@@ -80,11 +82,12 @@ args_t parse_depthwise(const node_context& ctx, const args_t& args) {
     const auto& x = args[0]->get_shape().lens();
     const auto& w = args[1]->get_shape().lens();
     if (x.size() != 4 || w.size() != 4)
-        ctx.fail(error_kind::invalid_argument, "input and filter must be 4-D, got " + to_string(x) + " and " + to_string(w));
+        ctx.fail(error_kind::invalid_argument,
+                 "input and filter must be 4-D, got " + to_string(x) + " and " + to_string(w));
     std::size_t channels = ctx.nhwc() ? x[3] : x[1];
     if (w[2] != channels)
-        ctx.fail(error_kind::invalid_argument, "filter " + to_string(w) + " does not fit " + std::to_string(channels) +
-                                                   " input channels");
+        ctx.fail(error_kind::invalid_argument,
+                 "filter " + to_string(w) + " does not fit " + std::to_string(channels) + " input channels");
     // [H, W, C, M] -> [H, W, 1, C*M]: output channel c*M + m, as TensorFlow numbers them.
     auto flat = ctx.fold("reshape", args[1],
                          value_map{{"dims", int_list(std::vector<std::size_t>{w[0], w[1], 1, w[2] * w[3]})}});
@@ -137,8 +140,8 @@ args_t parse_fused_batch_norm(const node_context& ctx, const args_t& args) {
     auto scale = ctx.add("mul", {args[1], inv});
     auto shift = ctx.add("sub", {args[2], ctx.add("mul", {args[3], scale})});
     std::size_t rank = x->get_shape().lens().size();
-    auto y = ctx.add("add", {ctx.add("mul", {x, per_channel(ctx, as_x(scale), rank)}),
-                             per_channel(ctx, as_x(shift), rank)});
+    auto y =
+        ctx.add("add", {ctx.add("mul", {x, per_channel(ctx, as_x(scale), rank)}), per_channel(ctx, as_x(shift), rank)});
     return {y};
 }
 

@@ -11,13 +11,15 @@ namespace {
 
 using ints = std::vector<std::int64_t>;
 
-std::size_t rank_of(instruction_ref x) { return x->get_shape().lens().size(); }
+std::size_t rank_of(instruction_ref x) {
+    return x->get_shape().lens().size();
+}
 
 std::int64_t normalize_axis(const node_context& ctx, std::int64_t axis, std::size_t rank, const std::string& what) {
     auto r = static_cast<std::int64_t>(rank);
     if (axis < -r || axis >= r)
-        ctx.fail(error_kind::invalid_argument, what + " " + std::to_string(axis) + " is out of range for rank " +
-                                                   std::to_string(rank));
+        ctx.fail(error_kind::invalid_argument,
+                 what + " " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
     return axis < 0 ? axis + r : axis;
 }
 
@@ -40,8 +42,8 @@ args_t parse_reshape(const node_context& ctx, const args_t& args) {
     }
     if (inferred >= 0) {
         if (known == 0 || total % known != 0)
-            ctx.fail(error_kind::invalid_argument, "cannot infer the -1 in the shape for " + std::to_string(total) +
-                                                       " elements");
+            ctx.fail(error_kind::invalid_argument,
+                     "cannot infer the -1 in the shape for " + std::to_string(total) + " elements");
         dims[static_cast<std::size_t>(inferred)] = static_cast<std::int64_t>(total / known);
     } else if (known != total) {
         ctx.fail(error_kind::invalid_argument, "cannot reshape " + to_string(lens) + " (" + std::to_string(total) +
@@ -134,7 +136,8 @@ args_t parse_strided_slice(const node_context& ctx, const args_t& args) {
             out_dims.push_back(1);
             continue;
         }
-        if (dim >= rank) ctx.fail(error_kind::invalid_argument, "more indices than the input's " + std::to_string(rank) + " dims");
+        if (dim >= rank)
+            ctx.fail(error_kind::invalid_argument, "more indices than the input's " + std::to_string(rank) + " dims");
         const auto extent = static_cast<std::int64_t>(lens[dim]);
         std::int64_t s = strides[i];
         if (s == 0) ctx.fail(error_kind::invalid_argument, "stride " + std::to_string(i) + " is 0");
@@ -168,7 +171,9 @@ args_t parse_strided_slice(const node_context& ctx, const args_t& args) {
     auto y = args[0];
     if (!axes.empty())
         y = ctx.add("slice", {y},
-                    value_map{{"axes", int_list(axes)}, {"starts", int_list(starts)}, {"ends", int_list(ends)},
+                    value_map{{"axes", int_list(axes)},
+                              {"starts", int_list(starts)},
+                              {"ends", int_list(ends)},
                               {"steps", int_list(steps)}});
     std::vector<std::size_t> now = y->get_shape().lens();
     if (std::vector<std::size_t>(out_dims.begin(), out_dims.end()) != now)
@@ -197,7 +202,8 @@ parse_function parse_pad(bool with_value, bool mirror) {
         }
         if (mirror) {
             std::string mode = ctx.get_string("mode", "REFLECT");
-            if (mode != "REFLECT") ctx.fail(error_kind::not_implemented, "MirrorPad mode " + mode + " is not supported");
+            if (mode != "REFLECT")
+                ctx.fail(error_kind::not_implemented, "MirrorPad mode " + mode + " is not supported");
             attrs.emplace_back("mode", std::string("reflect"));
         }
         return {ctx.add("pad", {args[0]}, attrs)};

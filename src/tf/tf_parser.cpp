@@ -1,11 +1,11 @@
 // GraphDef -> program: name resolution ("node", "node:k", "^node"), the order
 // nodes are parsed in, the outputs, and the checks made before parsing
 // (variables left in the graph, unsupported ops).
+#include "tf/tf_parser.hpp"
+
 #include <algorithm>
 #include <map>
 #include <set>
-
-#include "tf/tf_parser.hpp"
 
 namespace kiln::tf_import {
 
@@ -39,7 +39,9 @@ tensor_name split_name(const std::string& name) {
     return out;
 }
 
-std::string describe(const tf::NodeDef& node) { return node.op() + " '" + node.name() + "'"; }
+std::string describe(const tf::NodeDef& node) {
+    return node.op() + " '" + node.name() + "'";
+}
 
 class graph_parser {
 public:
@@ -76,9 +78,8 @@ private:
             if (!nodes_.emplace(node.name(), &node).second)
                 fail(error_kind::parse_error, source_ + ": two nodes are named '" + node.name() + "'");
             if (is_variable(node.op()))
-                fail(error_kind::invalid_argument,
-                     source_ + ": the graph still holds variables (node '" + node.name() +
-                         "'): freeze it (convert_variables_to_constants_v2)");
+                fail(error_kind::invalid_argument, source_ + ": the graph still holds variables (node '" + node.name() +
+                                                       "'): freeze it (convert_variables_to_constants_v2)");
         }
         if (graph_.has_library() && graph_.library().function_size() > 0) has_functions_ = true;
     }
@@ -155,7 +156,8 @@ private:
             if (names.size() > 5) list += ", and " + std::to_string(names.size() - 5) + " more";
             list += ")";
         }
-        std::string note = has_functions_ ? " (the graph calls functions from its library, which is not imported yet)" : "";
+        std::string note =
+            has_functions_ ? " (the graph calls functions from its library, which is not imported yet)" : "";
         fail(error_kind::not_implemented, source_ + ": unsupported TensorFlow operators: " + list + note);
     }
 

@@ -52,20 +52,34 @@ auto same() {
 
 dtype to_dtype(int tf_type, const std::string& what) {
     switch (tf_type) {
-        case tf::DT_FLOAT: return dtype::float_type;
-        case tf::DT_DOUBLE: return dtype::double_type;
-        case tf::DT_HALF: return dtype::half_type;
-        case tf::DT_BFLOAT16: return dtype::bf16_type;
-        case tf::DT_INT8: return dtype::int8_type;
-        case tf::DT_INT16: return dtype::int16_type;
-        case tf::DT_INT32: return dtype::int32_type;
-        case tf::DT_INT64: return dtype::int64_type;
-        case tf::DT_UINT8: return dtype::uint8_type;
-        case tf::DT_UINT16: return dtype::uint16_type;
-        case tf::DT_UINT32: return dtype::uint32_type;
-        case tf::DT_UINT64: return dtype::uint64_type;
-        case tf::DT_BOOL: return dtype::bool_type;
-        default: break;
+        case tf::DT_FLOAT:
+            return dtype::float_type;
+        case tf::DT_DOUBLE:
+            return dtype::double_type;
+        case tf::DT_HALF:
+            return dtype::half_type;
+        case tf::DT_BFLOAT16:
+            return dtype::bf16_type;
+        case tf::DT_INT8:
+            return dtype::int8_type;
+        case tf::DT_INT16:
+            return dtype::int16_type;
+        case tf::DT_INT32:
+            return dtype::int32_type;
+        case tf::DT_INT64:
+            return dtype::int64_type;
+        case tf::DT_UINT8:
+            return dtype::uint8_type;
+        case tf::DT_UINT16:
+            return dtype::uint16_type;
+        case tf::DT_UINT32:
+            return dtype::uint32_type;
+        case tf::DT_UINT64:
+            return dtype::uint64_type;
+        case tf::DT_BOOL:
+            return dtype::bool_type;
+        default:
+            break;
     }
     fail(error_kind::not_implemented, what + " has type " + type_name(tf_type) + ", which Kiln does not support");
 }
@@ -85,23 +99,46 @@ literal tensor_to_literal(const tf::TensorProto& t) {
     }
     return literal(s, [&](std::byte* out) {
         switch (t.dtype()) {
-            case tf::DT_FLOAT: fill_from<float>(t.float_val(), n, out, "float_val", same<float>()); break;
-            case tf::DT_DOUBLE: fill_from<double>(t.double_val(), n, out, "double_val", same<double>()); break;
-            case tf::DT_INT8: fill_from<std::int8_t>(t.int_val(), n, out, "int_val", same<std::int8_t>()); break;
-            case tf::DT_INT16: fill_from<std::int16_t>(t.int_val(), n, out, "int_val", same<std::int16_t>()); break;
-            case tf::DT_INT32: fill_from<std::int32_t>(t.int_val(), n, out, "int_val", same<std::int32_t>()); break;
-            case tf::DT_UINT8: fill_from<std::uint8_t>(t.int_val(), n, out, "int_val", same<std::uint8_t>()); break;
-            case tf::DT_UINT16: fill_from<std::uint16_t>(t.int_val(), n, out, "int_val", same<std::uint16_t>()); break;
-            case tf::DT_INT64: fill_from<std::int64_t>(t.int64_val(), n, out, "int64_val", same<std::int64_t>()); break;
-            case tf::DT_UINT32: fill_from<std::uint32_t>(t.uint32_val(), n, out, "uint32_val", same<std::uint32_t>()); break;
-            case tf::DT_UINT64: fill_from<std::uint64_t>(t.uint64_val(), n, out, "uint64_val", same<std::uint64_t>()); break;
-            case tf::DT_BOOL: fill_from<bool>(t.bool_val(), n, out, "bool_val", same<bool>()); break;
+            case tf::DT_FLOAT:
+                fill_from<float>(t.float_val(), n, out, "float_val", same<float>());
+                break;
+            case tf::DT_DOUBLE:
+                fill_from<double>(t.double_val(), n, out, "double_val", same<double>());
+                break;
+            case tf::DT_INT8:
+                fill_from<std::int8_t>(t.int_val(), n, out, "int_val", same<std::int8_t>());
+                break;
+            case tf::DT_INT16:
+                fill_from<std::int16_t>(t.int_val(), n, out, "int_val", same<std::int16_t>());
+                break;
+            case tf::DT_INT32:
+                fill_from<std::int32_t>(t.int_val(), n, out, "int_val", same<std::int32_t>());
+                break;
+            case tf::DT_UINT8:
+                fill_from<std::uint8_t>(t.int_val(), n, out, "int_val", same<std::uint8_t>());
+                break;
+            case tf::DT_UINT16:
+                fill_from<std::uint16_t>(t.int_val(), n, out, "int_val", same<std::uint16_t>());
+                break;
+            case tf::DT_INT64:
+                fill_from<std::int64_t>(t.int64_val(), n, out, "int64_val", same<std::int64_t>());
+                break;
+            case tf::DT_UINT32:
+                fill_from<std::uint32_t>(t.uint32_val(), n, out, "uint32_val", same<std::uint32_t>());
+                break;
+            case tf::DT_UINT64:
+                fill_from<std::uint64_t>(t.uint64_val(), n, out, "uint64_val", same<std::uint64_t>());
+                break;
+            case tf::DT_BOOL:
+                fill_from<bool>(t.bool_val(), n, out, "bool_val", same<bool>());
+                break;
             case tf::DT_HALF:
             case tf::DT_BFLOAT16:
                 fill_from<std::uint16_t>(t.half_val(), n, out, "half_val",
                                          [](std::int32_t v) { return static_cast<std::uint16_t>(v); });
                 break;
-            default: fail(error_kind::not_implemented, "constant of type " + type_name(t.dtype()));
+            default:
+                fail(error_kind::not_implemented, "constant of type " + type_name(t.dtype()));
         }
     });
 }
