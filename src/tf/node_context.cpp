@@ -46,8 +46,8 @@ value int_list(const std::vector<std::size_t>& v) {
     return out;
 }
 
-node_context::node_context(const tf::NodeDef& node, module& m, const tf_options& options)
-    : node_(node), mod_(m), options_(options) {}
+node_context::node_context(const tf::NodeDef& node, module& m, const tf_options& options, layout_cache& layouts)
+    : node_(node), mod_(m), options_(options), layouts_(layouts) {}
 
 void node_context::fail(error_kind kind, const std::string& message) const {
     kiln::fail(kind, message);
@@ -161,16 +161,56 @@ std::vector<std::int64_t> node_context::constant_ints(instruction_ref ins, const
     return lit.to_vector<std::int64_t>();
 }
 
+namespace {
+const std::vector<std::int64_t> nhwc_to_nchw{0, 3, 1, 2};
+const std::vector<std::int64_t> nchw_to_nhwc{0, 2, 3, 1};
+}  // namespace
+
 instruction_ref node_context::to_nchw(instruction_ref x) const {
     if (!nhwc()) return x;
     if (x->get_shape().lens().size() != 4)
         fail(error_kind::invalid_argument, "expects a 4-D input, got " + to_string(x->get_shape().lens()));
-    return add("transpose", {x}, value_map{{"permutation", int_list(std::vector<std::int64_t>{0, 3, 1, 2})}});
+    if (auto known = layouts_.nchw.find(&*x); known != layouts_.nchw.end()) return known->second;
+    return add("transpose", {x}, value_map{{"permutation", int_list(nhwc_to_nchw)}});
 }
 
 instruction_ref node_context::from_nchw(instruction_ref x) const {
     if (!nhwc()) return x;
-    return add("transpose", {x}, value_map{{"permutation", int_list(std::vector<std::int64_t>{0, 2, 3, 1})}});
+    auto y = add("transpose", {x}, value_map{{"permutation", int_list(nchw_to_nhwc)}});
+    layouts_.nchw[&*y] = x;
+    return y;
+}
+
+instruction_ref node_context::pointwise(const std::string& name, const std::vector<instruction_ref>& inputs,
+                                        const value& attributes) const {
+    bool any_nchw = false;
+    bool fits = true;
+    for (auto in : inputs) {
+        any_nchw = any_nchw || layouts_.nchw.contains(&*in);
+        fits = fits && in->get_shape().lens().size() <= 4;
+    }
+    if (!any_nchw || !fits) return add(name, inputs, attributes);
+    std::vector<instruction_ref> nchw;
+    for (auto in : inputs) {
+        if (auto known = layouts_.nchw.find(&*in); known != layouts_.nchw.end()) {
+            nchw.push_back(known->second);
+            continue;
+        }
+        // Broadcasting aligns trailing dims: pad to rank 4 with leading 1s, then permute.
+        auto lens = in->get_shape().lens();
+        auto x = in;
+        if (lens.size() < 4) {
+            std::vector<std::size_t> dims(4 - lens.size(), 1);
+            dims.insert(dims.end(), lens.begin(), lens.end());
+            x = fold("reshape", x, value_map{{"dims", int_list(dims)}});
+        }
+        nchw.push_back(fold("transpose", x, value_map{{"permutation", int_list(nhwc_to_nchw)}}));
+    }
+    auto y = add(name, nchw, attributes);
+    if (y->get_shape().lens().size() != 4) return add(name, inputs, attributes);
+    auto back = add("transpose", {y}, value_map{{"permutation", int_list(nchw_to_nhwc)}});
+    layouts_.nchw[&*back] = y;
+    return back;
 }
 
 }  // namespace kiln::tf_import

@@ -11,14 +11,14 @@ namespace {
 parse_function unary(std::string op) {
     return [op](const node_context& ctx, const args_t& args) -> args_t {
         ctx.expect_inputs(args, 1, 1);
-        return {ctx.add(op, {args[0]})};
+        return {ctx.pointwise(op, {args[0]})};
     };
 }
 
 parse_function binary(std::string op) {
     return [op](const node_context& ctx, const args_t& args) -> args_t {
         ctx.expect_inputs(args, 2, 2);
-        return {ctx.add(op, {args[0], args[1]})};
+        return {ctx.pointwise(op, {args[0], args[1]})};
     };
 }
 
@@ -29,7 +29,7 @@ dtype type_of(instruction_ref x) {
 args_t parse_relu6(const node_context& ctx, const args_t& args) {
     ctx.expect_inputs(args, 1, 1);
     dtype t = type_of(args[0]);
-    return {ctx.add("clip", {args[0], ctx.add_scalar(t, 0.0), ctx.add_scalar(t, 6.0)})};
+    return {ctx.pointwise("clip", {args[0], ctx.add_scalar(t, 0.0), ctx.add_scalar(t, 6.0)})};
 }
 
 // alpha * (exp(x) - 1) where x < 0, else x (then scaled, for Selu).

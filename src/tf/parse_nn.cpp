@@ -147,7 +147,7 @@ args_t parse_fused_batch_norm(const node_context& ctx, const args_t& args) {
 
 args_t parse_bias_add(const node_context& ctx, const args_t& args) {
     ctx.expect_inputs(args, 2, 2);
-    return {ctx.add("add", {args[0], per_channel(ctx, args[1], args[0]->get_shape().lens().size())})};
+    return {ctx.pointwise("add", {args[0], per_channel(ctx, args[1], args[0]->get_shape().lens().size())})};
 }
 
 // Swaps the last two dims.

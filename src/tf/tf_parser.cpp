@@ -188,7 +188,7 @@ private:
             if (t.control) continue;  // ordering only: every node here runs in order anyway
             args.push_back(*value_of(t, "input '" + in + "'"));
         }
-        node_context ctx(node, m, options_);
+        node_context ctx(node, m, options_, layouts_);
         origin_scope origin(m, node.name());
         values_[node.name()] = parser->second(ctx, args);
     }
@@ -200,6 +200,7 @@ private:
     std::unordered_map<std::string, const tf::NodeDef*> nodes_;
     std::unordered_map<std::string, args_t> values_;
     std::set<std::string> skipped_;
+    layout_cache layouts_;
     bool has_functions_ = false;
 };
 

@@ -20,10 +20,17 @@ dtype to_dtype(int tf_type, const std::string& what);
 // A TensorProto's value.
 literal tensor_to_literal(const tf::TensorProto& t);
 
+// The NCHW form of NHWC values that convolutions and pooling have produced:
+// elementwise ops on them run on NCHW too, so that the transposes between
+// two convolutions cancel.
+struct layout_cache {
+    std::unordered_map<const instruction*, instruction_ref> nchw;
+};
+
 // One node being parsed: its attributes and helpers that add instructions.
 class node_context {
 public:
-    node_context(const tf::NodeDef& node, module& m, const tf_options& options);
+    node_context(const tf::NodeDef& node, module& m, const tf_options& options, layout_cache& layouts);
 
     const tf::NodeDef& node() const { return node_; }
     const std::string& op_type() const { return node_.op(); }
@@ -61,6 +68,11 @@ public:
     // NHWC <-> NCHW around an op that works on NCHW (nothing when the node is NCHW).
     instruction_ref to_nchw(instruction_ref x) const;
     instruction_ref from_nchw(instruction_ref x) const;
+    // Elementwise op `name` (numpy broadcasting): computed on NCHW when an
+    // input has an NCHW form (see layout_cache) and the result is 4-D, then
+    // returned as NHWC.
+    instruction_ref pointwise(const std::string& name, const std::vector<instruction_ref>& inputs,
+                              const value& attributes = {}) const;
 
     [[noreturn]] void fail(error_kind kind, const std::string& message) const;
 
@@ -68,6 +80,7 @@ private:
     const tf::NodeDef& node_;
     module& mod_;
     const tf_options& options_;
+    layout_cache& layouts_;
 };
 
 // An attribute value holding a list of integers.

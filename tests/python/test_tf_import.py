@@ -126,6 +126,26 @@ def test_residual_block(tmp_path):
     check(keras.Model(inputs, outputs), (8, 8, 6), tmp_path)
 
 
+def test_nhwc_transposes_cancel(tmp_path):
+    """Convolutions, batch norm, activations, residual adds and pooling between
+    the input and the output: the compiled program transposes only there."""
+    tf.random.set_seed(10)
+    inputs = keras.Input((16, 16, 8))
+    x = layers.Conv2D(8, 3, padding="same")(inputs)
+    x = layers.BatchNormalization()(x)
+    x = layers.ReLU(6.0)(x)
+    x = layers.DepthwiseConv2D(3, padding="same")(x)
+    x = layers.Conv2D(8, 1)(x)
+    x = layers.Add()([x, inputs])
+    x = layers.Activation("relu")(x)
+    x = layers.MaxPooling2D(2)(x)
+    x = layers.Conv2D(4, 1)(x)
+    path, inputs_, _, _ = check(keras.Model(inputs, x), (16, 16, 8), tmp_path, batch=1)
+    p = kiln.parse_tf(path)
+    p.compile(kiln.get_target("cpu"))
+    assert str(p).count("= transpose[") == 2, str(p)
+
+
 def test_tf_ops(tmp_path):
     """Raw TF ops Keras layers do not produce: StridedSlice masks, Transpose,
     ConcatV2, Pack, ExpandDims, Squeeze, Mean/Sum/Max, SquaredDifference, Rsqrt,
