@@ -171,7 +171,9 @@ instruction_ref node_context::to_nchw(instruction_ref x) const {
     if (x->get_shape().lens().size() != 4)
         fail(error_kind::invalid_argument, "expects a 4-D input, got " + to_string(x->get_shape().lens()));
     if (auto known = layouts_.nchw.find(&*x); known != layouts_.nchw.end()) return known->second;
-    return add("transpose", {x}, value_map{{"permutation", int_list(nhwc_to_nchw)}});
+    // Copied into NCHW order: the cpu target's convolutions are far slower on a transposed view.
+    auto t = add("transpose", {x}, value_map{{"permutation", int_list(nhwc_to_nchw)}});
+    return t->is_literal() ? t : add("contiguous", {t});
 }
 
 instruction_ref node_context::from_nchw(instruction_ref x) const {
@@ -179,6 +181,65 @@ instruction_ref node_context::from_nchw(instruction_ref x) const {
     auto y = add("transpose", {x}, value_map{{"permutation", int_list(nchw_to_nhwc)}});
     layouts_.nchw[&*y] = x;
     return y;
+}
+
+namespace {
+// op(a, b) on two literals, whatever their size.
+literal evaluate(const std::string& name, const literal& a, const literal& b) {
+    operation op = make_op(name);
+    shape s = op.compute_shape({a.get_shape(), b.get_shape()});
+    return literal(op.evaluate(s, {a.get_argument(), b.get_argument()}));
+}
+}  // namespace
+
+std::optional<instruction_ref> node_context::scale_convolution(instruction_ref y, instruction_ref s) const {
+    if (!s->is_literal()) return std::nullopt;
+    const auto& sl = s->get_shape().lens();
+    if (sl.size() != 4 || sl[0] != 1 || sl[2] != 1 || sl[3] != 1) return std::nullopt;
+    auto scaled_conv = [&](instruction_ref conv) -> std::optional<instruction_ref> {
+        if (conv->name() != "convolution" || !conv->inputs()[1]->is_literal()) return std::nullopt;
+        const literal& w = conv->inputs()[1]->get_literal();
+        const auto& wl = w.get_shape().lens();
+        if (wl.size() != 4 || (sl[1] != 1 && sl[1] != wl[0]) || s->get_shape().type() != w.get_shape().type())
+            return std::nullopt;
+        // [1, C, 1, 1] -> [C, 1, 1, 1]: one factor per output channel.
+        operation to_rows = make_op("reshape", value_map{{"dims", int_list(std::vector<std::size_t>{sl[1], 1, 1, 1})}});
+        const literal& sv = s->get_literal();
+        literal rows(to_rows.evaluate(to_rows.compute_shape({sv.get_shape()}), {sv.get_argument()}));
+        auto w_scaled = mod_.add_literal(evaluate("mul", w, rows));
+        return mod_.add_instruction(conv->get_operator(), {conv->inputs()[0], w_scaled});
+    };
+    if (auto direct = scaled_conv(y)) return direct;
+    if (y->name() != "add") return std::nullopt;
+    for (std::size_t i = 0; i < 2; ++i) {
+        auto conv = y->inputs()[i];
+        auto c = y->inputs()[1 - i];
+        if (!c->is_literal()) continue;
+        if (auto scaled = scaled_conv(conv))
+            return add("add", {*scaled, mod_.add_literal(evaluate("mul", c->get_literal(), s->get_literal()))});
+    }
+    return std::nullopt;
+}
+
+void node_context::note_zero_pad(instruction_ref y, instruction_ref x, const std::vector<std::int64_t>& pads) const {
+    layouts_.zero_pads[&*y] = {x, pads};
+}
+
+const std::pair<instruction_ref, std::vector<std::int64_t>>* node_context::zero_pad(instruction_ref y) const {
+    auto it = layouts_.zero_pads.find(&*y);
+    return it == layouts_.zero_pads.end() ? nullptr : &it->second;
+}
+
+std::optional<instruction_ref> node_context::known_nchw(instruction_ref x) const {
+    auto known = layouts_.nchw.find(&*x);
+    if (known == layouts_.nchw.end()) return std::nullopt;
+    return known->second;
+}
+
+instruction_ref node_context::nhwc_of(instruction_ref y) const {
+    auto back = add("transpose", {y}, value_map{{"permutation", int_list(nchw_to_nhwc)}});
+    layouts_.nchw[&*back] = y;
+    return back;
 }
 
 instruction_ref node_context::pointwise(const std::string& name, const std::vector<instruction_ref>& inputs,
@@ -206,11 +267,14 @@ instruction_ref node_context::pointwise(const std::string& name, const std::vect
         }
         nchw.push_back(fold("transpose", x, value_map{{"permutation", int_list(nhwc_to_nchw)}}));
     }
+    if (name == "mul" && nchw.size() == 2) {
+        for (std::size_t i = 0; i < 2; ++i)
+            if (layouts_.nchw.contains(&*inputs[i]))
+                if (auto scaled = scale_convolution(nchw[i], nchw[1 - i])) return nhwc_of(*scaled);
+    }
     auto y = add(name, nchw, attributes);
     if (y->get_shape().lens().size() != 4) return add(name, inputs, attributes);
-    auto back = add("transpose", {y}, value_map{{"permutation", int_list(nchw_to_nhwc)}});
-    layouts_.nchw[&*back] = y;
-    return back;
+    return nhwc_of(y);
 }
 
 }  // namespace kiln::tf_import

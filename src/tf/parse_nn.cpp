@@ -1,6 +1,8 @@
 // Neural-network TensorFlow ops: Conv2D, DepthwiseConv2dNative, MaxPool,
 // AvgPool (on NCHW inside, transposed around when the node is NHWC),
 // FusedBatchNorm (inference), BiasAdd, MatMul and BatchMatMul.
+#include <optional>
+
 #include "tf/tf_parser.hpp"
 
 namespace kiln::tf_import {
@@ -54,6 +56,14 @@ instruction_ref convolve(const node_context& ctx, instruction_ref x, instruction
     auto stride = spatial(ctx, "strides", ctx.get_ints("strides", {1, 1, 1, 1}));
     auto dilation = spatial(ctx, "dilations", ctx.get_ints("dilations", {1, 1, 1, 1}));
     auto pads = resolve_padding(ctx, xc->get_shape().lens(), kernel, stride, dilation);
+    // A zero Pad of the spatial dims just before: the convolution's own padding.
+    if (const auto* padded = ctx.zero_pad(xc)) {
+        const auto& p = padded->second;  // [n, c, h, w] begins then ends
+        if (p[0] == 0 && p[1] == 0 && p[4] == 0 && p[5] == 0) {
+            xc = padded->first;
+            pads = {pads[0] + p[2], pads[1] + p[3], pads[2] + p[6], pads[3] + p[7]};
+        }
+    }
     auto y = ctx.add("convolution", {xc, w_oihw},
                      value_map{{"padding", int_list(pads)},
                                {"stride", int_list(stride)},
@@ -131,11 +141,22 @@ args_t parse_fused_batch_norm(const node_context& ctx, const args_t& args) {
     if (ctx.get_bool("is_training", true))
         ctx.fail(error_kind::not_implemented, "training-mode FusedBatchNorm is not supported (is_training is true)");
     auto x = args[0];
+    const double epsilon = ctx.get_float("epsilon", 1e-4);
+    // On NCHW (the node's layout, or the NCHW form a convolution left): Kiln's
+    // batch_norm_inference, which the optimizer folds into that convolution.
+    std::optional<instruction_ref> nchw = ctx.nhwc() ? ctx.known_nchw(x) : std::optional<instruction_ref>(x);
+    bool same_type = true;
+    for (std::size_t i = 1; i < 5; ++i) same_type = same_type && args[i]->get_shape().type() == x->get_shape().type();
+    if (nchw && same_type && (*nchw)->get_shape().lens().size() >= 2) {
+        auto y = ctx.add("batch_norm_inference", {*nchw, args[1], args[2], args[3], args[4]},
+                         value_map{{"epsilon", epsilon}});
+        return {ctx.nhwc() ? ctx.nhwc_of(y) : y};
+    }
     dtype t = x->get_shape().type();
     auto as_x = [&](instruction_ref v) {
         return v->get_shape().type() == t ? v : ctx.add("convert", {v}, value_map{{"target_type", to_string(t)}});
     };
-    auto eps = ctx.add_scalar(args[4]->get_shape().type(), ctx.get_float("epsilon", 1e-4));
+    auto eps = ctx.add_scalar(args[4]->get_shape().type(), epsilon);
     auto inv = ctx.add("rsqrt", {ctx.add("add", {args[4], eps})});
     auto scale = ctx.add("mul", {args[1], inv});
     auto shift = ctx.add("sub", {args[2], ctx.add("mul", {args[3], scale})});

@@ -206,6 +206,20 @@ parse_function parse_pad(bool with_value, bool mirror) {
                 ctx.fail(error_kind::not_implemented, "MirrorPad mode " + mode + " is not supported");
             attrs.emplace_back("mode", std::string("reflect"));
         }
+        // A value with an NCHW form (see layout_cache) is padded there.
+        if (auto nchw = ctx.known_nchw(args[0]); nchw && rank == 4) {
+            const std::size_t order[] = {0, 3, 1, 2};
+            ints permuted(8);
+            for (std::size_t i = 0; i < 4; ++i) {
+                permuted[i] = pads[order[i]];
+                permuted[4 + i] = pads[4 + order[i]];
+            }
+            value_map nchw_attrs = attrs;
+            nchw_attrs[0] = {"pads", int_list(permuted)};
+            auto padded = ctx.add("pad", {*nchw}, nchw_attrs);
+            if (!with_value && !mirror) ctx.note_zero_pad(padded, *nchw, permuted);
+            return {ctx.nhwc_of(padded)};
+        }
         return {ctx.add("pad", {args[0]}, attrs)};
     };
 }

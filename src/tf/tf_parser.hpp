@@ -25,6 +25,9 @@ literal tensor_to_literal(const tf::TensorProto& t);
 // two convolutions cancel.
 struct layout_cache {
     std::unordered_map<const instruction*, instruction_ref> nchw;
+    // NCHW zero-padding instructions: their input and pads (Pad before a
+    // convolution becomes the convolution's padding).
+    std::unordered_map<const instruction*, std::pair<instruction_ref, std::vector<std::int64_t>>> zero_pads;
 };
 
 // One node being parsed: its attributes and helpers that add instructions.
@@ -73,6 +76,18 @@ public:
     // returned as NHWC.
     instruction_ref pointwise(const std::string& name, const std::vector<instruction_ref>& inputs,
                               const value& attributes = {}) const;
+    // conv(x, w) * s as conv(x, w * s), and (conv(x, w) + c) * s as
+    // conv(x, w * s) + c * s, for constant w, c and a per-channel constant
+    // s [1, C, 1, 1] (the multiply a batch norm leaves after a convolution);
+    // nullopt when y and s are not of that form.
+    std::optional<instruction_ref> scale_convolution(instruction_ref y, instruction_ref s) const;
+    // Records y as x zero-padded by `pads` (NCHW [begins..., ends...]); finds such a y.
+    void note_zero_pad(instruction_ref y, instruction_ref x, const std::vector<std::int64_t>& pads) const;
+    const std::pair<instruction_ref, std::vector<std::int64_t>>* zero_pad(instruction_ref y) const;
+    // The NCHW form of the NHWC value x, when one is known (see layout_cache).
+    std::optional<instruction_ref> known_nchw(instruction_ref x) const;
+    // The NHWC value of the NCHW y, remembering y as its NCHW form.
+    instruction_ref nhwc_of(instruction_ref y) const;
 
     [[noreturn]] void fail(error_kind kind, const std::string& message) const;
 
