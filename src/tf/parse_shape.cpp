@@ -207,7 +207,13 @@ parse_function parse_pad(bool with_value, bool mirror) {
             attrs.emplace_back("mode", std::string("reflect"));
         }
         // A value with an NCHW form (see layout_cache) is padded there.
-        if (auto nchw = ctx.known_nchw(args[0]); nchw && rank == 4) {
+        // So is a zero padding of the spatial dims of an NHWC value (it folds into
+        // the convolution that usually follows).
+        auto nchw = ctx.known_nchw(args[0]);
+        const bool spatial_zero_pad = rank == 4 && !with_value && !mirror && ctx.nhwc() && pads[0] == 0 &&
+                                      pads[3] == 0 && pads[4] == 0 && pads[7] == 0 && !args[0]->is_literal();
+        if (!nchw && spatial_zero_pad) nchw = ctx.to_nchw(args[0]);
+        if (nchw && rank == 4) {
             const std::size_t order[] = {0, 3, 1, 2};
             ints permuted(8);
             for (std::size_t i = 0; i < 4; ++i) {
