@@ -187,6 +187,38 @@ def test_tf_ops(tmp_path):
             np.testing.assert_allclose(g, e, rtol=RTOL, atol=ATOL, err_msg=f"{target} output {i}")
 
 
+def test_fused_batch_norm(tmp_path):
+    """FusedBatchNormV3 (TF's own batch norm, which tf.keras 2 and TF1 graphs use)
+    after a convolution (folded into it) and on a plain input."""
+    rng = np.random.default_rng(11)
+    w = tf.constant(rng.standard_normal((3, 3, 4, 6)).astype(np.float32))
+    stats6 = [tf.constant(v.astype(np.float32)) for v in (rng.uniform(0.5, 1.5, 6), rng.standard_normal(6),
+                                                           rng.standard_normal(6), rng.uniform(0.5, 2, 6))]
+    stats4 = [tf.constant(v.astype(np.float32)) for v in (rng.uniform(0.5, 1.5, 4), rng.standard_normal(4),
+                                                           rng.standard_normal(4), rng.uniform(0.5, 2, 4))]
+
+    def bn(x, stats):
+        return tf.raw_ops.FusedBatchNormV3(x=x, scale=stats[0], offset=stats[1], mean=stats[2],
+                                           variance=stats[3], epsilon=1e-3, is_training=False)[0]
+
+    @tf.function
+    def f(x):
+        y = tf.nn.relu(bn(tf.nn.conv2d(x, w, 1, "SAME"), stats6))
+        return y, bn(x, stats4)
+
+    frozen = convert_variables_to_constants_v2(f.get_concrete_function(tf.TensorSpec([2, 7, 7, 4], tf.float32)))
+    x = rng.standard_normal((2, 7, 7, 4)).astype(np.float32)
+    expected = [np.asarray(t) for t in frozen(tf.constant(x))]
+    graph = frozen.graph.as_graph_def()
+    assert any(n.op == "FusedBatchNormV3" for n in graph.node)
+    path = write(graph, tmp_path)
+    for target in ("ref", "cpu"):
+        p = kiln.parse_tf(path, output_names=[t.name for t in frozen.outputs])
+        p.compile(kiln.get_target(target))
+        for g, e in zip(p.run({"x": x}), expected):
+            np.testing.assert_allclose(np.asarray(g), e, rtol=RTOL, atol=ATOL, err_msg=target)
+
+
 @pytest.mark.xfail(strict=True, reason="cpu target bug, not the importer's: a fused_pointwise step whose two "
                    "operands are one earlier step (d*d, d+d) followed by a step from an input gives wrong values "
                    "on cpu ((x - 0.5)^2 + abs(x) too); ref is right")
