@@ -1,6 +1,7 @@
 // Neural-network TensorFlow ops: Conv2D, DepthwiseConv2dNative, MaxPool,
 // AvgPool (on NCHW inside, transposed around when the node is NHWC),
 // FusedBatchNorm (inference), BiasAdd, MatMul and BatchMatMul.
+#include <algorithm>
 #include <optional>
 
 #include "tf/tf_parser.hpp"
@@ -114,6 +115,21 @@ parse_function parse_pool(std::string mode) {
         auto stride = spatial(ctx, "strides", ctx.get_ints("strides", {1, 1, 1, 1}));
         ints dilation{1, 1};
         auto pads = resolve_padding(ctx, xc->get_shape().lens(), kernel, stride, dilation);
+        // A zero Pad of the spatial dims just before becomes the pool's padding:
+        // for max when the padded values are never negative (a Relu's), for
+        // average when the pool itself does not pad (the zeros then count).
+        bool count_pad = false;
+        if (const auto* padded = ctx.zero_pad(xc)) {
+            const auto& p = padded->second;
+            bool spatial_only = p[0] == 0 && p[1] == 0 && p[4] == 0 && p[5] == 0;
+            bool own_padding = std::any_of(pads.begin(), pads.end(), [](auto v) { return v != 0; });
+            bool fits = mode == "max" ? padded->first->name() == "relu" : !own_padding;
+            if (spatial_only && fits) {
+                xc = padded->first;
+                pads = {pads[0] + p[2], pads[1] + p[3], pads[2] + p[6], pads[3] + p[7]};
+                count_pad = mode == "average";
+            }
+        }
         auto y = ctx.add("pooling", {xc},
                          value_map{{"mode", mode},
                                    {"lengths", int_list(kernel)},
@@ -121,7 +137,7 @@ parse_function parse_pool(std::string mode) {
                                    {"padding", int_list(pads)},
                                    {"dilation", int_list(dilation)},
                                    {"ceil_mode", false},
-                                   {"count_include_pad", false}});
+                                   {"count_include_pad", count_pad}});
         return {ctx.from_nchw(y)};
     };
 }

@@ -89,9 +89,12 @@ def small_conv_net():
     x = layers.DepthwiseConv2D(3, padding="same", depth_multiplier=2)(x)
     x = layers.BatchNormalization()(x)
     x = layers.Activation("relu")(x)
+    x = layers.ZeroPadding2D(((1, 0), (0, 1)))(x)
+    x = layers.MaxPooling2D(2, strides=1)(x)  # after a Relu: the pad becomes the pool's
     x = layers.Conv2D(12, (1, 3), padding="valid", use_bias=False)(x)
     x = layers.MaxPooling2D(3, strides=2, padding="same")(x)
-    x = layers.AveragePooling2D(2, strides=1, padding="valid")(x)
+    x = layers.ZeroPadding2D(((0, 1), (1, 1)))(x)
+    x = layers.AveragePooling2D(2, strides=1, padding="valid")(x)  # the zeros count
     x = layers.AveragePooling2D(3, strides=2, padding="same")(x)
     x = layers.GlobalAveragePooling2D()(x)
     outputs = layers.Dense(4)(x)
@@ -108,7 +111,11 @@ def test_small_conv_net(tmp_path):
             gamma, beta, mean, var = layer.get_weights()
             layer.set_weights([rng.uniform(0.5, 1.5, gamma.shape), rng.standard_normal(beta.shape),
                                rng.standard_normal(mean.shape), rng.uniform(0.5, 2, var.shape)])
-    check(model, (17, 19, 3), tmp_path)
+    path = check(model, (17, 19, 3), tmp_path)[0]
+    # Every zero Pad became a convolution's or a pool's padding.
+    p = kiln.parse_tf(path)
+    p.compile(kiln.get_target("cpu"))
+    assert "pad[" not in str(p)
 
 
 def test_residual_block(tmp_path):
