@@ -1,5 +1,6 @@
 // Attribute access and instruction building for one TensorFlow node.
 #include "kiln/op_registry.hpp"
+#include "onnx/onnx_tensor.hpp"  // checked_shape: the memory limit both importers apply
 #include "tf/tf_parser.hpp"
 
 namespace kiln::tf_import {
@@ -125,6 +126,9 @@ instruction_ref node_context::add(const std::string& name, const std::vector<ins
     operation op = make_op(name, attributes);
     auto ins = mod_.add_instruction(op, inputs);
     const shape& s = ins->get_shape();
+    // Intermediate results count against the memory limit too.
+    onnx_import::checked_shape(s.type(), std::vector<std::int64_t>(s.lens().begin(), s.lens().end()),
+                               "result of " + name);
     bool all_constant = !inputs.empty();
     for (auto in : inputs) all_constant = all_constant && in->is_literal();
     if (!all_constant || s.elements() * s.element_size() > max_folded_bytes) return ins;

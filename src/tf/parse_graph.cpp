@@ -1,5 +1,6 @@
 // Graph plumbing: Placeholder (a parameter), Const (a literal), Identity and
 // friends (the value itself), NoOp (nothing).
+#include "onnx/onnx_tensor.hpp"  // checked_shape
 #include "tf/tf_parser.hpp"
 
 namespace kiln::tf_import {
@@ -33,7 +34,8 @@ args_t parse_placeholder(const node_context& ctx, const args_t& args) {
             }
         }
     }
-    return {ctx.mod().add_parameter(name, shape(type, lens))};
+    return {ctx.mod().add_parameter(
+        name, onnx_import::checked_shape(type, std::vector<std::int64_t>(lens.begin(), lens.end()), "placeholder"))};
 }
 
 args_t parse_const(const node_context& ctx, const args_t& args) {

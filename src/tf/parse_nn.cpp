@@ -17,7 +17,12 @@ ints spatial(const node_context& ctx, const std::string& name, const ints& value
     if (values.size() != 4)
         ctx.fail(error_kind::invalid_argument,
                  "attribute '" + name + "' must have 4 values, got " + std::to_string(values.size()));
-    return ctx.nhwc() ? ints{values[1], values[2]} : ints{values[2], values[3]};
+    ints out = ctx.nhwc() ? ints{values[1], values[2]} : ints{values[2], values[3]};
+    for (auto v : out)
+        if (v < 1)
+            ctx.fail(error_kind::invalid_argument,
+                     "attribute '" + name + "' must be positive, got " + std::to_string(v));
+    return out;
 }
 
 // Kiln's padding [begin_h, begin_w, end_h, end_w] for TensorFlow's padding

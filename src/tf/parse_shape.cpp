@@ -113,6 +113,7 @@ args_t parse_strided_slice(const node_context& ctx, const args_t& args) {
     auto strides = ctx.constant_ints(args[3], "strides");
     if (begin.size() != end.size() || begin.size() != strides.size())
         ctx.fail(error_kind::invalid_argument, "begin, end and strides must have the same length");
+    if (begin.size() > 32) ctx.fail(error_kind::invalid_argument, "more than 32 slice indices");
     auto bit = [&](const char* mask, std::size_t i) { return (ctx.get_int(mask, 0) >> i) & 1; };
     const auto& lens = args[0]->get_shape().lens();
     const std::size_t rank = lens.size();

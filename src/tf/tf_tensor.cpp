@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "kiln/float16.hpp"
+#include "onnx/onnx_tensor.hpp"  // checked_shape: the memory limit both importers apply
 #include "tf/tf_parser.hpp"
 
 namespace kiln::tf_import {
@@ -86,7 +87,9 @@ dtype to_dtype(int tf_type, const std::string& what) {
 
 literal tensor_to_literal(const tf::TensorProto& t) {
     const dtype type = to_dtype(t.dtype(), "a constant tensor");
-    const shape s(type, tensor_lens(t.tensor_shape()));
+    const auto lens = tensor_lens(t.tensor_shape());
+    const shape s =
+        onnx_import::checked_shape(type, std::vector<std::int64_t>(lens.begin(), lens.end()), "a constant tensor");
     const std::size_t n = s.elements();
     const std::size_t bytes = n * dtype_size(type);
     if (!t.tensor_content().empty()) {

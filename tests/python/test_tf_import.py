@@ -384,3 +384,17 @@ def test_keras_application(name, tmp_path):
     tf.random.set_seed(9)
     model = getattr(keras.applications, name)(weights=None, input_shape=(224, 224, 3))
     check(model, (224, 224, 3), tmp_path, batch=1)
+
+
+def test_huge_constant_is_refused():
+    from tensorflow.core.framework import graph_pb2, types_pb2
+
+    graph = graph_pb2.GraphDef()
+    node = graph.node.add(name="big", op="Const")
+    node.attr["dtype"].type = types_pb2.DT_FLOAT
+    tensor = node.attr["value"].tensor
+    tensor.dtype = types_pb2.DT_FLOAT
+    tensor.tensor_shape.dim.add(size=10**7)
+    tensor.tensor_shape.dim.add(size=10**7)
+    with pytest.raises(ValueError, match="needs more memory than this machine has"):
+        kiln.parse_tf_buffer(graph.SerializeToString())
