@@ -10,6 +10,7 @@ const parser_table& get_parsers() {
         add_nn_parsers(t);
         add_elementwise_parsers(t);
         add_shape_parsers(t);
+        add_select_parsers(t);
         return t;
     }();
     return table;

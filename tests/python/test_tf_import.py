@@ -194,6 +194,41 @@ def test_tf_ops(tmp_path):
             np.testing.assert_allclose(g, e, rtol=RTOL, atol=ATOL, err_msg=f"{target} output {i}")
 
 
+def test_select_index_ops(tmp_path):
+    """Comparisons, logic, Select/SelectV2, AddN, Slice, GatherV2, ArgMax/ArgMin, Unpack, Fill, Range."""
+    idx = tf.constant([2, 0, 1], tf.int32)
+
+    @tf.function
+    def f(x):
+        pos = tf.greater(x, 0.0)
+        both = tf.logical_and(pos, tf.less_equal(x, 1.0))
+        either = tf.logical_or(tf.logical_not(both), tf.equal(x, 0.5))
+        s2 = tf.where(either, x, -x)  # SelectV2
+        s1 = tf.raw_ops.Select(condition=tf.reduce_any(pos, axis=1), x=x, y=x * 2.0)
+        n = tf.add_n([x, s2, s1])
+        sl = tf.slice(x, [1, 0], [2, -1])
+        g = tf.gather(x, idx, axis=1)
+        am = tf.argmax(x, axis=1, output_type=tf.int32)
+        an = tf.argmin(x, axis=0)
+        a, b, c, d = tf.unstack(x, axis=0)
+        fr = tf.fill(tf.shape(x)[1:], 3.0) + tf.cast(tf.range(0, 6, 2), tf.float32)[:, None] * 0.0 + a
+        return (n, sl, g, am, an, b - c + d, fr, tf.cast(tf.not_equal(x, x), tf.float32),
+                tf.cast(tf.greater_equal(x, 0.0), tf.float32))
+
+    frozen = convert_variables_to_constants_v2(f.get_concrete_function(tf.TensorSpec([4, 3], tf.float32)))
+    x = np.random.default_rng(12).standard_normal((4, 3)).astype(np.float32)
+    x[1, 1] = 0.5
+    expected = [np.asarray(t) for t in frozen(tf.constant(x))]
+    path = write(frozen.graph.as_graph_def(), tmp_path)
+    for target in ("ref", "cpu"):
+        p = kiln.parse_tf(path, output_names=[t.name for t in frozen.outputs])
+        p.compile(kiln.get_target(target))
+        got = [np.asarray(r) for r in p.run({"x": x})]
+        for i, (g, e) in enumerate(zip(got, expected)):
+            assert g.shape == e.shape and g.dtype == e.dtype, (target, i, g.dtype, e.dtype)
+            np.testing.assert_allclose(g, e, rtol=RTOL, atol=ATOL, err_msg=f"{target} output {i}")
+
+
 def test_fused_batch_norm(tmp_path):
     """FusedBatchNormV3 (TF's own batch norm, which tf.keras 2 and TF1 graphs use)
     after a convolution (folded into it) and on a plain input."""
