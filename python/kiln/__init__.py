@@ -17,6 +17,7 @@ This package never imports PyTorch; the PyTorch front end is ``kiln.torch``.
 """
 
 from ._openmp_wait_policy import short_spin_unless_user_chose
+from ._symbols import own_protobuf_symbols as _own_protobuf_symbols
 from .errors import (
     InvalidArgumentError,
     KilnError,
@@ -27,7 +28,7 @@ from .errors import (
     ParseError,
     UnsupportedError,
 )
-with short_spin_unless_user_chose():
+with short_spin_unless_user_chose(), _own_protobuf_symbols():
     from . import _core  # noqa: F401  (loads libgomp under the chosen policy)
 from ._core import (
     __version__,

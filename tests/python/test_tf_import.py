@@ -8,6 +8,7 @@ weights) are marked slow.
 """
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -433,3 +434,23 @@ def test_huge_constant_is_refused():
     tensor.tensor_shape.dim.add(size=10**7)
     with pytest.raises(ValueError, match="needs more memory than this machine has"):
         kiln.parse_tf_buffer(graph.SerializeToString())
+
+
+def test_kiln_imported_after_tensorflow(tmp_path):
+    """TensorFlow makes its own protobuf's symbols global: kiln imported after
+    it must still parse with its own (it crashed the process before)."""
+    graph_path = write(dense_graph(), tmp_path)
+    script = (
+        "import os, sys\n"
+        "os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n"
+        "import tensorflow\n"
+        "import kiln\n"
+        f"p = kiln.parse_tf({graph_path!r})\n"
+        "p.compile(kiln.get_target('cpu'))\n"
+        "print('ok')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(kiln.__file__)),
+                                                                  os.environ.get("PYTHONPATH", "")] if p))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
+                            cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
