@@ -12,7 +12,7 @@ export CCACHE_NOHASHDIR := true
 .PHONY: all setup build test test-cpp test-python test-slow test-package test-sanitize demo bench bench-quantized bench-torch bench-dynamic bench-generation bench-quick fuzz fuzz-build format clean
 FUZZ_BUILD   := build-fuzz
 FUZZ_SECONDS ?= 1800
-# fuzz_onnx_import (the ONNX importer) or fuzz_kiln_load (the .kiln loader).
+# fuzz_onnx_import (the ONNX importer), fuzz_tf_import (the TensorFlow importer) or fuzz_kiln_load (the .kiln loader).
 FUZZ_TARGET  ?= fuzz_onnx_import
 
 all: build
@@ -50,7 +50,7 @@ test-sanitize: setup
 	@test -f $(SANITIZE_BUILD)/build.ninja || cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DKILN_SANITIZE=ON -DKILN_WARNINGS_AS_ERRORS=OFF \
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_PYTHON=OFF -DKILN_BUILD_CLI=OFF -DKILN_BUILD_BENCH=OFF \
 		-DPython_EXECUTABLE=$(PY)
-	@cmake --build $(SANITIZE_BUILD) -j$(JOBS) --target kiln_tests kiln_fuzz_replay kiln_fuzz_load_replay
+	@cmake --build $(SANITIZE_BUILD) -j$(JOBS) --target kiln_tests kiln_fuzz_replay kiln_fuzz_tf_replay kiln_fuzz_load_replay
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j$(JOBS)
 
@@ -112,6 +112,7 @@ fuzz-build: setup
 	@cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(FUZZ_TARGET)
 
 FUZZ_SEEDS_fuzz_onnx_import := ../tests/fuzz/seeds ../tests/data/onnx_bad
+FUZZ_SEEDS_fuzz_tf_import := ../tests/fuzz/tf_seeds
 FUZZ_SEEDS_fuzz_kiln_load := ../tests/fuzz/kiln_seeds ../tests/data/kiln_fuzz_regressions
 fuzz: fuzz-build
 	@mkdir -p $(FUZZ_BUILD)/corpus-$(FUZZ_TARGET)

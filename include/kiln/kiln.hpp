@@ -18,6 +18,7 @@
 #include "kiln/shape.hpp"
 #include "kiln/specialise.hpp"
 #include "kiln/target.hpp"
+#include "kiln/tf.hpp"
 #include "kiln/value.hpp"
 #include "kiln/verifier.hpp"
 #include "kiln/verify.hpp"

@@ -17,6 +17,7 @@ This package never imports PyTorch; the PyTorch front end is ``kiln.torch``.
 """
 
 from ._openmp_wait_policy import short_spin_unless_user_chose
+from ._symbols import own_protobuf_symbols as _own_protobuf_symbols
 from .errors import (
     InvalidArgumentError,
     KilnError,
@@ -27,7 +28,7 @@ from .errors import (
     ParseError,
     UnsupportedError,
 )
-with short_spin_unless_user_chose():
+with short_spin_unless_user_chose(), _own_protobuf_symbols():
     from . import _core  # noqa: F401  (loads libgomp under the chosen policy)
 from ._core import (
     __version__,
@@ -44,6 +45,8 @@ from ._core import (
     operation,
     parse_onnx,
     parse_onnx_buffer,
+    parse_tf,
+    parse_tf_buffer,
     program,
     quantize_bf16,
     quantize_fp16,
@@ -71,6 +74,8 @@ __all__ = [
     "op",
     "parse_onnx",
     "parse_onnx_buffer",
+    "parse_tf",
+    "parse_tf_buffer",
     "operation",
     "program",
     "quantize_bf16",

@@ -19,6 +19,7 @@ void bind_module(nb::module_& m);
 void bind_program(nb::module_& m);
 void bind_serialize(nb::module_& m);
 void bind_onnx(nb::module_& m);
+void bind_tf(nb::module_& m);
 void bind_verify(nb::module_& m);
 void bind_quantize(nb::module_& m);
 void bind_quantize_16bit(nb::module_& m);

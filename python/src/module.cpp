@@ -18,6 +18,7 @@ NB_MODULE(_core, m) {
     bind_program(m);
     bind_serialize(m);
     bind_onnx(m);
+    bind_tf(m);
     bind_verify(m);
     bind_quantize(m);
     bind_quantize_16bit(m);

@@ -5,6 +5,7 @@
 
 #include "kiln/onnx.hpp"
 #include "kiln/serialize.hpp"
+#include "kiln/tf.hpp"
 
 namespace kiln::driver {
 
@@ -21,7 +22,8 @@ dynamic_dimension parse_dim(const std::string& text, const std::string& spec) {
     if (dots == std::string::npos) return dynamic_dimension(parse_extent(text, spec));
     auto at = text.find('@', dots);
     std::size_t lo = parse_extent(text.substr(0, dots), spec);
-    std::size_t hi = parse_extent(text.substr(dots + 2, at == std::string::npos ? std::string::npos : at - dots - 2), spec);
+    std::size_t hi =
+        parse_extent(text.substr(dots + 2, at == std::string::npos ? std::string::npos : at - dots - 2), spec);
     std::vector<std::size_t> optimals;
     if (at != std::string::npos) {
         std::string list = text.substr(at + 1);
@@ -69,6 +71,12 @@ program load_model(const std::string& path, std::size_t batch, const std::vector
             options.map_dyn_input_dims[name] = dims;
         }
         return parse_onnx(path, options);
+    }
+    if (ext == ".pb") {
+        if (!dyn_input_dims.empty()) fail("--dyn-input-dim applies to .onnx models, not TensorFlow graphs: " + path);
+        tf_options options;
+        options.batch_size = batch;
+        return parse_tf(path, options);
     }
     if (!dyn_input_dims.empty())
         fail("--dyn-input-dim applies to .onnx models; " + path + " keeps the shapes it was saved with");

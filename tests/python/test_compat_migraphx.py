@@ -481,9 +481,10 @@ def test_parse_onnx_print_program_on_error(tmp_path, capfd):
     assert "relu" in capfd.readouterr().err
 
 
-def test_parse_tf_is_unsupported():
-    with pytest.raises(kiln.UnsupportedError, match="ONNX"):
-        migraphx.parse_tf("model.pb", is_nhwc=False, batch_size=2)
+def test_parse_tf_missing_file(tmp_path):
+    # parse_tf forwards to kiln.parse_tf (tests/python/test_tf_import.py checks models).
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        migraphx.parse_tf(str(tmp_path / "model.pb"), is_nhwc=False, batch_size=2)
 
 
 def test_save_load_format_argument(tmp_path):

@@ -1,8 +1,6 @@
-"""parse_onnx / parse_onnx_buffer with MIGraphX's keyword options, and
-parse_tf (which Kiln does not have)."""
+"""parse_onnx / parse_onnx_buffer / parse_tf with MIGraphX's keyword options."""
 import kiln
 
-from ._errors import unsupported
 from ._program import program
 from ._shape import dynamic_dimension
 
@@ -74,8 +72,10 @@ def parse_onnx_buffer(onnx_buffer, default_dim_value=0, default_dyn_dim_value=No
 
 
 def parse_tf(filename, is_nhwc=True, batch_size=1, map_input_dims=None, output_names=None):
-    """Not available: Kiln imports ONNX only."""
-    raise unsupported(
-        f"parse_tf('{filename}'): Kiln has no TensorFlow importer; convert the model to ONNX "
-        "(for example with tf2onnx) and use parse_onnx"
-    )
+    """Imports a frozen TensorFlow GraphDef (.pb): kiln.parse_tf with MIGraphX's option names."""
+    options = {"is_nhwc": bool(is_nhwc), "batch_size": int(batch_size)}
+    if map_input_dims:
+        options["map_input_dims"] = {name: [int(n) for n in lens] for name, lens in map_input_dims.items()}
+    if output_names:
+        options["output_names"] = [str(name) for name in output_names]
+    return program.from_kiln(kiln.parse_tf(filename, **options))

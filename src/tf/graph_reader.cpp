@@ -1,0 +1,54 @@
+// Reading a serialized GraphDef: kiln::parse_tf and kiln::parse_tf_buffer.
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "tf/tf_parser.hpp"
+
+namespace kiln::tf_import {
+namespace {
+
+program parse_bytes(const void* data, std::size_t size, const tf_options& options, const std::string& source) {
+    if (size == 0) fail(error_kind::parse_error, source + ": empty input, not a TensorFlow GraphDef");
+    if (size > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+        fail(error_kind::parse_error, source + ": larger than the 2 GiB protobuf limit");
+    tf::GraphDef graph;
+    if (!graph.ParseFromArray(data, static_cast<int>(size)))
+        fail(error_kind::parse_error, source + ": not a valid TensorFlow GraphDef (malformed or truncated protobuf)");
+    if (graph.node_size() == 0) fail(error_kind::parse_error, source + ": the GraphDef has no nodes");
+    return parse_graph(graph, options, source);
+}
+
+}  // namespace
+}  // namespace kiln::tf_import
+
+namespace kiln {
+
+program parse_tf(const std::string& path, const tf_options& options) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    if (!std::filesystem::exists(status)) fail(error_kind::file_not_found, "parse_tf: no such file: " + path);
+    if (std::filesystem::is_directory(status))
+        fail(error_kind::not_implemented,
+             "parse_tf: " + path +
+                 " is a directory; SavedModel directories are not supported yet: freeze the model "
+                 "(convert_variables_to_constants_v2) and give the .pb file");
+    if (!std::filesystem::is_regular_file(status))
+        fail(error_kind::invalid_argument, "parse_tf: " + path + " is not a regular file");
+    auto size = std::filesystem::file_size(path, ec);
+    if (ec) fail(error_kind::file_not_found, "parse_tf: cannot read the size of " + path);
+    if (size > static_cast<std::uintmax_t>(std::numeric_limits<int>::max()))
+        fail(error_kind::parse_error, path + ": larger than the 2 GiB protobuf limit");
+    std::string bytes(static_cast<std::size_t>(size), '\0');
+    std::ifstream in(path, std::ios::binary);
+    if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+        fail(error_kind::file_not_found, "parse_tf: cannot read " + path);
+    return tf_import::parse_bytes(bytes.data(), bytes.size(), options, path);
+}
+
+program parse_tf_buffer(const void* data, std::size_t size, const tf_options& options) {
+    if (data == nullptr && size != 0) fail("parse_tf_buffer: null data");
+    return tf_import::parse_bytes(data, size, options, "TensorFlow buffer");
+}
+
+}  // namespace kiln
