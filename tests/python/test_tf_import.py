@@ -168,7 +168,6 @@ def test_tf_ops(tmp_path):
             d = tf.concat([x, x * 2.0], axis=-1)
             e = tf.squeeze(tf.expand_dims(x, 1), [1])
             m = tf.reduce_mean(x, axis=[1, 2], keepdims=True) + tf.reduce_sum(x, axis=-1)[..., None]
-            # Separate outputs: a self-product fused with more steps is a cpu bug (test_self_product_in_fused_sum_cpu).
             s = tf.math.squared_difference(x, 0.5)
             s2 = tf.sqrt(tf.square(x)) * tf.math.rsqrt(tf.abs(x) + 1.0)
             mm = tf.linalg.matmul(x, x, adjoint_b=True)[:, :, :3, :3] + tf.linalg.matmul(x, x, adjoint_a=True)
@@ -262,9 +261,6 @@ def test_fused_batch_norm(tmp_path):
             np.testing.assert_allclose(np.asarray(g), e, rtol=RTOL, atol=ATOL, err_msg=target)
 
 
-@pytest.mark.xfail(strict=True, reason="cpu target bug, not the importer's: a fused_pointwise step whose two "
-                   "operands are one earlier step (d*d, d+d) followed by a step from an input gives wrong values "
-                   "on cpu ((x - 0.5)^2 + abs(x) too); ref is right")
 def test_self_product_in_fused_sum_cpu(tmp_path):
     @tf.function
     def f(x):

@@ -9,7 +9,6 @@ are checked against numpy / eager PyTorch, never against a timing.
 """
 
 import json
-import os
 import re
 import struct
 import subprocess
@@ -22,7 +21,7 @@ import torch.nn as nn
 
 import kiln
 import kiln.torch
-from kiln_testing import conv_reference
+from kiln_testing import CLI, conv_reference
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")  # raised inside torch.export
 
@@ -138,7 +137,7 @@ def test_bad_option_types_are_clear_errors():
 
 
 def test_cli_compile_read_and_cache(tmp_path):
-    cli = os.environ.get("KILN_CLI", "kiln")
+    cli = CLI
     p = conv_program()
     model = tmp_path / "model.kiln"
     kiln.save(p, str(model))

@@ -92,7 +92,12 @@ public:
         slot_of_.assign(shapes.size(), -1);
         for (std::size_t i = 0; i < n; ++i) slot_of_[i] = new_slot();
         for (std::size_t k = 0; k < steps_.size(); ++k) {
-            for (auto a : steps_[k].args)
+            // A value read twice by its last step (d * d) is released once:
+            // twice would hand its slot to two later values.
+            std::vector<std::size_t> args = steps_[k].args;
+            std::sort(args.begin(), args.end());
+            args.erase(std::unique(args.begin(), args.end()), args.end());
+            for (auto a : args)
                 if (a >= n && last_use[a] == k) release(slot_of_[a]);
             slot_of_[n + k] = take_slot();
             if (!translate(k)) return false;
