@@ -14,13 +14,14 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf  # noqa: E402 - a pinned test dependency (requirements-dev.txt): missing is a failure
 from tensorflow.python.framework.convert_to_constants import (  # noqa: E402
     convert_variables_to_constants_v2,
 )
 
 import kiln  # noqa: E402
 from kiln.compat import migraphx  # noqa: E402
+from kiln_testing import CLI  # noqa: E402
 
 RTOL, ATOL = 1e-4, 1e-5
 
@@ -334,9 +335,7 @@ def test_buffer_batch_size_and_compat(tmp_path):
 
 
 def test_cli_reads_pb(tmp_path):
-    cli = os.environ.get("KILN_CLI")
-    if not cli:
-        pytest.skip("KILN_CLI is not set")
+    cli = CLI
     model = keras.Sequential([keras.Input((4,)), layers.Dense(3, activation="relu")])
     graph, _, _, _ = freeze(model, (4,))
     path = write(graph, tmp_path)
