@@ -52,18 +52,9 @@ onnx_options to_onnx_options(const nb::kwargs& kwargs) {
 
 program parse_buffer(nb::handle data, const nb::kwargs& kwargs) {
     onnx_options options = to_onnx_options(kwargs);
-    Py_buffer view;
-    if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) {
-        PyErr_Clear();
-        fail(error_kind::type_error,
-             "parse_onnx_buffer: expected bytes or another contiguous buffer, got " + python_type_name(data));
-    }
-    struct release_view {
-        Py_buffer* v;
-        ~release_view() { PyBuffer_Release(v); }
-    } guard{&view};
+    byte_view bytes(data, "parse_onnx_buffer");
     nb::gil_scoped_release release;
-    return parse_onnx_buffer(view.buf, static_cast<std::size_t>(view.len), options);
+    return parse_onnx_buffer(bytes.data(), bytes.size(), options);
 }
 
 }  // namespace

@@ -16,23 +16,20 @@ std::string to_path(nb::handle path, const char* what) {
     return nb::cast<std::string>(p);
 }
 
-namespace {
-
-// Reads any contiguous buffer (bytes, bytearray, memoryview, numpy uint8 array).
-program load_from_buffer(nb::handle data) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) {
+byte_view::byte_view(nb::handle data, const char* what) {
+    if (PyObject_GetBuffer(data.ptr(), &view_, PyBUF_SIMPLE) != 0) {
         PyErr_Clear();
         fail(error_kind::type_error,
-             "load_buffer: expected bytes or another contiguous buffer, got " + python_type_name(data));
+             std::string(what) + ": expected bytes or another contiguous buffer, got " + python_type_name(data));
     }
-    struct release_view {
-        Py_buffer* v;
-        ~release_view() { PyBuffer_Release(v); }
-    } guard{&view};
-    // The view pins the bytes, so parsing may run without the GIL.
+}
+
+namespace {
+
+program load_from_buffer(nb::handle data) {
+    byte_view bytes(data, "load_buffer");
     nb::gil_scoped_release release;
-    return load_buffer(view.buf, static_cast<std::size_t>(view.len));
+    return load_buffer(bytes.data(), bytes.size());
 }
 
 }  // namespace

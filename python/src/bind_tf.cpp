@@ -44,18 +44,9 @@ tf_options to_tf_options(const nb::kwargs& kwargs, const char* fn) {
 
 program parse_buffer(nb::handle data, const nb::kwargs& kwargs) {
     tf_options options = to_tf_options(kwargs, "parse_tf_buffer");
-    Py_buffer view;
-    if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) {
-        PyErr_Clear();
-        fail(error_kind::type_error,
-             "parse_tf_buffer: expected bytes or another contiguous buffer, got " + python_type_name(data));
-    }
-    struct release_view {
-        Py_buffer* v;
-        ~release_view() { PyBuffer_Release(v); }
-    } guard{&view};
+    byte_view bytes(data, "parse_tf_buffer");
     nb::gil_scoped_release release;
-    return parse_tf_buffer(view.buf, static_cast<std::size_t>(view.len), options);
+    return parse_tf_buffer(bytes.data(), bytes.size(), options);
 }
 
 }  // namespace

@@ -62,4 +62,20 @@ std::string to_path(nb::handle path, const char* what);
 // The Python type name of `obj`, for error messages.
 std::string python_type_name(nb::handle obj);
 
+// The bytes of any contiguous buffer (bytes, bytearray, memoryview, numpy
+// uint8 array), pinned while this lives, so reading them may release the
+// GIL; `what` names the caller in the error for anything else.
+class byte_view {
+public:
+    byte_view(nb::handle data, const char* what);
+    ~byte_view() { PyBuffer_Release(&view_); }
+    byte_view(const byte_view&) = delete;
+    byte_view& operator=(const byte_view&) = delete;
+    const void* data() const { return view_.buf; }
+    std::size_t size() const { return static_cast<std::size_t>(view_.len); }
+
+private:
+    Py_buffer view_;
+};
+
 }  // namespace kiln::python
