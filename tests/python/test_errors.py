@@ -304,3 +304,9 @@ def test_load_buffer_of_a_wrong_type():
 def test_save_to_a_wrong_path_type():
     with pytest.raises(kiln.KilnTypeError, match="path"):
         kiln.save(relu_program(compiled=False), 42)
+
+
+@pytest.mark.parametrize("reader", ["load_buffer", "parse_onnx_buffer", "parse_tf_buffer"])
+def test_a_buffer_reader_names_itself_and_what_it_got(reader):
+    with pytest.raises(kiln.KilnTypeError, match=rf"{reader}: expected bytes or another contiguous buffer, got int"):
+        getattr(kiln, reader)(3)
