@@ -4,18 +4,7 @@
 
 #include "ops/op_helpers.hpp"
 
-namespace kiln::op {
-
-namespace {
-
-// An operand seen as a batch of rows x cols matrices; a 1-D operand is a
-// single row on the left and a single column on the right, as in numpy.
-struct matrices {
-    std::vector<std::size_t> batch_lens;
-    std::vector<std::size_t> batch_strides;
-    std::size_t rows = 1, cols = 1;
-    std::size_t row_stride = 0, col_stride = 0;
-};
+namespace kiln::ops {
 
 matrices as_matrices(const shape& s, bool left) {
     matrices m;
@@ -41,8 +30,14 @@ matrices as_matrices(const shape& s, bool left) {
     return m;
 }
 
+}  // namespace kiln::ops
+
+namespace kiln::op {
+
+namespace {
+
 // Strides reading `m`'s batch as if it had lens `out` (0 on broadcast dims).
-std::vector<std::size_t> batch_strides_for(const matrices& m, const std::vector<std::size_t>& out) {
+std::vector<std::size_t> batch_strides_for(const ops::matrices& m, const std::vector<std::size_t>& out) {
     std::vector<std::size_t> strides(out.size(), 0);
     const std::size_t pad = out.size() - m.batch_lens.size();
     for (std::size_t i = 0; i < m.batch_lens.size(); ++i)
@@ -51,8 +46,8 @@ std::vector<std::size_t> batch_strides_for(const matrices& m, const std::vector<
 }
 
 std::vector<std::size_t> broadcast_batch(const shape& a, const shape& b) {
-    matrices ma = as_matrices(a, true);
-    matrices mb = as_matrices(b, false);
+    ops::matrices ma = ops::as_matrices(a, true);
+    ops::matrices mb = ops::as_matrices(b, false);
     try {
         return ops::broadcast_lens("dot", {shape{a.type(), ma.batch_lens}, shape{b.type(), mb.batch_lens}});
     } catch (const error&) {
@@ -77,8 +72,8 @@ shape dot::compute_shape(const std::vector<shape>& inputs) const {
     if (a.ndim() == 0 || b.ndim() == 0)
         fail("dot: operands must have at least one dimension, got " + to_string(a.lens()) + " and " +
              to_string(b.lens()));
-    matrices ma = as_matrices(a, true);
-    matrices mb = as_matrices(b, false);
+    ops::matrices ma = ops::as_matrices(a, true);
+    ops::matrices mb = ops::as_matrices(b, false);
     if (ma.cols != mb.rows)
         fail("dot: inner dimensions of " + to_string(a.lens()) + " and " + to_string(b.lens()) + " do not match (" +
              std::to_string(ma.cols) + " vs " + std::to_string(mb.rows) + ")");
@@ -91,8 +86,8 @@ shape dot::compute_shape(const std::vector<shape>& inputs) const {
 void dot::compute(const argument& result, const std::vector<argument>& inputs) const {
     const shape& sa = inputs[0].get_shape();
     const shape& sb = inputs[1].get_shape();
-    matrices ma = as_matrices(sa, true);
-    matrices mb = as_matrices(sb, false);
+    ops::matrices ma = ops::as_matrices(sa, true);
+    ops::matrices mb = ops::as_matrices(sb, false);
     auto batch = broadcast_batch(sa, sb);
     const std::size_t rows = ma.rows, cols = mb.cols, inner = ma.cols;
     visit_type(sa.type(), [&](auto tag) {

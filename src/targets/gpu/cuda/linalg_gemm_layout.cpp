@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 
+#include "ops/linalg.hpp"
+
 namespace kiln {
 
 namespace {
@@ -12,38 +14,9 @@ constexpr std::size_t max_outer_calls = 4096;
 
 bool fits_int(std::size_t v) { return v <= static_cast<std::size_t>(INT_MAX); }
 
-// The matrix part of an operand, numpy-style: a 1-D left operand is one row,
-// a 1-D right operand one column.
-struct matrix_view {
-    std::size_t rows = 1, cols = 1;
-    std::size_t row_stride = 0, col_stride = 0;
-};
-
-matrix_view matrix_of(const shape& s, bool left) {
-    matrix_view m;
-    const auto& lens = s.lens();
-    const auto& strides = s.strides();
-    const std::size_t nd = s.ndim();
-    if (nd == 1) {
-        if (left) {
-            m.cols = lens[0];
-            m.col_stride = strides[0];
-        } else {
-            m.rows = lens[0];
-            m.row_stride = strides[0];
-        }
-        return m;
-    }
-    m.rows = lens[nd - 2];
-    m.cols = lens[nd - 1];
-    m.row_stride = strides[nd - 2];
-    m.col_stride = strides[nd - 1];
-    return m;
-}
-
 // Row-major when columns are adjacent, column-major when rows are; the stride
 // of a dimension of length 1 is never read, so either reading works for it.
-std::optional<gemm_operand_layout> operand_layout(const matrix_view& m) {
+std::optional<gemm_operand_layout> operand_layout(const ops::matrices& m) {
     const std::size_t rows = m.rows, cols = m.cols;
     if ((cols <= 1 || m.col_stride == 1) && (rows <= 1 || m.row_stride >= std::max<std::size_t>(cols, 1))) {
         const std::size_t ld = rows <= 1 ? std::max<std::size_t>(cols, 1) : m.row_stride;
@@ -76,8 +49,8 @@ std::size_t gemm_layout::outer_count() const {
 
 std::optional<gemm_layout> plan_gemm_layout(const shape& a, const shape& b, const shape& out) {
     if (a.ndim() == 0 || b.ndim() == 0 || !out.standard()) return std::nullopt;
-    const matrix_view ma = matrix_of(a, true);
-    const matrix_view mb = matrix_of(b, false);
+    const ops::matrices ma = ops::as_matrices(a, true);
+    const ops::matrices mb = ops::as_matrices(b, false);
     if (ma.cols != mb.rows) return std::nullopt;
 
     gemm_layout g;
