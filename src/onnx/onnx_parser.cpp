@@ -8,7 +8,6 @@
 
 #include "kiln/op_registry.hpp"
 #include "onnx/dynamic_inputs.hpp"
-#include "onnx/mapped_file.hpp"
 #include "onnx/model_reader.hpp"
 #include "onnx/onnx_tensor.hpp"
 
@@ -114,17 +113,14 @@ void onnx_parser::check_supported(const onnx::GraphProto& graph) const {
 }
 
 void onnx_parser::add_initializers(const onnx::GraphProto& graph,
-                                   const std::vector<std::optional<std::string_view>>& raw_data,
-                                   const std::function<void(std::string_view)>& copied,
-                                   const raw_copier& copy_raw) {
+                                   const std::vector<std::optional<byte_range>>& raw_data, const model_bytes* bytes) {
     for (int i = 0; i < graph.initializer_size(); ++i) {
         const auto& init = graph.initializer(i);
         if (init.name().empty()) fail(error_kind::parse_error, source_ + ": an initializer has no name");
         auto k = static_cast<std::size_t>(i);
         try {
             auto raw = k < raw_data.size() ? raw_data[k] : std::nullopt;
-            scope_->values[init.name()] = mod().add_literal(tensor_to_literal(init, model_dir_, raw, copy_raw));
-            if (raw && copied) copied(*raw);
+            scope_->values[init.name()] = mod().add_literal(tensor_to_literal(init, model_dir_, raw, bytes));
         } catch (const error& e) {
             throw error(e.kind(), source_ + ": initializer: " + e.what());
         }
@@ -369,15 +365,15 @@ node_context::subgraphs onnx_parser::parse_subgraphs_into_modules(
 }
 
 program onnx_parser::parse(const onnx::ModelProto& model,
-                           const std::vector<std::optional<std::string_view>>& initializer_raw_data,
-                           const std::function<void(std::string_view)>& copied, const raw_copier& copy_raw) {
+                           const std::vector<std::optional<byte_range>>& initializer_raw_data,
+                           const model_bytes* bytes) {
     if (!model.has_graph()) fail(error_kind::parse_error, source_ + ": the model has no graph");
     const auto& graph = model.graph();
     read_opsets(model);
     read_value_infos(graph);
     check_supported(graph);
     main_scope_.mod = prog_.get_main_module();
-    add_initializers(graph, initializer_raw_data, copied, copy_raw);
+    add_initializers(graph, initializer_raw_data, bytes);
     add_inputs(graph);
     parse_nodes(graph, source_ + ": ");
     std::vector<instruction_ref> outputs;
@@ -391,35 +387,31 @@ program onnx_parser::parse(const onnx::ModelProto& model,
     return std::move(prog_);
 }
 
-// Mapped pages count in the process's memory: keeping them would hold the
-// weights twice while parsing, hence `file`'s release after each copy.
-program parse_model_bytes(const void* data, std::size_t size, const onnx_options& options,
-                          const std::filesystem::path& model_dir, const std::string& source,
-                          const mapped_file* file) {
-    if (size == 0) fail(error_kind::parse_error, source + ": empty input, not an ONNX model");
-    if (size > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+program parse_model(const model_bytes& bytes, const onnx_options& options, const std::filesystem::path& model_dir,
+                    const std::string& source, const specialiser_factory& again) {
+    if (bytes.size() == 0) fail(error_kind::parse_error, source + ": empty input, not an ONNX model");
+    if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
         fail(error_kind::parse_error, source + ": larger than the 2 GiB protobuf limit; store weights as external data");
     loaded_model loaded;
-    if (!read_model(data, size, loaded))
+    if (!read_model(bytes, loaded)) {
+        bytes.check_unchanged();
         fail(error_kind::parse_error, source + ": not a valid ONNX model (malformed or truncated protobuf)");
+    }
     auto dynamic = dynamic_input_shapes(loaded.model.graph(), options, source);
     onnx_options statics = without_ranges(options);
     // A dynamic program's main module is its import at the first optimal profile.
     if (!dynamic.empty()) statics = at_extents(statics, optimal_profiles(dynamic).front());
     onnx_parser parser(statics, model_dir, source);
-    std::function<void(std::string_view)> copied;
-    raw_copier copy_raw;
-    if (file != nullptr) {
-        copied = [file](std::string_view bytes) { file->release(bytes.data(), bytes.size()); };
-        copy_raw = [file](std::string_view raw, std::byte* out) { file->copy_out(raw.data(), raw.size(), out); };
-    }
-    program p = parser.parse(loaded.model, loaded.initializer_raw_data, copied, copy_raw);
-    if (!dynamic.empty()) {
-        auto again = file != nullptr ? file_specialiser(source, without_ranges(options))
-                                     : buffer_specialiser(data, size, without_ranges(options), model_dir);
-        p.set_specialiser(std::move(again), std::move(dynamic));
-    }
+    program p = parser.parse(loaded.model, loaded.initializer_raw_data, &bytes);
+    if (!dynamic.empty()) p.set_specialiser(again(without_ranges(options)), std::move(dynamic));
     return p;
+}
+
+program parse_model_bytes(const void* data, std::size_t size, const onnx_options& options,
+                          const std::filesystem::path& model_dir, const std::string& source) {
+    return parse_model(memory_model_bytes(data, size), options, model_dir, source, [&](const onnx_options& o) {
+        return buffer_specialiser(data, size, o, model_dir);
+    });
 }
 
 }  // namespace kiln::onnx_import
@@ -440,9 +432,11 @@ program parse_onnx(const std::string& path, const onnx_options& options) {
     // Checked before reading so that a huge file is never loaded.
     if (size > static_cast<std::uintmax_t>(std::numeric_limits<int>::max()))
         fail(error_kind::parse_error, path + ": larger than the 2 GiB protobuf limit; store weights as external data");
-    onnx_import::mapped_file bytes(path);
+    onnx_import::file_model_bytes bytes(path);
     auto dir = std::filesystem::absolute(std::filesystem::path(path)).parent_path();
-    return onnx_import::parse_model_bytes(bytes.data(), bytes.size(), options, dir, path, &bytes);
+    return onnx_import::parse_model(bytes, options, dir, path, [&](const onnx_options& o) {
+        return onnx_import::file_specialiser(path, o);
+    });
 }
 
 program parse_onnx_buffer(const void* data, std::size_t size, const onnx_options& options) {

@@ -130,13 +130,10 @@ class onnx_parser {
 public:
     onnx_parser(const onnx_options& options, std::filesystem::path model_dir, std::string source);
 
-    // `initializer_raw_data[i]`, where present, is the raw_data of the main
-    // graph's initializer i (see read_model). `copied`, when given, is told
-    // each of those once its literal holds a copy, so that the bytes can go;
-    // `copy_raw`, when given, copies them (see tensor_to_literal).
-    program parse(const onnx::ModelProto& model,
-                  const std::vector<std::optional<std::string_view>>& initializer_raw_data = {},
-                  const std::function<void(std::string_view)>& copied = {}, const raw_copier& copy_raw = {});
+    // `initializer_raw_data[i]`, where present, is where the raw_data of the
+    // main graph's initializer i lies in `bytes` (see read_model).
+    program parse(const onnx::ModelProto& model, const std::vector<std::optional<byte_range>>& initializer_raw_data = {},
+                  const model_bytes* bytes = nullptr);
 
     // The module of the graph being parsed.
     module& mod() { return *scope_->mod; }
@@ -158,10 +155,8 @@ private:
     void read_opsets(const onnx::ModelProto& model);
     void read_value_infos(const onnx::GraphProto& graph);
     void check_supported(const onnx::GraphProto& graph) const;
-    void add_initializers(const onnx::GraphProto& graph,
-                          const std::vector<std::optional<std::string_view>>& raw_data = {},
-                          const std::function<void(std::string_view)>& copied = {},
-                          const raw_copier& copy_raw = {});
+    void add_initializers(const onnx::GraphProto& graph, const std::vector<std::optional<byte_range>>& raw_data = {},
+                          const model_bytes* bytes = nullptr);
     void add_inputs(const onnx::GraphProto& graph);
     void parse_nodes(const onnx::GraphProto& graph, const std::string& where);
     void parse_node(const onnx::NodeProto& node, std::size_t index);
@@ -195,15 +190,15 @@ std::string describe_node(const onnx::NodeProto& node, std::size_t index);
 // The origin the node's instructions record: its name, or "Conv #3" when it has none.
 std::string node_origin(const onnx::NodeProto& node, std::size_t index);
 
-class mapped_file;
+// Imports the serialized ModelProto in `bytes`. External data resolves in
+// `model_dir`; `source` names the model in errors; `again` gives a dynamic
+// program the means to import the model again at other extents.
+using specialiser_factory = std::function<std::shared_ptr<const specialiser>(const onnx_options&)>;
+program parse_model(const model_bytes& bytes, const onnx_options& options, const std::filesystem::path& model_dir,
+                    const std::string& source, const specialiser_factory& again);
 
-// Imports a serialized ModelProto. External data resolves in `model_dir`;
-// `source` names the model in errors. `file`, when the bytes are a mapped
-// model file, reads each initializer's bytes from the file (a file another
-// process cuts short meanwhile is then a read error, not SIGBUS on the
-// mapping) and drops its pages once its literal holds a copy.
+// parse_model of `size` bytes at `data`, which a dynamic program keeps a copy of.
 program parse_model_bytes(const void* data, std::size_t size, const onnx_options& options,
-                          const std::filesystem::path& model_dir, const std::string& source,
-                          const mapped_file* file = nullptr);
+                          const std::filesystem::path& model_dir, const std::string& source);
 
 }  // namespace kiln::onnx_import

@@ -261,43 +261,49 @@ shape checked_shape(dtype t, const std::vector<std::int64_t>& dims, const std::s
 }
 
 literal tensor_to_literal(const onnx::TensorProto& t, const std::filesystem::path& model_dir,
-                          std::optional<std::string_view> raw_data, const raw_copier& copy_raw) {
+                          std::optional<byte_range> raw_data, const model_bytes* bytes) {
     const std::string label = tensor_label(t);
     dtype type = to_dtype(t.data_type(), label);
     std::vector<std::int64_t> dims(t.dims().begin(), t.dims().end());
     shape s = checked_shape(type, dims, label);
-    const std::size_t bytes = stored_bytes(type, s.elements());
+    const std::size_t bytes_needed = stored_bytes(type, s.elements());
     const int bits = packed_bits(type);
     // Each branch fills the literal's own buffer: weights are copied once
     // (packed 4- and 2-bit elements through a buffer of their packed bytes).
     if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-        if (bits == 0) return literal(s, [&](std::byte* out) { read_external(t, bytes, model_dir, out); });
-        std::vector<std::byte> packed(bytes);
-        read_external(t, bytes, model_dir, packed.data());
+        if (bits == 0) return literal(s, [&](std::byte* out) { read_external(t, bytes_needed, model_dir, out); });
+        std::vector<std::byte> packed(bytes_needed);
+        read_external(t, bytes_needed, model_dir, packed.data());
         return literal(s, [&](std::byte* out) {
             unpack(reinterpret_cast<const unsigned char*>(packed.data()), s.elements(), bits, out);
         });
     }
     if (raw_data || t.has_raw_data()) {
-        const std::string_view raw = raw_data ? *raw_data : std::string_view(t.raw_data());
-        if (raw.size() != bytes)
+        const std::size_t raw_size = raw_data ? raw_data->size : t.raw_data().size();
+        if (raw_size != bytes_needed)
             fail(error_kind::parse_error, label + " declares shape " + to_string(s.lens()) + " (" +
-                                              std::to_string(bytes) + " bytes) but raw_data holds " +
-                                              std::to_string(raw.size()) + " bytes");
-        if (bits != 0)
-            return literal(s, [&](std::byte* out) {
-                unpack(reinterpret_cast<const unsigned char*>(raw.data()), s.elements(), bits, out);
-            });
-        return literal(s, [&](std::byte* out) {
-            // ONNX stores raw data little-endian, as the host does.
-            if (copy_raw && raw_data)
-                copy_raw(raw, out);
+                                              std::to_string(bytes_needed) + " bytes) but raw_data holds " +
+                                              std::to_string(raw_size) + " bytes");
+        // ONNX stores raw data little-endian, as the host does.
+        auto copy_raw = [&](std::byte* out) {
+            if (raw_data)
+                bytes->copy(*raw_data, out);
             else
-                std::memcpy(out, raw.data(), bytes);
+                std::memcpy(out, t.raw_data().data(), bytes_needed);
+        };
+        if (bits != 0) {
+            std::vector<std::byte> packed(bytes_needed);
+            copy_raw(packed.data());
+            return literal(s, [&](std::byte* out) {
+                unpack(reinterpret_cast<const unsigned char*>(packed.data()), s.elements(), bits, out);
+            });
+        }
+        return literal(s, [&](std::byte* out) {
+            copy_raw(out);
             // A bool is one byte, of which any nonzero value means true.
             if (type == dtype::bool_type) {
                 auto* flags = reinterpret_cast<unsigned char*>(out);
-                for (std::size_t i = 0; i < bytes; ++i) flags[i] = flags[i] != 0 ? 1 : 0;
+                for (std::size_t i = 0; i < bytes_needed; ++i) flags[i] = flags[i] != 0 ? 1 : 0;
             }
         });
     }

@@ -3,14 +3,13 @@
 // tensors) into literals, with every size checked before memory is allocated.
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "kiln/argument.hpp"
 #include "onnx.pb.h"
+#include "onnx/model_bytes.hpp"
 
 namespace kiln::onnx_import {
 
@@ -30,12 +29,9 @@ shape checked_shape(dtype t, const std::vector<std::int64_t>& dims, const std::s
 
 // The tensor's values as a literal. External data is read from files relative
 // to `model_dir`; locations that are absolute or leave that folder are refused.
-// `raw_data`, when given, stands for the tensor's raw_data field (which
-// read_model leaves in the model's bytes), and `copy_raw`, when given, copies
-// those bytes out (mapped_file::copy_out: read from the file, so that a file
-// cut short meanwhile is an error instead of SIGBUS); memcpy otherwise.
-using raw_copier = std::function<void(std::string_view raw, std::byte* out)>;
+// `raw_data`, when given, stands for the tensor's raw_data field, which
+// read_model leaves in the model's `bytes`: it is copied from there.
 literal tensor_to_literal(const onnx::TensorProto& tensor, const std::filesystem::path& model_dir,
-                          std::optional<std::string_view> raw_data = std::nullopt, const raw_copier& copy_raw = {});
+                          std::optional<byte_range> raw_data = std::nullopt, const model_bytes* bytes = nullptr);
 
 }  // namespace kiln::onnx_import

@@ -1,13 +1,13 @@
 // ONNX importer: bad input raises a kiln::error naming the problem and the
 // node or file, never crashes or allocates without bound.
-#include <sys/stat.h>
-
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "onnx/mapped_file.hpp"
+#include "onnx/model_bytes.hpp"
+#include "onnx/onnx_parser.hpp"
 #include "onnx_model_builder.hpp"
 
 using namespace kiln;
@@ -111,22 +111,40 @@ TEST_F(onnx_files, a_path_that_is_not_a_regular_file_says_so) {
     }
 }
 
-// Another process may cut a model file short while it is parsed: reading the
-// mapping past the new end is SIGBUS, so the weights are copied out with
-// pread, which comes back short instead.
+// Another process may cut a model file short while it is parsed. Reading a
+// mapping past the new end would be SIGBUS; the file is read, never mapped,
+// so a read comes back short and the import fails with a Kiln error.
 TEST_F(onnx_files, copying_out_of_a_file_cut_short_is_an_error_not_sigbus) {
     std::string bytes(1 << 20, '\0');
     for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7);
     const auto path = write("model/shrinking.bin", bytes);
-    onnx_import::mapped_file file(path);
+    onnx_import::file_model_bytes file(path);
     std::filesystem::resize_file(path, 4096);
     std::string out(8192, '\0');
-    file.copy_out(file.data(), 4096, out.data());
+    file.copy({0, 4096}, out.data());
     EXPECT_EQ(out.substr(0, 4096), bytes.substr(0, 4096));
-    const char* base = static_cast<const char*>(file.data());
-    auto e = error_from([&] { file.copy_out(base + (512 << 10), 8192, out.data()); });
+    auto e = error_from([&] { file.copy({512 << 10, 8192}, out.data()); });
     EXPECT_EQ(e.kind(), error_kind::parse_error);
     expect_mentions(e, {"shrinking.bin", "changed while it was read"});
+}
+
+TEST_F(onnx_files, a_model_file_cut_short_after_it_was_opened_is_an_error_not_sigbus) {
+    onnx_model_builder b;
+    b.input("x", float_type, {1 << 16}).output("y");
+    b.initializer("w", float_type, {1 << 16}).set_raw_data(test::raw_bytes<float>(std::vector<float>(1 << 16, 0.5f)));
+    b.node("Mul", {"x", "w"}, {"y"}, "scale");
+    const std::string model = b.bytes();
+    // Cut in the weights, in the structure after them, and at the very start.
+    for (std::size_t keep : {model.size() / 2, model.size() - 8, std::size_t{16}}) {
+        SCOPED_TRACE(keep);
+        const auto path = write("model/cut_short.onnx", model);
+        onnx_import::file_model_bytes file(path);
+        std::filesystem::resize_file(path, keep);
+        auto e = error_from(
+            [&] { onnx_import::parse_model(file, {}, dir_, path, [](const onnx_options&) { return nullptr; }); });
+        EXPECT_EQ(e.kind(), error_kind::parse_error);
+        expect_mentions(e, {"cut_short.onnx", "changed while it was read"});
+    }
 }
 
 TEST_F(onnx_files, empty_file_is_a_parse_error) {
