@@ -1,6 +1,8 @@
 // What the CPU running us supports, asked once.
 #include "targets/cpu/kernels/cpu_features.hpp"
 
+#include <cpuid.h>
+
 #include <fstream>
 #include <string>
 
@@ -8,6 +10,16 @@ namespace kiln::avx2 {
 
 bool supported() {
     static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return yes;
+}
+
+// Asked through cpuid: clang before 15 does not know "f16c" in
+// __builtin_cpu_supports (the fuzz and sanitizer builds use clang 14).
+bool f16c_supported() {
+    static const bool yes = [] {
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+    }();
     return yes;
 }
 
@@ -41,7 +53,7 @@ std::string cpu_identity() {
         add(__builtin_cpu_supports("avx"), "avx");
         add(__builtin_cpu_supports("avx2"), "avx2");
         add(__builtin_cpu_supports("fma"), "fma");
-        add(__builtin_cpu_supports("f16c"), "f16c");
+        add(avx2::f16c_supported(), "f16c");
         add(__builtin_cpu_supports("avx512f"), "avx512f");
         add(__builtin_cpu_supports("avx512bw"), "avx512bw");
         add(__builtin_cpu_supports("avx512vnni"), "avx512vnni");

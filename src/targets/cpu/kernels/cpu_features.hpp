@@ -13,6 +13,8 @@ namespace kiln::avx2 {
 
 // AVX2 and FMA on the CPU running us (cpu_features.cpp).
 bool supported();
+// F16C on the CPU running us (every AVX2 CPU made has it; checked anyway).
+bool f16c_supported();
 
 }  // namespace kiln::avx2
 

@@ -4,10 +4,6 @@
 
 namespace kiln::avx2 {
 
-bool f16c_supported() {
-    return __builtin_cpu_supports("f16c") != 0;
-}
-
 __attribute__((target("f16c"))) void widen_half(const std::uint16_t* in, float* out, std::size_t n) {
     std::size_t i = 0;
     for (; i + 16 <= n; i += 16) {
