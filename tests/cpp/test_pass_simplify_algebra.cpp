@@ -224,3 +224,37 @@ TEST(pass_simplify_algebra, decomposes_batch_norm_before_a_convolution_into_a_pe
     EXPECT_EQ(op_names(out), (std::vector<std::string>{"concat", "mul", "add", "relu", "convolution"})) << out;
     expect_same_outputs(m, out, 1e-5);
 }
+
+TEST(pass_simplify_algebra, folds_a_per_channel_scale_into_convolution_weights) {
+    // conv * c and (conv + b) * c, c as [C, 1, 1] and as [1, C, 1, 1]: a batch norm already decomposed.
+    for (bool biased : {false, true}) {
+        for (std::vector<std::size_t> c_lens : {std::vector<std::size_t>{4, 1, 1}, std::vector<std::size_t>{1, 4, 1, 1}}) {
+            SCOPED_TRACE(std::string(biased ? "biased, " : "") + std::to_string(c_lens.size()) + "-d scale");
+            module m;
+            auto x = m.add_parameter("x", float_shape({2, 3, 6, 6}));
+            auto w = add_random_literal(m, {4, 3, 3, 3}, 1);
+            instruction_ref y = m.add_instruction(make_op("convolution", value_map{{"padding", ints({1, 1})}}), {x, w});
+            if (biased) y = m.add_instruction(make_op("add"), {y, add_random_literal(m, {1, 4, 1, 1}, 2)});
+            auto scaled = m.add_instruction(make_op("mul"), {add_random_literal(m, c_lens, 3), y});
+            m.add_return({m.add_instruction(make_op("relu"), {scaled})});
+            module out = after_passes(m, {std::make_shared<simplify_algebra>(), std::make_shared<constant_propagation>()});
+            const std::vector<std::string> expected =
+                biased ? std::vector<std::string>{"convolution", "add", "relu"} : std::vector<std::string>{"convolution", "relu"};
+            EXPECT_EQ(op_names(out), expected) << out;
+            expect_same_outputs(m, out, 1e-5);
+        }
+    }
+}
+
+TEST(pass_simplify_algebra, keeps_a_convolution_scale_that_varies_along_space_or_a_shared_convolution) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({1, 2, 4, 4}));
+    auto conv = m.add_instruction(make_op("convolution"), {x, add_random_literal(m, {2, 2, 1, 1}, 1)});
+    auto along_width = m.add_instruction(make_op("mul"), {conv, add_random_literal(m, {1, 1, 1, 4}, 2)});
+    auto conv2 = m.add_instruction(make_op("convolution"), {x, add_random_literal(m, {2, 2, 1, 1}, 3)});
+    auto shared = m.add_instruction(make_op("mul"), {conv2, add_random_literal(m, {2, 1, 1}, 4)});
+    m.add_return({along_width, shared, conv2});
+    module out = after_passes(m, {std::make_shared<simplify_algebra>(), std::make_shared<constant_propagation>()});
+    EXPECT_EQ(count_ops(out, "mul"), 2u) << out;
+    expect_same_outputs(m, out);
+}

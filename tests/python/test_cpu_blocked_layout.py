@@ -186,6 +186,37 @@ def test_elementwise_ops_with_per_channel_operands_run_blocked():
     check(lambda: sandwich(x.shape, middle), {"x": x}, expected)
 
 
+def test_a_batch_norm_after_the_activation_runs_blocked_in_the_convolution():
+    """conv -> bias -> relu -> per-channel scale and shift: the convolution
+    takes it all as post-ops with per-channel operands and still runs blocked
+    (it ran plain, ~10x slower, while such operands kept it out)."""
+    x = rand(2, C, 6, 5)
+    bias, scale, shift = rand(1, C, 1, 1), rand(C, 1, 1), rand(1, C, 1, 1)
+
+    def middle(m, y):
+        y = m.add_instruction(kiln.op("add"), [y, m.add_literal(bias)])
+        y = m.add_instruction(kiln.op("relu"), [y])
+        y = m.add_instruction(kiln.op("mul"), [m.add_literal(scale), y])
+        return m.add_instruction(kiln.op("add"), [y, m.add_literal(shift)])
+
+    expected = conv_out(np.maximum(conv_in(x) + bias, 0) * scale + shift)
+    check(lambda: sandwich(x.shape, middle), {"x": x}, expected)
+    _, _, text = compiled_outputs(lambda: sandwich(x.shape, middle), {"x": x})
+    assert text.count('output_layout="nchw8c"') == 2, text
+
+
+def test_a_per_channel_scale_after_a_convolution_folds_into_its_weights():
+    x = rand(2, C, 6, 5)
+    scale = rand(1, C, 1, 1)
+
+    def middle(m, y):
+        return m.add_instruction(kiln.op("mul"), [y, m.add_literal(scale)])
+
+    check(lambda: sandwich(x.shape, middle), {"x": x}, conv_out(conv_in(x) * scale))
+    _, _, text = compiled_outputs(lambda: sandwich(x.shape, middle), {"x": x})
+    assert "mul" not in text, text
+
+
 def test_an_operand_of_another_shape_keeps_the_op_plain():
     x = rand(1, C, 4, 4)
     row = rand(4) + 2  # broadcasts along W, not along the channels

@@ -41,27 +41,6 @@ void rebuild_blocked(module& m, instruction_ref ins, const operation& blocked_op
     m.replace_all_uses(ins, plain);
 }
 
-bool blockable_convolution(const instruction& ins, const op::fused_convolution& conv) {
-    if (conv.input_layout != op::tensor_layout::nchw || conv.output_layout != op::tensor_layout::nchw) return false;
-    if (!ops::can_block(ins.get_shape()) || ins.inputs()[0]->get_shape().ndim() != 4) return false;
-    // Binary post-op operands must be whole tensors to be read blocked.
-    for (std::size_t i = conv.first_post_operand(); i < ins.inputs().size(); ++i)
-        if (ins.inputs()[i]->get_shape().lens() != ins.get_shape().lens()) return false;
-    return true;
-}
-
-void block_convolution(module& m, instruction_ref ins, op::fused_convolution conv) {
-    std::vector<instruction_ref> inputs = ins->inputs();
-    auto x = inputs[0];
-    if (existing_blocked(m, x) != m.end() || ops::can_block(x->get_shape())) {
-        inputs[0] = blocked_form(m, ins, x);
-        conv.input_layout = op::tensor_layout::nchw8c;
-    }  // else: few input channels (an image); oneDNN reads it plain and writes blocked
-    for (std::size_t i = conv.first_post_operand(); i < inputs.size(); ++i) inputs[i] = blocked_form(m, ins, inputs[i]);
-    conv.output_layout = op::tensor_layout::nchw8c;
-    rebuild_blocked(m, ins, conv, inputs);
-}
-
 // Elementwise ops whose blocked form is the same op on blocked operands.
 const std::set<std::string>& layout_agnostic_ops() {
     static const std::set<std::string> names{"relu", "sigmoid", "tanh", "add", "mul", "sub",
@@ -84,6 +63,11 @@ bool per_channel(const shape& operand, const shape& plain_result) {
     return c == plain_result.lens()[1] && lens[lens.size() - 2] == 1 && lens.back() == 1;
 }
 
+// Whether blocked_operand gives an operand of shape `s` a blocked form.
+bool has_blocked_operand(const shape& s, const shape& plain_result) {
+    return s.lens() == plain_result.lens() || (s.elements() == 1 && s.ndim() <= 5) || per_channel(s, plain_result);
+}
+
 // An operand of an elementwise op run on blocked tensors: a full-size value
 // in its blocked form; a per-channel one as [1, C/8, 1, 1, 8], which
 // broadcasts over [N, C/8, H, W, 8] as it did over the channels; a single
@@ -100,6 +84,29 @@ std::optional<instruction_ref> blocked_operand(module& m, instruction_ref pos, i
     return m.insert_instruction(pos, make_op("reshape", value_map{{"dims", dims}}), {v});
 }
 
+bool blockable_convolution(const instruction& ins, const op::fused_convolution& conv) {
+    if (conv.input_layout != op::tensor_layout::nchw || conv.output_layout != op::tensor_layout::nchw) return false;
+    if (!ops::can_block(ins.get_shape()) || ins.inputs()[0]->get_shape().ndim() != 4) return false;
+    // Binary post-op operands must have a blocked form: whole tensors, single
+    // values, per-channel values (a batch norm after the activation).
+    for (std::size_t i = conv.first_post_operand(); i < ins.inputs().size(); ++i)
+        if (!has_blocked_operand(ins.inputs()[i]->get_shape(), ins.get_shape())) return false;
+    return true;
+}
+
+void block_convolution(module& m, instruction_ref ins, op::fused_convolution conv) {
+    std::vector<instruction_ref> inputs = ins->inputs();
+    auto x = inputs[0];
+    if (existing_blocked(m, x) != m.end() || ops::can_block(x->get_shape())) {
+        inputs[0] = blocked_form(m, ins, x);
+        conv.input_layout = op::tensor_layout::nchw8c;
+    }  // else: few input channels (an image); oneDNN reads it plain and writes blocked
+    for (std::size_t i = conv.first_post_operand(); i < inputs.size(); ++i)
+        inputs[i] = *blocked_operand(m, ins, inputs[i], ins->get_shape());
+    conv.output_layout = op::tensor_layout::nchw8c;
+    rebuild_blocked(m, ins, conv, inputs);
+}
+
 bool blockable_elementwise(module& m, const instruction& ins) {
     if (layout_agnostic_ops().count(ins.name()) == 0 || !ops::can_block(ins.get_shape())) return false;
     bool any_blocked = false;
@@ -107,7 +114,7 @@ bool blockable_elementwise(module& m, const instruction& ins) {
         const shape& s = in->get_shape();
         if (s.lens() == ins.get_shape().lens()) {
             any_blocked = any_blocked || existing_blocked(m, in) != m.end();
-        } else if (!(s.elements() == 1 && s.ndim() <= 5) && !per_channel(s, ins.get_shape())) {
+        } else if (!has_blocked_operand(s, ins.get_shape())) {
             return false;
         }
     }

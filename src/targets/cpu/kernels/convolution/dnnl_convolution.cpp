@@ -35,10 +35,32 @@ dnnl::memory::format_tag plain_weights_tag(std::size_t spatial, bool grouped) {
     }
 }
 
+// Whether a binary post-op operand of a blocked [N, C/8, H, W, 8] result is
+// one oneDNN reads: the blocked tensor itself, a single value, or a
+// per-channel one as propagate_blocked_layout writes it, [1, C/8, 1, 1, 8]
+// (the bytes of a plain [1, C, 1, 1]).
+bool blocked_operand_readable(const shape& operand, const shape& result) {
+    if (!operand.standard()) return false;
+    if (operand.lens() == result.lens() || operand.elements() == 1) return true;
+    const auto& lens = operand.lens();
+    if (lens.size() != result.ndim()) return false;
+    for (std::size_t i = 0; i < lens.size(); ++i)
+        if (lens[i] != (i == 1 || i + 1 == lens.size() ? result.lens()[i] : 1)) return false;
+    return true;
+}
+
 // A binary post-op operand described in the destination's dims.
 dnnl::memory::desc operand_desc(const shape& operand, const shape& result, op::tensor_layout layout,
                                 const shape& plain_result) {
-    if (layout == op::tensor_layout::nchw8c && operand.lens() == result.lens()) return ds::blocked_desc(plain_result);
+    if (layout == op::tensor_layout::nchw8c) {
+        if (operand.lens() == result.lens()) return ds::blocked_desc(plain_result);
+        // A single value or per-channel values: oneDNN broadcasts dims of 1.
+        std::vector<std::size_t> dims(plain_result.ndim(), 1);
+        if (operand.elements() > 1) dims[1] = plain_result.lens()[1];
+        std::vector<std::size_t> strides(dims.size(), 1);
+        for (std::size_t i = dims.size() - 1; i > 0; --i) strides[i - 1] = strides[i] * dims[i];
+        return ds::strided_desc(dims, strides);
+    }
     auto strides = ops::broadcast_strides(operand, result.lens());
     return ds::strided_desc(result.lens(), strides);
 }
@@ -51,7 +73,7 @@ bool eligible(const kernel_request& r) {
     if (x.type() != dtype::float_type || w.type() != dtype::float_type || !w.standard()) return false;
     if (conv.output_layout == op::tensor_layout::nchw8c && conv.post.binary_count() > 0)
         for (std::size_t i = conv.first_post_operand(); i < r.input_shapes.size(); ++i)
-            if (r.input_shapes[i].lens() != r.output_shape.lens()) return false;
+            if (!blocked_operand_readable(r.input_shapes[i], r.output_shape)) return false;
     return true;
 }
 
