@@ -1,8 +1,7 @@
 #include "targets/cpu/kernels/half_weights/rows_times_16bit_avx2.hpp"
 
-// F16C for the whole unit: every AVX2 CPU has it, and the float16 caller
-// checks for it; the bfloat16 loop uses none of its instructions.
-#pragma GCC target("f16c")
+// Built with F16C (CMakeLists.txt): the float16 caller checks for it; the
+// bfloat16 loop uses none of its instructions.
 #include <immintrin.h>
 
 namespace kiln::avx2 {
