@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace kiln::onnx_import {
@@ -59,19 +60,45 @@ void unpack(const unsigned char* packed, std::size_t count, int bits, std::byte*
         out[i] = static_cast<std::byte>((packed[i / per_byte] >> ((i % per_byte) * static_cast<std::size_t>(bits))) & mask);
 }
 
-// Fills `out` from the typed field ONNX uses for the tensor's dtype.
+// The typed field ONNX uses for `type`: its name and how many values it holds.
+std::pair<const char*, int> typed_field(const onnx::TensorProto& t, dtype type) {
+    // int32_data holds one float8 code each, or one packed byte of 4- or 2-bit elements.
+    if (is_storage_type(type)) return {"int32_data", t.int32_data_size()};
+    std::pair<const char*, int> field;
+    visit_type(type, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_same_v<T, float>)
+            field = {"float_data", t.float_data_size()};
+        else if constexpr (std::is_same_v<T, double>)
+            field = {"double_data", t.double_data_size()};
+        else if constexpr (std::is_same_v<T, std::int64_t>)
+            field = {"int64_data", t.int64_data_size()};
+        else if constexpr (std::is_same_v<T, std::uint32_t> || std::is_same_v<T, std::uint64_t>)
+            field = {"uint64_data", t.uint64_data_size()};
+        else  // bool, 8/16/32-bit integers and the bit patterns of 16-bit floats
+            field = {"int32_data", t.int32_data_size()};
+    });
+    return field;
+}
+
+// Checks that the typed field holds the values of `count` elements, before
+// the literal's memory is allocated: a tensor that declares 2^30 elements and
+// holds none must not cost 4 GB to refuse.
+void check_typed_data(const onnx::TensorProto& t, dtype type, std::size_t count) {
+    const auto [field, size] = typed_field(t, type);
+    const std::size_t expected = is_storage_type(type) && packed_bits(type) != 0 ? stored_bytes(type, count) : count;
+    if (static_cast<std::size_t>(size) != expected)
+        fail(error_kind::parse_error, tensor_label(t) + " declares " + std::to_string(count) + " elements but its " +
+                                          field + " holds " + std::to_string(size) + " values, " +
+                                          std::to_string(expected) + " expected");
+}
+
+// Fills `out` from the typed field ONNX uses for the tensor's dtype (its size
+// checked by check_typed_data).
 void copy_typed_data(const onnx::TensorProto& t, dtype type, std::size_t count, std::byte* out) {
-    auto expect_size = [&](int size, const char* field, std::size_t expected) {
-        if (static_cast<std::size_t>(size) != expected)
-            fail(error_kind::parse_error, tensor_label(t) + " declares " + std::to_string(count) +
-                                              " elements but its " + field + " holds " + std::to_string(size) +
-                                              " values, " + std::to_string(expected) + " expected");
-    };
     if (is_storage_type(type)) {
-        // int32_data holds one float8 code each, or one packed byte of 4- or 2-bit elements.
         const int bits = packed_bits(type);
         const std::size_t values = bits == 0 ? count : stored_bytes(type, count);
-        expect_size(t.int32_data_size(), "int32_data", values);
         std::vector<unsigned char> bytes(values);
         for (std::size_t i = 0; i < values; ++i)
             bytes[i] = static_cast<unsigned char>(t.int32_data(static_cast<int>(i)) & 0xff);
@@ -81,23 +108,16 @@ void copy_typed_data(const onnx::TensorProto& t, dtype type, std::size_t count, 
     }
     visit_type(type, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        if constexpr (std::is_same_v<T, float>) {
-            expect_size(t.float_data_size(), "float_data", count);
+        if constexpr (std::is_same_v<T, float>)
             copy_field<T>(t.float_data(), out, count);
-        } else if constexpr (std::is_same_v<T, double>) {
-            expect_size(t.double_data_size(), "double_data", count);
+        else if constexpr (std::is_same_v<T, double>)
             copy_field<T>(t.double_data(), out, count);
-        } else if constexpr (std::is_same_v<T, std::int64_t>) {
-            expect_size(t.int64_data_size(), "int64_data", count);
+        else if constexpr (std::is_same_v<T, std::int64_t>)
             copy_field<T>(t.int64_data(), out, count);
-        } else if constexpr (std::is_same_v<T, std::uint32_t> || std::is_same_v<T, std::uint64_t>) {
-            expect_size(t.uint64_data_size(), "uint64_data", count);
+        else if constexpr (std::is_same_v<T, std::uint32_t> || std::is_same_v<T, std::uint64_t>)
             copy_field<T>(t.uint64_data(), out, count);
-        } else {
-            // bool, 8/16/32-bit integers and the bit patterns of 16-bit floats.
-            expect_size(t.int32_data_size(), "int32_data", count);
+        else
             copy_field<T>(t.int32_data(), out, count);
-        }
     });
 }
 
@@ -125,9 +145,15 @@ std::filesystem::path resolve_external(const onnx::TensorProto& t, const std::st
     return full;
 }
 
-// Reads the tensor's `expected` bytes of external data into `out`.
-void read_external(const onnx::TensorProto& t, std::size_t expected, const std::filesystem::path& model_dir,
-                   std::byte* out) {
+// Where a tensor's external data lies: checked before its literal's memory
+// is allocated, so that a missing or short file costs nothing.
+struct external_slice {
+    std::filesystem::path path;
+    std::uint64_t offset = 0;
+};
+
+// Locates the tensor's `expected` bytes of external data.
+external_slice locate_external(const onnx::TensorProto& t, std::size_t expected, const std::filesystem::path& model_dir) {
     std::string location;
     std::uint64_t offset = 0;
     std::uint64_t length = expected;
@@ -163,10 +189,15 @@ void read_external(const onnx::TensorProto& t, std::size_t expected, const std::
         fail(error_kind::parse_error, tensor_label(t) + ": external data file " + path.string() + " holds " +
                                           std::to_string(file_size) + " bytes, too few for " +
                                           std::to_string(expected) + " bytes at offset " + std::to_string(offset));
-    std::ifstream in(path, std::ios::binary);
-    in.seekg(static_cast<std::streamoff>(offset));
+    return {path, offset};
+}
+
+// Reads `expected` bytes at `slice` into `out`.
+void read_external(const onnx::TensorProto& t, const external_slice& slice, std::size_t expected, std::byte* out) {
+    std::ifstream in(slice.path, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(slice.offset));
     in.read(reinterpret_cast<char*>(out), static_cast<std::streamsize>(expected));
-    if (!in) fail(error_kind::parse_error, tensor_label(t) + ": cannot read external data from " + path.string());
+    if (!in) fail(error_kind::parse_error, tensor_label(t) + ": cannot read external data from " + slice.path.string());
 }
 
 }  // namespace
@@ -271,9 +302,10 @@ literal tensor_to_literal(const onnx::TensorProto& t, const std::filesystem::pat
     // Each branch fills the literal's own buffer: weights are copied once
     // (packed 4- and 2-bit elements through a buffer of their packed bytes).
     if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-        if (bits == 0) return literal(s, [&](std::byte* out) { read_external(t, bytes_needed, model_dir, out); });
+        const external_slice slice = locate_external(t, bytes_needed, model_dir);
+        if (bits == 0) return literal(s, [&](std::byte* out) { read_external(t, slice, bytes_needed, out); });
         std::vector<std::byte> packed(bytes_needed);
-        read_external(t, bytes_needed, model_dir, packed.data());
+        read_external(t, slice, bytes_needed, packed.data());
         return literal(s, [&](std::byte* out) {
             unpack(reinterpret_cast<const unsigned char*>(packed.data()), s.elements(), bits, out);
         });
@@ -307,6 +339,7 @@ literal tensor_to_literal(const onnx::TensorProto& t, const std::filesystem::pat
             }
         });
     }
+    check_typed_data(t, type, s.elements());
     return literal(s, [&](std::byte* out) { copy_typed_data(t, type, s.elements(), out); });
 }
 

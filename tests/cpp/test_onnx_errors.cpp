@@ -1,6 +1,7 @@
 // ONNX importer: bad input raises a kiln::error naming the problem and the
 // node or file, never crashes or allocates without bound.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -310,4 +311,35 @@ TEST_F(onnx_files, external_data_file_too_short) {
     b.node("Identity", {"w"}, {"y"});
     auto e = error_from([&] { parse_onnx(write("model/m.onnx", b.bytes())); });
     expect_mentions(e, {"short.bin", "too few"});
+}
+
+// A tensor that declares 2^30 floats (4 GiB, under this machine's limit) but
+// holds none is refused before its memory is allocated: the fuzzer's input
+// that took 4 GiB to refuse (tests/data/onnx_fuzz_regressions/).
+TEST_F(onnx_files, a_huge_tensor_without_its_data_is_refused_before_allocating) {
+    const std::int64_t huge = std::int64_t{1} << 30;
+    write("model/short.bin", std::string(4, '\0'));
+    onnx_model_builder typed;
+    typed.output("y");
+    typed.initializer("w", float_type, {huge});  // no float_data at all
+    typed.node("Identity", {"w"}, {"y"});
+    onnx_model_builder external;
+    external.output("y");
+    auto& w = external.initializer("w", float_type, {huge});
+    w.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* entry = w.add_external_data();
+    entry->set_key("location");
+    entry->set_value("short.bin");
+    external.node("Identity", {"w"}, {"y"});
+    for (const auto& [b, words] : {std::pair{typed, std::vector<std::string>{"float_data holds 0 values"}},
+                                   std::pair{external, std::vector<std::string>{"short.bin", "too few"}}}) {
+        struct rusage before {};
+        ::getrusage(RUSAGE_SELF, &before);
+        auto e = error_from([&] { parse_onnx(write("model/huge.onnx", b.bytes())); });
+        expect_mentions(e, words);
+        struct rusage after {};
+        ::getrusage(RUSAGE_SELF, &after);
+        EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 512 * 1024) << "peak resident memory grew by "
+                                                                   << (after.ru_maxrss - before.ru_maxrss) << " KiB";
+    }
 }
