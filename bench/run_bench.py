@@ -79,8 +79,6 @@ import tf_report  # noqa: E402
 import torch_report  # noqa: E402
 from model_zoo import MODELS, TITLES  # noqa: E402
 
-TITLES = {**TITLES, **export_tf_models.TITLES}
-
 ENGINE_TITLES = {
     "kiln": "Kiln cpu",
     "onnxruntime": "ONNX Runtime",
@@ -583,17 +581,19 @@ def write_report(doc, out_dir, json_too=True):
     render = {"quantized": quantized_report.render, "torch": torch_report.render,
               "tf": tf_report.render}.get(suite.name, report.render)
     stem = suite.result_stem
+    # The tf suite's models share names with the torch models ("resnet50") but are Keras's.
+    titles = {**TITLES, **export_tf_models.TITLES} if suite.name == "tf" else TITLES
     out_dir.mkdir(parents=True, exist_ok=True)
     if json_too:
         (out_dir / f"{stem}.json").write_text(json.dumps(doc, indent=1) + "\n")
     chart_path = out_dir / f"{stem}.png"
     try:
-        has_chart = chart.write_chart(doc, TITLES, chart_path)
+        has_chart = chart.write_chart(doc, titles, chart_path)
     except Exception as e:  # a chart is a nicety: the report is written without one
         print(f"chart not written: {e}", file=sys.stderr)
         has_chart = False
     md_path = out_dir / f"{stem}.md"
-    md_path.write_text(render(doc, TITLES, chart_path.name if has_chart else None))
+    md_path.write_text(render(doc, titles, chart_path.name if has_chart else None))
     return md_path
 
 
