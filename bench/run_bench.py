@@ -68,12 +68,12 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 import agreement  # noqa: E402
 import engines  # noqa: E402  (engine classes only: each library is imported in its worker)
+import export_tf_models  # noqa: E402  (file names only: TensorFlow is imported by its export subprocess)
 import flop_count  # noqa: E402
 import idle_wait  # noqa: E402
 import quantized_report  # noqa: E402
 import report  # noqa: E402
 import sgemm_peak  # noqa: E402
-import export_tf_models  # noqa: E402  (file names only: TensorFlow is imported by its export subprocess)
 import sqnr  # noqa: E402
 import tf_report  # noqa: E402
 import torch_report  # noqa: E402
@@ -399,7 +399,7 @@ class EngineWorker:
         out_dir = args.build_dir / "bench" / "outputs" / engine
         cmd = [sys.executable, str(HERE / "worker.py"), "--engine", engine, "--inputs", str(model.inputs),
                "--outputs", str(out_dir), "--threads", str(args.threads), "--warmup", str(args.warmup)]
-        # Each suite has its own model files; a worker is given those that exist.
+        # Each suite has its own model files; a worker is given the ones this model has.
         for flag, path in (("--onnx", model.onnx), ("--torch-module", model.torch_module),
                            ("--qdq-onnx", model.qdq_onnx), ("--calibration", model.calibration),
                            ("--saved-model", model.saved_model), ("--frozen-pb", model.frozen_pb)):
