@@ -9,7 +9,7 @@ JOBS   ?= 2
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: all setup build test test-cpp test-python test-slow test-package test-sanitize demo bench bench-quantized bench-torch bench-dynamic bench-generation bench-quick fuzz fuzz-build format clean
+.PHONY: all setup build test test-cpp test-python test-slow test-package test-sanitize demo bench bench-quantized bench-torch bench-tf bench-dynamic bench-generation bench-quick fuzz fuzz-build format clean
 FUZZ_BUILD   := build-fuzz
 FUZZ_SECONDS ?= 1800
 # fuzz_onnx_import (the ONNX importer), fuzz_tf_import (the TensorFlow importer) or fuzz_kiln_load (the .kiln loader).
@@ -61,15 +61,18 @@ test-package:
 demo: build
 	@$(PY) examples/demo.py
 
-# Three suites, each run even when one before it fails (the status is the worst):
+# Four suites, each run even when one before it fails (the status is the worst):
 # float32, Kiln against ONNX Runtime, OpenVINO, PyTorch eager and torch.compile
 # on six real models at batch 1 and 8 (bench/results/benchmarks.{md,png,json});
 # quantized, Kiln int8 / fp16 against ONNX Runtime int8, OpenVINO int8 and
 # Inductor int8 on five (bench/results/quantized.{md,png,json}); torch, PyTorch
 # users' paths (eager, Inductor, kiln.torch.compile, torch.compile(backend=
-# "kiln") and their int8 variants) on six (bench/results/torch.{md,png,json}).
-# BENCH_ARGS, QBENCH_ARGS and TBENCH_ARGS go to each (see bench/run_bench.py
-# --help); bench-quantized and bench-torch run one alone, bench-quick a few
+# "kiln") and their int8 variants) on six (bench/results/torch.{md,png,json});
+# tf, Kiln on frozen Keras ResNet50 / MobileNetV2 against TensorFlow (XLA off
+# and on) and OpenVINO on their SavedModels (bench/results/tf.{md,png,json}).
+# BENCH_ARGS, QBENCH_ARGS, TBENCH_ARGS and TFBENCH_ARGS go to each (see
+# bench/run_bench.py --help); bench-quantized, bench-torch and bench-tf run
+# one alone, bench-quick a few
 # minutes of the first two (build/bench/results/). Then bench-dynamic: one
 # dynamic program against exact-shape programs and ONNX Runtime
 # (build/bench/dynamic/dynamic.{md,json}).
@@ -77,6 +80,7 @@ bench: build
 	@status=0; $(PY) bench/run_bench.py $(BENCH_ARGS) || status=$$?; \
 	$(PY) bench/run_bench.py --suite quantized $(QBENCH_ARGS) || status=$$?; \
 	$(PY) bench/run_bench.py --suite torch $(TBENCH_ARGS) || status=$$?; \
+	$(PY) bench/run_bench.py --suite tf $(TFBENCH_ARGS) || status=$$?; \
 	$(PY) bench/dynamic_shapes.py || status=$$?; exit $$status
 
 bench-dynamic: build
@@ -87,6 +91,9 @@ bench-quantized: build
 
 bench-torch: build
 	@$(PY) bench/run_bench.py --suite torch $(TBENCH_ARGS)
+
+bench-tf: build
+	@$(PY) bench/run_bench.py --suite tf $(TFBENCH_ARGS)
 
 # Text generation (HF generate(): GPT-2 small and a 0.5B Llama-architecture
 # model, eager PyTorch, Inductor and backend="kiln"; bench/generation.py --help).

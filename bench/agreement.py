@@ -78,6 +78,7 @@ def summarize(checks, problem):
     if problem:
         return {"agrees": False, "relative_error": None, "message": problem}
     worst = max((c.relative_error for c in checks), default=0.0)
+    worst_abs = max((c.max_abs_error for c in checks), default=0.0)
     bad = [c for c in checks if not c.agrees]
     message = "; ".join(
         f"output {c.index} {list(c.shape)}: "
@@ -85,4 +86,4 @@ def summarize(checks, problem):
                         f"(worst error {c.max_abs_error:.3g}, scale {c.scale:.3g})")
         for c in bad
     )
-    return {"agrees": not bad, "relative_error": worst, "message": message}
+    return {"agrees": not bad, "relative_error": worst, "max_abs_error": worst_abs, "message": message}

@@ -16,6 +16,11 @@ COLORS = {
     "onnxruntime_int8": "#1f77b4",
     "openvino_int8": "#9467bd",
     "torch_int8": "#2ca02c",
+    # The tf suite: Kiln red as everywhere, TensorFlow in oranges, OpenVINO its purple.
+    "kiln_tf": "#d62728",
+    "tensorflow": "#ff7f0e",
+    "tensorflow_xla": "#bcbd22",
+    "openvino_tf": "#9467bd",
 }
 
 

@@ -30,6 +30,8 @@ class ModelFiles:
     calibration: Path = None  # .npz of {input name: [samples, ...]}, the calibration set
     batch: int = 1  # the benchmarked batch size (the models' batch dimension is fixed)
     inputs_dir: Path = None  # folder of <input name>.npy (the engines that compile for example inputs)
+    saved_model: Path = None  # the tf suite: the Keras model's SavedModel directory
+    frozen_pb: Path = None  # the tf suite: the same function frozen to a GraphDef .pb
 
 
 def calibration_feeds(files, batch):
@@ -72,9 +74,12 @@ class KilnEngine:
     def reduce_precision(self, files, target, phases):
         """Rewrites self.program before it is compiled (the reduced-precision engines)."""
 
+    def parse(self, path):
+        return self.kiln.parse_onnx(path)
+
     def load(self, files):
         kiln, phases = self.kiln, {}
-        self.program = _timed(phases, "parse", kiln.parse_onnx, str(self.source(files)))
+        self.program = _timed(phases, "parse", self.parse, str(self.source(files)))
         target = kiln.get_target("cpu")
         self.reduce_precision(files, target, phases)
         try:
@@ -193,12 +198,15 @@ class OpenVinoEngine:
             # float32 like every other engine: no bf16 where the CPU has it.
             hints.inference_precision: ov.Type.f32,
         }
-        model = _timed(phases, "read", core.read_model, str(self.source(files)))
+        model = self.read(core, files, phases)
         self.compiled = _timed(phases, "compile", core.compile_model, model, "CPU", config)
         del model
         self.request = self.compiled.create_infer_request()
         self.inputs = {name for port in self.compiled.inputs for name in port.get_names()}
         return phases
+
+    def read(self, core, files, phases):
+        return _timed(phases, "read", core.read_model, str(self.source(files)))
 
     def run(self, feeds):
         return self.request.infer({k: v for k, v in feeds.items() if k in self.inputs})
@@ -466,10 +474,122 @@ class KilnTorchInt8Engine(KilnTorchCompileEngine):
             return self.module(*(tensors[n] for n in self._names))
 
 
+# --- the tf suite: Keras models as TensorFlow users have them --------------------------------------------------
+
+
+def _tf_files(files, attribute):
+    path = getattr(files, attribute)
+    if path is None:
+        raise FileNotFoundError(f"this engine runs the TensorFlow export's {attribute} (scripts/export_tf_models.py), "
+                                "and none was given")
+    return path
+
+
+def _single_feed(feeds, names, only_input=None):
+    """The feeds by the engine's input names; a one-input model takes the one feed whatever its name (the
+    SavedModel signature, the frozen graph and OpenVINO may each spell the input differently), under
+    `only_input` (by default its one name)."""
+    named = {k: v for k, v in feeds.items() if k in names}
+    if not named and len(feeds) == 1 and (only_input is not None or len(names) == 1):
+        named = {next(iter(names)) if only_input is None else only_input: next(iter(feeds.values()))}
+    return named
+
+
+class KilnTfEngine(KilnEngine):
+    """kiln.parse_tf on the frozen GraphDef, NHWC input as TensorFlow has it."""
+
+    name, title = "kiln_tf", "Kiln cpu"
+
+    def parse(self, path):
+        return self.kiln.parse_tf(path)
+
+    def source(self, files):
+        return _tf_files(files, "frozen_pb")
+
+    def run(self, feeds):
+        return self.program.run(_single_feed(feeds, self.inputs))
+
+
+class TensorFlowEngine:
+    """The SavedModel's serving signature, loaded with tf.saved_model.load and called as a graph function (no
+    eager op-by-op execution), XLA off. TensorFlow's oneDNN ops stay at their default (on)."""
+
+    name, title, precision = "tensorflow", "TensorFlow", "float32"
+    jit_compile = False
+
+    def __init__(self, threads):
+        self.threads = threads
+
+    def import_library(self):
+        import os
+
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow as tf
+
+        # Thread pools must be sized before TensorFlow's runtime starts, which the first op does.
+        tf.config.threading.set_intra_op_parallelism_threads(self.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(self.threads)
+        tf.config.optimizer.set_jit(False)  # no auto-clustering: only the XLA engine's explicit jit_compile
+        self.tf = tf
+        return f"tensorflow {tf.__version__}"
+
+    def load(self, files):
+        tf, phases = self.tf, {}
+        self.loaded = _timed(phases, "load", tf.saved_model.load, str(_tf_files(files, "saved_model")))
+        signature = self.loaded.signatures["serving_default"]
+        self.inputs = set(signature.structured_input_signature[1])
+        self.output_keys = sorted(signature.structured_outputs)
+        self.function = self.wrap(signature)
+        return phases
+
+    def wrap(self, signature):
+        return signature
+
+    def _tensors(self, feeds):
+        # Converted once: the timed runs measure the model, not a numpy -> tensor copy.
+        if getattr(self, "_feeds", None) is not feeds:
+            self._feeds = feeds
+            self._tensor_feeds = {k: self.tf.constant(v) for k, v in _single_feed(feeds, self.inputs).items()}
+        return self._tensor_feeds
+
+    def run(self, feeds):
+        outputs = self.function(**self._tensors(feeds))
+        # The call returns once the outputs are computed (no asynchronous execution on CPU).
+        return outputs
+
+    def to_numpy(self, raw):
+        return [raw[k].numpy() for k in self.output_keys]
+
+
+class TensorFlowXlaEngine(TensorFlowEngine):
+    """The same serving function inside tf.function(jit_compile=True): XLA compiles the whole graph on the
+    first call (the `first_run` load phase)."""
+
+    name, title = "tensorflow_xla", "TensorFlow XLA"
+
+    def wrap(self, signature):
+        return self.tf.function(lambda **kw: signature(**kw), jit_compile=True)
+
+
+class OpenVinoTfEngine(OpenVinoEngine):
+    """OpenVINO's TensorFlow front end reading the same SavedModel directory (openvino.convert_model)."""
+
+    name, title = "openvino_tf", "OpenVINO"
+
+    def read(self, core, files, phases):
+        return _timed(phases, "convert", self.ov.convert_model, str(_tf_files(files, "saved_model")))
+
+    def run(self, feeds):
+        # A port may have several names ("input", "input:0"); the one port is also index 0.
+        only = 0 if len(self.compiled.inputs) == 1 else None
+        return self.request.infer(_single_feed(feeds, self.inputs, only))
+
+
 ENGINES = {
     e.name: e
     for e in (KilnEngine, OnnxRuntimeEngine, OpenVinoEngine, TorchEagerEngine, TorchCompileEngine, KilnInt8Engine,
               KilnQdqEngine, KilnFp16Engine, OnnxRuntimeInt8Engine, OpenVinoInt8Engine, TorchInt8Engine,
               TorchInductorEngine, KilnTorchCompileEngine, KilnDynamoEngine, InductorInt8Engine, KilnTorchPt2eEngine,
-              KilnDynamoPt2eEngine, KilnTorchInt8Engine)
+              KilnDynamoPt2eEngine, KilnTorchInt8Engine, KilnTfEngine, TensorFlowEngine, TensorFlowXlaEngine,
+              OpenVinoTfEngine)
 }

@@ -20,6 +20,13 @@ int8 (torchao PT2E), every calibrating engine on the same calibration samples
 model's exact outputs on held-out inputs, and the report (quantized_report.py)
 gives speed-ups over Kiln float32 and over the fastest other engine's int8.
 
+--suite tf times Keras applications (ResNet50, MobileNetV2; weights=None) the
+way TensorFlow users have them (scripts/export_tf_models.py): Kiln on the
+frozen GraphDef (kiln.parse_tf, NHWC input), the SavedModel's serving function
+in TensorFlow with XLA off and on (tf.function(jit_compile=True)), and OpenVINO
+converting the same SavedModel. Outputs are checked against TensorFlow's own
+output; the report is tf_report.py's (bench/results/tf.{md,png,json}).
+
 For each model and batch size, every engine runs in a worker process of its
 own (bench/worker.py): it loads the model, runs it once, and its outputs are
 checked against the torch module's float64 outputs before it is timed (median
@@ -31,11 +38,13 @@ measured sgemm peak, peak memory, load times and output agreement.
     .venv/bin/python bench/run_bench.py --models resnet50 --batches 1 --runs 3 --warmup 1
     .venv/bin/python bench/run_bench.py --suite quantized --models resnet50 --batches 1 --runs 3
     .venv/bin/python bench/run_bench.py --suite torch --models resnet50 --batches 1 --runs 3
+    .venv/bin/python bench/run_bench.py --suite tf --models resnet50,mobilenetv2 --batches 1,8 --runs 5
     .venv/bin/python bench/run_bench.py --report-only bench/results/benchmarks.json
 
 A run of every model, engine and batch of a suite with at least 20 runs
 writes bench/results/benchmarks.{md,png,json} (float suite) or
-bench/results/quantized.{md,png,json} or bench/results/torch.{md,png,json} (the committed results); any smaller
+bench/results/quantized.{md,png,json} or bench/results/torch.{md,png,json} or
+bench/results/tf.{md,png,json} (the committed results); any smaller
 run writes build/bench/results/ unless --out says otherwise. Models are
 exported (and quantized) on first use and cached under build/models/.
 """
@@ -59,12 +68,14 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 import agreement  # noqa: E402
 import engines  # noqa: E402  (engine classes only: each library is imported in its worker)
+import export_tf_models  # noqa: E402  (file names only: TensorFlow is imported by its export subprocess)
 import flop_count  # noqa: E402
 import idle_wait  # noqa: E402
 import quantized_report  # noqa: E402
 import report  # noqa: E402
 import sgemm_peak  # noqa: E402
 import sqnr  # noqa: E402
+import tf_report  # noqa: E402
 import torch_report  # noqa: E402
 from model_zoo import MODELS, TITLES  # noqa: E402
 
@@ -94,6 +105,12 @@ TORCH_ENGINE_TITLES = {
     "kiln_dynamo_pt2e": 'backend="kiln", PT2E int8',
     "kiln_torch_int8": 'kiln.torch.compile(precision="int8")',
 }
+TF_ENGINE_TITLES = {
+    "kiln_tf": "Kiln cpu",
+    "tensorflow": "TensorFlow",
+    "tensorflow_xla": "TensorFlow XLA",
+    "openvino_tf": "OpenVINO",
+}
 ALL_BATCHES = [1, 8]
 FULL_RUNS = 20
 
@@ -113,6 +130,7 @@ SUITES = {
                        ["resnet50", "mobilenet_v2", "densenet121", "bert_base", "vit_b16"], "quantized"),
     "torch": Suite("torch", TORCH_ENGINE_TITLES,
                    ["resnet50", "mobilenet_v2", "bert_base", "distilbert", "gpt2_small", "vit_b16"], "torch"),
+    "tf": Suite("tf", TF_ENGINE_TITLES, list(export_tf_models.MODELS), "tf"),
 }
 RESULT_STEM = SUITES["float"].result_stem
 
@@ -121,7 +139,9 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--suite", choices=list(SUITES), default="float",
                    help="float: float32 engines (default); quantized: int8 and fp16 cases; torch: PyTorch\n"
-                        "users' paths (eager, Inductor, kiln.torch.compile, backend=\"kiln\", their int8 variants)")
+                        "users' paths (eager, Inductor, kiln.torch.compile, backend=\"kiln\", their int8 variants);\n"
+                        "tf: Keras applications as TensorFlow users have them (Kiln on the frozen .pb, TensorFlow\n"
+                        "with XLA off and on, OpenVINO on the SavedModel)")
     p.add_argument("--models", help="comma-separated (default: all of the suite's):\n" + "\n".join(
         f"  {s.name}: {','.join(s.models)}" for s in SUITES.values()))
     p.add_argument("--engines", help="comma-separated (default: all of the suite's):\n" + "\n".join(
@@ -224,11 +244,15 @@ def machine_info():
             "python": platform.python_version(), "load_average_start": round(os.getloadavg()[0], 2)}
 
 
-def model_tools():
+def model_tools(suite="float"):
     """What built the models, for the report (package metadata: no heavy imports here)."""
     from importlib.metadata import PackageNotFoundError, version
 
     import export_models
+
+    if suite == "tf":
+        return [f"Keras applications built with weights=None (seed {export_tf_models.SEED}, batch norms calibrated on "
+                f"a random batch), export tag {export_tf_models.version_tag()} (scripts/export_tf_models.py)"]
 
     try:
         return [f"models from transformers {version('transformers')} and torch.nn, exported with torch.onnx "
@@ -264,16 +288,39 @@ class PreparedModel:
     reference: Path  # folder of output_<i>.npy: the module's outputs in float64
     qdq_onnx: Path = None  # the quantized suite: ONNX Runtime's QDQ model at that batch size
     calibration: Path = None  # the quantized suite: .npz of the calibration samples
+    saved_model: Path = None  # the tf suite: the SavedModel directory
+    frozen_pb: Path = None  # the tf suite: the frozen GraphDef
 
 
 def _needs_torch_module(engine_names):
     return any(issubclass(engines.ENGINES[e], engines.TorchEagerEngine) for e in engine_names)
 
 
+def prepare_tf_model(name, batch, args, progress):
+    """The tf suite's files (scripts/export_tf_models.py), exported in a subprocess on a cache miss so that this
+    process never imports TensorFlow."""
+    tf = export_tf_models
+    model = PreparedModel(onnx=None, inputs=tf.inputs_dir(name, args.build_dir, batch), torch_module=None,
+                          reference=tf.reference_dir(name, args.build_dir, batch),
+                          saved_model=tf.saved_model_dir(name, args.build_dir, batch),
+                          frozen_pb=tf.frozen_path(name, args.build_dir, batch))
+    if not tf.is_exported(name, args.build_dir, batch):
+        progress.status(f"exporting {name} at batch {batch} (Keras) ...")
+        cmd = [sys.executable, str(REPO / "scripts" / "export_tf_models.py"), name, "--batch", str(batch),
+               "--build-dir", str(args.build_dir)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=worker_env(args.threads))
+        if proc.returncode != 0:
+            raise RuntimeError(f"exporting {name} at batch {batch} failed: {proc.stderr.strip()[-1500:]}")
+    return model
+
+
 def prepare_model(name, batch, args, progress):
     """The model's files, exported (and for the quantized suite quantized) in a subprocess on a cache miss so
     that this process never holds torch or a model's weights."""
     import export_models
+
+    if args.suite == "tf":
+        return prepare_tf_model(name, batch, args, progress)
 
     model = PreparedModel(
         onnx=export_models.model_path(name, args.build_dir, batch),
@@ -350,11 +397,13 @@ class EngineWorker:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_path = log_path
         out_dir = args.build_dir / "bench" / "outputs" / engine
-        cmd = [sys.executable, str(HERE / "worker.py"), "--engine", engine, "--onnx", str(model.onnx),
-               "--torch-module", str(model.torch_module), "--inputs", str(model.inputs), "--outputs",
-               str(out_dir), "--threads", str(args.threads), "--warmup", str(args.warmup)]
-        cmd += ["--qdq-onnx", str(model.qdq_onnx)] if model.qdq_onnx else []
-        cmd += ["--calibration", str(model.calibration)] if model.calibration else []
+        cmd = [sys.executable, str(HERE / "worker.py"), "--engine", engine, "--inputs", str(model.inputs),
+               "--outputs", str(out_dir), "--threads", str(args.threads), "--warmup", str(args.warmup)]
+        # Each suite has its own model files; a worker is given the ones this model has.
+        for flag, path in (("--onnx", model.onnx), ("--torch-module", model.torch_module),
+                           ("--qdq-onnx", model.qdq_onnx), ("--calibration", model.calibration),
+                           ("--saved-model", model.saved_model), ("--frozen-pb", model.frozen_pb)):
+            cmd += [flag, str(path)] if path else []
         self.start = time.perf_counter()
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
@@ -509,7 +558,7 @@ def _announce(case, label, progress):
         return
     check = case.get("check") or {}
     if not check.get("agrees"):
-        progress.problem(f"{label}: OUTPUTS DISAGREE with the float64 reference: {check.get('message')}")
+        progress.problem(f"{label}: OUTPUTS DISAGREE with the reference: {check.get('message')}")
     median = report.median_seconds(case)
     memory = (case.get("memory") or {}).get("peak_growth_bytes", 0)
     rating = (f"SQNR {check['sqnr_db']:.1f} dB" if check.get("sqnr_db") is not None
@@ -529,19 +578,22 @@ def write_report(doc, out_dir, json_too=True):
     import chart
 
     suite = SUITES[doc["settings"].get("suite", "float")]
-    render = {"quantized": quantized_report.render, "torch": torch_report.render}.get(suite.name, report.render)
+    render = {"quantized": quantized_report.render, "torch": torch_report.render,
+              "tf": tf_report.render}.get(suite.name, report.render)
     stem = suite.result_stem
+    # The tf suite's models share names with the torch models ("resnet50") but are Keras's.
+    titles = {**TITLES, **export_tf_models.TITLES} if suite.name == "tf" else TITLES
     out_dir.mkdir(parents=True, exist_ok=True)
     if json_too:
         (out_dir / f"{stem}.json").write_text(json.dumps(doc, indent=1) + "\n")
     chart_path = out_dir / f"{stem}.png"
     try:
-        has_chart = chart.write_chart(doc, TITLES, chart_path)
+        has_chart = chart.write_chart(doc, titles, chart_path)
     except Exception as e:  # a chart is a nicety: the report is written without one
         print(f"chart not written: {e}", file=sys.stderr)
         has_chart = False
     md_path = out_dir / f"{stem}.md"
-    md_path.write_text(render(doc, TITLES, chart_path.name if has_chart else None))
+    md_path.write_text(render(doc, titles, chart_path.name if has_chart else None))
     return md_path
 
 
@@ -585,13 +637,13 @@ def main(argv=None):
         "engine_titles": {e: suite.engine_titles[e] for e in args.engines},
         "precisions": {e: engines.ENGINES[e].precision for e in args.engines},
         "versions": {},
-        "model_tools": model_tools(),
+        "model_tools": model_tools(args.suite),
         "flops": {},
         "cases": [],
     }
     if args.suite in ("quantized", "torch"):
         doc["quantization"] = quantization_settings()
-    else:
+    elif args.suite == "float":
         doc["sgemm"] = measure_sgemm(args, progress)
     partial = args.build_dir / "bench" / f"partial-{args.suite}.json"
     for name in args.models:

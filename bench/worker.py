@@ -75,8 +75,10 @@ class Channel:
 def parse_args(argv):
     p = argparse.ArgumentParser(description="Runs one engine on one model (started by bench/run_bench.py).")
     p.add_argument("--engine", required=True)
-    p.add_argument("--onnx", required=True, type=Path)
-    p.add_argument("--torch-module", required=True, type=Path)
+    p.add_argument("--onnx", type=Path, help="the exported graph (the ONNX engines)")
+    p.add_argument("--torch-module", type=Path, help="the pickled nn.Module (the torch engines)")
+    p.add_argument("--saved-model", type=Path, help="a SavedModel directory (the tf suite)")
+    p.add_argument("--frozen-pb", type=Path, help="a frozen GraphDef .pb (the tf suite)")
     p.add_argument("--qdq-onnx", type=Path, help="the QDQ model (the int8 engines that load one)")
     p.add_argument("--calibration", type=Path, help=".npz of calibration samples (the engines that calibrate)")
     p.add_argument("--inputs", required=True, type=Path, help="folder of <input name>.npy files")
@@ -104,7 +106,8 @@ def main(argv=None):
 
         phase = "load"
         batch = next(iter(feeds.values())).shape[0] if feeds else 1
-        phases = engine.load(ModelFiles(args.onnx, args.torch_module, args.qdq_onnx, args.calibration, batch, args.inputs))
+        phases = engine.load(ModelFiles(args.onnx, args.torch_module, args.qdq_onnx, args.calibration, batch, args.inputs,
+                                        saved_model=args.saved_model, frozen_pb=args.frozen_pb))
         channel.send("loaded", version=version, phases=phases)
 
         phase = "first run"
