@@ -1,4 +1,5 @@
-// Reading a serialized GraphDef: kiln::parse_tf and kiln::parse_tf_buffer.
+// Reading a serialized GraphDef (or, for a directory, a SavedModel):
+// kiln::parse_tf and kiln::parse_tf_buffer.
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -28,11 +29,7 @@ program parse_tf(const std::string& path, const tf_options& options) {
     std::error_code ec;
     const auto status = std::filesystem::status(path, ec);
     if (!std::filesystem::exists(status)) fail(error_kind::file_not_found, "parse_tf: no such file: " + path);
-    if (std::filesystem::is_directory(status))
-        fail(error_kind::not_implemented,
-             "parse_tf: " + path +
-                 " is a directory; SavedModel directories are not supported yet: freeze the model "
-                 "(convert_variables_to_constants_v2) and give the .pb file");
+    if (std::filesystem::is_directory(status)) return tf_import::parse_saved_model(path, options);
     if (!std::filesystem::is_regular_file(status))
         fail(error_kind::invalid_argument, "parse_tf: " + path + " is not a regular file");
     auto size = std::filesystem::file_size(path, ec);

@@ -119,5 +119,7 @@ const parser_table& get_parsers();
 
 // Imports a parsed GraphDef; `source` names it in errors.
 program parse_graph(const tf::GraphDef& graph, const tf_options& options, const std::string& source);
+// Imports a SavedModel directory (saved_model_reader.cpp).
+program parse_saved_model(const std::string& dir, const tf_options& options);
 
 }  // namespace kiln::tf_import
