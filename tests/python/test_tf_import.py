@@ -410,11 +410,13 @@ def test_unknown_option():
 # ---- Keras applications (random weights, no download) ----
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["ResNet50", "MobileNetV2"])
+@pytest.mark.parametrize("name", ["ResNet50", "MobileNetV2", "EfficientNetB0", "DenseNet121", "InceptionV3",
+                                  "Xception"])
 def test_keras_application(name, tmp_path):
     tf.random.set_seed(9)
-    model = getattr(keras.applications, name)(weights=None, input_shape=(224, 224, 3))
-    path, inputs, x, _ = check(model, (224, 224, 3), tmp_path, batch=1)
+    size = 299 if name in ("InceptionV3", "Xception") else 224
+    model = getattr(keras.applications, name)(weights=None, input_shape=(size, size, 3))
+    path, inputs, x, _ = check(model, (size, size, 3), tmp_path, batch=1)
     # With random weights the softmax is nearly flat: compare the logits too,
     # relative to their scale.
     from tensorflow.core.framework import graph_pb2

@@ -56,6 +56,7 @@ CASES = {
     "MaxPool3D": (lambda x: tf.nn.max_pool3d(x, 2, 2, "VALID"), [VOL]),
     "AvgPool3D": (lambda x: tf.nn.avg_pool3d(x, 3, 2, "SAME"), [VOL]),
     "Erf": (lambda x: tf.math.erf(x), [X]),
+    "Erfc": (lambda x: tf.math.erfc(x), [X]),
     "Select": (lambda x, y: tf.raw_ops.Select(condition=x > y, x=x, y=y), [X, Y]),
     "SelectV2": (lambda x, y: tf.where(x > 0, x, y * 2), [X, Y]),
     "AddN": (lambda x, y: tf.add_n([x, y, x]), [X, Y]),

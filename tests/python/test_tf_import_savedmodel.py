@@ -15,6 +15,9 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402 - a pinned test dependency
+from tensorflow.python.framework.convert_to_constants import (  # noqa: E402
+    convert_variables_to_constants_v2,
+)
 
 import kiln  # noqa: E402
 from kiln.compat import migraphx  # noqa: E402
@@ -136,6 +139,68 @@ def test_loads_without_tensorflow(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
                             cwd=tmp_path)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
+
+
+def transformer_encoder():
+    """Input -> Dense -> MultiHeadAttention + residual -> LayerNormalization -> Dense FFN (Gelu) + residual
+    -> LayerNormalization."""
+    tf.random.set_seed(5)
+    inputs = keras.Input((10, 16))
+    x = layers.Dense(32)(inputs)
+    attention = layers.MultiHeadAttention(num_heads=4, key_dim=8)(x, x)
+    x = layers.LayerNormalization(epsilon=1e-6)(x + attention)
+    ffn = layers.Dense(64, activation="gelu")(x)
+    ffn = layers.Dense(32)(ffn)
+    outputs = layers.LayerNormalization(epsilon=1e-6)(x + ffn)
+    return keras.Model(inputs, outputs)
+
+
+@pytest.mark.parametrize("form", ["frozen", "saved_model"])
+def test_transformer_encoder(form, tmp_path):
+    model = transformer_encoder()
+    x = np.random.default_rng(6).standard_normal((2, 10, 16)).astype(np.float32)
+    expected = np.asarray(model(x, training=False))
+    if form == "saved_model":
+        path = save(model, tmp_path)
+    else:
+        fn = tf.function(lambda v: model(v, training=False))
+        frozen = convert_variables_to_constants_v2(fn.get_concrete_function(tf.TensorSpec([None, 10, 16])))
+        path = str(tmp_path / "encoder.pb")
+        (tmp_path / "encoder.pb").write_bytes(frozen.graph.as_graph_def().SerializeToString())
+    ops = {n.op for n in tf_graph(path).node}
+    assert "Einsum" in ops or form == "saved_model"
+    name = kiln.parse_tf(path, batch_size=2).get_parameter_names()[0]
+    for target in ("ref", "cpu"):
+        got = run_kiln(path, {name: x}, target, batch_size=2)
+        np.testing.assert_allclose(got[0], expected, rtol=RTOL, atol=ATOL, err_msg=target)
+
+
+def tf_graph(path):
+    """The GraphDef of a frozen .pb (TensorFlow's own parser, for checks only); empty for a directory."""
+    from tensorflow.core.framework import graph_pb2
+
+    graph = graph_pb2.GraphDef()
+    if not os.path.isdir(path):
+        graph.ParseFromString(open(path, "rb").read())
+    return graph
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ResNet50", "MobileNetV2", "EfficientNetB0", "DenseNet121", "InceptionV3",
+                                  "Xception"])
+def test_keras_application_saved_model(name, tmp_path):
+    """Keras applications (random weights) as SavedModels, returning logits
+    (a random network's softmax is nearly flat): compared relative to their scale."""
+    tf.random.set_seed(9)
+    size = 299 if name in ("InceptionV3", "Xception") else 224
+    model = getattr(keras.applications, name)(weights=None, input_shape=(size, size, 3), classifier_activation=None)
+    path = save(model, tmp_path)
+    x = np.random.default_rng(0).standard_normal((1, size, size, 3)).astype(np.float32)
+    expected = np.asarray(model(x, training=False))
+    scale = float(np.abs(expected).max())
+    for target in ("ref", "cpu"):
+        got = run_kiln(path, {"inputs": x}, target)
+        np.testing.assert_allclose(got[0], expected, rtol=RTOL, atol=ATOL * scale, err_msg=target)
 
 
 # ---- bad input ----
