@@ -4,6 +4,7 @@
 // a node's output k is "node:k".
 #include "tf/function_inliner.hpp"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -14,7 +15,9 @@ namespace kiln::tf_import {
 
 namespace {
 
-constexpr int max_call_depth = 64;
+constexpr std::size_t max_call_depth = 64;
+// Calls that fan out (f calls g twice, g calls h twice, ...) grow exponentially.
+constexpr int max_inlined_nodes = 10'000'000;
 
 // Ops with several output arguments, each one tensor: their names in order.
 // Every other op has one output argument (possibly a list).
@@ -45,7 +48,8 @@ public:
         tf::GraphDef top = prune(graph_.node(), outputs);
         tf::GraphDef flat;
         *flat.mutable_versions() = graph_.versions();
-        for (const auto& node : top.node()) expand(node, flat, 0);
+        std::vector<std::string> calls;  // the functions being expanded, outermost first
+        for (const auto& node : top.node()) expand(node, flat, calls);
         return prune(flat.node(), outputs);
     }
 
@@ -68,17 +72,19 @@ private:
         return nullptr;
     }
 
-    void expand(const tf::NodeDef& node, tf::GraphDef& out, int depth) {
+    void expand(const tf::NodeDef& node, tf::GraphDef& out, std::vector<std::string>& calls) {
         const tf::FunctionDef* f = callee(node);
         if (f == nullptr) {
+            if (out.node_size() >= max_inlined_nodes)
+                fail(error_kind::not_implemented, source_ + ": inlining the function calls makes more than " +
+                                                      std::to_string(max_inlined_nodes) + " nodes");
             *out.add_node() = node;
             return;
         }
-        if (depth >= max_call_depth)
-            fail(error_kind::not_implemented, source_ + ": function calls nest deeper than " +
-                                                  std::to_string(max_call_depth) + " at node '" + node.name() +
-                                                  "' (recursive functions are not supported)");
         const auto& sig = f->signature();
+        if (std::find(calls.begin(), calls.end(), sig.name()) != calls.end() || calls.size() >= max_call_depth)
+            fail(error_kind::not_implemented, source_ + ": function '" + sig.name() + "' calls itself (node '" +
+                                                  node.name() + "'); recursive functions are not supported");
         std::unordered_map<std::string, std::string> args;
         int data_inputs = 0;
         for (const auto& in : node.input()) {
@@ -98,7 +104,9 @@ private:
             tf::NodeDef copy = b;
             copy.set_name(prefix + b.name());
             for (auto& in : *copy.mutable_input()) in = rename(in);
-            expand(copy, out, depth + 1);
+            calls.push_back(sig.name());
+            expand(copy, out, calls);
+            calls.pop_back();
         }
         tf::NodeDef results;
         results.set_name(node.name());
