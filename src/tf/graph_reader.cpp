@@ -3,11 +3,29 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 
+#include "tf/function_inliner.hpp"
 #include "tf/tf_parser.hpp"
 
 namespace kiln::tf_import {
 namespace {
+
+// The outputs a graph with functions is inlined for: output_names, else
+// the nodes nothing consumes (as parse_graph chooses them).
+std::vector<std::string> outputs_to_keep(const tf::GraphDef& graph, const tf_options& options) {
+    if (!options.output_names.empty()) return options.output_names;
+    std::set<std::string> consumed;
+    for (const auto& node : graph.node())
+        for (const auto& in : node.input()) {
+            std::string name = !in.empty() && in[0] == '^' ? in.substr(1) : in;
+            consumed.insert(name.substr(0, name.find(':')));
+        }
+    std::vector<std::string> outputs;
+    for (const auto& node : graph.node())
+        if (!consumed.contains(node.name()) && node.op() != "NoOp") outputs.push_back(node.name());
+    return outputs;
+}
 
 program parse_bytes(const void* data, std::size_t size, const tf_options& options, const std::string& source) {
     if (size == 0) fail(error_kind::parse_error, source + ": empty input, not a TensorFlow GraphDef");
@@ -17,6 +35,7 @@ program parse_bytes(const void* data, std::size_t size, const tf_options& option
     if (!graph.ParseFromArray(data, static_cast<int>(size)))
         fail(error_kind::parse_error, source + ": not a valid TensorFlow GraphDef (malformed or truncated protobuf)");
     if (graph.node_size() == 0) fail(error_kind::parse_error, source + ": the GraphDef has no nodes");
+    if (graph.library().function_size() > 0) graph = inline_functions(graph, outputs_to_keep(graph, options), source);
     return parse_graph(graph, options, source);
 }
 
