@@ -141,6 +141,24 @@ def test_loads_without_tensorflow(tmp_path):
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
 
 
+def test_tf1_simple_save(tmp_path):
+    """A TF1 SavedModel (simple_save from a session): variables found by name in the bundle."""
+    tf1 = tf.compat.v1
+    path = str(tmp_path / "tf1")
+    x_value = np.random.default_rng(4).standard_normal((2, 4)).astype(np.float32)
+    with tf.Graph().as_default():
+        x = tf1.placeholder(tf.float32, [None, 4], name="x")
+        w = tf1.get_variable("w", initializer=np.arange(12, dtype=np.float32).reshape(4, 3) / 7)
+        y = tf.nn.relu(tf.matmul(x, w) - 0.5, name="y")
+        with tf1.Session() as session:
+            session.run(tf1.global_variables_initializer())
+            tf1.saved_model.simple_save(session, path, {"x": x}, {"y": y})
+            expected = session.run(y, {x: x_value})
+    for target in ("ref", "cpu"):
+        got = run_kiln(path, {"x": x_value}, target, batch_size=2)
+        np.testing.assert_allclose(got[0], expected, rtol=RTOL, atol=ATOL, err_msg=target)
+
+
 def transformer_encoder():
     """Input -> Dense -> MultiHeadAttention + residual -> LayerNormalization -> Dense FFN (Gelu) + residual
     -> LayerNormalization."""
