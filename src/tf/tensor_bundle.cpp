@@ -2,6 +2,8 @@
 // header (shard count, endianness); every other key a tensor's entry.
 #include "tf/tensor_bundle.hpp"
 
+#include <array>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +23,27 @@ std::string read_file(const std::string& path, const std::string& what) {
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (in.bad()) fail(error_kind::file_not_found, "cannot read " + path);
     return bytes;
+}
+
+// CRC-32C (Castagnoli, reflected polynomial 0x82f63b78), one table lookup a byte.
+constexpr std::array<std::uint32_t, 256> crc32c_table() {
+    std::array<std::uint32_t, 256> t{};
+    for (std::uint32_t i = 0; i < 256; ++i) {
+        std::uint32_t c = i;
+        for (int k = 0; k < 8; ++k) c = (c >> 1) ^ ((c & 1) ? 0x82f63b78U : 0U);
+        t[i] = c;
+    }
+    return t;
+}
+
+// The bundle stores a numeric tensor's CRC-32C masked as LevelDB masks
+// checksums: rotated right by 15 bits plus a constant.
+std::uint32_t masked_crc32c(const std::string& bytes) {
+    static constexpr auto table = crc32c_table();
+    std::uint32_t crc = 0xffffffffU;
+    for (char ch : bytes) crc = table[(crc ^ static_cast<unsigned char>(ch)) & 0xff] ^ (crc >> 8);
+    crc ^= 0xffffffffU;
+    return ((crc >> 15) | (crc << 17)) + 0xa282ead8U;
 }
 
 }  // namespace
@@ -93,7 +116,11 @@ tf::TensorProto tensor_bundle::tensor(const std::string& key) const {
     tf::TensorProto t;
     t.set_dtype(e.dtype());
     *t.mutable_tensor_shape() = e.shape();
-    t.set_tensor_content(read_bytes(key, e));
+    std::string bytes = read_bytes(key, e);
+    if (masked_crc32c(bytes) != e.crc32c())
+        fail(error_kind::parse_error, shard_path(e.shard_id()) + ": the data of tensor '" + key +
+                                          "' does not match its checksum (the file is corrupt)");
+    t.set_tensor_content(std::move(bytes));
     return t;
 }
 

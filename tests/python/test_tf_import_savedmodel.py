@@ -245,6 +245,20 @@ def test_missing_variables_file(saved_mlp, tmp_path):
         kiln.parse_tf(path)
 
 
+def test_corrupt_variables_data(saved_mlp, tmp_path):
+    path = broken_copy(saved_mlp, tmp_path)
+    data = os.path.join(path, "variables", "variables.data-00000-of-00001")
+    content = bytearray(open(data, "rb").read())
+    content[8] ^= 0x40  # inside the first variable's values
+    open(data, "wb").write(bytes(content))
+    with pytest.raises(kiln.ParseError, match=r"variables\.data-00000-of-00001: the data of tensor .* does not "
+                                              r"match its checksum"):
+        kiln.parse_tf(path)
+    open(data, "wb").write(bytes(content[:40]))
+    with pytest.raises(kiln.ParseError, match="lies past the end of the file"):
+        kiln.parse_tf(path)
+
+
 def test_truncated_index(saved_mlp, tmp_path):
     path = broken_copy(saved_mlp, tmp_path)
     index = os.path.join(path, "variables", "variables.index")
