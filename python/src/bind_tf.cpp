@@ -61,9 +61,11 @@ void bind_tf(nb::module_& m) {
             return parse_tf(file, options);
         },
         nb::arg("path"), nb::arg("options"),
-        "Imports a frozen TensorFlow GraphDef (.pb). Options: is_nhwc=True, batch_size=1 (unknown batch dims), "
-        "map_input_dims={name: dims}, output_names=[\"node\" or \"node:k\", ...] (default: nodes nothing "
-        "consumes), skip_unknown_operators=False. TensorFlow is not needed.");
+        "Imports a frozen TensorFlow GraphDef (.pb) or a SavedModel directory (its serving signature; inputs "
+        "are named by the signature's keys). Options: is_nhwc=True, batch_size=1 (unknown batch dims), "
+        "map_input_dims={name: dims}, output_names=[\"node\" or \"node:k\" or a signature output key, ...] "
+        "(default: the signature's outputs, else nodes nothing consumes), skip_unknown_operators=False. "
+        "TensorFlow is not needed.");
     m.def("parse_tf_buffer", parse_buffer, nb::arg("data"), nb::arg("options"),
           "Imports a serialized TensorFlow GraphDef from bytes; options as for parse_tf.");
 }

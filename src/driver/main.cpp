@@ -21,7 +21,7 @@ constexpr const char* dyn_input_dim_help =
     "program then runs every shape in the ranges";
 
 void add_run_options(CLI::App& cmd, run_settings& s) {
-    cmd.add_option("FILE", s.model, "Model file (.kiln, .onnx or a frozen TensorFlow .pb)")->required();
+    cmd.add_option("FILE", s.model, "Model file (.kiln, .onnx, a frozen TensorFlow .pb or a SavedModel directory)")->required();
     cmd.add_option("--target", s.target, "Target to run on: ref, cpu or gpu (a build with CUDA) (default: the file's, else cpu)");
     cmd.add_option("--input", s.inputs, "Input as name=path.npy (repeatable); others get random data");
     cmd.add_option("--seed", s.seed, "Seed for random inputs")->capture_default_str();
@@ -48,13 +48,13 @@ int main(int argc, char** argv) {
     double rtol = 1e-4, atol = 1e-5;
 
     auto* read = app.add_subcommand("read", "Print a model's IR");
-    read->add_option("FILE", model, "Model file (.kiln, .onnx or a frozen TensorFlow .pb)")->required();
+    read->add_option("FILE", model, "Model file (.kiln, .onnx, a frozen TensorFlow .pb or a SavedModel directory)")->required();
     std::vector<std::string> dyn_input_dims;
     read->add_option("--dyn-input-dim", dyn_input_dims, dyn_input_dim_help);
     read->callback([&] { action = [&] { return kiln::driver::read_command(model, dyn_input_dims); }; });
 
     auto* compile = app.add_subcommand("compile", "Compile a model for a target and save it as .kiln");
-    compile->add_option("FILE", model, "Model file (.kiln, .onnx or a frozen TensorFlow .pb)")->required();
+    compile->add_option("FILE", model, "Model file (.kiln, .onnx, a frozen TensorFlow .pb or a SavedModel directory)")->required();
     compile->add_option("-o,--output", output, "Compiled .kiln file to write")->required();
     compile->add_option("--target", target, "Target: ref, cpu or gpu (a build with CUDA)")->capture_default_str();
     compile->add_option("--dyn-input-dim", dyn_input_dims, dyn_input_dim_help);
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
     perf->callback([&] { action = [&] { return kiln::driver::perf_command(settings, batch, runs); }; });
 
     auto* params = app.add_subcommand("params", "List a model's inputs and outputs with their shapes");
-    params->add_option("FILE", model, "Model file (.kiln, .onnx or a frozen TensorFlow .pb)")->required();
+    params->add_option("FILE", model, "Model file (.kiln, .onnx, a frozen TensorFlow .pb or a SavedModel directory)")->required();
     params->add_option("--dyn-input-dim", dyn_input_dims, dyn_input_dim_help);
     params->callback([&] { action = [&] { return kiln::driver::params_command(model, dyn_input_dims); }; });
 

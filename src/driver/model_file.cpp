@@ -72,7 +72,8 @@ program load_model(const std::string& path, std::size_t batch, const std::vector
         }
         return parse_onnx(path, options);
     }
-    if (ext == ".pb") {
+    std::error_code ec;
+    if (ext == ".pb" || std::filesystem::is_directory(path, ec)) {  // a directory: a TensorFlow SavedModel
         if (!dyn_input_dims.empty()) fail("--dyn-input-dim applies to .onnx models, not TensorFlow graphs: " + path);
         tf_options options;
         options.batch_size = batch;

@@ -1,12 +1,31 @@
-// Reading a serialized GraphDef: kiln::parse_tf and kiln::parse_tf_buffer.
+// Reading a serialized GraphDef (or, for a directory, a SavedModel):
+// kiln::parse_tf and kiln::parse_tf_buffer.
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 
+#include "tf/function_inliner.hpp"
 #include "tf/tf_parser.hpp"
 
 namespace kiln::tf_import {
 namespace {
+
+// The outputs a graph with functions is inlined for: output_names, else
+// the nodes nothing consumes (as parse_graph chooses them).
+std::vector<std::string> outputs_to_keep(const tf::GraphDef& graph, const tf_options& options) {
+    if (!options.output_names.empty()) return options.output_names;
+    std::set<std::string> consumed;
+    for (const auto& node : graph.node())
+        for (const auto& in : node.input()) {
+            std::string name = !in.empty() && in[0] == '^' ? in.substr(1) : in;
+            consumed.insert(name.substr(0, name.find(':')));
+        }
+    std::vector<std::string> outputs;
+    for (const auto& node : graph.node())
+        if (!consumed.contains(node.name()) && node.op() != "NoOp") outputs.push_back(node.name());
+    return outputs;
+}
 
 program parse_bytes(const void* data, std::size_t size, const tf_options& options, const std::string& source) {
     if (size == 0) fail(error_kind::parse_error, source + ": empty input, not a TensorFlow GraphDef");
@@ -16,6 +35,7 @@ program parse_bytes(const void* data, std::size_t size, const tf_options& option
     if (!graph.ParseFromArray(data, static_cast<int>(size)))
         fail(error_kind::parse_error, source + ": not a valid TensorFlow GraphDef (malformed or truncated protobuf)");
     if (graph.node_size() == 0) fail(error_kind::parse_error, source + ": the GraphDef has no nodes");
+    if (graph.library().function_size() > 0) graph = inline_functions(graph, outputs_to_keep(graph, options), source);
     return parse_graph(graph, options, source);
 }
 
@@ -28,11 +48,7 @@ program parse_tf(const std::string& path, const tf_options& options) {
     std::error_code ec;
     const auto status = std::filesystem::status(path, ec);
     if (!std::filesystem::exists(status)) fail(error_kind::file_not_found, "parse_tf: no such file: " + path);
-    if (std::filesystem::is_directory(status))
-        fail(error_kind::not_implemented,
-             "parse_tf: " + path +
-                 " is a directory; SavedModel directories are not supported yet: freeze the model "
-                 "(convert_variables_to_constants_v2) and give the .pb file");
+    if (std::filesystem::is_directory(status)) return tf_import::parse_saved_model(path, options);
     if (!std::filesystem::is_regular_file(status))
         fail(error_kind::invalid_argument, "parse_tf: " + path + " is not a regular file");
     auto size = std::filesystem::file_size(path, ec);

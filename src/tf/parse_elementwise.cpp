@@ -58,6 +58,13 @@ args_t parse_square(const node_context& ctx, const args_t& args) {
     return {ctx.add("mul", {args[0], args[0]})};
 }
 
+// Erfc(x) = 1 - erf(x) (Keras's exact Gelu is 0.5 * x * erfc(-x / sqrt(2))).
+args_t parse_erfc(const node_context& ctx, const args_t& args) {
+    ctx.expect_inputs(args, 1, 1);
+    auto one = ctx.add_scalar(args[0]->get_shape().type(), 1.0);
+    return {ctx.pointwise("sub", {one, ctx.add("erf", {args[0]})})};
+}
+
 args_t parse_squared_difference(const node_context& ctx, const args_t& args) {
     ctx.expect_inputs(args, 2, 2);
     auto d = ctx.add("sub", {args[0], args[1]});
@@ -108,6 +115,7 @@ void add_elementwise_parsers(parser_table& table) {
     table["Elu"] = parse_elu;
     table["Selu"] = parse_selu;
     table["Square"] = parse_square;
+    table["Erfc"] = parse_erfc;
     table["SquaredDifference"] = parse_squared_difference;
     table["Softmax"] = softmax("softmax");
     table["LogSoftmax"] = softmax("log_softmax");

@@ -1,5 +1,5 @@
-// Neural-network TensorFlow ops: Conv2D, DepthwiseConv2dNative, MaxPool,
-// AvgPool (on NCHW inside, transposed around when the node is NHWC),
+// Neural-network TensorFlow ops: Conv2D, DepthwiseConv2dNative,
+// Conv2DBackpropInput, MaxPool, AvgPool and their 3-D forms (on NCHW inside, transposed around when the node is NHWC),
 // FusedBatchNorm (inference), BiasAdd, MatMul and BatchMatMul.
 #include <algorithm>
 #include <optional>
@@ -147,6 +147,101 @@ parse_function parse_pool(std::string mode) {
     };
 }
 
+// Conv2DBackpropInput(input_sizes, filter, out_backprop): the transposed
+// convolution whose output is the forward convolution's input, of the given
+// size; the forward padding is resolved on that size, and what the stride
+// leaves over becomes output padding.
+args_t parse_conv2d_backprop_input(const node_context& ctx, const args_t& args) {
+    ctx.expect_inputs(args, 3, 3);
+    auto sizes = ctx.constant_ints(args[0], "input_sizes");
+    const auto& w = args[1]->get_shape().lens();
+    if (sizes.size() != 4 || w.size() != 4 || args[2]->get_shape().lens().size() != 4)
+        ctx.fail(error_kind::invalid_argument, "input_sizes, filter and out_backprop must be 4-D");
+    for (auto v : sizes)
+        if (v < 1) ctx.fail(error_kind::invalid_argument, "input_sizes must be positive");
+    auto dy = ctx.to_nchw(args[2]);
+    const auto& dl = dy->get_shape().lens();
+    if (dl[1] != w[3])
+        ctx.fail(error_kind::invalid_argument,
+                 "filter " + to_string(w) + " does not fit " + std::to_string(dl[1]) + " out_backprop channels");
+    ints out = ctx.nhwc() ? ints{sizes[0], sizes[3], sizes[1], sizes[2]} : sizes;
+    if (out[1] != static_cast<std::int64_t>(w[2]))
+        ctx.fail(error_kind::invalid_argument,
+                 "filter " + to_string(w) + " does not make " + std::to_string(out[1]) + " channels");
+    ints kernel{static_cast<std::int64_t>(w[0]), static_cast<std::int64_t>(w[1])};
+    auto stride = spatial(ctx, "strides", ctx.get_ints("strides", {1, 1, 1, 1}));
+    auto dilation = spatial(ctx, "dilations", ctx.get_ints("dilations", {1, 1, 1, 1}));
+    auto pads = resolve_padding(ctx, std::vector<std::size_t>(out.begin(), out.end()), kernel, stride, dilation);
+    ints extra(2);
+    for (std::size_t i = 0; i < 2; ++i) {
+        std::int64_t natural = (static_cast<std::int64_t>(dl[2 + i]) - 1) * stride[i] + (kernel[i] - 1) * dilation[i] +
+                               1 - pads[i] - pads[2 + i];
+        extra[i] = out[2 + i] - natural;
+        if (extra[i] < 0 || extra[i] >= stride[i])
+            ctx.fail(error_kind::invalid_argument,
+                     "input_sizes " + to_string(std::vector<std::size_t>(sizes.begin(), sizes.end())) +
+                         " do not fit out_backprop " + to_string(args[2]->get_shape().lens()));
+    }
+    // HWIO with I the output's channels: [O, I, H, W] is the transposed convolution's weight.
+    auto w_t = ctx.fold("transpose", args[1], value_map{{"permutation", int_list(hwio_to_oihw)}});
+    auto y = ctx.add("convolution_transpose", {dy, w_t},
+                     value_map{{"padding", int_list(pads)},
+                               {"stride", int_list(stride)},
+                               {"dilation", int_list(dilation)},
+                               {"output_padding", int_list(extra)},
+                               {"group", std::int64_t{1}}});
+    return {ctx.from_nchw(y)};
+}
+
+// MaxPool3D / AvgPool3D on NDHWC (or NCDHW) values: pooling on NCDHW.
+parse_function parse_pool3d(std::string mode) {
+    return [mode](const node_context& ctx, const args_t& args) -> args_t {
+        ctx.expect_inputs(args, 1, 1);
+        const auto& lens = args[0]->get_shape().lens();
+        if (lens.size() != 5) ctx.fail(error_kind::invalid_argument, "input must be 5-D, got " + to_string(lens));
+        bool channels_last = ctx.get_string("data_format", "NDHWC") != "NCDHW";
+        auto ksize = ctx.get_ints("ksize");
+        auto strides = ctx.get_ints("strides", {1, 1, 1, 1, 1});
+        if (ksize.size() != 5 || strides.size() != 5)
+            ctx.fail(error_kind::invalid_argument, "ksize and strides must have 5 values");
+        std::size_t first = channels_last ? 1 : 2;
+        ints kernel(ksize.begin() + static_cast<std::ptrdiff_t>(first),
+                    ksize.begin() + static_cast<std::ptrdiff_t>(first + 3));
+        ints stride(strides.begin() + static_cast<std::ptrdiff_t>(first),
+                    strides.begin() + static_cast<std::ptrdiff_t>(first + 3));
+        for (std::size_t i = 0; i < 3; ++i)
+            if (kernel[i] < 1 || stride[i] < 1)
+                ctx.fail(error_kind::invalid_argument, "ksize and strides must be positive");
+        auto x = args[0];
+        if (channels_last) {
+            x = ctx.add("transpose", {x}, value_map{{"permutation", int_list(ints{0, 4, 1, 2, 3})}});
+            x = ctx.add("contiguous", {x});
+        }
+        const auto& xl = x->get_shape().lens();
+        std::string padding = ctx.get_string("padding", "VALID");
+        if (padding != "VALID" && padding != "SAME")
+            ctx.fail(error_kind::not_implemented, "padding '" + padding + "' is not supported");
+        ints pads(6, 0);
+        for (std::size_t i = 0; padding == "SAME" && i < 3; ++i) {
+            auto in = static_cast<std::int64_t>(xl[2 + i]);
+            std::int64_t out = (in + stride[i] - 1) / stride[i];
+            std::int64_t total = std::max<std::int64_t>((out - 1) * stride[i] + kernel[i] - in, 0);
+            pads[i] = total / 2;
+            pads[3 + i] = total - total / 2;
+        }
+        auto y = ctx.add("pooling", {x},
+                         value_map{{"mode", mode},
+                                   {"lengths", int_list(kernel)},
+                                   {"stride", int_list(stride)},
+                                   {"padding", int_list(pads)},
+                                   {"dilation", int_list(ints{1, 1, 1})},
+                                   {"ceil_mode", false},
+                                   {"count_include_pad", false}});
+        if (channels_last) y = ctx.add("transpose", {y}, value_map{{"permutation", int_list(ints{0, 2, 3, 4, 1})}});
+        return {y};
+    };
+}
+
 // A per-channel vector [C] shaped to broadcast over x in the node's layout.
 instruction_ref per_channel(const node_context& ctx, instruction_ref v, std::size_t rank) {
     if (ctx.nhwc() || rank < 2) return v;
@@ -218,6 +313,9 @@ void add_nn_parsers(parser_table& table) {
     table["DepthwiseConv2dNative"] = parse_depthwise;
     table["MaxPool"] = parse_pool("max");
     table["AvgPool"] = parse_pool("average");
+    table["MaxPool3D"] = parse_pool3d("max");
+    table["AvgPool3D"] = parse_pool3d("average");
+    table["Conv2DBackpropInput"] = parse_conv2d_backprop_input;
     table["FusedBatchNorm"] = parse_fused_batch_norm;
     table["FusedBatchNormV2"] = parse_fused_batch_norm;
     table["FusedBatchNormV3"] = parse_fused_batch_norm;

@@ -121,7 +121,8 @@ args_t parse_strided_slice(const node_context& ctx, const args_t& args) {
     for (std::size_t i = 0; i < begin.size(); ++i)
         if (!bit("ellipsis_mask", i) && !bit("new_axis_mask", i)) ++real_entries;
     ints axes, starts, ends, steps;
-    std::vector<std::int64_t> out_dims;  // -1 marks nothing; values are final extents
+    std::vector<std::pair<std::int64_t, ints>> reversed;  // dims with a negative stride: indices taken
+    std::vector<std::int64_t> out_dims;                   // -1 marks nothing; values are final extents
     std::size_t dim = 0;
     auto full_dim = [&](std::size_t d) { out_dims.push_back(static_cast<std::int64_t>(lens[d])); };
     bool seen_ellipsis = false;
@@ -154,7 +155,20 @@ args_t parse_strided_slice(const node_context& ctx, const args_t& args) {
             ++dim;
             continue;
         }
-        if (s < 0) ctx.fail(error_kind::not_implemented, "negative strides are not supported yet");
+        if (s < 0) {
+            // Walking backwards: the picked indices, gathered along the dim.
+            auto clampn = [&](std::int64_t v) {
+                return std::clamp(v < 0 ? v + extent : v, std::int64_t{-1}, extent - 1);
+            };
+            std::int64_t b = bit("begin_mask", i) ? extent - 1 : clampn(begin[i]);
+            std::int64_t e = bit("end_mask", i) ? -1 : clampn(end[i]);
+            ints picked;
+            for (std::int64_t k = b; k > e; k += s) picked.push_back(k);
+            out_dims.push_back(static_cast<std::int64_t>(picked.size()));
+            reversed.emplace_back(static_cast<std::int64_t>(dim), picked);
+            ++dim;
+            continue;
+        }
         auto clampi = [&](std::int64_t v) { return std::clamp(v < 0 ? v + extent : v, std::int64_t{0}, extent); };
         std::int64_t b = bit("begin_mask", i) ? 0 : clampi(begin[i]);
         std::int64_t e = bit("end_mask", i) ? extent : clampi(end[i]);
@@ -170,6 +184,10 @@ args_t parse_strided_slice(const node_context& ctx, const args_t& args) {
     }
     while (dim < rank) full_dim(dim++);
     auto y = args[0];
+    for (const auto& [axis, picked] : reversed) {
+        auto idx = ctx.add_literal(literal(shape(dtype::int64_type, {picked.size()}), picked));
+        y = ctx.add("gather", {y, idx}, value_map{{"axis", axis}});
+    }
     if (!axes.empty())
         y = ctx.add("slice", {y},
                     value_map{{"axes", int_list(axes)},
@@ -180,6 +198,26 @@ args_t parse_strided_slice(const node_context& ctx, const args_t& args) {
     if (std::vector<std::size_t>(out_dims.begin(), out_dims.end()) != now)
         y = ctx.add("reshape", {y}, value_map{{"dims", int_list(out_dims)}});
     return {y};
+}
+
+// MirrorPad SYMMETRIC (the edge repeated: [a b c] padded by 2 is [b a a b c c b])
+// as one gather per padded dim.
+instruction_ref symmetric_pad(const node_context& ctx, instruction_ref x, const ints& pads) {
+    const auto lens = x->get_shape().lens();
+    const std::size_t rank = lens.size();
+    for (std::size_t d = 0; d < rank; ++d) {
+        auto n = static_cast<std::int64_t>(lens[d]);
+        std::int64_t before = pads[d], after = pads[rank + d];
+        if (before == 0 && after == 0) continue;
+        if (before < 0 || after < 0 || before > n || after > n)
+            ctx.fail(error_kind::invalid_argument,
+                     "SYMMETRIC paddings of dim " + std::to_string(d) + " must lie in [0, " + std::to_string(n) + "]");
+        ints idx;
+        for (std::int64_t j = -before; j < n + after; ++j) idx.push_back(j < 0 ? -j - 1 : j >= n ? 2 * n - j - 1 : j);
+        auto indices = ctx.add_literal(literal(shape(dtype::int64_type, {idx.size()}), idx));
+        x = ctx.add("gather", {x, indices}, value_map{{"axis", static_cast<std::int64_t>(d)}});
+    }
+    return x;
 }
 
 parse_function parse_pad(bool with_value, bool mirror) {
@@ -203,6 +241,7 @@ parse_function parse_pad(bool with_value, bool mirror) {
         }
         if (mirror) {
             std::string mode = ctx.get_string("mode", "REFLECT");
+            if (mode == "SYMMETRIC") return {symmetric_pad(ctx, args[0], pads)};
             if (mode != "REFLECT")
                 ctx.fail(error_kind::not_implemented, "MirrorPad mode " + mode + " is not supported");
             attrs.emplace_back("mode", std::string("reflect"));

@@ -11,6 +11,8 @@ const parser_table& get_parsers() {
         add_elementwise_parsers(t);
         add_shape_parsers(t);
         add_select_parsers(t);
+        add_sequence_parsers(t);
+        add_resize_parsers(t);
         return t;
     }();
     return table;

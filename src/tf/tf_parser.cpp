@@ -81,7 +81,6 @@ private:
                 fail(error_kind::invalid_argument, source_ + ": the graph still holds variables (node '" + node.name() +
                                                        "'): freeze it (convert_variables_to_constants_v2)");
         }
-        if (graph_.has_library() && graph_.library().function_size() > 0) has_functions_ = true;
     }
 
     std::vector<tensor_name> output_tensors() const {
@@ -156,9 +155,7 @@ private:
             if (names.size() > 5) list += ", and " + std::to_string(names.size() - 5) + " more";
             list += ")";
         }
-        std::string note =
-            has_functions_ ? " (the graph calls functions from its library, which is not imported yet)" : "";
-        fail(error_kind::not_implemented, source_ + ": unsupported TensorFlow operators: " + list + note);
+        fail(error_kind::not_implemented, source_ + ": unsupported TensorFlow operators: " + list);
     }
 
     const instruction_ref* value_of(const tensor_name& t, const std::string& what) const {
@@ -201,7 +198,6 @@ private:
     std::unordered_map<std::string, args_t> values_;
     std::set<std::string> skipped_;
     layout_cache layouts_;
-    bool has_functions_ = false;
 };
 
 }  // namespace

@@ -112,12 +112,15 @@ using parser_table = std::unordered_map<std::string, parse_function>;
 void add_graph_parsers(parser_table& table);        // parse_graph.cpp: Const, Identity, NoOp, Placeholder
 void add_nn_parsers(parser_table& table);           // parse_nn.cpp: convolution, pooling, normalization, matmul
 void add_elementwise_parsers(parser_table& table);  // parse_elementwise.cpp: arithmetic, activations, Cast
-void add_shape_parsers(parser_table& table);
-void add_select_parsers(parser_table& table);  // parse_select.cpp: comparisons, Select, Slice, GatherV2, ArgMax //
-                                               // parse_shape.cpp: Reshape ... StridedSlice, Pad, reductions
+void add_shape_parsers(parser_table& table);        // parse_shape.cpp: Reshape ... StridedSlice, Pad, reductions
+void add_select_parsers(parser_table& table);       // parse_select.cpp: comparisons, Select, Slice, GatherV2, ArgMax
+void add_sequence_parsers(parser_table& table);     // parse_sequence.cpp: Split ... TopKV2, Einsum
+void add_resize_parsers(parser_table& table);       // parse_resize.cpp: ResizeBilinear, ResizeNearestNeighbor
 const parser_table& get_parsers();
 
 // Imports a parsed GraphDef; `source` names it in errors.
 program parse_graph(const tf::GraphDef& graph, const tf_options& options, const std::string& source);
+// Imports a SavedModel directory (saved_model_reader.cpp).
+program parse_saved_model(const std::string& dir, const tf_options& options);
 
 }  // namespace kiln::tf_import

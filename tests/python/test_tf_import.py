@@ -345,6 +345,25 @@ def test_cli_reads_pb(tmp_path):
         assert result.returncode == 0, (cmd, result.stdout, result.stderr)
 
 
+def test_function_calls_are_inlined(tmp_path):
+    """A graph that still calls tf.functions of its library (PartitionedCall) imports as one graph."""
+
+    @tf.function
+    def inner(x):
+        return tf.nn.relu(x) * 2.0
+
+    concrete = tf.function(lambda x: inner(x) + inner(-x)).get_concrete_function(tf.TensorSpec([2, 3]))
+    graph = concrete.graph.as_graph_def()
+    assert {"PartitionedCall", "StatefulPartitionedCall"} & {n.op for n in graph.node}
+    x = np.random.default_rng(11).standard_normal((2, 3)).astype(np.float32)
+    expected = np.asarray(concrete(tf.constant(x)))
+    output = concrete.outputs[0].name
+    p = kiln.parse_tf_buffer(graph.SerializeToString(), output_names=[output])
+    p.compile(kiln.get_target("ref"))
+    name = p.get_parameter_names()[0]
+    np.testing.assert_allclose(np.asarray(p.run({name: x})[0]), expected, rtol=RTOL, atol=ATOL)
+
+
 # ---- bad input ----
 
 def dense_graph():
@@ -410,11 +429,13 @@ def test_unknown_option():
 # ---- Keras applications (random weights, no download) ----
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["ResNet50", "MobileNetV2"])
+@pytest.mark.parametrize("name", ["ResNet50", "MobileNetV2", "EfficientNetB0", "DenseNet121", "InceptionV3",
+                                  "Xception"])
 def test_keras_application(name, tmp_path):
     tf.random.set_seed(9)
-    model = getattr(keras.applications, name)(weights=None, input_shape=(224, 224, 3))
-    path, inputs, x, _ = check(model, (224, 224, 3), tmp_path, batch=1)
+    size = 299 if name in ("InceptionV3", "Xception") else 224
+    model = getattr(keras.applications, name)(weights=None, input_shape=(size, size, 3))
+    path, inputs, x, _ = check(model, (size, size, 3), tmp_path, batch=1)
     # With random weights the softmax is nearly flat: compare the logits too,
     # relative to their scale.
     from tensorflow.core.framework import graph_pb2

@@ -18,7 +18,7 @@ argument, quantize_*). Where Kiln differs, it says so with a Kiln error:
 
 - targets are "cpu" and "ref"; "gpu" raises kiln.UnsupportedError naming them;
 - dynamic (non-fixed) dimensions and autocast_fp8 raise kiln.UnsupportedError;
-- parse_tf reads frozen GraphDefs (.pb) only, not SavedModel directories;
+- parse_tf also reads SavedModel directories (MIGraphX reads frozen .pb only);
 - hand-built control flow (program.create_module, add_instruction with
   mod_args for ``if``; ``loop`` with Kiln's attributes) works; outer values a
   branch uses become its parameters, passed as the ``if``'s trailing inputs;

@@ -72,7 +72,7 @@ def parse_onnx_buffer(onnx_buffer, default_dim_value=0, default_dyn_dim_value=No
 
 
 def parse_tf(filename, is_nhwc=True, batch_size=1, map_input_dims=None, output_names=None):
-    """Imports a frozen TensorFlow GraphDef (.pb): kiln.parse_tf with MIGraphX's option names."""
+    """Imports a frozen TensorFlow GraphDef (.pb) or a SavedModel directory: kiln.parse_tf with MIGraphX's option names."""
     options = {"is_nhwc": bool(is_nhwc), "batch_size": int(batch_size)}
     if map_input_dims:
         options["map_input_dims"] = {name: [int(n) for n in lens] for name, lens in map_input_dims.items()}
