@@ -16,8 +16,11 @@
 
 namespace kiln {
 
-// Newest .kiln format version this build writes and reads.
+// Newest .kiln format version this build writes and reads. Older versions
+// from oldest_format_version on load too; a newer one is refused with an
+// error naming its version and the Kiln that wrote it.
 inline constexpr std::uint32_t kiln_format_version = 1;
+inline constexpr std::uint32_t oldest_format_version = 1;
 
 void save(const program& p, const std::string& path);
 // Raises error_kind::file_not_found for a missing file and error_kind::parse_error

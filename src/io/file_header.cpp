@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "kiln/errors.hpp"
 #include "kiln/serialize.hpp"
+#include "kiln/version.hpp"
 
 namespace kiln::io {
 
@@ -46,6 +48,24 @@ std::uint64_t get_u64(const unsigned char* p) {
     return v;
 }
 
+// The Kiln version that wrote the image, read without trusting the layout
+// after the version field: every format starts the metadata at byte 64 with
+// its "producer" member, so even a file too new to read names its writer.
+std::string recorded_producer(const unsigned char* data, std::size_t size) {
+    static constexpr std::string_view prefix = "{\"producer\":\"";
+    constexpr std::size_t longest = 64;
+    std::string out;
+    if (size > header_size + prefix.size() &&
+        std::memcmp(data + header_size, prefix.data(), prefix.size()) == 0)
+        for (std::size_t i = header_size + prefix.size(); i < size && out.size() < longest; ++i) {
+            const char c = static_cast<char>(data[i]);
+            if (c == '"') return out.empty() ? "an unknown Kiln version" : out;
+            if (c < ' ' || c > '~') break;  // printable ASCII only: it goes into an error message
+            out += c;
+        }
+    return "an unknown Kiln version";
+}
+
 bool starts_with_magic(const unsigned char* data, std::size_t size) {
     std::size_t n = std::min(size, file_magic.size());
     return std::memcmp(data, file_magic.data(), n) == 0;
@@ -78,11 +98,13 @@ file_header read_header(const unsigned char* data, std::size_t size, const std::
     h.version = get_u32(data + 8);
     // The version field never moves, so it is checked before fields whose layout a newer version may change.
     if (h.version > kiln_format_version)
-        fail_parse(source, "written in .kiln format version " + std::to_string(h.version) +
-                               ", newer than this build of Kiln reads (up to version " +
-                               std::to_string(kiln_format_version) + "); upgrade Kiln to load it");
+        fail_parse(source, "written in .kiln format version " + std::to_string(h.version) + " by " +
+                               recorded_producer(data, size) + "; this build (kiln " + kiln::version +
+                               ") reads format versions " + std::to_string(oldest_format_version) + " to " +
+                               std::to_string(kiln_format_version) + ": upgrade Kiln to load it");
     if (get_u32(data + 60) != checksum(data, 60)) fail_parse(source, "the header is corrupt (checksum mismatch)");
-    if (h.version == 0) fail_parse(source, "invalid format version 0");
+    if (h.version < oldest_format_version)
+        fail_parse(source, "invalid format version " + std::to_string(h.version));
     h.flags = get_u32(data + 12);
     if ((h.flags & ~known_flags) != 0) fail_parse(source, "unknown header flags " + std::to_string(h.flags));
     h.metadata_offset = get_u64(data + 16);

@@ -2,11 +2,15 @@
 // here, before the data reaches the IR, and raises a parse_error naming the
 // file, the module and the instruction.
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "io/dynamic_source.hpp"
@@ -15,6 +19,7 @@
 #include "kiln/op_registry.hpp"
 #include "kiln/serialize.hpp"
 #include "kiln/verifier.hpp"
+#include "kiln/version.hpp"
 
 namespace kiln {
 
@@ -155,8 +160,33 @@ std::vector<std::size_t> reading_order(const io::json& modules) {
     return order;
 }
 
+// "1.2.3" as numbers, or nothing when it is not that form.
+std::optional<std::array<unsigned, 3>> parse_version(const std::string& text) {
+    std::array<unsigned, 3> v{};
+    char end = 0;
+    if (std::sscanf(text.c_str(), "%u.%u.%u%c", &v[0], &v[1], &v[2], &end) != 3) return std::nullopt;
+    return v;
+}
+
+// The format version decides whether a file reads; the Kiln that wrote it is
+// checked too, as a newer one may record kernel algorithms or options this
+// build does not know (they fall back to the defaults): it loads, with a warning.
+void check_producer(const io::json& meta, std::uint32_t format) {
+    const io::json* producer = io::optional_member(meta, "producer");
+    if (producer == nullptr) return;  // hand-built images record none
+    static const std::string prefix = "kiln ";
+    const std::string text = producer->is_string() ? producer->get<std::string>() : producer->dump();
+    const auto written = text.rfind(prefix, 0) == 0 ? parse_version(text.substr(prefix.size())) : std::nullopt;
+    if (!written) bad("'producer' is " + text + ", not \"kiln <major>.<minor>.<patch>\"");
+    const auto here = parse_version(version);
+    if (here && *written > *here)
+        std::cerr << "kiln: warning: the file was written by " << text << ", newer than this kiln " << version
+                  << "; its format version " << format << " is readable, so it loads\n";
+}
+
 program read_program(const io::json& meta, const io::file_header& h, const data_section& data) {
     if (!meta.is_object()) bad("the metadata is not a JSON object");
+    check_producer(meta, h.version);
     const io::json& modules = io::get_array(meta, "modules");
     program p;
     // Create every module first: instructions may refer to modules listed after them.
