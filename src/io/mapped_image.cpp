@@ -29,10 +29,10 @@ mapped_image::mapped_image(const std::string& path) : path_(path) {
     if (!S_ISREG(info.st_mode)) fail_parse(path, "not a regular file; not a Kiln program file");
     size_ = static_cast<std::size_t>(info.st_size);
     if (size_ == 0) return;
-    // Private and writable: pages stay shared with the page cache (and other
-    // processes) until written, and a write, which no kernel should make to
-    // a constant, copies a page rather than crashing or changing the file.
-    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    // Read-only: the pages are the page cache's, shared with every process
+    // mapping the file. Constants are never written (a kernel that did would
+    // fault here rather than silently copy 4 KiB pages).
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) fail_parse(path, std::string("cannot map the file: ") + std::strerror(errno));
     data_ = static_cast<const unsigned char*>(p);
     const std::size_t size = size_;

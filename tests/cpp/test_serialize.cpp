@@ -97,7 +97,8 @@ std::string with_metadata(const std::string& image, const std::string& from, con
             ::crc32(0, reinterpret_cast<const unsigned char*>(s.data()) + from_byte, static_cast<unsigned>(n));
         return c;
     };
-    std::uint32_t body = crc(out, 64, out.size() - 64);
+    // From format 2 on the body checksum covers the metadata (the data has its own, in the metadata).
+    std::uint32_t body = crc(out, 64, new_data_offset - 64);
     std::memcpy(out.data() + 56, &body, 4);
     std::uint32_t head = crc(out, 0, 60);
     std::memcpy(out.data() + 60, &head, 4);
