@@ -112,3 +112,23 @@ def test_format_1_file_still_loads():
     inputs = {name: kiln.generate_argument(s) for name, s in p.get_parameter_shapes().items()}
     expected = kiln.load(REPO / "tests" / "fuzz" / "kiln_seeds" / "relu_ref.kiln").run(inputs)
     np.testing.assert_array_equal(np.asarray(p.run(inputs)[0]), np.asarray(expected[0]))
+
+
+def test_processes_filling_one_entry_at_once_never_see_half_of_it(tmp_path):
+    code = """
+        import sys, numpy as np, kiln
+        from test_compile_cache import dense_program, X
+        for _ in range(5):
+            p = dense_program()
+            p.compile("cpu", cache_dir=sys.argv[1])
+            np.asarray(p.run({"x": X})[0])
+        print("ok")
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "python"), str(REPO / "tests" / "python")])}
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), str(tmp_path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(3)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0 and out.strip() == "ok", err
+        assert "damaged" not in err, err
+    assert [p.suffix for p in tmp_path.iterdir()] == [".kiln"]  # one entry, no temporary file left
