@@ -163,6 +163,10 @@ public:
     // Builds the constant in place: `fill` writes every byte of a new
     // standard-strided buffer for `s`, so a large tensor is copied only once.
     literal(const shape& s, const std::function<void(std::byte*)>& fill);
+    // Keeps `standard_values` as the literal's bytes without copying them:
+    // memory its owner keeps alive and nobody writes (weights mapped from a
+    // file). Fails unless its strides are standard and it has an owner.
+    static literal sharing(const argument& standard_values);
 
     const shape& get_shape() const { return shape_; }
     // The values, standard-strided. Kernels must not write through them. A

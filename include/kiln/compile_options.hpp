@@ -37,6 +37,12 @@ struct compile_options {
     // an algorithm that is unknown or no longer eligible falls back to the
     // default rule with a warning.
     std::map<std::string, std::string> pinned_algorithms;
+    // A directory of compiled programs (empty: none), keyed by the program,
+    // its input shapes and dtypes, these options, the target, Kiln's version
+    // and the CPU: a program compiled before is loaded (its weights mapped)
+    // instead of compiled, and a new one is stored. Dynamic programs compile
+    // as usual. Only compile reads it.
+    std::string cache_dir;
 };
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 #pragma once
 // Kiln's public C++ API.
 #include "kiln/argument.hpp"
+#include "kiln/compile_cache.hpp"
 #include "kiln/compile_options.hpp"
 #include "kiln/dtype.hpp"
 #include "kiln/errors.hpp"

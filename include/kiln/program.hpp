@@ -81,6 +81,12 @@ public:
     // Rebuilds the executable of an already optimized program (after load).
     void lower_compiled(const std::string& target_name, const compile_options& options = {});
     bool is_compiled() const { return executable_ != nullptr || specialisations_ != nullptr; }
+    // Becomes `compiled`, a compiled program of the same source (an entry of
+    // the compile cache), keeping this program's module objects, which
+    // callers may hold. compiled_from_cache() is true afterwards.
+    void adopt_cached(program&& compiled);
+    // True when compile() found the program in its cache_dir and compiled nothing.
+    bool compiled_from_cache() const { return compiled_from_cache_; }
     const std::string& target_name() const { return target_name_; }
     const compile_options& get_compile_options() const { return options_; }
 
@@ -125,6 +131,7 @@ private:
     std::shared_ptr<const specialiser> specialiser_;
     std::map<std::string, shape> dynamic_parameters_;  // set with specialiser_
     std::shared_ptr<specialisation_cache> specialisations_;  // a compiled dynamic program's
+    bool compiled_from_cache_ = false;
 };
 
 // Checks `inputs` against the parameters of `m` (every one present, no

@@ -16,17 +16,31 @@
 
 namespace kiln {
 
-// Newest .kiln format version this build writes and reads.
-inline constexpr std::uint32_t kiln_format_version = 1;
+// Newest .kiln format version this build writes and reads. Older versions
+// from oldest_format_version on load too; a newer one is refused with an
+// error naming its version and the Kiln that wrote it.
+inline constexpr std::uint32_t kiln_format_version = 2;
+inline constexpr std::uint32_t oldest_format_version = 1;
+
+struct load_options {
+    // The header and metadata checksums are always checked. The weights'
+    // checksum reads every byte of them (about 0.3 s for BERT-base's 440 MB),
+    // which loading a mapped file otherwise never does, so it is asked for:
+    // the compile cache asks, as it must never trust a damaged entry.
+    bool verify_weights = false;
+};
 
 void save(const program& p, const std::string& path);
+// Maps the file: the program's literals point into the mapping (shared with
+// other processes loading the same file) and keep it alive. Files in format
+// version 1 are read into memory instead (their checksum covers every byte).
 // Raises error_kind::file_not_found for a missing file and error_kind::parse_error
 // for anything wrong with its contents; messages name the file.
-program load(const std::string& path);
+program load(const std::string& path, const load_options& options = {});
 
 // The bytes save() would write.
 std::string save_buffer(const program& p);
-// Errors name the source as "buffer".
+// Errors name the source as "buffer". Every checksum is checked; literals are copied.
 program load_buffer(const void* data, std::size_t size);
 
 }  // namespace kiln

@@ -30,16 +30,16 @@ compile_options to_compile_options(const nb::kwargs& kwargs) {
             options.verify_passes = bool_option(name, v);
         } else if (name == "exhaustive_tune") {
             options.exhaustive_tune = bool_option(name, v);
-        } else if (name == "tuning_cache") {
+        } else if (name == "tuning_cache" || name == "cache_dir") {
             // A str or a pathlib.Path (anything os.fspath takes); None: no cache.
             if (v.is_none()) continue;
             nb::object path = nb::steal(PyOS_FSPath(v.ptr()));
             if (!path.is_valid() || !PyUnicode_Check(path.ptr())) {
                 PyErr_Clear();
                 fail(error_kind::type_error,
-                     "compile option 'tuning_cache' must be a path (str or os.PathLike), got " + python_type_name(v));
+                     "compile option '" + name + "' must be a path (str or os.PathLike), got " + python_type_name(v));
             }
-            options.tuning_cache = nb::cast<std::string>(path);
+            (name == "cache_dir" ? options.cache_dir : options.tuning_cache) = nb::cast<std::string>(path);
         } else if (name == "threads") {
             if (!PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()))
                 fail(error_kind::type_error, "compile option 'threads' must be an int, got " + python_type_name(v));
@@ -69,7 +69,7 @@ compile_options to_compile_options(const nb::kwargs& kwargs) {
         } else {
             fail("unknown compile option '" + name +
                  "'; the options are: offload_copy, threads, trace_passes, disabled_passes, verify_passes, "
-                 "max_memory_bytes, exhaustive_tune, tuning_cache");
+                 "max_memory_bytes, exhaustive_tune, tuning_cache, cache_dir");
         }
     }
     return options;
@@ -199,6 +199,8 @@ void bind_program(nb::module_& m) {
              "overhead outside kernels; 'text' holds the report as `kiln perf` prints it.")
         .def("is_compiled", &program::is_compiled)
         .def("is_dynamic", &program::is_dynamic, "Some parameter has a dimension that is a range.")
+        .def("compiled_from_cache", &program::compiled_from_cache,
+             "True when compile(cache_dir=...) loaded the program from the cache and compiled nothing.")
         .def("specialisation_count", &program::specialisation_count,
              "Static programs a compiled dynamic program holds now (0 for a static program).")
         .def("target_name", &program::target_name)

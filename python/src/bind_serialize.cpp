@@ -45,12 +45,15 @@ void bind_serialize(nb::module_& m) {
         nb::arg("program"), nb::arg("path"), "Writes `program` to a .kiln file.");
     m.def(
         "load",
-        [](nb::handle path) {
+        [](nb::handle path, bool verify_weights) {
             std::string file = to_path(path, "load");
             nb::gil_scoped_release release;
-            return load(file);
+            return load(file, load_options{verify_weights});
         },
-        nb::arg("path"), "Reads a program from a .kiln file (compiled programs come back compiled).");
+        nb::arg("path"), nb::kw_only(), nb::arg("verify_weights") = false,
+        "Reads a program from a .kiln file (compiled programs come back compiled). The file is mapped: weights are "
+        "read from it in place. The header and metadata checksums are always checked; verify_weights=True checks "
+        "the weights' checksum too (reads every byte of them).");
     m.def(
         "save_buffer",
         [](const program& p) {

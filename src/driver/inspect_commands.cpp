@@ -66,7 +66,7 @@ int compile_command(const std::string& model, const std::string& output, const s
     p.compile(get_target(target), options);
     save(p, output);
     std::cout << "wrote " << output << " (compiled for " << target << ", " << std::filesystem::file_size(output)
-              << " bytes)\n";
+              << " bytes" << (p.compiled_from_cache() ? ", from the compile cache" : "") << ")\n";
     return 0;
 }
 

@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
         ->add_option("--tuning-cache", compile_settings.tuning_cache,
                      "JSON file of tuning results read before timing and updated after")
         ->needs(tune_flag);
+    compile->add_option("--cache-dir", compile_settings.cache_dir,
+                        "Directory of compiled programs: one compiled before with the same model, shapes, options, "
+                        "Kiln and CPU is loaded instead of compiled, and a new one is stored");
     compile->callback([&] {
         precision.precision = fp16 ? "fp16" : bf16 ? "bf16" : int8 ? "int8" : fp8 ? "fp8" : "";
         action = [&] {

@@ -82,7 +82,8 @@ program load_model(const std::string& path, std::size_t batch, const std::vector
     if (!dyn_input_dims.empty())
         fail("--dyn-input-dim applies to .onnx models; " + path + " keeps the shapes it was saved with");
     // Anything else is read as a .kiln file, whose loader recognises foreign files by their magic bytes.
-    return load(path);
+    // A command loads once, so it checks the weights' checksum too: damage is reported, never run.
+    return load(path, load_options{true});
 }
 
 }  // namespace kiln::driver

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "kiln/errors.hpp"
 #include "kiln/serialize.hpp"
+#include "kiln/version.hpp"
 
 namespace kiln::io {
 
@@ -15,8 +17,8 @@ void fail_parse(const std::string& source, const std::string& what) {
     fail(error_kind::parse_error, source + ": " + what);
 }
 
-std::uint32_t checksum(const unsigned char* data, std::size_t size) {
-    uLong crc = crc32(0L, Z_NULL, 0);
+std::uint32_t checksum(const unsigned char* data, std::size_t size, std::uint32_t running) {
+    uLong crc = running;
     constexpr std::size_t chunk = std::numeric_limits<uInt>::max();
     while (size > 0) {
         std::size_t n = std::min(size, chunk);
@@ -46,6 +48,24 @@ std::uint64_t get_u64(const unsigned char* p) {
     return v;
 }
 
+// The Kiln version that wrote the image, read without trusting the layout
+// after the version field: every format starts the metadata at byte 64 with
+// its "producer" member, so even a file too new to read names its writer.
+std::string recorded_producer(const unsigned char* data, std::size_t size) {
+    static constexpr std::string_view prefix = "{\"producer\":\"";
+    constexpr std::size_t longest = 64;
+    std::string out;
+    if (size > header_size + prefix.size() &&
+        std::memcmp(data + header_size, prefix.data(), prefix.size()) == 0)
+        for (std::size_t i = header_size + prefix.size(); i < size && out.size() < longest; ++i) {
+            const char c = static_cast<char>(data[i]);
+            if (c == '"') return out.empty() ? "an unknown Kiln version" : out;
+            if (c < ' ' || c > '~') break;  // printable ASCII only: it goes into an error message
+            out += c;
+        }
+    return "an unknown Kiln version";
+}
+
 bool starts_with_magic(const unsigned char* data, std::size_t size) {
     std::size_t n = std::min(size, file_magic.size());
     return std::memcmp(data, file_magic.data(), n) == 0;
@@ -62,11 +82,15 @@ void write_header(file_header h, unsigned char* out, std::size_t total_size) {
     put_u64(out + 32, h.data_offset);
     put_u64(out + 40, h.data_size);
     put_u64(out + 48, total_size);
-    put_u32(out + 56, checksum(out + header_size, total_size - header_size));
+    h.file_size = total_size;
+    put_u32(out + 56, checksum(out + header_size, body_checksum_end(h) - header_size));
     put_u32(out + 60, checksum(out, 60));
 }
 
-file_header read_header(const unsigned char* data, std::size_t size, const std::string& source) {
+file_header parse_header(const unsigned char* data, std::size_t available, std::size_t size,
+                         const std::string& source) {
+    if (available < std::min(size, header_size))
+        fail(error_kind::runtime, "parse_header: " + std::to_string(available) + " bytes of the header given");
     if (size == 0) fail_parse(source, "the file is empty; not a Kiln program file");
     if (!starts_with_magic(data, size))
         fail_parse(source, "not a Kiln program file (it does not start with the .kiln magic bytes)");
@@ -78,11 +102,13 @@ file_header read_header(const unsigned char* data, std::size_t size, const std::
     h.version = get_u32(data + 8);
     // The version field never moves, so it is checked before fields whose layout a newer version may change.
     if (h.version > kiln_format_version)
-        fail_parse(source, "written in .kiln format version " + std::to_string(h.version) +
-                               ", newer than this build of Kiln reads (up to version " +
-                               std::to_string(kiln_format_version) + "); upgrade Kiln to load it");
+        fail_parse(source, "written in .kiln format version " + std::to_string(h.version) + " by " +
+                               recorded_producer(data, std::min(available, size)) + "; this build (kiln " + kiln::version +
+                               ") reads format versions " + std::to_string(oldest_format_version) + " to " +
+                               std::to_string(kiln_format_version) + ": upgrade Kiln to load it");
     if (get_u32(data + 60) != checksum(data, 60)) fail_parse(source, "the header is corrupt (checksum mismatch)");
-    if (h.version == 0) fail_parse(source, "invalid format version 0");
+    if (h.version < oldest_format_version)
+        fail_parse(source, "invalid format version " + std::to_string(h.version));
     h.flags = get_u32(data + 12);
     if ((h.flags & ~known_flags) != 0) fail_parse(source, "unknown header flags " + std::to_string(h.flags));
     h.metadata_offset = get_u64(data + 16);
@@ -108,8 +134,21 @@ file_header read_header(const unsigned char* data, std::size_t size, const std::
         section_error("data offset " + std::to_string(h.data_offset) + " is not 64-byte aligned");
     if (h.data_size != size - h.data_offset)
         section_error("data size " + std::to_string(h.data_size) + " does not reach the end of the file");
-    if (h.body_crc != checksum(data + header_size, size - header_size))
+    return h;
+}
+
+std::uint64_t body_checksum_end(const file_header& h) {
+    return h.version >= first_version_with_data_checksum ? h.data_offset : h.file_size;
+}
+
+void check_body(const file_header& h, const unsigned char* image, const std::string& source) {
+    if (h.body_crc != checksum(image + header_size, body_checksum_end(h) - header_size))
         fail_parse(source, "the contents are corrupt (checksum mismatch)");
+}
+
+file_header read_header(const unsigned char* data, std::size_t size, const std::string& source) {
+    file_header h = parse_header(data, size, size, source);
+    check_body(h, data, source);
     return h;
 }
 

@@ -2,19 +2,24 @@
 // here, before the data reaches the IR, and raises a parse_error naming the
 // file, the module and the instruction.
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include "io/dynamic_source.hpp"
 #include "io/file_header.hpp"
 #include "io/json_codec.hpp"
+#include "io/mapped_image.hpp"
 #include "kiln/op_registry.hpp"
 #include "kiln/serialize.hpp"
 #include "kiln/verifier.hpp"
+#include "kiln/version.hpp"
 
 namespace kiln {
 
@@ -28,6 +33,9 @@ namespace {
 struct data_section {
     const unsigned char* bytes;
     std::uint64_t size;
+    // Keeps `bytes` alive when they are a mapped file, whose literals then
+    // point into it; null for a buffer the caller owns, which is copied.
+    std::shared_ptr<void> owner;
 };
 
 literal read_literal(const io::json& j, const shape& s, const data_section& data) {
@@ -41,12 +49,14 @@ literal read_literal(const io::json& j, const shape& s, const data_section& data
     if (offset > data.size || size > data.size - offset)
         bad("literal bytes [" + std::to_string(offset) + ", +" + std::to_string(size) +
             ") lie outside the data section of " + std::to_string(data.size) + " bytes");
-    argument a(s);
-    if (size > 0) std::memcpy(a.data(), data.bytes + offset, size);
     // Any other byte in a bool is undefined behaviour once read as bool.
     if (s.type() == dtype::bool_type)
         for (std::size_t i = 0; i < size; ++i)
-            if (std::to_integer<unsigned>(a.data()[i]) > 1) bad("bool literal holds a byte that is neither 0 nor 1");
+            if (data.bytes[offset + i] > 1) bad("bool literal holds a byte that is neither 0 nor 1");
+    if (data.owner != nullptr && size > 0)
+        return literal::sharing(argument(s, data.owner, const_cast<unsigned char*>(data.bytes + offset)));
+    argument a(s);
+    if (size > 0) std::memcpy(a.data(), data.bytes + offset, size);
     return literal(a);
 }
 
@@ -155,8 +165,42 @@ std::vector<std::size_t> reading_order(const io::json& modules) {
     return order;
 }
 
-program read_program(const io::json& meta, const io::file_header& h, const data_section& data) {
+// "1.2.3" as numbers, or nothing when it is not that form.
+std::optional<std::array<unsigned, 3>> parse_version(const std::string& text) {
+    std::array<unsigned, 3> v{};
+    char end = 0;
+    if (std::sscanf(text.c_str(), "%u.%u.%u%c", &v[0], &v[1], &v[2], &end) != 3) return std::nullopt;
+    return v;
+}
+
+// The format version decides whether a file reads; the Kiln that wrote it is
+// checked too, as a newer one may record kernel algorithms or options this
+// build does not know (they fall back to the defaults): it loads, with a warning.
+void check_producer(const io::json& meta, std::uint32_t format) {
+    const io::json* producer = io::optional_member(meta, "producer");
+    if (producer == nullptr) return;  // hand-built images record none
+    static const std::string prefix = "kiln ";
+    const std::string text = producer->is_string() ? producer->get<std::string>() : producer->dump();
+    const auto written = text.rfind(prefix, 0) == 0 ? parse_version(text.substr(prefix.size())) : std::nullopt;
+    if (!written) bad("'producer' is " + text + ", not \"kiln <major>.<minor>.<patch>\"");
+    const auto here = parse_version(version);
+    if (here && *written > *here)
+        std::cerr << "kiln: warning: the file was written by " << text << ", newer than this kiln " << version
+                  << "; its format version " << format << " is readable, so it loads\n";
+}
+
+// From format 2 on the body checksum stops at the data, whose own checksum the metadata records.
+void check_data(const io::json& meta, const io::file_header& h, const data_section& data, bool verify) {
+    if (h.version < io::first_version_with_data_checksum) return;
+    const std::uint64_t recorded = io::get_uint(meta, "data_crc32");
+    if (verify && recorded != io::checksum(data.bytes, data.size))
+        bad("the weights are corrupt (data section checksum mismatch)");
+}
+
+program read_program(const io::json& meta, const io::file_header& h, const data_section& data, bool verify_data) {
     if (!meta.is_object()) bad("the metadata is not a JSON object");
+    check_producer(meta, h.version);
+    check_data(meta, h, data, verify_data);
     const io::json& modules = io::get_array(meta, "modules");
     program p;
     // Create every module first: instructions may refer to modules listed after them.
@@ -201,17 +245,17 @@ program read_program(const io::json& meta, const io::file_header& h, const data_
     return p;
 }
 
-program load_image(const unsigned char* bytes, std::size_t size, const std::string& source) {
-    io::file_header h = io::read_header(bytes, size, source);
+// Parses the metadata and builds the program; errors name `source`.
+program load_parts(const io::file_header& h, const char* metadata, const data_section& data, bool verify_data,
+                   const std::string& source) {
     try {
         io::json meta;
         try {
-            const auto* text = reinterpret_cast<const char*>(bytes + h.metadata_offset);
-            meta = io::parse_document(text, text + h.metadata_size);
+            meta = io::parse_document(metadata, metadata + h.metadata_size);
         } catch (const io::json::exception& e) {
             bad(std::string("the metadata is not valid JSON: ") + e.what());
         }
-        return read_program(meta, h, data_section{bytes + h.data_offset, h.data_size});
+        return read_program(meta, h, data, verify_data);
     } catch (const error& e) {
         io::fail_parse(source, e.what());
     } catch (const std::bad_alloc&) {
@@ -219,6 +263,12 @@ program load_image(const unsigned char* bytes, std::size_t size, const std::stri
     } catch (const std::exception& e) {
         io::fail_parse(source, e.what());
     }
+}
+
+program load_image(const unsigned char* bytes, std::size_t size, const std::string& source) {
+    io::file_header h = io::read_header(bytes, size, source);
+    return load_parts(h, reinterpret_cast<const char*>(bytes + h.metadata_offset),
+                      data_section{bytes + h.data_offset, h.data_size, nullptr}, true, source);
 }
 
 }  // namespace
@@ -229,21 +279,29 @@ program load_buffer(const void* data, std::size_t size) {
     return load_image(data ? static_cast<const unsigned char*>(data) : &empty, size, "buffer");
 }
 
-program load(const std::string& path) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    auto status = fs::status(path, ec);
-    if (!fs::exists(status)) fail(error_kind::file_not_found, path + ": no such file");
-    // Devices and pipes could be endless; only regular files have a size to trust.
-    if (!fs::is_regular_file(status)) io::fail_parse(path, "not a regular file; not a Kiln program file");
-    std::uintmax_t size = fs::file_size(path, ec);
-    if (ec) io::fail_parse(path, "cannot read: " + ec.message());
-    std::vector<unsigned char> bytes(size);
-    std::ifstream f(path, std::ios::binary);
-    if (!f.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)) ||
-        static_cast<std::uintmax_t>(f.gcount()) != size)
-        io::fail_parse(path, "cannot read the file");
-    return load_image(bytes.data(), bytes.size(), path);
+program load(const std::string& path, const load_options& options) {
+    io::mapped_image file(path);
+    // The header and metadata are read with pread and checked against the
+    // size the file had when mapped before any weight is touched through the
+    // mapping: a file cut short is an error here, never a SIGBUS. (The cache
+    // replaces entries by rename, so files in use are never cut short.)
+    // The header and the start of the metadata, which names the producer of a file too new to read.
+    constexpr std::size_t head_bytes = io::header_size + 128;
+    std::vector<unsigned char> head(std::min(file.size(), head_bytes));
+    file.read(0, head.size(), head.data());
+    io::file_header h = io::parse_header(head.data(), head.size(), file.size(), path);
+    if (h.version < io::first_version_with_data_checksum) {
+        // Version 1's checksum covers the weights: read the whole file, as before.
+        std::vector<unsigned char> bytes(file.size());
+        file.read(0, bytes.size(), bytes.data());
+        return load_image(bytes.data(), bytes.size(), path);
+    }
+    std::vector<unsigned char> prefix(h.data_offset);
+    file.read(0, prefix.size(), prefix.data());
+    io::check_body(h, prefix.data(), path);
+    return load_parts(h, reinterpret_cast<const char*>(prefix.data() + h.metadata_offset),
+                      data_section{file.data() + h.data_offset, h.data_size, file.owner()}, options.verify_weights,
+                      path);
 }
 
 }  // namespace kiln

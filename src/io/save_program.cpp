@@ -1,14 +1,19 @@
 // Writing programs as .kiln files (layout in file_header.hpp and serialize.hpp).
+#include <unistd.h>
+#include <zlib.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 #include <unordered_map>
 
 #include "io/dynamic_source.hpp"
 #include "io/file_header.hpp"
 #include "io/json_codec.hpp"
+#include "io/program_fingerprint.hpp"
 #include "kiln/serialize.hpp"
 #include "kiln/version.hpp"
 
@@ -108,11 +113,39 @@ private:
     const module* main_ = nullptr;
 };
 
+// The checksum of the data section these entries fill (zero padding between them).
+std::uint32_t data_checksum(const std::vector<data_entry>& entries) {
+    static const unsigned char zeros[io::data_alignment] = {};
+    std::uint32_t crc = 0;
+    std::uint64_t end = 0;
+    for (const auto& e : entries) {
+        crc = io::checksum(zeros, e.offset - end, crc);
+        crc = io::checksum(reinterpret_cast<const unsigned char*>(e.values.data()), e.size, crc);
+        end = e.offset + e.size;
+    }
+    return crc;
+}
+
 }  // namespace
+
+std::string io::program_fingerprint(const program& p) {
+    metadata_writer writer;
+    std::string text = writer.program_json(p).dump();
+    // Two independent checksums of the weights: one 32-bit sum alone would
+    // let two fine-tunes of one graph share an entry once in 4e9 pairs.
+    std::uint32_t adler = 1;
+    for (const auto& e : writer.data())
+        adler = static_cast<std::uint32_t>(
+            adler32_z(adler, reinterpret_cast<const unsigned char*>(e.values.data()), e.size));
+    return text + "\ndata " + std::to_string(writer.data_size()) + " crc32 " +
+           std::to_string(data_checksum(writer.data())) + " adler32 " + std::to_string(adler);
+}
 
 std::string save_buffer(const program& p) {
     metadata_writer writer;
-    std::string metadata = writer.program_json(p).dump();
+    io::json meta = writer.program_json(p);
+    meta["data_crc32"] = data_checksum(writer.data());
+    std::string metadata = meta.dump();
 
     io::file_header h;
     h.version = kiln_format_version;
@@ -134,8 +167,12 @@ std::string save_buffer(const program& p) {
 
 void save(const program& p, const std::string& path) {
     std::string bytes = save_buffer(p);
-    // Write beside the target and rename, so a failed save never leaves a half-written file at `path`.
-    std::string tmp = path + ".tmp";
+    // Write beside the target and rename, so a failed save never leaves a
+    // half-written file at `path` and a reader never sees one. The name is
+    // this thread's own: processes filling one compile cache entry at once
+    // must not write into the same temporary file.
+    std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
+                      std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
     {
         std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
         if (!f) fail(error_kind::runtime, "cannot write '" + path + "': " + std::strerror(errno));

@@ -19,6 +19,16 @@ literal::literal(const shape& s, const std::function<void(std::byte*)>& fill) {
     adopt(std::move(values));
 }
 
+literal literal::sharing(const argument& standard_values) {
+    if (!standard_values.get_shape().standard() || !standard_values.owns_memory())
+        fail(error_kind::invalid_argument, "literal::sharing: the " + to_string(standard_values.get_shape()) +
+                                               " argument must be standard-strided and have an owner");
+    standard_values.require_host("literal::sharing");
+    literal out;
+    out.adopt(standard_values);
+    return out;
+}
+
 void literal::adopt(argument standard_values) {
     shape_ = standard_values.get_shape();
     storage_ = std::make_shared<storage>();

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "ir/specialisation_cache.hpp"
+#include "kiln/compile_cache.hpp"
 #include "kiln/specialise.hpp"
 #include "kiln/verifier.hpp"
 
@@ -31,7 +32,19 @@ program& program::operator=(const program& other) {
     specialiser_ = other.specialiser_;
     dynamic_parameters_ = other.dynamic_parameters_;
     specialisations_ = other.specialisations_;
+    compiled_from_cache_ = other.compiled_from_cache_;
     return *this;
+}
+
+void program::adopt_cached(program&& compiled) {
+    if (!compiled.is_compiled() || compiled.is_dynamic())
+        fail(error_kind::runtime, "adopt_cached: expected a compiled static program");
+    restore_modules(compiled);
+    target_name_ = std::move(compiled.target_name_);
+    target_memory_ = compiled.target_memory_;
+    options_ = std::move(compiled.options_);
+    executable_ = std::move(compiled.executable_);
+    compiled_from_cache_ = true;
 }
 
 module* program::create_module(const std::string& name) {
@@ -109,6 +122,12 @@ void program::compile(const target& t, const compile_options& options) {
     if (is_compiled())
         fail("program is already compiled for target '" + target_name_ + "'; compile a copy of the original instead");
     verify_program(*this, "before compile");
+    // The cache (src/io) keys, looks up and stores whole compiled programs;
+    // it comes back here, without cache_dir, to compile a miss.
+    if (!options.cache_dir.empty() && !is_dynamic()) {
+        compile_through_cache(*this, t, options);
+        return;
+    }
     if (is_dynamic()) {
         compile_dynamic(t, options);
         return;

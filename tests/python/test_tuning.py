@@ -217,11 +217,13 @@ def test_a_recorded_algorithm_this_build_lacks_falls_back_with_a_warning(capfd):
     p.compile("cpu")
     data = bytearray(kiln.save_buffer(p))
     # Rename the first recorded algorithm in place (same length keeps the offsets),
-    # then fix the header's checksums (body: bytes 64.., header: bytes 0..59).
+    # then fix the header's checksums (body: bytes 64 up to the data section at
+    # bytes 32..39, header: bytes 0..59).
     at = data.index(b'"algorithm":"') + len(b'"algorithm":"')
     end = data.index(b'"', at)
     data[at:end] = b"z" * (end - at)
-    data[56:60] = struct.pack("<I", zlib.crc32(bytes(data[64:])))
+    (data_offset,) = struct.unpack("<Q", bytes(data[32:40]))
+    data[56:60] = struct.pack("<I", zlib.crc32(bytes(data[64:data_offset])))
     data[60:64] = struct.pack("<I", zlib.crc32(bytes(data[:60])))
     capfd.readouterr()
     loaded = kiln.load_buffer(bytes(data))

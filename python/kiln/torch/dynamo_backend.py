@@ -30,7 +30,8 @@ eagerly, with a warning.
 Options (an unknown key is an error): target ("cpu"), precision ("fp32"),
 min_subgraph_size (1), freeze_parameters (True), cache_size (16 shape
 signatures per graph, least recently used dropped first), compile_options
-(dict for ``kiln.program.compile``).
+(dict for ``kiln.program.compile``), cache_dir (None: a directory of compiled
+programs shared by processes, compile's option of that name).
 
 Modes (``torch.compile(..., mode=...)``): "default" and "reduce-overhead"
 compile as usual (Kiln's cpu plan has no per-call overhead a mode could
@@ -42,6 +43,7 @@ not both.
 
 import collections
 import logging
+import os
 import threading
 import warnings
 
@@ -62,6 +64,7 @@ DEFAULT_OPTIONS = {
     "freeze_parameters": True,
     "cache_size": 16,
     "compile_options": None,
+    "cache_dir": None,
 }
 
 BACKEND_NAME = "kiln"
@@ -101,6 +104,13 @@ def validate_options(options):
         )
     if merged["compile_options"] is not None and not isinstance(merged["compile_options"], dict):
         raise kiln.KilnTypeError("kiln backend: option 'compile_options' must be a dict")
+    if merged["cache_dir"] is not None:
+        # The compile cache is compile's option: each graph's subgraphs are looked up there.
+        if not isinstance(merged["cache_dir"], (str, os.PathLike)):
+            raise kiln.KilnTypeError(
+                f"kiln backend: option 'cache_dir' must be a path (str or os.PathLike), got {merged['cache_dir']!r}"
+            )
+        merged["compile_options"] = {**(merged["compile_options"] or {}), "cache_dir": os.fspath(merged["cache_dir"])}
     return merged
 
 

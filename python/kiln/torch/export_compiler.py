@@ -17,6 +17,7 @@ handles graph breaks.
 
 import logging
 import threading
+import os
 import warnings
 
 import torch
@@ -239,6 +240,7 @@ def compile(
     compile_options=None,
     calibration=None,
     dynamic_shapes=None,
+    cache_dir=None,
 ):
     """Compiles `model` for `target` with export-based lowering; returns a CompiledModule.
 
@@ -267,7 +269,16 @@ def compile(
     compiling once per distinct input shapes); a size outside them is a
     ValueError naming the input, the dimension and the range. When no
     dimension stays dynamic the result is a static CompiledModule.
+
+    cache_dir: a directory of compiled programs (``kiln.program.compile``'s
+    option of that name): a subgraph compiled before, by any process, with
+    the same graph, weights, shapes, options, Kiln and CPU is loaded from it
+    instead of compiled (the model is still exported and lowered to Kiln's
+    IR, which is what the cache is keyed by).
+    ``compiled.report.cached_subgraphs`` counts those loaded.
     """
+    if cache_dir is not None:
+        compile_options = {**(compile_options or {}), "cache_dir": os.fspath(cache_dir)}
     if not isinstance(model, torch.nn.Module):
         raise kiln.KilnTypeError(f"kiln.torch.compile: expected a torch.nn.Module, got {type(model).__name__}")
     if precision == "int8":

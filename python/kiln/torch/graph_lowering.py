@@ -55,6 +55,8 @@ class LoweringReport:
     subgraphs: int = 0
     compiled_nodes: int = 0
     fallback_nodes: list = dataclasses.field(default_factory=list)
+    # Subgraphs that compile(cache_dir=...) loaded from the cache instead of compiling.
+    cached_subgraphs: int = 0
 
     @property
     def fallback_ops(self):
@@ -65,9 +67,12 @@ class LoweringReport:
         self.subgraphs += other.subgraphs
         self.compiled_nodes += other.compiled_nodes
         self.fallback_nodes.extend(other.fallback_nodes)
+        self.cached_subgraphs += other.cached_subgraphs
 
     def summary(self):
         text = f"{self.subgraphs} Kiln subgraph(s), {self.compiled_nodes} op(s) compiled"
+        if self.cached_subgraphs:
+            text += f" ({self.cached_subgraphs} subgraph(s) loaded from the compile cache)"
         if not self.fallback_nodes:
             return text + ", nothing falls back to PyTorch"
         reasons = {}
@@ -255,6 +260,7 @@ def lower_graph_module(
             # Tensors stay on the GPU: CUDA tensors go in and come out as they are.
             options.setdefault("offload_copy", False)
         program.compile(kiln_target, **options)
+        report.cached_subgraphs += program.compiled_from_cache()
         name = f"kiln_subgraph_{report.subgraphs}"
         root[name] = KilnSubgraph(program, [p.name for p in inputs])
         call = graph.call_module(name, tuple(env[p] for p in inputs))

@@ -1,0 +1,97 @@
+#include "kiln/compile_cache.hpp"
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "io/json_codec.hpp"
+#include "io/program_fingerprint.hpp"
+#include "kiln/serialize.hpp"
+#include "kiln/version.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
+
+namespace kiln {
+
+namespace {
+
+// FNV-1a: the key material is a few MB of text at most (the weights enter
+// it as checksums), and two passes from different bases give 128 bits.
+std::uint64_t fnv1a(const std::string& text, std::uint64_t hash) {
+    for (unsigned char c : text) {
+        hash ^= c;
+        hash *= 0x100000001b3ull;
+    }
+    return hash;
+}
+
+std::string hex(std::uint64_t v) {
+    static const char digits[] = "0123456789abcdef";
+    std::string out(16, '0');
+    for (int i = 15; i >= 0; --i, v >>= 4) out[static_cast<std::size_t>(i)] = digits[v & 15];
+    return out;
+}
+
+// The options that change what compile produces (tracing, verifying and the
+// tuning cache's path do not; the tuned choices themselves are measured).
+io::json result_options(const compile_options& o) {
+    return {{"offload_copy", o.offload_copy},
+            {"threads", o.threads},
+            {"disabled_passes", o.disabled_passes},
+            {"max_memory_bytes", o.max_memory_bytes},
+            {"exhaustive_tune", o.exhaustive_tune},
+            {"pinned_algorithms", o.pinned_algorithms}};
+}
+
+}  // namespace
+
+compile_cache_context current_compile_cache_context() {
+    const char* disabled = std::getenv("KILN_DISABLE_PASSES");
+    return {version, cpu_identity(), disabled ? disabled : ""};
+}
+
+std::string compile_cache_key(const program& p, const target& t, const compile_options& options,
+                              const compile_cache_context& context) {
+    const io::json header{{"kiln", context.kiln_version},
+                          {"format", kiln_format_version},
+                          {"target", t.name()},
+                          {"cpu", context.cpu},
+                          {"options", result_options(options)},
+                          {"KILN_DISABLE_PASSES", context.disabled_passes_variable}};
+    const std::string material = header.dump() + "\n" + io::program_fingerprint(p);
+    return hex(fnv1a(material, 0xcbf29ce484222325ull)) + hex(fnv1a(material, 0x84222325cbf29ce4ull));
+}
+
+void compile_through_cache(program& p, const target& t, const compile_options& options) {
+    namespace fs = std::filesystem;
+    compile_options plain = options;
+    plain.cache_dir.clear();
+    const fs::path dir(options.cache_dir);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) fail(error_kind::runtime, "compile cache: cannot create the directory '" + dir.string() + "': " + ec.message());
+    const fs::path entry = dir / (compile_cache_key(p, t, plain) + ".kiln");
+    if (fs::exists(entry, ec)) {
+        try {
+            // Every checksum, the weights' too: a damaged entry is rebuilt, never run.
+            program cached = load(entry.string(), load_options{true});
+            if (cached.is_compiled() && !cached.is_dynamic() && cached.target_name() == t.name()) {
+                p.adopt_cached(std::move(cached));
+                return;
+            }
+            std::cerr << "kiln: warning: compile cache entry " << entry.string()
+                      << " is not a compiled program for target '" << t.name() << "'; compiling again\n";
+        } catch (const error& e) {
+            std::cerr << "kiln: warning: compile cache entry is damaged, compiling again: " << e.what() << '\n';
+        }
+    }
+    p.compile(t, plain);
+    // A cache that cannot be written (full disk, read-only) costs only the next compile.
+    try {
+        save(p, entry.string());
+    } catch (const error& e) {
+        std::cerr << "kiln: warning: cannot store the compiled program in the compile cache: " << e.what() << '\n';
+    }
+}
+
+}  // namespace kiln
