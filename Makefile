@@ -66,14 +66,16 @@ sanitize-build: setup
 # (test_api, test_argument), bad input (test_errors, test_onnx_bad_inputs) and
 # threads (test_cpu_threads; concurrent runs of one program in
 # test_cpu_output_buffer_reuse and test_cpu_primitive_arguments). CPython is not
-# built with ASan, so its runtime is preloaded, and leak checking is off (the
-# interpreter keeps memory until exit by design). The package is a copy of
+# built with ASan, so its runtime is preloaded, with libstdc++ (ASan looks up
+# the real __cxa_throw when it starts, and python itself does not link the C++
+# library); leak checking is off (the interpreter keeps memory until exit by
+# design). The package is a copy of
 # python/kiln with the sanitized _core, so the development one is untouched.
 SANITIZE_PY_TESTS := $(addprefix tests/python/,test_api.py test_argument.py test_errors.py \
 	test_onnx_bad_inputs.py test_cpu_threads.py test_cpu_output_buffer_reuse.py test_cpu_primitive_arguments.py)
 SANITIZE_PY  := $(abspath $(SANITIZE_BUILD))/python
 SANITIZE_ENV := PYTHONPATH=$(SANITIZE_PY) KILN_CLI=$(abspath $(SANITIZE_BUILD))/kiln \
-	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so)" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 test-sanitize-python: sanitize-build
 	@rm -rf $(SANITIZE_PY) && mkdir -p $(SANITIZE_PY) && cp -r python/kiln $(SANITIZE_PY)/ \
