@@ -9,7 +9,7 @@ JOBS   ?= 2
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: all setup build test test-cpp test-python test-slow test-package test-sanitize demo bench bench-quantized bench-torch bench-tf bench-dynamic bench-generation bench-quick fuzz fuzz-build format clean
+.PHONY: all setup build test test-cpp test-python test-slow test-package test-sanitize test-sanitize-cpp sanitize-build test-sanitize-python demo bench bench-quantized bench-torch bench-tf bench-dynamic bench-generation bench-quick fuzz fuzz-build format clean
 FUZZ_BUILD   := build-fuzz
 FUZZ_SECONDS ?= 1800
 # fuzz_onnx_import (the ONNX importer), fuzz_tf_import (the TensorFlow importer) or fuzz_kiln_load (the .kiln loader).
@@ -42,17 +42,47 @@ test-slow: build
 	@$(VENV)/bin/pytest tests/python -q -m slow -rA
 
 # The C++ tests and the fuzz corpus replay under AddressSanitizer and
-# UndefinedBehaviorSanitizer, in their own build folder (only what they link).
+# UndefinedBehaviorSanitizer, in their own build folder (only what they link),
+# then test-sanitize-python. -O1 -g1 keeps a cold build cheaper than
+# RelWithDebInfo's -O2 -g while reports still name file and line.
 # Warnings stay warnings there: GCC 12 reports -Wmaybe-uninitialized false
 # positives inside std::variant when the sanitizers instrument it.
-SANITIZE_BUILD := build-sanitize
-test-sanitize: setup
-	@test -f $(SANITIZE_BUILD)/build.ninja || cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DKILN_SANITIZE=ON -DKILN_WARNINGS_AS_ERRORS=OFF \
-		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_PYTHON=OFF -DKILN_BUILD_CLI=OFF -DKILN_BUILD_BENCH=OFF \
-		-DPython_EXECUTABLE=$(PY)
-	@cmake --build $(SANITIZE_BUILD) -j$(JOBS) --target kiln_tests kiln_fuzz_replay kiln_fuzz_tf_replay kiln_fuzz_load_replay
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j$(JOBS)
+SANITIZE_BUILD   := build-sanitize
+SANITIZE_OPTIONS := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+test-sanitize: test-sanitize-cpp test-sanitize-python
+
+test-sanitize-cpp: sanitize-build
+	@$(SANITIZE_OPTIONS) ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j$(JOBS)
+
+# Configured on every run (seconds) so that a changed flag reaches an old folder.
+sanitize-build: setup
+	@cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DKILN_SANITIZE=ON -DKILN_WARNINGS_AS_ERRORS=OFF \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+		-DKILN_BUILD_CLI=ON -DKILN_BUILD_PYTHON=ON -DKILN_BUILD_BENCH=OFF \
+		-DKILN_PYTHON_OUTPUT_DIR=$(abspath $(SANITIZE_BUILD))/python_core -DPython_EXECUTABLE=$(PY) >/dev/null
+	@cmake --build $(SANITIZE_BUILD) -j$(JOBS) --target kiln_tests kiln_fuzz_replay kiln_fuzz_tf_replay kiln_fuzz_load_replay _core kiln_driver
+
+# Python tests against the sanitized kiln._core and kiln command: the API
+# (test_api, test_argument), bad input (test_errors, test_onnx_bad_inputs) and
+# threads (test_cpu_threads; concurrent runs of one program in
+# test_cpu_output_buffer_reuse and test_cpu_primitive_arguments). CPython is not
+# built with ASan, so its runtime is preloaded, with libstdc++ (ASan looks up
+# the real __cxa_throw when it starts, and python itself does not link the C++
+# library); leak checking is off (the interpreter keeps memory until exit by
+# design). The package is a copy of
+# python/kiln with the sanitized _core, so the development one is untouched.
+SANITIZE_PY_TESTS := $(addprefix tests/python/,test_api.py test_argument.py test_errors.py \
+	test_onnx_bad_inputs.py test_cpu_threads.py test_cpu_output_buffer_reuse.py test_cpu_primitive_arguments.py)
+SANITIZE_PY  := $(abspath $(SANITIZE_BUILD))/python
+SANITIZE_ENV := PYTHONPATH=$(SANITIZE_PY) KILN_CLI=$(abspath $(SANITIZE_BUILD))/kiln \
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so)" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+test-sanitize-python: sanitize-build
+	@rm -rf $(SANITIZE_PY) && mkdir -p $(SANITIZE_PY) && cp -r python/kiln $(SANITIZE_PY)/ \
+		&& rm -f $(SANITIZE_PY)/kiln/_core*.so && cp $(SANITIZE_BUILD)/python_core/_core*.so $(SANITIZE_PY)/kiln/
+	@$(SANITIZE_ENV) $(PY) -c "import kiln._core as c, sys; \
+		sys.exit(None if c.__file__.startswith('$(SANITIZE_PY)/') else 'not the sanitized kiln._core: ' + c.__file__)"
+	@$(SANITIZE_ENV) $(PY) -m pytest -q -m "not slow" -p no:cacheprovider $(SANITIZE_PY_TESTS)
 
 # Installs the C++ package and builds examples/ against it with find_package(kiln).
 test-package:
