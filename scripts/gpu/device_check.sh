@@ -10,7 +10,8 @@
 #           by side, filling Inductor's caches for the bench stage
 #   bench   PyTorch eager and Inductor on the same models (bench/gpu_bench.py)
 # STAGES picks some ("tests nodes"), T_<STAGE> sets a stage's time limit in
-# seconds, MODELS a glob of the models to unpack ("*-b1"); logs and JSON
+# seconds, MODELS a glob of the models to unpack ("*-b1"), NODE_ONLY a file of
+# node cases to run first and only; logs and JSON
 # reports go to $OUT as they are made, so a run stopped early returns them.
 # SKIP_UNPACK=1 reuses the binaries an earlier call unpacked (stages run side
 # by side from several calls would otherwise overwrite running executables).
@@ -55,7 +56,7 @@ for stage in $stages; do
     nodes)
         mkdir -p /tmp/kiln-node-cases && tar -xJf "$bundle/node-cases.tar.xz" -C /tmp/kiln-node-cases
         timeout ${T_NODES:-420} python3 scripts/gpu/node_suite.py --kiln "$kiln" --target gpu --baseline "$bundle/node-cpu.json" --cases /tmp/kiln-node-cases/node \
-            --jobs 16 --timeout 60 --out "$out/node-gpu.json" >"$out/node_suite.log" 2>&1
+            --jobs ${NODE_JOBS:-16} --timeout 60 ${NODE_ONLY:+--only-file "$NODE_ONLY"} --out "$out/node-gpu.json" >"$out/node_suite.log" 2>&1
         echo "node_suite exit $?"
         head -60 "$out/node_suite.log" ;;
     models)
