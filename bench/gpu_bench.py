@@ -81,7 +81,36 @@ def _inductor(module, inputs, mode):
     return compiled, time.perf_counter() - start
 
 
-def bench_model(name, batch, precision, mode, runs, with_inductor):
+def _first_tensor(output):
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return output
+    values = output.values() if hasattr(output, "values") else output
+    return next(v for v in values if isinstance(v, torch.Tensor))
+
+
+def _kiln_torch(module, inputs, row, runs):
+    """Kiln through its PyTorch front end on the same module and CUDA inputs
+    (kiln.torch.compile, target gpu): compile time, time per call, and the
+    largest difference from eager on the first output."""
+    import torch
+
+    import kiln.torch
+
+    start = time.perf_counter()
+    compiled = kiln.torch.compile(module, (), example_kwargs=inputs, target="gpu")
+    compiled(**inputs)
+    torch.cuda.synchronize()
+    row["kiln_torch_compile_s"] = time.perf_counter() - start
+    row["kiln_torch_ms"] = time_ms(lambda: compiled(**inputs), runs)
+    want = _first_tensor(module(**inputs)).float()
+    got = _first_tensor(compiled(**inputs)).float()
+    row["kiln_torch_max_abs_diff"] = float((got.to(want.device) - want).abs().max())
+    row["eager_max_abs"] = float(want.abs().max())
+
+
+def bench_model(name, batch, precision, mode, runs, with_inductor, with_kiln_torch):
     import torch
 
     module, inputs = _model(name, batch, precision)
@@ -91,6 +120,11 @@ def bench_model(name, batch, precision, mode, runs, with_inductor):
         if with_inductor:
             compiled, row["inductor_load_s"] = _inductor(module, inputs, mode)
             row["inductor_ms"] = time_ms(lambda: compiled(**inputs), runs)
+        if with_kiln_torch:
+            try:
+                _kiln_torch(module, inputs, row, runs)
+            except Exception as e:  # noqa: BLE001 - Kiln's failure is part of the row
+                row["kiln_torch_error"] = f"{type(e).__name__}: {e}"[:300]
     return row
 
 
@@ -119,6 +153,8 @@ def main():
     parser.add_argument("--inductor-mode", default="max-autotune")
     parser.add_argument("--inductor-precisions", nargs="*", default=["fp32", "fp16"],
                         help="the precisions Inductor is timed at (none: eager only)")
+    parser.add_argument("--kiln-torch-precisions", nargs="*", default=["fp16"],
+                        help="the precisions Kiln is also timed at through kiln.torch.compile (CUDA tensors)")
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
     if args.warm:
@@ -137,14 +173,16 @@ def main():
     rows = []
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, Inductor mode {args.inductor_mode}")
     print(f"{'model':<12} {'b':>3} {'prec':<5} {'eager':>9} {'inductor':>9} {'kiln':>9} {'kiln/eager':>10} "
-          f"{'kiln/ind.':>9} {'kiln compile':>12} {'ind. compile':>12}")
+          f"{'kiln/ind.':>9} {'kiln.torch':>10} {'kt/ind.':>8} {'kiln compile':>12} {'kt compile':>10} "
+          f"{'ind. compile':>12}")
     for name in args.models:
         for batch in args.batches:
             for precision in args.precisions:
                 config = f"{name}:{batch}:{precision}"
                 with_inductor = precision in args.inductor_precisions and (args.warm_reports is None or config in warmed)
                 try:
-                    row = bench_model(name, batch, precision, args.inductor_mode, args.runs, with_inductor)
+                    row = bench_model(name, batch, precision, args.inductor_mode, args.runs, with_inductor,
+                                      precision in args.kiln_torch_precisions)
                 except Exception as e:  # noqa: BLE001 - one engine's failure is a row, not the end of the run
                     row = {"error": f"{type(e).__name__}: {e}"[:300]}
                 if config in warmed:
@@ -152,26 +190,31 @@ def main():
                 k = kiln.get(f"{name}-b{batch}-{precision}", {})
                 row.update(model=name, batch=batch, precision=precision, kiln_ms=k.get("median_ms"),
                            kiln_compile_s=k.get("compile_seconds"))
-                # Speed-ups of Kiln: the other engine's time over Kiln's.
+                # Speed-ups of Kiln: the other engine's time over Kiln's (kiln perf's, and
+                # through PyTorch on the same tensors).
                 for other in ("eager", "inductor"):
-                    if row.get(f"{other}_ms") and row.get("kiln_ms"):
-                        row[f"kiln_speedup_vs_{other}"] = row[f"{other}_ms"] / row["kiln_ms"]
+                    for kiln_key, label in (("kiln_ms", "kiln"), ("kiln_torch_ms", "kiln_torch")):
+                        if row.get(f"{other}_ms") and row.get(kiln_key):
+                            row[f"{label}_speedup_vs_{other}"] = row[f"{other}_ms"] / row[kiln_key]
                 rows.append(row)
 
                 def fmt(v, spec=".3f"):
                     return format(v, spec) if isinstance(v, (int, float)) else "-"
 
+                errors = [row[k] for k in ("error", "kiln_torch_error") if k in row]
                 print(f"{name:<12} {batch:>3} {precision:<5} {fmt(row.get('eager_ms')):>9} "
                       f"{fmt(row.get('inductor_ms')):>9} {fmt(row.get('kiln_ms')):>9} "
                       f"{fmt(row.get('kiln_speedup_vs_eager'), '.2f'):>10} "
-                      f"{fmt(row.get('kiln_speedup_vs_inductor'), '.2f'):>9} {fmt(row.get('kiln_compile_s'), '.1f'):>12} "
-                      f"{fmt(row.get('inductor_compile_s'), '.1f'):>12}"
-                      + (f"  {row['error']}" if "error" in row else ""), flush=True)
+                      f"{fmt(row.get('kiln_speedup_vs_inductor'), '.2f'):>9} {fmt(row.get('kiln_torch_ms')):>10} "
+                      f"{fmt(row.get('kiln_torch_speedup_vs_inductor'), '.2f'):>8} "
+                      f"{fmt(row.get('kiln_compile_s'), '.1f'):>12} {fmt(row.get('kiln_torch_compile_s'), '.1f'):>10} "
+                      f"{fmt(row.get('inductor_compile_s'), '.1f'):>12}" + "".join(f"  {e}" for e in errors), flush=True)
                 args.out.write_text(json.dumps(rows, indent=1))
-    fp16 = [r["kiln_speedup_vs_inductor"] for r in rows if r["precision"] == "fp16" and "kiln_speedup_vs_inductor" in r]
-    if fp16:
-        print(f"fp16 geometric mean of Kiln's speed-up over Inductor: {statistics.geometric_mean(fp16):.2f}x "
-              f"(min {min(fp16):.2f}x, {len(fp16)} rows)")
+    for key, label in (("kiln_speedup_vs_inductor", "kiln perf"), ("kiln_torch_speedup_vs_inductor", "kiln.torch")):
+        fp16 = [r[key] for r in rows if r["precision"] == "fp16" and key in r]
+        if fp16:
+            print(f"fp16 geometric mean of Kiln's speed-up over Inductor ({label}): "
+                  f"{statistics.geometric_mean(fp16):.2f}x (min {min(fp16):.2f}x, {len(fp16)} rows)")
     return 0
 
 
