@@ -77,7 +77,7 @@ for stage in $stages; do
             --warm {} --out "$out/warm" >"$out/warm.log" 2>&1
         echo "warm exit $?"; grep -c compiled "$out/warm.log"; grep -E "compiled|Error" "$out/warm.log" | head -20 ;;
     bench)
-        timeout ${T_BENCH:-600} python3 bench/gpu_bench.py --kiln-report "${KILN_REPORT:-$out/models.json}" \
+        PYTHONPATH=python timeout ${T_BENCH:-600} python3 bench/gpu_bench.py --kiln-report "${KILN_REPORT:-$out/models.json}" \
             --out "$out/bench.json" --inductor-precisions ${INDUCTOR_PRECISIONS:-fp32 fp16} --runs ${BENCH_RUNS:-30} \
             ${WARMED:+--warm-reports "$WARMED"} 2>&1 | tee "$out/bench.log" | tail -40 ;;
     esac
