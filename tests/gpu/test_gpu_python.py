@@ -56,7 +56,8 @@ def test_gpu_and_cpu_agree_on_a_transformer_layer():
 def test_cuda_tensors_stay_on_the_gpu():
     model = _small_cnn()
     x = torch.randn(2, 3, 32, 32)
-    compiled = kiln.torch.compile(model, [x], target="gpu")
+    # Compiled for CUDA inputs (the input specs keep the example's device).
+    compiled = kiln.torch.compile(_small_cnn().cuda(), [x.cuda()], target="gpu")
     x_gpu = x.cuda()
     ready = x_gpu * 1.0  # queued on PyTorch's stream just before the call
     got = compiled(ready)
@@ -159,7 +160,7 @@ def test_a_host_input_with_offload_copy_on_a_stream_comes_back_on_the_host():
 def test_kiln_torch_on_a_side_stream_is_ordered_between_torch_kernels():
     model = _small_cnn()
     x = torch.randn(4, 3, 32, 32)
-    compiled = kiln.torch.compile(model, [x], target="gpu")
+    compiled = kiln.torch.compile(_small_cnn().cuda(), [x.cuda()], target="gpu")
     with torch.no_grad():
         want = model(x)
     x_gpu = x.cuda()
