@@ -55,10 +55,11 @@ def _output_parameter_name(index):
     return f"main:#output_{index}"
 
 
-def _write_device_output(name, buffer, result):
-    """Copies device `result` into the caller's device buffer (through
-    PyTorch's CUDA copy: Kiln's Python API has no device-to-device copy of
-    its own), on PyTorch's current stream, which the run is ordered on."""
+def _write_device_output(name, buffer, result, stream):
+    """Copies device `result` into the caller's device buffer through
+    PyTorch's CUDA copy (Kiln's Python API has no device-to-device copy of
+    its own), queued on the run's `stream` (None: the run has finished;
+    PyTorch's current stream then)."""
     try:
         import torch
     except ImportError:
@@ -70,14 +71,18 @@ def _write_device_output(name, buffer, result):
         raise kiln.InvalidArgumentError(
             f"run: output buffer '{name}' is {dst.dtype}{list(dst.shape)}, the output is {src.dtype}{list(src.shape)}"
         )
-    dst.copy_(src)
+    if stream is None or stream == torch.cuda.current_stream().cuda_stream:
+        dst.copy_(src)
+    else:
+        with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+            dst.copy_(src)
     return buffer if isinstance(buffer, argument) else argument(buffer)
 
 
-def _write_output(name, buffer, result):
+def _write_output(name, buffer, result, stream=None):
     """Copies `result` into the caller's output buffer and returns that buffer."""
     if getattr(result, "on_device", False) or getattr(buffer, "on_device", False) or _is_cuda_tensor(buffer):
-        return _write_device_output(name, buffer, result)
+        return _write_device_output(name, buffer, result, stream)
     out = argument(buffer) if not isinstance(buffer, argument) else buffer
     dst, src = np.asarray(out), np.asarray(result)
     if dst.shape != src.shape or dst.dtype != src.dtype:
@@ -167,7 +172,7 @@ class program:
         results = [wrap(a) for a in self._kiln.run(inputs, stream=stream)]
         for i, name in enumerate(names):
             if name in buffers:
-                results[i] = _write_output(name, buffers[name], results[i])
+                results[i] = _write_output(name, buffers[name], results[i], stream)
         return results
 
     def _output_parameter_names(self):
