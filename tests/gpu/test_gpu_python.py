@@ -178,16 +178,23 @@ def test_kiln_torch_on_a_side_stream_is_ordered_between_torch_kernels():
 
 
 class _TransformerBlock(torch.nn.Module):
+    """Pre-norm attention and MLP (scaled_dot_product_attention, not
+    nn.MultiheadAttention, whose inference fast path is one fused op)."""
+
     def __init__(self, d=64, heads=4):
         super().__init__()
+        self.heads = heads
         self.norm1 = torch.nn.LayerNorm(d)
-        self.attn = torch.nn.MultiheadAttention(d, heads, batch_first=True)
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.proj = torch.nn.Linear(d, d)
         self.norm2 = torch.nn.LayerNorm(d)
         self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
 
     def forward(self, x):
-        h = self.norm1(x)
-        x = x + self.attn(h, h, h, need_weights=False)[0]
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        attn = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        x = x + self.proj(attn.transpose(1, 2).reshape(b, t, d))
         return x + self.mlp(self.norm2(x))
 
 
