@@ -92,6 +92,12 @@ public:
 
     // Checks the inputs (names, dtypes, lens) and runs the compiled program.
     std::vector<argument> eval(const parameter_map& inputs) const;
+    // eval ordered on the caller's `stream` (a cudaStream_t on the gpu
+    // target): the program's device work starts after what is queued there
+    // and work queued there later waits for it. Without offload_copy it
+    // returns once the work is queued, without waiting for it. A host target
+    // refuses any stream but the default one (a null handle).
+    std::vector<argument> eval(const parameter_map& inputs, device_stream stream) const;
     // eval that also records each instruction's kernel time (for profiling).
     std::vector<argument> eval_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const;
     // eval that hands each executed instruction's inputs and output to `observe`.

@@ -11,6 +11,7 @@
 
 #include "kiln/argument.hpp"
 #include "kiln/compile_options.hpp"
+#include "kiln/errors.hpp"
 #include "kiln/module.hpp"
 #include "kiln/pass.hpp"
 
@@ -49,6 +50,13 @@ struct executed_step {
 
 using step_observer = std::function<void(const executed_step&)>;
 
+// A queue of device work the caller owns, as an opaque handle: a
+// cudaStream_t on the gpu target, where a null handle is CUDA's default
+// stream (PyTorch's current stream is often that one).
+struct device_stream {
+    void* handle = nullptr;
+};
+
 // The compiled form of a module on one target.
 class executable {
 public:
@@ -56,6 +64,14 @@ public:
     // `inputs` are checked by the caller: every parameter present with the
     // declared dtype and lens and standard strides. Returns owned outputs.
     virtual std::vector<argument> run(const parameter_map& inputs) const = 0;
+    // Like run, ordered on the caller's `stream`: the run's device work
+    // starts after the work already queued there, and work queued there
+    // later waits for it. A host target has no device work to order (only
+    // the default stream's null handle is accepted; program::eval says so).
+    virtual std::vector<argument> run_on_stream(const parameter_map& inputs, device_stream stream) const {
+        if (stream.handle != nullptr) fail("this target runs on the host and takes no device stream");
+        return run(inputs);
+    }
     // Like run, and appends the time of each executed instruction to `timings`.
     virtual std::vector<argument> run_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const = 0;
     // Like run, and calls `observe` after each executed instruction with the
@@ -82,6 +98,9 @@ public:
     virtual argument allocate(const shape& s) const { return argument(s); }
     virtual argument copy_to(const argument& host) const { return host; }
     virtual argument copy_from(const argument& target_arg) const { return target_arg; }
+    // Waits until all work queued on the target's device has finished (runs
+    // on a caller's stream included); a host target has none.
+    virtual void synchronize() const {}
 };
 
 // "ref" or "cpu"; any other name raises an error listing the available targets.

@@ -1,4 +1,6 @@
 // kiln.program, kiln.target and kiln.get_target.
+#include <cstdint>
+
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -105,11 +107,18 @@ parameter_map inputs_or_generated(const program& p, nb::handle inputs) {
 
 namespace {
 
-std::vector<argument> run_program(const program& p, nb::handle inputs) {
+// `stream`: None, or the caller's device stream as an int handle (from
+// PyTorch, torch.cuda.current_stream().cuda_stream; 0 is CUDA's default stream).
+std::vector<argument> run_program(const program& p, nb::handle inputs, nb::handle stream) {
     parameter_map params = to_parameter_map(inputs);
+    if (!stream.is_none() && (!nb::isinstance<nb::int_>(stream) || nb::isinstance<nb::bool_>(stream)))
+        fail(error_kind::type_error, "program.run: stream must be None or an int stream handle (such as "
+                                     "torch.cuda.current_stream().cuda_stream), got " + python_type_name(stream));
+    const bool on_callers_stream = !stream.is_none();
+    const device_stream callers{on_callers_stream ? reinterpret_cast<void*>(nb::cast<std::uintptr_t>(stream)) : nullptr};
     // Kernels do not touch Python objects; let other Python threads run meanwhile.
     nb::gil_scoped_release release;
-    return p.eval(params);
+    return on_callers_stream ? p.eval(params, callers) : p.eval(params);
 }
 
 // Inputs not given get generate_argument data, as `kiln perf` does.
@@ -169,6 +178,33 @@ void compile_program(program& p, nb::handle t, const nb::kwargs& kwargs) {
 void bind_program(nb::module_& m) {
     nb::class_<target>(m, "target", "A compilation target; get one with kiln.get_target(name).")
         .def("name", &target::name)
+        .def("allocate", &target::allocate, nb::arg("shape"),
+             "Zeroed memory of `shape` where the target reads it (device memory on gpu, host on cpu / ref)")
+        .def(
+            "copy_to",
+            [](const target& t, nb::handle value) {
+                argument host = to_argument(value, t.name() + " target copy_to");
+                host.require_host("copy_to (it copies host memory to the target)");
+                return t.copy_to(host);
+            },
+            nb::arg("value"), "A copy of host `value` in the target's memory (device memory on gpu)")
+        .def(
+            "copy_from",
+            [](const target& t, const argument& value) {
+                if (value.location() == memory_location::device && t.memory() == memory_location::host)
+                    fail("copy_from: the argument is device memory and the '" + t.name() +
+                         "' target reads host memory; use the gpu target's copy_from");
+                return t.copy_from(value);
+            },
+            nb::arg("value"), "A host copy of `value`, which is in the target's memory")
+        .def(
+            "synchronize",
+            [](const target& t) {
+                nb::gil_scoped_release release;
+                t.synchronize();
+            },
+            "Waits until all work queued on the target's device has finished (runs given a stream included); "
+            "nothing to wait for on a host target")
         .def("__repr__", [](const target& t) { return "kiln.get_target(\"" + t.name() + "\")"; });
 
     m.def("get_target", &get_target, nb::arg("name"), nb::rv_policy::reference,
@@ -191,8 +227,11 @@ void bind_program(nb::module_& m) {
         .def("compile", compile_program, nb::arg("target"), nb::arg("options"),
              "Optimizes the graph for `target` and builds its executable. Options: offload_copy, threads, "
              "trace_passes, disabled_passes, verify_passes.")
-        .def("run", run_program, nb::arg("inputs"),
-             "Runs the compiled program on {name: array}; returns the outputs as a list of kiln.argument.")
+        .def("run", run_program, nb::arg("inputs"), nb::arg("stream") = nb::none(),
+             "Runs the compiled program on {name: array}; returns the outputs as a list of kiln.argument. "
+             "stream: the caller's device stream as an int handle (gpu target): the run is ordered after the "
+             "work queued there and later work there waits for it; without offload_copy it returns without "
+             "waiting. Host targets refuse a stream other than 0.")
         .def("perf_report", perf_program, nb::arg("inputs") = nb::none(), nb::arg("runs") = 20, nb::arg("warmup") = 3,
              nb::arg("batch") = 1,
              "Profiles the compiled program: per-instruction and per-op times, rate, latency percentiles, "

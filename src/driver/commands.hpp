@@ -18,6 +18,10 @@ struct run_settings {
     unsigned long seed = 0;
     // "name:dims" ranges for ONNX inputs (model_file.hpp).
     std::vector<std::string> dyn_input_dims;
+    // false (--disable-offload-copy): inputs are copied to the device once,
+    // before running, and outputs stay there, so that runs (and perf's
+    // times) leave out host transfers. Needs a device target.
+    bool offload_copy = true;
 };
 
 int read_command(const std::string& model, const std::vector<std::string>& dyn_input_dims = {});

@@ -2,6 +2,7 @@
 // subcommands in commands.hpp. Every failure becomes "kiln: error: ..." and
 // exit status 2; verify's mismatch is status 1.
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
 #include <iostream>
 
@@ -26,6 +27,20 @@ void add_run_options(CLI::App& cmd, run_settings& s) {
     cmd.add_option("--input", s.inputs, "Input as name=path.npy (repeatable); others get random data");
     cmd.add_option("--seed", s.seed, "Seed for random inputs")->capture_default_str();
     cmd.add_option("--dyn-input-dim", s.dyn_input_dims, dyn_input_dim_help);
+}
+
+// `kiln run` and `kiln perf`. MIGraphX's driver runs without offload copy
+// unless --enable-offload-copy; Kiln's default is the other way round, so
+// both spellings are taken.
+void add_offload_options(CLI::App& cmd, run_settings& s) {
+    auto* disable = cmd.add_flag_function(
+        "--disable-offload-copy", [&s](std::int64_t) { s.offload_copy = false; },
+        "Keep inputs and outputs in device memory (a device target: --target gpu): inputs are copied there once "
+        "before running, so runs leave out host transfers");
+    cmd.add_flag_function(
+           "--enable-offload-copy", [&s](std::int64_t) { s.offload_copy = true; },
+           "Copy inputs to the device and outputs back in every run (the default; MIGraphX driver's spelling)")
+        ->excludes(disable);
 }
 
 int report(const std::string& message) {
@@ -102,6 +117,7 @@ int main(int argc, char** argv) {
 
     auto* run = app.add_subcommand("run", "Run a model and summarise its outputs");
     add_run_options(*run, settings);
+    add_offload_options(*run, settings);
     run->add_option("--save-outputs", save_dir, "Folder to write output_<i>.npy files into");
     run->callback([&] { action = [&] { return kiln::driver::run_command(settings, save_dir); }; });
 
@@ -137,6 +153,7 @@ int main(int argc, char** argv) {
     std::size_t batch = 1, runs = 20;
     auto* perf = app.add_subcommand("perf", "Profile a model: per-instruction times, op summary, rate, latency");
     add_run_options(*perf, settings);
+    add_offload_options(*perf, settings);
     perf->add_option("--batch", batch, "Extent of symbolic batch dimensions (ONNX models)")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);

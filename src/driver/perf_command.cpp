@@ -12,7 +12,9 @@ int perf_command(const run_settings& settings, std::size_t batch, std::size_t ru
     program p = prepare(load_model(settings.model, batch, settings.dyn_input_dims), settings);
     parameter_map inputs = make_inputs(p, settings);
     perf_report report = measure_performance(p, inputs, runs, 3, batch);
-    std::cout << settings.model << " on target " << p.target_name() << "\n\n" << format_perf_report(report);
+    std::cout << settings.model << " on target " << p.target_name()
+              << (settings.offload_copy ? "" : " (offload copy off: inputs and outputs in device memory)") << "\n\n"
+              << format_perf_report(report);
     return 0;
 }
 

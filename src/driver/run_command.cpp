@@ -50,7 +50,7 @@ argument npy_compatible(const argument& a) {
 
 int run_command(const run_settings& settings, const std::string& save_dir) {
     program p = prepare(load_model(settings.model, 1, settings.dyn_input_dims), settings);
-    auto outputs = p.eval(make_inputs(p, settings));
+    auto outputs = on_host(p, p.eval(make_inputs(p, settings)));
     if (!save_dir.empty()) std::filesystem::create_directories(save_dir);
     for (std::size_t i = 0; i < outputs.size(); ++i) {
         print_summary(i, outputs[i]);

@@ -327,6 +327,16 @@ std::vector<argument> program::eval(const parameter_map& inputs) const {
     return executable_->run(checked);
 }
 
+std::vector<argument> program::eval(const parameter_map& inputs, device_stream stream) const {
+    std::shared_ptr<const program> holder;
+    if (const program& p = running_program(inputs, holder); &p != this) return p.eval(inputs, stream);
+    parameter_map checked = checked_inputs(inputs);
+    if (target_memory_ == memory_location::host && stream.handle != nullptr)
+        fail("a device stream was given, but the program runs on the '" + target_name_ +
+             "' target, which runs on the host and takes no stream; run it without one");
+    return executable_->run_on_stream(checked, stream);
+}
+
 std::vector<argument> program::eval_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const {
     std::shared_ptr<const program> holder;
     if (const program& p = running_program(inputs, holder); &p != this) return p.eval_profiled(inputs, timings);

@@ -27,7 +27,9 @@ never frozen: the writes happen on the caller's tensors (input_mutation.py).
 A graph that cannot be lowered at all (torch.export refuses it) runs
 eagerly, with a warning.
 
-Options (an unknown key is an error): target ("cpu"), precision ("fp32"),
+Options (an unknown key is an error): target (None: "gpu" when the graph's
+inputs or weights are CUDA tensors, which then stay on the GPU, ordered on
+PyTorch's current stream; else "cpu"), precision ("fp32"),
 min_subgraph_size (1), freeze_parameters (True), cache_size (16 shape
 signatures per graph, least recently used dropped first), compile_options
 (dict for ``kiln.program.compile``), cache_dir (None: a directory of compiled
@@ -58,7 +60,7 @@ from .input_mutation import written_placeholders
 logger = logging.getLogger("kiln.torch")
 
 DEFAULT_OPTIONS = {
-    "target": "cpu",
+    "target": None,
     "precision": "fp32",
     "min_subgraph_size": 1,
     "freeze_parameters": True,
@@ -86,7 +88,9 @@ def validate_options(options):
             f"the options are: {', '.join(DEFAULT_OPTIONS)}"
         )
     merged = {**DEFAULT_OPTIONS, **options}
-    if not isinstance(merged["target"], str) or merged["target"] not in kiln.get_target_names():
+    if merged["target"] is not None and (
+        not isinstance(merged["target"], str) or merged["target"] not in kiln.get_target_names()
+    ):
         raise kiln.InvalidArgumentError(
             f"kiln backend: option 'target' must be one of {kiln.get_target_names()}, got {merged['target']!r}"
         )
@@ -112,6 +116,13 @@ def validate_options(options):
             )
         merged["compile_options"] = {**(merged["compile_options"] or {}), "cache_dir": os.fspath(merged["cache_dir"])}
     return merged
+
+
+def _target_for(args):
+    """The target a graph's tensors ask for: "gpu" when any is a CUDA tensor
+    (a build without it then says which targets it has), else "cpu"."""
+    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+    return "gpu" if on_gpu else "cpu"
 
 
 def _is_weight(example):
@@ -306,7 +317,7 @@ class KilnDynamoGraph:
             module,
             dynamic,
             None,
-            target=self.options["target"],
+            target=self.options["target"] or _target_for(args),
             precision=self.options["precision"],
             min_subgraph_size=self.options["min_subgraph_size"],
             verify=False,

@@ -5,8 +5,10 @@ is viewed by ``kiln.argument`` and each output Kiln allocates for the run is
 handed to PyTorch by ``torch.from_dlpack``, so a returned tensor owns its
 memory and later calls never overwrite it. On the gpu target (compiled
 without offload_copy) CUDA tensors go in and come out; CPU inputs are moved
-to the GPU first and the outputs back, and PyTorch's current stream is
-waited for first, so a Kiln call between two PyTorch kernels never races them. Kiln releases the GIL while it
+to the GPU first and the outputs back. The run is ordered on PyTorch's
+current stream (``program.run(..., stream=...)``): it starts after the
+kernels queued there and later ones wait for it, without the host waiting,
+so a Kiln call between two PyTorch kernels never races them. Kiln releases the GIL while it
 runs and gives each concurrent run its own memory, so one subgraph may be
 called from several threads at once.
 
@@ -63,8 +65,8 @@ class KilnSubgraph(torch.nn.Module):
         for name, t in zip(self.input_names, inputs):
             t = t.detach() if t.requires_grad else t
             feeds[name] = t if t.is_cuda else t.cuda()
-        torch.cuda.current_stream().synchronize()
-        outputs = tuple(torch.from_dlpack(o) for o in self.program.run(feeds))
+        stream = torch.cuda.current_stream().cuda_stream
+        outputs = tuple(torch.from_dlpack(o) for o in self.program.run(feeds, stream=stream))
         return tuple(o.cpu() for o in outputs) if on_host else outputs
 
     def extra_repr(self):

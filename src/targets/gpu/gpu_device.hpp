@@ -16,6 +16,8 @@ namespace kiln {
 // A queue of device work (cudaStream_t on the cuda device; null means the
 // device's default queue).
 using gpu_stream = void*;
+// A point in a stream's work (cudaEvent_t on the cuda device).
+using gpu_event = void*;
 
 // A recorded sequence of device work that replays with one launch (a CUDA graph).
 class gpu_graph {
@@ -52,6 +54,8 @@ public:
     // Waits until the work queued on `stream` has finished; rethrows a
     // kernel's asynchronous failure as a Kiln error.
     virtual void synchronize(gpu_stream stream) = 0;
+    // Waits until all work on the device has finished, whoever queued it.
+    virtual void synchronize_device() {}
     // Waits like synchronize and forgets any failure (cleaning up after one).
     virtual void synchronize_quietly(gpu_stream stream) noexcept = 0;
     // Makes this device the calling thread's (runs come from any thread).
@@ -59,6 +63,15 @@ public:
 
     virtual gpu_stream create_stream() = 0;
     virtual void destroy_stream(gpu_stream stream) noexcept = 0;
+
+    // Orders work across streams without the host waiting: record_event
+    // marks the point `stream` has reached, and wait_event makes the work
+    // enqueued on `stream` after it wait until `event` is reached. A device
+    // that runs work as it is enqueued (the host-backed one) needs neither.
+    virtual gpu_event create_event() { return nullptr; }
+    virtual void destroy_event(gpu_event /*event*/) noexcept {}
+    virtual void record_event(gpu_event /*event*/, gpu_stream /*stream*/) {}
+    virtual void wait_event(gpu_stream /*stream*/, gpu_event /*event*/) {}
 
     // Records the work `enqueue` puts on `stream` into a graph without running
     // it; null where the device has no graphs or the work cannot be recorded

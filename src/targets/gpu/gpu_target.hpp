@@ -22,6 +22,7 @@ public:
     argument allocate(const shape& s) const override;
     argument copy_to(const argument& host) const override;
     argument copy_from(const argument& device_value) const override;
+    void synchronize() const override { device_->synchronize_device(); }
 
     gpu_device& device() const { return *device_; }
 

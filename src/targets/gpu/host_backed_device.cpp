@@ -70,6 +70,26 @@ void host_backed_device::fill_zero(void* device_dst, std::size_t bytes, gpu_stre
     if (bytes != 0) std::memset(device_dst, 0, bytes);
 }
 
+gpu_stream host_backed_device::create_stream() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return reinterpret_cast<gpu_stream>(++tokens_);
+}
+
+gpu_event host_backed_device::create_event() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return reinterpret_cast<gpu_event>(++tokens_);
+}
+
+void host_backed_device::record_event(gpu_event, gpu_stream stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    traffic_.recorded_on.push_back(stream);
+}
+
+void host_backed_device::wait_event(gpu_stream stream, gpu_event) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    traffic_.made_to_wait.push_back(stream);
+}
+
 device_traffic host_backed_device::traffic() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return traffic_;

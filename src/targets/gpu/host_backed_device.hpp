@@ -5,8 +5,10 @@
 // every op through the host fallback kernel. Tests and CI use it to check the
 // gpu target's plan, weight upload and offload paths without a GPU.
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "targets/gpu/gpu_device.hpp"
 
@@ -18,6 +20,10 @@ struct device_traffic {
     std::size_t bytes_to_device = 0;   // copy_to_device
     std::size_t bytes_to_host = 0;     // copy_to_host
     std::size_t bytes_on_device = 0;   // copy_on_device
+    // The streams events were recorded on and the streams made to wait, in
+    // order (so that a test sees a run ordered on its caller's stream).
+    std::vector<gpu_stream> recorded_on;
+    std::vector<gpu_stream> made_to_wait;
 };
 
 class host_backed_device final : public gpu_device {
@@ -33,8 +39,12 @@ public:
     void fill_zero(void* device_dst, std::size_t bytes, gpu_stream stream) override;
     void synchronize(gpu_stream) override {}
     void synchronize_quietly(gpu_stream) noexcept override {}
-    gpu_stream create_stream() override { return nullptr; }
+    // Distinct tokens, never dereferenced: work runs as it is enqueued.
+    gpu_stream create_stream() override;
     void destroy_stream(gpu_stream) noexcept override {}
+    gpu_event create_event() override;
+    void record_event(gpu_event event, gpu_stream stream) override;
+    void wait_event(gpu_stream stream, gpu_event event) override;
 
     device_traffic traffic() const;
     // Whether [data, data + bytes) lies inside one live allocation.
@@ -46,6 +56,7 @@ private:
     mutable std::mutex mutex_;
     std::map<const std::byte*, std::size_t> live_;  // base -> size
     device_traffic traffic_;
+    std::uintptr_t tokens_ = 0;  // streams and events handed out
 };
 
 }  // namespace kiln

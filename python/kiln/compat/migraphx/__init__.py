@@ -16,7 +16,9 @@ offload_copy / fast_math / exhaustive_tune, op(name, **attributes), module
 graph building, parse_onnx keyword options, save/load with a format
 argument, quantize_*). Where Kiln differs, it says so with a Kiln error:
 
-- targets are "cpu" and "ref"; "gpu" raises kiln.UnsupportedError naming them;
+- targets are "cpu", "ref" and, in a build with CUDA, "gpu" (NVIDIA GPUs);
+  where the build has no gpu target, "gpu" raises kiln.UnsupportedError
+  naming the targets it has;
 - dynamic (non-fixed) dimensions and autocast_fp8 raise kiln.UnsupportedError;
 - parse_tf also reads SavedModel directories (MIGraphX reads frozen .pb only);
 - hand-built control flow (program.create_module, add_instruction with
@@ -25,7 +27,9 @@ argument, quantize_*). Where Kiln differs, it says so with a Kiln error:
 - save/load write Kiln's .kiln format whatever the format argument says;
 - fast_math is accepted and changes nothing; exhaustive_tune tunes the cpu
   target's kernel choices (kept by save);
-- the *_gpu memory helpers work on host memory (Kiln's targets are host-only).
+- the *_gpu memory helpers work on the gpu target's device memory where it
+  is usable, else on host memory; run_async orders a gpu run on the caller's
+  stream (host targets ignore the stream).
 
 Every object also converts to its Kiln counterpart with ``to_kiln()``.
 """

@@ -113,6 +113,11 @@ void cuda_device::synchronize(gpu_stream stream) {
     KILN_CUDA(cudaGetLastError());
 }
 
+void cuda_device::synchronize_device() {
+    make_current();
+    KILN_CUDA(cudaDeviceSynchronize());
+}
+
 void cuda_device::synchronize_quietly(gpu_stream stream) noexcept {
     cudaStreamSynchronize(as_cuda(stream));
     cudaGetLastError();
@@ -137,6 +142,26 @@ void cuda_device::destroy_stream(gpu_stream stream) noexcept {
         cudnn_.erase(it);
     }
     cudaStreamDestroy(as_cuda(stream));
+}
+
+gpu_event cuda_device::create_event() {
+    make_current();
+    cudaEvent_t event = nullptr;
+    // Only for ordering: no timing, so recording and waiting stay cheap.
+    KILN_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    return event;
+}
+
+void cuda_device::destroy_event(gpu_event event) noexcept {
+    if (event != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event));
+}
+
+void cuda_device::record_event(gpu_event event, gpu_stream stream) {
+    KILN_CUDA(cudaEventRecord(static_cast<cudaEvent_t>(event), as_cuda(stream)));
+}
+
+void cuda_device::wait_event(gpu_stream stream, gpu_event event) {
+    KILN_CUDA(cudaStreamWaitEvent(as_cuda(stream), static_cast<cudaEvent_t>(event), 0));
 }
 
 std::unique_ptr<gpu_graph> cuda_device::capture(gpu_stream stream, const std::function<void()>& enqueue) {

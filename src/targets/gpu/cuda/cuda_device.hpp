@@ -33,9 +33,14 @@ public:
     void fill_zero(void* device_dst, std::size_t bytes, gpu_stream stream) override;
     void synchronize(gpu_stream stream) override;
     void synchronize_quietly(gpu_stream stream) noexcept override;
+    void synchronize_device() override;
     void bind_thread() override { make_current(); }
     gpu_stream create_stream() override;
     void destroy_stream(gpu_stream stream) noexcept override;
+    gpu_event create_event() override;
+    void destroy_event(gpu_event event) noexcept override;
+    void record_event(gpu_event event, gpu_stream stream) override;
+    void wait_event(gpu_stream stream, gpu_event event) override;
     std::unique_ptr<gpu_graph> capture(gpu_stream stream, const std::function<void()>& enqueue) override;
 
     // Handles bound to `stream`, made on first use.

@@ -26,10 +26,16 @@ struct gpu_executable::context {
     std::vector<std::vector<argument>> spare_outputs;
     std::vector<std::unique_ptr<gpu_graph>> graphs;  // one per segment, recorded on first use
     std::vector<bool> unrecordable;                   // per segment: recording failed, run it directly
+    // Bridges to a caller's stream (run_on_stream): the point the caller's
+    // stream had reached, and the point this context's stream reached.
+    gpu_event caller_reached = nullptr;
+    gpu_event run_finished = nullptr;
 
     explicit context(gpu_device& d) : device(d) {}
     ~context() {
         graphs.clear();
+        device.destroy_event(caller_reached);
+        device.destroy_event(run_finished);
         if (stream != nullptr) device.destroy_stream(stream);
     }
 };
@@ -76,6 +82,8 @@ std::vector<kernel_choice> gpu_executable::kernel_choices() const {
 std::unique_ptr<gpu_executable::context> gpu_executable::make_context() const {
     auto c = std::make_unique<context>(*device_);
     c->stream = device_->create_stream();
+    c->caller_reached = device_->create_event();
+    c->run_finished = device_->create_event();
     c->arena = device_->allocate_shared(arena_bytes_);
     c->workspace = device_->allocate_shared(workspace_bytes_);
     c->status = device_->allocate_shared(sizeof(std::int32_t));
@@ -170,7 +178,10 @@ argument gpu_executable::host_output(context& c, std::size_t r) const {
     return fresh;
 }
 
-std::vector<argument> gpu_executable::collect_outputs(context& c) const {
+// `wait`: return once the outputs are complete (always so with
+// offload_copy, whose outputs are host memory); otherwise they are complete
+// when the context's stream reaches this point.
+std::vector<argument> gpu_executable::collect_outputs(context& c, bool wait) const {
     std::vector<argument> results;
     std::vector<bool> handed_out(roots_.size(), false);
     for (const auto& loc : outputs_) {
@@ -198,16 +209,20 @@ std::vector<argument> gpu_executable::collect_outputs(context& c) const {
             upload_view(*device_, c.stream, download_view(*device_, c.stream, view).contiguous(), copy);
         results.push_back(copy);
     }
-    device_->synchronize(c.stream);
+    if (wait || offload_copy_) device_->synchronize(c.stream);
     return results;
 }
 
 std::vector<argument> gpu_executable::execute(const parameter_map& inputs, std::vector<step_timing>* timings,
-                                              const step_observer* observe) const {
+                                              const step_observer* observe, const device_stream* caller) const {
     device_->bind_thread();
     auto ctx = contexts_.take([this] { return make_context(); });
     context& c = *ctx;
     try {
+        if (caller != nullptr) {
+            device_->record_event(c.caller_reached, caller->handle);
+            device_->wait_event(c.stream, c.caller_reached);
+        }
         bind_run(c, inputs);
         if (checks_status_) device_->fill_zero(c.status.get(), sizeof(std::int32_t), c.stream);
         if (timings || observe)
@@ -220,7 +235,12 @@ std::vector<argument> gpu_executable::execute(const parameter_map& inputs, std::
             enqueue_steps(c, 0, steps_.size());
         c.runs++;
         check_status(c);
-        return collect_outputs(c);
+        auto outputs = collect_outputs(c, caller == nullptr);
+        if (caller != nullptr) {
+            device_->record_event(c.run_finished, c.stream);
+            device_->wait_event(caller->handle, c.run_finished);
+        }
+        return outputs;
     } catch (...) {
         // A failed run may leave work queued: this context is not reused.
         device_->synchronize_quietly(c.stream);

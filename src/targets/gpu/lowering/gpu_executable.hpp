@@ -53,12 +53,22 @@ public:
     gpu_executable(std::shared_ptr<gpu_device> device, std::vector<gpu_plan_root> roots, std::vector<gpu_plan_step> steps,
                    std::vector<gpu_value_location> outputs, std::size_t arena_bytes, bool offload_copy);
     ~gpu_executable() override;
-    std::vector<argument> run(const parameter_map& inputs) const override { return execute(inputs, nullptr, nullptr); }
+    std::vector<argument> run(const parameter_map& inputs) const override {
+        return execute(inputs, nullptr, nullptr, nullptr);
+    }
+    // The context's own stream does the work, bridged to the caller's by two
+    // events: it waits for what the caller queued before, and the caller's
+    // later work waits for it. So kernels and recorded graphs never see a
+    // foreign stream (no library handles per caller stream, recording works
+    // as before) and a context reused from another caller stream stays ordered.
+    std::vector<argument> run_on_stream(const parameter_map& inputs, device_stream stream) const override {
+        return execute(inputs, nullptr, nullptr, &stream);
+    }
     std::vector<argument> run_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const override {
-        return execute(inputs, &timings, nullptr);
+        return execute(inputs, &timings, nullptr, nullptr);
     }
     std::vector<argument> run_observed(const parameter_map& inputs, const step_observer& observe) const override {
-        return execute(inputs, nullptr, &observe);
+        return execute(inputs, nullptr, &observe, nullptr);
     }
     std::size_t planned_memory_bytes() const override { return arena_bytes_; }
     std::size_t kernel_constant_bytes() const override;
@@ -72,8 +82,10 @@ public:
 
 private:
     struct context;  // one arena, a stream, the prebuilt arguments and the recorded graph
+    // `caller`: the caller's stream, or null to run on the context's own and
+    // wait for the results.
     std::vector<argument> execute(const parameter_map& inputs, std::vector<step_timing>* timings,
-                                  const step_observer* observe) const;
+                                  const step_observer* observe, const device_stream* caller) const;
     std::unique_ptr<context> make_context() const;
     void bind_run(context& c, const parameter_map& inputs) const;
     void replay(context& c) const;
@@ -82,7 +94,7 @@ private:
     void check_status(context& c) const;
     void enqueue_steps(context& c, std::size_t begin, std::size_t end) const;
     argument host_output(context& c, std::size_t root) const;
-    std::vector<argument> collect_outputs(context& c) const;
+    std::vector<argument> collect_outputs(context& c, bool wait) const;
 
     std::shared_ptr<gpu_device> device_;
     std::vector<gpu_plan_root> roots_;

@@ -24,6 +24,7 @@ Arguments that only steer torch_migraphx's tracer (``use_aten``,
 torch.export. ``leaf_modules`` (keep these submodules in PyTorch) has no
 counterpart and raises kiln.UnsupportedError when given.
 """
+import itertools
 import logging
 
 import torch
@@ -57,12 +58,20 @@ def _precision(lower_precision):
     return _PRECISIONS[lower_precision]
 
 
-def _to_cpu(x):
+def _to_device(x, on_gpu):
     if isinstance(x, torch.Tensor):
-        return x.cpu()
+        return x.cuda() if on_gpu else x.cpu()
     if isinstance(x, (list, tuple)):
-        return type(x)(_to_cpu(y) for y in x)
+        return type(x)(_to_device(y, on_gpu) for y in x)
     return x
+
+
+def _any_cuda(x):
+    if isinstance(x, torch.Tensor):
+        return x.is_cuda
+    if isinstance(x, (list, tuple)):
+        return any(_any_cuda(y) for y in x)
+    return False
 
 
 class SplitModule(torch.nn.Module):
@@ -183,7 +192,8 @@ def _lower_quantized_program(module, inputs, lower_precision, verbose_log):
     if verbose_log:
         print(f"lower_to_mgx({type(module).__name__}): one Kiln program of {nodes} op(s), quantized to "
               f"{lower_precision.name}")
-    return ProgramSplitModule(MGXModule(program, interp.get_input_names()), nodes)
+    # Quantized on the cpu target (calibrated there): it runs there too.
+    return ProgramSplitModule(MGXModule(program, interp.get_input_names(), target="cpu"), nodes)
 
 
 def lower_to_mgx(
@@ -221,8 +231,18 @@ def lower_to_mgx(
             f"lower_to_mgx: min_acc_module_size must be a positive int, got {min_acc_module_size!r}"
         )
     precision = _precision(lower_precision)
-    module = module.cpu().eval()
-    inputs = tuple(_to_cpu(x) for x in (input if isinstance(input, (list, tuple)) else [input]))
+    inputs = tuple(input if isinstance(input, (list, tuple)) else [input])
+    # CUDA sample inputs or weights ask for Kiln's gpu target, as torch_migraphx
+    # runs on the GPU: the model and its inputs stay there (a build without
+    # the gpu target says which targets it has).
+    on_gpu = _any_cuda(inputs) or any(t.is_cuda for t in itertools.chain(module.parameters(), module.buffers()))
+    if on_gpu and (not isinstance(precision, str) or is_fx_quantized(module)):
+        raise kiln.UnsupportedError(
+            "lower_to_mgx: int8 / fp8 models (FX-quantized, or lower_precision INT8 / FP8) are quantized and run on "
+            "Kiln's cpu target; give the model and sample inputs on the CPU"
+        )
+    module = (module.cuda() if on_gpu else module.cpu()).eval()
+    inputs = tuple(_to_device(x, on_gpu) for x in inputs)
     original = module
     if is_fx_quantized(module):
         module = to_decomposed(module)
@@ -234,7 +254,12 @@ def lower_to_mgx(
         return split
 
     compiled = kiln.torch.compile(
-        module, inputs, target="cpu", precision=precision, min_subgraph_size=min_acc_module_size, verify=True
+        module,
+        inputs,
+        target="gpu" if on_gpu else "cpu",
+        precision=precision,
+        min_subgraph_size=min_acc_module_size,
+        verify=True,
     )
     split = SplitModule(compiled)
     logger.info("lower_to_mgx(%s): %s", type(module).__name__, compiled.report.summary())

@@ -1,10 +1,16 @@
 """MGXModule: a compiled MIGraphX-style program as a torch.nn.Module.
 
 ``MGXModule(program, input_names)`` compiles `program` (a
-kiln.compat.migraphx or kiln program) for Kiln's cpu target unless it is
-compiled already, and calls it with tensors: ``module(*tensors)`` returns a
-tensor, or a tuple when the program has several outputs. Outputs are views of
-Kiln's result buffers (DLPack), not copies. The module survives
+kiln.compat.migraphx or kiln program) unless it is compiled already, and
+calls it with tensors: ``module(*tensors)`` returns a tensor, or a tuple when
+the program has several outputs. Outputs are views of Kiln's result buffers
+(DLPack), not copies.
+
+As torch_migraphx's runs on the GPU, it compiles for Kiln's gpu target
+(offload_copy=False) where that is usable, else for the cpu target; Kiln's
+``target=`` ("cpu", "gpu") picks one. On the gpu, CUDA tensors go in and
+come out without a copy, the run is ordered on PyTorch's current stream, and
+CPU inputs are moved to the GPU and their outputs back. The module survives
 ``torch.save`` / ``torch.load`` and ``state_dict`` round trips (the program is
 stored as the bytes of a .kiln file).
 """
@@ -39,6 +45,17 @@ def _program_from_bytes(data):
     return migraphx.load_buffer(bytes(data))
 
 
+def _default_target():
+    """The gpu target where Kiln's is usable (torch_migraphx runs on the GPU), else the cpu target."""
+    if "gpu" in kiln.get_target_names() and torch.cuda.is_available():
+        try:
+            kiln.get_target("gpu")
+            return "gpu"
+        except kiln.KilnError:
+            pass
+    return "cpu"
+
+
 class MGXModule(torch.nn.Module):
     def __init__(
         self,
@@ -49,8 +66,12 @@ class MGXModule(torch.nn.Module):
         quantize_bf16=False,
         exhaustive_tune=False,
         enable_par_conversion=False,
+        target=None,
     ):
         super().__init__()
+        if target not in (None, "cpu", "ref", "gpu"):
+            raise kiln.InvalidArgumentError(f"MGXModule: target must be 'cpu', 'ref' or 'gpu', got {target!r}")
+        self.target = target
         self._register_state_dict_hook(MGXModule._on_state_dict)
         self.program = None if program is None else _as_migraphx_program(program)
         self.input_names = None if input_names is None else list(input_names)
@@ -69,7 +90,12 @@ class MGXModule(torch.nn.Module):
                 migraphx.quantize_fp16(self.program)
             if self.quantize_bf16:
                 migraphx.quantize_bf16(self.program)
-            self.program.compile(migraphx.get_target("cpu"), offload_copy=True, exhaustive_tune=self.exhaustive_tune)
+            target = getattr(self, "target", None) or _default_target()
+            self.program.compile(
+                migraphx.get_target(target), offload_copy=target != "gpu", exhaustive_tune=self.exhaustive_tune
+            )
+        kiln_program = self.program.to_kiln()
+        self._device_io = kiln_program.target_name() == "gpu" and not kiln_program.get_compile_options()["offload_copy"]
         parameters = self.program.get_parameter_names()
         if self.input_names is None:
             self.input_names = parameters
@@ -97,10 +123,14 @@ class MGXModule(torch.nn.Module):
                 f"MGXModule: expected {len(self.input_names)} inputs ({', '.join(self.input_names)}), got {len(inputs)}"
             )
         feeds = {}
+        device_io = getattr(self, "_device_io", False)
+        on_host = not any(isinstance(v, torch.Tensor) and v.is_cuda for v in inputs)
         for name, value, shape in zip(self.input_names, inputs, self.input_mgx_shapes):
             if not isinstance(value, torch.Tensor):
                 raise kiln.KilnTypeError(f"MGXModule: input '{name}' is a {type(value).__name__}, not a tensor")
-            if value.device.type != "cpu":
+            if device_io:
+                value = value if value.is_cuda else value.cuda()
+            elif value.device.type != "cpu":
                 warnings.warn(f"MGXModule: input '{name}' is on {value.device}; copying it to the host, where Kiln runs")
                 value = value.cpu()
             expected = torch_dtype_from_mgx(shape.type_string())
@@ -110,7 +140,13 @@ class MGXModule(torch.nn.Module):
                     f"{expected}{shape.lens()}"
                 )
             feeds[name] = value.detach().contiguous()
-        outputs = [torch.from_dlpack(o) for o in self.program.run(feeds)]
+        if device_io:
+            stream = torch.cuda.current_stream().cuda_stream
+            outputs = [torch.from_dlpack(o) for o in self.program.to_kiln().run(feeds, stream=stream)]
+            if on_host:
+                outputs = [o.cpu() for o in outputs]
+        else:
+            outputs = [torch.from_dlpack(o) for o in self.program.run(feeds)]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     # torch.save(module) / state_dict: the program travels as .kiln bytes.
@@ -136,7 +172,7 @@ class MGXModule(torch.nn.Module):
     def __getstate__(self):
         state = self.__dict__.copy()
         state["program"] = None if self.program is None else _program_bytes(self.program)
-        for derived in ("input_mgx_shapes", "output_mgx_shapes"):
+        for derived in ("input_mgx_shapes", "output_mgx_shapes", "_device_io"):
             state.pop(derived, None)
         state["initialized"] = False
         return state
