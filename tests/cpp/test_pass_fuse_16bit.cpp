@@ -258,11 +258,16 @@ TEST(pass_fuse_16bit, the_gpu_pipeline_fuses_quantized_graphs_and_matches_them) 
         EXPECT_EQ(count_ops(fused_ffn, "fused_pointwise"), 1u) << fused_ffn;
         expect_same_outputs(ffn, fused_ffn, sixteen_bit_tolerance(type));
 
-        // 16-bit attention stays unfused on the gpu until its kernel keeps the
-        // scores in float32 as the reference does (gpu_target.cpp).
+        // 16-bit attention becomes one fused_attention on 16-bit q, kt, v and
+        // mask (its kernel keeps scores and softmax in float32): no softmax
+        // or dot is left around it.
         module attn = quantized(bert_attention(), type);
         module fused_attn = after_passes(attn, gpu_passes);
-        EXPECT_EQ(count_ops(fused_attn, "fused_attention"), 0u) << fused_attn;
+        const auto fused = all_of(fused_attn, "fused_attention");
+        ASSERT_EQ(fused.size(), 1u) << fused_attn;
+        for (const auto* input : fused[0]->inputs()) EXPECT_EQ(input->get_shape().type(), type) << fused_attn;
+        EXPECT_EQ(fused[0]->get_shape().type(), type) << fused_attn;
+        EXPECT_EQ(count_ops(fused_attn, "softmax") + count_ops(fused_attn, "dot"), 0u) << fused_attn;
         expect_same_outputs(attn, fused_attn, sixteen_bit_tolerance(type));
     }
 }

@@ -13,10 +13,10 @@ namespace kiln {
 pass_list gpu_target::get_passes(const compile_options&) const {
     // The gpu kernels compute float16 / bfloat16 natively, so quantize_fp16
     // graphs fuse as float32 ones do (the cpu target widens them first).
-    // Not attention yet: its kernel keeps the scores in the element type,
-    // where the reference computes them in float32 (a half q.k beyond 65504
-    // would become inf).
+    // Attention too: its kernel keeps the scores and the softmax in float32,
+    // as the fused op's reference does.
     auto attention = std::make_shared<fuse_attention>();
+    attention->fuse_16bit_floats = true;
     auto post_ops = std::make_shared<fuse_post_ops>();
     post_ops->fuse_16bit_floats = true;
     auto pointwise = std::make_shared<fuse_pointwise>();
