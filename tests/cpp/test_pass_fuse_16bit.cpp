@@ -265,7 +265,7 @@ TEST(pass_fuse_16bit, the_gpu_pipeline_fuses_quantized_graphs_and_matches_them) 
         module fused_attn = after_passes(attn, gpu_passes);
         const auto fused = all_of(fused_attn, "fused_attention");
         ASSERT_EQ(fused.size(), 1u) << fused_attn;
-        for (const auto* input : fused[0]->inputs()) EXPECT_EQ(input->get_shape().type(), type) << fused_attn;
+        for (const auto& input : fused[0]->inputs()) EXPECT_EQ(input->get_shape().type(), type) << fused_attn;
         EXPECT_EQ(fused[0]->get_shape().type(), type) << fused_attn;
         EXPECT_EQ(count_ops(fused_attn, "softmax") + count_ops(fused_attn, "dot"), 0u) << fused_attn;
         expect_same_outputs(attn, fused_attn, sixteen_bit_tolerance(type));
