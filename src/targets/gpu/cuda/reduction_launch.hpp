@@ -84,10 +84,10 @@ struct batch_norm_params {
     float epsilon = 1e-5f;
 };
 
-// Softmax in place over the rows of contiguous scores [rows, length]: each
-// score s becomes softmax(round(round(s * scale) + mask)) (rounded to the
-// element type at each step, as the unfused ops do); row r is row
-// first_row + r of all the scores, whose mask lies at
+// Softmax over the rows of contiguous float32 scores [rows, length], in
+// float32: each score s becomes softmax(s * scale + mask) (16-bit masks
+// widened), written to probabilities [rows, length] in the element type; row
+// r is row first_row + r of all the scores, whose mask lies at
 // offset(mask_rows, first_row + r) + k * mask_step. With nan_to_zero NaN results are 0.
 struct attention_softmax_params {
     std::size_t rows = 0;
