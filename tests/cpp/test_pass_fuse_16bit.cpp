@@ -68,6 +68,25 @@ program bert_attention() {
     return p;
 }
 
+// A BERT layer-norm step: dot + bias + residual, layer_norm with scale and
+// bias, then the next product reads it. With `also_float32_output` the
+// layer_norm's result is returned as well (a float32 user).
+program bert_layer_norm(bool also_float32_output = false) {
+    program p;
+    module& m = *p.get_main_module();
+    auto x = m.add_parameter("x", float_shape({2, 3, 8}));
+    auto h = add(m, "add", {add(m, "dot", {x, add_random_literal(m, {8, 8}, 1)}), add_random_literal(m, {8}, 2)});
+    h = add(m, "add", {h, x});
+    auto normalized = add(m, "layer_norm", {h, add_random_literal(m, {8}, 3), add_random_literal(m, {8}, 4)},
+                          value_map{{"axis", -1}, {"epsilon", 1e-5}});
+    auto y = add(m, "dot", {normalized, add_random_literal(m, {8, 4}, 5)});
+    if (also_float32_output)
+        m.add_return({y, normalized});
+    else
+        m.add_return({y});
+    return p;
+}
+
 module quantized(program p, dtype type) {
     if (type == dtype::half_type)
         quantize_fp16(p);
@@ -84,6 +103,12 @@ std::shared_ptr<fuse_post_ops> post_ops(bool sixteen_bit) {
 
 std::shared_ptr<fuse_pointwise> pointwise(bool sixteen_bit) {
     auto pass = std::make_shared<fuse_pointwise>();
+    pass->fuse_16bit_floats = sixteen_bit;
+    return pass;
+}
+
+std::shared_ptr<fuse_layer_norm> layer_norm(bool sixteen_bit) {
+    auto pass = std::make_shared<fuse_layer_norm>();
     pass->fuse_16bit_floats = sixteen_bit;
     return pass;
 }
@@ -269,5 +294,45 @@ TEST(pass_fuse_16bit, the_gpu_pipeline_fuses_quantized_graphs_and_matches_them) 
         EXPECT_EQ(fused[0]->get_shape().type(), type) << fused_attn;
         EXPECT_EQ(count_ops(fused_attn, "softmax") + count_ops(fused_attn, "dot"), 0u) << fused_attn;
         expect_same_outputs(attn, fused_attn, sixteen_bit_tolerance(type));
+    }
+}
+
+TEST(pass_fuse_16bit, the_gpu_pipeline_keeps_a_quantized_layer_norm_in_16bit_without_converts) {
+    const pass_list gpu_passes = gpu_target(std::make_shared<host_backed_device>()).get_passes({});
+    for (dtype type : {dtype::half_type, dtype::bf16_type}) {
+        module m = quantized(bert_layer_norm(), type);
+        ASSERT_EQ(count_ops(m, "layer_norm"), 1u) << m;
+        ASSERT_EQ(all_of(m, "layer_norm")[0]->get_shape().type(), dtype::float_type) << m;
+        module out = after_passes(m, gpu_passes);
+        const auto norms = all_of(out, "layer_norm");
+        ASSERT_EQ(norms.size(), 1u) << out;
+        const instruction& ln = *norms[0];
+        EXPECT_EQ(ln.get_shape().type(), type) << out;
+        for (const auto& input : ln.inputs()) {
+            EXPECT_EQ(input->get_shape().type(), type) << out;
+            EXPECT_NE(input->name(), "convert") << out;
+        }
+        for (const auto& user : ln.outputs()) EXPECT_NE(user->name(), "convert") << out;
+        // Only the parameter's convert in and the result's convert out are left.
+        EXPECT_EQ(count_ops(out, "convert"), 2u) << out;
+        expect_same_outputs(m, out, sixteen_bit_tolerance(type));
+    }
+}
+
+TEST(pass_fuse_16bit, a_quantized_layer_norm_stays_float32_without_the_option_or_with_a_float32_user) {
+    for (dtype type : {dtype::half_type, dtype::bf16_type}) {
+        // The default (the cpu target): nothing changes.
+        module m = quantized(bert_layer_norm(), type);
+        module out = after_passes(m, {layer_norm(false), std::make_shared<dead_code_elimination>()});
+        ASSERT_EQ(count_ops(out, "layer_norm"), 1u) << out;
+        EXPECT_EQ(all_of(out, "layer_norm")[0]->get_shape().type(), dtype::float_type) << out;
+        EXPECT_EQ(count_ops(out, "convert"), count_ops(m, "convert")) << out;
+
+        // The float32 result is returned too: the layer_norm must stay float32.
+        module returned = quantized(bert_layer_norm(true), type);
+        module kept = after_passes(returned, {layer_norm(true), std::make_shared<dead_code_elimination>()});
+        ASSERT_EQ(count_ops(kept, "layer_norm"), 1u) << kept;
+        EXPECT_EQ(all_of(kept, "layer_norm")[0]->get_shape().type(), dtype::float_type) << kept;
+        expect_same_outputs(returned, kept, 0);
     }
 }

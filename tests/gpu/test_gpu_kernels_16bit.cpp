@@ -77,3 +77,40 @@ TEST(gpu_kernels_16bit, attention_with_scores_beyond_float16_range_fuses_and_mat
                              "attention " + to_string(type) + " sk " + std::to_string(sk));
         }
 }
+
+namespace {
+
+// A BERT layer-norm step at width 768 on activations of a few hundred (their
+// squares overflow float16): x * 300 + dot(x, w), layer_norm with scale
+// and bias, then a product.
+program large_activation_layer_norm() {
+    program p;
+    module& m = *p.get_main_module();
+    auto x = m.add_parameter("x", float_shape({2, 16, 768}));
+    auto h = m.add_instruction(make_op("mul"), {x, add_float_literal(m, {}, {300.0f})});
+    h = m.add_instruction(make_op("add"), {h, m.add_instruction(make_op("dot"), {x, add_random_literal(m, {768, 768}, 1)})});
+    auto normalized = m.add_instruction(make_op("layer_norm", value_map{{"axis", -1}, {"epsilon", 1e-12}}),
+                                        {h, add_random_literal(m, {768}, 2), add_random_literal(m, {768}, 3)});
+    m.add_return({m.add_instruction(make_op("dot"), {normalized, add_random_literal(m, {768, 64}, 4)})});
+    return p;
+}
+
+}  // namespace
+
+TEST(gpu_kernels_16bit, quantized_layer_norm_runs_in_16bit_and_matches_ref) {
+    for (dtype type : {dtype::half_type, dtype::bf16_type}) {
+        const program reference = large_activation_layer_norm();
+        const program q = quantized(reference, type);
+        program compiled = compiled_for_gpu(q);
+        std::cout << "  layer_norm " << to_string(type) << ": " << gpu_algorithm(compiled, "layer_norm") << "\n";
+        EXPECT_EQ(gpu_algorithm(compiled, "layer_norm"), "cuda_layer_norm_rows");
+        // Against ref on the quantized program (float32 layer_norm between converts) ...
+        expect_gpu_matches_ref(q, sixteen_bit_tolerance(type), "quantized layer_norm " + to_string(type));
+        // ... and on the float32 program (products of 768 16-bit values: looser).
+        for (unsigned long seed : {3UL, 11UL}) {
+            auto inputs = random_inputs(*reference.get_main_module(), seed);
+            expect_close(compiled.eval(inputs), evaluate_module(*reference.get_main_module(), inputs),
+                         type == dtype::half_type ? 5e-2 : 2e-1, "layer_norm vs float32 " + to_string(type));
+        }
+    }
+}
