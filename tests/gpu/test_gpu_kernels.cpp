@@ -13,6 +13,10 @@ namespace {
 
 std::int64_t i64(std::size_t v) { return static_cast<std::int64_t>(v); }
 
+instruction_ref scalar_of(module& m, dtype type, double v) {
+    return m.add_literal(literal(shape{type, {}}, std::vector<double>{v}));
+}
+
 void report(const program& p, const std::string& op) {
     program compiled = compiled_for_gpu(p);
     std::cout << "  " << op << ": " << gpu_algorithm(compiled, op) << "\n";
@@ -185,17 +189,17 @@ TEST(gpu_kernels, pointwise_chains_broadcasts_and_conversions) {
 TEST(gpu_kernels, pointwise_functions_in_float_and_double_programs) {
     // Every floating function the interpreter knows, on float32 (computed in
     // float), float16 and float64 (computed in double) inputs.
-    const std::vector<std::string> unary{"abs",  "neg",  "exp",  "log",   "sqrt", "rsqrt", "reciprocal", "sin",
-                                         "cos",  "tan",  "tanh", "sigmoid", "erf", "floor", "ceil",     "round",
-                                         "asin", "acos", "atan", "sinh",  "cosh", "asinh", "gelu",      "relu"};
+    const std::vector<std::string> unary{"abs",  "neg",  "exp",  "log",     "sqrt", "rsqrt", "reciprocal", "sin",
+                                         "cos",  "tan",  "tanh", "sigmoid", "erf",  "floor", "ceil",       "round",
+                                         "asin", "acos", "atan", "sinh",    "cosh", "asinh", "gelu",       "relu"};
     for (dtype type : {dtype::float_type, dtype::half_type, dtype::double_type})
         for (const auto& op : unary) {
             program p;
             module& m = *p.get_main_module();
             auto x = m.add_parameter("x", shape{type, {3, 1000}});
             // Inputs in [0.1, 0.9] keep every function in its domain (asin, acos, log, sqrt).
-            auto in = m.add_instruction(make_op("add"), {m.add_instruction(make_op("mul"), {x, m.add_literal(literal(shape{type, {}}, std::vector<double>{0.4}))}),
-                                                        m.add_literal(literal(shape{type, {}}, std::vector<double>{0.5}))});
+            auto scaled = m.add_instruction(make_op("mul"), {x, scalar_of(m, type, 0.4)});
+            auto in = m.add_instruction(make_op("add"), {scaled, scalar_of(m, type, 0.5)});
             m.add_return({m.add_instruction(make_op(op), {in})});
             expect_gpu_matches_ref(p, type == dtype::half_type ? 2e-3 : 1e-5, op + " " + to_string(type));
         }
@@ -206,8 +210,8 @@ TEST(gpu_kernels, pointwise_functions_in_float_and_double_programs) {
             module& m = *p.get_main_module();
             auto x = m.add_parameter("x", shape{type, {4, 257}});
             auto y = m.add_parameter("y", shape{type, {257}});
-            auto positive = m.add_instruction(make_op("add"), {m.add_instruction(make_op("abs"), {y}),
-                                                               m.add_literal(literal(shape{type, {}}, std::vector<double>{0.25}))});
+            auto positive = m.add_instruction(make_op("add"),
+                                              {m.add_instruction(make_op("abs"), {y}), scalar_of(m, type, 0.25)});
             const bool fmod = std::string(op) == "fmod";
             auto r = m.add_instruction(make_op(fmod ? "mod" : op, fmod ? value_map{{"fmod", true}} : value_map{}),
                                        {std::string(op) == "pow" ? positive : x, positive});

@@ -24,10 +24,10 @@ double tolerance_for(dtype type) {
 instruction_ref row_input(module& m, dtype type, std::size_t length, bool unaligned) {
     if (!unaligned) return m.add_parameter("x", shape{type, {3, 5, length}});
     auto wide = m.add_parameter("x", shape{type, {3, 5, length + 2}});
-    return m.add_instruction(
-        make_op("slice", value_map{{"axes", ints({2})}, {"starts", ints({1})},
-                                   {"ends", ints({static_cast<std::int64_t>(length + 1)})}}),
-        {wide});
+    return m.add_instruction(make_op("slice", value_map{{"axes", ints({2})},
+                                                        {"starts", ints({1})},
+                                                        {"ends", ints({static_cast<std::int64_t>(length + 1)})}}),
+                             {wide});
 }
 
 std::string label(const std::string& op, dtype type, std::size_t length, bool unaligned) {
@@ -80,11 +80,10 @@ TEST(gpu_normalization_rows, layer_norm_with_and_without_scale_and_bias) {
                     std::vector<instruction_ref> inputs{row_input(m, type, length, unaligned)};
                     if (affine >= 1) inputs.push_back(m.add_parameter("scale", shape{type, {length}}));
                     if (affine >= 2) inputs.push_back(m.add_parameter("bias", shape{type, {length}}));
-                    m.add_return({m.add_instruction(
-                        make_op("layer_norm", value_map{{"axis", -1}, {"epsilon", 1e-5}}), inputs)});
+                    m.add_return(
+                        {m.add_instruction(make_op("layer_norm", value_map{{"axis", -1}, {"epsilon", 1e-5}}), inputs)});
                     check(p, "layer_norm",
-                          label("layer_norm", type, length, unaligned) + " inputs " + std::to_string(affine + 1),
-                          type);
+                          label("layer_norm", type, length, unaligned) + " inputs " + std::to_string(affine + 1), type);
                     if (!unaligned) {
                         EXPECT_EQ(gpu_algorithm(compiled_for_gpu(p), "layer_norm"),
                                   length <= 8192 ? "cuda_layer_norm_rows" : "cuda_layer_norm");

@@ -124,7 +124,7 @@ struct attention_plan {
     bool nan_to_zero = false;
     bool staged = false;  // the result's layout is not standard: written through the workspace
     cuda_reduce::strided_dims result_dims;
-    std::size_t scores_bytes = 0;  // workspace bytes of one chunk's float32 scores (rounded up)
+    std::size_t scores_bytes = 0;         // workspace bytes of one chunk's float32 scores (rounded up)
     std::size_t probabilities_bytes = 0;  // 16-bit types: one chunk's probabilities (rounded up); 0 for float32
     std::size_t staging_bytes = 0;
 };
@@ -161,8 +161,8 @@ public:
             KILN_CUBLAS(cublasGemmStridedBatchedEx(
                 handle, p.kt.op, p.q.op, static_cast<int>(p.sk), static_cast<int>(p.sq), static_cast<int>(p.d), &one,
                 at(kt, p.kt), type, static_cast<int>(p.kt.ld), p.kt.batch_stride, at(q, p.q), type,
-                static_cast<int>(p.q.ld), p.q.batch_stride, &zero, scores, CUDA_R_32F, static_cast<int>(p.sk), scores_stride,
-                static_cast<int>(count), compute, CUBLAS_GEMM_DEFAULT));
+                static_cast<int>(p.q.ld), p.q.batch_stride, &zero, scores, CUDA_R_32F, static_cast<int>(p.sk),
+                scores_stride, static_cast<int>(count), compute, CUBLAS_GEMM_DEFAULT));
             cuda_reduce::attention_softmax_params s;
             s.rows = count * p.sq;
             s.first_row = first * p.sq;
@@ -172,8 +172,8 @@ public:
             s.mask_rows = p.mask_rows;
             s.mask_step = p.mask_step;
             s.nan_to_zero = p.nan_to_zero;
-            cuda_reduce::launch_attention_softmax(p.type, reinterpret_cast<const float*>(scores), mask, probabilities, s,
-                                                  stream);
+            cuda_reduce::launch_attention_softmax(p.type, reinterpret_cast<const float*>(scores), mask, probabilities,
+                                                  s, stream);
             // out [count, Sq, Dv] = probabilities @ v: out^T = v^T probabilities^T.
             std::byte* out = p.staged ? staging : result.data() + first * static_cast<std::size_t>(out_stride) * bytes;
             KILN_CUBLAS(cublasGemmStridedBatchedEx(

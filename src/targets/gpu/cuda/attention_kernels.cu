@@ -61,7 +61,7 @@ void launch_attention_typed(const float* scores, const void* mask, void* probabi
     const int group = group_for(p.length);
     const unsigned grid = grid_for(p.rows, static_cast<std::size_t>(block_threads / group));
     attention_softmax_kernel<T><<<grid, block_threads, 0, stream>>>(scores, static_cast<const T*>(mask),
-                                                                      static_cast<T*>(probabilities), p, group);
+                                                                    static_cast<T*>(probabilities), p, group);
     KILN_CUDA(cudaGetLastError());
 }
 
@@ -88,8 +88,10 @@ void launch_attention_softmax(element_type type, const float* scores, const void
                               const attention_softmax_params& p, cudaStream_t stream) {
     if (p.rows == 0 || p.length == 0) return;
     switch (type) {
-        case element_type::f32: return launch_attention_typed<float>(scores, mask, probabilities, p, stream);
-        case element_type::f16: return launch_attention_typed<__half>(scores, mask, probabilities, p, stream);
+        case element_type::f32:
+            return launch_attention_typed<float>(scores, mask, probabilities, p, stream);
+        case element_type::f16:
+            return launch_attention_typed<__half>(scores, mask, probabilities, p, stream);
         case element_type::bf16:
             return launch_attention_typed<__nv_bfloat16>(scores, mask, probabilities, p, stream);
         default: return;

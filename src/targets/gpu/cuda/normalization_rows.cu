@@ -77,8 +77,8 @@ __device__ void load_row(const T* row, std::size_t vectors, unsigned lane, float
 
 // f(value) over the values this thread holds, folded with `combine` from `init`.
 template <int V, int Group, class F, class C>
-__device__ float fold_row(const float (&values)[values_per_thread], std::size_t vectors, unsigned lane, float init,
-                          F f, C combine) {
+__device__ float fold_row(const float (&values)[values_per_thread], std::size_t vectors, unsigned lane, float init, F f,
+                          C combine) {
     float acc = init;
 #pragma unroll
     for (int slot = 0; slot < values_per_thread / V; ++slot)
@@ -104,12 +104,13 @@ __global__ void softmax_rows_kernel(const T* x, T* y, contiguous_rows p, bool ta
          row += gridDim.x * rows_per_block<Group>()) {
         float values[values_per_thread];
         load_row<T, V, Group>(x + offset_of(p.x_rows, row), vectors, lane, values);
-        const float max = row_reduce<Group>(
-            fold_row<V, Group>(values, vectors, lane, -INFINITY, [](float v) { return v; }, maximum{}), shared,
-            maximum{});
-        const float sum = row_reduce<Group>(
-            fold_row<V, Group>(values, vectors, lane, 0.0f, [max](float v) { return expf(v - max); }, add{}), shared,
-            add{});
+        const float max = row_reduce<Group>(fold_row<V, Group>(
+                                                values, vectors, lane, -INFINITY, [](float v) { return v; }, maximum{}),
+                                            shared, maximum{});
+        const float sum =
+            row_reduce<Group>(fold_row<V, Group>(
+                                  values, vectors, lane, 0.0f, [max](float v) { return expf(v - max); }, add{}),
+                              shared, add{});
         const float log_sum = logf(sum);
         T* yr = y + offset_of(p.y_rows, row);
 #pragma unroll
@@ -139,10 +140,10 @@ __global__ void layer_norm_rows_kernel(const T* x, const T* scale, const T* bias
          row += gridDim.x * rows_per_block<Group>()) {
         float values[values_per_thread];
         load_row<T, V, Group>(x + offset_of(p.x_rows, row), vectors, lane, values);
-        const float mean =
-            row_reduce<Group>(fold_row<V, Group>(values, vectors, lane, 0.0f, [](float v) { return v; }, add{}),
-                              shared, add{}) /
-            count;
+        const float mean = row_reduce<Group>(fold_row<V, Group>(
+                                                 values, vectors, lane, 0.0f, [](float v) { return v; }, add{}),
+                                             shared, add{}) /
+                           count;
         // Variance from the deviations (two passes over the registers, as the reference), biased.
         const float squares = row_reduce<Group>(
             fold_row<V, Group>(
@@ -226,10 +227,14 @@ void launch_softmax_rows(element_type type, const void* x, void* y, const contig
                          cudaStream_t stream) {
     if (rows.rows == 0 || rows.length == 0 || rows.length > block_row_limit) return;
     switch (type) {
-        case element_type::f32: return launch_softmax_typed<float>(x, y, rows, take_log, stream);
-        case element_type::f16: return launch_softmax_typed<__half>(x, y, rows, take_log, stream);
-        case element_type::bf16: return launch_softmax_typed<__nv_bfloat16>(x, y, rows, take_log, stream);
-        default: return;
+        case element_type::f32:
+            return launch_softmax_typed<float>(x, y, rows, take_log, stream);
+        case element_type::f16:
+            return launch_softmax_typed<__half>(x, y, rows, take_log, stream);
+        case element_type::bf16:
+            return launch_softmax_typed<__nv_bfloat16>(x, y, rows, take_log, stream);
+        default:
+            return;
     }
 }
 
@@ -237,11 +242,14 @@ void launch_layer_norm_rows(element_type type, const void* x, const void* scale,
                             const contiguous_rows& rows, float epsilon, cudaStream_t stream) {
     if (rows.rows == 0 || rows.length == 0 || rows.length > block_row_limit) return;
     switch (type) {
-        case element_type::f32: return launch_layer_norm_typed<float>(x, scale, bias, y, rows, epsilon, stream);
-        case element_type::f16: return launch_layer_norm_typed<__half>(x, scale, bias, y, rows, epsilon, stream);
+        case element_type::f32:
+            return launch_layer_norm_typed<float>(x, scale, bias, y, rows, epsilon, stream);
+        case element_type::f16:
+            return launch_layer_norm_typed<__half>(x, scale, bias, y, rows, epsilon, stream);
         case element_type::bf16:
             return launch_layer_norm_typed<__nv_bfloat16>(x, scale, bias, y, rows, epsilon, stream);
-        default: return;
+        default:
+            return;
     }
 }
 

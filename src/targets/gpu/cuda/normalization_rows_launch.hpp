@@ -4,9 +4,9 @@
 // once into registers, with no per-element index arithmetic. Rows of up to
 // warp_row_limit elements take a warp each, longer ones (up to
 // block_row_limit) a block each; longer rows use the strided kernels.
-#include <cstddef>
-
 #include <cuda_runtime.h>
+
+#include <cstddef>
 
 #include "targets/gpu/cuda/reduction_launch.hpp"
 
@@ -30,7 +30,9 @@ struct contiguous_rows {
 };
 
 // 16-byte vectors of this element type hold this many elements.
-inline std::size_t vector_elements(element_type type) { return type == element_type::f32 ? 4 : 8; }
+inline std::size_t vector_elements(element_type type) {
+    return type == element_type::f32 ? 4 : 8;
+}
 
 // softmax (or log_softmax with take_log) of each row; length <= block_row_limit.
 void launch_softmax_rows(element_type type, const void* x, void* y, const contiguous_rows& rows, bool take_log,
