@@ -6,6 +6,7 @@
 // cpu target) the 16-bit graphs stay as they are.
 #include "ops/fused_pointwise.hpp"
 #include "pass_test_helpers.hpp"
+#include "shared_test_programs.hpp"
 
 #include "targets/gpu/gpu_target.hpp"
 #include "targets/gpu/host_backed_device.hpp"
@@ -335,4 +336,33 @@ TEST(pass_fuse_16bit, a_quantized_layer_norm_stays_float32_without_the_option_or
         EXPECT_EQ(all_of(kept, "layer_norm")[0]->get_shape().type(), dtype::float_type) << kept;
         expect_same_outputs(returned, kept, 0);
     }
+}
+
+TEST(pass_fuse_16bit, a_quantized_bert_block_compiles_for_the_gpu_target_and_matches_ref) {
+    // The whole gpu compile (passes, plan) on a host-backed device, where every
+    // op runs through the host fallback: the 16-bit fused_attention and
+    // layer_norm plan and compute as the quantized program does on ref.
+    gpu_target target(std::make_shared<host_backed_device>());
+    for (dtype type : {dtype::half_type, dtype::bf16_type})
+        for (auto make : {&bert_attention, +[] { return bert_layer_norm(); }}) {
+            program p = make();
+            if (type == dtype::half_type)
+                quantize_fp16(p);
+            else
+                quantize_bf16(p);
+            program compiled = p;
+            compile_options options;
+            options.verify_passes = true;
+            compiled.compile(target, options);
+            std::size_t sixteen_bit_fused = 0;
+            for (const auto& ins : *compiled.get_main_module())
+                if ((ins.name() == "fused_attention" || ins.name() == "layer_norm") && ins.get_shape().type() == type)
+                    ++sixteen_bit_fused;
+            EXPECT_EQ(sixteen_bit_fused, 1u) << *compiled.get_main_module();
+            for (unsigned long seed : {3UL, 11UL}) {
+                auto inputs = random_inputs(*p.get_main_module(), seed);
+                expect_close(compiled.eval(inputs), evaluate_module(*p.get_main_module(), inputs),
+                             sixteen_bit_tolerance(type), "quantized block " + to_string(type));
+            }
+        }
 }
