@@ -186,6 +186,36 @@ TEST(gpu_kernels, pointwise_chains_broadcasts_and_conversions) {
     report(p, "fused_pointwise");
 }
 
+TEST(gpu_kernels, pointwise_inputs_of_each_broadcast_form) {
+    // Same layout, scalar and trailing-block (bias) inputs take the periodic
+    // offsets; a middle broadcast, a channel broadcast or a transposed input
+    // in the group sends the whole program to the general walk.
+    struct form {
+        std::vector<std::size_t> lens;
+        bool transposed;
+    };
+    for (const auto& other : std::vector<form>{{{2, 6, 40}, false},  // same layout
+                                               {{1}, false},         // scalar
+                                               {{40}, false},        // bias
+                                               {{6, 40}, false},     // a block of two trailing dims
+                                               {{2, 1, 40}, false},  // middle broadcast: general
+                                               {{6, 1}, false},      // channel broadcast: general
+                                               {{2, 40, 6}, true}})  // transposed: general
+        for (dtype type : {dtype::float_type, dtype::half_type}) {
+            program p;
+            module& m = *p.get_main_module();
+            auto x = m.add_parameter("x", shape{type, {2, 6, 40}});
+            auto y = m.add_parameter("y", shape{type, other.lens});
+            if (other.transposed)
+                y = m.add_instruction(make_op("transpose", value_map{{"permutation", ints({0, 2, 1})}}), {y});
+            auto sum = m.add_instruction(make_op("add"), {x, y});
+            auto z = m.add_instruction(make_op("mul"), {m.add_instruction(make_op("tanh"), {sum}), y});
+            m.add_return({m.add_instruction(make_op("sub"), {z, scalar_of(m, type, 0.5)})});
+            expect_gpu_matches_ref(p, type == dtype::half_type ? 2e-3 : 1e-5,
+                                   "pointwise with y " + to_string(other.lens) + " " + to_string(type));
+        }
+}
+
 TEST(gpu_kernels, pointwise_functions_in_float_and_double_programs) {
     // Every floating function the interpreter knows, on float32 (computed in
     // float), float16 and float64 (computed in double) inputs.

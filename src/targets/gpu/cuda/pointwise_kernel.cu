@@ -1,5 +1,7 @@
 // The CUDA pointwise interpreter: one thread per output element (grid-stride
-// loop), which loads every input at its broadcast offset, runs the program's
+// loop), which loads every input at its broadcast offset (the output index
+// itself, 0, or the index modulo a bias's size when every input is of those
+// forms; else a walk over the dims), runs the program's
 // steps in registers and stores the last one. Formulas follow the reference
 // compute in src/ops/pointwise_functions.hpp, rounded to each step's type
 // (see pointwise_program.hpp). The reference computes in double; a program
@@ -280,14 +282,33 @@ __device__ reg<F> execute(const instruction& s, const reg<F>* r, const buffers& 
     return o;
 }
 
-template <class F>
-__global__ void run_program(const program prog, const buffers bufs) {
-    reg<F> r[max_values];
-    const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-    for (std::uint64_t index = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-         index < prog.elements; index += stride) {
-        // Each input's element offset from the output's multi-index.
-        std::uint64_t offsets[max_inputs];
+// Inputs whose element offset is the output index modulo a period: the
+// same layout as the output (period = elements), a scalar (period 1), or a
+// broadcast over leading dims of a standard trailing block (a bias: period =
+// the block's size). period 0: the input needs the general walk.
+struct input_periods {
+    std::uint64_t period[max_inputs] = {};
+};
+
+// Each input's element offset for output element `index`.
+template <bool Periodic>
+__device__ void input_offsets(const program& prog, const input_periods& periods, std::uint64_t index,
+                              std::uint64_t (&offsets)[max_inputs]) {
+    if constexpr (Periodic) {
+        // The same branch in every thread; 32-bit remainders where the sizes allow (most tensors).
+        const bool narrow = prog.elements <= 0xffffffffull;
+        for (int k = 0; k < prog.num_inputs; ++k) {
+            const std::uint64_t period = periods.period[k];
+            if (period == prog.elements)
+                offsets[k] = index;
+            else if (period == 1)
+                offsets[k] = 0;
+            else if (narrow)
+                offsets[k] = static_cast<std::uint32_t>(index) % static_cast<std::uint32_t>(period);
+            else
+                offsets[k] = index % period;
+        }
+    } else {
         for (int k = 0; k < prog.num_inputs; ++k) offsets[k] = 0;
         std::uint64_t rest = index;
         for (int d = prog.rank - 1; d >= 0; --d) {
@@ -295,10 +316,42 @@ __global__ void run_program(const program prog, const buffers bufs) {
             rest /= prog.out_lens[d];
             for (int k = 0; k < prog.num_inputs; ++k) offsets[k] += coordinate * prog.in_strides[k][d];
         }
+    }
+}
+
+template <class F, bool Periodic>
+__global__ void run_program(const program prog, const buffers bufs, const input_periods periods) {
+    reg<F> r[max_values];
+    const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+    for (std::uint64_t index = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+         index < prog.elements; index += stride) {
+        std::uint64_t offsets[max_inputs];
+        input_offsets<Periodic>(prog, periods, index, offsets);
         for (int k = 0; k < prog.num_inputs; ++k) r[k] = load<F>(bufs.inputs[k], offsets[k], prog.in_types[k]);
         for (int s = 0; s < prog.num_steps; ++s) r[prog.steps[s].dst] = execute<F>(prog.steps[s], r, bufs);
         store<F>(bufs.output, index, prog.output_type, r[prog.steps[prog.num_steps - 1].dst]);
     }
+}
+
+// Input k's period (see input_periods), or 0. Walking out from the innermost
+// dim: dims with the output's standard stride extend the period; from the
+// first broadcast dim (stride 0) on, every dim must broadcast. Dims of length
+// 1 are skipped (their coordinate is always 0).
+std::uint64_t period_of(const program& prog, int k) {
+    std::uint64_t standard_stride = 1, period = 1;
+    bool broadcasting = false;
+    for (int d = prog.rank - 1; d >= 0; --d) {
+        const std::uint64_t len = prog.out_lens[d], in_stride = prog.in_strides[k][d];
+        if (len == 1) continue;
+        if (!broadcasting && in_stride == standard_stride)
+            period = standard_stride * len;
+        else if (in_stride == 0)
+            broadcasting = true;
+        else
+            return 0;
+        standard_stride *= len;
+    }
+    return period;
 }
 
 // Whether any value of the program is float64 (an input, a step or the
@@ -314,6 +367,20 @@ bool has_float64(const program& prog) {
     return false;
 }
 
+template <class F>
+void launch_typed(const program& prog, const buffers& bufs, unsigned blocks, unsigned threads, cudaStream_t stream) {
+    input_periods periods;
+    bool periodic = true;
+    for (int k = 0; k < prog.num_inputs; ++k) {
+        periods.period[k] = period_of(prog, k);
+        periodic = periodic && periods.period[k] != 0;
+    }
+    if (periodic)
+        run_program<F, true><<<blocks, threads, 0, stream>>>(prog, bufs, periods);
+    else
+        run_program<F, false><<<blocks, threads, 0, stream>>>(prog, bufs, periods);
+}
+
 }  // namespace
 
 void launch(const program& prog, const buffers& bufs, void* stream) {
@@ -322,10 +389,11 @@ void launch(const program& prog, const buffers& bufs, void* stream) {
     const std::uint64_t wanted = (prog.elements + threads - 1) / threads;
     // Enough blocks to fill the GPU many times; the grid-stride loop covers the rest.
     const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
+    const auto cuda_stream = static_cast<cudaStream_t>(stream);
     if (has_float64(prog))
-        run_program<double><<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(prog, bufs);
+        launch_typed<double>(prog, bufs, blocks, threads, cuda_stream);
     else
-        run_program<float><<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(prog, bufs);
+        launch_typed<float>(prog, bufs, blocks, threads, cuda_stream);
     KILN_CUDA(cudaGetLastError());
 }
 
