@@ -8,6 +8,14 @@ with the recorded graph replayed). Prints a table of times and ratios and
 writes it as JSON.
 
     python bench/gpu_bench.py --kiln-report models.json --out bench.json [--inductor-mode default]
+
+Inductor's max-autotune compiles take minutes each, and the GPU machine is lent
+for minutes. `--warm NAME:BATCH:PRECISION --out DIR` compiles one configuration
+and records its compile time in DIR; several such processes run side by side fill
+Inductor's on-disk caches (compiled graphs, chosen kernels), so the timing run
+that follows (`--warm-reports DIR`: the compile times come from there) loads
+each compiled model from the cache instead of tuning it again. The timing run
+itself never runs beside anything else.
 """
 import argparse
 import json
@@ -50,8 +58,7 @@ def torch_inputs(make_inputs, name, batch, half):
     return out
 
 
-def bench_model(name, batch, precision, mode, runs, skip_inductor):
-    import torch
+def _model(name, batch, precision):
     from model_zoo import MODELS as ZOO
 
     module, make_inputs = ZOO[name]()
@@ -59,47 +66,89 @@ def bench_model(name, batch, precision, mode, runs, skip_inductor):
     module = module.eval().cuda()
     if half:
         module = module.half()
-    inputs = torch_inputs(make_inputs, name, batch, half)
+    return module, torch_inputs(make_inputs, name, batch, half)
+
+
+def _inductor(module, inputs, mode):
+    """The compiled module and its compile time (the first call), in seconds."""
+    import torch
+
+    torch._dynamo.reset()
+    start = time.perf_counter()
+    compiled = torch.compile(module, mode=mode)
+    compiled(**inputs)
+    torch.cuda.synchronize()
+    return compiled, time.perf_counter() - start
+
+
+def bench_model(name, batch, precision, mode, runs, with_inductor):
+    import torch
+
+    module, inputs = _model(name, batch, precision)
     row = {}
     with torch.no_grad():
         row["eager_ms"] = time_ms(lambda: module(**inputs), runs)
-        if not skip_inductor:
-            torch._dynamo.reset()
-            start = time.perf_counter()
-            compiled = torch.compile(module, mode=mode)
-            compiled(**inputs)
-            torch.cuda.synchronize()
-            row["inductor_compile_s"] = time.perf_counter() - start
+        if with_inductor:
+            compiled, row["inductor_load_s"] = _inductor(module, inputs, mode)
             row["inductor_ms"] = time_ms(lambda: compiled(**inputs), runs)
     return row
 
 
+def warm(config, mode, out):
+    """Compiles one configuration with Inductor and writes its compile time."""
+    import torch
+
+    name, batch, precision = config.split(":")
+    module, inputs = _model(name, int(batch), precision)
+    with torch.no_grad():
+        _, seconds = _inductor(module, inputs, mode)
+    report = out / f"{name}-b{batch}-{precision}.json"
+    report.write_text(json.dumps({"config": config, "mode": mode, "inductor_compile_s": seconds}))
+    print(f"{config}: Inductor {mode} compiled in {seconds:.1f} s")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kiln-report", type=pathlib.Path, required=True)
+    parser.add_argument("--kiln-report", type=pathlib.Path)
+    parser.add_argument("--warm", metavar="NAME:BATCH:PRECISION", help="compile one configuration with Inductor only")
+    parser.add_argument("--warm-reports", type=pathlib.Path, help="the --warm runs' reports: their compile times")
     parser.add_argument("--out", type=pathlib.Path, required=True)
     parser.add_argument("--models", nargs="+", default=MODELS)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--precisions", nargs="+", default=["fp32", "fp16"])
     parser.add_argument("--inductor-mode", default="max-autotune")
-    parser.add_argument("--skip-inductor", action="store_true")
+    parser.add_argument("--inductor-precisions", nargs="*", default=["fp32", "fp16"],
+                        help="the precisions Inductor is timed at (none: eager only)")
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
+    if args.warm:
+        warm(args.warm, args.inductor_mode, args.out)
+        return 0
 
     import torch
 
-    kiln = json.loads(args.kiln_report.read_text()).get("perf", {}) if args.kiln_report.exists() else {}
+    kiln = {}
+    if args.kiln_report and args.kiln_report.exists():
+        kiln = json.loads(args.kiln_report.read_text()).get("perf", {})
+    warmed = {}
+    for report in sorted(args.warm_reports.glob("*.json")) if args.warm_reports else []:
+        entry = json.loads(report.read_text())
+        warmed[entry["config"]] = entry["inductor_compile_s"]
     rows = []
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, Inductor mode {args.inductor_mode}")
     print(f"{'model':<12} {'b':>3} {'prec':<5} {'eager':>9} {'inductor':>9} {'kiln':>9} {'kiln/eager':>10} "
-          f"{'kiln/ind.':>9} {'kiln compile':>12}")
+          f"{'kiln/ind.':>9} {'kiln compile':>12} {'ind. compile':>12}")
     for name in args.models:
         for batch in args.batches:
             for precision in args.precisions:
+                config = f"{name}:{batch}:{precision}"
+                with_inductor = precision in args.inductor_precisions and (args.warm_reports is None or config in warmed)
                 try:
-                    row = bench_model(name, batch, precision, args.inductor_mode, args.runs, args.skip_inductor)
+                    row = bench_model(name, batch, precision, args.inductor_mode, args.runs, with_inductor)
                 except Exception as e:  # noqa: BLE001 - one engine's failure is a row, not the end of the run
                     row = {"error": f"{type(e).__name__}: {e}"[:300]}
+                if config in warmed:
+                    row["inductor_compile_s"] = warmed[config]
                 k = kiln.get(f"{name}-b{batch}-{precision}", {})
                 row.update(model=name, batch=batch, precision=precision, kiln_ms=k.get("median_ms"),
                            kiln_compile_s=k.get("compile_seconds"))
@@ -115,7 +164,8 @@ def main():
                 print(f"{name:<12} {batch:>3} {precision:<5} {fmt(row.get('eager_ms')):>9} "
                       f"{fmt(row.get('inductor_ms')):>9} {fmt(row.get('kiln_ms')):>9} "
                       f"{fmt(row.get('kiln_speedup_vs_eager'), '.2f'):>10} "
-                      f"{fmt(row.get('kiln_speedup_vs_inductor'), '.2f'):>9} {fmt(row.get('kiln_compile_s'), '.1f'):>12}"
+                      f"{fmt(row.get('kiln_speedup_vs_inductor'), '.2f'):>9} {fmt(row.get('kiln_compile_s'), '.1f'):>12} "
+                      f"{fmt(row.get('inductor_compile_s'), '.1f'):>12}"
                       + (f"  {row['error']}" if "error" in row else ""), flush=True)
                 args.out.write_text(json.dumps(rows, indent=1))
     fp16 = [r["kiln_speedup_vs_inductor"] for r in rows if r["precision"] == "fp16" and "kiln_speedup_vs_inductor" in r]

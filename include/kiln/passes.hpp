@@ -79,6 +79,10 @@ public:
 // fuse_quantized_ops.cpp for the exact rules and what is declined).
 class fuse_quantized_ops final : public pass {
 public:
+    // Whether quantized convolutions become quant_convolution; a target with
+    // an int8 matrix product but no int8 convolution keeps them float.
+    bool convolutions = true;
+
     std::string name() const override { return "fuse_quantized_ops"; }
     void apply(module& m) const override;
 };

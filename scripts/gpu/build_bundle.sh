@@ -9,6 +9,7 @@
 #   models/           the real models as skeletons (scripts/gpu/device_models.py pack)
 #   node-cases.tar.xz the ONNX node tests (the GPU machine's onnx wheel lacks them)
 #   node-cpu.json     the same tests on the cpu target here, the baseline
+#   node-order.txt    the cases the check runs (those passing on the cpu), in order
 # Then scripts/gpu/device_check.sh runs there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -37,4 +38,9 @@ cases=$(ls -d build/onnx-backend-cases/*/node | head -1)
 tar -cJf "$bundle/node-cases.tar.xz" -C "$(dirname "$cases")" node
 [ -f "$bundle/node-cpu.json" ] || "$python" scripts/gpu/node_suite.py --kiln build/kiln --target cpu \
     --cases "$cases" --jobs 2 --out "$bundle/node-cpu.json"
+# The cases the gpu check runs: those that pass on the cpu (the others are
+# inputs the verifier cannot feed), one per line; reorder it to run some first.
+[ -f "$bundle/node-order.txt" ] || "$python" -c 'import json, sys
+print("\n".join(sorted(k for k, v in json.load(open(sys.argv[1])).items() if v["status"] == "pass")))' \
+    "$bundle/node-cpu.json" >"$bundle/node-order.txt"
 du -sh "$bundle"

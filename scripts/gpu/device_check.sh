@@ -6,10 +6,15 @@
 #   models  the real models: kiln verify --target gpu, compile time, kiln perf (fp32, fp16)
 #   python  kiln._core built there for its Python (build_python_ext.sh) and
 #           tests/gpu/test_gpu_python.py (kiln.torch.compile on the gpu)
+#   warm    Inductor compiles of the benchmark's configurations, WARM_JOBS side
+#           by side, filling Inductor's caches for the bench stage
 #   bench   PyTorch eager and Inductor on the same models (bench/gpu_bench.py)
 # STAGES picks some ("tests nodes"), T_<STAGE> sets a stage's time limit in
-# seconds, MODELS a glob of the models to unpack ("*-b1"); logs and JSON
+# seconds, MODELS a glob of the models to unpack ("*-b1"), NODE_ONLY a file of
+# node cases to run first and only; logs and JSON
 # reports go to $OUT as they are made, so a run stopped early returns them.
+# SKIP_UNPACK=1 reuses the binaries an earlier call unpacked (stages run side
+# by side from several calls would otherwise overwrite running executables).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/kiln-out}
@@ -17,7 +22,7 @@ stages=${STAGES:-"tests nodes models bench"}
 bundle=build-gpu/bundle
 work=/tmp/kiln
 mkdir -p "$out" "$work"
-tar -xJf "$bundle/kiln-gpu.tar.xz" -C "$work"
+[ -n "${SKIP_UNPACK:-}" ] || tar -xJf "$bundle/kiln-gpu.tar.xz" -C "$work"
 # CUDA's libraries: the toolkit's, and PyTorch's wheels (cuDNN).
 cuda_dirs=$(python3 - <<'PY'
 import glob, os
@@ -51,7 +56,7 @@ for stage in $stages; do
     nodes)
         mkdir -p /tmp/kiln-node-cases && tar -xJf "$bundle/node-cases.tar.xz" -C /tmp/kiln-node-cases
         timeout ${T_NODES:-420} python3 scripts/gpu/node_suite.py --kiln "$kiln" --target gpu --baseline "$bundle/node-cpu.json" --cases /tmp/kiln-node-cases/node \
-            --jobs 16 --timeout 60 --out "$out/node-gpu.json" >"$out/node_suite.log" 2>&1
+            --jobs ${NODE_JOBS:-16} --timeout 60 ${NODE_ONLY:+--only-file "$NODE_ONLY"} --out "$out/node-gpu.json" >"$out/node_suite.log" 2>&1
         echo "node_suite exit $?"
         head -60 "$out/node_suite.log" ;;
     models)
@@ -64,9 +69,17 @@ for stage in $stages; do
                 -p no:cacheprovider >>"$out/python.log" 2>&1
         echo "python stage exit $?"
         tail -30 "$out/python.log" ;;
+    warm)
+        mkdir -p "$out/warm"
+        for model in resnet50 bert_base gpt2_small vit_b16; do for batch in 1 32; do
+            for precision in ${INDUCTOR_PRECISIONS:-fp32 fp16}; do echo "$model:$batch:$precision"; done
+        done; done | xargs -P "${WARM_JOBS:-8}" -I{} timeout "${T_WARM:-300}" python3 bench/gpu_bench.py \
+            --warm {} --out "$out/warm" >"$out/warm.log" 2>&1
+        echo "warm exit $?"; grep -c compiled "$out/warm.log"; grep -E "compiled|Error" "$out/warm.log" | head -20 ;;
     bench)
-        timeout ${T_BENCH:-600} python3 bench/gpu_bench.py --kiln-report "$out/models.json" --out "$out/bench.json" \
-            2>&1 | tee "$out/bench.log" | tail -40 ;;
+        timeout ${T_BENCH:-600} python3 bench/gpu_bench.py --kiln-report "${KILN_REPORT:-$out/models.json}" \
+            --out "$out/bench.json" --inductor-precisions ${INDUCTOR_PRECISIONS:-fp32 fp16} --runs ${BENCH_RUNS:-30} \
+            ${WARMED:+--warm-reports "$WARMED"} 2>&1 | tee "$out/bench.log" | tail -40 ;;
     esac
 done
 echo "== done $(date +%T)"

@@ -82,20 +82,24 @@ def main():
     parser.add_argument("--cases", type=pathlib.Path, default=None)
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
     parser.add_argument("--timeout", type=float, default=120)
-    parser.add_argument("--only", nargs="*", default=None, help="case names to run (default: all)")
+    parser.add_argument("--only", nargs="*", default=None, help="case names to run, in this order (default: all)")
+    parser.add_argument("--only-file", type=pathlib.Path, help="the same names in a file, separated by white space")
     parser.add_argument("--baseline", type=pathlib.Path)
     parser.add_argument("--out", type=pathlib.Path, required=True)
     args = parser.parse_args()
 
     cases_dir = args.cases or default_cases_dir()
     cases = sorted(p for p in cases_dir.iterdir() if (p / "model.onnx").exists())
-    if args.only is not None:
-        cases = [c for c in cases if c.name in set(args.only)]
+    only = args.only_file.read_text().split() if args.only_file else args.only
+    if only is not None:
+        # In the order given, so that a run cut short at its time limit has done the first ones.
+        by_name = {c.name: c for c in cases}
+        cases = [by_name[name] for name in only if name in by_name]
     results = {}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for name, result in pool.map(lambda c: run_case(args.kiln, args.target, c, args.timeout), cases):
             results[name] = result
-            if len(results) % 100 == 0:  # a run stopped at its time limit still leaves what it found
+            if len(results) % 25 == 0:  # a run stopped at its time limit still leaves what it found
                 args.out.write_text(json.dumps(results, indent=1, sort_keys=True))
     args.out.write_text(json.dumps(results, indent=1, sort_keys=True))
 

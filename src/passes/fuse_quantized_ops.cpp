@@ -263,8 +263,12 @@ rewrite_rule quantize_above_max_pooling() {
 }  // namespace
 
 void fuse_quantized_ops::apply(module& m) const {
-    rewrite_to_fixed_point(m, {quantize_convolution(), quantize_dot(), cancel_requantize(), dequantize_below_view(),
-                               dequantize_below_concat(), quantize_above_max_pooling()});
+    std::vector<rewrite_rule> rules;
+    if (convolutions) rules.push_back(quantize_convolution());
+    for (auto rule : {quantize_dot(), cancel_requantize(), dequantize_below_view(), dequantize_below_concat(),
+                      quantize_above_max_pooling()})
+        rules.push_back(std::move(rule));
+    rewrite_to_fixed_point(m, rules);
 }
 
 }  // namespace kiln

@@ -43,7 +43,8 @@ class InputSpec:
         """A tensor of this input's device and dtype (its shape is checked apart)."""
         if not isinstance(value, torch.Tensor):
             raise kiln.KilnTypeError(f"input '{self.name}': expected a torch.Tensor, got {type(value).__name__}")
-        if value.device.type != self.device:
+        # The gpu target takes host and CUDA tensors alike (it copies what it needs).
+        if self.device != "any" and value.device.type != self.device:
             raise kiln.InvalidArgumentError(
                 f"input '{self.name}': expected a tensor on {self.device}, got one on {value.device}"
             )
@@ -104,6 +105,9 @@ class CompiledModule(torch.nn.Module):
         self.mutated_inputs = tuple(mutated_inputs)
         self.lowered = lowered
         self.input_specs = list(input_specs)
+        if target == "gpu":
+            for spec in self.input_specs:
+                spec.device = "any"
         self.in_spec = in_spec
         self.out_spec = out_spec
         self.report = report

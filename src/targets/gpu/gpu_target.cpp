@@ -25,10 +25,19 @@ pass_list gpu_target::get_passes(const compile_options&) const {
     post_ops->fuse_16bit_floats = true;
     auto pointwise = std::make_shared<fuse_pointwise>();
     pointwise->fuse_16bit_floats = true;
+    // int8: the first constant propagation keeps dequantized int8 weights for
+    // fuse_quantized_ops, which turns QDQ matrix products into quant_dot (the
+    // device has an int8 product, not an int8 convolution: convolutions stay
+    // float, their weights folded by the next constant propagation).
+    auto keep_dequantize = std::make_shared<constant_propagation>();
+    keep_dequantize->fold_dequantize = false;
+    auto quantized_dots = std::make_shared<fuse_quantized_ops>();
+    quantized_dots->convolutions = false;
     // fuse_gelu runs before simplify_algebra too: that would fold the 0.5 of
     // an exported GELU, x * (1 + erf(x / sqrt 2)) * 0.5, into the weights of
     // the matmul after it, leaving a form fuse_gelu does not recognize.
-    return {std::make_shared<dead_code_elimination>(),   std::make_shared<constant_propagation>(),
+    return {std::make_shared<dead_code_elimination>(),   keep_dequantize,
+            quantized_dots,                              std::make_shared<constant_propagation>(),
             std::make_shared<simplify_reshapes>(),       std::make_shared<fuse_gelu>(),
             std::make_shared<simplify_algebra>(),
             std::make_shared<constant_propagation>(),    std::make_shared<fuse_gelu>(),

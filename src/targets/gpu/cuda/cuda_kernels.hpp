@@ -20,6 +20,10 @@ std::shared_ptr<const gpu_kernel> make_cuda_data_movement_kernel(const gpu_kerne
 std::shared_ptr<const gpu_kernel> make_cuda_linalg_kernel(const gpu_kernel_request& request);
 // convolution, fused_convolution and pooling (cuDNN).
 std::shared_ptr<const gpu_kernel> make_cuda_convolution_kernel(const gpu_kernel_request& request);
+// quant_dot (int8 / uint8 times int8, int32 sums).
+std::shared_ptr<const gpu_kernel> make_cuda_quantized_dot_kernel(const gpu_kernel_request& request);
+// quantize_linear and dequantize_linear (int8 / uint8 / int32 codes).
+std::shared_ptr<const gpu_kernel> make_cuda_quantize_kernel(const gpu_kernel_request& request);
 // reductions, softmax, log_softmax, layer_norm and fused_attention.
 std::shared_ptr<const gpu_kernel> make_cuda_reduction_kernel(const gpu_kernel_request& request);
 

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The whole GPU check in one device call of about nine minutes (the device is
+# lent 15 minutes a session, starts included), from build-gpu/bundle
+# (scripts/gpu/build_bundle.sh; device tool: carry ["build-gpu/bundle"]):
+#   1. the GPU suite alone (it unpacks the binaries);
+#   2. side by side, everything that only needs to be right, not timed: the
+#      Python stage, the ONNX node tests (cpu-passing cases, in the order of
+#      build-gpu/bundle/node-order.txt when present), `kiln verify` on the six
+#      models, and Inductor's max-autotune compiles filling its caches;
+#   3. alone: `kiln perf` on every model, batch 1 and 32, fp32 and fp16;
+#   4. alone: eager and Inductor (loaded from the warmed caches).
+# Every stage writes its logs and JSON under $OUT as it goes, so a call cut
+# short at its limit still returns what was done. T_SIDE, T_PERF and T_BENCH
+# bound the phases (seconds).
+set -u
+cd "$(dirname "$0")/../.."
+out=${OUT:-/tmp/kiln-out}
+check=scripts/gpu/device_check.sh
+order=build-gpu/bundle/node-order.txt
+[ -f $order ] || order=
+side=${T_SIDE:-220}
+mkdir -p "$out/py" "$out/nodes" "$out/verify" "$out/perf" "$out/bench"
+echo "== 1 $(date +%T)"
+STAGES=tests T_TESTS=60 bash $check 2>&1 | tail -25
+echo "== 2 $(date +%T)"
+SKIP_UNPACK=1 STAGES=warm INDUCTOR_PRECISIONS=fp16 WARM_JOBS=8 T_WARM=$side OUT=$out/bench \
+    bash $check >"$out/warm.out" 2>&1 &
+SKIP_UNPACK=1 STAGES=python T_PYTHON=$side OUT=$out/py bash $check >"$out/py.out" 2>&1 &
+SKIP_UNPACK=1 STAGES=nodes T_NODES=$side NODE_JOBS=6 NODE_ONLY=$order OUT=$out/nodes bash $check >"$out/nodes.out" 2>&1 &
+SKIP_UNPACK=1 STAGES=models T_MODELS=$side MODELS="*-b1" MODEL_CHECK="--verify --timeout $((side - 10))" \
+    OUT=$out/verify bash $check >"$out/verify.out" 2>&1 &
+wait
+for f in warm py nodes verify; do echo "=== $f"; tail -22 "$out/$f.out"; done
+echo "== 3 $(date +%T)"
+SKIP_UNPACK=1 STAGES=models T_MODELS=${T_PERF:-120} MODELS="*" \
+    MODEL_CHECK="--perf --runs 20 --timeout 40 ${PERF_OPTIONS:-}" OUT=$out/perf bash $check 2>&1 | tail -24
+echo "== 4 $(date +%T)"
+SKIP_UNPACK=1 STAGES=bench T_BENCH=${T_BENCH:-160} BENCH_RUNS=20 INDUCTOR_PRECISIONS=fp16 KILN_REPORT=$out/perf/models.json \
+    WARMED=$out/bench/warm OUT=$out/bench bash $check 2>&1 | tail -24
+echo "== done $(date +%T)"
