@@ -99,6 +99,12 @@ public:
 // sqrt and div (and the scale and bias after it) by the layer_norm op.
 class fuse_layer_norm final : public pass {
 public:
+    // Whether a float32 layer_norm between converts from and to one 16-bit
+    // type (what quantize_fp16 / quantize_bf16 write, keeping layer_norm in
+    // float32) becomes a layer_norm in that type: for targets whose kernel
+    // accumulates the statistics in float itself (the gpu target).
+    bool fuse_16bit_floats = false;
+
     std::string name() const override { return "fuse_layer_norm"; }
     void apply(module& m) const override;
 };

@@ -8,10 +8,17 @@
 // with `axes` the trailing dimensions, becomes layer_norm(x) over them; a
 // following product with a scale and sum with a bias that broadcast over
 // the normalized dimensions become its scale and bias inputs.
+//
+// With fuse_16bit_floats, convert(layer_norm(convert(x, float32), s, b), t)
+// with x of 16-bit type t becomes layer_norm(x, s', b') in t (s', b' the
+// scale and bias in t), so a quantized model keeps no converts around its
+// layer norms; the reference (and the gpu kernel) compute a 16-bit
+// layer_norm's statistics in wider types and round once at the end.
 #include <algorithm>
 #include <optional>
 
 #include "kiln/passes.hpp"
+#include "ops/elementwise.hpp"
 #include "ops/norm.hpp"
 #include "ops/op_helpers.hpp"
 #include "ops/reduce.hpp"
@@ -102,10 +109,41 @@ rewrite_rule affine_rule(const char* op_name, std::size_t inputs_before) {
             }};
 }
 
+bool is_16bit_float(dtype t) { return t == dtype::half_type || t == dtype::bf16_type; }
+
+// convert(layer_norm(convert(x, float32), ...), t) with x of 16-bit type t
+// and every user of the float32 layer_norm a convert to t: the same
+// layer_norm in t. Each convert is a root of its own (the driver then erases
+// what dies); quantize_fp16 writes one convert per value, and CSE merges the
+// copies other forms would give.
+rewrite_rule sixteen_bit_rule() {
+    auto pattern = match::name("convert").shape_is([](const shape& s) { return is_16bit_float(s.type()); });
+    return {"layer_norm_16bit", pattern, [](module& m, const match::match_result& r) {
+                const dtype t = r.root->get_shape().type();
+                const instruction_ref ln = r.root->inputs()[0];
+                if (!is(ln, "layer_norm") || ln->get_shape().type() != dtype::float_type) return false;
+                const instruction_ref widen = ln->inputs()[0];
+                if (!is(widen, "convert") || widen->inputs()[0]->get_shape().type() != t) return false;
+                for (const auto& user : ln->outputs())
+                    if (!is(user, "convert") || user->get_shape().type() != t) return false;
+                std::vector<instruction_ref> inputs{widen->inputs()[0]};
+                for (std::size_t k = 1; k < ln->inputs().size(); ++k) {
+                    const instruction_ref in = ln->inputs()[k];
+                    // A scale or bias widened from t is used as it was; others (float32 weights) are
+                    // converted to t (constant propagation folds the convert of a literal).
+                    const bool widened = is(in, "convert") && in->inputs()[0]->get_shape().type() == t;
+                    inputs.push_back(widened ? in->inputs()[0] : m.insert_instruction(r.root, op::convert_to(t), {in}));
+                }
+                return replace_with_new(m, r.root, ln->get_operator(), inputs);
+            }};
+}
+
 }  // namespace
 
 void fuse_layer_norm::apply(module& m) const {
-    rewrite_to_fixed_point(m, {normalize_rule(), affine_rule("mul", 1), affine_rule("add", 2)});
+    std::vector<rewrite_rule> rules{normalize_rule(), affine_rule("mul", 1), affine_rule("add", 2)};
+    if (fuse_16bit_floats) rules.push_back(sixteen_bit_rule());
+    rewrite_to_fixed_point(m, rules);
 }
 
 }  // namespace kiln

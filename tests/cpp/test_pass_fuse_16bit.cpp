@@ -6,6 +6,7 @@
 // cpu target) the 16-bit graphs stay as they are.
 #include "ops/fused_pointwise.hpp"
 #include "pass_test_helpers.hpp"
+#include "shared_test_programs.hpp"
 
 #include "targets/gpu/gpu_target.hpp"
 #include "targets/gpu/host_backed_device.hpp"
@@ -68,6 +69,25 @@ program bert_attention() {
     return p;
 }
 
+// A BERT layer-norm step: dot + bias + residual, layer_norm with scale and
+// bias, then the next product reads it. With `also_float32_output` the
+// layer_norm's result is returned as well (a float32 user).
+program bert_layer_norm(bool also_float32_output = false) {
+    program p;
+    module& m = *p.get_main_module();
+    auto x = m.add_parameter("x", float_shape({2, 3, 8}));
+    auto h = add(m, "add", {add(m, "dot", {x, add_random_literal(m, {8, 8}, 1)}), add_random_literal(m, {8}, 2)});
+    h = add(m, "add", {h, x});
+    auto normalized = add(m, "layer_norm", {h, add_random_literal(m, {8}, 3), add_random_literal(m, {8}, 4)},
+                          value_map{{"axis", -1}, {"epsilon", 1e-5}});
+    auto y = add(m, "dot", {normalized, add_random_literal(m, {8, 4}, 5)});
+    if (also_float32_output)
+        m.add_return({y, normalized});
+    else
+        m.add_return({y});
+    return p;
+}
+
 module quantized(program p, dtype type) {
     if (type == dtype::half_type)
         quantize_fp16(p);
@@ -84,6 +104,12 @@ std::shared_ptr<fuse_post_ops> post_ops(bool sixteen_bit) {
 
 std::shared_ptr<fuse_pointwise> pointwise(bool sixteen_bit) {
     auto pass = std::make_shared<fuse_pointwise>();
+    pass->fuse_16bit_floats = sixteen_bit;
+    return pass;
+}
+
+std::shared_ptr<fuse_layer_norm> layer_norm(bool sixteen_bit) {
+    auto pass = std::make_shared<fuse_layer_norm>();
     pass->fuse_16bit_floats = sixteen_bit;
     return pass;
 }
@@ -258,11 +284,85 @@ TEST(pass_fuse_16bit, the_gpu_pipeline_fuses_quantized_graphs_and_matches_them) 
         EXPECT_EQ(count_ops(fused_ffn, "fused_pointwise"), 1u) << fused_ffn;
         expect_same_outputs(ffn, fused_ffn, sixteen_bit_tolerance(type));
 
-        // 16-bit attention stays unfused on the gpu until its kernel keeps the
-        // scores in float32 as the reference does (gpu_target.cpp).
+        // 16-bit attention becomes one fused_attention on 16-bit q, kt, v and
+        // mask (its kernel keeps scores and softmax in float32): no softmax
+        // or dot is left around it.
         module attn = quantized(bert_attention(), type);
         module fused_attn = after_passes(attn, gpu_passes);
-        EXPECT_EQ(count_ops(fused_attn, "fused_attention"), 0u) << fused_attn;
+        const auto fused = all_of(fused_attn, "fused_attention");
+        ASSERT_EQ(fused.size(), 1u) << fused_attn;
+        for (const auto& input : fused[0]->inputs()) EXPECT_EQ(input->get_shape().type(), type) << fused_attn;
+        EXPECT_EQ(fused[0]->get_shape().type(), type) << fused_attn;
+        EXPECT_EQ(count_ops(fused_attn, "softmax") + count_ops(fused_attn, "dot"), 0u) << fused_attn;
         expect_same_outputs(attn, fused_attn, sixteen_bit_tolerance(type));
     }
+}
+
+TEST(pass_fuse_16bit, the_gpu_pipeline_keeps_a_quantized_layer_norm_in_16bit_without_converts) {
+    const pass_list gpu_passes = gpu_target(std::make_shared<host_backed_device>()).get_passes({});
+    for (dtype type : {dtype::half_type, dtype::bf16_type}) {
+        module m = quantized(bert_layer_norm(), type);
+        ASSERT_EQ(count_ops(m, "layer_norm"), 1u) << m;
+        ASSERT_EQ(all_of(m, "layer_norm")[0]->get_shape().type(), dtype::float_type) << m;
+        module out = after_passes(m, gpu_passes);
+        const auto norms = all_of(out, "layer_norm");
+        ASSERT_EQ(norms.size(), 1u) << out;
+        const instruction& ln = *norms[0];
+        EXPECT_EQ(ln.get_shape().type(), type) << out;
+        for (const auto& input : ln.inputs()) {
+            EXPECT_EQ(input->get_shape().type(), type) << out;
+            EXPECT_NE(input->name(), "convert") << out;
+        }
+        for (const auto& user : ln.outputs()) EXPECT_NE(user->name(), "convert") << out;
+        // Only the parameter's convert in and the result's convert out are left.
+        EXPECT_EQ(count_ops(out, "convert"), 2u) << out;
+        expect_same_outputs(m, out, sixteen_bit_tolerance(type));
+    }
+}
+
+TEST(pass_fuse_16bit, a_quantized_layer_norm_stays_float32_without_the_option_or_with_a_float32_user) {
+    for (dtype type : {dtype::half_type, dtype::bf16_type}) {
+        // The default (the cpu target): nothing changes.
+        module m = quantized(bert_layer_norm(), type);
+        module out = after_passes(m, {layer_norm(false), std::make_shared<dead_code_elimination>()});
+        ASSERT_EQ(count_ops(out, "layer_norm"), 1u) << out;
+        EXPECT_EQ(all_of(out, "layer_norm")[0]->get_shape().type(), dtype::float_type) << out;
+        EXPECT_EQ(count_ops(out, "convert"), count_ops(m, "convert")) << out;
+
+        // The float32 result is returned too: the layer_norm must stay float32.
+        module returned = quantized(bert_layer_norm(true), type);
+        module kept = after_passes(returned, {layer_norm(true), std::make_shared<dead_code_elimination>()});
+        ASSERT_EQ(count_ops(kept, "layer_norm"), 1u) << kept;
+        EXPECT_EQ(all_of(kept, "layer_norm")[0]->get_shape().type(), dtype::float_type) << kept;
+        expect_same_outputs(returned, kept, 0);
+    }
+}
+
+TEST(pass_fuse_16bit, a_quantized_bert_block_compiles_for_the_gpu_target_and_matches_ref) {
+    // The whole gpu compile (passes, plan) on a host-backed device, where every
+    // op runs through the host fallback: the 16-bit fused_attention and
+    // layer_norm plan and compute as the quantized program does on ref.
+    gpu_target target(std::make_shared<host_backed_device>());
+    for (dtype type : {dtype::half_type, dtype::bf16_type})
+        for (auto make : {&bert_attention, +[] { return bert_layer_norm(); }}) {
+            program p = make();
+            if (type == dtype::half_type)
+                quantize_fp16(p);
+            else
+                quantize_bf16(p);
+            program compiled = p;
+            compile_options options;
+            options.verify_passes = true;
+            compiled.compile(target, options);
+            std::size_t sixteen_bit_fused = 0;
+            for (const auto& ins : *compiled.get_main_module())
+                if ((ins.name() == "fused_attention" || ins.name() == "layer_norm") && ins.get_shape().type() == type)
+                    ++sixteen_bit_fused;
+            EXPECT_EQ(sixteen_bit_fused, 1u) << *compiled.get_main_module();
+            for (unsigned long seed : {3UL, 11UL}) {
+                auto inputs = random_inputs(*p.get_main_module(), seed);
+                expect_close(compiled.eval(inputs), evaluate_module(*p.get_main_module(), inputs),
+                             sixteen_bit_tolerance(type), "quantized block " + to_string(type));
+            }
+        }
 }

@@ -13,6 +13,10 @@ namespace {
 
 std::int64_t i64(std::size_t v) { return static_cast<std::int64_t>(v); }
 
+instruction_ref scalar_of(module& m, dtype type, double v) {
+    return m.add_literal(literal(shape{type, {}}, std::vector<double>{v}));
+}
+
 void report(const program& p, const std::string& op) {
     program compiled = compiled_for_gpu(p);
     std::cout << "  " << op << ": " << gpu_algorithm(compiled, op) << "\n";
@@ -167,8 +171,83 @@ TEST(gpu_kernels, pointwise_chains_broadcasts_and_conversions) {
     auto t = m.add_instruction(make_op("transpose", value_map{{"permutation", ints({1, 0, 2})}}), {g});
     auto h = m.add_instruction(make_op("convert", value_map{{"target_type", "half_type"}}), {t});
     m.add_return({m.add_instruction(make_op("mul"), {g, m.add_instruction(make_op("sigmoid"), {y})}), h});
-    expect_gpu_matches_ref(p, 1e-5, "pointwise");
+    // The interpreter computes float32 programs in float: the float32 result
+    // within float32 rounding of ref, the float16 one within one half ulp
+    // (a float32 ulp of g can move it across a half rounding boundary).
+    program compiled = compiled_for_gpu(p);
+    for (unsigned long seed : {3UL, 11UL}) {
+        auto inputs = random_inputs(*p.get_main_module(), seed);
+        auto want = evaluate_module(*p.get_main_module(), inputs);
+        auto got = compiled.eval(inputs);
+        ASSERT_EQ(got.size(), 2u);
+        expect_close({got[0]}, {want[0]}, 1e-5, "pointwise float32 seed " + std::to_string(seed));
+        expect_close({got[1]}, {want[1]}, 1e-3, "pointwise float16 seed " + std::to_string(seed));
+    }
     report(p, "fused_pointwise");
+}
+
+TEST(gpu_kernels, pointwise_inputs_of_each_broadcast_form) {
+    // Same layout, scalar and trailing-block (bias) inputs take the periodic
+    // offsets; a middle broadcast, a channel broadcast or a transposed input
+    // in the group sends the whole program to the general walk.
+    struct form {
+        std::vector<std::size_t> lens;
+        bool transposed;
+    };
+    for (const auto& other : std::vector<form>{{{2, 6, 40}, false},  // same layout
+                                               {{1}, false},         // scalar
+                                               {{40}, false},        // bias
+                                               {{6, 40}, false},     // a block of two trailing dims
+                                               {{2, 1, 40}, false},  // middle broadcast: general
+                                               {{6, 1}, false},      // channel broadcast: general
+                                               {{2, 40, 6}, true}})  // transposed: general
+        for (dtype type : {dtype::float_type, dtype::half_type}) {
+            program p;
+            module& m = *p.get_main_module();
+            auto x = m.add_parameter("x", shape{type, {2, 6, 40}});
+            auto y = m.add_parameter("y", shape{type, other.lens});
+            if (other.transposed)
+                y = m.add_instruction(make_op("transpose", value_map{{"permutation", ints({0, 2, 1})}}), {y});
+            auto sum = m.add_instruction(make_op("add"), {x, y});
+            auto z = m.add_instruction(make_op("mul"), {m.add_instruction(make_op("tanh"), {sum}), y});
+            m.add_return({m.add_instruction(make_op("sub"), {z, scalar_of(m, type, 0.5)})});
+            expect_gpu_matches_ref(p, type == dtype::half_type ? 2e-3 : 1e-5,
+                                   "pointwise with y " + to_string(other.lens) + " " + to_string(type));
+        }
+}
+
+TEST(gpu_kernels, pointwise_functions_in_float_and_double_programs) {
+    // Every floating function the interpreter knows, on float32 (computed in
+    // float), float16 and float64 (computed in double) inputs.
+    const std::vector<std::string> unary{"abs",  "neg",  "exp",  "log",     "sqrt", "rsqrt", "reciprocal", "sin",
+                                         "cos",  "tan",  "tanh", "sigmoid", "erf",  "floor", "ceil",       "round",
+                                         "asin", "acos", "atan", "sinh",    "cosh", "asinh", "gelu",       "relu"};
+    for (dtype type : {dtype::float_type, dtype::half_type, dtype::double_type})
+        for (const auto& op : unary) {
+            program p;
+            module& m = *p.get_main_module();
+            auto x = m.add_parameter("x", shape{type, {3, 1000}});
+            // Inputs in [0.1, 0.9] keep every function in its domain (asin, acos, log, sqrt).
+            auto scaled = m.add_instruction(make_op("mul"), {x, scalar_of(m, type, 0.4)});
+            auto in = m.add_instruction(make_op("add"), {scaled, scalar_of(m, type, 0.5)});
+            m.add_return({m.add_instruction(make_op(op), {in})});
+            expect_gpu_matches_ref(p, type == dtype::half_type ? 2e-3 : 1e-5, op + " " + to_string(type));
+        }
+    // Binary ones, and a float32 chain converted to float16 and back.
+    for (dtype type : {dtype::float_type, dtype::double_type})
+        for (const char* op : {"add", "sub", "mul", "div", "pow", "max", "min", "mod", "fmod"}) {
+            program p;
+            module& m = *p.get_main_module();
+            auto x = m.add_parameter("x", shape{type, {4, 257}});
+            auto y = m.add_parameter("y", shape{type, {257}});
+            auto positive = m.add_instruction(make_op("add"),
+                                              {m.add_instruction(make_op("abs"), {y}), scalar_of(m, type, 0.25)});
+            const bool fmod = std::string(op) == "fmod";
+            auto r = m.add_instruction(make_op(fmod ? "mod" : op, fmod ? value_map{{"fmod", true}} : value_map{}),
+                                       {std::string(op) == "pow" ? positive : x, positive});
+            m.add_return({r});
+            expect_gpu_matches_ref(p, 1e-5, std::string(op) + " " + to_string(type));
+        }
 }
 
 TEST(gpu_kernels, gather_concat_and_strided_copies) {

@@ -13,10 +13,14 @@ namespace kiln {
 pass_list gpu_target::get_passes(const compile_options&) const {
     // The gpu kernels compute float16 / bfloat16 natively, so quantize_fp16
     // graphs fuse as float32 ones do (the cpu target widens them first).
-    // Not attention yet: its kernel keeps the scores in the element type,
-    // where the reference computes them in float32 (a half q.k beyond 65504
-    // would become inf).
+    // Attention too: its kernel keeps the scores and the softmax in float32,
+    // as the fused op's reference does.
     auto attention = std::make_shared<fuse_attention>();
+    attention->fuse_16bit_floats = true;
+    // layer_norm too: its kernel accumulates 16-bit rows in float, so the
+    // converts quantize_fp16 puts around a float32 layer_norm go.
+    auto layer_norm = std::make_shared<fuse_layer_norm>();
+    layer_norm->fuse_16bit_floats = true;
     auto post_ops = std::make_shared<fuse_post_ops>();
     post_ops->fuse_16bit_floats = true;
     auto pointwise = std::make_shared<fuse_pointwise>();
@@ -37,7 +41,7 @@ pass_list gpu_target::get_passes(const compile_options&) const {
             std::make_shared<simplify_reshapes>(),       std::make_shared<fuse_gelu>(),
             std::make_shared<simplify_algebra>(),
             std::make_shared<constant_propagation>(),    std::make_shared<fuse_gelu>(),
-            std::make_shared<fuse_layer_norm>(),         attention,
+            layer_norm,                                  attention,
             post_ops,                                    std::make_shared<constant_propagation>(),
             std::make_shared<common_subexpression_elimination>(), pointwise,
             std::make_shared<dead_code_elimination>()};

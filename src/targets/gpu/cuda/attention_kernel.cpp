@@ -1,6 +1,10 @@
-// fused_attention as two cuBLAS strided-batched GEMMs around an in-place
-// softmax: scores = q @ kt into the workspace, softmax(scale * scores + mask)
-// there, then probabilities @ v into the result (or into the workspace and
+// fused_attention as two cuBLAS strided-batched GEMMs around a softmax:
+// scores = q @ kt into a float32 workspace (16-bit inputs, float32 output and
+// accumulation, as the reference widens them: a half q.k beyond 65504 stays
+// finite), softmax(scale * scores + mask) in float32, the probabilities
+// written in the element type (in place for float32, into a second workspace
+// region for 16-bit types, since cuBLAS multiplies operands of one type),
+// then probabilities @ v into the result (or into the workspace and
 // scattered into the layout output_order asks for). Batches that do not fit
 // the scores budget run in chunks.
 #include <algorithm>
@@ -120,7 +124,8 @@ struct attention_plan {
     bool nan_to_zero = false;
     bool staged = false;  // the result's layout is not standard: written through the workspace
     cuda_reduce::strided_dims result_dims;
-    std::size_t scores_bytes = 0;  // workspace bytes of one chunk's scores (rounded up)
+    std::size_t scores_bytes = 0;         // workspace bytes of one chunk's float32 scores (rounded up)
+    std::size_t probabilities_bytes = 0;  // 16-bit types: one chunk's probabilities (rounded up); 0 for float32
     std::size_t staging_bytes = 0;
 };
 
@@ -138,7 +143,9 @@ public:
         const std::size_t bytes = element_bytes(p.type);
         const float one = 1, zero = 0;
         std::byte* scores = launch.workspace;
-        std::byte* staging = launch.workspace + p.scores_bytes;
+        // float32 probabilities overwrite their scores; 16-bit ones get their own region.
+        std::byte* probabilities = p.probabilities_bytes == 0 ? scores : launch.workspace + p.scores_bytes;
+        std::byte* staging = launch.workspace + p.scores_bytes + p.probabilities_bytes;
         const auto* q = inputs[0].data();
         const auto* kt = inputs[1].data();
         const auto* v = inputs[2].data();
@@ -154,8 +161,8 @@ public:
             KILN_CUBLAS(cublasGemmStridedBatchedEx(
                 handle, p.kt.op, p.q.op, static_cast<int>(p.sk), static_cast<int>(p.sq), static_cast<int>(p.d), &one,
                 at(kt, p.kt), type, static_cast<int>(p.kt.ld), p.kt.batch_stride, at(q, p.q), type,
-                static_cast<int>(p.q.ld), p.q.batch_stride, &zero, scores, type, static_cast<int>(p.sk), scores_stride,
-                static_cast<int>(count), compute, CUBLAS_GEMM_DEFAULT));
+                static_cast<int>(p.q.ld), p.q.batch_stride, &zero, scores, CUDA_R_32F, static_cast<int>(p.sk),
+                scores_stride, static_cast<int>(count), compute, CUBLAS_GEMM_DEFAULT));
             cuda_reduce::attention_softmax_params s;
             s.rows = count * p.sq;
             s.first_row = first * p.sq;
@@ -165,12 +172,13 @@ public:
             s.mask_rows = p.mask_rows;
             s.mask_step = p.mask_step;
             s.nan_to_zero = p.nan_to_zero;
-            cuda_reduce::launch_attention_softmax(p.type, scores, mask, s, stream);
+            cuda_reduce::launch_attention_softmax(p.type, reinterpret_cast<const float*>(scores), mask, probabilities,
+                                                  s, stream);
             // out [count, Sq, Dv] = probabilities @ v: out^T = v^T probabilities^T.
             std::byte* out = p.staged ? staging : result.data() + first * static_cast<std::size_t>(out_stride) * bytes;
             KILN_CUBLAS(cublasGemmStridedBatchedEx(
                 handle, p.v.op, CUBLAS_OP_N, static_cast<int>(p.dv), static_cast<int>(p.sq), static_cast<int>(p.sk),
-                &one, at(v, p.v), type, static_cast<int>(p.v.ld), p.v.batch_stride, scores, type,
+                &one, at(v, p.v), type, static_cast<int>(p.v.ld), p.v.batch_stride, probabilities, type,
                 static_cast<int>(p.sk), scores_stride, &zero, out, type, static_cast<int>(p.dv), out_stride,
                 static_cast<int>(count), compute, CUBLAS_GEMM_DEFAULT));
             if (p.staged)
@@ -179,7 +187,9 @@ public:
                                                  count * static_cast<std::size_t>(out_stride), stream);
         }
     }
-    std::size_t workspace_bytes() const override { return plan_.scores_bytes + plan_.staging_bytes; }
+    std::size_t workspace_bytes() const override {
+        return plan_.scores_bytes + plan_.probabilities_bytes + plan_.staging_bytes;
+    }
     std::string algorithm() const override { return "cublas_attention"; }
 
 private:
@@ -242,11 +252,15 @@ std::shared_ptr<const gpu_kernel> make_cuda_attention_kernel(const gpu_kernel_re
     p.nan_to_zero = fa->nan_to_zero;
 
     const std::size_t bytes = element_bytes(p.type);
-    const std::size_t per_batch_scores = p.sq * p.sk * bytes;
+    const bool separate_probabilities = p.type != element_type::f32;
+    const std::size_t per_batch_scores = p.sq * p.sk * sizeof(float);
+    const std::size_t per_batch_probabilities = separate_probabilities ? p.sq * p.sk * bytes : 0;
+    const std::size_t per_batch = per_batch_scores + per_batch_probabilities;
     // Batch entries per pass: as many as the budget holds, at least one, at most cuBLAS's int batch count.
-    const std::size_t fits = per_batch_scores == 0 ? p.batch : scores_budget / per_batch_scores;
+    const std::size_t fits = per_batch == 0 ? p.batch : scores_budget / per_batch;
     p.chunk = std::min<std::size_t>(std::max<std::size_t>(1, std::min(p.batch, fits)), int_max);
     p.scores_bytes = round_up(p.chunk * per_batch_scores, 256);
+    p.probabilities_bytes = separate_probabilities ? round_up(p.chunk * per_batch_probabilities, 256) : 0;
     p.staged = !out.standard();
     if (p.staged) {
         p.result_dims = cuda_reduce::make_dims(out.lens(), out.strides());

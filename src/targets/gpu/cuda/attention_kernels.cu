@@ -1,5 +1,5 @@
-// The device half of fused_attention between its two GEMMs: the softmax of
-// the scaled, masked scores in place, and the copy of a contiguous result
+// The device half of fused_attention between its two GEMMs: the float32
+// softmax of the scaled, masked float32 scores, and the copy of a contiguous result
 // into the strided layout output_order asks for.
 #include <cmath>
 #include <cstdint>
@@ -11,26 +11,30 @@ namespace kiln::cuda_reduce {
 
 namespace {
 
-// The score the softmax sees, rounded to T after each step as the unfused
-// mul and add round theirs.
+// The score the softmax sees, in float32 as the reference computes 16-bit
+// attention (widened inputs). For float32 the scale is the float the
+// unfused mul takes as its literal, so float32 results stay as they were.
 template <class T>
-__device__ float adjusted_score(T score, const T* mask_row, std::size_t k, const attention_softmax_params& p) {
-    float s = to_float(score);
-    // The unfused mul takes the scale as a literal of type T: rounded first.
-    if (p.apply_scale) s = to_float(from_float<T>(s * to_float(from_float<T>(p.scale))));
-    if (mask_row) s = to_float(from_float<T>(s + to_float(mask_row[k * p.mask_step])));
+__device__ float adjusted_score(float score, const T* mask_row, std::size_t k, const attention_softmax_params& p) {
+    float s = score;
+    if (p.apply_scale) s *= p.scale;
+    if (mask_row) s += to_float(mask_row[k * p.mask_step]);
     return s;
 }
 
+// One group of threads per row. For float32, probabilities may alias scores:
+// each element is read and then written by the same thread at the same index.
 template <class T>
-__global__ void attention_softmax_kernel(T* scores, const T* mask, attention_softmax_params p, int group) {
+__global__ void attention_softmax_kernel(const float* scores, const T* mask, T* probabilities,
+                                         attention_softmax_params p, int group) {
     __shared__ float shared[block_threads];
     const std::size_t per_block = static_cast<std::size_t>(block_threads / group);
     const std::size_t lane = threadIdx.x % static_cast<unsigned>(group);
     for (std::size_t first = blockIdx.x * per_block; first < p.rows; first += gridDim.x * per_block) {
         const std::size_t row = first + threadIdx.x / static_cast<unsigned>(group);
         const bool active = row < p.rows;
-        T* sr = scores + (active ? row * p.length : 0);
+        const float* sr = scores + (active ? row * p.length : 0);
+        T* pr = probabilities + (active ? row * p.length : 0);
         const T* mr = (mask && active) ? mask + offset_of(p.mask_rows, p.first_row + row) : nullptr;
         float max = -INFINITY;
         if (active)
@@ -44,20 +48,20 @@ __global__ void attention_softmax_kernel(T* scores, const T* mask, attention_sof
         sum = group_reduce(sum, shared, group, [](float a, float b) { return a + b; });
         if (active)
             for (std::size_t k = lane; k < p.length; k += static_cast<std::size_t>(group)) {
-                // Probabilities are rounded to T before the NaN guard, as the unfused softmax's are.
-                float probability = to_float(from_float<T>(expf(adjusted_score(sr[k], mr, k, p) - max) / sum));
+                float probability = expf(adjusted_score(sr[k], mr, k, p) - max) / sum;
                 if (p.nan_to_zero && isnan(probability)) probability = 0;
-                sr[k] = from_float<T>(probability);
+                pr[k] = from_float<T>(probability);
             }
     }
 }
 
 template <class T>
-void launch_attention_typed(void* scores, const void* mask, const attention_softmax_params& p, cudaStream_t stream) {
+void launch_attention_typed(const float* scores, const void* mask, void* probabilities,
+                            const attention_softmax_params& p, cudaStream_t stream) {
     const int group = group_for(p.length);
     const unsigned grid = grid_for(p.rows, static_cast<std::size_t>(block_threads / group));
-    attention_softmax_kernel<T>
-        <<<grid, block_threads, 0, stream>>>(static_cast<T*>(scores), static_cast<const T*>(mask), p, group);
+    attention_softmax_kernel<T><<<grid, block_threads, 0, stream>>>(scores, static_cast<const T*>(mask),
+                                                                    static_cast<T*>(probabilities), p, group);
     KILN_CUDA(cudaGetLastError());
 }
 
@@ -80,13 +84,16 @@ void launch_scatter_typed(const void* x, void* y, const strided_dims& out, std::
 
 }  // namespace
 
-void launch_attention_softmax(element_type type, void* scores, const void* mask, const attention_softmax_params& p,
-                              cudaStream_t stream) {
+void launch_attention_softmax(element_type type, const float* scores, const void* mask, void* probabilities,
+                              const attention_softmax_params& p, cudaStream_t stream) {
     if (p.rows == 0 || p.length == 0) return;
     switch (type) {
-        case element_type::f32: return launch_attention_typed<float>(scores, mask, p, stream);
-        case element_type::f16: return launch_attention_typed<__half>(scores, mask, p, stream);
-        case element_type::bf16: return launch_attention_typed<__nv_bfloat16>(scores, mask, p, stream);
+        case element_type::f32:
+            return launch_attention_typed<float>(scores, mask, probabilities, p, stream);
+        case element_type::f16:
+            return launch_attention_typed<__half>(scores, mask, probabilities, p, stream);
+        case element_type::bf16:
+            return launch_attention_typed<__nv_bfloat16>(scores, mask, probabilities, p, stream);
         default: return;
     }
 }

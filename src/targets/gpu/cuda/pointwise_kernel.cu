@@ -1,8 +1,14 @@
 // The CUDA pointwise interpreter: one thread per output element (grid-stride
-// loop), which loads every input at its broadcast offset, runs the program's
+// loop), which loads every input at its broadcast offset (the output index
+// itself, 0, or the index modulo a bias's size when every input is of those
+// forms; else a walk over the dims), runs the program's
 // steps in registers and stores the last one. Formulas follow the reference
-// compute in src/ops/pointwise_functions.hpp, in double and rounded to each
-// step's type (see pointwise_program.hpp).
+// compute in src/ops/pointwise_functions.hpp, rounded to each step's type
+// (see pointwise_program.hpp). The reference computes in double; a program
+// with no float64 value computes in float instead (F = float): its values are
+// float32 / 16-bit numbers, so +, -, *, / and sqrt round exactly as the
+// reference's double-then-round does, and the library functions (exp, tanh,
+// erf, ...) stay within a few float32 ulps of it. float64 programs keep double.
 #include <cstdint>
 
 #include <cuda_bf16.h>
@@ -16,8 +22,10 @@ namespace kiln::pointwise {
 
 namespace {
 
+// F: the floating compute type (double, or float when no value is float64).
+template <class F>
 union reg {
-    double f;
+    F f;
     long long i;
 };
 
@@ -37,23 +45,36 @@ __device__ long long wrap(long long x, value_type t) {
     }
 }
 
-// A double rounded to `t` as the reference stores it (half and bfloat16 through float).
-__device__ double round_to(double x, value_type t) {
+// A value rounded to `t` as the reference stores it (half and bfloat16 through float).
+template <class F>
+__device__ F round_to(F x, value_type t) {
     switch (t) {
-    case value_type::f32: return static_cast<double>(static_cast<float>(x));
-    case value_type::f16: return static_cast<double>(__half2float(__float2half_rn(static_cast<float>(x))));
-    case value_type::bf16: return static_cast<double>(__bfloat162float(__float2bfloat16_rn(static_cast<float>(x))));
-    default: return x;  // f64
+    case value_type::f32: return static_cast<F>(static_cast<float>(x));
+    case value_type::f16: return static_cast<F>(__half2float(__float2half_rn(static_cast<float>(x))));
+    case value_type::bf16: return static_cast<F>(__bfloat162float(__float2bfloat16_rn(static_cast<float>(x))));
+    default: return x;  // f64 (only in double programs)
     }
 }
 
-__device__ reg load(const void* data, std::uint64_t offset, value_type t) {
-    reg r;
+template <class F>
+__device__ F quiet_nan();
+template <>
+__device__ double quiet_nan<double>() {
+    return __longlong_as_double(0x7ff8000000000000ll);
+}
+template <>
+__device__ float quiet_nan<float>() {
+    return __int_as_float(0x7fc00000);
+}
+
+template <class F>
+__device__ reg<F> load(const void* data, std::uint64_t offset, value_type t) {
+    reg<F> r;
     switch (t) {
     case value_type::f32: r.f = static_cast<const float*>(data)[offset]; break;
     case value_type::f16: r.f = __half2float(static_cast<const __half*>(data)[offset]); break;
     case value_type::bf16: r.f = __bfloat162float(static_cast<const __nv_bfloat16*>(data)[offset]); break;
-    case value_type::f64: r.f = static_cast<const double*>(data)[offset]; break;
+    case value_type::f64: r.f = static_cast<F>(static_cast<const double*>(data)[offset]); break;
     case value_type::i8: r.i = static_cast<const signed char*>(data)[offset]; break;
     case value_type::i16: r.i = static_cast<const short*>(data)[offset]; break;
     case value_type::i32: r.i = static_cast<const int*>(data)[offset]; break;
@@ -66,14 +87,15 @@ __device__ reg load(const void* data, std::uint64_t offset, value_type t) {
     return r;
 }
 
-__device__ void store(void* data, std::uint64_t index, value_type t, reg r) {
+template <class F>
+__device__ void store(void* data, std::uint64_t index, value_type t, reg<F> r) {
     switch (t) {
     case value_type::f32: static_cast<float*>(data)[index] = static_cast<float>(r.f); break;
     case value_type::f16: static_cast<__half*>(data)[index] = __float2half_rn(static_cast<float>(r.f)); break;
     case value_type::bf16:
         static_cast<__nv_bfloat16*>(data)[index] = __float2bfloat16_rn(static_cast<float>(r.f));
         break;
-    case value_type::f64: static_cast<double*>(data)[index] = r.f; break;
+    case value_type::f64: static_cast<double*>(data)[index] = static_cast<double>(r.f); break;
     case value_type::i8: static_cast<signed char*>(data)[index] = static_cast<signed char>(r.i); break;
     case value_type::i16: static_cast<short*>(data)[index] = static_cast<short>(r.i); break;
     case value_type::i32: static_cast<int*>(data)[index] = static_cast<int>(r.i); break;
@@ -124,26 +146,30 @@ __device__ long long integer_pow(long long a, long long b, value_type t) {
     return static_cast<long long>(p);
 }
 
-__device__ reg execute(const instruction& s, const reg* r, const buffers& bufs) {
-    const double x = r[s.a].f, y = r[s.b].f, z = r[s.c].f;
+// The math below calls the CUDA overloads for F (expf for float, exp for
+// double); every constant is an F so that a float program never widens.
+template <class F>
+__device__ reg<F> execute(const instruction& s, const reg<F>* r, const buffers& bufs) {
+    const F x = r[s.a].f, y = r[s.b].f, z = r[s.c].f;
     const long long p = r[s.a].i, q = r[s.b].i, w = r[s.c].i;
-    reg o;
+    const F zero = 0, one = 1, one_half = 0.5;
+    reg<F> o;
     o.i = 0;
     switch (s.op) {
-    case opcode::f_abs: o.f = x < 0 ? -x : x; break;
+    case opcode::f_abs: o.f = x < zero ? -x : x; break;
     case opcode::f_neg: o.f = -x; break;
-    case opcode::f_sign: o.f = static_cast<double>((0 < x) - (x < 0)); break;
-    case opcode::f_relu: o.f = x < 0 ? 0.0 : x; break;
+    case opcode::f_sign: o.f = static_cast<F>((zero < x) - (x < zero)); break;
+    case opcode::f_relu: o.f = x < zero ? zero : x; break;
     case opcode::f_exp: o.f = exp(x); break;
     case opcode::f_log: o.f = log(x); break;
     case opcode::f_sqrt: o.f = sqrt(x); break;
-    case opcode::f_rsqrt: o.f = 1.0 / sqrt(x); break;
-    case opcode::f_reciprocal: o.f = 1.0 / x; break;
+    case opcode::f_rsqrt: o.f = one / sqrt(x); break;
+    case opcode::f_reciprocal: o.f = one / x; break;
     case opcode::f_sin: o.f = sin(x); break;
     case opcode::f_cos: o.f = cos(x); break;
     case opcode::f_tan: o.f = tan(x); break;
     case opcode::f_tanh: o.f = tanh(x); break;
-    case opcode::f_sigmoid: o.f = 1.0 / (1.0 + exp(-x)); break;
+    case opcode::f_sigmoid: o.f = one / (one + exp(-x)); break;
     case opcode::f_erf: o.f = erf(x); break;
     case opcode::f_floor: o.f = floor(x); break;
     case opcode::f_ceil: o.f = ceil(x); break;
@@ -157,9 +183,9 @@ __device__ reg execute(const instruction& s, const reg* r, const buffers& bufs) 
     case opcode::f_acosh: o.f = acosh(x); break;
     case opcode::f_atanh: o.f = atanh(x); break;
     // 1 + erf(v) = erfc(-v) and 1 + tanh(u) = 2 / (1 + e^-2u), as the reference.
-    case opcode::f_gelu_erf: o.f = 0.5 * x * erfc(-x * 0.7071067811865476); break;
+    case opcode::f_gelu_erf: o.f = one_half * x * erfc(-x * static_cast<F>(0.7071067811865476)); break;
     case opcode::f_gelu_tanh:
-        o.f = x / (1.0 + exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        o.f = x / (one + exp(static_cast<F>(-2 * 0.7978845608028654) * (x + static_cast<F>(0.044715) * x * x * x)));
         break;
 
     case opcode::f_add: o.f = x + y; break;
@@ -167,12 +193,12 @@ __device__ reg execute(const instruction& s, const reg* r, const buffers& bufs) 
     case opcode::f_mul: o.f = x * y; break;
     case opcode::f_div: o.f = x / y; break;
     case opcode::f_pow: o.f = pow(x, y); break;
-    case opcode::f_max: o.f = (x != x || y != y) ? __longlong_as_double(0x7ff8000000000000ll) : (x < y ? y : x); break;
-    case opcode::f_min: o.f = (x != x || y != y) ? __longlong_as_double(0x7ff8000000000000ll) : (y < x ? y : x); break;
+    case opcode::f_max: o.f = (x != x || y != y) ? quiet_nan<F>() : (x < y ? y : x); break;
+    case opcode::f_min: o.f = (x != x || y != y) ? quiet_nan<F>() : (y < x ? y : x); break;
     case opcode::f_fmod: o.f = fmod(x, y); break;
     case opcode::f_mod: {
-        double m = fmod(x, y);
-        if (m != 0 && ((m < 0) != (y < 0))) m += y;  // the sign of the divisor
+        F m = fmod(x, y);
+        if (m != zero && ((m < zero) != (y < zero))) m += y;  // the sign of the divisor
         o.f = m;
         break;
     }
@@ -180,7 +206,7 @@ __device__ reg execute(const instruction& s, const reg* r, const buffers& bufs) 
     case opcode::f_less: o.i = x < y; break;
     case opcode::f_greater: o.i = y < x; break;
     case opcode::f_clip: {
-        double v = x;
+        F v = x;
         if (v < y) v = y;
         if (z < v) v = z;
         o.f = v;
@@ -241,10 +267,11 @@ __device__ reg execute(const instruction& s, const reg* r, const buffers& bufs) 
     case opcode::i_where: o.i = p != 0 ? q : w; break;
 
     case opcode::f_to_f: o.f = x; break;
-    case opcode::f_to_i: o.i = saturating_float_to_int(x, static_cast<value_type>(s.aux)); break;
-    case opcode::f_to_b: o.i = x != 0 ? 1 : 0; break;  // NaN is true
+    case opcode::f_to_i: o.i = saturating_float_to_int(static_cast<double>(x), static_cast<value_type>(s.aux)); break;
+    case opcode::f_to_b: o.i = x != zero ? 1 : 0; break;  // NaN is true
     case opcode::i_to_f:
-        o.f = s.aux == 1 ? static_cast<double>(p) : static_cast<double>(static_cast<float>(p));
+        // aux 1 (to float64) only occurs in double programs.
+        o.f = s.aux == 1 ? static_cast<F>(static_cast<double>(p)) : static_cast<F>(static_cast<float>(p));
         break;
     case opcode::i_to_i: o.i = p; break;
     case opcode::i_to_b: o.i = p != 0 ? 1 : 0; break;
@@ -255,13 +282,33 @@ __device__ reg execute(const instruction& s, const reg* r, const buffers& bufs) 
     return o;
 }
 
-__global__ void run_program(const program prog, const buffers bufs) {
-    reg r[max_values];
-    const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-    for (std::uint64_t index = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-         index < prog.elements; index += stride) {
-        // Each input's element offset from the output's multi-index.
-        std::uint64_t offsets[max_inputs];
+// Inputs whose element offset is the output index modulo a period: the
+// same layout as the output (period = elements), a scalar (period 1), or a
+// broadcast over leading dims of a standard trailing block (a bias: period =
+// the block's size). period 0: the input needs the general walk.
+struct input_periods {
+    std::uint64_t period[max_inputs] = {};
+};
+
+// Each input's element offset for output element `index`.
+template <bool Periodic>
+__device__ void input_offsets(const program& prog, const input_periods& periods, std::uint64_t index,
+                              std::uint64_t (&offsets)[max_inputs]) {
+    if constexpr (Periodic) {
+        // The same branch in every thread; 32-bit remainders where the sizes allow (most tensors).
+        const bool narrow = prog.elements <= 0xffffffffull;
+        for (int k = 0; k < prog.num_inputs; ++k) {
+            const std::uint64_t period = periods.period[k];
+            if (period == prog.elements)
+                offsets[k] = index;
+            else if (period == 1)
+                offsets[k] = 0;
+            else if (narrow)
+                offsets[k] = static_cast<std::uint32_t>(index) % static_cast<std::uint32_t>(period);
+            else
+                offsets[k] = index % period;
+        }
+    } else {
         for (int k = 0; k < prog.num_inputs; ++k) offsets[k] = 0;
         std::uint64_t rest = index;
         for (int d = prog.rank - 1; d >= 0; --d) {
@@ -269,10 +316,69 @@ __global__ void run_program(const program prog, const buffers bufs) {
             rest /= prog.out_lens[d];
             for (int k = 0; k < prog.num_inputs; ++k) offsets[k] += coordinate * prog.in_strides[k][d];
         }
-        for (int k = 0; k < prog.num_inputs; ++k) r[k] = load(bufs.inputs[k], offsets[k], prog.in_types[k]);
-        for (int s = 0; s < prog.num_steps; ++s) r[prog.steps[s].dst] = execute(prog.steps[s], r, bufs);
-        store(bufs.output, index, prog.output_type, r[prog.steps[prog.num_steps - 1].dst]);
     }
+}
+
+template <class F, bool Periodic>
+__global__ void run_program(const program prog, const buffers bufs, const input_periods periods) {
+    reg<F> r[max_values];
+    const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+    for (std::uint64_t index = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+         index < prog.elements; index += stride) {
+        std::uint64_t offsets[max_inputs];
+        input_offsets<Periodic>(prog, periods, index, offsets);
+        for (int k = 0; k < prog.num_inputs; ++k) r[k] = load<F>(bufs.inputs[k], offsets[k], prog.in_types[k]);
+        for (int s = 0; s < prog.num_steps; ++s) r[prog.steps[s].dst] = execute<F>(prog.steps[s], r, bufs);
+        store<F>(bufs.output, index, prog.output_type, r[prog.steps[prog.num_steps - 1].dst]);
+    }
+}
+
+// Input k's period (see input_periods), or 0. Walking out from the innermost
+// dim: dims with the output's standard stride extend the period; from the
+// first broadcast dim (stride 0) on, every dim must broadcast. Dims of length
+// 1 are skipped (their coordinate is always 0).
+std::uint64_t period_of(const program& prog, int k) {
+    std::uint64_t standard_stride = 1, period = 1;
+    bool broadcasting = false;
+    for (int d = prog.rank - 1; d >= 0; --d) {
+        const std::uint64_t len = prog.out_lens[d], in_stride = prog.in_strides[k][d];
+        if (len == 1) continue;
+        if (!broadcasting && in_stride == standard_stride)
+            period = standard_stride * len;
+        else if (in_stride == 0)
+            broadcasting = true;
+        else
+            return 0;
+        standard_stride *= len;
+    }
+    return period;
+}
+
+// Whether any value of the program is float64 (an input, a step or the
+// output, or a convert to float64): then it computes in double.
+bool has_float64(const program& prog) {
+    if (prog.output_type == value_type::f64) return true;
+    for (int k = 0; k < prog.num_inputs; ++k)
+        if (prog.in_types[k] == value_type::f64) return true;
+    for (int s = 0; s < prog.num_steps; ++s) {
+        const instruction& step = prog.steps[s];
+        if (step.type == value_type::f64 || (step.op == opcode::i_to_f && step.aux == 1)) return true;
+    }
+    return false;
+}
+
+template <class F>
+void launch_typed(const program& prog, const buffers& bufs, unsigned blocks, unsigned threads, cudaStream_t stream) {
+    input_periods periods;
+    bool periodic = true;
+    for (int k = 0; k < prog.num_inputs; ++k) {
+        periods.period[k] = period_of(prog, k);
+        periodic = periodic && periods.period[k] != 0;
+    }
+    if (periodic)
+        run_program<F, true><<<blocks, threads, 0, stream>>>(prog, bufs, periods);
+    else
+        run_program<F, false><<<blocks, threads, 0, stream>>>(prog, bufs, periods);
 }
 
 }  // namespace
@@ -283,7 +389,11 @@ void launch(const program& prog, const buffers& bufs, void* stream) {
     const std::uint64_t wanted = (prog.elements + threads - 1) / threads;
     // Enough blocks to fill the GPU many times; the grid-stride loop covers the rest.
     const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
-    run_program<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(prog, bufs);
+    const auto cuda_stream = static_cast<cudaStream_t>(stream);
+    if (has_float64(prog))
+        launch_typed<double>(prog, bufs, blocks, threads, cuda_stream);
+    else
+        launch_typed<float>(prog, bufs, blocks, threads, cuda_stream);
     KILN_CUDA(cudaGetLastError());
 }
 

@@ -84,10 +84,10 @@ struct batch_norm_params {
     float epsilon = 1e-5f;
 };
 
-// Softmax in place over the rows of contiguous scores [rows, length]: each
-// score s becomes softmax(round(round(s * scale) + mask)) (rounded to the
-// element type at each step, as the unfused ops do); row r is row
-// first_row + r of all the scores, whose mask lies at
+// Softmax over the rows of contiguous float32 scores [rows, length], in
+// float32: each score s becomes softmax(s * scale + mask) (16-bit masks
+// widened), written to probabilities [rows, length] in the element type; row
+// r is row first_row + r of all the scores, whose mask lies at
 // offset(mask_rows, first_row + r) + k * mask_step. With nan_to_zero NaN results are 0.
 struct attention_softmax_params {
     std::size_t rows = 0;
@@ -114,8 +114,10 @@ void launch_layer_norm(element_type type, const void* x, const void* scale, cons
 void launch_batch_norm(element_type type, const void* x, const void* const params[4], void* y,
                        const batch_norm_params& p, cudaStream_t stream);
 // mask may be null. f32, f16, bf16 only.
-void launch_attention_softmax(element_type type, void* scores, const void* mask, const attention_softmax_params& p,
-                              cudaStream_t stream);
+// probabilities = softmax(scale * scores + mask) per row, in float32; the
+// probabilities are written in `type` (may alias scores when type is f32).
+void launch_attention_softmax(element_type type, const float* scores, const void* mask, void* probabilities,
+                              const attention_softmax_params& p, cudaStream_t stream);
 // y[offset(out, first + i)] = x[i] for i < elements (x contiguous); any type by its size in bytes (2, 4, 8).
 void launch_scatter_copy(std::size_t element_bytes, const void* x, void* y, const strided_dims& out, std::size_t first,
                          std::size_t elements, cudaStream_t stream);

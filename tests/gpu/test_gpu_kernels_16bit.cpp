@@ -1,0 +1,128 @@
+// The gpu target's kernels on quantize_fp16 / quantize_bf16 programs against
+// ref computing the float32 program: the 16-bit kernels must keep float32
+// where the reference does (attention scores and softmax, layer_norm
+// statistics), so values that would overflow a 16-bit intermediate stay
+// finite and right.
+#include <iostream>
+
+#include "gpu_test_helpers.hpp"
+#include "kiln/quantize.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+// Deterministic values base + k * step for k in [-steps, steps], exact in
+// float16 and bfloat16 when base and step are (multiples of 1/4 below 64).
+argument exact_16bit_values(const std::vector<std::size_t>& lens, float base, float step, int steps, unsigned seed) {
+    argument a(float_shape(lens));
+    float* x = a.data_as<float>();
+    unsigned state = seed * 2654435761u + 1;
+    for (std::size_t i = 0; i < a.get_shape().elements(); ++i) {
+        state = state * 1664525u + 1013904223u;
+        const int k = static_cast<int>((state >> 8) % static_cast<unsigned>(2 * steps + 1)) - steps;
+        x[i] = base + static_cast<float>(k) * step;
+    }
+    return a;
+}
+
+program quantized(program p, dtype type) {
+    if (type == dtype::half_type)
+        quantize_fp16(p);
+    else
+        quantize_bf16(p);
+    return p;
+}
+
+double sixteen_bit_tolerance(dtype type) {
+    return type == dtype::half_type ? 1e-2 : 3e-2;
+}
+
+// BERT's attention with scores q.k of about 1e5 (beyond float16's 65504)
+// scaled back to about 100 before the softmax. With `heads_last` the result
+// is transposed to [B, Sq, H, Dv] and reshaped to [B, Sq, H * Dv] as
+// exporters write it (the kernel then writes through its staging buffer).
+program large_score_attention(std::size_t sq, std::size_t sk, bool heads_last = false) {
+    program p;
+    module& m = *p.get_main_module();
+    auto q = m.add_parameter("q", float_shape({2, 3, sq, 64}));
+    auto kt = m.add_parameter("kt", float_shape({2, 3, 64, sk}));
+    auto v = m.add_parameter("v", float_shape({2, 3, sk, 16}));
+    auto mask = m.add_parameter("mask", float_shape({2, 1, 1, sk}));
+    auto scores = m.add_instruction(make_op("dot"), {q, kt});
+    scores = m.add_instruction(make_op("mul"), {scores, add_float_literal(m, {}, {1.0f / 1024})});
+    scores = m.add_instruction(make_op("add"), {scores, mask});
+    auto probabilities = m.add_instruction(make_op("softmax", value_map{{"axis", -1}}), {scores});
+    auto out = m.add_instruction(make_op("dot"), {probabilities, v});
+    if (heads_last) {
+        out = m.add_instruction(make_op("transpose", value_map{{"permutation", ints({0, 2, 1, 3})}}), {out});
+        out = m.add_instruction(make_op("reshape", value_map{{"dims", ints({2, static_cast<std::int64_t>(sq), 48})}}),
+                                {out});
+    }
+    m.add_return({out});
+    return p;
+}
+
+}  // namespace
+
+TEST(gpu_kernels_16bit, attention_with_scores_beyond_float16_range_fuses_and_matches_float32_ref) {
+    // sk 1030 takes the softmax's block-per-row path, 9 the warp-per-row one.
+    for (std::size_t sk : {9u, 1030u})
+        for (bool heads_last : {false, true})
+            for (dtype type : {dtype::half_type, dtype::bf16_type}) {
+                const program reference = large_score_attention(5, sk, heads_last);
+                program compiled = compiled_for_gpu(quantized(reference, type));
+                EXPECT_EQ(gpu_algorithm(compiled, "fused_attention"), "cublas_attention");
+                std::cout << "  fused_attention " << to_string(type) << " sk " << sk << ": "
+                          << gpu_algorithm(compiled, "fused_attention") << "\n";
+                parameter_map inputs;
+                inputs.emplace("q", exact_16bit_values({2, 3, 5, 64}, 40, 0.25f, 16, 1));
+                inputs.emplace("kt", exact_16bit_values({2, 3, 64, sk}, 40, 0.25f, 16, 2));
+                inputs.emplace("v", exact_16bit_values({2, 3, sk, 16}, 0, 0.125f, 8, 3));
+                inputs.emplace("mask", exact_16bit_values({2, 1, 1, sk}, -1, 0.25f, 4, 4));
+                const auto want = evaluate_module(*reference.get_main_module(), inputs);
+                for (int run = 0; run < 2; ++run)
+                    expect_close(compiled.eval(inputs), want, sixteen_bit_tolerance(type),
+                                 "attention " + to_string(type) + " sk " + std::to_string(sk) +
+                                     (heads_last ? " heads last" : ""));
+            }
+}
+
+namespace {
+
+// A BERT layer-norm step at width 768 on activations of a few hundred (their
+// squares overflow float16): x * 300 + dot(x, w), layer_norm with scale
+// and bias, then a product.
+program large_activation_layer_norm() {
+    program p;
+    module& m = *p.get_main_module();
+    auto x = m.add_parameter("x", float_shape({2, 16, 768}));
+    auto h = m.add_instruction(make_op("mul"), {x, add_float_literal(m, {}, {300.0f})});
+    h = m.add_instruction(make_op("add"),
+                          {h, m.add_instruction(make_op("dot"), {x, add_random_literal(m, {768, 768}, 1)})});
+    auto normalized = m.add_instruction(make_op("layer_norm", value_map{{"axis", -1}, {"epsilon", 1e-12}}),
+                                        {h, add_random_literal(m, {768}, 2), add_random_literal(m, {768}, 3)});
+    m.add_return({m.add_instruction(make_op("dot"), {normalized, add_random_literal(m, {768, 64}, 4)})});
+    return p;
+}
+
+}  // namespace
+
+TEST(gpu_kernels_16bit, quantized_layer_norm_runs_in_16bit_and_matches_ref) {
+    for (dtype type : {dtype::half_type, dtype::bf16_type}) {
+        const program reference = large_activation_layer_norm();
+        const program q = quantized(reference, type);
+        program compiled = compiled_for_gpu(q);
+        std::cout << "  layer_norm " << to_string(type) << ": " << gpu_algorithm(compiled, "layer_norm") << "\n";
+        EXPECT_EQ(gpu_algorithm(compiled, "layer_norm"), "cuda_layer_norm_rows");
+        // Against ref on the quantized program (float32 layer_norm between converts) ...
+        expect_gpu_matches_ref(q, sixteen_bit_tolerance(type), "quantized layer_norm " + to_string(type));
+        // ... and on the float32 program (products of 768 16-bit values: looser).
+        for (unsigned long seed : {3UL, 11UL}) {
+            auto inputs = random_inputs(*reference.get_main_module(), seed);
+            expect_close(compiled.eval(inputs), evaluate_module(*reference.get_main_module(), inputs),
+                         type == dtype::half_type ? 5e-2 : 2e-1, "layer_norm vs float32 " + to_string(type));
+        }
+    }
+}
