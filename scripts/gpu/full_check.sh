@@ -2,9 +2,9 @@
 # The whole GPU check in one device call of about nine minutes (the device is
 # lent 15 minutes a session, starts included), from build-gpu/bundle
 # (scripts/gpu/build_bundle.sh; device tool: carry ["build-gpu/bundle"]):
-#   1. the GPU suite alone (it unpacks the binaries);
+#   1. unpacks the binaries;
 #   2. side by side, everything that only needs to be right, not timed: the
-#      Python stage, the ONNX node tests (cpu-passing cases, in the order of
+#      GPU suite, the Python stage, the ONNX node tests (cpu-passing cases, in the order of
 #      build-gpu/bundle/node-order.txt when present), `kiln verify` on the six
 #      models, and Inductor's max-autotune compiles filling its caches;
 #   3. alone: eager, Inductor (loaded from the warmed caches) and Kiln through
@@ -22,8 +22,9 @@ order=build-gpu/bundle/node-order.txt
 side=${T_SIDE:-200}
 mkdir -p "$out/py" "$out/nodes" "$out/verify" "$out/perf" "$out/bench"
 echo "== 1 $(date +%T)"
-STAGES=tests T_TESTS=60 bash $check 2>&1 | tail -25
+STAGES=" " bash $check 2>&1 | tail -3  # unpacks the binaries
 echo "== 2 $(date +%T)"
+SKIP_UNPACK=1 STAGES=tests T_TESTS=$side OUT=$out bash $check >"$out/tests.out" 2>&1 &
 SKIP_UNPACK=1 STAGES=warm INDUCTOR_PRECISIONS=fp16 WARM_JOBS=8 T_WARM=$side OUT=$out/bench \
     bash $check >"$out/warm.out" 2>&1 &
 SKIP_UNPACK=1 STAGES=python T_PYTHON=$side OUT=$out/py bash $check >"$out/py.out" 2>&1 &
@@ -31,7 +32,7 @@ SKIP_UNPACK=1 STAGES=nodes T_NODES=$side NODE_JOBS=4 NODE_ONLY=$order OUT=$out/n
 SKIP_UNPACK=1 STAGES=models T_MODELS=$side MODELS="*-b1" MODEL_CHECK="--verify --timeout $((side - 10))" \
     OUT=$out/verify bash $check >"$out/verify.out" 2>&1 &
 wait
-for f in warm py nodes verify; do echo "=== $f"; tail -22 "$out/$f.out"; done
+for f in tests warm py nodes verify; do echo "=== $f"; tail -22 "$out/$f.out"; done
 echo "== 3 $(date +%T)"
 SKIP_UNPACK=1 STAGES=bench T_BENCH=${T_BENCH:-200} BENCH_RUNS=20 INDUCTOR_PRECISIONS=fp16 \
     WARMED=$out/bench/warm OUT=$out/bench bash $check 2>&1 | tail -24

@@ -16,8 +16,9 @@ inline constexpr int max_inputs = 12;
 inline constexpr int max_values = 64;  // inputs + steps: one register each per thread
 
 // Element types the interpreter loads, computes in and stores.
-// Floating values live in a double register, rounded to their type after each
-// step (through float for half and bfloat16, as the reference does); integer
+// Floating values live in a float register (a double one when any value of
+// the program is float64), rounded to their type after each step (through
+// float for half and bfloat16, as the reference does); integer
 // and bool values live in an int64 register, wrapped to their type's width
 // after each step. uint64 is not representable that way and is declined.
 enum class value_type : std::uint8_t { f32, f16, bf16, f64, i8, i16, i32, i64, u8, u16, u32, boolean };
@@ -26,8 +27,8 @@ constexpr bool is_floating(value_type t) {
     return t == value_type::f32 || t == value_type::f16 || t == value_type::bf16 || t == value_type::f64;
 }
 
-// F_ ops read and write the double register, I_ ops the int64 one;
-// comparisons and the F_TO_I / F_TO_B converts read double and write int64.
+// F_ ops read and write the floating register, I_ ops the int64 one;
+// comparisons and the F_TO_I / F_TO_B converts read floating and write int64.
 enum class opcode : std::uint8_t {
     // floating unary
     f_abs, f_neg, f_sign, f_relu, f_exp, f_log, f_sqrt, f_rsqrt, f_reciprocal, f_sin, f_cos, f_tan, f_tanh,
