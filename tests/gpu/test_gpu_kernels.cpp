@@ -230,6 +230,12 @@ TEST(gpu_kernels, pointwise_functions_in_float_and_double_programs) {
             // Inputs in [0.1, 0.9] keep every function in its domain (asin, acos, log, sqrt).
             auto scaled = m.add_instruction(make_op("mul"), {x, scalar_of(m, type, 0.4)});
             auto in = m.add_instruction(make_op("add"), {scaled, scalar_of(m, type, 0.5)});
+            // float16 chains are fused and rounded once where ref rounds each step; a
+            // step function would turn a one-ulp difference of its input into a whole
+            // unit (round of 0.5 against 0.50049, seen on an H100, session 14), so it
+            // takes the parameter itself.
+            const bool step = op == "floor" || op == "ceil" || op == "round";
+            if (type == dtype::half_type && step) in = x;
             m.add_return({m.add_instruction(make_op(op), {in})});
             expect_gpu_matches_ref(p, type == dtype::half_type ? 2e-3 : 1e-5, op + " " + to_string(type));
         }

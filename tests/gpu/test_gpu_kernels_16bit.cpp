@@ -27,6 +27,15 @@ argument exact_16bit_values(const std::vector<std::size_t>& lens, float base, fl
     return a;
 }
 
+// The largest |a - b| over every element of every output.
+double max_abs_difference(const std::vector<argument>& a, const std::vector<argument>& b) {
+    double worst = 0;
+    for (std::size_t o = 0; o < a.size(); ++o)
+        for (std::size_t i = 0; i < a[o].get_shape().elements(); ++i)
+            worst = std::max(worst, std::fabs(a[o].value_at(i) - b[o].value_at(i)));
+    return worst;
+}
+
 program quantized(program p, dtype type) {
     if (type == dtype::half_type)
         quantize_fp16(p);
@@ -116,13 +125,20 @@ TEST(gpu_kernels_16bit, quantized_layer_norm_runs_in_16bit_and_matches_ref) {
         program compiled = compiled_for_gpu(q);
         std::cout << "  layer_norm " << to_string(type) << ": " << gpu_algorithm(compiled, "layer_norm") << "\n";
         EXPECT_EQ(gpu_algorithm(compiled, "layer_norm"), "cuda_layer_norm_rows");
-        // Against ref on the quantized program (float32 layer_norm between converts) ...
-        expect_gpu_matches_ref(q, sixteen_bit_tolerance(type), "quantized layer_norm " + to_string(type));
-        // ... and on the float32 program (products of 768 16-bit values: looser).
         for (unsigned long seed : {3UL, 11UL}) {
             auto inputs = random_inputs(*reference.get_main_module(), seed);
-            expect_close(compiled.eval(inputs), evaluate_module(*reference.get_main_module(), inputs),
-                         type == dtype::half_type ? 5e-2 : 2e-1, "layer_norm vs float32 " + to_string(type));
+            const auto exact = evaluate_module(*reference.get_main_module(), inputs);
+            const auto got = compiled.eval(inputs);
+            // Against the float32 program (products of 768 16-bit values: loose) ...
+            expect_close(got, exact, type == dtype::half_type ? 5e-2 : 2e-1, "layer_norm vs float32 " + to_string(type));
+            // ... and no farther from it than ref on the quantized program. Not element
+            // by element: the gpu fuses the dot and the add before the layer_norm and
+            // rounds their sum once where ref rounds twice, and the layer_norm of
+            // activations of a few hundred turns that one-ulp difference into
+            // 1e-2 of its output (measured on an H100, session 14).
+            const double gpu_error = max_abs_difference(got, exact);
+            const double ref_error = max_abs_difference(evaluate_module(*q.get_main_module(), inputs), exact);
+            EXPECT_LE(gpu_error, 1.5 * ref_error + 1e-3) << to_string(type) << " seed " << seed;
         }
     }
 }

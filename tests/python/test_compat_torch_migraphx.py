@@ -92,6 +92,22 @@ def test_mgx_module_takes_kiln_programs_and_single_outputs():
     torch.testing.assert_close(out, torch.sigmoid(t))
 
 
+def test_mgx_module_takes_a_program_compiled_without_offload_copy():
+    # MIGraphX then lists the output buffers among the parameters ("main:#output_0");
+    # they are not the module's inputs (found on the GPU machine, where MGXModule
+    # compiles that way by default).
+    p = migraphx.program.from_kiln(kiln.program())
+    m = p.get_main_module()
+    x = m.add_parameter("x", migraphx.shape(type="float_type", lens=[4]))
+    m.add_return([m.add_instruction(migraphx.op("relu"), [x])])
+    p.compile(migraphx.get_target("cpu"), offload_copy=False)
+    assert "main:#output_0" in p.get_parameter_names()
+    module = MGXModule(p, ["x"])
+    assert module.input_names == ["x"]
+    t = torch.tensor([-1.0, 2.0, -3.0, 4.0])
+    torch.testing.assert_close(module(t), torch.relu(t))
+
+
 def test_mgx_module_checks_its_inputs():
     module = MGXModule(two_output_program(), input_names=["x", "y"])
     with pytest.raises(kiln.InvalidArgumentError, match="expected 2 inputs"):

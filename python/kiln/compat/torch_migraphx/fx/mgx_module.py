@@ -96,7 +96,10 @@ class MGXModule(torch.nn.Module):
             )
         kiln_program = self.program.to_kiln()
         self._device_io = kiln_program.target_name() == "gpu" and not kiln_program.get_compile_options()["offload_copy"]
-        parameters = self.program.get_parameter_names()
+        # Without offload_copy MIGraphX lists the output buffers ("main:#output_<i>") among the
+        # parameters; forward lets Kiln allocate the outputs, so they are not inputs.
+        outputs = set(self.program._output_parameter_names())
+        parameters = [n for n in self.program.get_parameter_names() if n not in outputs]
         if self.input_names is None:
             self.input_names = parameters
         unknown = [n for n in self.input_names if n not in parameters]
