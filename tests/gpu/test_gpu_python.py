@@ -58,6 +58,8 @@ def test_cuda_tensors_stay_on_the_gpu():
     x = torch.randn(2, 3, 32, 32)
     # Compiled for CUDA inputs (the input specs keep the example's device).
     compiled = kiln.torch.compile(_small_cnn().cuda(), [x.cuda()], target="gpu")
+    # Kiln computes it: a CUDA graph falling back to PyTorch would match eager too.
+    assert compiled.report.compiled_nodes > 0 and not compiled.report.fallback_nodes, compiled.report.summary()
     x_gpu = x.cuda()
     ready = x_gpu * 1.0  # queued on PyTorch's stream just before the call
     got = compiled(ready)
@@ -161,6 +163,7 @@ def test_kiln_torch_on_a_side_stream_is_ordered_between_torch_kernels():
     model = _small_cnn()
     x = torch.randn(4, 3, 32, 32)
     compiled = kiln.torch.compile(_small_cnn().cuda(), [x.cuda()], target="gpu")
+    assert compiled.report.compiled_nodes > 0 and not compiled.report.fallback_nodes, compiled.report.summary()
     with torch.no_grad():
         want = model(x)
     x_gpu = x.cuda()

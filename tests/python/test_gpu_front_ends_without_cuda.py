@@ -202,3 +202,31 @@ def test_enable_offload_copy_is_the_default_spelled_as_migraphx_does(model_file)
     assert "output 0" in r.stdout
     r = _cli("run", model_file, "--enable-offload-copy", "--disable-offload-copy")
     assert r.returncode == 2 and "excludes" in r.stderr, r.stderr
+
+
+def test_a_graph_of_cuda_tensors_is_kilns_on_the_gpu_target_and_pytorchs_on_host_targets():
+    # Fake CUDA tensors need no GPU: the decision is made on the graph's metadata.
+    # (Found on an H100: every node of a CUDA model was refused as "it runs on cuda:0",
+    # so kiln.torch.compile(target="gpu") ran the whole model in PyTorch.)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from kiln.torch.graph_lowering import _devices_taken
+    from kiln.torch.partitioning import analyze_support
+
+    def f(x, w):
+        return torch.relu(x @ w) + torch.full((2, 4), 1.0, device=x.device)
+
+    with FakeTensorMode():
+        gm = make_fx(f)(torch.empty(2, 3, device="cuda"), torch.empty(3, 4, device="cuda"))
+
+    class GpuTarget:
+        def name(self):
+            return "gpu"
+
+    assert _devices_taken(gm, GpuTarget()) == ("cuda",)
+    assert _devices_taken(gm, kiln.get_target("cpu")) == ("cpu",)
+    assert analyze_support(gm, devices=("cuda",)) == {}
+    refused = analyze_support(gm)
+    assert sorted(n.name for n in refused) == ["add", "full", "mm", "relu"]
+    assert set(refused.values()) == {"it runs on cuda:0"}

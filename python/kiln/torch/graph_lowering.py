@@ -114,11 +114,12 @@ def _without_dead_code(gm):
 class _SubgraphBuilder:
     """Builds and compiles the Kiln program of one group of nodes."""
 
-    def __init__(self, gm, group, float_dtype):
+    def __init__(self, gm, group, float_dtype, devices):
         self.gm = gm
         self.group = group
         self.members = set(group)
         self.float_dtype = float_dtype
+        self.devices = devices
 
     def io(self):
         inputs, seen = [], set()
@@ -140,7 +141,7 @@ class _SubgraphBuilder:
     def build(self, inputs, outputs):
         program = kiln.program()
         module = program.get_main_module()
-        ctx = ConversionContext(module, self.float_dtype)
+        ctx = ConversionContext(module, self.float_dtype, self.devices)
         values = {}
         for p in inputs:
             meta = p.meta["val"]
@@ -203,6 +204,25 @@ def _schedule(gm, groups, unit_of):
     return order, members
 
 
+def _devices_taken(gm, kiln_target):
+    """The torch device types whose tensors Kiln computes: the host's, or on
+    the gpu target CUDA's when the graph's inputs or weights are CUDA tensors
+    (a subgraph then runs on the device; values the graph keeps on the host
+    stay in PyTorch, so no Kiln output lands on the wrong device)."""
+    if kiln_target.name() != "gpu":
+        return ("cpu",)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            value = node.meta.get("val")
+        elif node.op == "get_attr":
+            value = fetch_attr(gm, node.target)
+        else:
+            continue
+        if isinstance(value, torch.Tensor) and value.device.type == "cuda":
+            return ("cuda",)
+    return ("cpu",)
+
+
 def lower_graph_module(
     gm,
     *,
@@ -227,7 +247,8 @@ def lower_graph_module(
     _ensure_metadata(gm, example_inputs)
     gm = _without_dead_code(gm)
 
-    unsupported = analyze_support(gm, float_dtype)
+    devices = _devices_taken(gm, kiln_target)
+    unsupported = analyze_support(gm, float_dtype, devices)
     groups = partition(gm, unsupported, min_subgraph_size)
     report = LoweringReport()
     for node in gm.graph.nodes:
@@ -248,7 +269,7 @@ def lower_graph_module(
             elif node.op == "call_module":
                 root[node.target] = fetch_attr(gm, node.target)
             continue
-        builder = _SubgraphBuilder(gm, members[unit], float_dtype)
+        builder = _SubgraphBuilder(gm, members[unit], float_dtype, devices)
         inputs, outputs = builder.io()
         if not outputs:
             continue  # nothing it computes is used

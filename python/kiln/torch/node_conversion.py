@@ -25,13 +25,14 @@ class RuntimeValue:
         self.node = node
 
 
-def static_tensor_meta(val):
-    """Whether `val` is a tensor with a static shape and a Kiln element type."""
+def static_tensor_meta(val, devices=("cpu",)):
+    """Whether `val` is a tensor with a static shape and a Kiln element type,
+    on one of `devices` (torch device types the target takes)."""
     return (
         isinstance(val, torch.Tensor)
         and to_kiln_type(val.dtype) is not None
         and all(isinstance(d, int) for d in val.shape)
-        and val.device.type == "cpu"
+        and val.device.type in devices
     )
 
 
@@ -45,7 +46,7 @@ def op_name(node):
     return f"{node.op}:{target}"
 
 
-def _check_meta(node):
+def _check_meta(node, devices):
     val = node.meta.get("val")
     if val is None and "val" not in node.meta:
         raise ConversionRefused("the node has no shape metadata")
@@ -61,8 +62,8 @@ def _check_meta(node):
             continue
         if not isinstance(item, torch.Tensor):
             raise ConversionRefused(f"it produces a {type(item).__name__}, not a tensor")
-        if not static_tensor_meta(item):
-            if item.device.type != "cpu":
+        if not static_tensor_meta(item, devices):
+            if item.device.type not in devices:
                 raise ConversionRefused(f"it runs on {item.device}")
             if to_kiln_type(item.dtype) is None:
                 raise ConversionRefused(f"Kiln has no element type for {item.dtype}")
@@ -116,7 +117,7 @@ def convert_node(ctx, node, values):
     if fn is None:
         return None, "no converter"
     try:
-        _check_meta(node)
+        _check_meta(node, ctx.devices)
         args = _map_arguments(node.args, values)
         kwargs = _map_arguments(node.kwargs, values)
         positional, keyword = bind_arguments(node.target, args, kwargs)

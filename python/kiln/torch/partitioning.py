@@ -49,7 +49,8 @@ class _StandIns:
             return tuple(self.make(node, v) for v in val)
         if val is None:
             return None
-        if not static_tensor_meta(val):
+        # Weights become literals wherever they are; computed values must be on the target's device.
+        if not static_tensor_meta(val, ("cpu", "cuda") if constant is not None else self.ctx.devices):
             return RuntimeValue(node)
         self.count += 1
         dtype = self.ctx.compute_dtype(val.dtype)
@@ -57,10 +58,11 @@ class _StandIns:
         return KilnValue(self.ctx.module.add_parameter(f"stand_in_{self.count}", s), constant=constant)
 
 
-def analyze_support(gm, float_dtype=torch.float32):
-    """{node: reason} for every node that stays in PyTorch (fx call nodes only)."""
+def analyze_support(gm, float_dtype=torch.float32, devices=("cpu",)):
+    """{node: reason} for every node that stays in PyTorch (fx call nodes only);
+    `devices`: the torch device types the target takes."""
     scratch = kiln.program()
-    ctx = ConversionContext(scratch.get_main_module(), float_dtype)
+    ctx = ConversionContext(scratch.get_main_module(), float_dtype, devices)
     stand_ins = _StandIns(ctx)
     values, unsupported = {}, {}
     for node in gm.graph.nodes:

@@ -79,12 +79,14 @@ class ConversionContext:
 
     `float_dtype` is the type float32 values are computed in (``precision``):
     ``torch.float32`` normally, ``torch.float16`` / ``torch.bfloat16`` for
-    reduced precision.
+    reduced precision. `devices` are the torch device types whose tensors the
+    target takes: the host's for host targets, CUDA's too for the gpu target.
     """
 
-    def __init__(self, module, float_dtype=torch.float32):
+    def __init__(self, module, float_dtype=torch.float32, devices=("cpu",)):
         self.module = module
         self.float_dtype = float_dtype
+        self.devices = tuple(devices)
         self.node = None
 
     # --- the node being converted ---------------------------------------------------------------

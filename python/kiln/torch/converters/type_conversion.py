@@ -14,7 +14,7 @@ aten = torch.ops.aten
 
 @converter(aten._to_copy.default)
 def to_copy(ctx, x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
-    if device is not None and torch.device(device).type != "cpu":
+    if device is not None and torch.device(device).type not in ctx.devices:
         ctx.refuse(f"a copy to {device}")
     return ctx.cast(x, ctx.out_dtype)
 
