@@ -9,13 +9,19 @@
 #      models, and Inductor's max-autotune compiles filling its caches;
 #   3. alone: eager, Inductor (loaded from the warmed caches) and Kiln through
 #      kiln.torch.compile on the same CUDA tensors (bench/gpu_bench.py);
-#   4. alone: `kiln perf` on every model, batch 1 and 32, fp32 and fp16.
-# Every stage writes its logs and JSON under $OUT as it goes, so a call cut
-# short at its limit still returns what was done. T_SIDE, T_PERF and T_BENCH
-# bound the phases (seconds).
+#   4. alone: `kiln perf` on every model, batch 1 and 32, fp32 and fp16, with
+#      the inputs and outputs on the device as Inductor's are (PERF_OPTIONS=""
+#      times the host copies too).
+# Every stage writes its logs and JSON in a work folder, packed into
+# $OUT/results.tgz after each phase (the device tool returns only a few files
+# of $OUT), so a call cut short at its limit still returns what was done.
+# T_SIDE, T_PERF and T_BENCH bound the phases (seconds).
 set -u
 cd "$(dirname "$0")/../.."
-out=${OUT:-/tmp/kiln-out}
+out=/tmp/kiln-results
+results=${OUT:-/tmp/kiln-out}
+mkdir -p "$results"
+pack() { tar -czf "$results/results.tgz.part" -C "$out" . && mv "$results/results.tgz.part" "$results/results.tgz"; }
 check=scripts/gpu/device_check.sh
 order=build-gpu/bundle/node-order.txt
 [ -f $order ] || order=
@@ -33,10 +39,13 @@ SKIP_UNPACK=1 STAGES=models T_MODELS=$side MODELS="*-b1" MODEL_CHECK="--verify -
     OUT=$out/verify bash $check >"$out/verify.out" 2>&1 &
 wait
 for f in tests warm py nodes verify; do echo "=== $f"; tail -22 "$out/$f.out"; done
+pack
 echo "== 3 $(date +%T)"
 SKIP_UNPACK=1 STAGES=bench T_BENCH=${T_BENCH:-200} BENCH_RUNS=20 INDUCTOR_PRECISIONS=fp16 \
     WARMED=$out/bench/warm OUT=$out/bench bash $check 2>&1 | tail -24
+pack
 echo "== 4 $(date +%T)"
 SKIP_UNPACK=1 STAGES=models T_MODELS=${T_PERF:-90} MODELS="*" \
-    MODEL_CHECK="--perf --runs 20 --timeout 40 ${PERF_OPTIONS:-}" OUT=$out/perf bash $check 2>&1 | tail -24
+    MODEL_CHECK="--perf --runs 20 --timeout 40 ${PERF_OPTIONS---device-io}" OUT=$out/perf bash $check 2>&1 | tail -24
+pack
 echo "== done $(date +%T)"

@@ -36,7 +36,7 @@ def verify(kiln, models, stem, timeout):
     return {"passed": rc == 0, "rc": rc, "seconds": round(seconds, 1), "detail": tail[-1500:]}
 
 
-def perf(kiln, models, stem, precision, scratch, runs, timeout):
+def perf(kiln, models, stem, precision, scratch, runs, timeout, device_io=False):
     compiled = scratch / f"{stem}-{precision}.kiln"
     cmd = [kiln, "compile", str(models / f"{stem}.onnx"), "--target", "gpu", "-o", str(compiled)]
     if precision == "fp16":
@@ -47,7 +47,9 @@ def perf(kiln, models, stem, precision, scratch, runs, timeout):
         result["detail"] = text[-1500:]
         return result
     batch = int(stem.rsplit("-b", 1)[1])
-    rc, text, _ = run([kiln, "perf", str(compiled), "-n", str(runs), "--batch", str(batch), *feeds(models, stem)],
+    # device_io: inputs uploaded once and outputs left on the device, as Inductor's are.
+    io = ["--disable-offload-copy"] if device_io else []
+    rc, text, _ = run([kiln, "perf", str(compiled), "-n", str(runs), "--batch", str(batch), *io, *feeds(models, stem)],
                       timeout)
     result["perf_rc"] = rc
     found = re.search(r"Without profiling: median ([0-9.]+) ms, min ([0-9.]+) ms", text)
@@ -72,6 +74,8 @@ def main():
     parser.add_argument("--perf", action="store_true")
     parser.add_argument("--precisions", nargs="+", default=["fp32", "fp16"])
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--device-io", action="store_true",
+                        help="kiln perf --disable-offload-copy: no host copies in the times")
     parser.add_argument("--timeout", type=float, default=300)
     args = parser.parse_args()
     stems = sorted(p.name[: -len(".onnx")] for p in args.models.glob("*.onnx"))
@@ -90,7 +94,7 @@ def main():
         scratch.mkdir(exist_ok=True)
         for stem in stems:
             for precision in args.precisions:
-                r = perf(args.kiln, args.models, stem, precision, scratch, args.runs, args.timeout)
+                r = perf(args.kiln, args.models, stem, precision, scratch, args.runs, args.timeout, args.device_io)
                 report["perf"][f"{stem}-{precision}"] = r
                 print(f"perf {stem} {precision}: compile {r['compile_seconds']} s, median {r.get('median_ms')} ms, "
                       f"{r.get('host_fallback_instructions')} on the host {r.get('host_fallback_ops', '')}", flush=True)
