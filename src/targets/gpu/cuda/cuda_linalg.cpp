@@ -95,20 +95,12 @@ private:
         const std::size_t c_size = float_product() ? sizeof(float) : element_size_;
         const std::size_t calls = g.outer_count();
         for (std::size_t call = 0; call < calls; ++call) {
-            // Element offsets of this outer batch index, innermost outer dim last.
-            std::size_t rest = call, off_a = 0, off_b = 0, off_c = 0;
-            for (std::size_t d = g.outer.size(); d-- > 0;) {
-                const std::size_t index = rest % g.outer[d].len;
-                rest /= g.outer[d].len;
-                off_a += index * g.outer[d].stride_a;
-                off_b += index * g.outer[d].stride_b;
-                off_c += index * g.outer[d].stride_c;
-            }
+            const gemm_offsets at = g.outer_offsets(call);
             KILN_CUBLAS(cublasGemmStridedBatchedEx(
                 handle, op_b, op_a, static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k), alpha,
-                b + off_b * element_size_, types_.data, static_cast<int>(g.b.ld),
-                static_cast<long long>(g.inner.stride_b), a + off_a * element_size_, types_.data,
-                static_cast<int>(g.a.ld), static_cast<long long>(g.inner.stride_a), beta, c + off_c * c_size, c_type,
+                b + at.b * element_size_, types_.data, static_cast<int>(g.b.ld),
+                static_cast<long long>(g.inner.stride_b), a + at.a * element_size_, types_.data,
+                static_cast<int>(g.a.ld), static_cast<long long>(g.inner.stride_a), beta, c + at.c * c_size, c_type,
                 static_cast<int>(g.n), static_cast<long long>(g.inner.stride_c),
                 static_cast<int>(g.inner.len), types_.compute, CUBLAS_GEMM_DEFAULT));
         }

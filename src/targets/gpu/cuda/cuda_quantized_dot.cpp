@@ -44,17 +44,9 @@ public:
         auto* c = reinterpret_cast<std::int32_t*>(result.data());
         const gemm_layout& g = layout_;
         for (std::size_t call = 0; call < g.outer_count(); ++call) {
-            // Element offsets of this outer batch index, innermost outer dim last.
-            std::size_t rest = call, off_a = 0, off_b = 0, off_c = 0;
-            for (std::size_t d = g.outer.size(); d-- > 0;) {
-                const std::size_t index = rest % g.outer[d].len;
-                rest /= g.outer[d].len;
-                off_a += index * g.outer[d].stride_a;
-                off_b += index * g.outer[d].stride_b;
-                off_c += index * g.outer[d].stride_c;
-            }
+            const gemm_offsets at = g.outer_offsets(call);
             // 8-bit operands: element offsets are byte offsets.
-            launch_int8_gemm(params_, a + off_a, b + off_b, zero_point, c + off_c, stream);
+            launch_int8_gemm(params_, a + at.a, b + at.b, zero_point, c + at.c, stream);
         }
     }
     std::string algorithm() const override { return "cuda_int8_gemm"; }

@@ -47,6 +47,18 @@ std::size_t gemm_layout::outer_count() const {
     return count;
 }
 
+gemm_offsets gemm_layout::outer_offsets(std::size_t call) const {
+    gemm_offsets at;
+    for (std::size_t d = outer.size(); d-- > 0;) {
+        const std::size_t index = call % outer[d].len;
+        call /= outer[d].len;
+        at.a += index * outer[d].stride_a;
+        at.b += index * outer[d].stride_b;
+        at.c += index * outer[d].stride_c;
+    }
+    return at;
+}
+
 std::optional<gemm_layout> plan_gemm_layout(const shape& a, const shape& b, const shape& out) {
     if (a.ndim() == 0 || b.ndim() == 0 || !out.standard()) return std::nullopt;
     const ops::matrices ma = ops::as_matrices(a, true);

@@ -27,6 +27,11 @@ struct gemm_batch_dim {
     std::size_t stride_a = 0, stride_b = 0, stride_c = 0;
 };
 
+// Element offsets of a, b and c at one outer batch index.
+struct gemm_offsets {
+    std::size_t a = 0, b = 0, c = 0;
+};
+
 struct gemm_layout {
     std::size_t m = 0, n = 0, k = 0;
     gemm_operand_layout a, b;  // c is always standard: row-major, ld = n
@@ -35,6 +40,9 @@ struct gemm_layout {
     // Batch dimensions looped over on the host, outermost first.
     std::vector<gemm_batch_dim> outer;
     std::size_t outer_count() const;
+    // The offsets at outer call `call` (< outer_count()), the innermost outer
+    // dimension varying fastest.
+    gemm_offsets outer_offsets(std::size_t call) const;
 };
 
 // The layout of dot(a, b) -> out, or nothing when an operand's matrix strides
