@@ -1,6 +1,6 @@
 #pragma once
 // A program as the compile cache keys it: its saved metadata (modules,
-// instructions, attributes, shapes and dtypes) and checksums of its
+// instructions, attributes, shapes and dtypes) and a 128-bit hash of its
 // literals' bytes, computed in place rather than by writing the file.
 #include <string>
 

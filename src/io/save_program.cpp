@@ -1,6 +1,5 @@
 // Writing programs as .kiln files (layout in file_header.hpp and serialize.hpp).
 #include <unistd.h>
-#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
@@ -13,6 +12,7 @@
 #include "io/dynamic_source.hpp"
 #include "io/file_header.hpp"
 #include "io/json_codec.hpp"
+#include "io/content_hash.hpp"
 #include "io/program_fingerprint.hpp"
 #include "kiln/serialize.hpp"
 #include "kiln/version.hpp"
@@ -131,14 +131,13 @@ std::uint32_t data_checksum(const std::vector<data_entry>& entries) {
 std::string io::program_fingerprint(const program& p) {
     metadata_writer writer;
     std::string text = writer.program_json(p).dump();
-    // Two independent checksums of the weights: one 32-bit sum alone would
-    // let two fine-tunes of one graph share an entry once in 4e9 pairs.
-    std::uint32_t adler = 1;
-    for (const auto& e : writer.data())
-        adler = static_cast<std::uint32_t>(
-            adler32_z(adler, reinterpret_cast<const unsigned char*>(e.values.data()), e.size));
-    return text + "\ndata " + std::to_string(writer.data_size()) + " crc32 " +
-           std::to_string(data_checksum(writer.data())) + " adler32 " + std::to_string(adler);
+    // 128 bits of the weights, each literal's bytes at its place in the data
+    // section (the offsets are in the metadata): a 32-bit sum alone would let
+    // two fine-tunes of one graph share an entry once in 4e9 pairs.
+    io::content_hash weights;
+    for (const auto& e : writer.data()) weights.add(e.values.data(), e.size);
+    return text + "\ndata " + std::to_string(writer.data_size()) + " hash " + std::to_string(weights.first()) + " " +
+           std::to_string(weights.second());
 }
 
 std::string save_buffer(const program& p) {
