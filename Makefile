@@ -43,11 +43,15 @@ test-slow: build
 
 # The C++ tests and the fuzz corpus replay under AddressSanitizer and
 # UndefinedBehaviorSanitizer, in their own build folder (only what they link),
-# then test-sanitize-python. -O1 -g1 keeps a cold build cheaper than
-# RelWithDebInfo's -O2 -g while reports still name file and line.
+# then test-sanitize-python. -O0 -g0: the cold build is most of CI's time and
+# optimising instrumented code is most of the build (src/ops/elementwise.cpp:
+# 56 CPU-s at -O1 -g1, 19 at -O0 -g0); frame pointers keep ASan's stacks
+# whole, and reports name functions but not lines (for lines, run
+# `make test-sanitize SANITIZE_CXXFLAGS="-O0 -g"` in your own clone).
 # Warnings stay warnings there: GCC 12 reports -Wmaybe-uninitialized false
 # positives inside std::variant when the sanitizers instrument it.
 SANITIZE_BUILD   := build-sanitize
+SANITIZE_CXXFLAGS ?= -O0 -g0
 SANITIZE_OPTIONS := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 test-sanitize: test-sanitize-cpp test-sanitize-python
 
@@ -57,7 +61,7 @@ test-sanitize-cpp: sanitize-build
 # Configured on every run (seconds) so that a changed flag reaches an old folder.
 sanitize-build: setup
 	@cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DKILN_SANITIZE=ON -DKILN_WARNINGS_AS_ERRORS=OFF \
-		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SANITIZE_CXXFLAGS) -DNDEBUG" \
 		-DKILN_BUILD_CLI=ON -DKILN_BUILD_PYTHON=ON -DKILN_BUILD_BENCH=OFF \
 		-DKILN_PYTHON_OUTPUT_DIR=$(abspath $(SANITIZE_BUILD))/python_core -DPython_EXECUTABLE=$(PY) >/dev/null
 	@cmake --build $(SANITIZE_BUILD) -j$(JOBS) --target kiln_tests kiln_fuzz_replay kiln_fuzz_tf_replay kiln_fuzz_load_replay _core kiln_driver

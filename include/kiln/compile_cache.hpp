@@ -6,7 +6,8 @@
 // The key hashes everything that decides the compiled result: the program
 // as saved (its modules, parameter shapes and dtypes, and the bytes of its
 // literals), the options that change the result, the target, Kiln's version,
-// the CPU's model and ISA, and KILN_DISABLE_PASSES. Entries are written to a
+// the machine as the target identifies it (target::identity: the CPU's
+// model and ISA for cpu), and KILN_DISABLE_PASSES. Entries are written to a
 // temporary file and renamed, so a reader never sees half of one; an entry
 // that fails any check (truncated, any checksum, weights included) is
 // compiled again and replaced, never trusted.
@@ -19,7 +20,9 @@ namespace kiln {
 // What besides the program and its options a compiled result depends on.
 struct compile_cache_context {
     std::string kiln_version;
-    std::string cpu;  // model and ISA (cpu_identity)
+    // The machine: the CPU's model and ISA for cpu. Empty (as this process's
+    // context leaves it): the target's own identity() at the key.
+    std::string cpu;
     std::string disabled_passes_variable;  // KILN_DISABLE_PASSES
 };
 // This process's.

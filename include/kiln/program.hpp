@@ -58,7 +58,10 @@ public:
     // Optimizes the main module with the target's passes and lowers it. A
     // dynamic program compiles the static program of each optimal profile
     // now and of any other in-range extents on their first run, each once
-    // (the main module itself stays as it is).
+    // (the main module itself stays as it is). With options.cache_dir set, a
+    // static program is loaded from that compile cache, or compiled and
+    // stored there (kiln/compile_cache.hpp). Defined with the cache, in the
+    // layer above the IR (src/io/cached_compile.cpp).
     void compile(const target& t, const compile_options& options = {});
 
     // Some parameter has a dimension that is a range.
@@ -120,6 +123,11 @@ public:
     void print(std::ostream& os) const;
 
 private:
+    // compile without the cache: every compile without cache_dir, a dynamic
+    // program's included, and a cache miss (src/ir/program.cpp).
+    void compile_uncached(const target& t, const compile_options& options);
+    // Fails for a compiled program; verifies the modules.
+    void check_before_compile() const;
     void compile_in_place(const target& t, const compile_options& options);
     void compile_dynamic(const target& t, const compile_options& options);
     // The compiled program of the first optimal profile, or this one.

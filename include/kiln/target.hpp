@@ -93,6 +93,11 @@ public:
     virtual pass_list get_passes(const compile_options& options) const = 0;
     // Builds the executable for an already optimized module.
     virtual std::shared_ptr<executable> lower(const module& m, const compile_options& options) const = 0;
+    // What besides its name decides what this target compiles on this
+    // machine (cpu: the CPU's model and the ISA extensions its kernels use),
+    // so that a compiled program is reused only where it matches (the compile
+    // cache keys on it). Empty where nothing does.
+    virtual std::string identity() const { return {}; }
 
     virtual memory_location memory() const { return memory_location::host; }
     virtual argument allocate(const shape& s) const { return argument(s); }

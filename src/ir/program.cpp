@@ -7,7 +7,6 @@
 #include <unordered_set>
 
 #include "ir/specialisation_cache.hpp"
-#include "kiln/compile_cache.hpp"
 #include "kiln/specialise.hpp"
 #include "kiln/verifier.hpp"
 
@@ -118,16 +117,17 @@ void check_memory_limit(const module& main, const executable& e, const compile_o
 
 }  // namespace
 
-void program::compile(const target& t, const compile_options& options) {
+void program::check_before_compile() const {
     if (is_compiled())
         fail("program is already compiled for target '" + target_name_ + "'; compile a copy of the original instead");
     verify_program(*this, "before compile");
-    // The cache (src/io) keys, looks up and stores whole compiled programs;
-    // it comes back here, without cache_dir, to compile a miss.
-    if (!options.cache_dir.empty() && !is_dynamic()) {
-        compile_through_cache(*this, t, options);
-        return;
-    }
+}
+
+// program::compile stands above the IR, with the compile cache
+// (src/io/cached_compile.cpp), and comes here for every compile without
+// cache_dir, a dynamic program's included, and for a cache miss.
+void program::compile_uncached(const target& t, const compile_options& options) {
+    check_before_compile();
     if (is_dynamic()) {
         compile_dynamic(t, options);
         return;
@@ -180,6 +180,8 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     auto source = std::make_shared<const program>(*this);
     auto make = [source, name = t.name(), options](const parameter_lens& lens) {
         program p = source->static_program(lens);
+        // The public compile: with cache_dir, each specialisation is a static
+        // program that the compile cache keeps.
         p.compile(get_target(name), options);
         return std::make_shared<const program>(std::move(p));
     };

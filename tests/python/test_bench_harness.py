@@ -9,6 +9,7 @@ import pathlib
 import subprocess
 import sys
 import time
+import types
 
 import numpy as np
 import onnx
@@ -246,24 +247,64 @@ def test_engines_of_a_model_are_timed_in_interleaved_rounds(tmp_path):
     assert len(kiln_case["idle_waits_s"]) == len(ort_case["idle_waits_s"]) == 2
 
 
+def _started(code):
+    """A Python process running `code`, returned once it has said so on stdout (however long the
+    machine takes to start it)."""
+    proc = subprocess.Popen([sys.executable, "-c", "print('started', flush=True)\n" + code],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "started\n"
+    return proc
+
+
 def test_idle_wait_waits_for_a_spinning_process_and_not_for_an_idle_one():
-    # Busy until it has used 0.6 s of CPU, however loaded the machine is.
-    spinner = subprocess.Popen([sys.executable, "-c", "import time\nwhile time.process_time() < 0.6: pass"])
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    # Judged by CPU time, never by the wall clock, so that a loaded machine changes how long this
+    # takes and not what it finds. The spinner is busy until it has used 0.6 s of CPU, however
+    # long that takes. Windows of 0.5 s with at most 5% of a core: a spinner that is ready to run
+    # gets far more than 25 ms in 0.5 s unless some 40 others share each core (the default
+    # 50 ms window with 20% of a core, 10 ms, is one clock tick of /proc's accounting: a spinner
+    # on a busy machine is credited that little in many windows). The defaults' arithmetic is
+    # checked on a made-up clock below.
+    spinner = _started("import time\nwhile time.process_time() < 0.6: pass")
+    sleeper = _started("import time; time.sleep(600)")
     try:
-        time.sleep(0.1)  # both started
-        waited, idle = idle_wait.wait_until_idle([spinner.pid, sleeper.pid], timeout_s=30)
-        assert idle and waited >= 0.3
-        waited, idle = idle_wait.wait_until_idle([sleeper.pid])
-        assert idle and waited < 0.3
-        assert idle_wait.cpu_seconds(spinner.pid) >= 0.5
-        spinner.wait()
-        waited, idle = idle_wait.wait_until_idle([sleeper.pid, 999999999])  # a pid that does not exist
+        waited, idle = idle_wait.wait_until_idle([spinner.pid, sleeper.pid], window_s=0.5, max_busy=0.05,
+                                                 timeout_s=300)
+        # It waited for the spinner to finish: its CPU time is all spent (it is read from /proc
+        # until the process is reaped below).
         assert idle
+        assert idle_wait.cpu_seconds(spinner.pid) >= 0.5
+        assert spinner.wait(timeout=300) == 0
+        # It does not wait for a sleeping process, nor for one that is gone: idle at the first window
+        # it measures, long before the timeout.
+        waited, idle = idle_wait.wait_until_idle([sleeper.pid], timeout_s=300)
+        assert idle and waited < 60
+        waited, idle = idle_wait.wait_until_idle([sleeper.pid, 999999999], timeout_s=300)
+        assert idle and waited < 60
+        assert idle_wait.cpu_seconds(999999999) is None
     finally:
         for p in (spinner, sleeper):
             p.kill()
             p.wait()
+
+
+def test_idle_wait_judges_windows_by_the_share_of_a_core_used(monkeypatch):
+    # The defaults (windows of 50 ms, idle at 20% of one core), on a made-up clock: a process busy
+    # at a full core for 0.3 s and then asleep, beside one at 10% of a core, is waited for until
+    # the first window after its 0.3 s; one at 30% of a core is waited for until the timeout.
+    now = [0.0]
+    clock = types.SimpleNamespace(perf_counter=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    monkeypatch.setattr(idle_wait, "time", clock)
+    busy_share = {1: lambda t: min(t, 0.3), 2: lambda t: 0.1 * t, 3: lambda t: 0.3 * t}
+    monkeypatch.setattr(idle_wait, "cpu_seconds", lambda pid: busy_share[pid](now[0]) if pid in busy_share else None)
+
+    waited, idle = idle_wait.wait_until_idle([1, 2])
+    assert idle and 0.3 < waited <= 0.4
+    now[0] = 10.0
+    waited, idle = idle_wait.wait_until_idle([2, 4])  # 4: gone
+    assert idle and waited == pytest.approx(0.05)
+    now[0] = 20.0
+    waited, idle = idle_wait.wait_until_idle([3], timeout_s=1.0)
+    assert not idle and waited == pytest.approx(1.0)
 
 
 def test_a_failing_engine_does_not_stop_the_others(tmp_path):

@@ -1,11 +1,16 @@
 #include "targets/cpu/cpu_target.hpp"
 
 #include "kiln/passes.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/lowering/openmp_threads.hpp"
 #include "targets/cpu/lowering/plan_builder.hpp"
 #include "targets/cpu/passes/cpu_passes.hpp"
 
 namespace kiln {
+
+std::string cpu_target::identity() const {
+    return cpu_identity();
+}
 
 // 16-bit float arithmetic becomes float32 first (weights stay 16-bit), so
 // every later pass and kernel sees the float32 graph it knows. Dead code

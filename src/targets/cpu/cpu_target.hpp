@@ -11,6 +11,8 @@ public:
     std::string name() const override { return "cpu"; }
     pass_list get_passes(const compile_options& options) const override;
     std::shared_ptr<executable> lower(const module& m, const compile_options& options) const override;
+    // cpu_identity(): the CPU's model and the ISA extensions the kernels dispatch on.
+    std::string identity() const override;
 };
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
-#include "kiln/compile_cache.hpp"
-
+// The compile cache (kiln/compile_cache.hpp), and program::compile, which
+// consults it: the cache stands above the IR and compiles a miss with
+// program::compile_uncached (src/ir/program.cpp).
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -7,9 +8,9 @@
 
 #include "io/json_codec.hpp"
 #include "io/program_fingerprint.hpp"
+#include "kiln/compile_cache.hpp"
 #include "kiln/serialize.hpp"
 #include "kiln/version.hpp"
-#include "targets/cpu/kernels/cpu_features.hpp"
 
 namespace kiln {
 
@@ -47,7 +48,8 @@ io::json result_options(const compile_options& o) {
 
 compile_cache_context current_compile_cache_context() {
     const char* disabled = std::getenv("KILN_DISABLE_PASSES");
-    return {version, cpu_identity(), disabled ? disabled : ""};
+    // The machine is the target's to say (target::identity), at the key.
+    return {version, "", disabled ? disabled : ""};
 }
 
 std::string compile_cache_key(const program& p, const target& t, const compile_options& options,
@@ -55,7 +57,7 @@ std::string compile_cache_key(const program& p, const target& t, const compile_o
     const io::json header{{"kiln", context.kiln_version},
                           {"format", kiln_format_version},
                           {"target", t.name()},
-                          {"cpu", context.cpu},
+                          {"cpu", context.cpu.empty() ? t.identity() : context.cpu},
                           {"options", result_options(options)},
                           {"KILN_DISABLE_PASSES", context.disabled_passes_variable}};
     const std::string material = header.dump() + "\n" + io::program_fingerprint(p);
@@ -92,6 +94,15 @@ void compile_through_cache(program& p, const target& t, const compile_options& o
     } catch (const error& e) {
         std::cerr << "kiln: warning: cannot store the compiled program in the compile cache: " << e.what() << '\n';
     }
+}
+
+void program::compile(const target& t, const compile_options& options) {
+    if (options.cache_dir.empty() || is_dynamic()) {
+        compile_uncached(t, options);
+        return;
+    }
+    check_before_compile();
+    compile_through_cache(*this, t, options);
 }
 
 }  // namespace kiln
