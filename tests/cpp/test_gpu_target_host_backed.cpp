@@ -193,3 +193,10 @@ TEST(gpu_target_host_backed, a_build_without_cuda_says_which_targets_it_has) {
     }
 }
 #endif
+
+TEST(gpu_target_host_backed, the_compile_cache_knows_the_device_it_compiled_for) {
+    // Its kernels were chosen for one device model; the cache keys on the target's identity.
+    host_backed_gpu gpu;
+    EXPECT_EQ(gpu.target.identity(), gpu.device->description());
+    EXPECT_FALSE(gpu.target.identity().empty());
+}

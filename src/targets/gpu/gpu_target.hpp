@@ -15,6 +15,8 @@ class gpu_target final : public target {
 public:
     explicit gpu_target(std::shared_ptr<gpu_device> device) : device_(std::move(device)) {}
     std::string name() const override { return "gpu"; }
+    // The device model and compute capability: a compiled program's kernels were chosen for them.
+    std::string identity() const override { return device_->description(); }
     pass_list get_passes(const compile_options& options) const override;
     std::shared_ptr<executable> lower(const module& m, const compile_options& options) const override;
 
