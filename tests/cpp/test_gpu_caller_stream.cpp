@@ -5,28 +5,14 @@
 // real GPU is checked in tests/gpu/test_gpu_python.py.
 #include <gtest/gtest.h>
 
+#include "host_backed_gpu.hpp"
 #include "pass_test_helpers.hpp"
 #include "shared_test_programs.hpp"
-#include "targets/gpu/gpu_target.hpp"
-#include "targets/gpu/host_backed_device.hpp"
 
 using namespace kiln;
 using namespace kiln::test;
 
 namespace {
-
-struct host_backed_gpu {
-    std::shared_ptr<host_backed_device> device = std::make_shared<host_backed_device>();
-    gpu_target target{device};
-};
-
-program compiled_on(const program& p, const target& t, bool offload_copy) {
-    program copy = p;
-    compile_options options;
-    options.offload_copy = offload_copy;
-    copy.compile(t, options);
-    return copy;
-}
 
 // A stream handle the host-backed device never hands out itself.
 device_stream callers_stream() { return {reinterpret_cast<void*>(std::uintptr_t{0x5eed0})}; }

@@ -7,28 +7,13 @@
 
 #include <thread>
 
+#include "host_backed_gpu.hpp"
 #include "shared_test_programs.hpp"
-#include "targets/gpu/gpu_target.hpp"
-#include "targets/gpu/host_backed_device.hpp"
 
 using namespace kiln;
 using namespace kiln::test;
 
 namespace {
-
-struct host_backed_gpu {
-    std::shared_ptr<host_backed_device> device = std::make_shared<host_backed_device>();
-    gpu_target target{device};
-};
-
-program compiled_on(const program& p, const target& t, bool offload_copy = true) {
-    program copy = p;
-    compile_options options;
-    options.verify_passes = true;
-    options.offload_copy = offload_copy;
-    copy.compile(t, options);
-    return copy;
-}
 
 std::size_t literal_bytes(const module& m) {
     std::size_t bytes = 0;
