@@ -34,6 +34,7 @@ void content_hash::mix_block(const unsigned char* block) {
 }
 
 void content_hash::add(const void* data, std::size_t size) {
+    if (size == 0) return;  // data may be null then (an empty vector's), which memcpy must not see
     const auto* p = static_cast<const unsigned char*>(data);
     total_ += size;
     if (pending_size_ > 0) {
