@@ -126,8 +126,8 @@ private:
     // compile without the cache: every compile without cache_dir, a dynamic
     // program's included, and a cache miss (src/ir/program.cpp).
     void compile_uncached(const target& t, const compile_options& options);
-    // Fails for a compiled program; verifies the modules.
-    void check_before_compile() const;
+    // Fails for a compiled program (compile works on a copy of the original).
+    void fail_if_compiled() const;
     void compile_in_place(const target& t, const compile_options& options);
     void compile_dynamic(const target& t, const compile_options& options);
     // The compiled program of the first optimal profile, or this one.

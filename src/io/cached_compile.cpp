@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "io/content_hash.hpp"
 #include "io/json_codec.hpp"
 #include "io/program_fingerprint.hpp"
 #include "kiln/compile_cache.hpp"
@@ -15,16 +16,6 @@
 namespace kiln {
 
 namespace {
-
-// FNV-1a: the key material is a few MB of text at most (the weights enter
-// it as checksums), and two passes from different bases give 128 bits.
-std::uint64_t fnv1a(const std::string& text, std::uint64_t hash) {
-    for (unsigned char c : text) {
-        hash ^= c;
-        hash *= 0x100000001b3ull;
-    }
-    return hash;
-}
 
 std::string hex(std::uint64_t v) {
     static const char digits[] = "0123456789abcdef";
@@ -61,7 +52,9 @@ std::string compile_cache_key(const program& p, const target& t, const compile_o
                           {"options", result_options(options)},
                           {"KILN_DISABLE_PASSES", context.disabled_passes_variable}};
     const std::string material = header.dump() + "\n" + io::program_fingerprint(p);
-    return hex(fnv1a(material, 0xcbf29ce484222325ull)) + hex(fnv1a(material, 0x84222325cbf29ce4ull));
+    io::content_hash key;
+    key.add(material.data(), material.size());
+    return hex(key.first()) + hex(key.second());
 }
 
 void compile_through_cache(program& p, const target& t, const compile_options& options) {
@@ -101,7 +94,9 @@ void program::compile(const target& t, const compile_options& options) {
         compile_uncached(t, options);
         return;
     }
-    check_before_compile();
+    // Verified on a miss, by compile_uncached; a hit is a program that was
+    // verified when it was compiled (the key holds all of it).
+    fail_if_compiled();
     compile_through_cache(*this, t, options);
 }
 

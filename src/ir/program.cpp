@@ -117,17 +117,17 @@ void check_memory_limit(const module& main, const executable& e, const compile_o
 
 }  // namespace
 
-void program::check_before_compile() const {
+void program::fail_if_compiled() const {
     if (is_compiled())
         fail("program is already compiled for target '" + target_name_ + "'; compile a copy of the original instead");
-    verify_program(*this, "before compile");
 }
 
 // program::compile stands above the IR, with the compile cache
 // (src/io/cached_compile.cpp), and comes here for every compile without
 // cache_dir, a dynamic program's included, and for a cache miss.
 void program::compile_uncached(const target& t, const compile_options& options) {
-    check_before_compile();
+    fail_if_compiled();
+    verify_program(*this, "before compile");
     if (is_dynamic()) {
         compile_dynamic(t, options);
         return;
