@@ -15,7 +15,11 @@ import kiln.compat.migraphx as migraphx
 from kiln_testing import CLI
 
 HAS_GPU = "gpu" in kiln.get_target_names()
-needs_no_gpu_build = pytest.mark.skipif(HAS_GPU, reason="this build has the gpu target")
+# These check the errors of a build without the gpu target (CI's); a CUDA build has
+# the target, and tests/gpu/test_gpu_python.py checks the same calls working there.
+needs_no_gpu_build = pytest.mark.skipif(
+    HAS_GPU, reason="checks a build without the gpu target; this build has it (tests/gpu covers it)"
+)
 
 
 def _relu_program(target="cpu"):
@@ -127,7 +131,7 @@ def test_torch_migraphx_module_defaults_to_the_cpu_without_a_usable_gpu():
     from kiln.compat.torch_migraphx.fx import MGXModule
 
     if HAS_GPU and torch.cuda.is_available():
-        pytest.skip("a usable gpu target: MGXModule picks it")
+        pytest.skip("a usable GPU: MGXModule picks the gpu there (tests/gpu/test_gpu_python.py checks that)")
     p = kiln.program()
     m = p.get_main_module()
     x = m.add_parameter("x", kiln.shape(type="float", lens=[4]))
