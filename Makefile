@@ -12,7 +12,8 @@ export CCACHE_NOHASHDIR := true
 .PHONY: all setup build test test-cpp test-python test-slow test-package test-sanitize test-sanitize-cpp sanitize-build test-sanitize-python demo bench bench-quantized bench-torch bench-tf bench-dynamic bench-generation bench-quick fuzz fuzz-build format clean
 FUZZ_BUILD   := build-fuzz
 FUZZ_SECONDS ?= 1800
-# fuzz_onnx_import (the ONNX importer), fuzz_tf_import (the TensorFlow importer) or fuzz_kiln_load (the .kiln loader).
+# fuzz_onnx_import (the ONNX importer), fuzz_tf_import (the TensorFlow importer), fuzz_tf_saved_model
+# (SavedModel directories) or fuzz_kiln_load (the .kiln loader).
 FUZZ_TARGET  ?= fuzz_onnx_import
 
 all: build
@@ -64,7 +65,7 @@ sanitize-build: setup
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SANITIZE_CXXFLAGS) -DNDEBUG" \
 		-DKILN_BUILD_CLI=ON -DKILN_BUILD_PYTHON=ON -DKILN_BUILD_BENCH=OFF \
 		-DKILN_PYTHON_OUTPUT_DIR=$(abspath $(SANITIZE_BUILD))/python_core -DPython_EXECUTABLE=$(PY) >/dev/null
-	@cmake --build $(SANITIZE_BUILD) -j$(JOBS) --target kiln_tests kiln_fuzz_replay kiln_fuzz_tf_replay kiln_fuzz_load_replay _core kiln_driver
+	@cmake --build $(SANITIZE_BUILD) -j$(JOBS) --target kiln_tests kiln_fuzz_replay kiln_fuzz_tf_replay kiln_fuzz_saved_model_replay kiln_fuzz_load_replay _core kiln_driver
 
 # Python tests against the sanitized kiln._core and kiln command: the API
 # (test_api, test_argument), bad input (test_errors, test_onnx_bad_inputs) and
@@ -154,6 +155,7 @@ fuzz-build: setup
 
 FUZZ_SEEDS_fuzz_onnx_import := ../tests/fuzz/seeds ../tests/data/onnx_bad
 FUZZ_SEEDS_fuzz_tf_import := ../tests/fuzz/tf_seeds
+FUZZ_SEEDS_fuzz_tf_saved_model := ../tests/fuzz/saved_model_seeds
 FUZZ_SEEDS_fuzz_kiln_load := ../tests/fuzz/kiln_seeds ../tests/data/kiln_fuzz_regressions
 fuzz: fuzz-build
 	@mkdir -p $(FUZZ_BUILD)/corpus-$(FUZZ_TARGET)

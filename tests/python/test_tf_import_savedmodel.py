@@ -319,3 +319,35 @@ def test_missing_saved_model_pb(saved_mlp, tmp_path):
         kiln.parse_tf(path)
     with pytest.raises(FileNotFoundError, match="no such file"):
         kiln.parse_tf(str(tmp_path / "nothing_here"))
+
+
+def unpack_fuzz_input(data, directory):
+    """The SavedModel directory one fuzz_tf_saved_model input stands for (the layout of tests/fuzz/fuzz_tf_saved_model.cpp)."""
+    pb_size, index_size = np.frombuffer(data[:8], dtype="<u4")
+    body = data[8:]
+    parts = {"saved_model.pb": body[:pb_size], "variables/variables.index": body[pb_size : pb_size + index_size],
+             "variables/variables.data-00000-of-00001": body[pb_size + index_size :]}
+    for name, part in parts.items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_bytes(part)
+    return str(directory)
+
+
+@pytest.mark.parametrize("name", ["dense", "conv"])
+def test_saved_model_fuzz_seeds_are_the_models_they_claim(name, tmp_path):
+    # The fuzzer starts from these seeds: each must be a whole SavedModel that
+    # Kiln reads and runs like TensorFlow, not an input rejected at once.
+    fuzz_dir = os.path.join(os.path.dirname(__file__), "..", "fuzz")
+    sys.path.insert(0, fuzz_dir)
+    try:
+        import pack_saved_model
+    finally:
+        sys.path.remove(fuzz_dir)
+    with open(os.path.join(fuzz_dir, "saved_model_seeds", f"{name}.bin"), "rb") as f:
+        path = unpack_fuzz_input(f.read(), tmp_path / name)
+    module = pack_saved_model.seed_models()[name]
+    spec = module.__call__.input_signature[0]
+    x = np.random.default_rng(0).standard_normal([d or 2 for d in spec.shape]).astype(np.float32)
+    (expected,) = [np.asarray(v) for v in module(tf.constant(x)).values()]
+    (got,) = run_kiln(path, {spec.name: x}, "cpu", batch_size=x.shape[0])
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
