@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 
+#include "tf/protobuf_log_capture.hpp"  // why protobuf refused the bytes
 #include "tf/function_inliner.hpp"
 #include "tf/tf_parser.hpp"
 
@@ -32,8 +33,9 @@ program parse_bytes(const void* data, std::size_t size, const tf_options& option
     if (size > static_cast<std::size_t>(std::numeric_limits<int>::max()))
         fail(error_kind::parse_error, source + ": larger than the 2 GiB protobuf limit");
     tf::GraphDef graph;
+    protobuf_log_capture log;
     if (!graph.ParseFromArray(data, static_cast<int>(size)))
-        fail(error_kind::parse_error, source + ": not a valid TensorFlow GraphDef (malformed or truncated protobuf)");
+        fail(error_kind::parse_error, source + ": not a valid TensorFlow GraphDef (" + log.reason() + ")");
     if (graph.node_size() == 0) fail(error_kind::parse_error, source + ": the GraphDef has no nodes");
     if (graph.library().function_size() > 0) graph = inline_functions(graph, outputs_to_keep(graph, options), source);
     return parse_graph(graph, options, source);

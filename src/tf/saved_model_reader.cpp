@@ -10,6 +10,7 @@
 
 #include "saved_model.pb.h"
 #include "tf/function_inliner.hpp"
+#include "tf/protobuf_log_capture.hpp"  // why protobuf refused the bytes
 #include "tf/tensor_bundle.hpp"
 #include "tf/tf_parser.hpp"
 
@@ -51,8 +52,9 @@ tf::SavedModel read_saved_model(const fs::path& dir) {
     if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
         fail(error_kind::file_not_found, "parse_tf: cannot read " + pb.string());
     tf::SavedModel model;
+    protobuf_log_capture log;
     if (!model.ParseFromString(bytes))
-        fail(error_kind::parse_error, pb.string() + ": not a valid SavedModel (malformed or truncated protobuf)");
+        fail(error_kind::parse_error, pb.string() + ": not a valid SavedModel (" + log.reason() + ")");
     if (model.meta_graphs_size() == 0) fail(error_kind::parse_error, pb.string() + ": the SavedModel has no graph");
     return model;
 }
@@ -115,8 +117,9 @@ std::map<std::string, std::string> captured_variable_keys(const tf::MetaGraphDef
     const auto& functions = mg.object_graph_def().concrete_functions();
     if (functions.empty() || !bundle.contains(object_graph_key)) return keys;
     tf::TrackableObjectGraph objects;
+    protobuf_log_capture log;
     if (!objects.ParseFromString(bundle.scalar_string(object_graph_key)))
-        fail(error_kind::parse_error, source + ": the variables' object graph is malformed");
+        fail(error_kind::parse_error, source + ": the variables' object graph is malformed (" + log.reason() + ")");
     for (const auto& node : graph.node()) {
         auto f = node.attr().find("f");
         if (f == node.attr().end() || f->second.value_case() != tf::AttrValue::kFunc) continue;

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "kiln/errors.hpp"
+#include "tf/protobuf_log_capture.hpp"  // why protobuf refused the bytes
 #include "tf/sstable_reader.hpp"
 
 namespace kiln::tf_import {
@@ -54,9 +55,10 @@ tensor_bundle::tensor_bundle(std::string prefix) : prefix_(std::move(prefix)) {
     auto header = table.find("");
     if (header == table.end())
         fail(error_kind::parse_error, index_path + ": the tensor bundle index has no header entry");
+    protobuf_log_capture log;
     tf::BundleHeaderProto h;
     if (!h.ParseFromString(header->second))
-        fail(error_kind::parse_error, index_path + ": the tensor bundle header is malformed");
+        fail(error_kind::parse_error, index_path + ": the tensor bundle header is malformed (" + log.reason() + ")");
     if (h.endianness() != tf::BundleHeaderProto::LITTLE)
         fail(error_kind::not_implemented, index_path + ": the tensor bundle is big-endian");
     if (h.num_shards() < 1 || h.num_shards() > 99999)
@@ -66,7 +68,7 @@ tensor_bundle::tensor_bundle(std::string prefix) : prefix_(std::move(prefix)) {
     for (auto& [key, value] : table) {
         tf::BundleEntryProto e;
         if (!e.ParseFromString(value))
-            fail(error_kind::parse_error, index_path + ": the entry of '" + key + "' is malformed");
+            fail(error_kind::parse_error, index_path + ": the entry of '" + key + "' is malformed (" + log.reason() + ")");
         entries_.emplace(key, std::move(e));
     }
 }

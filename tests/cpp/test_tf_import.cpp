@@ -88,6 +88,19 @@ TEST(TfImport, MapInputDimsAndOutputNames) {
     EXPECT_EQ(p.get_output_shapes().size(), 2u);
 }
 
+TEST(TfImport, ProtobufsReasonIsInTheErrorNotOnStderr) {
+    std::string bytes = add_relu_graph().SerializeAsString();
+    bytes.replace(bytes.find("Relu"), 4, "\xff\xfe\xfd\xfc");  // the op's name, no longer UTF-8
+    testing::internal::CaptureStderr();
+    auto e = error_from([&] { parse_tf_buffer(bytes.data(), bytes.size()); });
+    const std::string logged = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(e.kind(), error_kind::parse_error);
+    EXPECT_NE(std::string(e.what()).find("String field 'kiln.tf.NodeDef.op' contains invalid UTF-8 data"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(logged, "");
+}
+
 TEST(TfImport, Errors) {
     std::string bytes = add_relu_graph().SerializeAsString();
     auto cut = error_from([&] { parse_tf_buffer(bytes.data(), bytes.size() / 2); });
