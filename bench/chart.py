@@ -13,6 +13,7 @@ COLORS = {
     "kiln_int8": "#8c1515",
     "kiln_qdq": "#e377c2",
     "kiln_fp16": "#ff9896",
+    "kiln_bf16": "#c49c94",
     "onnxruntime_int8": "#1f77b4",
     "openvino_int8": "#9467bd",
     "torch_int8": "#2ca02c",

@@ -130,6 +130,16 @@ class KilnFp16Engine(KilnEngine):
         _timed(phases, "quantize", self.kiln.quantize_fp16, self.program)
 
 
+class KilnBf16Engine(KilnEngine):
+    """kiln.quantize_bf16 of the float model: bfloat16 weights; products of many rows computed in bfloat16
+    where the CPU has bfloat16 dot products (AVX-512 BF16 / AMX), widened to float32 elsewhere."""
+
+    name, title, precision = "kiln_bf16", "Kiln bf16", "bf16"
+
+    def reduce_precision(self, files, target, phases):
+        _timed(phases, "quantize", self.kiln.quantize_bf16, self.program)
+
+
 class OnnxRuntimeEngine:
     name, title, precision = "onnxruntime", "ONNX Runtime", "float32"
 
@@ -588,7 +598,7 @@ class OpenVinoTfEngine(OpenVinoEngine):
 ENGINES = {
     e.name: e
     for e in (KilnEngine, OnnxRuntimeEngine, OpenVinoEngine, TorchEagerEngine, TorchCompileEngine, KilnInt8Engine,
-              KilnQdqEngine, KilnFp16Engine, OnnxRuntimeInt8Engine, OpenVinoInt8Engine, TorchInt8Engine,
+              KilnQdqEngine, KilnFp16Engine, KilnBf16Engine, OnnxRuntimeInt8Engine, OpenVinoInt8Engine, TorchInt8Engine,
               TorchInductorEngine, KilnTorchCompileEngine, KilnDynamoEngine, InductorInt8Engine, KilnTorchPt2eEngine,
               KilnDynamoPt2eEngine, KilnTorchInt8Engine, KilnTfEngine, TensorFlowEngine, TensorFlowXlaEngine,
               OpenVinoTfEngine)

@@ -6,7 +6,7 @@ times, and the issue's goals.
 
 Besides report.py's fields the document has
     settings.suite: "quantized"
-    precisions:   {engine: "float32" | "int8" | "fp16"}
+    precisions:   {engine: "float32" | "int8" | "fp16" | "bf16"}
     quantization: {calibration_samples, qdq_ops, qdq_tag, torchao}
     cases[].check.sqnr_db
 """
@@ -201,13 +201,14 @@ def _scheme_text(doc):
             f"Kiln int8 (quantize_int8) quantizes the float model itself on the same samples with the same scheme "
             f"(method max, per_channel, ins_names dot and convolution); Inductor int8 quantizes the torch module "
             f"with {q.get('torchao', 'torchao')}'s PT2E flow and X86InductorQuantizer's default recipe on the same "
-            f"samples, then torch.compile with freezing. Kiln fp16 is kiln.quantize_fp16 of the float model.")
+            f"samples, then torch.compile with freezing. Kiln fp16 / bf16 are kiln.quantize_fp16 / quantize_bf16 of the "
+            f"float model.")
 
 
 def render(doc, titles, chart_name=None):
     r = QuantizedResults(doc, titles)
     s, m = r.settings, doc.get("machine", {})
-    out = ["# Kiln benchmarks: int8 and fp16", ""]
+    out = ["# Kiln benchmarks: int8, fp16 and bf16", ""]
     out.append(f"Run {doc.get('started', '?')} on {m.get('cpu', '?')} ({m.get('cores', '?')} cores, {m.get('isa', '?')}, "
                f"{fmt_mb(m.get('memory_bytes'))} MiB); every engine limited to {s['threads']} threads, in a process "
                f"of its own, the engines of a model timed in {s.get('rounds', 1)} interleaved rounds. Median of "

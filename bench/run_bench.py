@@ -13,9 +13,9 @@ that fell back to PyTorch. Inputs and calibration are the quantized suite's.
 
 --suite quantized runs the reduced-precision cases instead (ResNet-50,
 MobileNetV2, DenseNet-121, BERT-base, ViT-B/16): Kiln float32, Kiln int8 by
-kiln.quantize_int8 and on ONNX Runtime's QDQ file, Kiln fp16 (quantize_fp16),
-ONNX Runtime int8 and OpenVINO int8 on that QDQ file, and PyTorch Inductor
-int8 (torchao PT2E), every calibrating engine on the same calibration samples
+kiln.quantize_int8 and on ONNX Runtime's QDQ file, Kiln fp16 and bf16
+(quantize_fp16 / quantize_bf16), ONNX Runtime int8 and OpenVINO int8 on that
+QDQ file, and PyTorch Inductor int8 (torchao PT2E), every calibrating engine on the same calibration samples
 (scripts/quantize_models.py). Each case is rated by its SQNR against the float
 model's exact outputs on held-out inputs, and the report (quantized_report.py)
 gives speed-ups over Kiln float32 and over the fastest other engine's int8.
@@ -91,6 +91,7 @@ QUANTIZED_ENGINE_TITLES = {
     "kiln_int8": "Kiln int8 (quantize_int8)",
     "kiln_qdq": "Kiln int8 (QDQ file)",
     "kiln_fp16": "Kiln fp16",
+    "kiln_bf16": "Kiln bf16",
     "onnxruntime_int8": "ONNX Runtime int8",
     "openvino_int8": "OpenVINO int8",
     "torch_int8": "Inductor int8 (PT2E)",

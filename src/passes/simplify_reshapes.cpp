@@ -8,6 +8,10 @@
 //    become one reshape (on a strided value they stay: one of them copies,
 //    and merging could turn a free view into a copy);
 //  - broadcast(broadcast(x)) becomes one broadcast;
+//  - convert(broadcast(x)) becomes broadcast(convert(x)): each distinct value
+//    is converted once, and a 16-bit program's bias (a broadcast 16-bit
+//    constant converted to float32) stays a broadcast constant that products
+//    take as their bias, not a converted copy the size of their result;
 //  - a reshape of a strided value that would copy becomes views where the
 //    strides allow: one that only adds or removes dims of extent 1 becomes
 //    squeeze / unsqueeze, and one of a slice or split piece of a standard
@@ -122,6 +126,20 @@ rewrite_rule merge_broadcasts() {
                 auto merged = make_op("broadcast", value_map{{"out_lens", dims_value(out.lens())}});
                 auto merged_ins = insert_if_shape(m, r.root, merged, {r.at("x")}, out);
                 return merged_ins != m.end() && replace_value(m, r.root, merged_ins);
+            }};
+}
+
+rewrite_rule converts_before_broadcasts() {
+    auto pattern = name("convert").args(name("broadcast").args(any().bind("x")));
+    return {"converts_before_broadcasts", pattern, [](module& m, const match_result& r) {
+                auto converted = m.insert_instruction(r.root, r.root->get_operator(), {r.at("x")});
+                auto spread = m.insert_instruction(
+                    r.root, make_op("broadcast", value_map{{"out_lens", dims_value(r.root->get_shape().lens())}}),
+                    {converted});
+                if (replace_value_restrided(m, r.root, spread)) return true;
+                m.remove_instruction(spread);
+                m.remove_instruction(converted);
+                return false;
             }};
 }
 
@@ -303,7 +321,8 @@ rewrite_rule transposes_between_merge_and_split_as_views() {
 
 void simplify_reshapes::apply(module& m) const {
     rewrite_to_fixed_point(
-        m, {remove_noop_views(), merge_transposes(), merge_reshapes(), merge_broadcasts(), unit_dim_reshapes_as_views(),
+        m, {remove_noop_views(), merge_transposes(), merge_reshapes(), merge_broadcasts(), converts_before_broadcasts(),
+            unit_dim_reshapes_as_views(),
             reshapes_of_pieces_as_views(), transposes_between_merge_and_split_as_views()});
 }
 

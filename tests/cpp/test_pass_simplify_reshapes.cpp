@@ -102,6 +102,32 @@ TEST(pass_simplify_reshapes, merges_broadcast_chains) {
     expect_same_outputs(m, out);
 }
 
+TEST(pass_simplify_reshapes, converts_a_broadcast_value_before_spreading_it) {
+    // A 16-bit bias as quantize_bf16 leaves it: converted to float32 after
+    // its broadcast, the size of the product's result.
+    module m;
+    auto x = m.add_parameter("x", float_shape({2, 4, 3}));
+    auto bias = m.add_parameter("bias", shape(dtype::bf16_type, {3}));
+    auto spread = m.add_instruction(make_op("broadcast", value_map{{"out_lens", ints({2, 4, 3})}}), {bias});
+    auto widened = m.add_instruction(make_op("convert", value_map{{"target_type", "float_type"}}), {spread});
+    m.add_return({m.add_instruction(make_op("add"), {x, widened})});
+    module out = after_pass<simplify_reshapes>(m);
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"convert", "broadcast", "add"})) << out;
+    EXPECT_NE(to_string(out).find("-> float_type, {3}, {1}"), std::string::npos) << out;  // 3 values converted
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_simplify_reshapes, a_convert_of_a_broadcast_the_return_reads_stays) {
+    // The return's shapes may not change: the broadcast view is refused there.
+    module m;
+    auto bias = m.add_parameter("bias", shape(dtype::bf16_type, {3}));
+    auto spread = m.add_instruction(make_op("broadcast", value_map{{"out_lens", ints({2, 3})}}), {bias});
+    m.add_return({m.add_instruction(make_op("convert", value_map{{"target_type", "float_type"}}), {spread})});
+    module out = after_pass<simplify_reshapes>(m);
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"broadcast", "convert"})) << out;
+    expect_same_outputs(m, out);
+}
+
 TEST(pass_simplify_reshapes, a_cancelled_pair_feeding_the_return_returns_the_input) {
     program p;
     module* m = p.get_main_module();

@@ -493,7 +493,7 @@ def test_quantized_report_only_writes_its_own_files(tmp_path):
     (tmp_path / "quantized.json").write_text(json.dumps(_quantized_doc()))
     assert run_bench.main(["--report-only", str(tmp_path / "quantized.json")]) == 0
     assert (tmp_path / "quantized.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "# Kiln benchmarks: int8 and fp16" in (tmp_path / "quantized.md").read_text()
+    assert "# Kiln benchmarks: int8, fp16 and bf16" in (tmp_path / "quantized.md").read_text()
     assert not (tmp_path / "benchmarks.md").exists()
 
 

@@ -266,6 +266,81 @@ def test_cpu_few_rows_16bit_product(dtype, rows):
     np.testing.assert_allclose(got, x.astype(np.float64) @ rounded.astype(np.float64) + bias, rtol=1e-4, atol=1e-4)
 
 
+def cpu_has_bf16_dot_products():
+    with open("/proc/cpuinfo") as f:
+        return any(line.startswith("flags") and " avx512_bf16" in line for line in f)
+
+
+def bfloat16_rounded(a):
+    return a.astype(ml_dtypes.bfloat16).astype(np.float64)
+
+
+def gelu_tanh(m, y, lens):
+    """GELU's tanh form as the elementwise ops an exporter writes (fused into the product's chain)."""
+    def const(v):
+        return m.add_instruction(kiln.op("broadcast", out_lens=lens), [m.add_literal(np.array([v], dtype=np.float32))])
+
+    def op(name, *args):
+        return m.add_instruction(kiln.op(name), list(args))
+
+    cube = op("mul", op("mul", y, y), y)
+    t = op("tanh", op("mul", op("add", y, op("mul", cube, const(0.044715))), const(math.sqrt(2 / math.pi))))
+    return op("mul", op("mul", y, const(0.5)), op("add", t, const(1.0)))
+
+
+@pytest.mark.parametrize("case", ["bias_relu", "gelu_tanh", "residual_add", "transposed_weights"])
+def test_cpu_bf16_product_of_many_rows_computes_in_bf16_where_the_cpu_can(case):
+    """A bfloat16-weight product of 2 x 64 rows. On a CPU with bfloat16 dot
+    products (AVX-512 BF16, AMX) the cpu target runs it in bfloat16 on
+    oneDNN (the source rounded to bfloat16, float32 sums); elsewhere it
+    widens the weights and computes in float32. Either way against numpy
+    in float64 on the operands the kernel really multiplies."""
+    rng = np.random.default_rng(len(case))
+    k, n, lens = 200, 333, [2, 64, 333]
+    x = rng.standard_normal((2, 64, k), dtype=np.float32)
+    w = rng.standard_normal((n, k) if case == "transposed_weights" else (k, n), dtype=np.float32) / 8
+    bias = rng.standard_normal((n,), dtype=np.float32)
+    residual = rng.standard_normal(lens, dtype=np.float32)
+
+    p = kiln.program()
+    m = p.get_main_module()
+    xi = m.add_parameter("x", kiln.shape("float", [2, 64, k]))
+    if case == "transposed_weights":
+        # A tied embedding: a bfloat16 literal read through a transpose
+        # (constant propagation, disabled below, would fold one this small).
+        wt = m.add_instruction(kiln.op("transpose", permutation=[1, 0]), [m.add_literal(w.astype(ml_dtypes.bfloat16))])
+        attrs = dict(has_bias=True, post_ops=["relu"], post_alpha=[0.0], post_beta=[0.0])
+        m.add_return([m.add_instruction(kiln.op("fused_dot", **attrs), [xi, wt, m.add_literal(bias)])])
+    else:
+        y = m.add_instruction(kiln.op("dot"), [xi, m.add_literal(w)])
+        y = m.add_instruction(kiln.op("add"), [y, m.add_instruction(kiln.op("broadcast", out_lens=lens),
+                                                                    [m.add_literal(bias)])])
+        if case == "gelu_tanh":
+            y = gelu_tanh(m, y, lens)
+        elif case == "residual_add":
+            y = m.add_instruction(kiln.op("add"), [y, m.add_parameter("r", kiln.shape("float", lens))])
+        else:
+            y = m.add_instruction(kiln.op("relu"), [y])
+        m.add_return([y])
+        kiln.quantize_bf16(p, ins_names=["dot"])
+    got = run_on(p, "cpu", {"x": x, "r": residual} if case == "residual_add" else {"x": x},
+                 disabled_passes=["constant_propagation"] if case == "transposed_weights" else [])[0]
+
+    in_bf16 = cpu_has_bf16_dot_products()
+    assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == [
+        "onednn_bf16" if in_bf16 else "widened_panel_matmul"]
+    source = bfloat16_rounded(x) if in_bf16 else x.astype(np.float64)
+    weights = bfloat16_rounded(w.T if case == "transposed_weights" else w)
+    want = source @ weights + bias  # ins_names=["dot"]: the add and its bias stay float32
+    if case == "gelu_tanh":
+        want = 0.5 * want * (1 + np.tanh(math.sqrt(2 / math.pi) * (want + 0.044715 * want**3)))
+    elif case == "residual_add":
+        want = want + residual
+    else:
+        want = np.maximum(want, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
 @pytest.mark.parametrize("rows", [1, 9])
 def test_cpu_transposed_16bit_weights_tied_embedding(dtype, rows):

@@ -57,10 +57,15 @@ std::string cpu_identity() {
         add(__builtin_cpu_supports("avx512f"), "avx512f");
         add(__builtin_cpu_supports("avx512bw"), "avx512bw");
         add(__builtin_cpu_supports("avx512vnni"), "avx512vnni");
-        add(__builtin_cpu_supports("avx512bf16"), "avx512bf16");
+        add(bf16_dot_supported(), "avx512bf16");
         return s;
     }();
     return identity;
+}
+
+bool bf16_dot_supported() {
+    static const bool yes = __builtin_cpu_supports("avx512bf16");
+    return yes;
 }
 
 }  // namespace kiln

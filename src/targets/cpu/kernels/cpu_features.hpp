@@ -24,4 +24,8 @@ namespace kiln {
 // fma"): tuning results measured on one identity do not hold on another.
 std::string cpu_identity();
 
+// Bfloat16 dot products (AVX-512 BF16; oneDNN runs them on AMX where the CPU
+// has it).
+bool bf16_dot_supported();
+
 }  // namespace kiln

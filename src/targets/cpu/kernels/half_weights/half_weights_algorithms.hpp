@@ -2,7 +2,9 @@
 // The cpu target's algorithms for fused_dot and fused_convolution whose
 // constant weights are float16 / bfloat16 (quantize_fp16 / quantize_bf16
 // programs): the weights stay 16-bit in memory, half the bytes of float32,
-// and are widened to float32 where they are used; the arithmetic is float32.
+// and are widened to float32 where they are used; the arithmetic is float32,
+// except where a CPU with bfloat16 dot products runs a bfloat16 product of
+// many rows in bfloat16 (onednn_bf16, matmul_algorithms.hpp).
 //   few_rows_16bit_avx2   (matmul) up to 4 rows times row-major weights, no
 //                         post-ops: AVX2 loops widen in registers, the
 //                         weights streamed once (few_rows_matmul.cpp).

@@ -2,6 +2,7 @@
 // operands, broadcast batch dimensions, any strides), constant weights
 // reordered once, bias and post-ops applied by the same primitive. A product
 // with 2-D constant weights runs as one large [rows, K] x [K, N] product.
+// The same code computes in bfloat16 for constant bfloat16 weights.
 #include <numeric>
 #include <string>
 
@@ -68,7 +69,9 @@ std::optional<strided> fold_rows(const strided& t) {
     return strided{{rows, t.lens[r - 1]}, {row_stride, t.strides[r - 1]}};
 }
 
-dnnl::memory::desc desc_of(const strided& t) { return ds::strided_desc(t.lens, t.strides); }
+dnnl::memory::desc desc_of(const strided& t, dnnl::memory::data_type type = dnnl::memory::data_type::f32) {
+    return ds::strided_desc(t.lens, t.strides, type);
+}
 
 // Row strides of constant [K, N] weights for the plain gemm, which packs
 // panels of K rows from them on every run: rows a multiple of 512 bytes
@@ -118,10 +121,15 @@ private:
     int threads_;
 };
 
-std::shared_ptr<const cpu_kernel> build(const op::fused_dot& fused, const kernel_request& r) {
+// `compute`: f32, or bf16 for constant bfloat16 weights, the float32 source
+// then rounded to bfloat16 in scratch before the product.
+std::shared_ptr<const cpu_kernel> build(const op::fused_dot& fused, const kernel_request& r,
+                                        dnnl::memory::data_type compute = dnnl::memory::data_type::f32) {
     const shape& sa = r.input_shapes[0];
     const shape& sb = r.input_shapes[1];
     if (sa.type() != dtype::float_type || r.output_shape.elements() == 0) return nullptr;
+    const bool in_bf16 = compute == dnnl::memory::data_type::bf16;
+    if (in_bf16 && (sb.type() != dtype::bf16_type || r.constant_inputs[1].empty())) return nullptr;
     // An empty inner dimension (a sum of nothing: zeros) makes oneDNN (2.6.3,
     // Debian's) divide by zero while it picks an implementation: SIGFPE.
     if (sa.elements() == 0 || sb.elements() == 0) return nullptr;
@@ -172,14 +180,15 @@ std::shared_ptr<const cpu_kernel> build(const op::fused_dot& fused, const kernel
     attr.set_post_ops(*post_ops);
 
     try {
-        auto src_desc = desc_of(a);
+        // In bfloat16 the primitive reads the source staged row-major.
+        auto src_desc = in_bf16 ? desc_of({a.lens, standard_strides(a.lens)}, compute) : desc_of(a);
         auto dst_desc = desc_of(dst);
-        auto b_desc = desc_of(b);
+        auto b_desc = desc_of(b, compute);
         auto weights_desc = b_desc;
         if (constant_weights) {
             dims wd;
             for (auto l : b.lens) wd.push_back(static_cast<dnnl::memory::dim>(l));
-            weights_desc = dnnl::memory::desc(wd, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+            weights_desc = dnnl::memory::desc(wd, compute, dnnl::memory::format_tag::any);
         }
         auto bias_desc = desc_of(bias);
         auto make_pd = [&](const dnnl::memory::desc& weights) {
@@ -192,7 +201,7 @@ std::shared_ptr<const cpu_kernel> build(const op::fused_dot& fused, const kernel
         // (a plain gemm, which packs panels itself) are used in place: a copy
         // in "its" layout would only duplicate them.
         bool in_place = false;
-        if (constant_weights) {
+        if (constant_weights && !in_bf16) {
             try {
                 auto as_given = make_pd(b_desc);
                 in_place = std::string(as_given.impl_info_str()) == pd.impl_info_str();
@@ -232,9 +241,12 @@ std::shared_ptr<const cpu_kernel> build(const op::fused_dot& fused, const kernel
                                operand_descs[k]);
             slots.push_back(static_cast<int>(fused.first_post_operand() + k));
         }
-        return std::make_shared<ds::primitive_kernel>(dnnl::matmul(pd), std::move(descs), std::move(slots),
-                                                      std::move(fixed), pd.scratchpad_desc().get_size(), std::move(kept),
-                                                      std::move(read_in_place));
+        auto product = std::make_shared<ds::primitive_kernel>(dnnl::matmul(pd), std::move(descs), std::move(slots),
+                                                              std::move(fixed), pd.scratchpad_desc().get_size(),
+                                                              std::move(kept), std::move(read_in_place));
+        if (!in_bf16) return product;
+        return ds::with_input_reordered(std::move(product), 0, desc_of(a), src_desc,
+                                        shape(dtype::bf16_type, a.lens));
     } catch (const dnnl::error&) {
         return nullptr;
     }
@@ -280,6 +292,14 @@ const op::fused_dot& requested_product(const kernel_request& r) {
     return *fused;
 }
 
+// The product with its chain's last post-op left out (run after it instead).
+op::fused_dot without_last_post_op(op::fused_dot product) {
+    product.post.kinds.pop_back();
+    product.post.alpha.pop_back();
+    product.post.beta.pop_back();
+    return product;
+}
+
 bool gelu_tanh_last(const kernel_request& r) {
     const auto& kinds = requested_product(r).post.kinds;
     return !kinds.empty() && kinds.back() == op::post_op_kind::gelu_tanh && avx2::supported() &&
@@ -288,11 +308,7 @@ bool gelu_tanh_last(const kernel_request& r) {
 
 // The product and the rest of its chain through oneDNN, then the gelu.
 std::shared_ptr<const cpu_kernel> build_with_gelu_tanh_epilogue(const kernel_request& r, const kernel_builder&) {
-    op::fused_dot product = requested_product(r);
-    product.post.kinds.pop_back();
-    product.post.alpha.pop_back();
-    product.post.beta.pop_back();
-    auto k = build(product, r);
+    auto k = build(without_last_post_op(requested_product(r)), r);
     return k ? std::make_shared<gelu_epilogue_kernel>(std::move(k), r.threads) : nullptr;
 }
 
@@ -307,10 +323,7 @@ bool one_row_then_add(const kernel_request& r) {
 
 // The product and the rest of its chain through oneDNN, then the add.
 std::shared_ptr<const cpu_kernel> build_with_add_epilogue(const kernel_request& r, const kernel_builder&) {
-    op::fused_dot product = requested_product(r);
-    product.post.kinds.pop_back();
-    product.post.alpha.pop_back();
-    product.post.beta.pop_back();
+    const op::fused_dot product = without_last_post_op(requested_product(r));
     // The product without the addend, its last input (still passed at run time, and unused).
     std::vector<shape> shapes(r.input_shapes.begin(), r.input_shapes.end() - 1);
     std::vector<argument> constants(r.constant_inputs.begin(), r.constant_inputs.end() - 1);
@@ -325,7 +338,29 @@ std::shared_ptr<const cpu_kernel> build_onednn(const kernel_request& r, const ke
     return build(requested_product(r), r);
 }
 
+// Fewer rows stream the weights (bandwidth-bound: the widening kernels do
+// that at 2 bytes a value already); 16 rows fill an AMX tile.
+constexpr std::size_t bf16_min_rows = 16;
+
+bool bf16_weights_many_rows(const kernel_request& r) {
+    if (!bf16_dot_supported() || r.op.get_if<op::fused_dot>() == nullptr || r.input_shapes.size() < 2) return false;
+    const shape& a = r.input_shapes[0];
+    const shape& b = r.input_shapes[1];
+    if (a.type() != dtype::float_type || b.type() != dtype::bf16_type || r.constant_inputs[1].empty()) return false;
+    if (b.ndim() != 2 || a.ndim() < 2 || b.lens()[0] == 0) return false;
+    return a.elements() / b.lens()[0] >= bf16_min_rows;
+}
+
+std::shared_ptr<const cpu_kernel> build_in_bf16(const kernel_request& r, const kernel_builder&) {
+    constexpr auto bf16 = dnnl::memory::data_type::bf16;
+    if (!gelu_tanh_last(r)) return build(requested_product(r), r, bf16);
+    auto k = build(without_last_post_op(requested_product(r)), r, bf16);
+    return k ? std::make_shared<gelu_epilogue_kernel>(std::move(k), r.threads) : nullptr;
+}
+
 }  // namespace
+
+const kernel_algorithm onednn_bf16_matmul{"onednn_bf16", bf16_weights_many_rows, build_in_bf16};
 
 std::span<const kernel_algorithm> matmul_algorithms() {
     static const kernel_algorithm algorithms[] = {

@@ -10,6 +10,12 @@
 namespace kiln {
 
 std::span<const kernel_algorithm> matmul_algorithms();
+// A product with constant bfloat16 weights (quantize_bf16) and at least 16
+// rows, computed in bfloat16 by oneDNN on a CPU with bfloat16 dot products
+// (AVX-512 BF16, AMX): the float32 source rounded to bfloat16 in scratch,
+// the weights packed once, a float32 result. Listed first among the
+// 16-bit-weight algorithms; elsewhere they widen the weights to float32.
+extern const kernel_algorithm onednn_bf16_matmul;
 // The int8 products (fused_quant_dot): oneDNN's int8 matmul (onednn_int8_matmul.cpp).
 std::span<const kernel_algorithm> quant_matmul_algorithms();
 
