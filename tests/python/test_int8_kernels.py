@@ -332,6 +332,57 @@ def test_cpu_quantize_and_dequantize_kernels_match_ref_bitwise(code_type, per_ax
         np.testing.assert_array_equal(got, want)
 
 
+def _view_of(m, handle, kind):
+    """A view that is not a standard tensor: (5, 6, 40, 33) -> (5, 40, 6, 33) transposed, a slice with an
+    offset and gaps, or a (1, 6, 1, 33) -> (5, 6, 40, 33) broadcast."""
+    if kind == "transpose":
+        return m.add_instruction(kiln.op("transpose", permutation=[0, 2, 1, 3]), [handle])
+    if kind == "slice":
+        return m.add_instruction(kiln.op("slice", axes=[1, 2, 3], starts=[1, 3, 2], ends=[6, 45, 35]), [handle])
+    return m.add_instruction(kiln.op("broadcast", out_lens=[5, 6, 40, 33]), [handle])
+
+
+_VIEW_INPUT = {"transpose": (5, 6, 40, 33), "slice": (5, 7, 48, 37), "broadcast": (1, 6, 1, 33)}
+_VIEW_CHANNELS = {"transpose": 40, "slice": 5, "broadcast": 6}  # the view's axis 1
+
+
+@pytest.mark.parametrize("view", ["transpose", "slice", "broadcast"])
+@pytest.mark.parametrize("code_type", ["int8", "uint8"])
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_cpu_quantize_and_dequantize_kernels_read_strided_views(view, code_type, per_axis):
+    """Transposed (BERT's K / V heads), sliced and broadcast inputs, more elements than one chunk of the
+    kernels and channel blocks that straddle chunks: the cpu kernels run (not the reference compute) and
+    match ref bitwise."""
+    rng = np.random.default_rng(10)
+    x = (rng.standard_normal(_VIEW_INPUT[view]) * 4).astype(np.float32)
+    x.flat[:4] = [0.25, -0.75, 1e9, np.nan]  # ties to even at scale 0.5, saturation, NaN
+    info = np.iinfo(code_type)
+    channels = _VIEW_CHANNELS[view]
+    if per_axis:
+        scale = np.linspace(0.25, 1.0, channels).astype(np.float32)
+        zero = rng.integers(info.min // 2, info.max // 2, size=channels).astype(code_type)
+    else:
+        scale, zero = np.array(0.5, np.float32), np.array(info.min + 100, code_type)
+
+    def body(m, xp):
+        xv = _view_of(m, xp, view)
+        assert xv.shape().lens[1] == channels
+        s, z = m.add_literal(scale), m.add_literal(zero)
+        q = m.add_instruction(kiln.op("quantize_linear", axis=1, output_type=f"{code_type}_type"), [xv, s, z])
+        # Dequantize reads a transposed view of the codes, its axis following the channels.
+        qt = m.add_instruction(kiln.op("transpose", permutation=[0, 2, 1, 3]), [q])
+        return [q, m.add_instruction(kiln.op("dequantize_linear", axis=2), [qt, s, z])]
+
+    p = build_program({"x": ("float", x.shape)}, body)
+    want = run_on(build_program({"x": ("float", x.shape)}, body), "ref", {"x": x})
+    got = run_on(p, "cpu", {"x": x})
+    assert sorted(a for _, op, a in p.get_kernel_algorithms()) == ["dequantize_8bit", "quantize_8bit"], str(p)
+    assert "contiguous" not in str(p)
+    assert got[0].dtype == np.dtype(code_type)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
 @pytest.mark.parametrize("group", [1, 8])
 def test_clip_after_an_intermediate_quantize_matches_onnxruntime(group):
     """conv -> Q -> DQ -> Clip -> Q (MobileNetV2's ReLU6): the rounding's saturation and the activation
