@@ -222,9 +222,9 @@ std::optional<instruction_ref> rounding_product(instruction_ref dequantize) {
 
 // dequantize(quantized product) -> the product rounded to those codes, as
 // float: a residual add can then join it. When the add's other operand is
-// a dequantize of a value computed later (another layer's output), that
-// layer takes the add instead, and this one keeps its int8 result, read as
-// a quantized residual.
+// a dequantize of a value computed later (another layer's output), or a
+// float product with room for a residual, that layer takes the add
+// instead, and this one keeps its int8 result, read as a quantized residual.
 rewrite_rule fuse_rounding() {
     auto pattern = name("dequantize_linear").where([](instruction_ref ins) { return rounding_product(ins).has_value(); });
     return {"fuse_rounding", pattern, [](module& m, const match_result& r) {
@@ -233,6 +233,12 @@ rewrite_rule fuse_rounding() {
                 if (user->name() == "add" && user->inputs().size() == 2) {
                     auto other = user->inputs()[0] == r.root ? user->inputs()[1] : user->inputs()[0];
                     if (other->name() == "dequantize_linear" && position(m, other->inputs()[0]) > position(m, f))
+                        return false;
+                    // A float product that can still take a residual takes this
+                    // one's int8 codes.
+                    const auto* oe = epilogue_of(other->get_operator());
+                    if (oe != nullptr && other->outputs().size() == 1 && oe->output_type == dtype::float_type &&
+                        oe->residual == residual_kind::none && oe->after_residual.empty())
                         return false;
                 }
                 const auto& e = *epilogue_of(f->get_operator());
