@@ -355,7 +355,7 @@ def test_cpu_quantize_and_dequantize_kernels_read_strided_views(view, code_type,
     match ref bitwise."""
     rng = np.random.default_rng(10)
     x = (rng.standard_normal(_VIEW_INPUT[view]) * 4).astype(np.float32)
-    x.flat[:4] = [0.25, -0.75, 1e9, np.nan]  # ties to even at scale 0.5, saturation, NaN
+    x.flat[:8] = [0.25, -0.75, 1e9, np.nan, -np.inf, np.inf, 1.25, -1.25]  # ties to even at 0.5, saturation, NaN
     info = np.iinfo(code_type)
     channels = _VIEW_CHANNELS[view]
     if per_axis:
@@ -381,6 +381,52 @@ def test_cpu_quantize_and_dequantize_kernels_read_strided_views(view, code_type,
     assert got[0].dtype == np.dtype(code_type)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_between_int8_products_runs_in_the_first_products_epilogue(approximate):
+    """BERT's feed-forward in QDQ form: DQ -> MatMul -> Add bias -> Gelu -> Q -> DQ -> MatMul. The gelu and
+    the quantize join the first int8 product (oneDNN's eltwise gelu and output scale): no float pass is
+    left between the products, and the result stays within a code of ONNX Runtime's at the gelu's
+    quantization (the gelu's float32 arithmetic may round a value to its neighbour code)."""
+    rng = np.random.default_rng(11)
+    w1 = rng.integers(-127, 128, (32, 48)).astype(np.int8)
+    w2 = rng.integers(-127, 128, (48, 16)).astype(np.int8)
+    inits = [
+        onh.from_array(np.float32(0.04), "xs"), onh.from_array(np.int8(3), "xz"),
+        onh.from_array(w1, "w1"), onh.from_array((rng.random(48) * 0.004 + 0.001).astype(np.float32), "w1s"),
+        onh.from_array(np.zeros(48, np.int8), "w1z"), onh.from_array((rng.standard_normal(48) * 0.3).astype(np.float32), "b1"),
+        onh.from_array(np.float32(0.02), "gs"), onh.from_array(np.int8(-100), "gz"),
+        onh.from_array(w2, "w2"), onh.from_array(np.float32(0.003), "w2s"), onh.from_array(np.int8(0), "w2z"),
+    ]
+    nodes = [
+        oh.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        oh.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+        oh.make_node("DequantizeLinear", ["w1", "w1s", "w1z"], ["w1d"], axis=1),
+        oh.make_node("MatMul", ["xd", "w1d"], ["h"]),
+        oh.make_node("Add", ["h", "b1"], ["hb"]),
+        oh.make_node("Gelu", ["hb"], ["g"], approximate=approximate),
+        oh.make_node("QuantizeLinear", ["g", "gs", "gz"], ["gq"]),
+        oh.make_node("DequantizeLinear", ["gq", "gs", "gz"], ["gd"]),
+        oh.make_node("DequantizeLinear", ["w2", "w2s", "w2z"], ["w2d"]),
+        oh.make_node("MatMul", ["gd", "w2d"], ["y"]),
+    ]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 32])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    data = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 20)]).SerializeToString()
+    x = (rng.standard_normal((1, 8, 32)) * 2).astype(np.float32)
+    p = kiln.parse_onnx_buffer(data)
+    p.compile(kiln.get_target("cpu"))
+    steps = [(op, a) for _, op, a in p.get_kernel_algorithms()]
+    assert [op for op, _ in steps if op not in ("quantize_linear",)] == ["fused_quant_dot"] * 2, steps
+    assert all(a == "onednn_int8" for op, a in steps if op == "fused_quant_dot"), steps
+    got = np.asarray(p.run({"x": x})[0])
+    # ONNX Runtime's gelu codes, dequantized, through the exact second product.
+    session_options = ort.SessionOptions()
+    session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    expected = ort.InferenceSession(data, session_options, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    one_code = 0.02 * 0.003 * np.abs(w2.astype(np.float64)).max(axis=0)
+    assert np.all(np.abs(got - expected) <= 2 * one_code + 1e-4), np.abs(got - expected).max()
 
 
 @pytest.mark.parametrize("group", [1, 8])

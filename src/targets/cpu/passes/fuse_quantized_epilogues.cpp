@@ -1,8 +1,9 @@
 // Folds what follows each integer product (quant_convolution, quant_dot with
 // constant weights) into one fused_quant_convolution / fused_quant_dot, so
 // that one int8 kernel runs a quantized layer:
-//   dequantize (per-channel scale) -> bias -> activations -> [quantize ->
-//   dequantize] -> residual add -> activations -> quantize.
+//   dequantize (per-channel scale) -> bias -> activations (relu, clip,
+//   gelu) -> [quantize -> dequantize] -> residual add -> activations ->
+//   quantize.
 // Each rule extends the fused op by the next step when nothing else reads
 // the value before it. The residual is taken as int8 codes when it is a
 // dequantize of them. A 4-D int8 result is stored channels-last, the layout
@@ -12,6 +13,7 @@
 #include <optional>
 
 #include "kiln/op_registry.hpp"
+#include "ops/elementwise.hpp"
 #include "ops/fused_quantized_linalg.hpp"
 #include "ops/quant.hpp"
 #include "passes/constant_value.hpp"
@@ -179,6 +181,16 @@ rewrite_rule fuse_clip() {
             }};
 }
 
+// gelu (BERT's feed-forward): oneDNN's eltwise gelu_erf / gelu_tanh.
+rewrite_rule fuse_gelu() {
+    return {"fuse_quantized_gelu", name("gelu").args(float_fused().bind("f")), [](module& m, const match_result& r) {
+                const auto* g = r.root->get_operator().get_if<op::gelu>();
+                if (g == nullptr) return false;
+                return append_activation(m, r, g->approximate == op::gelu_approximation::tanh ? post_op_kind::gelu_tanh
+                                                                                              : post_op_kind::gelu_erf);
+            }};
+}
+
 rewrite_rule fuse_quantize() {
     auto pattern = name("quantize_linear").where([](instruction_ref ins) { return ins->inputs().size() >= 2; });
     return {"fuse_output_quantize", pattern, [](module& m, const match_result& r) {
@@ -289,7 +301,7 @@ rewrite_rule fuse_residual() {
 }  // namespace
 
 void fuse_quantized_epilogues::apply(module& m) const {
-    rewrite_to_fixed_point(m, {product_to_fused(), fuse_bias(), fuse_relu(), fuse_clip(), fuse_quantize(),
+    rewrite_to_fixed_point(m, {product_to_fused(), fuse_bias(), fuse_relu(), fuse_clip(), fuse_gelu(), fuse_quantize(),
                                fuse_rounding(), fuse_residual()});
 }
 

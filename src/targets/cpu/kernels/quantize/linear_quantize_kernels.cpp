@@ -3,18 +3,22 @@
 // where a quantized graph keeps them (a float input entering the first
 // quantized layer, values leaving the int8 region). The input may be any
 // view (transposed, sliced, broadcast): chunks of it are gathered into a
-// per-thread buffer first. Threaded loops the compiler vectorizes; the same
-// arithmetic as the ops' reference compute: rint(x / scale) + zero point in
-// float32, saturated, and (q - zero point) * scale.
+// per-thread buffer first. Threaded; AVX2 loops where the CPU has it
+// (linear_quantize_avx2.hpp); the same arithmetic as the ops' reference
+// compute: rint(x / scale) + zero point in float32, saturated, and
+// (q - zero point) * scale.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "ops/quant.hpp"
 #include "targets/cpu/kernels/copy/strided_copy.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
+#include "targets/cpu/kernels/quantize/linear_quantize_avx2.hpp"
 
 namespace kiln {
 
@@ -117,6 +121,44 @@ inline float round_half_even(float v) {
     return (v + magic) - magic;
 }
 
+// One run of values sharing a scale and zero point.
+template <class Q>
+using quantize_loop = void (*)(const float* x, Q* y, std::size_t n, float scale, float zero_point);
+template <class Q>
+using dequantize_loop = void (*)(const Q* q, float* y, std::size_t n, float scale, float zero_point);
+
+template <class Q>
+void quantize_portable(const float* x, Q* y, std::size_t n, float s, float z) {
+    constexpr float lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
+    for (std::size_t i = 0; i < n; ++i) {
+        const float q = std::fmin(hi, std::fmax(lo, round_half_even(x[i] / s) + z));
+        y[i] = static_cast<Q>(x[i] != x[i] ? z : q);  // NaN has no code: the zero point
+    }
+}
+
+template <class Q>
+void dequantize_portable(const Q* q, float* y, std::size_t n, float s, float z) {
+    for (std::size_t i = 0; i < n; ++i) y[i] = (static_cast<float>(q[i]) - z) * s;
+}
+
+template <class Q>
+quantize_loop<Q> quantize_loop_for_this_cpu() {
+    if (!avx2::supported()) return quantize_portable<Q>;
+    if constexpr (std::is_same_v<Q, std::uint8_t>)
+        return avx2::quantize_to_uint8;
+    else
+        return avx2::quantize_to_int8;
+}
+
+template <class Q>
+dequantize_loop<Q> dequantize_loop_for_this_cpu() {
+    if (!avx2::supported()) return dequantize_portable<Q>;
+    if constexpr (std::is_same_v<Q, std::uint8_t>)
+        return avx2::dequantize_uint8;
+    else
+        return avx2::dequantize_int8;
+}
+
 template <class Q>
 class quantize_kernel final : public cpu_kernel {
 public:
@@ -126,13 +168,7 @@ public:
         const input_view<float> in{inputs[0].data_as<const float>(), gather_};
         for_each_chunk(in, result.get_shape().elements(), [&](const float* values, std::size_t begin, std::size_t end) {
             for_each_channel_run(p_, begin, end, [&](std::size_t first, std::size_t last, std::size_t c) {
-                constexpr float lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
-                const float s = p_.scale[c], z = p_.zero_point[c];
-                const float* x = values - begin;  // x[i] is element i
-                for (std::size_t i = first; i < last; ++i) {
-                    const float q = std::fmin(hi, std::fmax(lo, round_half_even(x[i] / s) + z));
-                    y[i] = static_cast<Q>(x[i] != x[i] ? z : q);  // NaN has no code: the zero point
-                }
+                loop_(values + (first - begin), y + first, last - first, p_.scale[c], p_.zero_point[c]);
             });
         });
     }
@@ -140,6 +176,7 @@ public:
 private:
     channel_parameters p_;
     std::optional<strided_copy> gather_;
+    quantize_loop<Q> loop_ = quantize_loop_for_this_cpu<Q>();
 };
 
 template <class Q>
@@ -151,9 +188,7 @@ public:
         const input_view<Q> in{inputs[0].data_as<const Q>(), gather_};
         for_each_chunk(in, result.get_shape().elements(), [&](const Q* values, std::size_t begin, std::size_t end) {
             for_each_channel_run(p_, begin, end, [&](std::size_t first, std::size_t last, std::size_t c) {
-                const float s = p_.scale[c], z = p_.zero_point[c];
-                const Q* q = values - begin;  // q[i] is element i
-                for (std::size_t i = first; i < last; ++i) y[i] = (static_cast<float>(q[i]) - z) * s;
+                loop_(values + (first - begin), y + first, last - first, p_.scale[c], p_.zero_point[c]);
             });
         });
     }
@@ -161,6 +196,7 @@ public:
 private:
     channel_parameters p_;
     std::optional<strided_copy> gather_;
+    dequantize_loop<Q> loop_ = dequantize_loop_for_this_cpu<Q>();
 };
 
 // The kernels write a standard result of the input's extents, from any view
