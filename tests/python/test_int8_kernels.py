@@ -429,6 +429,47 @@ def test_gelu_between_int8_products_runs_in_the_first_products_epilogue(approxim
     assert np.all(np.abs(got - expected) <= 2 * one_code + 1e-4), np.abs(got - expected).max()
 
 
+def test_a_reshaped_int8_product_takes_its_dequantize_and_residual_add():
+    """ONNX Runtime's QDQ form of BERT's output projection: the Gemm's int8 result is reshaped back to
+    [batch, tokens, features] before its DequantizeLinear and the residual Add. The dequantize (a
+    rounding) and the add join the product's epilogue: no dequantize or add pass is left, and the result
+    matches ONNX Runtime's within float32 rounding of the sum."""
+    rng = np.random.default_rng(12)
+    w = rng.integers(-127, 128, (32, 32)).astype(np.int8)
+    inits = [
+        onh.from_array(np.array([8, 32], np.int64), "flat"), onh.from_array(np.array([1, 8, 32], np.int64), "shape3"),
+        onh.from_array(np.float32(0.04), "xs"), onh.from_array(np.int8(3), "xz"),
+        onh.from_array(w, "w"), onh.from_array((rng.random(32) * 0.004 + 0.001).astype(np.float32), "ws"),
+        onh.from_array(np.zeros(32, np.int8), "wz"), onh.from_array((rng.standard_normal(32) * 0.3).astype(np.float32), "b"),
+        onh.from_array(np.float32(0.05), "ys"), onh.from_array(np.int8(-7), "yz"),
+    ]
+    nodes = [
+        oh.make_node("Reshape", ["x", "flat"], ["x2"]),
+        oh.make_node("QuantizeLinear", ["x2", "xs", "xz"], ["xq"]),
+        oh.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+        oh.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=1),
+        oh.make_node("MatMul", ["xd", "wd"], ["h"]),
+        oh.make_node("Add", ["h", "b"], ["hb"]),
+        oh.make_node("QuantizeLinear", ["hb", "ys", "yz"], ["hq"]),
+        oh.make_node("Reshape", ["hq", "shape3"], ["hq3"]),
+        oh.make_node("DequantizeLinear", ["hq3", "ys", "yz"], ["hd"]),
+        oh.make_node("Add", ["hd", "x"], ["y"]),
+    ]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 32])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    data = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 19)]).SerializeToString()
+    x = (rng.standard_normal((1, 8, 32)) * 2).astype(np.float32)
+    p = kiln.parse_onnx_buffer(data)
+    p.compile(kiln.get_target("cpu"))
+    ops = [op for _, op, _ in p.get_kernel_algorithms()]
+    assert "dequantize_linear" not in ops and "add" not in ops and ops.count("fused_quant_dot") == 1, ops
+    assert 'residual="real"' in str(p) and 'round_type="int8_type"' in str(p), str(p)
+    session_options = ort.SessionOptions()
+    session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    expected = ort.InferenceSession(data, session_options, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(np.asarray(p.run({"x": x})[0]), expected, rtol=0, atol=1e-5)
+
+
 @pytest.mark.parametrize("group", [1, 8])
 def test_clip_after_an_intermediate_quantize_matches_onnxruntime(group):
     """conv -> Q -> DQ -> Clip -> Q (MobileNetV2's ReLU6): the rounding's saturation and the activation

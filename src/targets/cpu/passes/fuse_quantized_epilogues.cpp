@@ -185,7 +185,8 @@ rewrite_rule fuse_clip() {
 rewrite_rule fuse_gelu() {
     return {"fuse_quantized_gelu", name("gelu").args(float_fused().bind("f")), [](module& m, const match_result& r) {
                 const auto* g = r.root->get_operator().get_if<op::gelu>();
-                if (g == nullptr) return false;
+                // After a rounding the chain runs in its codes, where gelu has no form.
+                if (g == nullptr || epilogue_of(r.at("f")->get_operator())->round_type != dtype::float_type) return false;
                 return append_activation(m, r, g->approximate == op::gelu_approximation::tanh ? post_op_kind::gelu_tanh
                                                                                               : post_op_kind::gelu_erf);
             }};
@@ -298,11 +299,62 @@ rewrite_rule fuse_residual() {
             }};
 }
 
+value reshape_dims(const shape& s) {
+    value_list dims;
+    for (const auto len : s.lens()) dims.emplace_back(static_cast<std::int64_t>(len));
+    return value(dims);
+}
+
+// dequantize(reshape(int8 product)) -> reshape(dequantize(product)), per
+// tensor: ONNX Runtime's QDQ models reshape a Gemm's int8 result back to
+// [batch, tokens, features] between the product and its dequantize, which
+// kept the dequantize (and what follows) out of the epilogue.
+rewrite_rule dequantize_before_reshape() {
+    auto pattern = name("dequantize_linear").where([](instruction_ref ins) {
+        if (ins->inputs()[0]->name() != "reshape" || ins->inputs()[0]->outputs().size() != 1) return false;
+        const auto* e = epilogue_of(ins->inputs()[0]->inputs()[0]->get_operator());
+        return e != nullptr && e->output_type != dtype::float_type;
+    });
+    return {"dequantize_before_reshape", pattern, [](module& m, const match_result& r) {
+                auto reshape = r.root->inputs()[0];
+                auto product = reshape->inputs()[0];
+                if (!scalar_of(r.root->inputs(), 1) || !scalar_of(r.root->inputs(), 2)) return false;
+                if (!product->get_shape().standard() || !r.root->get_shape().standard()) return false;
+                std::vector<instruction_ref> inputs = r.root->inputs();
+                inputs[0] = product;
+                auto dequantized = m.insert_instruction(r.root, r.root->get_operator(), inputs);
+                return replace_with_new(m, r.root, make_op("reshape", value_map{{"dims", reshape_dims(r.root->get_shape())}}),
+                                        {dequantized});
+            }};
+}
+
+// add(reshape(float product), o) -> reshape(add(product, reshape(o))): the
+// residual add joins the epilogue in the product's shape (the reshapes of
+// standard tensors are views).
+rewrite_rule residual_through_reshape() {
+    auto reshaped = name("reshape").used_once().args(float_fused().bind("f"));
+    auto pattern = name("add").args_any_order(reshaped.bind("r"), match::any().bind("o"));
+    return {"residual_through_reshape", pattern, [](module& m, const match_result& r) {
+                auto f = r.at("f");
+                auto o = r.at("o");
+                const auto& e = *epilogue_of(f->get_operator());
+                if (e.residual != residual_kind::none || !e.after_residual.empty()) return false;
+                if (o == r.at("r") || o->get_shape().lens() != r.root->get_shape().lens() || !o->get_shape().standard() ||
+                    !f->get_shape().standard() || !r.root->get_shape().standard())
+                    return false;
+                auto o_like_f = m.insert_instruction(r.root, make_op("reshape", value_map{{"dims", reshape_dims(f->get_shape())}}), {o});
+                auto sum = m.insert_instruction(r.root, r.root->get_operator(), {f, o_like_f});
+                return replace_with_new(m, r.root, make_op("reshape", value_map{{"dims", reshape_dims(r.root->get_shape())}}),
+                                        {sum});
+            }};
+}
+
 }  // namespace
 
 void fuse_quantized_epilogues::apply(module& m) const {
     rewrite_to_fixed_point(m, {product_to_fused(), fuse_bias(), fuse_relu(), fuse_clip(), fuse_gelu(), fuse_quantize(),
-                               fuse_rounding(), fuse_residual()});
+                               fuse_rounding(), fuse_residual(), dequantize_before_reshape(),
+                               residual_through_reshape()});
 }
 
 }  // namespace kiln

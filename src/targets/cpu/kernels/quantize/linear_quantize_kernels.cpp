@@ -77,7 +77,8 @@ struct input_view {
 template <class T, class F>
 void for_each_chunk(input_view<T> in, std::size_t n, F&& f) {
     const auto chunks = static_cast<std::ptrdiff_t>((n + chunk_elements - 1) / chunk_elements);
-#pragma omp parallel for schedule(static)
+    // One chunk (a tiny tensor) stays on this thread: no team to wake.
+#pragma omp parallel for schedule(static) if (chunks > 1)
     for (std::ptrdiff_t k = 0; k < chunks; ++k) {
         const std::size_t begin = static_cast<std::size_t>(k) * chunk_elements;
         const std::size_t end = std::min(n, begin + chunk_elements);
