@@ -11,6 +11,9 @@
 #include <iterator>
 #include <list>
 #include <optional>
+#include <set>
+#include <string>
+#include <cmath>
 
 #include "kiln/op_registry.hpp"
 #include "ops/elementwise.hpp"
@@ -349,12 +352,83 @@ rewrite_rule residual_through_reshape() {
             }};
 }
 
+bool is_view_of_one(instruction_ref ins) {
+    static const std::set<std::string> views{"reshape", "squeeze", "unsqueeze", "transpose"};
+    return views.count(ins->name()) > 0 && ins->inputs().size() == 1;
+}
+
+// A float32 constant `values` times c, as a new literal of its shape.
+instruction_ref scaled_constant(module& m, instruction_ref pos, instruction_ref values, double c) {
+    auto v = constant_value(*values, no_element_limit);
+    std::vector<float> scaled = v->to_vector<float>();
+    for (auto& x : scaled) x = static_cast<float>(x * c);
+    return m.insert_literal(pos, literal(shape{dtype::float_type, values->get_shape().lens()}, scaled));
+}
+
+// quantize(views of [c * ] views of a float product), per tensor: the
+// product's epilogue takes the quantize (and the positive constant factor,
+// into its scales and bias), and the views read its int8 result. BERT's
+// query / key / value heads: the product, reshape and transpose to heads,
+// the 1 / sqrt(sqrt(d)) factor, then the quantize before the attention
+// products, which took two float passes.
+rewrite_rule quantize_through_views() {
+    auto pattern = name("quantize_linear").where([](instruction_ref ins) { return ins->inputs().size() >= 2; });
+    return {"quantize_through_views", pattern, [](module& m, const match_result& r) {
+                std::vector<instruction_ref> views;  // outermost first
+                double factor = 1;
+                bool scaled = false;
+                instruction_ref x = r.root->inputs()[0];
+                while (x->outputs().size() == 1) {
+                    if (is_view_of_one(x)) {
+                        views.push_back(x);
+                        x = x->inputs()[0];
+                    } else if (x->name() == "mul" && !scaled && x->inputs().size() == 2) {
+                        const std::size_t k = match::is_constant_instruction(*x->inputs()[1]) ? 1 : 0;
+                        const auto c = scalar_constant(*x->inputs()[k]);
+                        if (!c || !(*c > 0) || !std::isfinite(*c) || x->get_shape().lens() != x->inputs()[1 - k]->get_shape().lens())
+                            return false;
+                        factor = *c;
+                        scaled = true;
+                        x = x->inputs()[1 - k];
+                    } else {
+                        break;
+                    }
+                }
+                if (views.empty() && !scaled) return false;  // fuse_quantize's case
+                match_result unused;
+                if (!float_fused().match(x, unused)) return false;
+                const auto& e = *epilogue_of(x->get_operator());
+                if (!e.activation.empty() || e.round_type != dtype::float_type || e.residual != residual_kind::none ||
+                    !e.after_residual.empty())
+                    return false;
+                const auto scale = scalar_of(r.root->inputs(), 1);
+                const auto zero_point = scalar_of(r.root->inputs(), 2);
+                const dtype t = r.root->get_shape().type();
+                if (!scale || !(*scale > 0) || !zero_point || !op::is_8bit_integer(t)) return false;
+                auto inputs = x->inputs();
+                if (scaled) {
+                    inputs[3] = scaled_constant(m, r.root, inputs[3], factor);
+                    if (e.has_bias) inputs[4] = scaled_constant(m, r.root, inputs[4], factor);
+                }
+                auto fused = with_epilogue(x->get_operator(), [&](auto& ep) {
+                    ep.output_type = t;
+                    ep.output_scale = *scale;
+                    ep.output_zero_point = static_cast<std::int64_t>(*zero_point);
+                });
+                instruction_ref codes = m.insert_instruction(r.root, fused, inputs);
+                for (auto v = views.rbegin(); v != views.rend(); ++v)
+                    codes = m.insert_instruction(r.root, (*v)->get_operator(), {codes});
+                if (codes->get_shape().lens() != r.root->get_shape().lens()) return false;
+                return replace_value(m, r.root, codes) || replace_value_restrided(m, r.root, codes);
+            }};
+}
+
 }  // namespace
 
 void fuse_quantized_epilogues::apply(module& m) const {
     rewrite_to_fixed_point(m, {product_to_fused(), fuse_bias(), fuse_relu(), fuse_clip(), fuse_gelu(), fuse_quantize(),
                                fuse_rounding(), fuse_residual(), dequantize_before_reshape(),
-                               residual_through_reshape()});
+                               residual_through_reshape(), quantize_through_views()});
 }
 
 }  // namespace kiln
