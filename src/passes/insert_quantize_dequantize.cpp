@@ -146,6 +146,63 @@ std::vector<quantized_value> plan_quantized_values(module& m, const std::vector<
     return planned;
 }
 
+namespace {
+
+// x, or x + a constant (a convolution's bias as ONNX import writes it).
+instruction_ref without_constant_bias(instruction_ref x) {
+    if (x->name() != "add" || x->inputs().size() != 2) return x;
+    for (std::size_t i = 0; i < 2; ++i)
+        if (match::is_constant_instruction(*x->inputs()[1 - i])) return x->inputs()[i];
+    return x;
+}
+
+}  // namespace
+
+void add_residual_uses(module& m, std::vector<quantized_value>& planned) {
+    std::unordered_set<const instruction*> quantized_ops;
+    for (const auto& v : planned)
+        for (const auto& [ins, index] : v.uses) quantized_ops.insert(&*ins);
+    auto is_quantized_convolution = [&](instruction_ref x) {
+        x = without_constant_bias(x);
+        return x->name() == "convolution" && quantized_ops.count(&*x) > 0;
+    };
+    auto is_residual_add = [](instruction_ref add) {
+        return add->name() == "add" && add->inputs().size() == 2 && add->inputs()[0] != add->inputs()[1] &&
+               add->inputs()[0]->get_shape().lens() == add->inputs()[1]->get_shape().lens();
+    };
+    std::unordered_set<const instruction*> planned_values;
+    for (auto& v : planned) {
+        if (v.is_weight) continue;
+        planned_values.insert(&*v.value);
+        std::vector<std::pair<instruction_ref, std::size_t>> residuals;
+        for (instruction_ref user : v.value->outputs()) {
+            if (!is_residual_add(user)) continue;
+            const std::size_t mine = user->inputs()[0] == v.value ? 0 : 1;
+            if (is_quantized_convolution(user->inputs()[1 - mine])) residuals.emplace_back(user, mine);
+        }
+        // outputs() may list a user twice; one reroute each.
+        std::sort(residuals.begin(), residuals.end(), [](const auto& a, const auto& b) { return &*a.first < &*b.first; });
+        residuals.erase(std::unique(residuals.begin(), residuals.end()), residuals.end());
+        v.uses.insert(v.uses.end(), residuals.begin(), residuals.end());
+    }
+    // Two quantized convolutions meeting (a stage's first block and its
+    // downsampling shortcut): the one computed first is quantized, so the
+    // other takes it as an int8 residual; it needs calibrating like any
+    // activation.
+    std::unordered_map<const instruction*, std::size_t> order;
+    for (auto it = m.begin(); it != m.end(); ++it) order.emplace(&*it, order.size());
+    for (auto add = m.begin(); add != m.end(); ++add) {
+        if (!is_residual_add(add) || !is_quantized_convolution(add->inputs()[0]) ||
+            !is_quantized_convolution(add->inputs()[1]))
+            continue;
+        const std::size_t first = order.at(&*add->inputs()[0]) < order.at(&*add->inputs()[1]) ? 0 : 1;
+        instruction_ref value = add->inputs()[first];
+        if (planned_values.count(&*value) || value->outputs().size() != 1) continue;
+        planned_values.insert(&*value);
+        planned.push_back(quantized_value{value, {{add, first}}, false, -1});
+    }
+}
+
 activation_quantization choose_activation_quantization(double lo, double hi, const quantization_scheme& scheme) {
     if (!std::isfinite(lo) || !std::isfinite(hi) || lo > hi)
         fail("activation range [" + std::to_string(lo) + ", " + std::to_string(hi) + "] is not a finite range");

@@ -38,6 +38,15 @@ std::vector<quantized_value> plan_quantized_values(module& m, const std::vector<
                                                    const std::vector<std::string>& supported_ops,
                                                    const std::string& caller);
 
+// For int8 between ResNet blocks, as in ONNX Runtime's QDQ models (at the
+// cost of rounding the residual): reroutes, through an activation's pair,
+// the residual adds that read it, add(x, convolution(...) [+ constant
+// bias]) whose convolution is quantized too; and where two quantized
+// convolutions meet in an add (a block and its downsampling shortcut),
+// plans the first one's result as an activation to quantize for that add.
+// The residual then reaches the other convolution's int8 epilogue in int8.
+void add_residual_uses(module& m, std::vector<quantized_value>& planned);
+
 // The quantized type and how its scales are chosen.
 struct quantization_scheme {
     dtype type = dtype::int8_type;

@@ -18,6 +18,7 @@ void quantize_int8(program& p, const target& t, const std::vector<parameter_map>
     request.scheme.weight_limit = 127;
     request.scheme.weights_per_channel = options.per_channel;
     request.scheme.activation_zero_point = true;
+    request.residuals_in_int8 = true;
     quantize_program(p, t, calibration, request);
 }
 

@@ -26,8 +26,9 @@ void quantize_program(program& p, const target& t, const std::vector<parameter_m
         fail(caller + ": percentile must be above 50 and at most 100, got " + std::to_string(request.percentile));
     check_calibration_set(p, calibration, caller);
     module& m = *p.get_main_module();
-    const std::vector<quantized_value> planned =
+    std::vector<quantized_value> planned =
         plan_quantized_values(m, request.ins_names, request.exclude, quantizable_ops, caller);
+    if (request.residuals_in_int8) add_residual_uses(m, planned);
 
     std::vector<instruction_ref> activations;
     for (const auto& v : planned)

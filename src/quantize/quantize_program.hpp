@@ -16,6 +16,9 @@ struct quantize_request {
     calibration_method method = calibration_method::max;
     double percentile = 99.99;
     quantization_scheme scheme;
+    // Residual adds onto quantized convolutions read the quantized value
+    // (add_residual_uses): int8 between ResNet blocks.
+    bool residuals_in_int8 = false;
     calibration_progress progress;
 };
 

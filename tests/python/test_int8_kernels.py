@@ -332,6 +332,188 @@ def test_cpu_quantize_and_dequantize_kernels_match_ref_bitwise(code_type, per_ax
         np.testing.assert_array_equal(got, want)
 
 
+def _view_of(m, handle, kind):
+    """A view that is not a standard tensor: (5, 6, 40, 33) -> (5, 40, 6, 33) transposed, a slice with an
+    offset and gaps, or a (1, 6, 1, 33) -> (5, 6, 40, 33) broadcast."""
+    if kind == "transpose":
+        return m.add_instruction(kiln.op("transpose", permutation=[0, 2, 1, 3]), [handle])
+    if kind == "slice":
+        return m.add_instruction(kiln.op("slice", axes=[1, 2, 3], starts=[1, 3, 2], ends=[6, 45, 35]), [handle])
+    return m.add_instruction(kiln.op("broadcast", out_lens=[5, 6, 40, 33]), [handle])
+
+
+_VIEW_INPUT = {"transpose": (5, 6, 40, 33), "slice": (5, 7, 48, 37), "broadcast": (1, 6, 1, 33)}
+_VIEW_CHANNELS = {"transpose": 40, "slice": 5, "broadcast": 6}  # the view's axis 1
+
+
+@pytest.mark.parametrize("view", ["transpose", "slice", "broadcast"])
+@pytest.mark.parametrize("code_type", ["int8", "uint8"])
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_cpu_quantize_and_dequantize_kernels_read_strided_views(view, code_type, per_axis):
+    """Transposed (BERT's K / V heads), sliced and broadcast inputs, more elements than one chunk of the
+    kernels and channel blocks that straddle chunks: the cpu kernels run (not the reference compute) and
+    match ref bitwise."""
+    rng = np.random.default_rng(10)
+    x = (rng.standard_normal(_VIEW_INPUT[view]) * 4).astype(np.float32)
+    x.flat[:8] = [0.25, -0.75, 1e9, np.nan, -np.inf, np.inf, 1.25, -1.25]  # ties to even at 0.5, saturation, NaN
+    info = np.iinfo(code_type)
+    channels = _VIEW_CHANNELS[view]
+    if per_axis:
+        scale = np.linspace(0.25, 1.0, channels).astype(np.float32)
+        zero = rng.integers(info.min // 2, info.max // 2, size=channels).astype(code_type)
+    else:
+        scale, zero = np.array(0.5, np.float32), np.array(info.min + 100, code_type)
+
+    def body(m, xp):
+        xv = _view_of(m, xp, view)
+        assert xv.shape().lens[1] == channels
+        s, z = m.add_literal(scale), m.add_literal(zero)
+        q = m.add_instruction(kiln.op("quantize_linear", axis=1, output_type=f"{code_type}_type"), [xv, s, z])
+        # Dequantize reads a transposed view of the codes, its axis following the channels.
+        qt = m.add_instruction(kiln.op("transpose", permutation=[0, 2, 1, 3]), [q])
+        return [q, m.add_instruction(kiln.op("dequantize_linear", axis=2), [qt, s, z])]
+
+    p = build_program({"x": ("float", x.shape)}, body)
+    want = run_on(build_program({"x": ("float", x.shape)}, body), "ref", {"x": x})
+    got = run_on(p, "cpu", {"x": x})
+    assert sorted(a for _, op, a in p.get_kernel_algorithms()) == ["dequantize_8bit", "quantize_8bit"], str(p)
+    assert "contiguous" not in str(p)
+    assert got[0].dtype == np.dtype(code_type)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_between_int8_products_runs_in_the_first_products_epilogue(approximate):
+    """BERT's feed-forward in QDQ form: DQ -> MatMul -> Add bias -> Gelu -> Q -> DQ -> MatMul. The gelu and
+    the quantize join the first int8 product (oneDNN's eltwise gelu and output scale): no float pass is
+    left between the products, and the result stays within a code of ONNX Runtime's at the gelu's
+    quantization (the gelu's float32 arithmetic may round a value to its neighbour code)."""
+    rng = np.random.default_rng(11)
+    w1 = rng.integers(-127, 128, (32, 48)).astype(np.int8)
+    w2 = rng.integers(-127, 128, (48, 16)).astype(np.int8)
+    inits = [
+        onh.from_array(np.float32(0.04), "xs"), onh.from_array(np.int8(3), "xz"),
+        onh.from_array(w1, "w1"), onh.from_array((rng.random(48) * 0.004 + 0.001).astype(np.float32), "w1s"),
+        onh.from_array(np.zeros(48, np.int8), "w1z"), onh.from_array((rng.standard_normal(48) * 0.3).astype(np.float32), "b1"),
+        onh.from_array(np.float32(0.02), "gs"), onh.from_array(np.int8(-100), "gz"),
+        onh.from_array(w2, "w2"), onh.from_array(np.float32(0.003), "w2s"), onh.from_array(np.int8(0), "w2z"),
+    ]
+    nodes = [
+        oh.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        oh.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+        oh.make_node("DequantizeLinear", ["w1", "w1s", "w1z"], ["w1d"], axis=1),
+        oh.make_node("MatMul", ["xd", "w1d"], ["h"]),
+        oh.make_node("Add", ["h", "b1"], ["hb"]),
+        oh.make_node("Gelu", ["hb"], ["g"], approximate=approximate),
+        oh.make_node("QuantizeLinear", ["g", "gs", "gz"], ["gq"]),
+        oh.make_node("DequantizeLinear", ["gq", "gs", "gz"], ["gd"]),
+        oh.make_node("DequantizeLinear", ["w2", "w2s", "w2z"], ["w2d"]),
+        oh.make_node("MatMul", ["gd", "w2d"], ["y"]),
+    ]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 32])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    data = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 20)]).SerializeToString()
+    x = (rng.standard_normal((1, 8, 32)) * 2).astype(np.float32)
+    p = kiln.parse_onnx_buffer(data)
+    p.compile(kiln.get_target("cpu"))
+    steps = [(op, a) for _, op, a in p.get_kernel_algorithms()]
+    assert [op for op, _ in steps if op not in ("quantize_linear",)] == ["fused_quant_dot"] * 2, steps
+    assert all(a == "onednn_int8" for op, a in steps if op == "fused_quant_dot"), steps
+    got = np.asarray(p.run({"x": x})[0])
+    # ONNX Runtime's gelu codes, dequantized, through the exact second product.
+    session_options = ort.SessionOptions()
+    session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    expected = ort.InferenceSession(data, session_options, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    one_code = 0.02 * 0.003 * np.abs(w2.astype(np.float64)).max(axis=0)
+    assert np.all(np.abs(got - expected) <= 2 * one_code + 1e-4), np.abs(got - expected).max()
+
+
+def test_a_reshaped_int8_product_takes_its_dequantize_and_residual_add():
+    """ONNX Runtime's QDQ form of BERT's output projection: the Gemm's int8 result is reshaped back to
+    [batch, tokens, features] before its DequantizeLinear and the residual Add. The dequantize (a
+    rounding) and the add join the product's epilogue: no dequantize or add pass is left, and the result
+    matches ONNX Runtime's within float32 rounding of the sum."""
+    rng = np.random.default_rng(12)
+    w = rng.integers(-127, 128, (32, 32)).astype(np.int8)
+    inits = [
+        onh.from_array(np.array([8, 32], np.int64), "flat"), onh.from_array(np.array([1, 8, 32], np.int64), "shape3"),
+        onh.from_array(np.float32(0.04), "xs"), onh.from_array(np.int8(3), "xz"),
+        onh.from_array(w, "w"), onh.from_array((rng.random(32) * 0.004 + 0.001).astype(np.float32), "ws"),
+        onh.from_array(np.zeros(32, np.int8), "wz"), onh.from_array((rng.standard_normal(32) * 0.3).astype(np.float32), "b"),
+        onh.from_array(np.float32(0.05), "ys"), onh.from_array(np.int8(-7), "yz"),
+    ]
+    nodes = [
+        oh.make_node("Reshape", ["x", "flat"], ["x2"]),
+        oh.make_node("QuantizeLinear", ["x2", "xs", "xz"], ["xq"]),
+        oh.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+        oh.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=1),
+        oh.make_node("MatMul", ["xd", "wd"], ["h"]),
+        oh.make_node("Add", ["h", "b"], ["hb"]),
+        oh.make_node("QuantizeLinear", ["hb", "ys", "yz"], ["hq"]),
+        oh.make_node("Reshape", ["hq", "shape3"], ["hq3"]),
+        oh.make_node("DequantizeLinear", ["hq3", "ys", "yz"], ["hd"]),
+        oh.make_node("Add", ["hd", "x"], ["y"]),
+    ]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 32])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    data = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 19)]).SerializeToString()
+    x = (rng.standard_normal((1, 8, 32)) * 2).astype(np.float32)
+    p = kiln.parse_onnx_buffer(data)
+    p.compile(kiln.get_target("cpu"))
+    ops = [op for _, op, _ in p.get_kernel_algorithms()]
+    assert "dequantize_linear" not in ops and "add" not in ops and ops.count("fused_quant_dot") == 1, ops
+    assert 'residual="real"' in str(p) and 'round_type="int8_type"' in str(p), str(p)
+    session_options = ort.SessionOptions()
+    session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    expected = ort.InferenceSession(data, session_options, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(np.asarray(p.run({"x": x})[0]), expected, rtol=0, atol=1e-5)
+
+
+def test_attention_heads_quantize_in_the_projection_epilogue():
+    """BERT's key head in QDQ form: the int8 projection, reshape and transpose to heads, times 1 / sqrt(sqrt(d)),
+    QuantizeLinear and DequantizeLinear before the attention product. The quantize and the constant factor
+    join the projection's epilogue (int8 result, the views read it): no mul or quantize pass is left but the
+    input's. The factor folded into the scales rounds once less than ONNX Runtime's float mul: a value next
+    to a rounding boundary may take the neighbour code, no more."""
+    rng = np.random.default_rng(13)
+    w = rng.integers(-127, 128, (64, 64)).astype(np.int8)
+    inits = [
+        onh.from_array(np.float32(0.04), "xs"), onh.from_array(np.int8(3), "xz"),
+        onh.from_array(w, "w"), onh.from_array((rng.random(64) * 0.004 + 0.001).astype(np.float32), "ws"),
+        onh.from_array(np.zeros(64, np.int8), "wz"), onh.from_array((rng.standard_normal(64) * 0.3).astype(np.float32), "b"),
+        onh.from_array(np.array([1, 16, 4, 16], np.int64), "heads"), onh.from_array(np.float32(0.35355339), "c"),
+        onh.from_array(np.float32(0.03), "ks"), onh.from_array(np.int8(-5), "kz"),
+    ]
+    nodes = [
+        oh.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        oh.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+        oh.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=1),
+        oh.make_node("MatMul", ["xd", "wd"], ["h"]),
+        oh.make_node("Add", ["h", "b"], ["hb"]),
+        oh.make_node("Reshape", ["hb", "heads"], ["h4"]),
+        oh.make_node("Transpose", ["h4"], ["ht"], perm=[0, 2, 3, 1]),
+        oh.make_node("Mul", ["ht", "c"], ["hc"]),
+        oh.make_node("QuantizeLinear", ["hc", "ks", "kz"], ["kq"]),
+        oh.make_node("DequantizeLinear", ["kq", "ks", "kz"], ["y"]),
+    ]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 64])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    data = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 19)]).SerializeToString()
+    x = (rng.standard_normal((1, 16, 64)) * 2).astype(np.float32)
+    p = kiln.parse_onnx_buffer(data)
+    p.compile(kiln.get_target("cpu"))
+    ops = [op for _, op, _ in p.get_kernel_algorithms()]
+    assert ops.count("quantize_linear") == 1 and "mul" not in ops and ops.count("fused_quant_dot") == 1, ops
+    session_options = ort.SessionOptions()
+    session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    expected = ort.InferenceSession(data, session_options, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = np.asarray(p.run({"x": x})[0])
+    assert got.shape == expected.shape == (1, 4, 16, 16)
+    codes_apart = np.abs(got - expected) / np.float32(0.03)
+    assert codes_apart.max() <= 1.001 and np.mean(codes_apart > 0.5) < 0.01, (codes_apart.max(), np.mean(codes_apart > 0.5))
+
+
 @pytest.mark.parametrize("group", [1, 8])
 def test_clip_after_an_intermediate_quantize_matches_onnxruntime(group):
     """conv -> Q -> DQ -> Clip -> Q (MobileNetV2's ReLU6): the rounding's saturation and the activation

@@ -586,3 +586,58 @@ def test_a_float_residual_between_int8_layers_runs_on_int8_kernels(rng):
     reference = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert sqnr_db(outs["cpu"], reference) > 25
     assert sqnr_db(outs["cpu"], outs["ref"]) > 40
+
+
+def two_residual_blocks_onnx(rng):
+    """A ResNet stage's start: a block whose conv meets a 1x1 downsampling shortcut conv, then an identity
+    block whose last conv adds the first block's output, and a last conv reading the result."""
+    w = lambda *s: (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(np.float32)
+    b = lambda n: (rng.standard_normal(n) * 0.1).astype(np.float32)
+    inits = {"w1": w(8, 4, 3, 3), "b1": b(8), "w2": w(16, 8, 1, 1), "b2": b(16), "wd": w(16, 4, 1, 1), "bd": b(16),
+             "w3": w(8, 16, 1, 1), "b3": b(8), "w4": w(16, 8, 3, 3), "b4": b(16), "w5": w(4, 16, 3, 3), "b5": b(4)}
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"]),
+        helper.make_node("Conv", ["x", "wd", "bd"], ["d"]),
+        helper.make_node("Add", ["c2", "d"], ["s1"]),
+        helper.make_node("Relu", ["s1"], ["block1"]),
+        helper.make_node("Conv", ["block1", "w3", "b3"], ["c3"]),
+        helper.make_node("Relu", ["c3"], ["r3"]),
+        helper.make_node("Conv", ["r3", "w4", "b4"], ["c4"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c4", "block1"], ["s2"]),
+        helper.make_node("Relu", ["s2"], ["block2"]),
+        helper.make_node("Conv", ["block2", "w5", "b5"], ["y"], pads=[1, 1, 1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes, "blocks", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 10, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 10, 10])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def test_residual_blocks_stay_int8_between_layers(rng):
+    """quantize_int8 quantizes the residuals that meet quantized convolutions (the shortcut conv's result,
+    a block's output feeding the next block's add), as ONNX Runtime's QDQ models do: every residual reaches
+    an int8 epilogue as int8 codes, only the input is quantized by a separate pass, and the output stays
+    close to float32 (ONNX Runtime) and to ref running the same quantized program."""
+    data = two_residual_blocks_onnx(rng)
+    x = rng.standard_normal((1, 4, 10, 10)).astype(np.float32)
+    calibration = [{"x": rng.standard_normal((1, 4, 10, 10)).astype(np.float32)} for _ in range(8)]
+    outs = {}
+    for target in ["ref", "cpu"]:
+        p = kiln.parse_onnx_buffer(data)
+        kiln.quantize_int8(p, kiln.get_target(target), calibration=calibration)
+        p.compile(kiln.get_target(target))
+        outs[target] = np.asarray(p.run({"x": x})[0])
+        if target == "cpu":
+            steps = [(op, a) for _, op, a in p.get_kernel_algorithms()]
+            assert [op for op, _ in steps].count("quantize_linear") == 1, steps
+            assert ("dequantize_linear" not in [op for op, _ in steps]), steps
+            assert all(a == "onednn_int8" for op, a in steps if op.startswith("fused_quant")), steps
+            assert str(p).count('residual="quantized"') == 2 and 'residual="real"' not in str(p), str(p)
+    reference = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert sqnr_db(outs["cpu"], reference) > 25
+    assert sqnr_db(outs["cpu"], outs["ref"]) > 40

@@ -136,6 +136,18 @@ dnnl::memory::desc channels_last_desc(const shape& plain, dtype t) {
     return typed_desc(shape{t, plain.lens(), op::channels_last_strides(plain.lens())});
 }
 
+namespace {
+
+// Whether every step commutes with dividing by a positive unit (relu, and
+// clip with its bounds divided too).
+bool scales_through(const op::post_op_chain& chain) {
+    for (const auto kind : chain.kinds)
+        if (kind != op::post_op_kind::relu && kind != op::post_op_kind::clip) return false;
+    return true;
+}
+
+}  // namespace
+
 // The chain runs in a unit u (the value divided by u): the rounding scale,
 // else the output scale, else 1. oneDNN's output scale then carries 1 / u,
 // relu commutes with it and clip bounds are divided by it; the rounding of
@@ -143,9 +155,13 @@ dnnl::memory::desc channels_last_desc(const shape& plain, dtype t) {
 // point; a quantized residual is a sum post-op over codes the kernel puts
 // in the destination first. One eltwise_linear at most: oneDNN 2.6's jit
 // post-op chains computed wrong values with two.
+// A chain with a step that needs the real value (gelu, sigmoid, ...) runs
+// in real units when nothing rounds inside it; the output scale then comes
+// last, in the one eltwise_linear.
 double chain_unit(const op::requantize_epilogue& e) {
     if (e.round_type != dtype::float_type) return e.round_scale;
-    if (e.output_type != dtype::float_type) return e.output_scale;
+    if (e.output_type != dtype::float_type && scales_through(e.activation) && scales_through(e.after_residual))
+        return e.output_scale;
     return 1;
 }
 

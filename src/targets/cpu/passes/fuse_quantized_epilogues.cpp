@@ -1,8 +1,9 @@
 // Folds what follows each integer product (quant_convolution, quant_dot with
 // constant weights) into one fused_quant_convolution / fused_quant_dot, so
 // that one int8 kernel runs a quantized layer:
-//   dequantize (per-channel scale) -> bias -> activations -> [quantize ->
-//   dequantize] -> residual add -> activations -> quantize.
+//   dequantize (per-channel scale) -> bias -> activations (relu, clip,
+//   gelu) -> [quantize -> dequantize] -> residual add -> activations ->
+//   quantize.
 // Each rule extends the fused op by the next step when nothing else reads
 // the value before it. The residual is taken as int8 codes when it is a
 // dequantize of them. A 4-D int8 result is stored channels-last, the layout
@@ -10,8 +11,12 @@
 #include <iterator>
 #include <list>
 #include <optional>
+#include <set>
+#include <string>
+#include <cmath>
 
 #include "kiln/op_registry.hpp"
+#include "ops/elementwise.hpp"
 #include "ops/fused_quantized_linalg.hpp"
 #include "ops/quant.hpp"
 #include "passes/constant_value.hpp"
@@ -179,6 +184,17 @@ rewrite_rule fuse_clip() {
             }};
 }
 
+// gelu (BERT's feed-forward): oneDNN's eltwise gelu_erf / gelu_tanh.
+rewrite_rule fuse_gelu() {
+    return {"fuse_quantized_gelu", name("gelu").args(float_fused().bind("f")), [](module& m, const match_result& r) {
+                const auto* g = r.root->get_operator().get_if<op::gelu>();
+                // After a rounding the chain runs in its codes, where gelu has no form.
+                if (g == nullptr || epilogue_of(r.at("f")->get_operator())->round_type != dtype::float_type) return false;
+                return append_activation(m, r, g->approximate == op::gelu_approximation::tanh ? post_op_kind::gelu_tanh
+                                                                                              : post_op_kind::gelu_erf);
+            }};
+}
+
 rewrite_rule fuse_quantize() {
     auto pattern = name("quantize_linear").where([](instruction_ref ins) { return ins->inputs().size() >= 2; });
     return {"fuse_output_quantize", pattern, [](module& m, const match_result& r) {
@@ -222,9 +238,9 @@ std::optional<instruction_ref> rounding_product(instruction_ref dequantize) {
 
 // dequantize(quantized product) -> the product rounded to those codes, as
 // float: a residual add can then join it. When the add's other operand is
-// a dequantize of a value computed later (another layer's output), that
-// layer takes the add instead, and this one keeps its int8 result, read as
-// a quantized residual.
+// a dequantize of a value computed later (another layer's output), or a
+// float product with room for a residual, that layer takes the add
+// instead, and this one keeps its int8 result, read as a quantized residual.
 rewrite_rule fuse_rounding() {
     auto pattern = name("dequantize_linear").where([](instruction_ref ins) { return rounding_product(ins).has_value(); });
     return {"fuse_rounding", pattern, [](module& m, const match_result& r) {
@@ -233,6 +249,12 @@ rewrite_rule fuse_rounding() {
                 if (user->name() == "add" && user->inputs().size() == 2) {
                     auto other = user->inputs()[0] == r.root ? user->inputs()[1] : user->inputs()[0];
                     if (other->name() == "dequantize_linear" && position(m, other->inputs()[0]) > position(m, f))
+                        return false;
+                    // A float product that can still take a residual takes this
+                    // one's int8 codes.
+                    const auto* oe = epilogue_of(other->get_operator());
+                    if (oe != nullptr && other->outputs().size() == 1 && oe->output_type == dtype::float_type &&
+                        oe->residual == residual_kind::none && oe->after_residual.empty())
                         return false;
                 }
                 const auto& e = *epilogue_of(f->get_operator());
@@ -280,11 +302,133 @@ rewrite_rule fuse_residual() {
             }};
 }
 
+value reshape_dims(const shape& s) {
+    value_list dims;
+    for (const auto len : s.lens()) dims.emplace_back(static_cast<std::int64_t>(len));
+    return value(dims);
+}
+
+// dequantize(reshape(int8 product)) -> reshape(dequantize(product)), per
+// tensor: ONNX Runtime's QDQ models reshape a Gemm's int8 result back to
+// [batch, tokens, features] between the product and its dequantize, which
+// kept the dequantize (and what follows) out of the epilogue.
+rewrite_rule dequantize_before_reshape() {
+    auto pattern = name("dequantize_linear").where([](instruction_ref ins) {
+        if (ins->inputs()[0]->name() != "reshape" || ins->inputs()[0]->outputs().size() != 1) return false;
+        const auto* e = epilogue_of(ins->inputs()[0]->inputs()[0]->get_operator());
+        return e != nullptr && e->output_type != dtype::float_type;
+    });
+    return {"dequantize_before_reshape", pattern, [](module& m, const match_result& r) {
+                auto reshape = r.root->inputs()[0];
+                auto product = reshape->inputs()[0];
+                if (!scalar_of(r.root->inputs(), 1) || !scalar_of(r.root->inputs(), 2)) return false;
+                if (!product->get_shape().standard() || !r.root->get_shape().standard()) return false;
+                std::vector<instruction_ref> inputs = r.root->inputs();
+                inputs[0] = product;
+                auto dequantized = m.insert_instruction(r.root, r.root->get_operator(), inputs);
+                return replace_with_new(m, r.root, make_op("reshape", value_map{{"dims", reshape_dims(r.root->get_shape())}}),
+                                        {dequantized});
+            }};
+}
+
+// add(reshape(float product), o) -> reshape(add(product, reshape(o))): the
+// residual add joins the epilogue in the product's shape (the reshapes of
+// standard tensors are views).
+rewrite_rule residual_through_reshape() {
+    auto reshaped = name("reshape").used_once().args(float_fused().bind("f"));
+    auto pattern = name("add").args_any_order(reshaped.bind("r"), match::any().bind("o"));
+    return {"residual_through_reshape", pattern, [](module& m, const match_result& r) {
+                auto f = r.at("f");
+                auto o = r.at("o");
+                const auto& e = *epilogue_of(f->get_operator());
+                if (e.residual != residual_kind::none || !e.after_residual.empty()) return false;
+                if (o == r.at("r") || o->get_shape().lens() != r.root->get_shape().lens() || !o->get_shape().standard() ||
+                    !f->get_shape().standard() || !r.root->get_shape().standard())
+                    return false;
+                auto o_like_f = m.insert_instruction(r.root, make_op("reshape", value_map{{"dims", reshape_dims(f->get_shape())}}), {o});
+                auto sum = m.insert_instruction(r.root, r.root->get_operator(), {f, o_like_f});
+                return replace_with_new(m, r.root, make_op("reshape", value_map{{"dims", reshape_dims(r.root->get_shape())}}),
+                                        {sum});
+            }};
+}
+
+bool is_view_of_one(instruction_ref ins) {
+    static const std::set<std::string> views{"reshape", "squeeze", "unsqueeze", "transpose"};
+    return views.count(ins->name()) > 0 && ins->inputs().size() == 1;
+}
+
+// A float32 constant `values` times c, as a new literal of its shape.
+instruction_ref scaled_constant(module& m, instruction_ref pos, instruction_ref values, double c) {
+    auto v = constant_value(*values, no_element_limit);
+    std::vector<float> scaled = v->to_vector<float>();
+    for (auto& x : scaled) x = static_cast<float>(x * c);
+    return m.insert_literal(pos, literal(shape{dtype::float_type, values->get_shape().lens()}, scaled));
+}
+
+// quantize(views of [c * ] views of a float product), per tensor: the
+// product's epilogue takes the quantize (and the positive constant factor,
+// into its scales and bias), and the views read its int8 result. BERT's
+// query / key / value heads: the product, reshape and transpose to heads,
+// the 1 / sqrt(sqrt(d)) factor, then the quantize before the attention
+// products, which took two float passes.
+rewrite_rule quantize_through_views() {
+    auto pattern = name("quantize_linear").where([](instruction_ref ins) { return ins->inputs().size() >= 2; });
+    return {"quantize_through_views", pattern, [](module& m, const match_result& r) {
+                std::vector<instruction_ref> views;  // outermost first
+                double factor = 1;
+                bool scaled = false;
+                instruction_ref x = r.root->inputs()[0];
+                while (x->outputs().size() == 1) {
+                    if (is_view_of_one(x)) {
+                        views.push_back(x);
+                        x = x->inputs()[0];
+                    } else if (x->name() == "mul" && !scaled && x->inputs().size() == 2) {
+                        const std::size_t k = match::is_constant_instruction(*x->inputs()[1]) ? 1 : 0;
+                        const auto c = scalar_constant(*x->inputs()[k]);
+                        if (!c || !(*c > 0) || !std::isfinite(*c) || x->get_shape().lens() != x->inputs()[1 - k]->get_shape().lens())
+                            return false;
+                        factor = *c;
+                        scaled = true;
+                        x = x->inputs()[1 - k];
+                    } else {
+                        break;
+                    }
+                }
+                if (views.empty() && !scaled) return false;  // fuse_quantize's case
+                match_result unused;
+                if (!float_fused().match(x, unused)) return false;
+                const auto& e = *epilogue_of(x->get_operator());
+                if (!e.activation.empty() || e.round_type != dtype::float_type || e.residual != residual_kind::none ||
+                    !e.after_residual.empty())
+                    return false;
+                const auto scale = scalar_of(r.root->inputs(), 1);
+                const auto zero_point = scalar_of(r.root->inputs(), 2);
+                const dtype t = r.root->get_shape().type();
+                if (!scale || !(*scale > 0) || !zero_point || !op::is_8bit_integer(t)) return false;
+                auto inputs = x->inputs();
+                if (scaled) {
+                    inputs[3] = scaled_constant(m, r.root, inputs[3], factor);
+                    if (e.has_bias) inputs[4] = scaled_constant(m, r.root, inputs[4], factor);
+                }
+                auto fused = with_epilogue(x->get_operator(), [&](auto& ep) {
+                    ep.output_type = t;
+                    ep.output_scale = *scale;
+                    ep.output_zero_point = static_cast<std::int64_t>(*zero_point);
+                });
+                instruction_ref codes = m.insert_instruction(r.root, fused, inputs);
+                for (auto v = views.rbegin(); v != views.rend(); ++v)
+                    codes = m.insert_instruction(r.root, (*v)->get_operator(), {codes});
+                if (codes->get_shape().lens() != r.root->get_shape().lens()) return false;
+                return replace_value(m, r.root, codes) || replace_value_restrided(m, r.root, codes);
+            }};
+}
+
 }  // namespace
 
 void fuse_quantized_epilogues::apply(module& m) const {
-    rewrite_to_fixed_point(m, {product_to_fused(), fuse_bias(), fuse_relu(), fuse_clip(), fuse_quantize(),
-                               fuse_rounding(), fuse_residual()});
+    rewrite_to_fixed_point(m, {product_to_fused(), fuse_bias(), fuse_relu(), fuse_clip(), fuse_gelu(), fuse_quantize(),
+                               fuse_rounding(), fuse_residual(), dequantize_before_reshape(),
+                               residual_through_reshape(), quantize_through_views()});
 }
 
 }  // namespace kiln

@@ -32,23 +32,27 @@ strided_copy::strided_copy(const std::vector<std::size_t>& lens, const std::vect
 }
 
 void strided_copy::copy_range(const std::byte* src, std::byte* dst, std::size_t first, std::size_t last) const {
+    gather_range(src, dst + first * element_size_, first, last);
+}
+
+void strided_copy::gather_range(const std::byte* src, std::byte* out, std::size_t first, std::size_t last) const {
     switch (element_size_) {
         case 1:
-            return copy_typed<1>(src, dst, first, last);
+            return copy_typed<1>(src, out, first, last);
         case 2:
-            return copy_typed<2>(src, dst, first, last);
+            return copy_typed<2>(src, out, first, last);
         case 4:
-            return copy_typed<4>(src, dst, first, last);
+            return copy_typed<4>(src, out, first, last);
         case 8:
-            return copy_typed<8>(src, dst, first, last);
+            return copy_typed<8>(src, out, first, last);
         default:
-            return copy_typed<0>(src, dst, first, last);
+            return copy_typed<0>(src, out, first, last);
     }
 }
 
 // Size 0: element_size_ bytes, not known at compile time.
 template <std::size_t Size>
-void strided_copy::copy_typed(const std::byte* src, std::byte* dst, std::size_t first, std::size_t last) const {
+void strided_copy::copy_typed(const std::byte* src, std::byte* out, std::size_t first, std::size_t last) const {
     const std::size_t es = Size ? Size : element_size_;
     const std::size_t rank = lens_.size(), inner = rank - 1;
     std::size_t idx[16];
@@ -59,7 +63,6 @@ void strided_copy::copy_typed(const std::byte* src, std::byte* dst, std::size_t 
         offset += idx[d] * strides_[d];
     }
     const std::size_t stride = strides_[inner];
-    std::byte* out = dst + first * es;
     for (std::size_t pos = first; pos < last;) {
         const std::size_t run = std::min(lens_[inner] - idx[inner], last - pos);
         const std::byte* in = src + offset * es;

@@ -21,10 +21,13 @@ public:
     // Copies elements [first, last) of the view's row-major order, read from
     // the view at `src`, to dst + first * element_size.
     void copy_range(const std::byte* src, std::byte* dst, std::size_t first, std::size_t last) const;
+    // The same elements written to out[0 .. last - first): a chunk gathered
+    // into a small buffer (quantize / dequantize of a transposed view).
+    void gather_range(const std::byte* src, std::byte* out, std::size_t first, std::size_t last) const;
 
 private:
     template <std::size_t Size>
-    void copy_typed(const std::byte* src, std::byte* dst, std::size_t first, std::size_t last) const;
+    void copy_typed(const std::byte* src, std::byte* out, std::size_t first, std::size_t last) const;
 
     std::vector<std::size_t> lens_, strides_;  // merged, outermost first
     std::size_t elements_ = 1;

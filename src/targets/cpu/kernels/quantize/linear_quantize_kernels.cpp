@@ -1,17 +1,24 @@
 // quantize_linear (float32 -> int8 / uint8) and dequantize_linear (int8 /
-// uint8 -> float32) on standard tensors with constant parameters, per
-// tensor or along one axis: where a quantized graph keeps them (a float
-// input entering the first quantized layer, values leaving the int8
-// region). Threaded loops the compiler vectorizes; the same arithmetic as
-// the ops' reference compute: rint(x / scale) + zero point in float32,
-// saturated, and (q - zero point) * scale.
+// uint8 -> float32) with constant parameters, per tensor or along one axis:
+// where a quantized graph keeps them (a float input entering the first
+// quantized layer, values leaving the int8 region). The input may be any
+// view (transposed, sliced, broadcast): chunks of it are gathered into a
+// per-thread buffer first. Threaded; AVX2 loops where the CPU has it
+// (linear_quantize_avx2.hpp); the same arithmetic as the ops' reference
+// compute: rint(x / scale) + zero point in float32, saturated, and
+// (q - zero point) * scale.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <type_traits>
+#include <utility>
 
 #include "ops/quant.hpp"
+#include "targets/cpu/kernels/copy/strided_copy.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
+#include "targets/cpu/kernels/quantize/linear_quantize_avx2.hpp"
 
 namespace kiln {
 
@@ -52,18 +59,57 @@ std::optional<channel_parameters> read_parameters(const kernel_request& r, const
     return p;
 }
 
-// Calls f(begin, end, channel) over runs of elements sharing one channel's
-// parameters, in parallel: fixed-size chunks per tensor, one run per block
-// of `inner` elements per axis.
-template <class F>
-void for_each_run(const channel_parameters& p, std::size_t n, F&& f) {
-    const std::size_t run = p.channels == 1 ? 16384 : p.inner;
-    const auto runs = static_cast<std::ptrdiff_t>((n + run - 1) / run);
-#pragma omp parallel for schedule(static)
-    for (std::ptrdiff_t r = 0; r < runs; ++r) {
-        const auto begin = static_cast<std::size_t>(r) * run;
-        f(begin, std::min(n, begin + run), p.channels == 1 ? 0 : static_cast<std::size_t>(r) % p.channels);
+// Elements per chunk of the row-major order: one thread's unit of work, and
+// the size of the buffer a strided input's chunk is gathered into.
+constexpr std::size_t chunk_elements = 4096;
+
+// The input as the kernel reads it: its first element, and how to gather a
+// chunk when it is not a standard tensor.
+template <class T>
+struct input_view {
+    const T* data;
+    const std::optional<strided_copy>& gather;
+};
+
+// Calls f(values, begin, end) over chunks [begin, end) of the row-major
+// order, in parallel; values[i - begin] is element i: the input itself when
+// it is standard, else a per-thread buffer the chunk was gathered into.
+template <class T, class F>
+void for_each_chunk(input_view<T> in, std::size_t n, F&& f) {
+    const auto chunks = static_cast<std::ptrdiff_t>((n + chunk_elements - 1) / chunk_elements);
+    // One chunk (a tiny tensor) stays on this thread: no team to wake.
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (std::ptrdiff_t k = 0; k < chunks; ++k) {
+        const std::size_t begin = static_cast<std::size_t>(k) * chunk_elements;
+        const std::size_t end = std::min(n, begin + chunk_elements);
+        if (!in.gather) {
+            f(in.data + begin, begin, end);
+            continue;
+        }
+        alignas(64) T buffer[chunk_elements];
+        in.gather->gather_range(reinterpret_cast<const std::byte*>(in.data), reinterpret_cast<std::byte*>(buffer),
+                                begin, end);
+        f(static_cast<const T*>(buffer), begin, end);
     }
+}
+
+// Calls g(first, last, channel) over the runs of [begin, end) whose elements
+// share one channel's parameters.
+template <class G>
+void for_each_channel_run(const channel_parameters& p, std::size_t begin, std::size_t end, G&& g) {
+    if (p.channels == 1) return g(begin, end, std::size_t{0});
+    for (std::size_t i = begin; i < end;) {
+        const std::size_t block = i / p.inner;
+        const std::size_t last = std::min(end, (block + 1) * p.inner);
+        g(i, last, block % p.channels);
+        i = last;
+    }
+}
+
+// How to gather a view that is not standard; nothing for a standard one.
+std::optional<strided_copy> gather_for(const shape& x) {
+    if (x.standard()) return std::nullopt;
+    return strided_copy(x);
 }
 
 // rint without a libm call (which kept the loop scalar): adding and taking
@@ -76,43 +122,89 @@ inline float round_half_even(float v) {
     return (v + magic) - magic;
 }
 
+// One run of values sharing a scale and zero point.
+template <class Q>
+using quantize_loop = void (*)(const float* x, Q* y, std::size_t n, float scale, float zero_point);
+template <class Q>
+using dequantize_loop = void (*)(const Q* q, float* y, std::size_t n, float scale, float zero_point);
+
+template <class Q>
+void quantize_portable(const float* x, Q* y, std::size_t n, float s, float z) {
+    constexpr float lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
+    for (std::size_t i = 0; i < n; ++i) {
+        const float q = std::fmin(hi, std::fmax(lo, round_half_even(x[i] / s) + z));
+        y[i] = static_cast<Q>(x[i] != x[i] ? z : q);  // NaN has no code: the zero point
+    }
+}
+
+template <class Q>
+void dequantize_portable(const Q* q, float* y, std::size_t n, float s, float z) {
+    for (std::size_t i = 0; i < n; ++i) y[i] = (static_cast<float>(q[i]) - z) * s;
+}
+
+template <class Q>
+quantize_loop<Q> quantize_loop_for_this_cpu() {
+    if (!avx2::supported()) return quantize_portable<Q>;
+    if constexpr (std::is_same_v<Q, std::uint8_t>)
+        return avx2::quantize_to_uint8;
+    else
+        return avx2::quantize_to_int8;
+}
+
+template <class Q>
+dequantize_loop<Q> dequantize_loop_for_this_cpu() {
+    if (!avx2::supported()) return dequantize_portable<Q>;
+    if constexpr (std::is_same_v<Q, std::uint8_t>)
+        return avx2::dequantize_uint8;
+    else
+        return avx2::dequantize_int8;
+}
+
 template <class Q>
 class quantize_kernel final : public cpu_kernel {
 public:
-    explicit quantize_kernel(channel_parameters p) : p_(std::move(p)) {}
+    quantize_kernel(channel_parameters p, const shape& x) : p_(std::move(p)), gather_(gather_for(x)) {}
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
-        const float* x = inputs[0].data_as<const float>();
         Q* y = result.data_as<Q>();
-        for_each_run(p_, result.get_shape().elements(), [&](std::size_t begin, std::size_t end, std::size_t c) {
-            constexpr float lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
-            const float s = p_.scale[c], z = p_.zero_point[c];
-            for (std::size_t i = begin; i < end; ++i) {
-                const float q = std::fmin(hi, std::fmax(lo, round_half_even(x[i] / s) + z));
-                y[i] = static_cast<Q>(x[i] != x[i] ? z : q);  // NaN has no code: the zero point
-            }
+        const input_view<float> in{inputs[0].data_as<const float>(), gather_};
+        for_each_chunk(in, result.get_shape().elements(), [&](const float* values, std::size_t begin, std::size_t end) {
+            for_each_channel_run(p_, begin, end, [&](std::size_t first, std::size_t last, std::size_t c) {
+                loop_(values + (first - begin), y + first, last - first, p_.scale[c], p_.zero_point[c]);
+            });
         });
     }
 
 private:
     channel_parameters p_;
+    std::optional<strided_copy> gather_;
+    quantize_loop<Q> loop_ = quantize_loop_for_this_cpu<Q>();
 };
 
 template <class Q>
 class dequantize_kernel final : public cpu_kernel {
 public:
-    explicit dequantize_kernel(channel_parameters p) : p_(std::move(p)) {}
+    dequantize_kernel(channel_parameters p, const shape& x) : p_(std::move(p)), gather_(gather_for(x)) {}
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
-        const Q* q = inputs[0].data_as<const Q>();
         float* y = result.data_as<float>();
-        for_each_run(p_, result.get_shape().elements(), [&](std::size_t begin, std::size_t end, std::size_t c) {
-            const float s = p_.scale[c], z = p_.zero_point[c];
-            for (std::size_t i = begin; i < end; ++i) y[i] = (static_cast<float>(q[i]) - z) * s;
+        const input_view<Q> in{inputs[0].data_as<const Q>(), gather_};
+        for_each_chunk(in, result.get_shape().elements(), [&](const Q* values, std::size_t begin, std::size_t end) {
+            for_each_channel_run(p_, begin, end, [&](std::size_t first, std::size_t last, std::size_t c) {
+                loop_(values + (first - begin), y + first, last - first, p_.scale[c], p_.zero_point[c]);
+            });
         });
     }
 
 private:
     channel_parameters p_;
+    std::optional<strided_copy> gather_;
+    dequantize_loop<Q> loop_ = dequantize_loop_for_this_cpu<Q>();
 };
+
+// The kernels write a standard result of the input's extents, from any view
+// of at most 16 dimensions (what strided_copy walks).
+bool gatherable(const shape& x, const shape& result) {
+    return result.standard() && result.lens() == x.lens() && x.ndim() <= 16;
+}
 
 }  // namespace
 
@@ -120,21 +212,24 @@ std::shared_ptr<const cpu_kernel> make_quantize_kernel(const kernel_request& r) 
     const auto* op = r.op.get_if<op::quantize_linear>();
     const shape& x = r.input_shapes[0];
     const dtype t = r.output_shape.type();
-    if (op == nullptr || x.type() != dtype::float_type || !x.standard() || !op::is_8bit_integer(t)) return nullptr;
+    if (op == nullptr || x.type() != dtype::float_type || !op::is_8bit_integer(t) || !gatherable(x, r.output_shape))
+        return nullptr;
     auto p = read_parameters(r, x, op->axis);
     if (!p) return nullptr;
-    if (t == dtype::uint8_type) return std::make_shared<quantize_kernel<std::uint8_t>>(std::move(*p));
-    return std::make_shared<quantize_kernel<std::int8_t>>(std::move(*p));
+    if (t == dtype::uint8_type) return std::make_shared<quantize_kernel<std::uint8_t>>(std::move(*p), x);
+    return std::make_shared<quantize_kernel<std::int8_t>>(std::move(*p), x);
 }
 
 std::shared_ptr<const cpu_kernel> make_dequantize_kernel(const kernel_request& r) {
     const auto* op = r.op.get_if<op::dequantize_linear>();
     const shape& x = r.input_shapes[0];
-    if (op == nullptr || !op::is_8bit_integer(x.type()) || !x.standard() || r.output_shape.type() != dtype::float_type) return nullptr;
+    if (op == nullptr || !op::is_8bit_integer(x.type()) || r.output_shape.type() != dtype::float_type ||
+        !gatherable(x, r.output_shape))
+        return nullptr;
     auto p = read_parameters(r, x, op->axis);
     if (!p) return nullptr;
-    if (x.type() == dtype::uint8_type) return std::make_shared<dequantize_kernel<std::uint8_t>>(std::move(*p));
-    return std::make_shared<dequantize_kernel<std::int8_t>>(std::move(*p));
+    if (x.type() == dtype::uint8_type) return std::make_shared<dequantize_kernel<std::uint8_t>>(std::move(*p), x);
+    return std::make_shared<dequantize_kernel<std::int8_t>>(std::move(*p), x);
 }
 
 }  // namespace kiln
