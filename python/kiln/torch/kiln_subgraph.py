@@ -56,8 +56,12 @@ class KilnSubgraph(torch.nn.Module):
         feeds = {}
         for name, t in zip(self.input_names, inputs):
             feeds[name] = t.detach() if t.requires_grad else t
-        outputs = self.program.run(feeds)
-        return tuple(torch.from_dlpack(o) for o in outputs)
+        # A loop rather than a generator: each resumption of one is a Python
+        # call, dearer under dynamo's frame hook (torch.compile(backend="kiln")).
+        outputs = []
+        for o in self.program.run(feeds):
+            outputs.append(torch.from_dlpack(o))
+        return tuple(outputs)
 
     def _forward_on_device(self, inputs):
         on_host = not any(t.is_cuda for t in inputs)
