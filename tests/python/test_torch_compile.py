@@ -121,8 +121,10 @@ def test_tensors_cross_through_dlpack_without_copies():
             self.program, self.seen, self.outputs = program, [], []
 
         def run(self, feeds):
-            self.seen = [kiln.argument(v).data_ptr() for v in feeds.values()]
-            self.outputs = self.program.run(feeds)
+            # kiln.argument views each feed (a DLPack capsule can be read only once) without a copy.
+            arguments = {name: kiln.argument(v) for name, v in feeds.items()}
+            self.seen = [a.data_ptr() for a in arguments.values()]
+            self.outputs = self.program.run(arguments)
             return self.outputs
 
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).eval()

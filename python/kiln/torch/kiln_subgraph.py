@@ -19,6 +19,7 @@ program without compiling again.
 """
 
 import torch
+from torch.utils.dlpack import to_dlpack
 
 import kiln
 
@@ -53,14 +54,19 @@ class KilnSubgraph(torch.nn.Module):
     def forward(self, *inputs):
         if self._device_io:
             return self._forward_on_device(inputs)
+        # Host tensors cross as DLPack capsules made in C (to_dlpack) and
+        # outputs come back from capsules: Tensor.__dlpack__ and the protocol
+        # path of from_dlpack are Python, which costs more than a small run
+        # (and more again under dynamo's frame hook). A loop, not a
+        # generator, for the same reason.
         feeds = {}
         for name, t in zip(self.input_names, inputs):
-            feeds[name] = t.detach() if t.requires_grad else t
-        # A loop rather than a generator: each resumption of one is a Python
-        # call, dearer under dynamo's frame hook (torch.compile(backend="kiln")).
+            if t.requires_grad:
+                t = t.detach()
+            feeds[name] = to_dlpack(t) if t.is_cpu else t
         outputs = []
         for o in self.program.run(feeds):
-            outputs.append(torch.from_dlpack(o))
+            outputs.append(torch.from_dlpack(o.__dlpack__()))
         return tuple(outputs)
 
     def _forward_on_device(self, inputs):
