@@ -121,8 +121,10 @@ def test_tensors_cross_through_dlpack_without_copies():
             self.program, self.seen, self.outputs = program, [], []
 
         def run(self, feeds):
-            self.seen = [kiln.argument(v).data_ptr() for v in feeds.values()]
-            self.outputs = self.program.run(feeds)
+            # kiln.argument views each feed (a DLPack capsule can be read only once) without a copy.
+            arguments = {name: kiln.argument(v) for name, v in feeds.items()}
+            self.seen = [a.data_ptr() for a in arguments.values()]
+            self.outputs = self.program.run(arguments)
             return self.outputs
 
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).eval()
@@ -166,6 +168,50 @@ def test_fallback_is_recorded_logged_and_still_matches(caplog):
     assert [f.reason for f in c.report.fallback_nodes] == ["no converter"]
     assert "aten.i0.default" in caplog.text and "2 Kiln subgraph(s)" in caplog.text
     torch.testing.assert_close(c(x), model(x), rtol=1e-3, atol=1e-4)
+
+
+def test_a_graph_that_is_one_subgraph_runs_it_directly(compiled):
+    """A lowered graph that only calls one Kiln subgraph (inputs in, outputs
+    out) is run by calling the subgraph, skipping the fx code: same outputs."""
+    from kiln.torch.compiled_module import sole_subgraph
+
+    model, c = compiled
+    (subgraph,) = [m for m in c.modules() if isinstance(m, KilnSubgraph)]
+    assert sole_subgraph(c.lowered) is subgraph
+    # Not registered a second time: the module tree and state_dict are unchanged.
+    assert [name for name, _ in c.named_modules()] == ["", "lowered", "lowered.kiln_subgraph_0"]
+    x, y = _inputs(7)
+    for got, want in zip(c(x, y), model(x, y)):
+        torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-4)
+
+
+def test_a_graph_with_ops_in_pytorch_runs_its_fx_code():
+    torch.manual_seed(0)
+    model = WithI0().eval()
+    x = torch.randn(3, 4)
+    c = kiln.torch.compile(model, (x,))
+    from kiln.torch.compiled_module import sole_subgraph
+
+    assert sole_subgraph(c.lowered) is None
+    torch.testing.assert_close(c(x), model(x), rtol=1e-3, atol=1e-4)
+
+
+def test_a_subgraph_whose_outputs_the_graph_reorders_is_not_run_directly():
+    """The graph returns the subgraph's outputs in another order (and one
+    twice): only the fx code returns them as the model does."""
+
+    class Swapped(nn.Module):
+        def forward(self, x):
+            a, b = torch.relu(x), torch.tanh(x)
+            return b, a, b
+
+    from kiln.torch.compiled_module import sole_subgraph
+
+    x = torch.randn(2, 5)
+    c = kiln.torch.compile(Swapped(), (x,))
+    assert sole_subgraph(c.lowered) is None
+    for got, want in zip(c(x), Swapped()(x)):
+        torch.testing.assert_close(got, want)
 
 
 def test_weights_used_after_a_fallback_stay_constants_of_the_subgraph_that_uses_them():

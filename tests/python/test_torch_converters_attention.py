@@ -144,3 +144,48 @@ def test_gpu_efficient_attention_op(is_causal, scale, with_bias):
         [aten._scaled_dot_product_efficient_attention.default],
         gm=_trace_gpu_op(op, inputs),
     )
+
+
+class _ConstantMaskAttention(torch.nn.Module):
+    """Attention with a mask built from no input, as transformers builds one
+    under torch.export: `kind` "all_true" (arange >= 0, masks nothing),
+    "all_zero" (a float mask of zeros) or "causal" (arange comparisons that
+    do mask)."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, q, k, v):
+        length, source = q.shape[-2], k.shape[-2]
+        rows = torch.arange(length)[:, None]
+        columns = torch.arange(source)[None, :]
+        if self.kind == "all_true":
+            mask = (columns >= 0).expand(length, source)
+        elif self.kind == "all_zero":
+            mask = torch.zeros(length, source)
+        else:
+            mask = columns <= rows
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[None, None])
+
+
+def _instruction_ops(compiled):
+    import kiln.torch
+
+    (subgraph,) = [m for m in compiled.modules() if isinstance(m, kiln.torch.KilnSubgraph)]
+    return [op for _, op, _ in subgraph.program.get_kernel_algorithms()]
+
+
+@pytest.mark.parametrize("kind", ["all_true", "all_zero", "causal"])
+def test_a_mask_computed_from_no_input_is_left_out_only_when_it_masks_nothing(kind):
+    import kiln.torch
+
+    q, k, v = _qkv(1, 2, 6, 6, 8)
+    model = _ConstantMaskAttention(kind)
+    compiled = kiln.torch.compile(model, (q, k, v))
+    torch.testing.assert_close(compiled(q, k, v), model(q, k, v), rtol=1e-4, atol=1e-5)
+    ops = _instruction_ops(compiled)
+    if kind == "causal":
+        assert "where" in ops  # the mask is applied
+    else:
+        assert "where" not in ops and "add" not in ops and "reduce_max" not in ops, ops

@@ -16,6 +16,7 @@ neither loading compiles anything again.
 """
 
 import dataclasses
+import operator
 import warnings
 import weakref
 
@@ -25,6 +26,7 @@ import torch.utils._pytree as pytree
 import kiln
 
 from .input_mutation import write_back
+from .kiln_subgraph import KilnSubgraph
 
 
 @dataclasses.dataclass
@@ -63,6 +65,37 @@ class InputSpec:
             raise kiln.InvalidArgumentError(
                 f"input '{self.name}': expected shape {list(self.shape)}, got {list(value.shape)}"
             )
+
+
+def sole_subgraph(lowered):
+    """The KilnSubgraph a lowered graph is nothing but (its inputs in order in,
+    its outputs in order out, nothing in PyTorch), else None: such a graph is
+    run by calling the subgraph directly, without the fx code and the module
+    calls around it, which cost more than a small Kiln run."""
+    nodes = list(lowered.graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    calls = [n for n in nodes if n.op == "call_module"]
+    if len(calls) != 1 or calls[0].args != tuple(placeholders) or calls[0].kwargs:
+        return None
+    (call,) = calls
+    subgraph = lowered.get_submodule(call.target)
+    if not isinstance(subgraph, KilnSubgraph):
+        return None
+    output = nodes[-1]
+    returned = output.args[0] if output.op == "output" and len(output.args) == 1 else None
+    if not isinstance(returned, (tuple, list)):
+        return None
+    count = len(subgraph.program.get_output_shapes())
+    picks = [
+        n.args[1] if isinstance(n, torch.fx.Node) and n.target is operator.getitem and n.args[0] is call else None
+        for n in returned
+    ]
+    if picks != list(range(count)):
+        return None
+    # Nothing else: placeholders, the call, its getitems and the output.
+    if len(nodes) != len(placeholders) + 1 + count + 1:
+        return None
+    return subgraph
 
 
 @dataclasses.dataclass
@@ -168,6 +201,8 @@ class CompiledModule(torch.nn.Module):
         # Most models take tensors positionally and return a tensor or a flat
         # tuple: those calls skip pytree flattening, which costs more than a
         # small Kiln run.
+        # Kept out of nn.Module's registry: the subgraph is already lowered's child.
+        object.__setattr__(self, "_sole_subgraph", sole_subgraph(self.lowered))
         count = len(self.input_specs)
         self._positional = self.in_spec == pytree.tree_structure((tuple(range(count)), {}))
         outputs = self.out_spec.num_leaves
@@ -222,9 +257,13 @@ class CompiledModule(torch.nn.Module):
         """Runs flat `inputs` known to match the input specs (the caller
         checked them: the torch.compile backend's shape-signature cache) and
         whose weights are known to be current; returns what forward returns."""
-        self._warn_if_grad_wanted(inputs)
-        # forward directly: GraphModule.__call__ only adds error rewriting.
-        outputs = self.lowered.forward(*inputs)
+        if not self._warned_about_grad and torch.is_grad_enabled():
+            self._warn_if_grad_wanted(inputs)
+        if self._sole_subgraph is not None:
+            outputs = self._sole_subgraph.forward(*inputs)
+        else:
+            # forward directly: GraphModule.__call__ only adds error rewriting.
+            outputs = self.lowered.forward(*inputs)
         if self.mutated_inputs:
             count = len(self.mutated_inputs)
             write_back(inputs, outputs[:count], self.mutated_inputs)
@@ -241,6 +280,7 @@ class CompiledModule(torch.nn.Module):
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_watched"] = []  # weak references to the original model do not travel
+        state.pop("_sole_subgraph", None)  # found again on loading
         state["in_spec"] = pytree.treespec_dumps(self.in_spec)
         state["out_spec"] = pytree.treespec_dumps(self.out_spec)
         return state

@@ -166,23 +166,11 @@ class _FrozenGraph(torch.nn.Module):
         return self.gm(*args)
 
 
-def _signature(value):
-    if isinstance(value, torch.Tensor):
-        return (tuple(value.shape), value.dtype, value.device.type, value.requires_grad)
-    if isinstance(value, (int, float, bool)):
-        return (type(value), value)
-    return (type(value),)
-
-
-def _scalar_signature(value):
-    """A scalar compiled in as a constant: its value is part of the key."""
-    return (value.dtype, value.item())
-
-
-def _weight_signature(value):
-    """A frozen weight is identified by its memory and version (bumped by
-    in-place writes); dynamo's guards already fix its shape, dtype and device."""
-    return (value.data_ptr(), value._version)
+# How each argument enters the cache key (KilnDynamoGraph._key).
+_PLAIN = 0  # a run-time input: its shape, dtype, device and requires_grad, or an int's value
+_WEIGHT = 1  # a frozen weight: its memory and version (bumped by in-place writes); dynamo's
+#              guards already fix its shape, dtype and device
+_CONSTANT_SCALAR = 2  # a float compiled in as a constant: its value
 
 
 def _shapes(values):
@@ -220,15 +208,14 @@ class KilnDynamoGraph:
         # of every input is in the key (a symbolic size dynamo hands over as
         # an int input, too), so no size is ever run by a program compiled
         # for another.
-        self._key_fns = tuple(
-            _weight_signature if i in self.weight_positions
-            else _scalar_signature if i in positions
-            else _signature
+        self._key_kinds = tuple(
+            _WEIGHT if i in self.weight_positions else _CONSTANT_SCALAR if i in positions else _PLAIN
             for i in range(self._arity)
         )
         self._dynamic_positions = tuple(
             i for i in range(self._arity) if i not in self.weight_positions and i not in positions
         )
+        self._all_run_time = self._dynamic_positions == tuple(range(self._arity))
 
     @property
     def compilations(self):
@@ -242,29 +229,56 @@ class KilnDynamoGraph:
         return {k: getattr(v, "report", None) for k, v in self.compiled.items()}
 
     def _key(self, args):
-        return tuple([fn(a) for fn, a in zip(self._key_fns, args)])
+        # One loop with no call per argument: under dynamo every Python call
+        # costs more (its frame hook stays installed), and this runs per call.
+        key = []
+        for kind, value in zip(self._key_kinds, args):
+            if kind == _WEIGHT:
+                key.append((value.data_ptr(), value._version))
+            elif kind == _CONSTANT_SCALAR:
+                key.append((value.dtype, value.item()))
+            elif isinstance(value, torch.Tensor):
+                key.append((value.shape, value.dtype, value.device, value.requires_grad))
+            elif isinstance(value, (int, float, bool)):
+                key.append((type(value), value))
+            else:
+                key.append((type(value),))
+        return tuple(key)
 
     def __call__(self, *args):
         # The per-call path: a key of the inputs' shapes / dtypes (weights:
         # memory and version), one dict lookup, then the compiled graph with
         # its input checks skipped (the key already fixes what they check).
+        # A hit takes the lock only to keep the cache's use order, and only
+        # when there is more than one entry to order.
         key = self._key(args)
-        with self.lock:
-            entry = self.compiled.get(key)
-            if entry is None:
-                entry = self._compile(args)
-                key = self._key(args)  # compiling may have made scalars constants, which key by value
-                self._warn_if_compiled_again(key, args)
-                self.compiled[key] = entry
-                while len(self.compiled) > self.options["cache_size"]:
-                    dropped, _ = self.compiled.popitem(last=False)
-                    if len(self._dropped) < _DROPPED_KEYS_KEPT:
-                        self._dropped.add(dropped)
-            else:
-                self.compiled.move_to_end(key)
+        entry = self.compiled.get(key)
+        if entry is None:
+            entry = self._compile_and_cache(key, args)
+        elif len(self.compiled) > 1:
+            with self.lock:
+                if key in self.compiled:
+                    self.compiled.move_to_end(key)
         if entry is self.gm:
             return self.gm(*args)
+        if self._all_run_time:
+            return entry.run_unchecked(args)
         return entry.run_unchecked([args[i] for i in self._dynamic_positions])
+
+    def _compile_and_cache(self, key, args):
+        with self.lock:
+            entry = self.compiled.get(key)  # another thread may have compiled it meanwhile
+            if entry is not None:
+                return entry
+            entry = self._compile(args)
+            key = self._key(args)  # compiling may have made scalars constants, which key by value
+            self._warn_if_compiled_again(key, args)
+            self.compiled[key] = entry
+            while len(self.compiled) > self.options["cache_size"]:
+                dropped, _ = self.compiled.popitem(last=False)
+                if len(self._dropped) < _DROPPED_KEYS_KEPT:
+                    self._dropped.add(dropped)
+        return entry
 
     def _warn_if_compiled_again(self, key, args):
         """Once per graph: a signature compiled again after the cache dropped

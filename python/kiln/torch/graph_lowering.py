@@ -141,7 +141,7 @@ class _SubgraphBuilder:
     def build(self, inputs, outputs):
         program = kiln.program()
         module = program.get_main_module()
-        ctx = ConversionContext(module, self.float_dtype, self.devices)
+        ctx = ConversionContext(module, self.float_dtype, self.devices, graph_module=self.gm)
         values = {}
         for p in inputs:
             meta = p.meta["val"]

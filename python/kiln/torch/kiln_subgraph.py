@@ -19,6 +19,7 @@ program without compiling again.
 """
 
 import torch
+from torch.utils.dlpack import to_dlpack
 
 import kiln
 
@@ -53,11 +54,20 @@ class KilnSubgraph(torch.nn.Module):
     def forward(self, *inputs):
         if self._device_io:
             return self._forward_on_device(inputs)
+        # Host tensors cross as DLPack capsules made in C (to_dlpack) and
+        # outputs come back from capsules: Tensor.__dlpack__ and the protocol
+        # path of from_dlpack are Python, which costs more than a small run
+        # (and more again under dynamo's frame hook). A loop, not a
+        # generator, for the same reason.
         feeds = {}
         for name, t in zip(self.input_names, inputs):
-            feeds[name] = t.detach() if t.requires_grad else t
-        outputs = self.program.run(feeds)
-        return tuple(torch.from_dlpack(o) for o in outputs)
+            if t.requires_grad:
+                t = t.detach()
+            feeds[name] = to_dlpack(t) if t.is_cpu else t
+        outputs = []
+        for o in self.program.run(feeds):
+            outputs.append(torch.from_dlpack(o.__dlpack__()))
+        return tuple(outputs)
 
     def _forward_on_device(self, inputs):
         on_host = not any(t.is_cuda for t in inputs)

@@ -62,7 +62,7 @@ def analyze_support(gm, float_dtype=torch.float32, devices=("cpu",)):
     """{node: reason} for every node that stays in PyTorch (fx call nodes only);
     `devices`: the torch device types the target takes."""
     scratch = kiln.program()
-    ctx = ConversionContext(scratch.get_main_module(), float_dtype, devices)
+    ctx = ConversionContext(scratch.get_main_module(), float_dtype, devices, graph_module=gm)
     stand_ins = _StandIns(ctx)
     values, unsupported = {}, {}
     for node in gm.graph.nodes:

@@ -8,8 +8,12 @@ same way.
 
 Boolean masks select (False becomes -inf), float masks add; is_causal is a
 lower-triangular mask. As in PyTorch's CPU kernel, a row whose scores are
-all masked gives zeros instead of NaN. Grouped-query attention repeats the
-key / value heads. Dropout is only accepted at p = 0 (inference).
+all masked gives zeros instead of NaN. A mask the graph computes from no
+input and that masks nothing (all True, or all zero: what transformers
+builds under torch.export when there is no padding) is left out, so the
+attention keeps the form of Kiln's fused attention kernel. Grouped-query
+attention repeats the key / value heads. Dropout is only accepted at p = 0
+(inference).
 """
 
 import math
@@ -79,6 +83,25 @@ def _attention(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa,
     return out, lse
 
 
+def _masks_nothing(ctx, name):
+    """Whether the node's mask argument `name` depends on no graph input and
+    is all True (boolean) or all zero (float)."""
+    node = ctx.node
+    names = [a.name for a in node.target._schema.arguments] if node is not None else []
+    if name not in names:
+        return False
+    position = names.index(name)
+    mask = node.args[position] if position < len(node.args) else node.kwargs.get(name)
+    value = ctx.input_free_value(mask)
+    if value is None:
+        return False
+    return bool(value.all()) if value.dtype == torch.bool else not bool(value.any())
+
+
+def _without_empty_mask(ctx, attn_mask, name="attn_mask"):
+    return None if attn_mask is not None and _masks_nothing(ctx, name) else attn_mask
+
+
 def _output_used(ctx, index):
     """Whether the graph picks output `index` of the node being converted."""
     return any(
@@ -90,12 +113,14 @@ def _output_used(ctx, index):
 def scaled_dot_product_attention(
     ctx, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False
 ):
-    return _attention(ctx, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    return _attention(ctx, query, key, value, _without_empty_mask(ctx, attn_mask), dropout_p, is_causal, scale,
+                      enable_gqa)
 
 
 @converter(aten._scaled_dot_product_flash_attention_for_cpu.default)
 def flash_attention_for_cpu(ctx, query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
-    return _attention(ctx, query, key, value, attn_mask, dropout_p, is_causal, scale, False), None
+    return _attention(ctx, query, key, value, _without_empty_mask(ctx, attn_mask), dropout_p, is_causal, scale,
+                      False), None
 
 
 @converter(aten._scaled_dot_product_flash_attention.default)
@@ -117,5 +142,5 @@ def efficient_attention(ctx, query, key, value, attn_bias, compute_log_sumexp, d
                         scale=None):
     """The GPU memory-efficient attention op: the output only (its logsumexp
     is padded to the kernel's block size; a graph that uses it is refused)."""
-    out = _attention(ctx, query, key, value, attn_bias, dropout_p, is_causal, scale, False)
+    out = _attention(ctx, query, key, value, _without_empty_mask(ctx, attn_bias, "attn_bias"), dropout_p, is_causal, scale, False)
     return out, None, None, None

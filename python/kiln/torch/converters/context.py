@@ -16,6 +16,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 import kiln
 
 from ..dtypes import to_kiln_type, to_torch_dtype
+from ..input_free_values import input_free_value
 from .registry import ConversionRefused
 
 
@@ -83,11 +84,13 @@ class ConversionContext:
     target takes: the host's for host targets, CUDA's too for the gpu target.
     """
 
-    def __init__(self, module, float_dtype=torch.float32, devices=("cpu",)):
+    def __init__(self, module, float_dtype=torch.float32, devices=("cpu",), graph_module=None):
         self.module = module
         self.float_dtype = float_dtype
         self.devices = tuple(devices)
         self.node = None
+        # The fx GraphModule being lowered (None: unknown), for input_free_value.
+        self.graph_module = graph_module
 
     # --- the node being converted ---------------------------------------------------------------
 
@@ -112,6 +115,10 @@ class ConversionContext:
     def out_shape(self):
         """The static shape of the node's (first) output."""
         return tuple(int(d) for d in self._out_meta().shape)
+
+    def input_free_value(self, fx_node):
+        """The tensor `fx_node` computes when it depends on no graph input, else None."""
+        return input_free_value(self.graph_module, fx_node)
 
     # --- building instructions ------------------------------------------------------------------
 
