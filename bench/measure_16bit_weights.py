@@ -41,7 +41,8 @@ def real_model(name):
     folder = os.path.join(os.path.dirname(__file__), "..", "build", "models")
     if not glob.glob(os.path.join(folder, f"{name}-*.onnx")):
         folder = "/work/main/build/models"
-    path = sorted(p for p in glob.glob(os.path.join(folder, f"{name}-*.onnx")) if "qdq" not in p)[0]
+    # The batch-1 float export (<name>-r<revision>-...): not a -b<N>- batch, the dynamic one or a QDQ file.
+    path = sorted(p for p in glob.glob(os.path.join(folder, f"{name}-r[0-9]*.onnx")) if "qdq" not in p)[0]
     inputs = path[: -len(".onnx")] + ".inputs"
     feed = {os.path.basename(f)[: -len(".npy")]: np.load(f) for f in glob.glob(os.path.join(inputs, "*.npy"))}
     return (lambda: kiln.parse_onnx(path)), feed
