@@ -1,15 +1,19 @@
 // few_rows_16bit_avx2: up to four rows times constant row-major 16-bit
 // weights [K, N] (a batch-1 product, one generated token), with an optional
-// bias and no other post-ops. Each thread takes blocks of columns; for each
-// block it streams the weight rows' segments once, contiguously, widening
-// and multiplying in registers, while the result block stays in L1. No
+// bias and post-op chain (a decoder's residual add). Each thread takes blocks
+// of columns; for each block it streams the weight rows' segments once,
+// contiguously, widening and multiplying in registers, while the result
+// block stays in L1, where the bias and post-ops are applied too. No
 // float32 copy of the weights is ever written, so the product runs at the
 // speed of reading 2 bytes a weight.
 #include <omp.h>
 
 #include <algorithm>
+#include <optional>
+#include <vector>
 
 #include "ops/fused_dot.hpp"
+#include "ops/op_helpers.hpp"
 #include "targets/cpu/kernels/copy/widen_16bit_avx2.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
@@ -29,13 +33,37 @@ std::size_t block_columns(std::size_t rows, std::size_t cols, int threads) {
     return std::max<std::size_t>(64, std::min(l1_fit, (spread + 63) / 64 * 64));
 }
 
+// A binary post-op operand seen as [rows, N] with unit column stride: its
+// row stride, 0 when it is broadcast along the rows; nullopt for any other
+// layout (the kernel is then not eligible).
+std::optional<std::size_t> operand_row_stride(const shape& operand, const shape& out, std::size_t cols) {
+    if (operand.type() != dtype::float_type) return std::nullopt;
+    const auto strides = ops::broadcast_strides(operand, out.lens());
+    if (cols > 1 && strides.back() != 1) return std::nullopt;
+    bool broadcast_rows = true, standard_rows = true;
+    std::size_t expected = cols;
+    for (std::size_t d = out.ndim() - 1; d-- > 0;) {
+        if (out.lens()[d] == 1) continue;
+        broadcast_rows = broadcast_rows && strides[d] == 0;
+        standard_rows = standard_rows && strides[d] == expected;
+        expected *= out.lens()[d];
+    }
+    if (broadcast_rows) return 0;
+    if (standard_rows) return cols;
+    return std::nullopt;
+}
+
 class few_rows_kernel final : public cpu_kernel {
 public:
-    few_rows_kernel(std::size_t rows, std::size_t inner, std::size_t cols, bool has_bias, dtype stored, int threads)
+    few_rows_kernel(std::size_t rows, std::size_t inner, std::size_t cols, const op::fused_dot& fused,
+                    std::vector<std::size_t> operand_row_strides, dtype stored, int threads)
         : rows_(rows),
           inner_(inner),
           cols_(cols),
-          has_bias_(has_bias),
+          has_bias_(fused.has_bias),
+          post_(fused.post),
+          first_operand_(fused.first_post_operand()),
+          operand_row_strides_(std::move(operand_row_strides)),
           block_(block_columns(rows, cols, threads)),
           multiply_(stored == dtype::half_type ? avx2::rows_times_half : avx2::rows_times_bfloat16),
           threads_(threads) {}
@@ -55,35 +83,82 @@ public:
             if (bias != nullptr)
                 for (std::size_t m = 0; m < rows_; ++m)
                     for (std::size_t c = 0; c < width; ++c) y[m * cols_ + first + c] += bias[first + c];
+            if (!post_.empty()) apply_post_ops(inputs, y, first, width);
         }
     }
 
 private:
+    // The chain over one block of columns while it is in L1.
+    void apply_post_ops(const std::vector<argument>& inputs, float* y, std::size_t first, std::size_t width) const {
+        std::size_t operand = 0;
+        for (std::size_t k = 0; k < post_.kinds.size(); ++k) {
+            const auto kind = post_.kinds[k];
+            const bool binary = op::is_binary(kind);
+            const float* other = nullptr;
+            std::size_t other_stride = 0;
+            if (binary) {
+                other = inputs[first_operand_ + operand].data_as<float>() + first;
+                other_stride = operand_row_strides_[operand++];
+            }
+            for (std::size_t m = 0; m < rows_; ++m) {
+                float* row = y + m * cols_ + first;
+                const float* o = binary ? other + m * other_stride : nullptr;
+                if (kind == op::post_op_kind::add) {
+                    for (std::size_t c = 0; c < width; ++c) row[c] += o[c];
+                } else if (kind == op::post_op_kind::mul) {
+                    for (std::size_t c = 0; c < width; ++c) row[c] *= o[c];
+                } else {
+                    for (std::size_t c = 0; c < width; ++c)
+                        row[c] = static_cast<float>(op::apply_unary(kind, row[c], post_.alpha[k], post_.beta[k]));
+                }
+            }
+        }
+    }
+
     std::size_t rows_, inner_, cols_;
     bool has_bias_;
+    op::post_op_chain post_;
+    std::size_t first_operand_;
+    std::vector<std::size_t> operand_row_strides_;  // one per binary post-op
     std::size_t block_;
     void (*multiply_)(const avx2::rows_times_16bit_args&);
     int threads_;
 };
 
+// The row stride of each binary post-op operand; nullopt when one has a
+// layout the kernel does not read.
+std::optional<std::vector<std::size_t>> operand_row_strides(const op::fused_dot& fused, const kernel_request& r,
+                                                           std::size_t cols) {
+    std::vector<std::size_t> strides;
+    for (std::size_t i = fused.first_post_operand(); i < r.input_shapes.size(); ++i) {
+        const auto stride = operand_row_stride(r.input_shapes[i], r.output_shape, cols);
+        if (!stride) return std::nullopt;
+        strides.push_back(*stride);
+    }
+    return strides;
+}
+
 bool eligible(const kernel_request& r) {
     const auto* fused = r.op.get_if<op::fused_dot>();
-    if (fused == nullptr || !fused->post.empty() || !has_16bit_weights(r) || !avx2::supported()) return false;
+    if (fused == nullptr || !has_16bit_weights(r) || !avx2::supported()) return false;
     if (r.input_shapes[1].type() == dtype::half_type && !avx2::f16c_supported()) return false;
     const shape& a = r.input_shapes[0];
     const shape& b = r.input_shapes[1];
     if (a.type() != dtype::float_type || !a.standard() || !r.output_shape.standard() || b.ndim() != 2 ||
         !b.standard() || b.lens()[0] == 0 || a.lens().back() != b.lens()[0])
         return false;
+    if (fused->has_bias && r.input_shapes[2].type() != dtype::float_type) return false;
     const std::size_t rows = a.elements() / b.lens()[0];
-    return rows >= 1 && rows <= avx2::rows_times_16bit_max_rows && r.output_shape.elements() == rows * b.lens()[1];
+    return rows >= 1 && rows <= avx2::rows_times_16bit_max_rows && r.output_shape.elements() == rows * b.lens()[1] &&
+           operand_row_strides(*fused, r, b.lens()[1]).has_value();
 }
 
 std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
     const shape& b = r.input_shapes[1];
     const std::size_t rows = r.input_shapes[0].elements() / b.lens()[0];
-    return std::make_shared<few_rows_kernel>(rows, b.lens()[0], b.lens()[1], r.op.get_if<op::fused_dot>()->has_bias,
-                                             b.type(), r.threads);
+    const auto& fused = *r.op.get_if<op::fused_dot>();
+    return std::make_shared<few_rows_kernel>(rows, b.lens()[0], b.lens()[1], fused,
+                                             *operand_row_strides(fused, r, b.lens()[1]), b.type(), r.threads);
 }
 
 }  // namespace
