@@ -272,6 +272,34 @@ def test_cpu_few_rows_16bit_product(dtype, rows):
 
 
 @pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4])
+def test_cpu_few_rows_16bit_product_with_transposed_weights(dtype, rows):
+    """Up to four rows times 16-bit weights stored [N, K] and read
+    transposed, with a residual add: the column loop (groups of columns, a
+    K that is not a multiple of 8, a column count that is not a multiple of
+    the group) against numpy on the same rounded weights."""
+    rng = np.random.default_rng(10 + rows)
+    k, n = 77, 1031
+    w = rng.standard_normal((n, k), dtype=np.float32)
+    x = rng.standard_normal((rows, k), dtype=np.float32)
+    residual = rng.standard_normal((rows, n), dtype=np.float32)
+    p = kiln.program()
+    m = p.get_main_module()
+    xi = m.add_parameter("x", kiln.shape("float", [rows, k]))
+    ri = m.add_parameter("r", kiln.shape("float", [rows, n]))
+    wt = m.add_instruction(kiln.op("transpose", permutation=[1, 0]), [m.add_literal(w)])
+    m.add_return([m.add_instruction(kiln.op("add"), [m.add_instruction(kiln.op("dot"), [xi, wt]), ri])])
+    QUANTIZE[dtype](p)  # the literal itself 16-bit, read through the transpose
+    got = run_on(p, "cpu", {"x": x, "r": residual}, disabled_passes=["constant_propagation"])[0]
+    assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == ["few_rows_16bit_avx2"]
+    if dtype == "half_type":
+        rounded = w.astype(np.float16).astype(np.float64)
+    else:  # round to nearest even
+        rounded = w.astype(ml_dtypes.bfloat16).astype(np.float64)
+    np.testing.assert_allclose(got, x.astype(np.float64) @ rounded.T + residual, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
 @pytest.mark.parametrize("rows", [1, 5])
 def test_cpu_rows_gathered_from_a_16bit_table_compute_in_float32(dtype, rows):
     """A language model's first layer: token rows gathered from a 16-bit
@@ -299,10 +327,11 @@ def test_cpu_rows_gathered_from_a_16bit_table_compute_in_float32(dtype, rows):
 
 
 @pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
-@pytest.mark.parametrize("rows", [1, 9])
+@pytest.mark.parametrize("rows", [1, 3, 9])
 def test_cpu_transposed_16bit_weights_tied_embedding(dtype, rows):
     """GPT-2's output layer reads its token embedding [vocab, width]
-    transposed: the cpu kernel reads the 16-bit literal through the view.
+    transposed: the cpu kernel reads the 16-bit literal through the view
+    (up to 4 rows, a token step, a column at a time by few_rows_16bit_avx2).
     (Constant propagation would fold a transpose this small into a new
     literal; GPT-2's, 77 MB, is past its limit. It is disabled here.)"""
     rng = np.random.default_rng(rows)
@@ -324,7 +353,8 @@ def test_cpu_transposed_16bit_weights_tied_embedding(dtype, rows):
         got = run_on(p, target, {"x": x}, disabled_passes=["constant_propagation"])[0]
         np.testing.assert_allclose(got, want, rtol=RTOL[dtype], atol=RTOL[dtype] * np.abs(want).max())
         if target == "cpu":
-            assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == ["widened_panel_matmul"]
+            expected = "few_rows_16bit_avx2" if rows <= 4 else "widened_panel_matmul"
+            assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == [expected]
             assert "transpose" in str(p)
             assert p.held_literal_bytes() + p.kernel_constant_bytes() == embedding.size * 2
 

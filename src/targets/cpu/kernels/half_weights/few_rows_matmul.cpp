@@ -5,7 +5,9 @@
 // contiguously, widening and multiplying in registers, while the result
 // block stays in L1, where the bias and post-ops are applied too. No
 // float32 copy of the weights is ever written, so the product runs at the
-// speed of reading 2 bytes a weight.
+// speed of reading 2 bytes a weight. Weights stored transposed ([N, K], a
+// tied embedding as the output layer) are read a column at a time instead,
+// each output a dot product over one contiguous column.
 #include <omp.h>
 
 #include <algorithm>
@@ -33,6 +35,19 @@ std::size_t block_columns(std::size_t rows, std::size_t cols, int threads) {
     return std::max<std::size_t>(64, std::min(l1_fit, (spread + 63) / 64 * 64));
 }
 
+// Columns per block of transposed weights: a block reads its columns whole,
+// so only the balance between threads matters (GPT-2's 50257 columns).
+std::size_t transposed_block_columns(std::size_t cols, int threads) {
+    const std::size_t blocks = 8 * static_cast<std::size_t>(threads);  // several per thread
+    const std::size_t spread = (cols + blocks - 1) / blocks;
+    return std::clamp<std::size_t>(spread, 16, 1024);
+}
+
+// Whether 2-D weights [K, N] are stored transposed: [N, K] row-major.
+bool transposed_weights(const shape& b) {
+    return !b.standard() && b.strides()[0] == 1 && b.strides()[1] == b.lens()[0];
+}
+
 // A binary post-op operand seen as [rows, N] with unit column stride: its
 // row stride, 0 when it is broadcast along the rows; nullopt for any other
 // layout (the kernel is then not eligible).
@@ -56,7 +71,7 @@ std::optional<std::size_t> operand_row_stride(const shape& operand, const shape&
 class few_rows_kernel final : public cpu_kernel {
 public:
     few_rows_kernel(std::size_t rows, std::size_t inner, std::size_t cols, const op::fused_dot& fused,
-                    std::vector<std::size_t> operand_row_strides, dtype stored, int threads)
+                    std::vector<std::size_t> operand_row_strides, dtype stored, bool transposed, int threads)
         : rows_(rows),
           inner_(inner),
           cols_(cols),
@@ -64,8 +79,11 @@ public:
           post_(fused.post),
           first_operand_(fused.first_post_operand()),
           operand_row_strides_(std::move(operand_row_strides)),
-          block_(block_columns(rows, cols, threads)),
-          multiply_(stored == dtype::half_type ? avx2::rows_times_half : avx2::rows_times_bfloat16),
+          transposed_(transposed),
+          block_(transposed ? transposed_block_columns(cols, threads) : block_columns(rows, cols, threads)),
+          multiply_(stored == dtype::half_type ? (transposed ? avx2::rows_times_half_columns : avx2::rows_times_half)
+                                               : (transposed ? avx2::rows_times_bfloat16_columns
+                                                             : avx2::rows_times_bfloat16)),
           threads_(threads) {}
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
@@ -79,7 +97,10 @@ public:
         for (std::int64_t j = 0; j < static_cast<std::int64_t>(blocks); ++j) {
             const std::size_t first = static_cast<std::size_t>(j) * block_;
             const std::size_t width = std::min(block_, cols_ - first);
-            multiply_({a, inner_, rows_, inner_, b + first, cols_, width, y + first, cols_});
+            if (transposed_)
+                multiply_({a, inner_, rows_, inner_, b + first * inner_, inner_, width, y + first, cols_});
+            else
+                multiply_({a, inner_, rows_, inner_, b + first, cols_, width, y + first, cols_});
             if (bias != nullptr)
                 for (std::size_t m = 0; m < rows_; ++m)
                     for (std::size_t c = 0; c < width; ++c) y[m * cols_ + first + c] += bias[first + c];
@@ -120,6 +141,7 @@ private:
     op::post_op_chain post_;
     std::size_t first_operand_;
     std::vector<std::size_t> operand_row_strides_;  // one per binary post-op
+    bool transposed_;
     std::size_t block_;
     void (*multiply_)(const avx2::rows_times_16bit_args&);
     int threads_;
@@ -145,7 +167,7 @@ bool eligible(const kernel_request& r) {
     const shape& a = r.input_shapes[0];
     const shape& b = r.input_shapes[1];
     if (a.type() != dtype::float_type || !a.standard() || !r.output_shape.standard() || b.ndim() != 2 ||
-        !b.standard() || b.lens()[0] == 0 || a.lens().back() != b.lens()[0])
+        !(b.standard() || transposed_weights(b)) || b.lens()[0] == 0 || a.lens().back() != b.lens()[0])
         return false;
     if (fused->has_bias && r.input_shapes[2].type() != dtype::float_type) return false;
     const std::size_t rows = a.elements() / b.lens()[0];
@@ -158,7 +180,8 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     const std::size_t rows = r.input_shapes[0].elements() / b.lens()[0];
     const auto& fused = *r.op.get_if<op::fused_dot>();
     return std::make_shared<few_rows_kernel>(rows, b.lens()[0], b.lens()[1], fused,
-                                             *operand_row_strides(fused, r, b.lens()[1]), b.type(), r.threads);
+                                             *operand_row_strides(fused, r, b.lens()[1]), b.type(), transposed_weights(b),
+                                             r.threads);
 }
 
 }  // namespace

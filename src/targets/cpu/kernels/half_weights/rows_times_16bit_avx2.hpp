@@ -22,4 +22,11 @@ constexpr std::size_t rows_times_16bit_max_rows = 4;
 void rows_times_half(const rows_times_16bit_args& args);
 void rows_times_bfloat16(const rows_times_16bit_args& args);
 
+// The same product with the weights stored transposed, [N, K] row-major (a
+// tied embedding read as the output layer): column j's `inner` values lie
+// contiguously at b + j * b_row_stride. Each output is a dot product of a
+// row of a with one such column; the columns are streamed once.
+void rows_times_half_columns(const rows_times_16bit_args& args);
+void rows_times_bfloat16_columns(const rows_times_16bit_args& args);
+
 }  // namespace kiln::avx2
