@@ -7,7 +7,8 @@
 // float32 copy of the weights is ever written, so the product runs at the
 // speed of reading 2 bytes a weight. Weights stored transposed ([N, K], a
 // tied embedding as the output layer) are read a column at a time instead,
-// each output a dot product over one contiguous column.
+// each output a dot product over one contiguous column; float32 weights
+// stored so run that loop too (few_rows_columns_avx2, in the float32 list).
 #include <omp.h>
 
 #include <algorithm>
@@ -68,6 +69,14 @@ std::optional<std::size_t> operand_row_stride(const shape& operand, const shape&
     return std::nullopt;
 }
 
+using multiply_function = void (*)(const avx2::rows_times_16bit_args&);
+
+multiply_function multiply_for(dtype stored, bool transposed) {
+    if (stored == dtype::float_type) return avx2::rows_times_float_columns;  // transposed only (eligible_float32)
+    if (stored == dtype::half_type) return transposed ? avx2::rows_times_half_columns : avx2::rows_times_half;
+    return transposed ? avx2::rows_times_bfloat16_columns : avx2::rows_times_bfloat16;
+}
+
 class few_rows_kernel final : public cpu_kernel {
 public:
     few_rows_kernel(std::size_t rows, std::size_t inner, std::size_t cols, const op::fused_dot& fused,
@@ -81,16 +90,15 @@ public:
           operand_row_strides_(std::move(operand_row_strides)),
           transposed_(transposed),
           block_(transposed ? transposed_block_columns(cols, threads) : block_columns(rows, cols, threads)),
-          multiply_(stored == dtype::half_type ? (transposed ? avx2::rows_times_half_columns : avx2::rows_times_half)
-                                               : (transposed ? avx2::rows_times_bfloat16_columns
-                                                             : avx2::rows_times_bfloat16)),
+          element_size_(shape{stored}.element_size()),
+          multiply_(multiply_for(stored, transposed)),
           threads_(threads) {}
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
         const std::size_t blocks = (cols_ + block_ - 1) / block_;
         const int threads = blocks > 1 ? threads_ : 1;
         const auto* a = inputs[0].data_as<float>();
-        const auto* b = reinterpret_cast<const std::uint16_t*>(inputs[1].data());
+        const std::byte* b = inputs[1].data();
         const float* bias = has_bias_ ? inputs[2].data_as<float>() : nullptr;
         float* y = result.data_as<float>();
 #pragma omp parallel for schedule(static) num_threads(threads)
@@ -98,9 +106,9 @@ public:
             const std::size_t first = static_cast<std::size_t>(j) * block_;
             const std::size_t width = std::min(block_, cols_ - first);
             if (transposed_)
-                multiply_({a, inner_, rows_, inner_, b + first * inner_, inner_, width, y + first, cols_});
+                multiply_({a, inner_, rows_, inner_, b + first * inner_ * element_size_, inner_, width, y + first, cols_});
             else
-                multiply_({a, inner_, rows_, inner_, b + first, cols_, width, y + first, cols_});
+                multiply_({a, inner_, rows_, inner_, b + first * element_size_, cols_, width, y + first, cols_});
             if (bias != nullptr)
                 for (std::size_t m = 0; m < rows_; ++m)
                     for (std::size_t c = 0; c < width; ++c) y[m * cols_ + first + c] += bias[first + c];
@@ -143,7 +151,8 @@ private:
     std::vector<std::size_t> operand_row_strides_;  // one per binary post-op
     bool transposed_;
     std::size_t block_;
-    void (*multiply_)(const avx2::rows_times_16bit_args&);
+    std::size_t element_size_;  // of the weights
+    multiply_function multiply_;
     int threads_;
 };
 
@@ -160,10 +169,11 @@ std::optional<std::vector<std::size_t>> operand_row_strides(const op::fused_dot&
     return strides;
 }
 
-bool eligible(const kernel_request& r) {
+// The shapes this kernel runs: up to four float32 rows times 2-D weights
+// (row-major or transposed), bias and post-op operands it can read.
+bool fits(const kernel_request& r) {
     const auto* fused = r.op.get_if<op::fused_dot>();
-    if (fused == nullptr || !has_16bit_weights(r) || !avx2::supported()) return false;
-    if (r.input_shapes[1].type() == dtype::half_type && !avx2::f16c_supported()) return false;
+    if (fused == nullptr || !avx2::supported()) return false;
     const shape& a = r.input_shapes[0];
     const shape& b = r.input_shapes[1];
     if (a.type() != dtype::float_type || !a.standard() || !r.output_shape.standard() || b.ndim() != 2 ||
@@ -173,6 +183,18 @@ bool eligible(const kernel_request& r) {
     const std::size_t rows = a.elements() / b.lens()[0];
     return rows >= 1 && rows <= avx2::rows_times_16bit_max_rows && r.output_shape.elements() == rows * b.lens()[1] &&
            operand_row_strides(*fused, r, b.lens()[1]).has_value();
+}
+
+bool eligible(const kernel_request& r) {
+    if (!has_16bit_weights(r)) return false;
+    if (r.input_shapes[1].type() == dtype::half_type && !avx2::f16c_supported()) return false;
+    return fits(r);
+}
+
+// float32 weights stored transposed (a tied output layer), constant.
+bool eligible_float32_columns(const kernel_request& r) {
+    return r.input_shapes.size() > 1 && r.input_shapes[1].type() == dtype::float_type &&
+           !r.constant_inputs[1].empty() && transposed_weights(r.input_shapes[1]) && fits(r);
 }
 
 std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
@@ -187,5 +209,6 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
 }  // namespace
 
 const kernel_algorithm few_rows_16bit_matmul{"few_rows_16bit_avx2", eligible, build};
+const kernel_algorithm few_rows_float32_columns_matmul{"few_rows_columns_avx2", eligible_float32_columns, build};
 
 }  // namespace kiln
