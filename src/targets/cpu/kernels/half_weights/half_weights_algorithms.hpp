@@ -3,9 +3,11 @@
 // constant weights are float16 / bfloat16 (quantize_fp16 / quantize_bf16
 // programs): the weights stay 16-bit in memory, half the bytes of float32,
 // and are widened to float32 where they are used; the arithmetic is float32.
-//   few_rows_16bit_avx2   (matmul) up to 4 rows times row-major weights, no
-//                         post-ops: AVX2 loops widen in registers, the
-//                         weights streamed once (few_rows_matmul.cpp).
+//   few_rows_16bit_avx2   (matmul) up to 4 rows times weights row-major or
+//                         stored transposed (a tied output layer), bias and
+//                         post-ops applied per block: AVX2 loops widen in
+//                         registers, the weights streamed once
+//                         (few_rows_matmul.cpp).
 //   widened_panel_matmul  (matmul) 2-D weights (row-major or transposed) widened a panel of columns at
 //                         a time into a per-thread buffer that stays in
 //                         cache, each panel's product and post-ops by oneDNN:
