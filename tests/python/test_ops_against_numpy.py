@@ -618,6 +618,15 @@ def index_scatter_cases():
         rows = np.array([[2], [0], [-2]], np.int64)  # row 2 twice
         yield Case("scatter_nd", [base, rows, generate(np.int32, (3, 3), seed=2)],
                    lambda d, k, u, r=reduction: scatter_nd_reference(d, k, u, r), attrs={"reduction": reduction})
+    # A KV cache written at a few positions (the cpu target's slice copies),
+    # and slices addressed by two indices, one negative.
+    cache = generate(np.float32, (6, 2, 4))
+    positions = np.array([[1], [2], [-1]], np.int64)
+    yield Case("scatter_nd", [cache, positions, generate(np.float32, (3, 2, 4), seed=3)],
+               lambda d, k, u: scatter_nd_reference(d, k, u, "none"), attrs={"reduction": "none"})
+    pairs = np.array([[0, 1], [5, -2]], np.int32)
+    yield Case("scatter_nd", [cache, pairs, generate(np.float32, (2, 4), seed=4)],
+               lambda d, k, u: scatter_nd_reference(d, k, u, "none"), attrs={"reduction": "none"})
     x = generate(np.float32, (3, 6))
     for k, axis, largest in [(2, 1, True), (3, -1, False), (3, 0, True)]:
         def order(a, k=k, axis=axis, largest=largest):  # ties keep the lower index first
@@ -1023,3 +1032,26 @@ def test_every_registered_op_has_a_numpy_case():
     covered = {case.op for case in CASES} | CONTROL_FLOW_OPS
     missing = sorted(REGISTERED - covered)
     assert not missing, f"registered ops without a numpy comparison here: {missing}"
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu"])
+def test_scatter_nd_into_a_broadcast_zero_from_a_transposed_view(target):
+    """What a language model's prefill makes of writing the prompt's keys
+    into a new static cache: scatter_nd of a transposed view into a
+    broadcast zero, a row written twice (the last write wins), a negative
+    index; an index out of range is an error naming it."""
+    p = kiln.program()
+    m = p.get_main_module()
+    idx = m.add_parameter("idx", kiln.shape("int64", [5, 1]))
+    updates = m.add_parameter("u", kiln.shape("float", [3, 5, 4]))
+    zero = m.add_instruction(kiln.op("broadcast", out_lens=[7, 3, 4]), [m.add_literal(np.array(0, np.float32))])
+    view = m.add_instruction(kiln.op("transpose", permutation=[1, 0, 2]), [updates])
+    m.add_return([m.add_instruction(kiln.op("scatter_nd"), [zero, idx, view])])
+    p.compile(kiln.get_target(target))
+    u = generate(np.float32, (3, 5, 4))
+    rows = np.array([[1], [3], [-1], [3], [0]], np.int64)
+    got = np.asarray(p.run({"idx": rows, "u": u})[0])
+    np.testing.assert_array_equal(got, scatter_nd_reference(np.zeros((7, 3, 4), np.float32), rows,
+                                                            u.transpose(1, 0, 2), "none"))
+    with pytest.raises(kiln.KilnIndexError, match="index 9 is out of range for axis 0 of extent 7"):
+        p.run({"idx": np.array([[1], [9], [2], [3], [0]], np.int64), "u": u})

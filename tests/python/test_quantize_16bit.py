@@ -196,7 +196,8 @@ def test_cpu_keeps_weights_16bit_and_widens_them_in_its_kernels(dtype):
     weight_bytes = lambda p: p.held_literal_bytes() + p.kernel_constant_bytes()  # noqa: E731
     assert weight_bytes(q) == w.size * 2
     assert weight_bytes(q) <= weight_bytes(f32) / 2
-    assert [a for _, op, a in q.get_kernel_algorithms() if op == "fused_dot"] == ["widened_panel_matmul"]
+    # 3 rows: the few-rows loop, the relu applied to each block it computes
+    assert [a for _, op, a in q.get_kernel_algorithms() if op == "fused_dot"] == ["few_rows_16bit_avx2"]
     # float32 arithmetic on the rounded weights: numpy on those weights
     if dtype == "half_type":
         rounded = w.astype(np.float16)
@@ -207,10 +208,14 @@ def test_cpu_keeps_weights_16bit_and_widens_them_in_its_kernels(dtype):
     np.testing.assert_allclose(got, want, rtol=RTOL[dtype], atol=RTOL[dtype] * np.abs(want).max())
 
 
-@pytest.mark.parametrize("rows, post", [(1, []), (7, ["add"]), (130, ["gelu_erf", "add"])])
-def test_cpu_widened_panel_matmul_with_bias_and_post_ops(rows, post):
+@pytest.mark.parametrize(
+    "rows, post", [(1, []), (1, ["add"]), (2, ["gelu_erf", "add"]), (7, ["add"]), (130, ["gelu_erf", "add"])]
+)
+def test_cpu_16bit_weight_products_with_bias_and_post_ops(rows, post):
     """fused_dot with float16 weights as the cpu target runs it (bias, a
-    residual add, GELU), against numpy on the same float16 weights."""
+    residual add, GELU): up to 4 rows (a decoder's token step) by
+    few_rows_16bit_avx2, more by widened_panel_matmul; against numpy on the
+    same float16 weights."""
     rng = np.random.default_rng(rows)
     k, n = 96, 333
     a = rng.standard_normal((2, rows, k), dtype=np.float32)
@@ -233,7 +238,7 @@ def test_cpu_widened_panel_matmul_with_bias_and_post_ops(rows, post):
         m.add_return([m.add_instruction(kiln.op("fused_dot", **attrs), ins)])
         outs[target] = run_on(p, target, {"a": a, **{f"o{i}": o for i, o in enumerate(operands)}})[0]
         if target == "cpu":
-            few_rows = 2 * rows <= 4 and not post
+            few_rows = 2 * rows <= 4
             assert [al for _, _, al in p.get_kernel_algorithms()] == [
                 "few_rows_16bit_avx2" if few_rows else "widened_panel_matmul"]
     for got in outs.values():
@@ -342,10 +347,66 @@ def test_cpu_bf16_product_of_many_rows_computes_in_bf16_where_the_cpu_can(case):
 
 
 @pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
-@pytest.mark.parametrize("rows", [1, 9])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4])
+def test_cpu_few_rows_16bit_product_with_transposed_weights(dtype, rows):
+    """Up to four rows times 16-bit weights stored [N, K] and read
+    transposed, with a residual add: the column loop (groups of columns, a
+    K that is not a multiple of 8, a column count that is not a multiple of
+    the group) against numpy on the same rounded weights."""
+    rng = np.random.default_rng(10 + rows)
+    k, n = 77, 1031
+    w = rng.standard_normal((n, k), dtype=np.float32)
+    x = rng.standard_normal((rows, k), dtype=np.float32)
+    residual = rng.standard_normal((rows, n), dtype=np.float32)
+    p = kiln.program()
+    m = p.get_main_module()
+    xi = m.add_parameter("x", kiln.shape("float", [rows, k]))
+    ri = m.add_parameter("r", kiln.shape("float", [rows, n]))
+    wt = m.add_instruction(kiln.op("transpose", permutation=[1, 0]), [m.add_literal(w)])
+    m.add_return([m.add_instruction(kiln.op("add"), [m.add_instruction(kiln.op("dot"), [xi, wt]), ri])])
+    QUANTIZE[dtype](p)  # the literal itself 16-bit, read through the transpose
+    got = run_on(p, "cpu", {"x": x, "r": residual}, disabled_passes=["constant_propagation"])[0]
+    assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == ["few_rows_16bit_avx2"]
+    if dtype == "half_type":
+        rounded = w.astype(np.float16).astype(np.float64)
+    else:  # round to nearest even
+        rounded = w.astype(ml_dtypes.bfloat16).astype(np.float64)
+    np.testing.assert_allclose(got, x.astype(np.float64) @ rounded.T + residual, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
+@pytest.mark.parametrize("rows", [1, 5])
+def test_cpu_rows_gathered_from_a_16bit_table_compute_in_float32(dtype, rows):
+    """A language model's first layer: token rows gathered from a 16-bit
+    embedding table (a value known only at run time, not a parameter) feed a
+    product with 16-bit weights. The cpu target widens the gathered rows and
+    runs the product on its float32 kernels (no 16-bit reference dot)."""
+    rng = np.random.default_rng(rows)
+    table = rng.standard_normal((50, 40), dtype=np.float32)
+    w = rng.standard_normal((40, 24), dtype=np.float32)
+    tokens = rng.integers(0, 50, size=rows)
+    p = kiln.program()
+    m = p.get_main_module()
+    ids = m.add_parameter("ids", kiln.shape("int64", [rows]))
+    gathered = m.add_instruction(kiln.op("gather", axis=0), [m.add_literal(table), ids])
+    m.add_return([m.add_instruction(kiln.op("dot"), [gathered, m.add_literal(w)])])
+    QUANTIZE[dtype](p)
+    got = run_on(p, "cpu", {"ids": tokens})[0]
+    algorithms = {op: a for _, op, a in p.get_kernel_algorithms()}
+    assert "dot" not in algorithms
+    assert algorithms["fused_dot"] == ("few_rows_16bit_avx2" if rows <= 4 else "widened_panel_matmul")
+    rounded = lambda x: (x.astype(np.float16) if dtype == "half_type" else x.astype(ml_dtypes.bfloat16)).astype(  # noqa: E731
+        np.float64)
+    # float32 arithmetic on the rounded table and weights, no rounding of the product
+    np.testing.assert_allclose(got, rounded(table)[tokens] @ rounded(w), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
+@pytest.mark.parametrize("rows", [1, 3, 9])
 def test_cpu_transposed_16bit_weights_tied_embedding(dtype, rows):
     """GPT-2's output layer reads its token embedding [vocab, width]
-    transposed: the cpu kernel reads the 16-bit literal through the view.
+    transposed: the cpu kernel reads the 16-bit literal through the view
+    (up to 4 rows, a token step, a column at a time by few_rows_16bit_avx2).
     (Constant propagation would fold a transpose this small into a new
     literal; GPT-2's, 77 MB, is past its limit. It is disabled here.)"""
     rng = np.random.default_rng(rows)
@@ -367,7 +428,8 @@ def test_cpu_transposed_16bit_weights_tied_embedding(dtype, rows):
         got = run_on(p, target, {"x": x}, disabled_passes=["constant_propagation"])[0]
         np.testing.assert_allclose(got, want, rtol=RTOL[dtype], atol=RTOL[dtype] * np.abs(want).max())
         if target == "cpu":
-            assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == ["widened_panel_matmul"]
+            expected = "few_rows_16bit_avx2" if rows <= 4 else "widened_panel_matmul"
+            assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == [expected]
             assert "transpose" in str(p)
             assert p.held_literal_bytes() + p.kernel_constant_bytes() == embedding.size * 2
 

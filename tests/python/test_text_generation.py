@@ -123,3 +123,33 @@ def test_static_cache_batch_of_two_with_left_padding(name):
         actual = model.generate(ids, **options)
     assert actual.tolist() == expected.tolist()
     assert kiln.torch.compilation_count() - before <= 2
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_fp16_precision_generates_the_tokens_of_its_16bit_weights(name):
+    """precision="fp16" keeps the weights 16-bit and computes in float32 on
+    the cpu target: its greedy tokens are eager's on the same weights rounded
+    to float16 (computed in float32), from two compilations, with no 16-bit
+    reference kernel left in the compiled programs."""
+    model = MODELS[name]()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.half().float())
+    expected = generate(model, "static", NEW_TOKENS)
+    graphs = []
+
+    def backend(gm, example_inputs, **kwargs):
+        graphs.append(kiln.torch.dynamo_backend.kiln_backend(gm, example_inputs, options={"precision": "fp16"}))
+        return graphs[-1]
+
+    model.forward = torch.compile(model.forward, backend=backend)
+    before = kiln.torch.compilation_count()
+    actual = generate(model, "static", NEW_TOKENS)
+    assert actual.tolist() == expected.tolist()
+    assert kiln.torch.compilation_count() - before <= 2
+    programs = [m.program for g in graphs for c in g.compiled.values()
+                for m in c.lowered.modules() if isinstance(m, kiln.torch.kiln_subgraph.KilnSubgraph)]
+    assert programs
+    for program in programs:
+        for instruction, op, algorithm in program.get_kernel_algorithms():
+            assert not (op in ("dot", "fused_dot") and algorithm == "reference"), (instruction, op)

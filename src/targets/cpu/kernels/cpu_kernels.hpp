@@ -35,6 +35,8 @@ std::shared_ptr<const cpu_kernel> make_layer_norm_kernel(const kernel_request& r
 std::shared_ptr<const cpu_kernel> make_attention_kernel(const kernel_request& r);
 // reshape, flatten, contiguous when they copy (strided_copy_kernel.cpp)
 std::shared_ptr<const cpu_kernel> make_strided_copy_kernel(const kernel_request& r);
+// scatter_nd without a reduction, one slice copy per index row (copy/scatter_nd_slices.cpp)
+std::shared_ptr<const cpu_kernel> make_scatter_nd_kernel(const kernel_request& r);
 // quantize_linear / dequantize_linear between float32 and 8-bit codes
 // (quantize/linear_quantize_kernels.cpp); nullptr for other types or layouts
 std::shared_ptr<const cpu_kernel> make_quantize_kernel(const kernel_request& r);

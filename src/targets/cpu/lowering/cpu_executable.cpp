@@ -1,12 +1,25 @@
 #include <chrono>
 #include <cstring>
 
+#include "targets/cpu/kernels/copy/strided_copy.hpp"
 #include "targets/cpu/lowering/cpu_executable.hpp"
 #include "targets/cpu/lowering/openmp_threads.hpp"
 
 namespace kiln {
 
 namespace {
+// A returned value that is a view (a prefill's new KV cache, written
+// transposed) copied out in row-major order, in runs of its innermost
+// contiguous dimensions rather than element by element.
+argument standard_copy_of(const argument& view) {
+    const shape& s = view.get_shape();
+    if (s.ndim() > 16 || s.elements() == 0) return view.contiguous();
+    argument out(s.as_standard());
+    const strided_copy copy(s);
+    copy.copy_range(view.data(), out.data(), 0, copy.elements());
+    return out;
+}
+
 // Runs a control-flow step's module arguments with their own plans.
 module_runner module_runner_for(const plan_step& step) {
     return [&step](std::size_t index, const std::vector<argument>& inputs) {
@@ -156,8 +169,7 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
             results.push_back(output_buffers[loc.root]);
             continue;
         }
-        argument view(loc.value_shape, ctx->root_base[loc.root] + loc.byte_offset);
-        results.push_back(view.contiguous());
+        results.push_back(standard_copy_of(argument(loc.value_shape, ctx->root_base[loc.root] + loc.byte_offset)));
     }
     return results;
 }

@@ -49,6 +49,7 @@ const kernel_algorithm softmax[] = {{"softmax_avx2", any_request, build_with<mak
 const kernel_algorithm layer_norm[] = {{"layer_norm_avx2", any_request, build_with<make_layer_norm_kernel>}};
 const kernel_algorithm attention[] = {{"attention_avx2", any_request, build_with<make_attention_kernel>}};
 const kernel_algorithm strided_copy[] = {{"strided_copy", any_request, build_with<make_strided_copy_kernel>}};
+const kernel_algorithm scatter_nd[] = {{"scatter_nd_slices", any_request, build_with<make_scatter_nd_kernel>}};
 const kernel_algorithm pointwise[] = {{"pointwise_avx2", any_request, build_with<make_pointwise_kernel>}};
 const kernel_algorithm quantize[] = {{"quantize_8bit", any_request, build_with<make_quantize_kernel>}};
 const kernel_algorithm dequantize[] = {{"dequantize_8bit", any_request, build_with<make_dequantize_kernel>}};
@@ -76,6 +77,7 @@ const std::map<std::string, std::span<const kernel_algorithm>>& families() {
         {"reshape", strided_copy},
         {"flatten", strided_copy},
         {"contiguous", strided_copy},
+        {"scatter_nd", scatter_nd},
         {"fused_pointwise", pointwise},
         {"fused_concat_pointwise", concat_pointwise},
         {"quantize_linear", quantize},

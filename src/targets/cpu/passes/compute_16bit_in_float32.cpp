@@ -4,7 +4,10 @@
 //   - every instruction that reads a 16-bit value computed at run time (an
 //     activation) reads its float32 counterpart instead and computes in
 //     float32; a convert from float32 to 16 bits is its own input's
-//     counterpart, so the activations are never rounded to 16 bits;
+//     counterpart, so the activations are never rounded to 16 bits; a
+//     16-bit value computed at run time by an op left alone (a gather of
+//     rows from a 16-bit embedding table, a parameter) is widened by a
+//     convert where an instruction reads it;
 //   - dot and convolution whose weights are a 16-bit constant (a literal,
 //     or one transposed or reshaped, which constant propagation folds) become
 //     fused_dot / fused_convolution reading float32 activations and the
@@ -19,6 +22,7 @@
 // propagation evaluates it), and so is one whose op does not accept float32
 // inputs in place of 16-bit ones.
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ops/conv.hpp"
 #include "ops/elementwise.hpp"
@@ -41,6 +45,7 @@ public:
     explicit float32_rewriter(module& m) : m_(m) {}
 
     void rewrite(instruction_ref ins) {
+        note_run_time(ins);
         if (ins->name().front() == '@' || !ins->module_inputs().empty()) return;
         if (ins->name() == "convert") return rewrite_convert(ins);
         bool reads_activation = false;
@@ -130,8 +135,18 @@ private:
         return constant_.emplace(&*v, match::is_constant_instruction(*v)).first->second;
     }
 
+    // Whether `ins` is known only at run time: a parameter, or computed from
+    // one (instructions are seen in module order, inputs first).
+    void note_run_time(instruction_ref ins) {
+        bool run_time = ins->is_param();
+        for (auto in : ins->inputs()) run_time = run_time || run_time_.count(&*in) > 0;
+        if (run_time) run_time_.insert(&*ins);
+    }
+
     // A 16-bit value computed at run time (or given: a parameter).
-    bool is_activation(instruction_ref v) const { return float_of_.count(&*v) > 0 || (v->is_param() && is_16bit(v)); }
+    bool is_activation(instruction_ref v) const {
+        return float_of_.count(&*v) > 0 || (is_16bit(v) && run_time_.count(&*v) > 0);
+    }
 
     // The float32 form of 16-bit `v`: its counterpart, or a convert of it
     // (a parameter, a literal, a value computed from constants).
@@ -147,6 +162,7 @@ private:
     std::unordered_map<const instruction*, instruction_ref> float_of_;
     std::vector<instruction_ref> rewritten_;  // in module order
     std::unordered_map<const instruction*, bool> constant_;
+    std::unordered_set<const instruction*> run_time_;
 };
 
 }  // namespace

@@ -1,15 +1,22 @@
 // few_rows_16bit_avx2: up to four rows times constant row-major 16-bit
 // weights [K, N] (a batch-1 product, one generated token), with an optional
-// bias and no other post-ops. Each thread takes blocks of columns; for each
-// block it streams the weight rows' segments once, contiguously, widening
-// and multiplying in registers, while the result block stays in L1. No
+// bias and post-op chain (a decoder's residual add). Each thread takes blocks
+// of columns; for each block it streams the weight rows' segments once,
+// contiguously, widening and multiplying in registers, while the result
+// block stays in L1, where the bias and post-ops are applied too. No
 // float32 copy of the weights is ever written, so the product runs at the
-// speed of reading 2 bytes a weight.
+// speed of reading 2 bytes a weight. Weights stored transposed ([N, K], a
+// tied embedding as the output layer) are read a column at a time instead,
+// each output a dot product over one contiguous column; float32 weights
+// stored so run that loop too (few_rows_columns_avx2, in the float32 list).
 #include <omp.h>
 
 #include <algorithm>
+#include <optional>
+#include <vector>
 
 #include "ops/fused_dot.hpp"
+#include "ops/op_helpers.hpp"
 #include "targets/cpu/kernels/copy/widen_16bit_avx2.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
@@ -29,65 +36,179 @@ std::size_t block_columns(std::size_t rows, std::size_t cols, int threads) {
     return std::max<std::size_t>(64, std::min(l1_fit, (spread + 63) / 64 * 64));
 }
 
+// Columns per block of transposed weights: a block reads its columns whole,
+// so only the balance between threads matters (GPT-2's 50257 columns).
+std::size_t transposed_block_columns(std::size_t cols, int threads) {
+    const std::size_t blocks = 8 * static_cast<std::size_t>(threads);  // several per thread
+    const std::size_t spread = (cols + blocks - 1) / blocks;
+    return std::clamp<std::size_t>(spread, 16, 1024);
+}
+
+// Whether 2-D weights [K, N] are stored transposed: [N, K] row-major.
+bool transposed_weights(const shape& b) {
+    return !b.standard() && b.strides()[0] == 1 && b.strides()[1] == b.lens()[0];
+}
+
+// A binary post-op operand seen as [rows, N] with unit column stride: its
+// row stride, 0 when it is broadcast along the rows; nullopt for any other
+// layout (the kernel is then not eligible).
+std::optional<std::size_t> operand_row_stride(const shape& operand, const shape& out, std::size_t cols) {
+    if (operand.type() != dtype::float_type) return std::nullopt;
+    const auto strides = ops::broadcast_strides(operand, out.lens());
+    if (cols > 1 && strides.back() != 1) return std::nullopt;
+    bool broadcast_rows = true, standard_rows = true;
+    std::size_t expected = cols;
+    for (std::size_t d = out.ndim() - 1; d-- > 0;) {
+        if (out.lens()[d] == 1) continue;
+        broadcast_rows = broadcast_rows && strides[d] == 0;
+        standard_rows = standard_rows && strides[d] == expected;
+        expected *= out.lens()[d];
+    }
+    if (broadcast_rows) return 0;
+    if (standard_rows) return cols;
+    return std::nullopt;
+}
+
+using multiply_function = void (*)(const avx2::rows_times_16bit_args&);
+
+multiply_function multiply_for(dtype stored, bool transposed) {
+    if (stored == dtype::float_type) return avx2::rows_times_float_columns;  // transposed only (eligible_float32)
+    if (stored == dtype::half_type) return transposed ? avx2::rows_times_half_columns : avx2::rows_times_half;
+    return transposed ? avx2::rows_times_bfloat16_columns : avx2::rows_times_bfloat16;
+}
+
 class few_rows_kernel final : public cpu_kernel {
 public:
-    few_rows_kernel(std::size_t rows, std::size_t inner, std::size_t cols, bool has_bias, dtype stored, int threads)
+    few_rows_kernel(std::size_t rows, std::size_t inner, std::size_t cols, const op::fused_dot& fused,
+                    std::vector<std::size_t> operand_row_strides, dtype stored, bool transposed, int threads)
         : rows_(rows),
           inner_(inner),
           cols_(cols),
-          has_bias_(has_bias),
-          block_(block_columns(rows, cols, threads)),
-          multiply_(stored == dtype::half_type ? avx2::rows_times_half : avx2::rows_times_bfloat16),
+          has_bias_(fused.has_bias),
+          post_(fused.post),
+          first_operand_(fused.first_post_operand()),
+          operand_row_strides_(std::move(operand_row_strides)),
+          transposed_(transposed),
+          block_(transposed ? transposed_block_columns(cols, threads) : block_columns(rows, cols, threads)),
+          element_size_(shape{stored}.element_size()),
+          multiply_(multiply_for(stored, transposed)),
           threads_(threads) {}
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
         const std::size_t blocks = (cols_ + block_ - 1) / block_;
         const int threads = blocks > 1 ? threads_ : 1;
         const auto* a = inputs[0].data_as<float>();
-        const auto* b = reinterpret_cast<const std::uint16_t*>(inputs[1].data());
+        const std::byte* b = inputs[1].data();
         const float* bias = has_bias_ ? inputs[2].data_as<float>() : nullptr;
         float* y = result.data_as<float>();
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (std::int64_t j = 0; j < static_cast<std::int64_t>(blocks); ++j) {
             const std::size_t first = static_cast<std::size_t>(j) * block_;
             const std::size_t width = std::min(block_, cols_ - first);
-            multiply_({a, inner_, rows_, inner_, b + first, cols_, width, y + first, cols_});
+            if (transposed_)
+                multiply_({a, inner_, rows_, inner_, b + first * inner_ * element_size_, inner_, width, y + first, cols_});
+            else
+                multiply_({a, inner_, rows_, inner_, b + first * element_size_, cols_, width, y + first, cols_});
             if (bias != nullptr)
                 for (std::size_t m = 0; m < rows_; ++m)
                     for (std::size_t c = 0; c < width; ++c) y[m * cols_ + first + c] += bias[first + c];
+            if (!post_.empty()) apply_post_ops(inputs, y, first, width);
         }
     }
 
 private:
+    // The chain over one block of columns while it is in L1.
+    void apply_post_ops(const std::vector<argument>& inputs, float* y, std::size_t first, std::size_t width) const {
+        std::size_t operand = 0;
+        for (std::size_t k = 0; k < post_.kinds.size(); ++k) {
+            const auto kind = post_.kinds[k];
+            const bool binary = op::is_binary(kind);
+            const float* other = nullptr;
+            std::size_t other_stride = 0;
+            if (binary) {
+                other = inputs[first_operand_ + operand].data_as<float>() + first;
+                other_stride = operand_row_strides_[operand++];
+            }
+            for (std::size_t m = 0; m < rows_; ++m) {
+                float* row = y + m * cols_ + first;
+                const float* o = binary ? other + m * other_stride : nullptr;
+                if (kind == op::post_op_kind::add) {
+                    for (std::size_t c = 0; c < width; ++c) row[c] += o[c];
+                } else if (kind == op::post_op_kind::mul) {
+                    for (std::size_t c = 0; c < width; ++c) row[c] *= o[c];
+                } else {
+                    for (std::size_t c = 0; c < width; ++c)
+                        row[c] = static_cast<float>(op::apply_unary(kind, row[c], post_.alpha[k], post_.beta[k]));
+                }
+            }
+        }
+    }
+
     std::size_t rows_, inner_, cols_;
     bool has_bias_;
+    op::post_op_chain post_;
+    std::size_t first_operand_;
+    std::vector<std::size_t> operand_row_strides_;  // one per binary post-op
+    bool transposed_;
     std::size_t block_;
-    void (*multiply_)(const avx2::rows_times_16bit_args&);
+    std::size_t element_size_;  // of the weights
+    multiply_function multiply_;
     int threads_;
 };
 
-bool eligible(const kernel_request& r) {
+// The row stride of each binary post-op operand; nullopt when one has a
+// layout the kernel does not read.
+std::optional<std::vector<std::size_t>> operand_row_strides(const op::fused_dot& fused, const kernel_request& r,
+                                                           std::size_t cols) {
+    std::vector<std::size_t> strides;
+    for (std::size_t i = fused.first_post_operand(); i < r.input_shapes.size(); ++i) {
+        const auto stride = operand_row_stride(r.input_shapes[i], r.output_shape, cols);
+        if (!stride) return std::nullopt;
+        strides.push_back(*stride);
+    }
+    return strides;
+}
+
+// The shapes this kernel runs: up to four float32 rows times 2-D weights
+// (row-major or transposed), bias and post-op operands it can read.
+bool fits(const kernel_request& r) {
     const auto* fused = r.op.get_if<op::fused_dot>();
-    if (fused == nullptr || !fused->post.empty() || !has_16bit_weights(r) || !avx2::supported()) return false;
-    if (r.input_shapes[1].type() == dtype::half_type && !avx2::f16c_supported()) return false;
+    if (fused == nullptr || !avx2::supported()) return false;
     const shape& a = r.input_shapes[0];
     const shape& b = r.input_shapes[1];
     if (a.type() != dtype::float_type || !a.standard() || !r.output_shape.standard() || b.ndim() != 2 ||
-        !b.standard() || b.lens()[0] == 0 || a.lens().back() != b.lens()[0])
+        !(b.standard() || transposed_weights(b)) || b.lens()[0] == 0 || a.lens().back() != b.lens()[0])
         return false;
+    if (fused->has_bias && r.input_shapes[2].type() != dtype::float_type) return false;
     const std::size_t rows = a.elements() / b.lens()[0];
-    return rows >= 1 && rows <= avx2::rows_times_16bit_max_rows && r.output_shape.elements() == rows * b.lens()[1];
+    return rows >= 1 && rows <= avx2::rows_times_16bit_max_rows && r.output_shape.elements() == rows * b.lens()[1] &&
+           operand_row_strides(*fused, r, b.lens()[1]).has_value();
+}
+
+bool eligible(const kernel_request& r) {
+    if (!has_16bit_weights(r)) return false;
+    if (r.input_shapes[1].type() == dtype::half_type && !avx2::f16c_supported()) return false;
+    return fits(r);
+}
+
+// float32 weights stored transposed (a tied output layer), constant.
+bool eligible_float32_columns(const kernel_request& r) {
+    return r.input_shapes.size() > 1 && r.input_shapes[1].type() == dtype::float_type &&
+           !r.constant_inputs[1].empty() && transposed_weights(r.input_shapes[1]) && fits(r);
 }
 
 std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
     const shape& b = r.input_shapes[1];
     const std::size_t rows = r.input_shapes[0].elements() / b.lens()[0];
-    return std::make_shared<few_rows_kernel>(rows, b.lens()[0], b.lens()[1], r.op.get_if<op::fused_dot>()->has_bias,
-                                             b.type(), r.threads);
+    const auto& fused = *r.op.get_if<op::fused_dot>();
+    return std::make_shared<few_rows_kernel>(rows, b.lens()[0], b.lens()[1], fused,
+                                             *operand_row_strides(fused, r, b.lens()[1]), b.type(), transposed_weights(b),
+                                             r.threads);
 }
 
 }  // namespace
 
 const kernel_algorithm few_rows_16bit_matmul{"few_rows_16bit_avx2", eligible, build};
+const kernel_algorithm few_rows_float32_columns_matmul{"few_rows_columns_avx2", eligible_float32_columns, build};
 
 }  // namespace kiln

@@ -5,9 +5,11 @@
 // and are widened to float32 where they are used; the arithmetic is float32,
 // except where a CPU with bfloat16 dot products runs a bfloat16 product of
 // many rows in bfloat16 (onednn_bf16, matmul_algorithms.hpp).
-//   few_rows_16bit_avx2   (matmul) up to 4 rows times row-major weights, no
-//                         post-ops: AVX2 loops widen in registers, the
-//                         weights streamed once (few_rows_matmul.cpp).
+//   few_rows_16bit_avx2   (matmul) up to 4 rows times weights row-major or
+//                         stored transposed (a tied output layer), bias and
+//                         post-ops applied per block: AVX2 loops widen in
+//                         registers, the weights streamed once
+//                         (few_rows_matmul.cpp).
 //   widened_panel_matmul  (matmul) 2-D weights (row-major or transposed) widened a panel of columns at
 //                         a time into a per-thread buffer that stays in
 //                         cache, each panel's product and post-ops by oneDNN:
@@ -27,6 +29,9 @@ namespace kiln {
 bool has_16bit_weights(const kernel_request& r);
 std::span<const kernel_algorithm> half_weights_matmul_algorithms();
 extern const kernel_algorithm few_rows_16bit_matmul;  // few_rows_matmul.cpp
+// Up to four rows times constant float32 weights stored transposed (few_rows_matmul.cpp),
+// first in the float32 matmul list.
+extern const kernel_algorithm few_rows_float32_columns_matmul;
 std::span<const kernel_algorithm> half_weights_convolution_algorithms();
 // widen_weights_per_run over `float32_algorithms`.
 std::shared_ptr<const cpu_kernel> build_widen_weights_per_run(std::span<const kernel_algorithm> float32_algorithms,

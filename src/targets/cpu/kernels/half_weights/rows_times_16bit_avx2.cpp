@@ -9,6 +9,7 @@ namespace kiln::avx2 {
 namespace {
 
 struct half_values {
+    using element = std::uint16_t;
     static __m256 widen8(const std::uint16_t* p) {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     }
@@ -16,6 +17,7 @@ struct half_values {
 };
 
 struct bfloat16_values {
+    using element = std::uint16_t;
     static __m256 widen8(const std::uint16_t* p) {
         const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
         return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
@@ -28,6 +30,12 @@ struct bfloat16_values {
     }
 };
 
+struct float_values {
+    using element = float;
+    static __m256 widen8(const float* p) { return _mm256_loadu_ps(p); }
+    static float widen1(float f) { return f; }
+};
+
 constexpr std::size_t prefetch_rows = 4;
 
 template <std::size_t Rows, class Values>
@@ -36,7 +44,7 @@ void run_rows(const rows_times_16bit_args& g) {
         for (std::size_t j = 0; j < g.width; ++j) g.y[m * g.y_row_stride + j] = 0.0f;
     const std::size_t vector_end = g.width / 8 * 8;
     for (std::size_t k = 0; k < g.inner; ++k) {
-        const std::uint16_t* row = g.b + k * g.b_row_stride;
+        const std::uint16_t* row = static_cast<const std::uint16_t*>(g.b) + k * g.b_row_stride;
         __m256 a[Rows];
         float a1[Rows];
         for (std::size_t m = 0; m < Rows; ++m) {
@@ -63,6 +71,62 @@ void run_rows(const rows_times_16bit_args& g) {
     }
 }
 
+float horizontal_sum(__m256 v) {
+    const __m128 pairs = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 twos = _mm_add_ps(pairs, _mm_movehl_ps(pairs, pairs));
+    return _mm_cvtss_f32(_mm_add_ss(twos, _mm_shuffle_ps(twos, twos, 1)));
+}
+
+// `Columns` outputs of each row at once: the rows of a are loaded once for
+// all of them, and the columns' streams run side by side.
+template <std::size_t Rows, std::size_t Columns, class Values>
+void run_column_group(const rows_times_16bit_args& g, std::size_t first) {
+    const std::size_t vector_end = g.inner / 8 * 8;
+    using element = typename Values::element;
+    const element* column[Columns];
+    for (std::size_t c = 0; c < Columns; ++c) column[c] = static_cast<const element*>(g.b) + (first + c) * g.b_row_stride;
+    __m256 sum[Rows][Columns];
+    for (std::size_t m = 0; m < Rows; ++m)
+        for (std::size_t c = 0; c < Columns; ++c) sum[m][c] = _mm256_setzero_ps();
+    for (std::size_t k = 0; k < vector_end; k += 8) {
+        __m256 a[Rows];
+        for (std::size_t m = 0; m < Rows; ++m) a[m] = _mm256_loadu_ps(g.a + m * g.a_row_stride + k);
+        for (std::size_t c = 0; c < Columns; ++c) {
+            const __m256 w = Values::widen8(column[c] + k);
+            for (std::size_t m = 0; m < Rows; ++m) sum[m][c] = _mm256_fmadd_ps(a[m], w, sum[m][c]);
+        }
+    }
+    for (std::size_t m = 0; m < Rows; ++m)
+        for (std::size_t c = 0; c < Columns; ++c) {
+            float total = horizontal_sum(sum[m][c]);
+            for (std::size_t k = vector_end; k < g.inner; ++k)
+                total += g.a[m * g.a_row_stride + k] * Values::widen1(column[c][k]);
+            g.y[m * g.y_row_stride + first + c] = total;
+        }
+}
+
+template <std::size_t Rows, class Values>
+void run_columns(const rows_times_16bit_args& g) {
+    constexpr std::size_t group = Rows <= 2 ? 4 : 2;  // accumulators stay in the 16 registers
+    std::size_t j = 0;
+    for (; j + group <= g.width; j += group) run_column_group<Rows, group, Values>(g, j);
+    for (; j < g.width; ++j) run_column_group<Rows, 1, Values>(g, j);
+}
+
+template <class Values>
+void dispatch_columns(const rows_times_16bit_args& g) {
+    switch (g.rows) {
+        case 1:
+            return run_columns<1, Values>(g);
+        case 2:
+            return run_columns<2, Values>(g);
+        case 3:
+            return run_columns<3, Values>(g);
+        default:
+            return run_columns<4, Values>(g);
+    }
+}
+
 template <class Values>
 void dispatch_rows(const rows_times_16bit_args& g) {
     switch (g.rows) {
@@ -84,6 +148,15 @@ void rows_times_half(const rows_times_16bit_args& args) {
 }
 void rows_times_bfloat16(const rows_times_16bit_args& args) {
     dispatch_rows<bfloat16_values>(args);
+}
+void rows_times_half_columns(const rows_times_16bit_args& args) {
+    dispatch_columns<half_values>(args);
+}
+void rows_times_bfloat16_columns(const rows_times_16bit_args& args) {
+    dispatch_columns<bfloat16_values>(args);
+}
+void rows_times_float_columns(const rows_times_16bit_args& args) {
+    dispatch_columns<float_values>(args);
 }
 
 }  // namespace kiln::avx2

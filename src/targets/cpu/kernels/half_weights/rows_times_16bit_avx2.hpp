@@ -12,8 +12,8 @@ namespace kiln::avx2 {
 struct rows_times_16bit_args {
     const float* a;
     std::size_t a_row_stride, rows, inner;
-    const std::uint16_t* b;
-    std::size_t b_row_stride, width;
+    const void* b;  // 16-bit values (float32 for rows_times_float_columns)
+    std::size_t b_row_stride, width;  // in elements
     float* y;
     std::size_t y_row_stride;
 };
@@ -21,5 +21,15 @@ struct rows_times_16bit_args {
 constexpr std::size_t rows_times_16bit_max_rows = 4;
 void rows_times_half(const rows_times_16bit_args& args);
 void rows_times_bfloat16(const rows_times_16bit_args& args);
+
+// The same product with the weights stored transposed, [N, K] row-major (a
+// tied embedding read as the output layer): column j's `inner` values lie
+// contiguously at b + j * b_row_stride. Each output is a dot product of a
+// row of a with one such column; the columns are streamed once.
+void rows_times_half_columns(const rows_times_16bit_args& args);
+void rows_times_bfloat16_columns(const rows_times_16bit_args& args);
+// The column loop on float32 weights (oneDNN reads transposed weights of a
+// one-row product far below the memory's speed).
+void rows_times_float_columns(const rows_times_16bit_args& args);
 
 }  // namespace kiln::avx2

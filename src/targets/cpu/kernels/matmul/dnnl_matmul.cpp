@@ -11,6 +11,7 @@
 #include "ops/op_helpers.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/dnnl_support.hpp"
+#include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
 #include "targets/cpu/kernels/pointwise/pointwise_avx2.hpp"
 
@@ -364,6 +365,7 @@ const kernel_algorithm onednn_bf16_matmul{"onednn_bf16", bf16_weights_many_rows,
 
 std::span<const kernel_algorithm> matmul_algorithms() {
     static const kernel_algorithm algorithms[] = {
+        few_rows_float32_columns_matmul,
         {"onednn_gelu_tanh_epilogue", gelu_tanh_last, build_with_gelu_tanh_epilogue},
         {"onednn_add_epilogue", one_row_then_add, build_with_add_epilogue},
         {"onednn", any_product, build_onednn},

@@ -2,7 +2,9 @@
 // The cpu target's matrix product algorithms (dnnl_matmul.cpp): a product
 // whose post-op chain ends in tanh-approximated GELU runs the chain's rest in
 // oneDNN and the GELU in Kiln's AVX2 loop (faster than oneDNN's eltwise);
-// every other product runs wholly in oneDNN.
+// a product of up to four rows with constant weights stored transposed runs
+// Kiln's column loop (few_rows_columns_avx2); every other product runs
+// wholly in oneDNN.
 #include <span>
 
 #include "targets/cpu/kernels/kernel_algorithm.hpp"
