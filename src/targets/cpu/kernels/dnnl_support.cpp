@@ -1,7 +1,9 @@
 #include "targets/cpu/kernels/dnnl_support.hpp"
 
 #include <algorithm>
+#include <cstring>
 
+#include "targets/cpu/kernels/packed_layout.hpp"
 #include "targets/cpu/kernels/scratch_alignment.hpp"
 
 namespace kiln::dnnl_support {
@@ -145,8 +147,50 @@ bool primitive_kernel::keeps_own_copy(std::size_t index) const {
 
 std::size_t primitive_kernel::own_copy_bytes() const {
     std::size_t bytes = 0;
-    for (const auto& k : kept_) bytes += k.copy.get_desc().get_size();
+    for (const auto& k : kept_)
+        if (k.adopted.data() == nullptr) bytes += k.copy.get_desc().get_size();
     return bytes;
+}
+
+std::size_t primitive_kernel::adopted_bytes() const {
+    std::size_t bytes = 0;
+    for (const auto& k : kept_)
+        if (k.adopted.data() != nullptr) bytes += k.copy.get_desc().get_size();
+    return bytes;
+}
+
+std::shared_ptr<const packed_constant> primitive_kernel::packed_copy(std::size_t index) const {
+    for (const auto& k : kept_) {
+        if (k.input != index) continue;
+        // The memory handle owns a copy the kernel made; adopted bytes belong to the loaded file.
+        std::shared_ptr<void> owner = k.adopted.data() != nullptr ? k.adopted.owner()
+                                                                   : std::make_shared<dnnl::memory>(k.copy);
+        return export_packed(k.copy, k.plain, std::move(owner));
+    }
+    return nullptr;
+}
+
+dnnl::memory zeroed_memory(const dnnl::memory::desc& desc) {
+    dnnl::memory out(desc, cpu_engine());
+    std::memset(out.get_data_handle(), 0, desc.get_size());
+    return out;
+}
+
+kept_constant constant_in_layout(const kernel_request& r, std::size_t index, const dnnl::memory::desc& from,
+                                 const dnnl::memory::desc& to) {
+    const packed_constant* form = r.packed_input(index);
+    if (form == nullptr) return {index, reorder_constant(r.constant_inputs[index], from, to), from, {}};
+    const auto& engine = cpu_engine();
+    const packed_descs descs = read_packed_layout(*form, r.input_shapes[index]);
+    if (form->adoptable && descs.packed == to)
+        return {index, dnnl::memory(to, engine, form->bytes.data()), from, form->bytes};
+    // Another layout (another implementation chosen): straight from the packed one.
+    dnnl::memory packed(descs.packed, engine, form->bytes.data());
+    dnnl::memory copy = zeroed_memory(to);
+    dnnl::stream stream(engine);
+    dnnl::reorder(packed, copy).execute(stream, packed, copy);
+    stream.wait();
+    return {index, copy, from, {}};
 }
 
 void primitive_kernel::restore_constant(std::size_t index, const argument& into) const {
@@ -209,7 +253,7 @@ std::shared_ptr<const cpu_kernel> with_input_reordered(std::shared_ptr<const cpu
 dnnl::memory reorder_constant(const argument& values, const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
     const auto& engine = cpu_engine();
     dnnl::memory src(from, engine, values.data());
-    dnnl::memory dst(to, engine);
+    dnnl::memory dst = zeroed_memory(to);
     dnnl::stream stream(engine);
     dnnl::reorder(src, dst).execute(stream, src, dst);
     stream.wait();
