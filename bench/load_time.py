@@ -38,13 +38,14 @@ rng = np.random.default_rng(0)
 feeds = {}
 shapes = p.get_parameter_shapes()
 for name, s in (shapes.items() if isinstance(shapes, dict) else zip(p.get_parameter_names(), shapes)):
-    kind = np.dtype({"float": "float32", "half": "float16"}.get(s.type, s.type))
+    t = s.type.removesuffix("_type")
+    kind = np.dtype({"float": "float32", "half": "float16", "double": "float64"}.get(t, t))
     feeds[name] = (rng.integers(0, 2, s.lens) if kind.kind in "iu" else rng.standard_normal(s.lens)).astype(kind)
 start = time.perf_counter()
 p.run(feeds)
 first_s = time.perf_counter() - start
 print(json.dumps({"load_s": load_s, "first_run_s": first_s,
-                  "adopted": p.adopted_constant_bytes(), "packed_on_load": p.kernel_constant_bytes()}), flush=True)
+                  "adopted": getattr(p, "adopted_constant_bytes", lambda: 0)(), "packed_on_load": p.kernel_constant_bytes()}), flush=True)
 if mode == "hold":
     sys.stdin.readline()  # stay alive, weights mapped, until told
 """
