@@ -37,8 +37,10 @@ struct data_section {
     // Keeps `bytes` alive when they are a mapped file, whose literals then
     // point into it; null for a buffer the caller owns, which is copied.
     std::shared_ptr<void> owner;
-    // Whether kernels may use packed weights as they are (the file's were
-    // laid out for this machine and Kiln version).
+    // Whether literals may be stored packed (only a compiled program's: the
+    // target restores them when it lowers the program), and whether kernels
+    // may use them as they are (laid out for this machine and Kiln version).
+    bool packed_allowed = false;
     bool packed_adoptable = false;
 };
 
@@ -64,6 +66,7 @@ literal read_literal(const io::json& j, const shape& s, const data_section& data
     std::uint64_t size = io::get_uint(j, "bytes");
     if (!s.standard()) bad("literal shape " + to_string(s) + " is not standard");
     const bool packed = io::optional_member(j, "packed") != nullptr;
+    if (packed && !data.packed_allowed) bad("a literal is stored packed, but the program is not compiled");
     if (packed && size == 0) bad("packed literal holds no bytes");
     if (size != s.bytes() && !packed)
         bad("literal holds " + std::to_string(size) + " bytes but its shape " + to_string(s) + " needs " +
@@ -240,7 +243,8 @@ program read_program(const io::json& meta, const io::file_header& h, const data_
     check_producer(meta, h.version);
     check_data(meta, h, given, verify_data);
     data_section data = given;
-    data.packed_adoptable = packed_weights_adoptable(meta);
+    data.packed_allowed = io::optional_member(meta, "compiled") != nullptr && io::optional_member(meta, "dynamic") == nullptr;
+    data.packed_adoptable = data.packed_allowed && packed_weights_adoptable(meta);
     const io::json& modules = io::get_array(meta, "modules");
     program p;
     // Create every module first: instructions may refer to modules listed after them.

@@ -298,3 +298,16 @@ def test_16bit_weight_programs_reload_bit_identical(quantize, tmp_path):
     outputs, _, stderr = run_fresh(path, feeds, tmp_path)
     np.testing.assert_array_equal(outputs[0], expected[0])
     assert "warning" not in stderr
+
+
+def test_a_packed_literal_in_an_uncompiled_program_is_refused(tmp_path):
+    rng = np.random.default_rng(29)
+    p, _, _ = bert_like(rng)
+    path = compiled_and_saved(p, tmp_path)
+    image = bytearray(path.read_bytes())
+    struct.pack_into("<I", image, 12, 0)  # the header's "compiled" flag
+    path.write_bytes(bytes(image))
+    # The metadata's "compiled" member renamed to one nothing reads; checksums written again.
+    rewrite_metadata(path, lambda text: text.replace(b'"compiled":', b'"compilex":'))
+    with pytest.raises(kiln.ParseError, match="stored packed, but the program is not compiled"):
+        kiln.load(str(path))
