@@ -1,7 +1,6 @@
 #include "targets/cpu/kernels/dnnl_support.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "targets/cpu/kernels/packed_layout.hpp"
 #include "targets/cpu/kernels/scratch_alignment.hpp"
@@ -164,33 +163,11 @@ std::shared_ptr<const packed_constant> primitive_kernel::packed_copy(std::size_t
         if (k.input != index) continue;
         // The memory handle owns a copy the kernel made; adopted bytes belong to the loaded file.
         std::shared_ptr<void> owner = k.adopted.data() != nullptr ? k.adopted.owner()
+                                      : k.storage != nullptr       ? k.storage
                                                                    : std::make_shared<dnnl::memory>(k.copy);
         return export_packed(k.copy, k.plain, std::move(owner));
     }
     return nullptr;
-}
-
-dnnl::memory zeroed_memory(const dnnl::memory::desc& desc) {
-    dnnl::memory out(desc, cpu_engine());
-    std::memset(out.get_data_handle(), 0, desc.get_size());
-    return out;
-}
-
-kept_constant constant_in_layout(const kernel_request& r, std::size_t index, const dnnl::memory::desc& from,
-                                 const dnnl::memory::desc& to) {
-    const packed_constant* form = r.packed_input(index);
-    if (form == nullptr) return {index, reorder_constant(r.constant_inputs[index], from, to), from, {}};
-    const auto& engine = cpu_engine();
-    const packed_descs descs = read_packed_layout(*form, r.input_shapes[index]);
-    if (form->adoptable && descs.packed == to)
-        return {index, dnnl::memory(to, engine, form->bytes.data()), from, form->bytes};
-    // Another layout (another implementation chosen): straight from the packed one.
-    dnnl::memory packed(descs.packed, engine, form->bytes.data());
-    dnnl::memory copy = zeroed_memory(to);
-    dnnl::stream stream(engine);
-    dnnl::reorder(packed, copy).execute(stream, packed, copy);
-    stream.wait();
-    return {index, copy, from, {}};
 }
 
 void primitive_kernel::restore_constant(std::size_t index, const argument& into) const {
@@ -250,14 +227,26 @@ std::shared_ptr<const cpu_kernel> with_input_reordered(std::shared_ptr<const cpu
     return std::make_shared<input_reorder_kernel>(std::move(inner), index, from, to, staged);
 }
 
-dnnl::memory reorder_constant(const argument& values, const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+kept_constant constant_in_layout(const kernel_request& r, std::size_t index, const dnnl::memory::desc& from,
+                                 const dnnl::memory::desc& to) {
     const auto& engine = cpu_engine();
-    dnnl::memory src(from, engine, values.data());
-    dnnl::memory dst = zeroed_memory(to);
+    dnnl::memory source;
+    if (const packed_constant* form = r.packed_input(index)) {
+        const packed_descs descs = read_packed_layout(*form, r.input_shapes[index]);
+        if (form->adoptable && descs.packed == to)
+            return {index, dnnl::memory(to, engine, form->bytes.data()), from, form->bytes, nullptr};
+        // Another layout (another implementation chosen): straight from the packed one.
+        source = dnnl::memory(descs.packed, engine, form->bytes.data());
+    } else {
+        source = dnnl::memory(from, engine, r.constant_inputs[index].data());
+    }
+    // Zeroed (large buffers come zeroed from the kernel, with no pass of their own).
+    std::shared_ptr<std::byte> storage = allocate_aligned(to.get_size());
+    dnnl::memory copy(to, engine, storage.get());
     dnnl::stream stream(engine);
-    dnnl::reorder(src, dst).execute(stream, src, dst);
+    dnnl::reorder(source, copy).execute(stream, source, copy);
     stream.wait();
-    return dst;
+    return {index, copy, from, {}, std::move(storage)};
 }
 
 }  // namespace kiln::dnnl_support

@@ -50,6 +50,10 @@ struct kept_constant {
     // The loaded packed bytes `copy` reads in place, kept alive; empty when
     // the copy is the kernel's own.
     argument adopted;
+    // Owns the buffer of a copy the kernel made (zeroed before the reorder:
+    // it writes no byte of the padding between rows or blocks, and a saved
+    // file must not hold whatever was there).
+    std::shared_ptr<void> storage;
 };
 
 // Constant input `index` of `r` in layout `to`, its values described by
@@ -104,13 +108,6 @@ private:
     mutable std::mutex idle_mutex_;
     mutable std::vector<std::unique_ptr<bound_args>> idle_args_;
 };
-
-// New memory laid out as `desc`, zero-filled: a reorder writes no byte of the
-// padding between rows or blocks, and a saved file must not hold whatever was there.
-dnnl::memory zeroed_memory(const dnnl::memory::desc& desc);
-
-// Reorders constant `values` (described by `from`) into a new buffer laid out as `to`.
-dnnl::memory reorder_constant(const argument& values, const dnnl::memory::desc& from, const dnnl::memory::desc& to);
 
 // Runs `inner` on input `index` reordered from `from` into `to` in a buffer
 // at the start of scratch, seen there as `staged`. The reorder's own
