@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kiln/shape.hpp"
+#include "kiln/value.hpp"
 
 namespace kiln {
 
@@ -140,6 +141,21 @@ std::vector<T> argument::to_vector() const {
     return out;
 }
 
+// A literal's values in a kernel's own layout (weights packed for a oneDNN
+// primitive), kept with the literal so that a saved file stores them packed
+// and a kernel loading that file can use them as they are, packing nothing.
+struct packed_constant {
+    // How the target that made it reads `bytes` (its layout descriptors);
+    // only that target interprets it.
+    value layout;
+    // The packed values (uint8); they may point into a mapped file.
+    argument bytes;
+    // Whether a kernel may use `bytes` as they are: false when they were
+    // packed on another CPU or by another Kiln version, whose kernels may
+    // expect another layout (they are restored and packed again then).
+    bool adoptable = true;
+};
+
 // literal: an immutable constant held by the graph. Always standard-strided.
 //
 // A compiled program's kernels often keep a literal in a layout of their own
@@ -167,6 +183,11 @@ public:
     // memory its owner keeps alive and nobody writes (weights mapped from a
     // file). Fails unless its strides are standard and it has an owner.
     static literal sharing(const argument& standard_values);
+    // A literal of shape `s` held only in a kernel's layout (a compiled
+    // file's pre-packed weights): it has no bytes, and its values are
+    // available once the target lowering the program hands over how to
+    // restore them (until then get_argument fails).
+    static literal packed(const shape& s, std::shared_ptr<const packed_constant> form);
 
     const shape& get_shape() const { return shape_; }
     // The values, standard-strided. Kernels must not write through them. A
@@ -181,9 +202,12 @@ public:
     // Drops the bytes; from now on `restore` produces them, and it must give
     // exactly the values the literal had. The value does not change, so this
     // is const, like evicting a cache entry. A later hand-over replaces it.
-    void hand_over(restore_function restore) const;
-    // False once handed over.
+    // `form`, when given, is the kernel's packed copy, which saving stores.
+    void hand_over(restore_function restore, std::shared_ptr<const packed_constant> form = nullptr) const;
+    // False once handed over, and for a packed literal.
     bool holds_bytes() const;
+    // The kernel layout the literal was handed over in or loaded as; null when none.
+    std::shared_ptr<const packed_constant> packed_form() const;
 
 private:
     struct storage;

@@ -116,6 +116,10 @@ public:
     std::size_t held_literal_bytes() const;
     // Bytes of constants the compiled program's kernels keep in their own layouts.
     std::size_t kernel_constant_bytes() const;
+    // Bytes of constants the kernels read in place from the pre-packed
+    // weights of the file the program was loaded from (packed for nothing:
+    // mapped, and shared with other processes running the same file).
+    std::size_t adopted_constant_bytes() const;
     // The kernel the target chose for each instruction of the compiled main
     // module (empty before compile, or for a target that does not name them).
     std::vector<kernel_choice> kernel_choices() const;

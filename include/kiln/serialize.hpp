@@ -8,6 +8,11 @@
 // 64-byte aligned file offset, so that weights can later be mapped in place.
 // A compiled program is reloaded without re-running passes: its optimized
 // modules are stored and the executable is rebuilt with lower_compiled.
+// From format 3 on, weights the compiled program's kernels keep packed are
+// stored packed (a literal's "packed" member says how), so that a load on
+// the machine and Kiln version that wrote them ("packed_for") packs nothing:
+// the kernels read them in place from the mapping, shared between processes.
+// Anywhere else they are restored, packed again, and a warning says so.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -19,7 +24,7 @@ namespace kiln {
 // Newest .kiln format version this build writes and reads. Older versions
 // from oldest_format_version on load too; a newer one is refused with an
 // error naming its version and the Kiln that wrote it.
-inline constexpr std::uint32_t kiln_format_version = 2;
+inline constexpr std::uint32_t kiln_format_version = 3;
 inline constexpr std::uint32_t oldest_format_version = 1;
 
 struct load_options {

@@ -81,6 +81,8 @@ public:
     virtual std::size_t planned_memory_bytes() const { return 0; }
     // Bytes of constants the kernels keep in layouts of their own (packed weights).
     virtual std::size_t kernel_constant_bytes() const { return 0; }
+    // Bytes of constants the kernels read in place from a loaded file's packed weights.
+    virtual std::size_t adopted_constant_bytes() const { return 0; }
     // The kernel chosen for each instruction of the main module, in order
     // (empty for a target that does not name its kernels).
     virtual std::vector<kernel_choice> kernel_choices() const { return {}; }

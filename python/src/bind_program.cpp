@@ -268,6 +268,9 @@ void bind_program(nb::module_& m) {
              "kernels that keep their own packed copy hold none.")
         .def("kernel_constant_bytes", &program::kernel_constant_bytes,
              "Bytes of constants (packed weights) the compiled program's kernels keep in their own layouts.")
+        .def("adopted_constant_bytes", &program::adopted_constant_bytes,
+             "Bytes of constants the kernels read in place from the pre-packed weights of the .kiln file the program "
+             "was loaded from: nothing was packed for them on load, and processes running the file share them.")
         .def(
             "get_kernel_algorithms",
             [](const program& p) {

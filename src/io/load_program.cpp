@@ -16,6 +16,7 @@
 #include "io/file_header.hpp"
 #include "io/json_codec.hpp"
 #include "io/mapped_image.hpp"
+#include "io/packed_weights_owner.hpp"
 #include "kiln/op_registry.hpp"
 #include "kiln/serialize.hpp"
 #include "kiln/verifier.hpp"
@@ -36,19 +37,45 @@ struct data_section {
     // Keeps `bytes` alive when they are a mapped file, whose literals then
     // point into it; null for a buffer the caller owns, which is copied.
     std::shared_ptr<void> owner;
+    // Whether literals may be stored packed (only a compiled program's: the
+    // target restores them when it lowers the program), and whether kernels
+    // may use them as they are (laid out for this machine and Kiln version).
+    bool packed_allowed = false;
+    bool packed_adoptable = false;
 };
+
+// A literal stored in a kernel's layout: its packed bytes, which the target
+// checks against the recorded layout when it lowers the program.
+literal read_packed_literal(const io::json& j, const shape& s, const data_section& data, std::uint64_t offset,
+                            std::uint64_t size) {
+    auto form = std::make_shared<packed_constant>();
+    form->layout = io::json_to_value(io::member(j, "packed"));
+    form->adoptable = data.packed_adoptable;
+    const shape bytes{dtype::uint8_type, {size}};
+    if (data.owner != nullptr) {
+        form->bytes = argument(bytes, data.owner, const_cast<unsigned char*>(data.bytes + offset));
+    } else {
+        form->bytes = argument(bytes);
+        std::memcpy(form->bytes.data(), data.bytes + offset, size);
+    }
+    return literal::packed(s, std::move(form));
+}
 
 literal read_literal(const io::json& j, const shape& s, const data_section& data) {
     std::uint64_t offset = io::get_uint(j, "offset");
     std::uint64_t size = io::get_uint(j, "bytes");
     if (!s.standard()) bad("literal shape " + to_string(s) + " is not standard");
-    if (size != s.bytes())
+    const bool packed = io::optional_member(j, "packed") != nullptr;
+    if (packed && !data.packed_allowed) bad("a literal is stored packed, but the program is not compiled");
+    if (packed && size == 0) bad("packed literal holds no bytes");
+    if (size != s.bytes() && !packed)
         bad("literal holds " + std::to_string(size) + " bytes but its shape " + to_string(s) + " needs " +
             std::to_string(s.bytes()));
     if (offset % io::data_alignment != 0) bad("literal offset " + std::to_string(offset) + " is not 64-byte aligned");
     if (offset > data.size || size > data.size - offset)
         bad("literal bytes [" + std::to_string(offset) + ", +" + std::to_string(size) +
             ") lie outside the data section of " + std::to_string(data.size) + " bytes");
+    if (packed) return read_packed_literal(j, s, data, offset, size);
     // Any other byte in a bool is undefined behaviour once read as bool.
     if (s.type() == dtype::bool_type)
         for (std::size_t i = 0; i < size; ++i)
@@ -197,10 +224,27 @@ void check_data(const io::json& meta, const io::file_header& h, const data_secti
         bad("the weights are corrupt (data section checksum mismatch)");
 }
 
-program read_program(const io::json& meta, const io::file_header& h, const data_section& data, bool verify_data) {
+// Whether this machine's kernels may use the file's packed weights as they
+// are; warns when the file has some laid out for another machine or Kiln.
+bool packed_weights_adoptable(const io::json& meta) {
+    const io::json* compiled = io::optional_member(meta, "compiled");
+    const io::json* owner = compiled != nullptr ? io::optional_member(*compiled, "packed_for") : nullptr;
+    if (owner == nullptr) return false;
+    const std::string recorded = io::get_string(*compiled, "packed_for");
+    const std::string here = io::packed_weights_owner(get_target(io::get_string(*compiled, "target")));
+    if (recorded == here) return true;
+    std::cerr << "kiln: warning: the file's pre-packed weights were laid out for " << recorded << "; this is " << here
+              << ": they are restored and packed again, which makes loading slower\n";
+    return false;
+}
+
+program read_program(const io::json& meta, const io::file_header& h, const data_section& given, bool verify_data) {
     if (!meta.is_object()) bad("the metadata is not a JSON object");
     check_producer(meta, h.version);
-    check_data(meta, h, data, verify_data);
+    check_data(meta, h, given, verify_data);
+    data_section data = given;
+    data.packed_allowed = io::optional_member(meta, "compiled") != nullptr && io::optional_member(meta, "dynamic") == nullptr;
+    data.packed_adoptable = data.packed_allowed && packed_weights_adoptable(meta);
     const io::json& modules = io::get_array(meta, "modules");
     program p;
     // Create every module first: instructions may refer to modules listed after them.

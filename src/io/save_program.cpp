@@ -12,6 +12,7 @@
 #include "io/dynamic_source.hpp"
 #include "io/file_header.hpp"
 #include "io/json_codec.hpp"
+#include "io/packed_weights_owner.hpp"
 #include "io/content_hash.hpp"
 #include "io/program_fingerprint.hpp"
 #include "kiln/serialize.hpp"
@@ -38,11 +39,16 @@ public:
         if (p.is_compiled() && !p.is_dynamic())
             for (const auto& c : p.kernel_choices()) algorithms_[c.instruction] = c.algorithm;
         main_ = p.get_main_module();
+        // A dynamic program's modules are compiled again on load, by passes that read plain values.
+        store_packed_ = p.is_compiled() && !p.is_dynamic();
         io::json modules = io::json::array();
         for (const module* m : p.get_modules()) modules.push_back(module_json(*m));
         io::json meta{{"producer", std::string("kiln ") + version}, {"modules", std::move(modules)}};
-        if (p.is_compiled())
+        if (p.is_compiled()) {
             meta["compiled"] = {{"target", p.target_name()}, {"options", io::options_to_json(p.get_compile_options())}};
+            // Packed weights are laid out for this machine's kernels: loading elsewhere repacks them.
+            if (packed_ > 0) meta["compiled"]["packed_for"] = io::packed_weights_owner(get_target(p.target_name()));
+        }
         if (p.get_specialiser() != nullptr) {
             io::source_record source = io::record_source(p);
             model_ = std::move(source.model);
@@ -81,12 +87,18 @@ private:
         if (ins.is_param()) {
             j["name"] = ins.param_name();
         } else if (ins.is_literal()) {
-            argument a = ins.get_literal().get_argument();
+            // A compiled program's kernels may hold a literal packed: that is what a load can use as it is.
+            auto form = store_packed_ ? ins.get_literal().packed_form() : nullptr;
+            argument a = form != nullptr ? form->bytes : ins.get_literal().get_argument();
             const std::size_t bytes = a.get_shape().bytes();
             data_entry e{std::move(a), bytes, io::align_up(data_size_)};
             data_size_ = e.offset + e.size;
             j["offset"] = e.offset;
             j["bytes"] = e.size;
+            if (form != nullptr) {
+                j["packed"] = io::value_to_json(form->layout);
+                ++packed_;
+            }
             data_.push_back(std::move(e));
         } else {
             value attrs = ins.get_operator().attributes();
@@ -111,6 +123,8 @@ private:
     std::string model_;  // a dynamic program's source model, which data_ points into
     std::map<std::string, std::string> algorithms_;  // by instruction name
     const module* main_ = nullptr;
+    bool store_packed_ = false;
+    std::size_t packed_ = 0;  // literals stored packed
 };
 
 // The checksum of the data section these entries fill (zero padding between them).

@@ -9,6 +9,7 @@ struct literal::storage {
     std::mutex mutex;
     argument bytes;            // empty once handed over
     restore_function restore;  // set by the hand-over
+    std::shared_ptr<const packed_constant> packed;  // a kernel's layout of the values, when known
 };
 
 literal::literal(const argument& a) { adopt(a.contiguous()); }
@@ -29,6 +30,16 @@ literal literal::sharing(const argument& standard_values) {
     return out;
 }
 
+literal literal::packed(const shape& s, std::shared_ptr<const packed_constant> form) {
+    if (!s.standard() || form == nullptr)
+        fail(error_kind::invalid_argument, "literal::packed: needs a standard shape and a packed form, got " + to_string(s));
+    literal out;
+    out.shape_ = s;
+    out.storage_ = std::make_shared<storage>();
+    out.storage_->packed = std::move(form);
+    return out;
+}
+
 void literal::adopt(argument standard_values) {
     shape_ = standard_values.get_shape();
     storage_ = std::make_shared<storage>();
@@ -40,6 +51,10 @@ argument literal::get_argument() const {
     restore_function restore;
     {
         std::lock_guard<std::mutex> lock(storage_->mutex);
+        if (!storage_->restore && storage_->packed != nullptr)
+            fail(error_kind::runtime, "the values of a " + to_string(shape_) +
+                                          " literal stored packed for a target's kernels are not available until the "
+                                          "program is lowered for that target");
         if (!storage_->restore) return storage_->bytes;
         restore = storage_->restore;
     }
@@ -51,19 +66,26 @@ argument literal::get_argument() const {
     return values;
 }
 
-void literal::hand_over(restore_function restore) const {
+void literal::hand_over(restore_function restore, std::shared_ptr<const packed_constant> form) const {
     if (storage_ == nullptr || !restore) return;
     std::lock_guard<std::mutex> lock(storage_->mutex);
     // The latest hand-over wins, so an earlier compiled program's kernels
     // are not kept alive by the literal once that program is gone.
     storage_->restore = std::move(restore);
     storage_->bytes = argument();
+    storage_->packed = std::move(form);  // the latest kernel's, or none
 }
 
 bool literal::holds_bytes() const {
     if (storage_ == nullptr) return false;
     std::lock_guard<std::mutex> lock(storage_->mutex);
-    return !storage_->restore;
+    return !storage_->restore && storage_->packed == nullptr;
+}
+
+std::shared_ptr<const packed_constant> literal::packed_form() const {
+    if (storage_ == nullptr) return nullptr;
+    std::lock_guard<std::mutex> lock(storage_->mutex);
+    return storage_->packed;
 }
 
 }  // namespace kiln

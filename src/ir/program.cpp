@@ -450,6 +450,11 @@ std::size_t program::kernel_constant_bytes() const {
     return p.executable_ ? p.executable_->kernel_constant_bytes() : 0;
 }
 
+std::size_t program::adopted_constant_bytes() const {
+    const program& p = representative();
+    return p.executable_ ? p.executable_->adopted_constant_bytes() : 0;
+}
+
 std::vector<kernel_choice> program::kernel_choices() const {
     const program& p = representative();
     return p.executable_ ? p.executable_->kernel_choices() : std::vector<kernel_choice>{};

@@ -29,6 +29,13 @@ public:
     virtual void restore_constant(std::size_t index, const argument& into) const;
     // Bytes of the kernel's own copies of constants.
     virtual std::size_t own_copy_bytes() const { return 0; }
+    // The kernel's copy of constant input `index` in its own layout, for a
+    // compiled file to store (so that loading it packs nothing); null when
+    // the kernel keeps none or cannot read such a copy back.
+    virtual std::shared_ptr<const packed_constant> packed_copy(std::size_t /*index*/) const { return nullptr; }
+    // Bytes of constants the kernel reads in place from a loaded file's
+    // packed weights (kernel_request::packed), which it did not pack.
+    virtual std::size_t adopted_bytes() const { return 0; }
     // The type the kernel computes in ("int8"), for `kiln perf` and `kiln
     // read`, when its instruction's types do not tell: a kernel that fuses
     // quantized inputs with a float32 result, or one that emulates a type
@@ -45,6 +52,10 @@ public:
     bool keeps_own_copy(std::size_t index) const override { return inner_->keeps_own_copy(index); }
     void restore_constant(std::size_t index, const argument& into) const override { inner_->restore_constant(index, into); }
     std::size_t own_copy_bytes() const override { return inner_->own_copy_bytes(); }
+    std::shared_ptr<const packed_constant> packed_copy(std::size_t index) const override {
+        return inner_->packed_copy(index);
+    }
+    std::size_t adopted_bytes() const override { return inner_->adopted_bytes(); }
 
 protected:
     std::shared_ptr<const cpu_kernel> inner_;
@@ -58,6 +69,20 @@ struct kernel_request {
     // The value of each input that is a literal (weights); empty for the others.
     const std::vector<argument>& constant_inputs;
     int threads;  // the threads the kernel is built and run for: the compile option resolved, >= 1
+    // A loaded file's packed form of each constant input, or null: such an
+    // input's constant_inputs entry has its shape but no data, and a kernel
+    // that packs it takes the packed bytes (in place when the layouts match)
+    // instead. A kernel that does not keep its own copy of such an input is
+    // built again with the plain values. Null: no input is packed.
+    const std::vector<std::shared_ptr<const packed_constant>>* packed = nullptr;
+
+    // Whether input `index` is a constant, given as values or packed.
+    bool is_constant(std::size_t index) const {
+        return !constant_inputs[index].empty() || packed_input(index) != nullptr;
+    }
+    const packed_constant* packed_input(std::size_t index) const {
+        return packed != nullptr && index < packed->size() ? (*packed)[index].get() : nullptr;
+    }
 };
 
 }  // namespace kiln

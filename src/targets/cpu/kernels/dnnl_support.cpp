@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "targets/cpu/kernels/packed_layout.hpp"
 #include "targets/cpu/kernels/scratch_alignment.hpp"
 
 namespace kiln::dnnl_support {
@@ -145,8 +146,28 @@ bool primitive_kernel::keeps_own_copy(std::size_t index) const {
 
 std::size_t primitive_kernel::own_copy_bytes() const {
     std::size_t bytes = 0;
-    for (const auto& k : kept_) bytes += k.copy.get_desc().get_size();
+    for (const auto& k : kept_)
+        if (k.adopted.data() == nullptr) bytes += k.copy.get_desc().get_size();
     return bytes;
+}
+
+std::size_t primitive_kernel::adopted_bytes() const {
+    std::size_t bytes = 0;
+    for (const auto& k : kept_)
+        if (k.adopted.data() != nullptr) bytes += k.copy.get_desc().get_size();
+    return bytes;
+}
+
+std::shared_ptr<const packed_constant> primitive_kernel::packed_copy(std::size_t index) const {
+    for (const auto& k : kept_) {
+        if (k.input != index) continue;
+        // The memory handle owns a copy the kernel made; adopted bytes belong to the loaded file.
+        std::shared_ptr<void> owner = k.adopted.data() != nullptr ? k.adopted.owner()
+                                      : k.storage != nullptr       ? k.storage
+                                                                   : std::make_shared<dnnl::memory>(k.copy);
+        return export_packed(k.copy, k.plain, std::move(owner));
+    }
+    return nullptr;
 }
 
 void primitive_kernel::restore_constant(std::size_t index, const argument& into) const {
@@ -206,14 +227,26 @@ std::shared_ptr<const cpu_kernel> with_input_reordered(std::shared_ptr<const cpu
     return std::make_shared<input_reorder_kernel>(std::move(inner), index, from, to, staged);
 }
 
-dnnl::memory reorder_constant(const argument& values, const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+kept_constant constant_in_layout(const kernel_request& r, std::size_t index, const dnnl::memory::desc& from,
+                                 const dnnl::memory::desc& to) {
     const auto& engine = cpu_engine();
-    dnnl::memory src(from, engine, values.data());
-    dnnl::memory dst(to, engine);
+    dnnl::memory source;
+    if (const packed_constant* form = r.packed_input(index)) {
+        const packed_descs descs = read_packed_layout(*form, r.input_shapes[index]);
+        if (form->adoptable && descs.packed == to)
+            return {index, dnnl::memory(to, engine, form->bytes.data()), from, form->bytes, nullptr};
+        // Another layout (another implementation chosen): straight from the packed one.
+        source = dnnl::memory(descs.packed, engine, form->bytes.data());
+    } else {
+        source = dnnl::memory(from, engine, r.constant_inputs[index].data());
+    }
+    // Zeroed (large buffers come zeroed from the kernel, with no pass of their own).
+    std::shared_ptr<std::byte> storage = allocate_aligned(to.get_size());
+    dnnl::memory copy(to, engine, storage.get());
     dnnl::stream stream(engine);
-    dnnl::reorder(src, dst).execute(stream, src, dst);
+    dnnl::reorder(source, copy).execute(stream, source, copy);
     stream.wait();
-    return dst;
+    return {index, copy, from, {}, std::move(storage)};
 }
 
 }  // namespace kiln::dnnl_support

@@ -47,7 +47,21 @@ struct kept_constant {
     std::size_t input = 0;  // index among the instruction's inputs
     dnnl::memory copy;
     dnnl::memory::desc plain;
+    // The loaded packed bytes `copy` reads in place, kept alive; empty when
+    // the copy is the kernel's own.
+    argument adopted;
+    // Owns the buffer of a copy the kernel made (zeroed before the reorder:
+    // it writes no byte of the padding between rows or blocks, and a saved
+    // file must not hold whatever was there).
+    std::shared_ptr<void> storage;
 };
+
+// Constant input `index` of `r` in layout `to`, its values described by
+// `from`: the packed bytes the request carries, used in place when they are
+// already in `to` and may be adopted, or reordered into a new copy (from
+// the packed bytes when the request carries them, else from the values).
+kept_constant constant_in_layout(const kernel_request& r, std::size_t index, const dnnl::memory::desc& from,
+                                 const dnnl::memory::desc& to);
 
 // A kernel running one primitive; it knows where each of the primitive's
 // arguments comes from at run time.
@@ -66,6 +80,8 @@ public:
     bool keeps_own_copy(std::size_t index) const override;
     void restore_constant(std::size_t index, const argument& into) const override;
     std::size_t own_copy_bytes() const override;
+    std::shared_ptr<const packed_constant> packed_copy(std::size_t index) const override;
+    std::size_t adopted_bytes() const override;
 
 private:
     // The argument map of one run, its memory objects pointed at each run's
@@ -92,9 +108,6 @@ private:
     mutable std::mutex idle_mutex_;
     mutable std::vector<std::unique_ptr<bound_args>> idle_args_;
 };
-
-// Reorders constant `values` (described by `from`) into a new buffer laid out as `to`.
-dnnl::memory reorder_constant(const argument& values, const dnnl::memory::desc& from, const dnnl::memory::desc& to);
 
 // Runs `inner` on input `index` reordered from `from` into `to` in a buffer
 // at the start of scratch, seen there as `staged`. The reorder's own

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "targets/cpu/kernels/dnnl_support.hpp"
+#include "targets/cpu/kernels/packed_layout.hpp"
 #include "targets/cpu/kernels/scratch_alignment.hpp"
 
 namespace kiln::int8_support {
@@ -112,7 +113,7 @@ std::int32_t zero_point_value(const argument& z) {
 
 bool constant_operands_ready(const kernel_request& r, const op::requantize_epilogue& e) {
     for (std::size_t i = 1; i < (e.has_bias ? 5u : 4u); ++i)
-        if (r.constant_inputs[i].empty()) return false;
+        if (!r.is_constant(i)) return false;
     for (float s : float_values(r.constant_inputs[3]))
         if (!(s != 0)) return false;  // the bias is divided by it
     return true;
@@ -293,21 +294,24 @@ bool has_vnni() {
 
 bool is_reference(const dnnl::primitive_desc& pd) { return std::string(pd.impl_info_str()).rfind("ref", 0) == 0; }
 
-bool pairs_fit_16_bits(const shape& x, const argument& weights) {
+bool pairs_fit_16_bits(const shape& x, const kernel_request& r) {
     if (x.type() != dtype::uint8_type) return false;
+    const packed_constant* form = r.packed_input(1);
+    const argument weights = form == nullptr ? r.constant_inputs[1]
+                                             : dnnl_support::restore_packed(*form, r.input_shapes[1].as_standard());
     const auto* w = weights.data_as<const std::int8_t>();
     for (std::size_t i = 0; i < weights.get_shape().elements(); ++i)
         if (w[i] < -64 || w[i] > 64) return false;
     return true;
 }
 
-bool skip_to_exact(dnnl::primitive_desc& pd, bool pairs_fit) {
+bool skip_to_exact(dnnl::primitive_desc& pd, const std::function<bool()>& pairs_fit) {
     auto inexact = [&] {
         const auto& extra = pd.weights_desc().data.extra;
         if ((extra.flags & dnnl_memory_extra_flag_scale_adjust) != 0 && extra.scale_adjust != 1.0f) return true;
         // The direct kernels (jit, brgemm) multiply u8 by s8 with vpmaddubsw.
         const std::string impl = pd.impl_info_str();
-        return !has_vnni() && !pairs_fit && impl.rfind("ref", 0) != 0;
+        return !has_vnni() && impl.rfind("ref", 0) != 0 && !pairs_fit();
     };
     while (inexact())
         if (!pd.next_impl()) return false;
@@ -328,13 +332,13 @@ std::shared_ptr<const cpu_kernel> with_residual_in_result(std::shared_ptr<const 
 std::shared_ptr<const cpu_kernel> epilogue_kernel(const kernel_request& r, const op::requantize_epilogue& e,
                                                   dnnl::primitive p, const dnnl::primitive_desc& pd,
                                                   const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
-                                                  dnnl::memory weights, const dnnl::memory::desc& plain_weights,
+                                                  dnnl_support::kept_constant weights,
                                                   const dnnl::memory::desc& bias_desc, const std::vector<float>& scales,
                                                   const dnnl::memory::desc& residual) {
     namespace ds = dnnl_support;
     // The plan releases the weights' literal: they live in the reordered copy.
-    std::vector<ds::kept_constant> kept{{1, weights, plain_weights}};
-    ds::fixed_args fixed{{DNNL_ARG_WEIGHTS, std::move(weights)}};
+    ds::fixed_args fixed{{DNNL_ARG_WEIGHTS, weights.copy}};
+    std::vector<ds::kept_constant> kept{std::move(weights)};
     if (e.has_bias) {
         dnnl::memory bias(bias_desc, ds::cpu_engine());
         const auto values = bias_in_sum_units(r.constant_inputs[4].data_as<const float>(), scales);

@@ -5,11 +5,13 @@
 // into the layout the primitive wants.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 
 #include "ops/fused_quantized_linalg.hpp"
 #include "targets/cpu/kernels/cpu_kernel.hpp"
+#include "targets/cpu/kernels/dnnl_support.hpp"
 
 namespace kiln::int8_support {
 
@@ -54,11 +56,13 @@ std::shared_ptr<const cpu_kernel> with_residual_in_result(std::shared_ptr<const 
 // oneDNN's reference kernels. Moves `pd` to the first exact implementation;
 // false when there is none. With VNNI (vpdpbusd sums in 32 bits) the first
 // one is exact.
-bool skip_to_exact(dnnl::primitive_desc& pd, bool pairs_fit);
+// `pairs_fit` is asked only without VNNI (it may restore packed weights).
+bool skip_to_exact(dnnl::primitive_desc& pd, const std::function<bool()>& pairs_fit);
 // Whether `pd` is oneDNN's reference implementation.
 bool is_reference(const dnnl::primitive_desc& pd);
-// Whether every pair of products of u8 source `x` and `weights` fits 16 bits.
-bool pairs_fit_16_bits(const shape& x, const argument& weights);
+// Whether every pair of products of u8 source `x` and the weights (input 1
+// of `r`, restored when they come packed) fits 16 bits.
+bool pairs_fit_16_bits(const shape& x, const kernel_request& r);
 // Whether oneDNN runs on VNNI instructions here (ONEDNN_MAX_CPU_ISA counts).
 bool has_vnni();
 
@@ -75,7 +79,7 @@ std::vector<float> bias_in_sum_units(const float* bias, const std::vector<float>
 std::shared_ptr<const cpu_kernel> epilogue_kernel(const kernel_request& r, const op::requantize_epilogue& e,
                                                   dnnl::primitive p, const dnnl::primitive_desc& pd,
                                                   const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
-                                                  dnnl::memory weights, const dnnl::memory::desc& plain_weights,
+                                                  dnnl_support::kept_constant weights,
                                                   const dnnl::memory::desc& bias_desc, const std::vector<float>& scales,
                                                   const dnnl::memory::desc& residual);
 

@@ -66,6 +66,15 @@ std::size_t cpu_executable::kernel_constant_bytes() const {
     return bytes;
 }
 
+std::size_t cpu_executable::adopted_constant_bytes() const {
+    std::size_t bytes = 0;
+    for (const auto& step : steps_) {
+        bytes += step.kernel->adopted_bytes();
+        for (const auto& sub : step.modules) bytes += sub->adopted_constant_bytes();
+    }
+    return bytes;
+}
+
 std::vector<kernel_choice> cpu_executable::kernel_choices() const {
     std::vector<kernel_choice> choices;
     for (const auto& step : steps_) choices.push_back({step.instruction, step.op.name(), step.algorithm, step.kernel->arithmetic()});

@@ -67,6 +67,7 @@ public:
     }
     std::size_t planned_memory_bytes() const override { return arena_bytes_; }
     std::size_t kernel_constant_bytes() const override;
+    std::size_t adopted_constant_bytes() const override;
     std::vector<kernel_choice> kernel_choices() const override;
 
 private:

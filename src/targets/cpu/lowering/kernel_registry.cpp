@@ -137,7 +137,7 @@ chosen_kernel pinned_kernel(std::span<const kernel_algorithm> algorithms, const 
 chosen_kernel make_cpu_kernel(const kernel_request& request, const kernel_selection& how) {
     const operation op = fused_form(request.op);
     const kernel_request fused{op, request.input_shapes, request.output_shape, request.constant_inputs,
-                               request.threads};
+                               request.threads, request.packed};
     const auto algorithms = algorithms_for(op, fused);
     chosen_kernel chosen;
     if (!algorithms.empty() && !how.pinned.empty()) chosen = pinned_kernel(algorithms, fused, how.pinned);

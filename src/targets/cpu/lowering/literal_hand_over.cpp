@@ -45,8 +45,17 @@ void literal_hand_over::kernel_built(const instruction& value, std::size_t byte_
             kernel->restore_constant(index, argument(seen, values.data()));
             return values;
         };
+        u.packed = kernel->packed_copy(index);
     }
-    if (--u.left == 0 && u.all_kept) lit->get_literal().hand_over(std::move(u.restore));
+    if (--u.left == 0 && u.all_kept) {
+        lit->get_literal().hand_over(std::move(u.restore), std::move(u.packed));
+        u.handed = true;
+    }
+}
+
+bool literal_hand_over::handed_over(const instruction& lit) const {
+    auto it = uses_.find(&lit);
+    return it != uses_.end() && it->second.handed;
 }
 
 }  // namespace kiln

@@ -28,11 +28,16 @@ public:
     void kernel_built(const instruction& value, std::size_t byte_offset,
                       const std::shared_ptr<const cpu_kernel>& kernel, std::size_t index);
 
+    // Whether the literal `lit` was handed over to its kernels (all built).
+    bool handed_over(const instruction& lit) const;
+
 private:
     struct uses {
         std::size_t left = 0;  // reads by instructions whose kernels are not built yet
         bool all_kept = true;  // every kernel built so far keeps its own copy
         literal::restore_function restore;
+        std::shared_ptr<const packed_constant> packed;  // the restoring kernel's copy, for saving
+        bool handed = false;
     };
 
     std::unordered_map<const instruction*, const instruction*> literal_behind_;

@@ -1,5 +1,6 @@
 #include "targets/cpu/lowering/plan_builder.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <iostream>
 #include <map>
@@ -9,6 +10,7 @@
 #include <unordered_set>
 
 #include "runtime/view_placement.hpp"
+#include "targets/cpu/kernels/packed_layout.hpp"
 #include "targets/cpu/lowering/cpu_executable.hpp"
 #include "targets/cpu/lowering/kernel_registry.hpp"
 #include "targets/cpu/lowering/kernel_tuner.hpp"
@@ -48,6 +50,8 @@ public:
                 plan_root r;
                 r.kind = root_kind::literal;
                 r.literal_source = ins.get_literal();
+                restorable_from_packed(ins.get_literal());
+                literal_roots_.emplace_back(roots_.size(), &ins);
                 locations_[&ins] = {add_root(std::move(r)), 0, ins.get_shape()};
             } else if (ins.is_return()) {
                 for (const auto& in : ins.inputs()) {
@@ -58,10 +62,10 @@ public:
                 add_instruction(ins, returned.count(&ins) > 0);
             }
         }
-        // Literals still holding their bytes are read from them at run time.
-        for (auto& root : roots_)
-            if (root.kind == root_kind::literal && root.literal_source.holds_bytes())
-                root.literal_value = root.literal_source.get_argument();
+        // Literals not handed over to their kernels are read at run time:
+        // from their bytes, or restored once from a packed form.
+        for (const auto& [root, lit] : literal_roots_)
+            if (!hand_over_.handed_over(*lit)) roots_[root].literal_value = roots_[root].literal_source.get_argument();
         warn_about_unusable_pins();
         memory_plan plan = plan_memory(lifetimes_);
         for (std::size_t i = 0; i < arena_roots_.size(); ++i) roots_[arena_roots_[i]].arena_offset = plan.offsets[i];
@@ -70,6 +74,57 @@ public:
     }
 
 private:
+    // A literal loaded packed (a compiled file's weights in a kernel's layout)
+    // has no bytes: until its kernels hand it over again, its values are
+    // restored from the packed form.
+    static void restorable_from_packed(const literal& lit) {
+        auto form = lit.packed_form();
+        if (form == nullptr || lit.holds_bytes()) return;
+        lit.hand_over([form, whole = lit.get_shape()] { return dnnl_support::restore_packed(*form, whole); }, form);
+    }
+
+    // The constant behind input `i` (a literal or a view of one) as a kernel
+    // gets it: its values, or, when it was loaded packed and the view covers
+    // it exactly, its shape without data and its packed form in `packed`.
+    argument constant_input(const instruction& ins, std::size_t i, const value_location& where,
+                            std::vector<std::shared_ptr<const packed_constant>>& packed) const {
+        const instruction* lit = hand_over_.literal_behind(*ins.inputs()[i]);
+        if (lit == nullptr) return {};
+        const literal& l = lit->get_literal();
+        const shape& seen = where.value_shape;
+        if (auto form = l.packed_form(); form != nullptr && form->adoptable && where.byte_offset == 0 &&
+                                         seen.elements() == lit->get_shape().elements() && seen.packed()) {
+            packed[i] = std::move(form);
+            return argument(seen, nullptr);
+        }
+        return l.get_argument().reshaped(seen, where.byte_offset);
+    }
+
+    // Builds the kernel; when inputs are offered packed and the chosen kernel
+    // does not take every one of them, builds it again from plain values.
+    chosen_kernel build_kernel(const instruction& ins, const std::vector<value_location>& inputs,
+                               const kernel_selection& how) {
+        std::vector<shape> input_shapes = ins.input_shapes();
+        std::vector<std::shared_ptr<const packed_constant>> packed(ins.inputs().size());
+        std::vector<argument> constants;
+        for (std::size_t i = 0; i < ins.inputs().size(); ++i)
+            constants.push_back(constant_input(ins, i, inputs[i], packed));
+        const bool offered = std::any_of(packed.begin(), packed.end(), [](const auto& f) { return f != nullptr; });
+        kernel_request request{ins.get_operator(), input_shapes, ins.get_shape(), constants, threads_};
+        if (offered) request.packed = &packed;
+        chosen_kernel chosen = make_cpu_kernel(request, how);
+        bool all_taken = true;
+        for (std::size_t i = 0; i < packed.size(); ++i)
+            if (packed[i] != nullptr && !chosen.kernel->keeps_own_copy(i)) all_taken = false;
+        if (all_taken) return chosen;
+        for (std::size_t i = 0; i < packed.size(); ++i)
+            if (packed[i] != nullptr)
+                constants[i] = hand_over_.literal_behind(*ins.inputs()[i])->get_literal().get_argument().reshaped(
+                    inputs[i].value_shape, inputs[i].byte_offset);
+        request.packed = nullptr;
+        return make_cpu_kernel(request, how);
+    }
+
     std::size_t add_root(plan_root r) {
         roots_.push_back(std::move(r));
         return roots_.size() - 1;
@@ -123,24 +178,14 @@ private:
         }
         value_location out{root, 0, ins.get_shape()};
         locations_[&ins] = out;
-        std::vector<shape> input_shapes = ins.input_shapes();
         // Literals, and views of them (a transposed weight matrix), are constants the kernel may prepare.
-        std::vector<argument> constants;
-        for (std::size_t i = 0; i < ins.inputs().size(); ++i) {
-            const instruction* lit = hand_over_.literal_behind(*ins.inputs()[i]);
-            constants.push_back(lit == nullptr ? argument()
-                                               : lit->get_literal().get_argument().reshaped(inputs[i].value_shape,
-                                                                                            inputs[i].byte_offset));
-        }
         kernel_selection how{{}, tuner_};
         if (pinned_ != nullptr)
             if (auto it = pinned_->find(names_.at(&ins)); it != pinned_->end()) how.pinned = it->second;
-        chosen_kernel chosen =
-            make_cpu_kernel({ins.get_operator(), input_shapes, ins.get_shape(), constants, threads_}, how);
+        chosen_kernel chosen = build_kernel(ins, inputs, how);
         if (!how.pinned.empty() && chosen.algorithm != how.pinned)
             unusable_pins_.push_back(names_.at(&ins) + " = " + ins.name() + ": '" + std::string(how.pinned) +
                                      "' (now '" + std::string(chosen.algorithm) + "')");
-        constants.clear();
         for (std::size_t i = 0; i < ins.inputs().size(); ++i)
             hand_over_.kernel_built(*ins.inputs()[i], inputs[i].byte_offset, chosen.kernel, i);
         plan_step s{ins.get_operator(),
@@ -173,6 +218,7 @@ private:
     std::unordered_map<std::size_t, std::size_t> lifetime_of_root_;
     literal_hand_over hand_over_;
     std::vector<std::string> unusable_pins_;  // "@12 = convolution: 'name' (now 'other')"
+    std::vector<std::pair<std::size_t, const instruction*>> literal_roots_;  // root index, literal
 };
 
 }  // namespace

@@ -122,14 +122,14 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
                                                           strides, dil, pad_l, pad_r);
         dnnl::convolution_forward::primitive_desc pd(desc, attr, ds::cpu_engine());
         const auto plain_weights = weights_desc(w, group, plain_weights_tag(spatial, group > 1));
-        const bool constant_weights = !r.constant_inputs[1].empty();
-        dnnl::memory packed;
+        const bool constant_weights = r.is_constant(1);
+        std::vector<ds::kept_constant> kept;
         std::unordered_map<int, dnnl::memory> fixed;
         std::vector<std::pair<int, dnnl::memory::desc>> descs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
         std::vector<int> slots{0, ds::primitive_kernel::result_slot};
         if (constant_weights) {
-            packed = ds::reorder_constant(r.constant_inputs[1], plain_weights, pd.weights_desc());
-            fixed.emplace(DNNL_ARG_WEIGHTS, packed);
+            kept.push_back(ds::constant_in_layout(r, 1, plain_weights, pd.weights_desc()));
+            fixed.emplace(DNNL_ARG_WEIGHTS, kept.back().copy);
         } else {
             descs.emplace_back(DNNL_ARG_WEIGHTS, pd.weights_desc());
             slots.push_back(1);
@@ -143,8 +143,6 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
                                operands[k]);
             slots.push_back(static_cast<int>(conv.first_post_operand() + k));
         }
-        std::vector<ds::kept_constant> kept;
-        if (constant_weights) kept.push_back({1, packed, plain_weights});
         auto kernel = std::make_shared<ds::primitive_kernel>(dnnl::convolution_forward(pd), std::move(descs),
                                                              std::move(slots), std::move(fixed),
                                                              pd.scratchpad_desc().get_size(), std::move(kept));

@@ -85,13 +85,13 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
                                : dnnl::convolution_forward::desc(prop, direct, src, any_weights, dst, strides, dil,
                                                                  pad_l, pad_r);
         dnnl::convolution_forward::primitive_desc pd(desc, *attr, ds::cpu_engine());
-        if (!is::skip_to_exact(pd, is::pairs_fit_16_bits(x, r.constant_inputs[1]))) return nullptr;
+        if (!is::skip_to_exact(pd, [&] { return is::pairs_fit_16_bits(x, r); })) return nullptr;
         if (!reference_allowed && is::is_reference(pd)) return nullptr;
         const auto plain_weights =
             weights_desc(w, group, group > 1 ? dnnl::memory::format_tag::goihw : dnnl::memory::format_tag::oihw);
-        auto weights = ds::reorder_constant(r.constant_inputs[1], plain_weights, pd.weights_desc());
+        auto weights = ds::constant_in_layout(r, 1, plain_weights, pd.weights_desc());
         auto kernel = is::epilogue_kernel(r, e, dnnl::convolution_forward(pd), pd, src, dst, std::move(weights),
-                                          plain_weights, bias_desc, scales, residual);
+                                          bias_desc, scales, residual);
         if (e.residual != residual_kind::none)
             kernel = is::with_input_in_layout(kernel, e.residual_input(), given_residual, inner_residual);
         return is::staged(kernel, x, inner_x, y, inner_y);

@@ -116,6 +116,10 @@ public:
         product_->restore_constant(index, into);
     }
     std::size_t own_copy_bytes() const override { return product_->own_copy_bytes(); }
+    std::shared_ptr<const packed_constant> packed_copy(std::size_t index) const override {
+        return product_->packed_copy(index);
+    }
+    std::size_t adopted_bytes() const override { return product_->adopted_bytes(); }
 
 private:
     std::shared_ptr<const cpu_kernel> product_;
@@ -155,7 +159,7 @@ std::shared_ptr<const cpu_kernel> build(const op::fused_dot& fused, const kernel
     bias.strides.back() = 1;
 
     // Constant 2-D weights: fold the source's batch into rows, one big product.
-    const bool constant_weights = !r.constant_inputs[1].empty();
+    const bool constant_weights = r.is_constant(1);
     if (constant_weights && rank > 2 && sb.ndim() <= 2) {
         auto fa = fold_rows(a), fd = fold_rows(dst);
         std::vector<std::optional<strided>> fo;
@@ -221,13 +225,14 @@ std::shared_ptr<const cpu_kernel> build(const op::fused_dot& fused, const kernel
         std::vector<int> slots{0, ds::primitive_kernel::result_slot};
         std::vector<ds::kept_constant> kept;
         std::vector<argument> read_in_place;
-        if (in_place) {
+        // (Weights loaded packed have no plain bytes to read in place: they are restored into a copy.)
+        if (in_place && r.packed_input(1) == nullptr) {
             fixed.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(b_desc, ds::cpu_engine(), r.constant_inputs[1].data()));
             read_in_place.push_back(r.constant_inputs[1]);
         } else if (constant_weights) {
-            dnnl::memory packed = ds::reorder_constant(r.constant_inputs[1], b_desc, pd.weights_desc());
-            fixed.emplace(DNNL_ARG_WEIGHTS, packed);
-            kept.push_back({1, packed, b_desc});
+            ds::kept_constant weights = ds::constant_in_layout(r, 1, b_desc, pd.weights_desc());
+            fixed.emplace(DNNL_ARG_WEIGHTS, weights.copy);
+            kept.push_back(std::move(weights));
         } else {
             descs.emplace_back(DNNL_ARG_WEIGHTS, b_desc);
             slots.push_back(1);
@@ -281,6 +286,10 @@ public:
         product_->restore_constant(index, into);
     }
     std::size_t own_copy_bytes() const override { return product_->own_copy_bytes(); }
+    std::shared_ptr<const packed_constant> packed_copy(std::size_t index) const override {
+        return index == operand_ ? nullptr : product_->packed_copy(index);
+    }
+    std::size_t adopted_bytes() const override { return product_->adopted_bytes(); }
 
 private:
     std::shared_ptr<const cpu_kernel> product_;
@@ -328,7 +337,7 @@ std::shared_ptr<const cpu_kernel> build_with_add_epilogue(const kernel_request& 
     // The product without the addend, its last input (still passed at run time, and unused).
     std::vector<shape> shapes(r.input_shapes.begin(), r.input_shapes.end() - 1);
     std::vector<argument> constants(r.constant_inputs.begin(), r.constant_inputs.end() - 1);
-    const kernel_request without_addend{r.op, shapes, r.output_shape, constants, r.threads};
+    const kernel_request without_addend{r.op, shapes, r.output_shape, constants, r.threads, r.packed};
     auto k = build(product, without_addend);
     return k ? std::make_shared<add_epilogue_kernel>(std::move(k), r.input_shapes.size() - 1) : nullptr;
 }

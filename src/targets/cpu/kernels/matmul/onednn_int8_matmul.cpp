@@ -69,12 +69,12 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
     try {
         auto desc = e.has_bias ? dnnl::matmul::desc(src, any_weights, bias_desc, dst) : dnnl::matmul::desc(src, any_weights, dst);
         dnnl::matmul::primitive_desc pd(desc, *attr, ds::cpu_engine());
-        if (!is::skip_to_exact(pd, is::pairs_fit_16_bits(a, r.constant_inputs[1]))) return nullptr;
+        if (!is::skip_to_exact(pd, [&] { return is::pairs_fit_16_bits(a, r); })) return nullptr;
         if (!reference_allowed && is::is_reference(pd)) return nullptr;
         const auto plain_weights = ranked_desc(b, rank);
-        auto weights = ds::reorder_constant(r.constant_inputs[1], plain_weights, pd.weights_desc());
-        auto kernel = is::epilogue_kernel(r, e, dnnl::matmul(pd), pd, src, dst, std::move(weights), plain_weights,
-                                          bias_desc, scales, residual);
+        auto weights = ds::constant_in_layout(r, 1, plain_weights, pd.weights_desc());
+        auto kernel = is::epilogue_kernel(r, e, dnnl::matmul(pd), pd, src, dst, std::move(weights), bias_desc, scales,
+                                          residual);
         return is::staged(kernel, a, standard_a, y, y);
     } catch (const dnnl::error&) {
         return nullptr;

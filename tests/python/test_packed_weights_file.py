@@ -1,0 +1,313 @@
+"""Compiled .kiln files (format 3) store the weights the cpu kernels pack in
+the kernels' own layout, so that a load packs nothing: on the machine and
+Kiln version that wrote them, the kernels read them in place from the
+mapped file. Elsewhere they are restored and packed again, with a warning.
+Outputs are checked against numpy and ONNX Runtime, and a fresh process's
+against the process that compiled the program, bit for bit."""
+import json
+import os
+import struct
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+import kiln
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+HEADER = 64
+
+# Runs in a fresh process: loads the file, runs it on the inputs, and reports
+# the outputs and where the kernels' constants came from.
+FRESH_PROCESS = r"""
+import json, sys
+import numpy as np
+import kiln
+path, inputs, out = sys.argv[1:4]
+p = kiln.load(path)
+feeds = dict(np.load(inputs))
+outputs = [np.asarray(o) for o in p.run(feeds)]
+np.savez(out, *outputs)
+print(json.dumps({"adopted": p.adopted_constant_bytes(), "packed_on_load": p.kernel_constant_bytes()}))
+"""
+
+
+def run_fresh(path, feeds, tmp_path):
+    inputs, out = tmp_path / "inputs.npz", tmp_path / "outputs.npz"
+    np.savez(inputs, **feeds)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(path), str(inputs), str(out)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    with np.load(out) as saved:
+        outputs = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    return outputs, json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def rand(rng, *shape, scale=1.0):
+    return (rng.uniform(-1, 1, shape) * scale).astype(np.float32)
+
+
+def gelu_erf(x):
+    from math import erf
+
+    return 0.5 * x * (1 + np.vectorize(erf)(x / np.sqrt(2)))
+
+
+def bert_like(rng):
+    """Two feed-forward layers as BERT has them: rows 1 KiB apart (copied
+    with padded rows) and a shape oneDNN packs into blocks of its own."""
+    w1, b1 = rand(rng, 64, 256, scale=0.2), rand(rng, 256, scale=0.1)
+    w2, b2 = rand(rng, 256, 96, scale=0.1), rand(rng, 96, scale=0.1)
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", [2, 8, 64]))
+
+    def dense(v, w, b, post):
+        attrs = dict(has_bias=True, post_ops=post, post_alpha=[0.0] * len(post), post_beta=[0.0] * len(post))
+        return m.add_instruction(kiln.op("fused_dot", **attrs), [v, m.add_literal(w), m.add_literal(b)])
+
+    m.add_return([dense(dense(x, w1, b1, ["gelu_erf"]), w2, b2, [])])
+
+    def reference(feeds):
+        h = gelu_erf(feeds["x"].astype(np.float64) @ w1 + b1)
+        return [h @ w2 + b2]
+
+    return p, {"x": rand(rng, 2, 8, 64)}, reference
+
+
+def resnet_like_onnx(rng):
+    """A bottleneck block (1x1, 3x3, 1x1 convolutions and a residual), then
+    pooling and a classifier."""
+    inits = {
+        "w1": rng.standard_normal((16, 32, 1, 1)).astype(np.float32) * 0.2,
+        "b1": rng.standard_normal(16).astype(np.float32) * 0.1,
+        "w2": rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.1,
+        "b2": rng.standard_normal(16).astype(np.float32) * 0.1,
+        "w3": rng.standard_normal((32, 16, 1, 1)).astype(np.float32) * 0.2,
+        "b3": rng.standard_normal(32).astype(np.float32) * 0.1,
+        "w4": rng.standard_normal((32, 10)).astype(np.float32) * 0.3,
+        "b4": rng.standard_normal(10).astype(np.float32) * 0.1,
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"]),
+        helper.make_node("Add", ["c3", "x"], ["s"]),
+        helper.make_node("Relu", ["s"], ["r3"]),
+        helper.make_node("GlobalAveragePool", ["r3"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "w4", "b4"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "resnet_like", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 32, 14, 14])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def onnx_runtime_reference(model_bytes):
+    ort = pytest.importorskip("onnxruntime")
+    session = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+    return lambda feeds: session.run(None, feeds)
+
+
+def resnet_like(rng, tmp_path):
+    model = resnet_like_onnx(rng)
+    path = tmp_path / "resnet_like.onnx"
+    path.write_bytes(model)
+    return kiln.parse_onnx(str(path)), {"x": rand(rng, 2, 32, 14, 14)}, onnx_runtime_reference(model)
+
+
+def compiled_and_saved(p, tmp_path, name="model.kiln"):
+    p.compile(kiln.get_target("cpu"))
+    path = tmp_path / name
+    kiln.save(p, str(path))
+    return path
+
+
+def metadata(path):
+    image = path.read_bytes()
+    size = struct.unpack_from("<Q", image, 24)[0]
+    return json.loads(image[HEADER:HEADER + size])
+
+
+def packed_literals(meta):
+    return [ins for m in meta["modules"] for ins in m["instructions"] if "packed" in ins]
+
+
+def rewrite_metadata(path, edit):
+    """Applies `edit` to the metadata text, which must keep its length, and
+    writes the checksums again, as a file written that way would have them."""
+    image = bytearray(path.read_bytes())
+    size = struct.unpack_from("<Q", image, 24)[0]
+    data_offset = struct.unpack_from("<Q", image, 32)[0]
+    text = edit(bytes(image[HEADER:HEADER + size]))
+    assert len(text) == size
+    image[HEADER:HEADER + size] = text
+    struct.pack_into("<I", image, 56, zlib.crc32(bytes(image[HEADER:data_offset])))
+    struct.pack_into("<I", image, 60, zlib.crc32(bytes(image[:60])))
+    path.write_bytes(bytes(image))
+
+
+@pytest.mark.parametrize("net", ["bert_like", "resnet_like"])
+def test_a_fresh_process_runs_the_packed_file_bit_identical_and_packs_nothing(net, tmp_path):
+    rng = np.random.default_rng(17)
+    p, feeds, reference = bert_like(rng) if net == "bert_like" else resnet_like(rng, tmp_path)
+    path = compiled_and_saved(p, tmp_path)
+    expected = [np.asarray(o) for o in p.run(feeds)]
+    for got, want in zip(expected, reference(feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+    meta = metadata(path)
+    assert struct.unpack_from("<I", path.read_bytes(), 8)[0] == 3
+    assert packed_literals(meta), "no weights were stored packed"
+    assert "packed_for" in meta["compiled"]
+    outputs, constants, stderr = run_fresh(path, feeds, tmp_path)
+    for got, want in zip(outputs, expected):
+        np.testing.assert_array_equal(got, want)
+    # Every weight stored packed is read in place, not packed (reordered) on
+    # load; only kernels that store none (Winograd's own transform) pack theirs.
+    assert constants["adopted"] == sum(ins["bytes"] for ins in packed_literals(meta))
+    assert constants["packed_on_load"] == p.kernel_constant_bytes() - constants["adopted"]
+    if net == "bert_like":
+        assert constants["packed_on_load"] == 0
+    assert "warning" not in stderr
+
+
+def test_the_loaded_program_saves_and_reads_back_the_same_values(tmp_path):
+    rng = np.random.default_rng(3)
+    p, feeds, _ = bert_like(rng)
+    path = compiled_and_saved(p, tmp_path)
+    loaded = kiln.load(str(path))
+    again = tmp_path / "again.kiln"
+    kiln.save(loaded, str(again))  # the adopted bytes are written back packed
+    assert again.read_bytes() == path.read_bytes()
+    # A buffer is copied rather than mapped, and packs nothing either.
+    from_buffer = kiln.load_buffer(path.read_bytes())
+    assert from_buffer.kernel_constant_bytes() == 0
+    np.testing.assert_array_equal(np.asarray(from_buffer.run(feeds)[0]), np.asarray(p.run(feeds)[0]))
+
+
+def test_an_int8_program_reloads_bit_identical(tmp_path):
+    qt = pytest.importorskip("quantization_testing")
+    rng = np.random.default_rng(5)
+    float_path, qdq_path = tmp_path / "cnn.onnx", tmp_path / "cnn_qdq.onnx"
+    float_path.write_bytes(qt.small_cnn_onnx(rng))
+    qt.quantize_qdq(str(float_path), str(qdq_path), [{"x": x} for x in qt.image_batches(rng, 4)])
+    p = kiln.parse_onnx(str(qdq_path))
+    path = compiled_and_saved(p, tmp_path)
+    feeds = {"x": qt.image_batches(rng, 1)[0]}
+    expected = [np.asarray(o) for o in p.run(feeds)]
+    ort_out = onnx_runtime_reference(qdq_path.read_bytes())(feeds)[0]
+    np.testing.assert_allclose(expected[0], ort_out, atol=0.1)  # int8 rounding differs in a few codes
+    assert any(algorithm.startswith("onednn_int8") for _, _, algorithm in p.get_kernel_algorithms())
+    assert packed_literals(metadata(path)), "the int8 kernels' weights were not stored packed"
+    outputs, constants, _ = run_fresh(path, feeds, tmp_path)
+    np.testing.assert_array_equal(outputs[0], expected[0])
+    assert constants["adopted"] == sum(ins["bytes"] for ins in packed_literals(metadata(path)))
+
+
+def test_weights_packed_for_another_cpu_are_packed_again_with_a_warning(tmp_path):
+    rng = np.random.default_rng(11)
+    p, feeds, reference = bert_like(rng)
+    path = compiled_and_saved(p, tmp_path)
+    expected = [np.asarray(o) for o in p.run(feeds)]
+    owner = metadata(path)["compiled"]["packed_for"].encode()
+    elsewhere = b"Z" * len(owner)
+    rewrite_metadata(path, lambda text: text.replace(owner, elsewhere))
+    outputs, constants, stderr = run_fresh(path, feeds, tmp_path)
+    assert "pre-packed weights were laid out for " + elsewhere.decode() in stderr
+    assert constants["adopted"] == 0 and constants["packed_on_load"] > 0
+    for got, want in zip(outputs, expected):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(outputs[0], reference(feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_damaged_packed_weights_are_clear_errors(tmp_path):
+    rng = np.random.default_rng(13)
+    p, _, _ = bert_like(rng)
+    path = compiled_and_saved(p, tmp_path)
+    good = path.read_bytes()
+    data_offset = struct.unpack_from("<Q", good, 32)[0]
+    first = packed_literals(metadata(path))[0]
+
+    # A byte of the packed weights: found by the weights' checksum when asked.
+    damaged = bytearray(good)
+    damaged[data_offset + first["offset"] + 5] ^= 0x40
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(kiln.ParseError, match="weights are corrupt"):
+        kiln.load(str(path), verify_weights=True)
+    with pytest.raises(kiln.ParseError, match="corrupt"):
+        kiln.load_buffer(bytes(damaged))
+
+    # Cut inside the packed section.
+    path.write_bytes(good[:data_offset + first["offset"] + 100])
+    with pytest.raises(kiln.ParseError, match="truncated"):
+        kiln.load(str(path))
+
+    # A layout that addresses more than is stored, checksums made to match:
+    # refused before oneDNN reads a byte.
+    path.write_bytes(good)
+    stored = f'"bytes":{first["bytes"]},'.encode()
+    smaller = f'"bytes":{first["bytes"] - 64:<{len(str(first["bytes"]))}},'.encode()
+    rewrite_metadata(path, lambda text: text.replace(stored, smaller, 1))
+    with pytest.raises(kiln.ParseError, match="packed weights"):
+        kiln.load(str(path))
+
+    # The metadata itself damaged: its checksum fails, always.
+    damaged = bytearray(good)
+    at = good.index(b'"inner_blks"') if b'"inner_blks"' in good else good.index(b'"strides"')
+    damaged[at + 3] ^= 0x01
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(kiln.ParseError, match="checksum mismatch"):
+        kiln.load(str(path))
+
+
+def test_uncompiled_and_ref_programs_store_plain_weights(tmp_path):
+    rng = np.random.default_rng(19)
+    p, feeds, _ = bert_like(rng)
+    plain = tmp_path / "plain.kiln"
+    kiln.save(p, str(plain))
+    assert not packed_literals(metadata(plain))
+    p.compile(kiln.get_target("ref"))
+    kiln.save(p, str(plain))
+    assert not packed_literals(metadata(plain))
+    assert "packed_for" not in metadata(plain)["compiled"]
+
+
+@pytest.mark.parametrize("quantize", ["quantize_fp16", "quantize_bf16"])
+def test_16bit_weight_programs_reload_bit_identical(quantize, tmp_path):
+    """Programs with 16-bit weights reload bit-identical too (the 16-bit
+    weight kernels do not read packed weights in place yet: a load restores
+    and packs theirs again)."""
+    rng = np.random.default_rng(23)
+    p, feeds, reference = bert_like(rng)
+    getattr(kiln, quantize)(p)
+    path = compiled_and_saved(p, tmp_path)
+    expected = [np.asarray(o) for o in p.run(feeds)]
+    np.testing.assert_allclose(expected[0], reference(feeds)[0], rtol=5e-2, atol=5e-2)
+    outputs, _, stderr = run_fresh(path, feeds, tmp_path)
+    np.testing.assert_array_equal(outputs[0], expected[0])
+    assert "warning" not in stderr
+
+
+def test_a_packed_literal_in_an_uncompiled_program_is_refused(tmp_path):
+    rng = np.random.default_rng(29)
+    p, _, _ = bert_like(rng)
+    path = compiled_and_saved(p, tmp_path)
+    image = bytearray(path.read_bytes())
+    struct.pack_into("<I", image, 12, 0)  # the header's "compiled" flag
+    path.write_bytes(bytes(image))
+    # The metadata's "compiled" member renamed to one nothing reads; checksums written again.
+    rewrite_metadata(path, lambda text: text.replace(b'"compiled":', b'"compilex":'))
+    with pytest.raises(kiln.ParseError, match="stored packed, but the program is not compiled"):
+        kiln.load(str(path))
