@@ -12,12 +12,12 @@ import sys
 import zlib
 
 import numpy as np
+import onnxruntime as ort
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 import kiln
-
-onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+import quantization_testing as qt
 
 HEADER = 64
 
@@ -115,7 +115,6 @@ def resnet_like_onnx(rng):
 
 
 def onnx_runtime_reference(model_bytes):
-    ort = pytest.importorskip("onnxruntime")
     session = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
     return lambda feeds: session.run(None, feeds)
 
@@ -198,7 +197,6 @@ def test_the_loaded_program_saves_and_reads_back_the_same_values(tmp_path):
 
 
 def test_an_int8_program_reloads_bit_identical(tmp_path):
-    qt = pytest.importorskip("quantization_testing")
     rng = np.random.default_rng(5)
     float_path, qdq_path = tmp_path / "cnn.onnx", tmp_path / "cnn_qdq.onnx"
     float_path.write_bytes(qt.small_cnn_onnx(rng))
