@@ -22,6 +22,14 @@
 // weight is exact, each product and partial sum is scaled exactly, and the
 // result is bitwise the same (barring overflow or underflow of a weight).
 // W must have no other user, so no weight is stored twice.
+//
+// Front-end spellings of one op: min(max(x, lo), hi) with scalar constant
+// bounds (PyTorch's clamp and hardtanh, ReLU6) becomes clip(x, lo, hi),
+// which post-op fusion folds into a convolution or product; clip is the
+// same function, NaN and lo > hi included. A zero constant pad of the
+// spatial dims feeding a convolution becomes the convolution's own padding
+// (TensorFlow's asymmetric "same" padding, as Hugging Face's MobileNetV2
+// writes it): the padded copy is never made.
 #include <cmath>
 #include <optional>
 #include <unordered_map>
@@ -318,6 +326,48 @@ rewrite_rule decompose_batch_norm() {
             }};
 }
 
+// min(max(x, lo), hi), either operand order, lo and hi scalar constants.
+rewrite_rule clamp_to_clip() {
+    auto lower = name("max").used_once().args_any_order(any().bind("x"), match::is_constant().bind("lo"));
+    auto pattern = name("min").args_any_order(lower, match::is_constant().bind("hi"));
+    return {"clamp_to_clip", pattern, [](module& m, const match_result& r) {
+                const auto& out = r.root->get_shape();
+                if (r.at("x")->get_shape() != out) return false;  // the bounds must not broadcast x
+                for (const char* bound : {"lo", "hi"})
+                    if (r.at(bound)->get_shape().elements() != 1 || r.at(bound)->get_shape().type() != out.type())
+                        return false;
+                return replace_with_new(m, r.root, make_op("clip"), {r.at("x"), r.at("lo"), r.at("hi")});
+            }};
+}
+
+// convolution(pad(x), W), the pad constant 0 over spatial dims only.
+rewrite_rule fold_pad_into_convolution() {
+    auto padded = name("pad").args(any().bind("x")).bind("pad");
+    auto pattern = name("convolution").args(padded, any().bind("w"));
+    return {"fold_pad_into_convolution", pattern, [](module& m, const match_result& r) {
+                const auto& pad = r.at("pad")->get_operator().attributes();
+                if (pad.find("mode")->as_string() != "constant" || pad.find("value")->as_float() != 0.0) return false;
+                std::vector<std::int64_t> pads;
+                for (const auto& p : pad.find("pads")->as_list()) pads.push_back(p.as_int());
+                const std::size_t rank = r.at("x")->get_shape().ndim(), spatial = rank - 2;
+                if (pads.size() != 2 * rank || pads[0] || pads[1] || pads[rank] || pads[rank + 1]) return false;
+                for (auto p : pads)
+                    if (p < 0) return false;
+                const auto& conv = r.root->get_operator();
+                const value attributes = conv.attributes();
+                std::vector<std::int64_t> padding;
+                for (const auto& p : attributes.find("padding")->as_list()) padding.push_back(p.as_int());
+                if (padding.empty()) padding.assign(2 * spatial, 0);
+                if (padding.size() == spatial) padding.insert(padding.end(), padding.begin(), padding.end());
+                value_list merged;
+                for (std::size_t i = 0; i < spatial; ++i) merged.push_back(value(padding[i] + pads[2 + i]));
+                for (std::size_t i = 0; i < spatial; ++i)
+                    merged.push_back(value(padding[spatial + i] + pads[rank + 2 + i]));
+                auto folded = conv.with_attributes(value(value_map{{"padding", value(merged)}}));
+                return replace_with_new(m, r.root, folded, {r.at("x"), r.at("w")});
+            }};
+}
+
 }  // namespace
 
 void simplify_algebra::apply(module& m) const {
@@ -330,6 +380,8 @@ void simplify_algebra::apply(module& m) const {
     rules.push_back(fold_batch_norm());
     rules.push_back(decompose_batch_norm());  // after the fold, which it must not pre-empt
     rules.push_back(fold_scale_into_convolution());
+    rules.push_back(clamp_to_clip());
+    rules.push_back(fold_pad_into_convolution());
     rewrite_to_fixed_point(m, rules);
 }
 
