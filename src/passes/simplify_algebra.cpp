@@ -29,7 +29,8 @@
 // same function, NaN and lo > hi included. A zero constant pad of the
 // spatial dims feeding a convolution becomes the convolution's own padding
 // (TensorFlow's asymmetric "same" padding, as Hugging Face's MobileNetV2
-// writes it): the padded copy is never made.
+// writes it): the padded copy is never made. So does a zero pad of ReLU
+// outputs before a max pooling (Keras ResNet's pool1_pad).
 #include <cmath>
 #include <optional>
 #include <unordered_map>
@@ -37,6 +38,7 @@
 
 #include "kiln/op_registry.hpp"
 #include "kiln/passes.hpp"
+#include "ops/pool.hpp"
 #include "passes/constant_value.hpp"
 #include "passes/rewriter.hpp"
 
@@ -340,31 +342,67 @@ rewrite_rule clamp_to_clip() {
             }};
 }
 
+// The begin and end pads of the spatial dims of a zero constant pad of
+// [N, C, spatial...] that leaves N and C alone; nullopt for another pad.
+std::optional<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> spatial_zero_pads(
+    const instruction& pad) {
+    const value attributes = pad.get_operator().attributes();
+    if (attributes.find("mode")->as_string() != "constant" || attributes.find("value")->as_float() != 0.0)
+        return std::nullopt;
+    std::vector<std::int64_t> pads;
+    for (const auto& p : attributes.find("pads")->as_list()) pads.push_back(p.as_int());
+    const std::size_t rank = pad.get_shape().ndim();
+    if (rank < 3 || pads.size() != 2 * rank || pads[0] || pads[1] || pads[rank] || pads[rank + 1])
+        return std::nullopt;
+    return std::make_pair(std::vector<std::int64_t>(pads.begin() + 2, pads.begin() + static_cast<std::ptrdiff_t>(rank)),
+                          std::vector<std::int64_t>(pads.begin() + static_cast<std::ptrdiff_t>(rank) + 2, pads.end()));
+}
+
+// `op` (a convolution or pooling) with its "padding" grown by `pads`.
+operation with_more_padding(const operation& op, const std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>& pads) {
+    const std::size_t spatial = pads.first.size();
+    const value attributes = op.attributes();
+    std::vector<std::int64_t> padding;
+    for (const auto& p : attributes.find("padding")->as_list()) padding.push_back(p.as_int());
+    if (padding.empty()) padding.assign(2 * spatial, 0);
+    if (padding.size() == spatial) padding.insert(padding.end(), padding.begin(), padding.end());
+    value_list merged;
+    for (std::size_t i = 0; i < spatial; ++i) merged.push_back(value(padding[i] + pads.first[i]));
+    for (std::size_t i = 0; i < spatial; ++i) merged.push_back(value(padding[spatial + i] + pads.second[i]));
+    return op.with_attributes(value(value_map{{"padding", value(merged)}}));
+}
+
 // convolution(pad(x), W), the pad constant 0 over spatial dims only.
 rewrite_rule fold_pad_into_convolution() {
     auto padded = name("pad").args(any().bind("x")).bind("pad");
     auto pattern = name("convolution").args(padded, any().bind("w"));
     return {"fold_pad_into_convolution", pattern, [](module& m, const match_result& r) {
-                const auto& pad = r.at("pad")->get_operator().attributes();
-                if (pad.find("mode")->as_string() != "constant" || pad.find("value")->as_float() != 0.0) return false;
-                std::vector<std::int64_t> pads;
-                for (const auto& p : pad.find("pads")->as_list()) pads.push_back(p.as_int());
-                const std::size_t rank = r.at("x")->get_shape().ndim(), spatial = rank - 2;
-                if (pads.size() != 2 * rank || pads[0] || pads[1] || pads[rank] || pads[rank + 1]) return false;
-                for (auto p : pads)
-                    if (p < 0) return false;
-                const auto& conv = r.root->get_operator();
-                const value attributes = conv.attributes();
-                std::vector<std::int64_t> padding;
-                for (const auto& p : attributes.find("padding")->as_list()) padding.push_back(p.as_int());
-                if (padding.empty()) padding.assign(2 * spatial, 0);
-                if (padding.size() == spatial) padding.insert(padding.end(), padding.begin(), padding.end());
-                value_list merged;
-                for (std::size_t i = 0; i < spatial; ++i) merged.push_back(value(padding[i] + pads[2 + i]));
-                for (std::size_t i = 0; i < spatial; ++i)
-                    merged.push_back(value(padding[spatial + i] + pads[rank + 2 + i]));
-                auto folded = conv.with_attributes(value(value_map{{"padding", value(merged)}}));
-                return replace_with_new(m, r.root, folded, {r.at("x"), r.at("w")});
+                auto pads = spatial_zero_pads(*r.at("pad"));
+                if (!pads) return false;
+                return replace_with_new(m, r.root, with_more_padding(r.root->get_operator(), *pads),
+                                        {r.at("x"), r.at("w")});
+            }};
+}
+
+// max pooling of pad(relu(x)) with zeros (Keras ResNet's pool1_pad before
+// its max pool): the zeros never exceed a window's largest value, which is
+// at least 0, as long as every window keeps a real element (pads shorter
+// than the window, no dilation, no ceil_mode windows that start in the
+// padding): max pooling with that padding, which ignores padded positions.
+rewrite_rule fold_pad_of_nonnegative_values_into_max_pooling() {
+    auto padded = name("pad").args(name("relu").bind("x")).bind("pad");
+    auto pattern = name("pooling").args(padded);
+    return {"fold_pad_of_nonnegative_values_into_max_pooling", pattern, [](module& m, const match_result& r) {
+                const auto* pool = r.root->get_operator().get_if<op::pooling>();
+                auto pads = spatial_zero_pads(*r.at("pad"));
+                if (pool == nullptr || !pads || pool->mode != op::pooling_mode::max || pool->global || pool->ceil_mode ||
+                    pool->lengths.size() != pads->first.size())
+                    return false;
+                for (auto d : pool->dilation)
+                    if (d != 1) return false;
+                for (std::size_t i = 0; i < pool->lengths.size(); ++i)
+                    if (pads->first[i] >= pool->lengths[i] || pads->second[i] >= pool->lengths[i]) return false;
+                return replace_with_new(m, r.root, with_more_padding(r.root->get_operator(), *pads), {r.at("x")});
             }};
 }
 
@@ -382,6 +420,7 @@ void simplify_algebra::apply(module& m) const {
     rules.push_back(fold_scale_into_convolution());
     rules.push_back(clamp_to_clip());
     rules.push_back(fold_pad_into_convolution());
+    rules.push_back(fold_pad_of_nonnegative_values_into_max_pooling());
     rewrite_to_fixed_point(m, rules);
 }
 

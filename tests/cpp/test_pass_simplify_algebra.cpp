@@ -317,3 +317,38 @@ TEST(pass_simplify_algebra, keeps_pads_that_are_not_zero_or_touch_batch_and_chan
     EXPECT_EQ(count_ops(out, "pad"), 3u) << out;
     expect_same_outputs(m, out);
 }
+
+namespace {
+
+instruction_ref max_pool_of_padded(module& m, instruction_ref x, std::vector<std::int64_t> pads, const char* mode = "max") {
+    auto padded = m.add_instruction(make_op("pad", value_map{{"pads", ints(pads)}}), {x});
+    return m.add_instruction(make_op("pooling", value_map{{"mode", mode}, {"lengths", ints({3, 3})}, {"stride", ints({2, 2})}}),
+                             {padded});
+}
+
+}  // namespace
+
+TEST(pass_simplify_algebra, folds_a_zero_pad_of_relu_outputs_into_max_pooling) {
+    // Keras ResNet-50's pool1_pad: ZeroPadding2D(1) then a 3x3 stride-2 max pool of ReLU outputs.
+    program p;
+    module& m = *p.get_main_module();
+    auto x = m.add_parameter("x", float_shape({1, 4, 9, 8}));
+    auto relu = m.add_instruction(make_op("relu"), {x});
+    m.add_return({max_pool_of_padded(m, relu, {0, 0, 1, 1, 0, 0, 2, 1})});
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"relu", "pooling"})) << out;
+    expect_same_outputs(m, out);
+    expect_cpu_matches_ref(p, 0);
+}
+
+TEST(pass_simplify_algebra, keeps_a_pad_before_pooling_of_signed_values_or_an_average_or_a_window_of_padding) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({1, 2, 8, 8}));
+    auto relu = m.add_instruction(make_op("relu"), {x});
+    m.add_return({max_pool_of_padded(m, x, {0, 0, 1, 1, 0, 0, 1, 1}),
+                  max_pool_of_padded(m, relu, {0, 0, 1, 1, 0, 0, 1, 1}, "average"),
+                  max_pool_of_padded(m, relu, {0, 0, 3, 0, 0, 0, 0, 0})});
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(count_ops(out, "pad"), 3u) << out;
+    expect_same_outputs(m, out);
+}
