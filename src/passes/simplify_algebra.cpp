@@ -41,6 +41,7 @@
 #include "ops/pool.hpp"
 #include "passes/constant_value.hpp"
 #include "passes/rewriter.hpp"
+#include "passes/spatial_padding.hpp"
 
 namespace kiln {
 
@@ -342,43 +343,13 @@ rewrite_rule clamp_to_clip() {
             }};
 }
 
-// The begin and end pads of the spatial dims of a zero constant pad of
-// [N, C, spatial...] that leaves N and C alone; nullopt for another pad.
-std::optional<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> spatial_zero_pads(
-    const instruction& pad) {
-    const value attributes = pad.get_operator().attributes();
-    if (attributes.find("mode")->as_string() != "constant" || attributes.find("value")->as_float() != 0.0)
-        return std::nullopt;
-    std::vector<std::int64_t> pads;
-    for (const auto& p : attributes.find("pads")->as_list()) pads.push_back(p.as_int());
-    const std::size_t rank = pad.get_shape().ndim();
-    if (rank < 3 || pads.size() != 2 * rank || pads[0] || pads[1] || pads[rank] || pads[rank + 1])
-        return std::nullopt;
-    return std::make_pair(std::vector<std::int64_t>(pads.begin() + 2, pads.begin() + static_cast<std::ptrdiff_t>(rank)),
-                          std::vector<std::int64_t>(pads.begin() + static_cast<std::ptrdiff_t>(rank) + 2, pads.end()));
-}
-
-// `op` (a convolution or pooling) with its "padding" grown by `pads`.
-operation with_more_padding(const operation& op, const std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>& pads) {
-    const std::size_t spatial = pads.first.size();
-    const value attributes = op.attributes();
-    std::vector<std::int64_t> padding;
-    for (const auto& p : attributes.find("padding")->as_list()) padding.push_back(p.as_int());
-    if (padding.empty()) padding.assign(2 * spatial, 0);
-    if (padding.size() == spatial) padding.insert(padding.end(), padding.begin(), padding.end());
-    value_list merged;
-    for (std::size_t i = 0; i < spatial; ++i) merged.push_back(value(padding[i] + pads.first[i]));
-    for (std::size_t i = 0; i < spatial; ++i) merged.push_back(value(padding[spatial + i] + pads.second[i]));
-    return op.with_attributes(value(value_map{{"padding", value(merged)}}));
-}
-
 // convolution(pad(x), W), the pad constant 0 over spatial dims only.
 rewrite_rule fold_pad_into_convolution() {
     auto padded = name("pad").args(any().bind("x")).bind("pad");
     auto pattern = name("convolution").args(padded, any().bind("w"));
     return {"fold_pad_into_convolution", pattern, [](module& m, const match_result& r) {
-                auto pads = spatial_zero_pads(*r.at("pad"));
-                if (!pads) return false;
+                auto pads = constant_spatial_pad(*r.at("pad"));
+                if (!pads || pads->value != 0) return false;
                 return replace_with_new(m, r.root, with_more_padding(r.root->get_operator(), *pads),
                                         {r.at("x"), r.at("w")});
             }};
@@ -394,14 +365,14 @@ rewrite_rule fold_pad_of_nonnegative_values_into_max_pooling() {
     auto pattern = name("pooling").args(padded);
     return {"fold_pad_of_nonnegative_values_into_max_pooling", pattern, [](module& m, const match_result& r) {
                 const auto* pool = r.root->get_operator().get_if<op::pooling>();
-                auto pads = spatial_zero_pads(*r.at("pad"));
-                if (pool == nullptr || !pads || pool->mode != op::pooling_mode::max || pool->global || pool->ceil_mode ||
-                    pool->lengths.size() != pads->first.size())
+                auto pads = constant_spatial_pad(*r.at("pad"));
+                if (pool == nullptr || !pads || pads->value != 0 || pool->mode != op::pooling_mode::max || pool->global || pool->ceil_mode ||
+                    pool->lengths.size() != pads->begins.size())
                     return false;
                 for (auto d : pool->dilation)
                     if (d != 1) return false;
                 for (std::size_t i = 0; i < pool->lengths.size(); ++i)
-                    if (pads->first[i] >= pool->lengths[i] || pads->second[i] >= pool->lengths[i]) return false;
+                    if (pads->begins[i] >= pool->lengths[i] || pads->ends[i] >= pool->lengths[i]) return false;
                 return replace_with_new(m, r.root, with_more_padding(r.root->get_operator(), *pads), {r.at("x")});
             }};
 }
