@@ -1,12 +1,18 @@
 #include "kiln/operation.hpp"
 
+#include "ir/in_place_writes.hpp"
+
 namespace kiln {
 
 argument operation::evaluate(const shape& out, const std::vector<argument>& inputs) const {
     std::vector<shape> shapes;
     shapes.reserve(inputs.size());
     for (const auto& a : inputs) shapes.push_back(a.get_shape());
-    if (output_alias(shapes) >= 0) return compute_alias(out, inputs);
+    if (output_alias(shapes) >= 0) {
+        argument view = compute_alias(out, inputs);
+        if (writes_in_place(*this)) compute(view, inputs);
+        return view;
+    }
     argument result(out);
     compute(result, inputs);
     return result;

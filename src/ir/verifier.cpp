@@ -5,6 +5,7 @@
 
 #include "kiln/program.hpp"
 #include "kiln/specialise.hpp"
+#include "ir/in_place_writes.hpp"
 
 namespace kiln {
 
@@ -49,6 +50,18 @@ void verify_module(const module& m, const std::string& context) {
             if (expected != ins.get_shape())
                 bad(ins, "result shape " + to_string(ins.get_shape()) + " differs from compute_shape " +
                              to_string(expected));
+        }
+        if (!ins.is_return() && writes_in_place(ins.get_operator())) {
+            // Any other reader of the written input could see its new value
+            // where the graph means the old one, depending on the order.
+            const int alias = ins.get_operator().output_alias(ins.input_shapes());
+            if (alias < 0 || static_cast<std::size_t>(alias) >= ins.inputs().size())
+                bad(ins, "writes in place but aliases no input");
+            const instruction& written = *ins.inputs()[static_cast<std::size_t>(alias)];
+            if (written.is_literal()) bad(ins, "writes in place into the literal " + names.at(&written));
+            if (written.outputs().size() != 1)
+                bad(ins, "writes " + names.at(&written) + " in place, which has " +
+                             std::to_string(written.outputs().size()) + " readers; it must be the only one");
         }
         if (ins.get_shape().is_tuple())
             for (const auto& user : ins.outputs())

@@ -255,7 +255,12 @@ shape scatter_nd::compute_shape(const std::vector<shape>& inputs) const {
     return data.as_standard();
 }
 
-void scatter_nd::compute(const argument& result, const std::vector<argument>& inputs) const {
+namespace {
+
+// Writes each update slice of scatter_nd(_in_place) into `result`, which
+// holds data's values already (a copy, or data itself).
+void scatter_slices(const std::string& op, scatter_reduction reduction, const argument& result,
+                    const std::vector<argument>& inputs) {
     const shape& is = inputs[1].get_shape();
     const shape& us = inputs[2].get_shape();
     const shape& rs = result.get_shape();
@@ -270,15 +275,42 @@ void scatter_nd::compute(const argument& result, const std::vector<argument>& in
         const std::size_t row = p.offset(is.strides());
         for (std::size_t d = 0; d < k; ++d) {
             const std::int64_t v = read_index(inputs[1], row + d * is.strides().back());
-            base += checked_index(name(), v, d, rs.lens()[d]) * rs.strides()[d];
+            base += checked_index(op, v, d, rs.lens()[d]) * rs.strides()[d];
         }
         for (std::size_t i = 0; i < count; ++i) {
             to[t * count + i] = base + i;  // the result is standard, so its inner slice is packed
             from[t * count + i] = us.index(t * count + i);
         }
     }
-    copy_values(inputs[0], result);
     scatter_into(reduction, result, inputs[2], to, from);
+}
+
+}  // namespace
+
+void scatter_nd::compute(const argument& result, const std::vector<argument>& inputs) const {
+    copy_values(inputs[0], result);
+    scatter_slices(name(), reduction, result, inputs);
+}
+
+// ---- scatter_nd_in_place ----
+
+shape scatter_nd_in_place::compute_shape(const std::vector<shape>& inputs) const {
+    ops::expect_inputs(name(), inputs, 3);
+    if (!inputs[0].standard())
+        fail(name() + ": data (input 0) must be standard-strided to be written in place, got " +
+             to_string(inputs[0]));
+    scatter_nd checks;
+    return checks.compute_shape(inputs);
+}
+
+argument scatter_nd_in_place::compute_alias(const shape& out, const std::vector<argument>& inputs) const {
+    return inputs.at(0).reshaped(out, 0);
+}
+
+void scatter_nd_in_place::compute(const argument& result, const std::vector<argument>& inputs) const {
+    // All indices are checked before the first write: an out-of-range one
+    // leaves the caller's data as it was.
+    scatter_slices(name(), scatter_reduction::none, result, inputs);
 }
 
 }  // namespace kiln::op

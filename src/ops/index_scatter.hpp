@@ -76,4 +76,19 @@ struct scatter_nd : op_base {
     void compute(const argument& result, const std::vector<argument>& inputs) const;
 };
 
+// scatter_nd_in_place(data, indices, updates): scatter_nd without a
+// reduction that writes the updates into data's own memory; the result is
+// data, updated (a view of it). What a language model's static KV cache
+// update lowers to: the caller's cache is written where it lies, a few rows
+// per token, instead of copied whole. data must be standard-strided and read
+// by nothing else (the verifier checks it): whoever reads data's new value
+// reads this result, so every read follows the write.
+struct scatter_nd_in_place : op_base {
+    std::string name() const { return "scatter_nd_in_place"; }
+    shape compute_shape(const std::vector<shape>& inputs) const;
+    void compute(const argument& result, const std::vector<argument>& inputs) const;
+    int output_alias(const std::vector<shape>&) const { return 0; }
+    argument compute_alias(const shape& out, const std::vector<argument>& inputs) const;
+};
+
 }  // namespace kiln::op

@@ -142,6 +142,7 @@ op_registry build_registry() {
     r.add<op::gather_nd>();
     r.add<op::scatter_elements>();
     r.add<op::scatter_nd>();
+    r.add<op::scatter_nd_in_place>();
     r.add<op::topk>();
     r.add<op::cumsum>();
     r.add<op::cumprod>();

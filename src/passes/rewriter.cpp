@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/in_place_writes.hpp"
 #include "kiln/op_registry.hpp"
 
 namespace kiln {
@@ -120,7 +121,8 @@ void update_readers(module& m, const std::vector<instruction_ref>& readers) {
 }  // namespace
 
 bool is_removable(const instruction& ins) {
-    return !ins.is_param() && !ins.is_return();
+    // A write into an input's memory is seen by the caller, read or not.
+    return !ins.is_param() && !ins.is_return() && !writes_in_place(ins.get_operator());
 }
 
 std::size_t remove_dead_instructions(module& m) {

@@ -1028,8 +1028,14 @@ def test_op_on_constants_matches_numpy(case):
 CONTROL_FLOW_OPS = {"if", "loop", "get_tuple_elem"}
 
 
+# Ops that write an input's memory (a literal input would be an error, and a
+# case's arrays are shared by the targets): compared with numpy by
+# test_scatter_nd_in_place_writes_the_fed_array below.
+IN_PLACE_OPS = {"scatter_nd_in_place"}
+
+
 def test_every_registered_op_has_a_numpy_case():
-    covered = {case.op for case in CASES} | CONTROL_FLOW_OPS
+    covered = {case.op for case in CASES} | CONTROL_FLOW_OPS | IN_PLACE_OPS
     missing = sorted(REGISTERED - covered)
     assert not missing, f"registered ops without a numpy comparison here: {missing}"
 
@@ -1075,3 +1081,26 @@ def test_pad_of_a_transposed_view_matches_numpy(mode, target_name):
     extra = {"constant_values": -2.5} if mode == "constant" else {}
     want = np.pad(x.transpose(0, 2, 1), width, mode=mode, **extra)
     np.testing.assert_array_equal(np.asarray(p.run({"x": x})[0]), want)
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu"])
+def test_scatter_nd_in_place_writes_the_fed_array(target):
+    """A KV cache written in place: the array fed as data holds numpy's
+    scatter afterwards (Kiln wrote it where it lies) and the result, read
+    through a neg, is the written cache."""
+    p = kiln.program()
+    m = p.get_main_module()
+    data = m.add_parameter("data", kiln.shape("float", [6, 2, 4]))
+    idx = m.add_parameter("idx", kiln.shape("int64", [3, 1]))
+    updates = m.add_parameter("u", kiln.shape("float", [3, 2, 4]))
+    written = m.add_instruction(kiln.op("scatter_nd_in_place"), [data, idx, updates])
+    m.add_return([m.add_instruction(kiln.op("neg"), [written])])
+    p.compile(kiln.get_target(target))
+    cache = generate(np.float32, (6, 2, 4))
+    original = cache.copy()
+    rows = np.array([[1], [4], [-1]], np.int64)
+    u = generate(np.float32, (3, 2, 4), seed=3)
+    got = np.asarray(p.run({"data": cache, "idx": rows, "u": u})[0])
+    expected = scatter_nd_reference(original, rows, u, "none")
+    np.testing.assert_array_equal(cache, expected)
+    np.testing.assert_array_equal(got, -expected)

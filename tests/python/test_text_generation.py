@@ -86,6 +86,60 @@ def test_static_cache_generates_eager_tokens_with_at_most_two_compilations(name,
     assert compilations <= 2
 
 
+class CachePointers:
+    """A stopping criterion that never stops: after each step it notes the
+    data pointers of the static cache's key and value tensors."""
+
+    def __init__(self, cache):
+        self.cache = cache
+        self.seen = []
+
+    def __call__(self, input_ids, scores, **kwargs):
+        self.seen.append(tuple(t.data_ptr() for layer in self.cache.layers for t in (layer.keys, layer.values)))
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool)
+
+
+def generate_into(model, cache, new_tokens, watcher=None):
+    criteria = transformers.StoppingCriteriaList([watcher] if watcher else [])
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.generate(
+            prompt(), max_new_tokens=new_tokens, do_sample=False, past_key_values=cache, stopping_criteria=criteria
+        )
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_static_cache_is_written_in_place_inside_the_kiln_programs(name):
+    """The cache writes (index_copy_ of each layer's keys and values) run in
+    the Kiln program on the caller's tensors: the cache's memory never
+    moves, it holds eager's values after the last step, no write falls back
+    to PyTorch, and each call (prompt, decode step) is one Kiln program."""
+    model = MODELS[name]()
+    length = PROMPT_LENGTH + NEW_TOKENS
+    eager_cache = transformers.StaticCache(config=model.config, max_cache_len=length)
+    expected = generate_into(model, eager_cache, NEW_TOKENS)
+    graphs = []
+
+    def backend(gm, example_inputs, **kwargs):
+        graphs.append(kiln.torch.dynamo_backend.kiln_backend(gm, example_inputs))
+        return graphs[-1]
+
+    model.forward = torch.compile(model.forward, backend=backend)
+    kiln_cache = transformers.StaticCache(config=model.config, max_cache_len=length)
+    watcher = CachePointers(kiln_cache)
+    actual = generate_into(model, kiln_cache, NEW_TOKENS, watcher)
+    assert actual.tolist() == expected.tolist()
+    assert len(watcher.seen) == NEW_TOKENS and len(set(watcher.seen)) == 1
+    for kiln_layer, eager_layer in zip(kiln_cache.layers, eager_cache.layers):
+        torch.testing.assert_close(kiln_layer.keys, eager_layer.keys, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(kiln_layer.values, eager_layer.values, rtol=1e-4, atol=1e-5)
+    reports = [r for g in graphs for r in g.reports.values()]
+    assert 1 <= len(reports) <= 2 and None not in reports
+    for report in reports:
+        assert not [f for f in report.fallback_nodes if "index_put" in f.op or "index_copy" in f.op], report.summary()
+        assert report.subgraphs == 1, report.summary()
+
+
 @pytest.mark.slow  # one compilation per new token today: ~15 s per model
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_dynamic_cache_generates_eager_tokens(name, record_property):

@@ -171,6 +171,15 @@ class _ConstantMaskAttention(torch.nn.Module):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[None, None])
 
 
+class _Wrapped(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
 def _instruction_ops(compiled):
     import kiln.torch
 
@@ -187,8 +196,10 @@ def test_a_mask_computed_from_no_input_is_left_out_only_when_it_masks_nothing(ki
     compiled = kiln.torch.compile(model, (q, k, v))
     torch.testing.assert_close(compiled(q, k, v), model(q, k, v), rtol=1e-4, atol=1e-5)
     ops = _instruction_ops(compiled)
+    assert ops.count("fused_attention") == 1, ops
     if kind == "causal":
-        assert "fused_attention" in ops, ops  # the mask is applied inside it (the outputs above say so)
+        # The mask is applied (the values above), folded into the fused attention's constant mask.
+        assert not any("where" in op or op == "softmax" for op in ops), ops
     else:
         assert "where" not in ops and "add" not in ops and "reduce_max" not in ops, ops
 
@@ -213,3 +224,25 @@ def test_a_boolean_mask_runs_in_the_fused_attention_kernel_with_masked_rows_zero
     torch.testing.assert_close(compiled(q, k, v, mask), want, rtol=1e-4, atol=1e-5)
     ops = _instruction_ops(compiled)
     assert "fused_attention" in ops and not {"softmax", "reduce_max", "dot", "fused_dot"} & set(ops), ops
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.float32])
+def test_decode_attention_over_a_cache_with_a_run_time_mask_is_one_fused_kernel(mask_dtype):
+    """One query against a static cache of 10 positions, 6 of them valid:
+    the mask is a run-time input, and the attention is still one
+    fused_attention (no scores, softmax or mask ops around it)."""
+    import kiln.torch
+
+    q, k, v = _qkv(1, 4, 1, 10, 8)
+    valid = torch.arange(10) < 6
+    mask = valid if mask_dtype == torch.bool else torch.zeros(10).masked_fill(~valid, torch.finfo(torch.float32).min)
+    mask = mask.reshape(1, 1, 1, 10)
+
+    def attention(a, b, c, m):
+        return F.scaled_dot_product_attention(a, b, c, attn_mask=m)
+
+    model = _Wrapped(attention)
+    compiled = kiln.torch.compile(model, (q, k, v, mask))
+    torch.testing.assert_close(compiled(q, k, v, mask), attention(q, k, v, mask), rtol=1e-4, atol=1e-5)
+    ops = _instruction_ops(compiled)
+    assert ops.count("fused_attention") == 1 and "softmax" not in ops and "dot" not in ops, ops

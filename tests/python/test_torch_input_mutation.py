@@ -123,19 +123,25 @@ def _lowered_targets(compiled):
     return [n.target for n in compiled.lowered.graph.nodes if n.op == "call_function"]
 
 
-@pytest.mark.parametrize("case, writer", [("index_copy_", torch.ops.aten.index_put_.default),
-                                          ("index_put_", torch.ops.aten.index_put_.default)])
-def test_cache_update_runs_in_place_on_the_callers_tensor(case, writer):
+@pytest.mark.parametrize("case", ["index_copy_", "index_put_"])
+def test_cache_update_is_written_in_place_by_the_kiln_program(case):
     model = CASES[case][0]()
     _, make_state, _ = CASES[case]
+    eager_state = make_state()
+    model(*call_args(case, 0, eager_state))
     state = make_state()
     args = call_args(case, 0, state)
     compiled = kiln.torch.compile(model, tuple(args))
-    assert writer in _lowered_targets(compiled)
-    # The cache's new value the lowered graph returns is the input itself:
-    # nothing copies the whole cache back.
+    # The write is an instruction of the one Kiln program, not a PyTorch op between programs.
+    assert not [t for t in _lowered_targets(compiled) if "index_put" in str(t) or "index_copy" in str(t)]
+    assert compiled.report.subgraphs == 1, compiled.report.summary()
+    # The cache's new value the lowered graph returns is the input itself,
+    # written where it lies: nothing copies the whole cache back.
+    memory = args[1].data_ptr()
     new_values = compiled.lowered(*args)
     assert new_values[compiled.mutated_inputs.index(1)] is args[1]
+    assert args[1].data_ptr() == memory
+    torch.testing.assert_close(args[1], eager_state[0])
 
 
 def test_slice_assignment_runs_in_place():
@@ -143,9 +149,18 @@ def test_slice_assignment_runs_in_place():
 
     model = SliceAssignCache()
     compiled = kiln.torch.compile(model, tuple(call_args("slice_assign", 0, CASES["slice_assign"][1]())))
-    assert write_slice_ in _lowered_targets(compiled)
+    # keys[:, :, 3:4] = ... is written in place inside the Kiln program.
+    assert write_slice_ not in _lowered_targets(compiled)
+    assert compiled.report.subgraphs == 1, compiled.report.summary()
     # first[0] = ... decomposes to where over all of `first`: copied back.
     assert compiled.mutated_inputs == (1, 2)
+
+
+def test_a_strided_cache_is_an_error_not_a_lost_write():
+    compiled = kiln.torch.compile(IndexCopyCache(), (step_input(0), cache(), torch.tensor(0)))
+    strided = torch.zeros(1, HEADS, WIDTH, LENGTH).transpose(2, 3)
+    with pytest.raises(kiln.InvalidArgumentError, match="written in place"):
+        compiled(step_input(0), strided, torch.tensor(0))
 
 
 def test_update_after_a_read_of_the_old_value_is_copied_back():

@@ -86,9 +86,12 @@ def sole_subgraph(lowered):
     if not isinstance(returned, (tuple, list)):
         return None
     count = len(subgraph.program.get_output_shapes())
+    # The outputs in order, with inputs returned as they are (a cache
+    # written in place, the new value of that input) anywhere between.
     picks = [
         n.args[1] if isinstance(n, torch.fx.Node) and n.target is operator.getitem and n.args[0] is call else None
         for n in returned
+        if n not in placeholders
     ]
     if picks != list(range(count)):
         return None
@@ -96,6 +99,17 @@ def sole_subgraph(lowered):
     if len(nodes) != len(placeholders) + 1 + count + 1:
         return None
     return subgraph
+
+
+def returned_inputs(lowered):
+    """[(output position, input position)] of the inputs a lowered graph
+    returns as they are (each written in place by its Kiln program)."""
+    placeholders = [n for n in lowered.graph.nodes if n.op == "placeholder"]
+    output = list(lowered.graph.nodes)[-1]
+    returned = output.args[0] if output.op == "output" and len(output.args) == 1 else ()
+    if not isinstance(returned, (tuple, list)):
+        return []
+    return [(i, placeholders.index(n)) for i, n in enumerate(returned) if n in placeholders]
 
 
 @dataclasses.dataclass
@@ -203,6 +217,7 @@ class CompiledModule(torch.nn.Module):
         # small Kiln run.
         # Kept out of nn.Module's registry: the subgraph is already lowered's child.
         object.__setattr__(self, "_sole_subgraph", sole_subgraph(self.lowered))
+        self._returned_inputs = returned_inputs(self.lowered) if self._sole_subgraph is not None else []
         count = len(self.input_specs)
         self._positional = self.in_spec == pytree.tree_structure((tuple(range(count)), {}))
         outputs = self.out_spec.num_leaves
@@ -261,6 +276,10 @@ class CompiledModule(torch.nn.Module):
             self._warn_if_grad_wanted(inputs)
         if self._sole_subgraph is not None:
             outputs = self._sole_subgraph.forward(*inputs)
+            if self._returned_inputs:
+                outputs = list(outputs)
+                for output_position, input_position in self._returned_inputs:
+                    outputs.insert(output_position, inputs[input_position])
         else:
             # forward directly: GraphModule.__call__ only adds error rewriting.
             outputs = self.lowered.forward(*inputs)
@@ -281,6 +300,7 @@ class CompiledModule(torch.nn.Module):
         state = self.__dict__.copy()
         state["_watched"] = []  # weak references to the original model do not travel
         state.pop("_sole_subgraph", None)  # found again on loading
+        state.pop("_returned_inputs", None)
         state["in_spec"] = pytree.treespec_dumps(self.in_spec)
         state["out_spec"] = pytree.treespec_dumps(self.out_spec)
         return state

@@ -32,6 +32,7 @@ import kiln
 
 from .converters import ConversionContext, KilnValue
 from .dtypes import PRECISIONS, to_kiln_type
+from .converters.in_place_write import IN_PLACE_TARGETS
 from .kiln_subgraph import KilnSubgraph
 from .node_conversion import convert_node, op_name
 from .partitioning import COMPUTE_OPS, analyze_support, fetch_attr, partition
@@ -134,9 +135,17 @@ class _SubgraphBuilder:
         outputs = [
             n
             for n in self.group
-            if isinstance(n.meta.get("val"), torch.Tensor) and any(u not in self.members for u in n.users)
+            if isinstance(n.meta.get("val"), torch.Tensor)
+            and any(u not in self.members for u in n.users)
+            and n not in self.in_place_writes()
         ]
         return inputs, outputs
+
+    def in_place_writes(self):
+        """Nodes of the group that write their first argument (a graph input)
+        in place: their value outside is that input itself, never an output
+        the program would copy out whole."""
+        return {n for n in self.group if n.target in IN_PLACE_TARGETS}
 
     def build(self, inputs, outputs):
         program = kiln.program()
@@ -271,7 +280,8 @@ def lower_graph_module(
             continue
         builder = _SubgraphBuilder(gm, members[unit], float_dtype, devices)
         inputs, outputs = builder.io()
-        if not outputs:
+        writes = builder.in_place_writes()
+        if not outputs and not writes:
             continue  # nothing it computes is used
         program = builder.build(inputs, outputs)
         if program_hook is not None:
@@ -283,12 +293,17 @@ def lower_graph_module(
         program.compile(kiln_target, **options)
         report.cached_subgraphs += program.compiled_from_cache()
         name = f"kiln_subgraph_{report.subgraphs}"
-        root[name] = KilnSubgraph(program, [p.name for p in inputs])
+        written = sorted({w.args[0].name for w in writes})
+        root[name] = KilnSubgraph(program, [p.name for p in inputs], written_inputs=written)
         call = graph.call_module(name, tuple(env[p] for p in inputs))
         for i, out in enumerate(outputs):
             picked = graph.call_function(operator.getitem, (call, i))
             picked.meta = dict(out.meta)
             env[out] = picked
+        for write in writes:
+            # Written where it lies: what reads the write reads the input,
+            # after the call (fx runs nodes in order; the call is impure).
+            env[write] = env[write.args[0]]
         report.subgraphs += 1
         report.compiled_nodes += sum(1 for n in members[unit] if n.target is not operator.getitem)
     # Dead-code elimination needs an owning module; the second GraphModule

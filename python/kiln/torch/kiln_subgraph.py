@@ -12,6 +12,11 @@ so a Kiln call between two PyTorch kernels never races them. Kiln releases the G
 runs and gives each concurrent run its own memory, so one subgraph may be
 called from several threads at once.
 
+A program may write some inputs in place (a KV cache's new rows,
+``written_inputs``): those tensors must be contiguous CPU tensors, which Kiln
+writes where they lie, and the module is impure (fx's dead-code elimination
+keeps its call even when no output is used).
+
 The compiled program is the module's state: pickling (``torch.save`` of a
 module that contains it) and ``state_dict()`` (its extra state) store the
 bytes of ``kiln.save_buffer``, and loading them gives back the compiled
@@ -43,15 +48,36 @@ def _takes_device_memory(program):
 class KilnSubgraph(torch.nn.Module):
     """Runs a compiled Kiln program on tensors: ``forward(*inputs) -> tuple``."""
 
-    def __init__(self, program, input_names):
+    def __init__(self, program, input_names, written_inputs=()):
         super().__init__()
         if not program.is_compiled():
             raise kiln.InvalidArgumentError("KilnSubgraph needs a compiled kiln.program")
         self.program = program
         self.input_names = list(input_names)
+        self._set_written(written_inputs)
         self._device_io = _takes_device_memory(program)
 
+    def _set_written(self, written_inputs):
+        unknown = [n for n in written_inputs if n not in self.input_names]
+        if unknown:
+            raise kiln.InvalidArgumentError(f"KilnSubgraph: written inputs {unknown} are not among its inputs")
+        self.written_inputs = list(written_inputs)
+        self._written_positions = [self.input_names.index(n) for n in self.written_inputs]
+        self._is_impure = bool(self.written_inputs)
+
+    def _check_written(self, inputs):
+        # A copy (made for a strided or device tensor) would take the write instead of the caller's tensor.
+        for i in self._written_positions:
+            t = inputs[i]
+            if not (t.is_cpu and t.is_contiguous()):
+                raise kiln.InvalidArgumentError(
+                    f"kiln.torch: input '{self.input_names[i]}' is written in place and must be a contiguous CPU "
+                    f"tensor, got strides {t.stride()} on {t.device}"
+                )
+
     def forward(self, *inputs):
+        if self._written_positions:
+            self._check_written(inputs)
         if self._device_io:
             return self._forward_on_device(inputs)
         # Host tensors cross as DLPack capsules made in C (to_dlpack) and
@@ -84,13 +110,19 @@ class KilnSubgraph(torch.nn.Module):
 
     # state_dict() / load_state_dict(): the compiled program as bytes.
     def get_extra_state(self):
-        return {"version": _STATE_VERSION, "program": _program_bytes(self.program), "inputs": list(self.input_names)}
+        return {
+            "version": _STATE_VERSION,
+            "program": _program_bytes(self.program),
+            "inputs": list(self.input_names),
+            "written_inputs": list(self.written_inputs),
+        }
 
     def set_extra_state(self, state):
         if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
             raise kiln.InvalidArgumentError("KilnSubgraph.load_state_dict: not a Kiln subgraph state")
         self.program = _program_from(state["program"])
         self.input_names = list(state["inputs"])
+        self._set_written(state.get("written_inputs", ()))
         self._device_io = _takes_device_memory(self.program)
 
     # pickle (torch.save of the whole module)
@@ -103,3 +135,5 @@ class KilnSubgraph(torch.nn.Module):
         state = dict(state)
         state["program"] = kiln.load_buffer(state["program"])
         self.__dict__.update(state)
+        if "_written_positions" not in state:  # pickled before in-place writes
+            self._set_written(())

@@ -53,7 +53,7 @@ def save(module, path):
             sub = graph_module.get_submodule(node.target)
             if not isinstance(sub, KilnSubgraph) or "." in node.target:
                 raise kiln.UnsupportedError(f"kiln.torch.save: node {node.name} calls {type(sub).__name__}")
-            programs[node.target] = (kiln.save_buffer(sub.program), list(sub.input_names))
+            programs[node.target] = (kiln.save_buffer(sub.program), list(sub.input_names), list(sub.written_inputs))
         elif node.op == "get_attr":
             value = getattr(graph_module, node.target)
             if not isinstance(value, torch.Tensor):
@@ -82,7 +82,9 @@ def save(module, path):
             "fallback_nodes": [[f.node, f.op, f.reason] for f in module.report.fallback_nodes],
         },
         "verification": None if module.verification is None else vars(module.verification),
-        "programs": {name: {"inputs": names} for name, (_, names) in programs.items()},
+        "programs": {
+            name: {"inputs": names, "written_inputs": written} for name, (_, names, written) in programs.items()
+        },
         "nodes": nodes,
     }
     tensor_bytes = io.BytesIO()
@@ -90,7 +92,7 @@ def save(module, path):
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
         archive.writestr(MANIFEST, json.dumps(manifest))
         archive.writestr(TENSORS, tensor_bytes.getvalue())
-        for name, (data, _) in programs.items():
+        for name, (data, _, _) in programs.items():
             archive.writestr(f"programs/{name}.kiln", data)
 
 
@@ -148,7 +150,8 @@ def _read(archive):
     for name, entry in manifest["programs"].items():
         _check_identifier(name, name)
         program = kiln.load_buffer(archive.read(f"programs/{name}.kiln"))
-        root.add_module(name, KilnSubgraph(program, entry["inputs"]))
+        # Files from before in-place writes name none.
+        root.add_module(name, KilnSubgraph(program, entry["inputs"], entry.get("written_inputs", [])))
     for name, value in tensors.items():
         _check_identifier(name, name)
         root.register_buffer(name, value)

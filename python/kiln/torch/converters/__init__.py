@@ -13,6 +13,7 @@ from . import (  # noqa: F401  (imported to register their converters)
     convolution,
     creation,
     grid_sample,
+    in_place_write,
     index_update,
     indexing,
     linear_algebra,

@@ -6,9 +6,13 @@ captured on a GPU hold (_scaled_dot_product_flash_attention, with its
 logsumexp output, and _scaled_dot_product_efficient_attention) convert the
 same way.
 
-Boolean masks select (False becomes -inf), float masks add; is_causal is a
-lower-triangular mask. As in PyTorch's CPU kernel, a row whose scores are
-all masked gives zeros instead of NaN. A mask the graph computes from no
+Every mask becomes one additive mask (a boolean one 0 where True and -inf
+where False, is_causal a constant lower-triangular one, summed when both
+are given) and a row whose scores are all masked gives zeros instead of
+NaN, as in PyTorch's CPU kernel, through the NaN guard after the softmax:
+the form the fuse_attention pass makes one fused_attention of, so a decode
+step's attention over its cache, whose mask is a run-time input, is one
+kernel. A mask the graph computes from no
 input and that masks nothing (all True, or all zero: what transformers
 builds under torch.export when there is no padding) is left out, so the
 attention keeps the form of Kiln's fused attention kernel. Grouped-query
@@ -52,22 +56,23 @@ def _attention(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa,
     scores = ctx.add("dot", [q, ctx.transpose(k, perm)])
     scores = ctx.add("mul", [scores, ctx.scalar(scale, dtype)])
     length, source = q.shape[-2], k.shape[-2]
-    masked = False
+    masks = []
     if is_causal:
-        causal = ctx.constant(torch.ones(length, source, dtype=torch.bool).tril())
-        scores = ctx.where(causal, scores, ctx.scalar(-math.inf, dtype))
-        masked = True
+        causal = torch.zeros(length, source).masked_fill(~torch.ones(length, source, dtype=torch.bool).tril(), -math.inf)
+        masks.append(ctx.constant(causal.to(dtype), dtype))
     if attn_mask is not None:
         if attn_mask.dtype == torch.bool:
-            scores = ctx.where(attn_mask, scores, ctx.scalar(-math.inf, dtype))
+            masks.append(ctx.where(attn_mask, ctx.scalar(0, dtype), ctx.scalar(-math.inf, dtype)))
         else:
-            scores = ctx.add("add", [scores, ctx.cast(attn_mask, dtype)])
-        masked = True
+            masks.append(ctx.cast(attn_mask, dtype))
+    if len(masks) == 2:
+        masks = [ctx.add("add", masks)]
+    if masks:
+        scores = ctx.add("add", [scores, masks[0]])
     weights = ctx.add("softmax", [scores], axis=-1)
-    if masked:
-        peak = ctx.add("reduce_max", [scores], axes=[scores.ndim - 1], keepdims=True)
-        empty_row = ctx.add("equal", [peak, ctx.scalar(-math.inf, dtype)])
-        weights = ctx.where(empty_row, ctx.scalar(0, dtype), weights)
+    if masks:
+        # A row masked everywhere: softmax over all -inf is NaN, and PyTorch gives zeros.
+        weights = ctx.where(ctx.add("not", [ctx.add("equal", [weights, weights])]), ctx.scalar(0, dtype), weights)
     out = ctx.add("dot", [weights, v])
     if not with_logsumexp:
         return out

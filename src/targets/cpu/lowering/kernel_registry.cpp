@@ -78,6 +78,7 @@ const std::map<std::string, std::span<const kernel_algorithm>>& families() {
         {"flatten", strided_copy},
         {"contiguous", strided_copy},
         {"scatter_nd", scatter_nd},
+        {"scatter_nd_in_place", scatter_nd},
         {"fused_pointwise", pointwise},
         {"fused_concat_pointwise", concat_pointwise},
         {"quantize_linear", quantize},

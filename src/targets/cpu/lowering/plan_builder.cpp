@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/in_place_writes.hpp"
 #include "runtime/view_placement.hpp"
 #include "targets/cpu/kernels/packed_layout.hpp"
 #include "targets/cpu/lowering/cpu_executable.hpp"
@@ -151,19 +152,9 @@ private:
             lifetimes_[it->second].last_step = std::max(lifetimes_[it->second].last_step, step);
     }
 
-    void add_instruction(const instruction& ins, bool is_returned) {
-        std::vector<value_location> inputs;
-        for (const auto& in : ins.inputs()) inputs.push_back(locations_.at(&*in));
-        const std::size_t step = steps_.size();
-        for (const auto& loc : inputs) use(loc, step);
-
-        std::vector<std::size_t> offsets;
-        for (const auto& loc : inputs) offsets.push_back(loc.byte_offset);
-        if (auto view = place_view(ins, offsets)) {
-            locations_[&ins] = {inputs.at(view->source).root, view->byte_offset, ins.get_shape()};
-            return;
-        }
-
+    // A buffer of its own for the result of `ins`: the caller's when it is
+    // returned, else the arena's, live from `step` on.
+    value_location add_output_root(const instruction& ins, bool is_returned, std::size_t step) {
         plan_root r;
         if (is_returned) {
             r.kind = root_kind::output;
@@ -177,8 +168,28 @@ private:
             lifetimes_.push_back({ins.get_shape().bytes(), step, step});
             arena_roots_.push_back(root);
         }
-        value_location out{root, 0, ins.get_shape()};
-        locations_[&ins] = out;
+        return {root, 0, ins.get_shape()};
+    }
+
+    void add_instruction(const instruction& ins, bool is_returned) {
+        std::vector<value_location> inputs;
+        for (const auto& in : ins.inputs()) inputs.push_back(locations_.at(&*in));
+        const std::size_t step = steps_.size();
+        for (const auto& loc : inputs) use(loc, step);
+
+        std::vector<std::size_t> offsets;
+        for (const auto& loc : inputs) offsets.push_back(loc.byte_offset);
+        value_location out;
+        if (auto view = place_view(ins, offsets)) {
+            out = {inputs.at(view->source).root, view->byte_offset, ins.get_shape()};
+            locations_[&ins] = out;
+            // A view costs nothing at run time; a write in place is a step
+            // whose output is the memory it writes.
+            if (!writes_in_place(ins.get_operator())) return;
+        } else {
+            out = add_output_root(ins, is_returned, step);
+            locations_[&ins] = out;
+        }
         // Literals, and views of them (a transposed weight matrix), are constants the kernel may prepare.
         kernel_selection how{{}, tuner_};
         if (pinned_ != nullptr)

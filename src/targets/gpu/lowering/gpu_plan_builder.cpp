@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/in_place_writes.hpp"
 #include "kiln/op_registry.hpp"
 #include "runtime/memory_planner.hpp"
 #include "runtime/view_placement.hpp"
@@ -95,6 +96,10 @@ private:
         std::vector<gpu_value_location> inputs;
         for (const auto& in : ins.inputs()) inputs.push_back(locations_.at(&*in));
 
+        // A view here is free and runs nothing, so a write in place would be lost.
+        if (writes_in_place(ins.get_operator()))
+            fail(error_kind::not_implemented, "gpu target: instruction " + names_.at(&ins) + " (" + ins.name() +
+                                                  ") writes its input in place, which this target cannot run yet");
         std::vector<std::size_t> offsets;
         for (const auto& loc : inputs) offsets.push_back(loc.byte_offset);
         if (auto view = place_view(ins, offsets)) {

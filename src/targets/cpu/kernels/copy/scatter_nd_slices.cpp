@@ -4,6 +4,8 @@
 // cache (index_put of the prompt's keys at their positions) runs as a few
 // contiguous copies instead of the reference's per-element walk. Offsets
 // that depend only on shapes are worked out once, when the kernel is built.
+// scatter_nd_in_place runs the same kernel without the copy of the data:
+// its result is the data, and only the update slices are written.
 #include <cstdint>
 #include <string>
 
@@ -30,8 +32,10 @@ std::vector<std::size_t> walk_offsets(const std::vector<std::size_t>& lens, cons
 
 class scatter_nd_slices_kernel final : public cpu_kernel {
 public:
-    scatter_nd_slices_kernel(const shape& data, const shape& indices, const shape& updates, const shape& result)
-        : data_copy_(data),
+    scatter_nd_slices_kernel(const shape& data, const shape& indices, const shape& updates, const shape& result,
+                             bool in_place)
+        : in_place_(in_place),
+          data_copy_(data),
           slice_copy_(std::vector<std::size_t>(updates.lens().begin() + static_cast<std::ptrdiff_t>(indices.ndim() - 1),
                                                updates.lens().end()),
                       std::vector<std::size_t>(updates.strides().begin() +
@@ -51,7 +55,13 @@ public:
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
         std::byte* out = result.data();
-        data_copy_.copy_range(inputs[0].data(), out, 0, data_copy_.elements());
+        if (in_place_) {
+            // Every index is checked before the first write: an error leaves the caller's data as it was.
+            for (std::size_t t = 0; t < index_rows_.size(); ++t)
+                for (std::size_t d = 0; d < depth_; ++d) index_at(inputs[1], index_rows_[t] + d * index_stride_, d);
+        } else {
+            data_copy_.copy_range(inputs[0].data(), out, 0, data_copy_.elements());
+        }
         const std::byte* updates = inputs[2].data();
         const std::size_t element_size = slice_copy_.element_size();
         for (std::size_t t = 0; t < index_rows_.size(); ++t) {
@@ -79,6 +89,7 @@ private:
         return static_cast<std::size_t>(v < 0 ? v + n : v);
     }
 
+    bool in_place_;            // the result is the data: no copy of it
     strided_copy data_copy_;   // data -> result, row-major
     strided_copy slice_copy_;  // one update slice -> its place in the result
     std::size_t depth_;        // index values per row
@@ -92,15 +103,16 @@ private:
 }  // namespace
 
 std::shared_ptr<const cpu_kernel> make_scatter_nd_kernel(const kernel_request& r) {
+    const bool in_place = r.op.get_if<op::scatter_nd_in_place>() != nullptr;
     const auto* scatter = r.op.get_if<op::scatter_nd>();
-    if (scatter == nullptr || scatter->reduction != op::scatter_reduction::none) return nullptr;
+    if (!in_place && (scatter == nullptr || scatter->reduction != op::scatter_reduction::none)) return nullptr;
     const shape& data = r.input_shapes.at(0);
     const shape& indices = r.input_shapes.at(1);
     const shape& updates = r.input_shapes.at(2);
     if (!r.output_shape.standard() || data.ndim() > 16 || updates.ndim() > 16) return nullptr;
     if (updates.ndim() + 1 <= indices.ndim()) return nullptr;  // each slice a single element: the reference
     if (indices.type() != dtype::int32_type && indices.type() != dtype::int64_type) return nullptr;
-    return std::make_shared<scatter_nd_slices_kernel>(data, indices, updates, r.output_shape);
+    return std::make_shared<scatter_nd_slices_kernel>(data, indices, updates, r.output_shape, in_place);
 }
 
 }  // namespace kiln
