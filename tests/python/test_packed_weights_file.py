@@ -395,9 +395,8 @@ def test_uncompiled_and_ref_programs_store_plain_weights(tmp_path):
 
 @pytest.mark.parametrize("quantize", ["quantize_fp16", "quantize_bf16"])
 def test_16bit_weight_programs_reload_bit_identical(quantize, tmp_path):
-    """Programs with 16-bit weights reload bit-identical too (the 16-bit
-    weight kernels do not read packed weights in place yet: a load restores
-    and packs theirs again)."""
+    """Programs with 16-bit weights reload bit-identical too (the kernels
+    that widen 16-bit weights keep them as they are, packing nothing)."""
     rng = np.random.default_rng(23)
     p, feeds, reference = bert_like(rng)
     getattr(kiln, quantize)(p)
@@ -406,6 +405,50 @@ def test_16bit_weight_programs_reload_bit_identical(quantize, tmp_path):
     np.testing.assert_allclose(expected[0], reference(feeds)[0], rtol=5e-2, atol=5e-2)
     outputs, _, stderr = run_fresh(path, feeds, tmp_path)
     np.testing.assert_array_equal(outputs[0], expected[0])
+    assert "warning" not in stderr
+
+
+def feed_forward_onnx(rng):
+    """x [1, 32, 64] through two MatMul + Add layers with a Relu between: products of 32 rows, which the
+    cpu target runs in bfloat16 on a CPU with bfloat16 dot products once the weights are bfloat16."""
+    inits = {"w1": rand(rng, 64, 128, scale=0.2), "b1": rand(rng, 128, scale=0.1),
+             "w2": rand(rng, 128, 48, scale=0.1), "b2": rand(rng, 48, scale=0.1)}
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["m1"]),
+        helper.make_node("Add", ["m1", "b1"], ["a1"]),
+        helper.make_node("Relu", ["a1"], ["r1"]),
+        helper.make_node("MatMul", ["r1", "w2"], ["m2"]),
+        helper.make_node("Add", ["m2", "b2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "feed_forward", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 48])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString(), inits
+
+
+def test_bfloat16_products_read_their_packed_weights_in_place(tmp_path):
+    rng = np.random.default_rng(37)
+    model, inits = feed_forward_onnx(rng)
+    onnx_path = tmp_path / "feed_forward.onnx"
+    onnx_path.write_bytes(model)
+    p = kiln.parse_onnx(str(onnx_path))
+    kiln.quantize_bf16(p)
+    path = compiled_and_saved(p, tmp_path)
+    if "onednn_bf16" not in {algorithm for _, _, algorithm in p.get_kernel_algorithms()}:
+        pytest.skip("this CPU has no bfloat16 dot products: the products widen their weights instead")
+    feeds = {"x": rand(rng, 1, 32, 64)}
+    expected = [np.asarray(o) for o in p.run(feeds)]
+    h = np.maximum(feeds["x"].astype(np.float64) @ inits["w1"] + inits["b1"], 0)
+    np.testing.assert_allclose(expected[0], h @ inits["w2"] + inits["b2"], rtol=5e-2, atol=5e-2)
+    meta = metadata(path)
+    assert packed_literals(meta), "the bfloat16 weights were not stored packed"
+    outputs, constants, stderr = run_fresh(path, feeds, tmp_path)
+    np.testing.assert_array_equal(outputs[0], expected[0])
+    assert constants["adopted"] == sum(ins["bytes"] for ins in packed_literals(meta))
+    assert constants["packed_on_load"] == 0
     assert "warning" not in stderr
 
 
