@@ -101,6 +101,24 @@ class KilnEngine:
         return [np.asarray(o) for o in raw]
 
 
+class KilnTunedEngine(KilnEngine):
+    """Kiln with exhaustive tuning: every eligible kernel algorithm timed on the model's shapes and the
+    fastest kept. The results go to a tuning cache under build/, so that a rerun of the bench times
+    nothing again: the compile phase is the tuning itself the first time, a cache read afterwards."""
+
+    name, title = "kiln_tuned", "Kiln cpu, tuned"
+    tuning_cache = Path(__file__).resolve().parent.parent / "build" / "bench" / "tuning_cache.json"
+
+    def load(self, files):
+        kiln, phases = self.kiln, {}
+        self.program = _timed(phases, "parse", self.parse, str(self.source(files)))
+        self.tuning_cache.parent.mkdir(parents=True, exist_ok=True)
+        _timed(phases, "compile", self.program.compile, kiln.get_target("cpu"), threads=self.threads,
+               exhaustive_tune=True, tuning_cache=str(self.tuning_cache))
+        self.inputs = set(self.program.get_parameter_names())
+        return phases
+
+
 class KilnQdqEngine(KilnEngine):
     """Kiln on the QDQ file that ONNX Runtime's quantizer wrote (the one the int8 peers load)."""
 
@@ -597,7 +615,7 @@ class OpenVinoTfEngine(OpenVinoEngine):
 
 ENGINES = {
     e.name: e
-    for e in (KilnEngine, OnnxRuntimeEngine, OpenVinoEngine, TorchEagerEngine, TorchCompileEngine, KilnInt8Engine,
+    for e in (KilnEngine, KilnTunedEngine, OnnxRuntimeEngine, OpenVinoEngine, TorchEagerEngine, TorchCompileEngine, KilnInt8Engine,
               KilnQdqEngine, KilnFp16Engine, KilnBf16Engine, OnnxRuntimeInt8Engine, OpenVinoInt8Engine, TorchInt8Engine,
               TorchInductorEngine, KilnTorchCompileEngine, KilnDynamoEngine, InductorInt8Engine, KilnTorchPt2eEngine,
               KilnDynamoPt2eEngine, KilnTorchInt8Engine, KilnTfEngine, TensorFlowEngine, TensorFlowXlaEngine,

@@ -71,10 +71,10 @@ class Results:
         return bool(c and (c.get("check") or {}).get("agrees"))
 
     def fastest_other(self, model, batch, engines=None):
-        """(engine, seconds) of the fastest of `engines` (by default every engine but Kiln) whose outputs
-        agree, or (None, None)."""
+        """(engine, seconds) of the fastest of `engines` (by default every engine but Kiln's own, such as
+        Kiln tuned) whose outputs agree, or (None, None)."""
         best = (None, None)
-        for e in [e for e in self.engines if e != KILN] if engines is None else engines:
+        for e in [e for e in self.engines if not e.startswith(KILN)] if engines is None else engines:
             t = self.latency(model, batch, e)
             if t is not None and self.agrees(model, batch, e) and (best[1] is None or t < best[1]):
                 best = (e, t)

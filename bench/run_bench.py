@@ -81,6 +81,7 @@ from model_zoo import MODELS, TITLES  # noqa: E402
 
 ENGINE_TITLES = {
     "kiln": "Kiln cpu",
+    "kiln_tuned": "Kiln cpu, tuned",
     "onnxruntime": "ONNX Runtime",
     "openvino": "OpenVINO",
     "torch": "PyTorch eager",

@@ -174,12 +174,123 @@ def test_a_fresh_process_runs_the_packed_file_bit_identical_and_packs_nothing(ne
     for got, want in zip(outputs, expected):
         np.testing.assert_array_equal(got, want)
     # Every weight stored packed is read in place, not packed (reordered) on
-    # load; only kernels that store none (Winograd's own transform) pack theirs.
+    # load, Winograd's transformed weights too.
     assert constants["adopted"] == sum(ins["bytes"] for ins in packed_literals(meta))
-    assert constants["packed_on_load"] == p.kernel_constant_bytes() - constants["adopted"]
-    if net == "bert_like":
-        assert constants["packed_on_load"] == 0
+    assert constants["packed_on_load"] == 0
     assert "warning" not in stderr
+
+
+def image_net_onnx(rng):
+    """An image network's first layers, each run by one of Kiln's own convolutions: a 7 x 7 stem over
+    three channels (channel split), a 1 x 1 over 64 channels at 56 x 56 (pairwise sums), a 3 x 3 of
+    stride 2 (im2col) and a 3 x 3 of stride 1 (Winograd); then pooling and a classifier."""
+    inits = {
+        "w_stem": rng.standard_normal((64, 3, 7, 7)).astype(np.float32) * 0.1,
+        "b_stem": rng.standard_normal(64).astype(np.float32) * 0.1,
+        "w_point": rng.standard_normal((64, 64, 1, 1)).astype(np.float32) * 0.1,
+        "w_down": rng.standard_normal((32, 64, 3, 3)).astype(np.float32) * 0.05,
+        "b_down": rng.standard_normal(32).astype(np.float32) * 0.1,
+        "w_window": rng.standard_normal((32, 32, 3, 3)).astype(np.float32) * 0.05,
+        "w_fc": rng.standard_normal((32, 10)).astype(np.float32) * 0.3,
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w_stem", "b_stem"], ["c1"], pads=[3, 3, 3, 3]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w_point"], ["c2"]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w_down", "b_down"], ["c3"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c3"], ["r3"]),
+        helper.make_node("Conv", ["r3", "w_window"], ["c4"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c4"], ["r4"]),
+        helper.make_node("GlobalAveragePool", ["r4"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("MatMul", ["f", "w_fc"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "image_net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 56, 56])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+OWN_CONVOLUTIONS = {"channel_split", "pairwise_sum", "im2col", "winograd_f2x2_3x3"}
+
+
+def image_net_file(tmp_path):
+    rng = np.random.default_rng(31)
+    model = image_net_onnx(rng)
+    onnx_path = tmp_path / "image_net.onnx"
+    onnx_path.write_bytes(model)
+    p = kiln.parse_onnx(str(onnx_path))
+    path = compiled_and_saved(p, tmp_path)
+    feeds = {"x": rand(rng, 1, 3, 56, 56)}
+    expected = [np.asarray(o) for o in p.run(feeds)]
+    np.testing.assert_allclose(expected[0], onnx_runtime_reference(model)(feeds)[0], rtol=1e-4, atol=1e-4)
+    assert OWN_CONVOLUTIONS <= {algorithm for _, _, algorithm in p.get_kernel_algorithms()}
+    return p, path, feeds, expected
+
+
+def own_layouts(meta):
+    return {ins["packed"]["kernel"]: ins for ins in packed_literals(meta) if "kernel" in ins["packed"]}
+
+
+def test_kilns_own_convolution_layouts_are_read_in_place_by_a_fresh_process(tmp_path):
+    p, path, feeds, expected = image_net_file(tmp_path)
+    meta = metadata(path)
+    assert set(own_layouts(meta)) == OWN_CONVOLUTIONS
+    outputs, constants, stderr = run_fresh(path, feeds, tmp_path)
+    for got, want in zip(outputs, expected):
+        np.testing.assert_array_equal(got, want)
+    assert constants["adopted"] == sum(ins["bytes"] for ins in packed_literals(meta))
+    assert constants["packed_on_load"] == 0
+    assert "warning" not in stderr
+    # Saved again from the loaded program, the file is the same.
+    again = tmp_path / "again.kiln"
+    kiln.save(kiln.load(str(path)), str(again))
+    assert again.read_bytes() == path.read_bytes()
+
+
+def test_kilns_own_layouts_for_another_cpu_are_restored_with_a_warning(tmp_path):
+    p, path, feeds, expected = image_net_file(tmp_path)
+    owner = metadata(path)["compiled"]["packed_for"].encode()
+    rewrite_metadata(path, lambda text: text.replace(owner, b"Z" * len(owner)))
+    outputs, constants, stderr = run_fresh(path, feeds, tmp_path)
+    assert "pre-packed weights were laid out for" in stderr
+    assert constants["adopted"] == 0 and constants["packed_on_load"] > 0
+    for got, want in zip(outputs, expected):
+        np.testing.assert_array_equal(got, want)
+    # The restored weights are the given ones: verify against ref passes.
+    loaded = kiln.load(str(path))
+    report = kiln.verify(loaded, inputs=feeds)
+    assert report["passed"], report["text"]
+
+
+@pytest.mark.parametrize("algorithm", sorted(OWN_CONVOLUTIONS))
+def test_damaged_own_layouts_are_clear_errors(algorithm, tmp_path):
+    p, path, feeds, expected = image_net_file(tmp_path)
+    good = path.read_bytes()
+    ins = own_layouts(metadata(path))[algorithm]
+
+    # Fewer bytes than the layout needs (checksums made to match).
+    stored = f'"bytes":{ins["bytes"]},'.encode()
+    smaller = f'"bytes":{ins["bytes"] - 64:<{len(str(ins["bytes"]))}},'.encode()
+    assert good.count(stored) == 1
+    rewrite_metadata(path, lambda text: text.replace(stored, smaller, 1))
+    with pytest.raises(kiln.ParseError, match="packed weights"):
+        kiln.load(str(path))
+
+    # A geometry that does not fit the literal: refused where it is restored.
+    path.write_bytes(good)
+    geometry = json.dumps(ins["packed"]["geometry"], separators=(",", ":")).encode()
+    assert good.count(geometry) >= 1
+    out_channels = ins["packed"]["geometry"]["out_channels"]
+    wrong = geometry.replace(f'"out_channels":{out_channels}'.encode(),
+                             f'"out_channels":{out_channels // 2:<{len(str(out_channels))}}'.encode())
+    rewrite_metadata(path, lambda text: text.replace(geometry, wrong))
+    with pytest.raises(kiln.ParseError, match="packed weights"):
+        kiln.load(str(path))
 
 
 def test_the_loaded_program_saves_and_reads_back_the_same_values(tmp_path):
@@ -284,9 +395,8 @@ def test_uncompiled_and_ref_programs_store_plain_weights(tmp_path):
 
 @pytest.mark.parametrize("quantize", ["quantize_fp16", "quantize_bf16"])
 def test_16bit_weight_programs_reload_bit_identical(quantize, tmp_path):
-    """Programs with 16-bit weights reload bit-identical too (the 16-bit
-    weight kernels do not read packed weights in place yet: a load restores
-    and packs theirs again)."""
+    """Programs with 16-bit weights reload bit-identical too (the kernels
+    that widen 16-bit weights keep them as they are, packing nothing)."""
     rng = np.random.default_rng(23)
     p, feeds, reference = bert_like(rng)
     getattr(kiln, quantize)(p)
@@ -295,6 +405,50 @@ def test_16bit_weight_programs_reload_bit_identical(quantize, tmp_path):
     np.testing.assert_allclose(expected[0], reference(feeds)[0], rtol=5e-2, atol=5e-2)
     outputs, _, stderr = run_fresh(path, feeds, tmp_path)
     np.testing.assert_array_equal(outputs[0], expected[0])
+    assert "warning" not in stderr
+
+
+def feed_forward_onnx(rng):
+    """x [1, 32, 64] through two MatMul + Add layers with a Relu between: products of 32 rows, which the
+    cpu target runs in bfloat16 on a CPU with bfloat16 dot products once the weights are bfloat16."""
+    inits = {"w1": rand(rng, 64, 128, scale=0.2), "b1": rand(rng, 128, scale=0.1),
+             "w2": rand(rng, 128, 48, scale=0.1), "b2": rand(rng, 48, scale=0.1)}
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["m1"]),
+        helper.make_node("Add", ["m1", "b1"], ["a1"]),
+        helper.make_node("Relu", ["a1"], ["r1"]),
+        helper.make_node("MatMul", ["r1", "w2"], ["m2"]),
+        helper.make_node("Add", ["m2", "b2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "feed_forward", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 48])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString(), inits
+
+
+def test_bfloat16_products_read_their_packed_weights_in_place(tmp_path):
+    rng = np.random.default_rng(37)
+    model, inits = feed_forward_onnx(rng)
+    onnx_path = tmp_path / "feed_forward.onnx"
+    onnx_path.write_bytes(model)
+    p = kiln.parse_onnx(str(onnx_path))
+    kiln.quantize_bf16(p)
+    path = compiled_and_saved(p, tmp_path)
+    if "onednn_bf16" not in {algorithm for _, _, algorithm in p.get_kernel_algorithms()}:
+        pytest.skip("this CPU has no bfloat16 dot products: the products widen their weights instead")
+    feeds = {"x": rand(rng, 1, 32, 64)}
+    expected = [np.asarray(o) for o in p.run(feeds)]
+    h = np.maximum(feeds["x"].astype(np.float64) @ inits["w1"] + inits["b1"], 0)
+    np.testing.assert_allclose(expected[0], h @ inits["w2"] + inits["b2"], rtol=5e-2, atol=5e-2)
+    meta = metadata(path)
+    assert packed_literals(meta), "the bfloat16 weights were not stored packed"
+    outputs, constants, stderr = run_fresh(path, feeds, tmp_path)
+    np.testing.assert_array_equal(outputs[0], expected[0])
+    assert constants["adopted"] == sum(ins["bytes"] for ins in packed_literals(meta))
+    assert constants["packed_on_load"] == 0
     assert "warning" not in stderr
 
 

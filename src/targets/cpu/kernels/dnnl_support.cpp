@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "targets/cpu/kernels/own_packed_layout.hpp"
+#include "targets/cpu/kernels/packed_constant_values.hpp"
 #include "targets/cpu/kernels/packed_layout.hpp"
 #include "targets/cpu/kernels/scratch_alignment.hpp"
 
@@ -231,7 +233,13 @@ kept_constant constant_in_layout(const kernel_request& r, std::size_t index, con
                                  const dnnl::memory::desc& to) {
     const auto& engine = cpu_engine();
     dnnl::memory source;
-    if (const packed_constant* form = r.packed_input(index)) {
+    argument restored;  // the values, when the form is one of Kiln's own layouts
+    if (const packed_constant* form = r.packed_input(index); form != nullptr && own_layout::is_own(*form)) {
+        // Packed by another kind of kernel (a literal several kernels read): its plain values, laid out
+        // as the literal's, which `from` describes.
+        restored = restore_packed_constant(*form, r.input_shapes[index].as_standard());
+        source = dnnl::memory(from, engine, restored.data());
+    } else if (form != nullptr) {
         const packed_descs descs = read_packed_layout(*form, r.input_shapes[index]);
         if (form->adoptable && descs.packed == to)
             return {index, dnnl::memory(to, engine, form->bytes.data()), from, form->bytes, nullptr};

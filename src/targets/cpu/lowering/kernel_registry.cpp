@@ -105,7 +105,10 @@ std::span<const kernel_algorithm> algorithms_for(const operation& op, const kern
     const bool product = op.name() == "fused_dot" || op.name() == "fused_convolution";
     if (product && r.input_shapes.size() > 1 && ops::is_16bit_float(r.input_shapes[1].type()) &&
         r.input_shapes[0].type() == dtype::float_type) {
-        if (!has_16bit_weights(r)) return {};  // weights computed at run time: the reference compute
+        // Weights computed at run time: the reference compute. (Constant ones loaded packed have no
+        // values: the list's kernels that read values are not eligible then, and the plan builds again
+        // from restored values when none takes the packed form.)
+        if (!r.is_constant(1)) return {};
         // (and the reference compute too when no algorithm of the list builds)
         return op.name() == "fused_dot" ? half_weights_matmul_algorithms() : half_weights_convolution_algorithms();
     }

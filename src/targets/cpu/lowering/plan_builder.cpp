@@ -11,7 +11,7 @@
 
 #include "ir/in_place_writes.hpp"
 #include "runtime/view_placement.hpp"
-#include "targets/cpu/kernels/packed_layout.hpp"
+#include "targets/cpu/kernels/packed_constant_values.hpp"
 #include "targets/cpu/lowering/cpu_executable.hpp"
 #include "targets/cpu/lowering/kernel_registry.hpp"
 #include "targets/cpu/lowering/kernel_tuner.hpp"
@@ -82,7 +82,7 @@ private:
     static void restorable_from_packed(const literal& lit) {
         auto form = lit.packed_form();
         if (form == nullptr || lit.holds_bytes()) return;
-        lit.hand_over([form, whole = lit.get_shape()] { return dnnl_support::restore_packed(*form, whole); }, form);
+        lit.hand_over([form, whole = lit.get_shape()] { return restore_packed_constant(*form, whole); }, form);
     }
 
     // The constant behind input `i` (a literal or a view of one) as a kernel

@@ -10,10 +10,10 @@ namespace kiln::blocked_convolution {
 bool reads_blocked_float(const op::fused_convolution& conv, const kernel_request& r) {
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
-    const argument& weights = r.constant_inputs[1];
+    // Constant weights, given as values or as a loaded file's packed form.
     return conv.input_layout == op::tensor_layout::nchw8c && conv.output_layout == op::tensor_layout::nchw8c &&
            conv.conv.group == 1 && x.ndim() == 5 && w.ndim() == 4 && x.type() == dtype::float_type &&
-           w.type() == dtype::float_type && x.standard() && !weights.empty() && weights.get_shape().standard() &&
+           w.type() == dtype::float_type && x.standard() && r.is_constant(1) && w.standard() &&
            w.lens()[0] % ops::channel_block == 0 && w.lens()[1] == x.lens()[1] * ops::channel_block &&
            r.output_shape.standard();
 }

@@ -28,6 +28,14 @@ std::span<const kernel_algorithm> convolution_algorithms();
 // swaps such an algorithm only for another of them, never for speed alone.
 bool sums_for_accuracy(std::string_view algorithm);
 
+// The plain weights (of shape `whole`) from the packed form Kiln's own
+// convolutions store in a compiled file (packed_constant_values.hpp
+// dispatches on the form's algorithm); a damaged form is a parse_error.
+argument winograd_restore_weights(const packed_constant& form, const shape& whole);
+argument pairwise_sum_restore_weights(const packed_constant& form, const shape& whole);
+argument im2col_restore_weights(const packed_constant& form, const shape& whole);
+argument channel_split_restore_weights(const packed_constant& form, const shape& whole);
+
 // The fused_convolution a convolution algorithm is asked to run: the kernel
 // registry hands plain convolutions over as fused ones with no bias or post-ops.
 const op::fused_convolution& requested_convolution(const kernel_request& r);

@@ -8,11 +8,18 @@
 // reduction block from zero and adds the block to the partial result, which
 // brings the error to 1.1x-1.4x ONNX Runtime's for about 2.5% more time on
 // ResNet-50 (the copy; the 1 x 1 kernel is as fast as the direct one).
+//
+// A compiled file stores the weights as the 1 x 1 kernel packed them, its
+// layout wrapped in this one's (the taps, for restoring the plain order); a
+// load on the same CPU and Kiln version hands them to the 1 x 1 kernel to
+// read in place.
 #include <algorithm>
 #include <cstring>
 
 #include "ops/conv.hpp"
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
+#include "targets/cpu/kernels/own_packed_layout.hpp"
+#include "targets/cpu/kernels/packed_constant_values.hpp"
 
 namespace kiln {
 
@@ -114,17 +121,9 @@ public:
     // The weights live only in the 1 x 1 kernel's copy, in tap-major order.
     bool keeps_own_copy(std::size_t index) const override { return index == 1 && pointwise_->keeps_own_copy(1); }
     std::size_t own_copy_bytes() const override { return pointwise_->own_copy_bytes(); }
-    void restore_constant(std::size_t index, const argument& into) const override {
-        if (index != 1) return cpu_kernel::restore_constant(index, into);
-        argument tap_major(tap_weights_);
-        pointwise_->restore_constant(1, tap_major);
-        const std::size_t m = tap_weights_.lens()[0], taps = geometry_.taps(), c = tap_weights_.lens()[1] / taps;
-        const float* src = tap_major.data_as<float>();
-        float* dst = into.data_as<float>();
-        for (std::size_t o = 0; o < m; ++o)
-            for (std::size_t ci = 0; ci < c; ++ci)
-                for (std::size_t t = 0; t < taps; ++t) dst[(o * c + ci) * taps + t] = src[(o * taps + t) * c + ci];
-    }
+    void restore_constant(std::size_t index, const argument& into) const override;
+    std::shared_ptr<const packed_constant> packed_copy(std::size_t index) const override;
+    std::size_t adopted_bytes() const override { return pointwise_->adopted_bytes(); }
 
 private:
     im2col_geometry geometry_;
@@ -134,6 +133,39 @@ private:
     shape tap_weights_;  // [M, KH * KW * C, 1, 1]
     std::shared_ptr<const cpu_kernel> pointwise_;
 };
+
+// Tap-major weights [M, taps * C] back in [M, C, taps] order.
+void plain_from_tap_major(const float* src, std::size_t m, std::size_t c, std::size_t taps, float* dst) {
+    for (std::size_t o = 0; o < m; ++o)
+        for (std::size_t ci = 0; ci < c; ++ci)
+            for (std::size_t t = 0; t < taps; ++t) dst[(o * c + ci) * taps + t] = src[(o * taps + t) * c + ci];
+}
+
+own_layout::geometry layout_geometry(std::size_t m, std::size_t c, std::size_t taps) {
+    return {{"out_channels", static_cast<std::int64_t>(m)},
+            {"in_channels", static_cast<std::int64_t>(c)},
+            {"taps", static_cast<std::int64_t>(taps)}};
+}
+
+shape tap_major_shape(std::size_t m, std::size_t c, std::size_t taps) {
+    return shape(dtype::float_type, {m, taps * c, 1, 1});
+}
+
+void im2col_convolution_kernel::restore_constant(std::size_t index, const argument& into) const {
+    if (index != 1) return cpu_kernel::restore_constant(index, into);
+    argument tap_major(tap_weights_);
+    pointwise_->restore_constant(1, tap_major);
+    const std::size_t m = tap_weights_.lens()[0], taps = geometry_.taps(), c = tap_weights_.lens()[1] / taps;
+    plain_from_tap_major(tap_major.data_as<float>(), m, c, taps, into.data_as<float>());
+}
+
+std::shared_ptr<const packed_constant> im2col_convolution_kernel::packed_copy(std::size_t index) const {
+    auto inner = index == 1 ? pointwise_->packed_copy(1) : nullptr;
+    if (inner == nullptr) return nullptr;
+    const std::size_t m = tap_weights_.lens()[0], taps = geometry_.taps(), c = tap_weights_.lens()[1] / taps;
+    return own_layout::export_form(im2col_convolution.name, layout_geometry(m, c, taps), inner->bytes,
+                                   {{"inner", inner->layout}});
+}
 
 // Weights [M, C, KH, KW] as the 1 x 1 convolution's [M, KH * KW * C, 1, 1],
 // in the columns' channel order.
@@ -154,10 +186,9 @@ bool eligible(const kernel_request& r) {
     const auto& conv = requested_convolution(r);
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
-    const argument& weights = r.constant_inputs[1];
     return conv.input_layout == op::tensor_layout::nchw8c && conv.output_layout == op::tensor_layout::nchw8c &&
            conv.conv.group == 1 && x.ndim() == 5 && w.ndim() == 4 && w.type() == dtype::float_type &&
-           !weights.empty() && weights.get_shape().standard() &&
+           r.is_constant(1) && w.standard() &&
            w.lens()[2] * w.lens()[3] > 1;  // else already a 1 x 1 convolution
 }
 
@@ -166,7 +197,6 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     const auto& conv = requested_convolution(r);
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
-    const argument& weights = r.constant_inputs[1];
     im2col_geometry g;
     g.kernel_h = w.lens()[2];
     g.kernel_w = w.lens()[3];
@@ -184,7 +214,20 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     pointwise.conv.padding.clear();
     pointwise.conv.stride.clear();
     pointwise.conv.dilation.clear();
-    const argument tap_weights = tap_major_weights(weights);
+    // The 1 x 1 kernel's packed weights from a loaded file, when they are its
+    // layout for these shapes (it reads them in place), else the values.
+    const std::size_t m = w.lens()[0], c = w.lens()[1];
+    std::vector<std::shared_ptr<const packed_constant>> inner_packed(r.input_shapes.size());
+    argument tap_weights;
+    const packed_constant* form = r.packed_input(1);
+    if (form != nullptr && form->adoptable &&
+        own_layout::same_layout(*form, im2col_convolution.name, layout_geometry(m, c, g.taps()))) {
+        inner_packed[1] = own_layout::part_of(*form, own_layout::member(*form, "inner"), 0,
+                                              form->bytes.get_shape().bytes());
+        tap_weights = argument(tap_major_shape(m, c, g.taps()), nullptr);
+    } else {
+        tap_weights = tap_major_weights(constant_values(r, 1));
+    }
     shape columns(dtype::float_type, {1, g.taps() * g.channel_blocks, g.out_h, g.out_w, block});
     std::vector<image_view> views{view_of_one_image(x, batch), view_of_one_image(r.output_shape, batch)};
     std::vector<shape> shapes{columns, tap_weights.get_shape()};
@@ -196,7 +239,9 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     constants[0] = argument();
     constants[1] = tap_weights;
     const operation op(pointwise);
-    auto kernel = inner({op, shapes, views[1].image, constants, r.threads});
+    kernel_request pointwise_request{op, shapes, views[1].image, constants, r.threads};
+    if (inner_packed[1] != nullptr) pointwise_request.packed = &inner_packed;
+    auto kernel = inner(pointwise_request);
     if (kernel == nullptr) return nullptr;
     return std::make_shared<im2col_convolution_kernel>(std::move(g), std::move(columns), std::move(views),
                                                        tap_weights.get_shape(), std::move(kernel));
@@ -207,5 +252,21 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
 // k x k layers on blocked input as a column copy and a 1 x 1 convolution,
 // for float32 accuracy (see the top of this file).
 const kernel_algorithm im2col_convolution{"im2col", eligible, build};
+
+argument im2col_restore_weights(const packed_constant& form, const shape& whole) {
+    constexpr std::int64_t most = std::int64_t{1} << 24;
+    const auto m = static_cast<std::size_t>(own_layout::entry(form, "out_channels", 1, most));
+    const auto c = static_cast<std::size_t>(own_layout::entry(form, "in_channels", 1, most));
+    const auto taps = static_cast<std::size_t>(own_layout::entry(form, "taps", 1, most));
+    if (whole.type() != dtype::float_type || whole.elements() != m * c * taps)
+        fail(error_kind::parse_error, "packed weights: an im2col layout of " + std::to_string(m) + " x " +
+                                          std::to_string(c) + " x " + std::to_string(taps) +
+                                          " weights is stored for a " + to_string(whole) + " literal");
+    const auto inner = own_layout::part_of(form, own_layout::member(form, "inner"), 0, form.bytes.get_shape().bytes());
+    const argument tap_major = restore_packed_constant(*inner, tap_major_shape(m, c, taps));
+    argument values(whole);
+    plain_from_tap_major(tap_major.data_as<float>(), m, c, taps, values.data_as<float>());
+    return values;
+}
 
 }  // namespace kiln

@@ -36,6 +36,8 @@
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
 #include "targets/cpu/kernels/convolution/pairwise_sum_convolution_avx2.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
+#include "targets/cpu/kernels/own_packed_layout.hpp"
+#include "targets/cpu/kernels/packed_constant_values.hpp"
 
 namespace kiln {
 
@@ -107,21 +109,42 @@ using blocked_convolution::finish;
 // Weights [M, C] (C columns) as groups of max_obs output blocks (fewer in
 // the last), each [C/8][8 input channels][blocks of the group][8 output
 // lanes]: the microkernel reads one channel's weights for all its output
-// blocks at fixed offsets from one pointer.
-std::size_t packed_index(std::size_t o, std::size_t i, std::size_t c, std::size_t m) {
-    const std::size_t ob = o / block, group = ob / max_obs * max_obs, obs = std::min(max_obs, m / block - group);
-    return group * c * block + (i * obs + ob - group) * block + o % block;
+// blocks at fixed offsets from one pointer. `blk` and `obs_group` are this
+// build's block and max_obs, or a compiled file's (restoring its weights).
+std::size_t packed_index(std::size_t o, std::size_t i, std::size_t c, std::size_t m, std::size_t blk = block,
+                         std::size_t obs_group = max_obs) {
+    const std::size_t ob = o / blk, group = ob / obs_group * obs_group, obs = std::min(obs_group, m / blk - group);
+    return group * c * blk + (i * obs + ob - group) * blk + o % blk;
+}
+
+// What fixes the packed layout, as a compiled file records it.
+own_layout::geometry layout_geometry(std::size_t m, std::size_t c, std::size_t taps) {
+    return {{"out_channels", static_cast<std::int64_t>(m)},
+            {"in_channels", static_cast<std::int64_t>(c)},
+            {"taps", static_cast<std::int64_t>(taps)},
+            {"block", static_cast<std::int64_t>(block)},
+            {"obs_group", static_cast<std::int64_t>(max_obs)}};
 }
 
 // Weights [M, C, KH, KW]: column t * C + i is input channel i at tap t.
-std::vector<float> packed_weights(const argument& w, std::size_t m, std::size_t c, std::size_t taps) {
-    std::vector<float> out(m * c * taps);
+argument packed_weights(const argument& w, std::size_t m, std::size_t c, std::size_t taps) {
+    argument out(shape(dtype::uint8_type, {m * c * taps * sizeof(float)}));
     const float* src = w.data_as<float>();
+    float* dst = out.data_as<float>();
     for (std::size_t o = 0; o < m; ++o)
         for (std::size_t i = 0; i < c; ++i)
             for (std::size_t t = 0; t < taps; ++t)
-                out[packed_index(o, t * c + i, taps * c, m)] = src[(o * c + i) * taps + t];
+                dst[packed_index(o, t * c + i, taps * c, m)] = src[(o * c + i) * taps + t];
     return out;
+}
+
+// The inverse of packed_weights, for a layout of block `blk` and group `obs_group`.
+void unpack_weights(const float* packed, std::size_t m, std::size_t c, std::size_t taps, std::size_t blk,
+                    std::size_t obs_group, float* dst) {
+    for (std::size_t o = 0; o < m; ++o)
+        for (std::size_t i = 0; i < c; ++i)
+            for (std::size_t t = 0; t < taps; ++t)
+                dst[(o * c + i) * taps + t] = packed[packed_index(o, t * c + i, taps * c, m, blk, obs_group)];
 }
 
 // Levels the pairwise tree needs for `leaves` leaves: one per bit.
@@ -133,11 +156,13 @@ std::size_t tree_levels(std::size_t leaves) {
 
 class pairwise_sum_convolution_kernel final : public cpu_kernel {
 public:
-    pairwise_sum_convolution_kernel(pairwise_geometry g, epilogue e, std::vector<float> weights, shape plain_weights,
-                                    int threads)
+    // `weights`: packed_weights' bytes; `adopted` when they are a loaded file's.
+    pairwise_sum_convolution_kernel(pairwise_geometry g, epilogue e, argument weights, bool adopted,
+                                    shape plain_weights, int threads)
         : g_(g),
           e_(std::move(e)),
           weights_(std::move(weights)),
+          adopted_(adopted),
           plain_weights_(std::move(plain_weights)),
           threads_(threads),
           levels_(tree_levels((g_.in_blocks + leaf_blocks - 1) / leaf_blocks)) {}
@@ -209,18 +234,22 @@ public:
     bool keeps_own_copy(std::size_t index) const override {
         return index == 1;
     }
+    // A loaded file's bytes read in place count as adopted, not as the kernel's own.
     std::size_t own_copy_bytes() const override {
-        return weights_.size() * sizeof(float);
+        return adopted_ ? 0 : weights_.get_shape().bytes();
     }
     void restore_constant(std::size_t index, const argument& into) const override {
         if (index != 1) return cpu_kernel::restore_constant(index, into);
-        const std::size_t m = plain_weights_.lens()[0], c = plain_weights_.lens()[1], taps = g_.taps();
-        float* dst = into.data_as<float>();
-        for (std::size_t o = 0; o < m; ++o)
-            for (std::size_t i = 0; i < c; ++i)
-                for (std::size_t t = 0; t < taps; ++t)
-                    dst[(o * c + i) * taps + t] = weights_[packed_index(o, t * c + i, taps * c, m)];
+        unpack_weights(weights_.data_as<const float>(), plain_weights_.lens()[0], plain_weights_.lens()[1], g_.taps(),
+                       block, max_obs, into.data_as<float>());
     }
+    std::shared_ptr<const packed_constant> packed_copy(std::size_t index) const override {
+        if (index != 1) return nullptr;
+        return own_layout::export_form(pairwise_sum_convolution.name,
+                                       layout_geometry(plain_weights_.lens()[0], plain_weights_.lens()[1], g_.taps()),
+                                       weights_);
+    }
+    std::size_t adopted_bytes() const override { return adopted_ ? weights_.get_shape().bytes() : 0; }
 
 private:
     struct row_sums {
@@ -293,7 +322,7 @@ private:
                 const std::size_t cb = leaf * leaf_blocks;
                 a.x0 = block_row(cb);
                 a.x1 = cb + 1 < g_.in_blocks ? block_row(cb + 1) : nullptr;
-                a.w = weights_.data() + ob * weight_ob + cb * block * block * obs;
+                a.w = weights_.data_as<const float>() + ob * weight_ob + cb * block * block * obs;
                 // Binary counter: level l holds the sum of 2^l leaves; equal sizes merge.
                 a.merges = 0;
                 while (occupied & (1u << a.merges)) ++a.merges;
@@ -317,7 +346,8 @@ private:
 
     pairwise_geometry g_;
     epilogue e_;
-    std::vector<float> weights_;
+    argument weights_;  // packed_weights' layout, float32 bytes
+    bool adopted_;
     shape plain_weights_;
     int threads_;
     std::size_t levels_;  // of the pairwise tree
@@ -373,7 +403,6 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     const auto& conv = requested_convolution(r);
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
-    const argument& weights = r.constant_inputs[1];
     const std::size_t kernel_h = w.lens()[2], kernel_w = w.lens()[3];
     const ops::window window = window_of(conv, w);
     const epilogue e = *blocked_convolution::epilogue_of(conv, r, w.lens()[0]);
@@ -391,11 +420,34 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     g.out_blocks = w.lens()[0] / block;
     g.out_h = plain_y.lens()[2];
     g.out_w = plain_y.lens()[3];
+    const std::size_t m = w.lens()[0], c = w.lens()[1];
+    const shape plain_weights = w.as_standard();
+    if (const packed_constant* form = own_layout::adoptable(r, 1, pairwise_sum_convolution.name,
+                                                            layout_geometry(m, c, g.taps()), plain_weights.bytes()))
+        return std::make_shared<pairwise_sum_convolution_kernel>(g, std::move(e), form->bytes, true, plain_weights,
+                                                                 r.threads);
     return std::make_shared<pairwise_sum_convolution_kernel>(
-        g, std::move(e), packed_weights(weights, w.lens()[0], w.lens()[1], g.taps()), weights.get_shape(), r.threads);
+        g, std::move(e), packed_weights(constant_values(r, 1), m, c, g.taps()), false, plain_weights, r.threads);
 }
 
 }  // namespace
+
+argument pairwise_sum_restore_weights(const packed_constant& form, const shape& whole) {
+    constexpr std::int64_t most = std::int64_t{1} << 24;
+    const auto m = static_cast<std::size_t>(own_layout::entry(form, "out_channels", 1, most));
+    const auto c = static_cast<std::size_t>(own_layout::entry(form, "in_channels", 1, most));
+    const auto taps = static_cast<std::size_t>(own_layout::entry(form, "taps", 1, most));
+    const auto blk = static_cast<std::size_t>(own_layout::entry(form, "block", 1, 64));
+    const auto obs_group = static_cast<std::size_t>(own_layout::entry(form, "obs_group", 1, 64));
+    if (whole.type() != dtype::float_type || whole.elements() != m * c * taps || m % blk != 0)
+        fail(error_kind::parse_error, "packed weights: a pairwise-sum layout of " + std::to_string(m) + " x " +
+                                          std::to_string(c) + " x " + std::to_string(taps) + " weights in blocks of " +
+                                          std::to_string(blk) + " is stored for a " + to_string(whole) + " literal");
+    own_layout::require_bytes(form, whole.bytes());
+    argument values(whole);
+    unpack_weights(form.bytes.data_as<const float>(), m, c, taps, blk, obs_group, values.data_as<float>());
+    return values;
+}
 
 // The high-resolution layers, summed pairwise for float32 accuracy.
 const kernel_algorithm pairwise_sum_convolution{"pairwise_sum", eligible, build};

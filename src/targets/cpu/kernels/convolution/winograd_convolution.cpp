@@ -6,7 +6,10 @@
 // the direct form's; F(4 x 4, 3 x 3) does fewer multiplies, but its
 // transforms scale by 4, 5, 8 and 1/6 to 1/24, which costs several bits.
 //
-// The weights are transformed once, in float64, to U [16][M/8][C][8]. At run
+// The weights are transformed once, in float64, to U [16][M/8][C][8], kept
+// followed by the plain weights (U cannot give them back exactly: it is
+// rounded), so that a compiled file stores both and a load on the same CPU
+// and Kiln version reads them in place, transforming nothing. At run
 // time the tiles go in groups (2 MB of transformed input V [16][C/8][tiles][8],
 // so that one element's slice, 128 KB, stays in L2 while every output block
 // multiplies it and U is streamed once per group): the threads transform the
@@ -31,6 +34,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "ops/conv.hpp"
@@ -38,6 +42,8 @@
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
 #include "targets/cpu/kernels/convolution/winograd_convolution_avx2.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
+#include "targets/cpu/kernels/own_packed_layout.hpp"
+#include "targets/cpu/kernels/packed_constant_values.hpp"
 
 namespace kiln {
 
@@ -62,11 +68,23 @@ std::size_t tiles_of(const winograd_geometry& g) {
 using blocked_convolution::epilogue;
 using blocked_convolution::finish;
 
+constexpr std::size_t taps = 9;
+
+// The kernel's packed weights: U, then the plain [M, C, 3, 3] weights.
+std::size_t packed_floats(std::size_t m, std::size_t c) {
+    return (elements + taps) * m * c;
+}
+
+own_layout::geometry layout_geometry(std::size_t m, std::size_t c) {
+    return {{"out_channels", static_cast<std::int64_t>(m)},
+            {"in_channels", static_cast<std::int64_t>(c)},
+            {"block", static_cast<std::int64_t>(block)}};
+}
+
 // U = G g G^T for each (output, input) channel pair, in float64, stored as
-// [element][M/8][C][8 output lanes].
-std::vector<float> transformed_weights(const argument& w, std::size_t m, std::size_t c) {
+// [element][M/8][C][8 output lanes] at `out`.
+void transform_weights(const argument& w, std::size_t m, std::size_t c, float* out) {
     static constexpr double g_matrix[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
-    std::vector<float> out(elements * m * c);
     const float* src = w.data_as<float>();
     for (std::size_t o = 0; o < m; ++o)
         for (std::size_t i = 0; i < c; ++i) {
@@ -83,7 +101,15 @@ std::vector<float> transformed_weights(const argument& w, std::size_t m, std::si
                         static_cast<float>(u);
                 }
         }
-    return out;
+}
+
+// U and the plain weights in one new buffer.
+argument packed_weights(const argument& w, std::size_t m, std::size_t c) {
+    argument packed(shape(dtype::uint8_type, {packed_floats(m, c) * sizeof(float)}));
+    float* out = packed.data_as<float>();
+    transform_weights(w, m, c, out);
+    std::memcpy(out + elements * m * c, w.data(), taps * m * c * sizeof(float));
+    return packed;
 }
 
 // The first of `parts` equal shares of `total`.
@@ -93,8 +119,10 @@ std::size_t share_begin(std::size_t total, std::size_t part, std::size_t parts) 
 
 class winograd_convolution_kernel final : public cpu_kernel {
 public:
-    winograd_convolution_kernel(winograd_geometry g, epilogue e, std::vector<float> weights, int threads)
-        : g_(g), e_(e), weights_(std::move(weights)), threads_(threads) {}
+    // `packed`: U and the plain weights (packed_weights); `adopted` when they are a loaded file's bytes.
+    winograd_convolution_kernel(winograd_geometry g, epilogue e, std::size_t m, std::size_t c, argument packed,
+                                bool adopted, int threads)
+        : g_(g), e_(e), m_(m), c_(c), packed_(std::move(packed)), adopted_(adopted), threads_(threads) {}
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         const float* x = inputs[0].data_as<float>();
@@ -160,13 +188,25 @@ public:
                sizeof(float);
     }
 
-    // U cannot give back the exact weights (it is rounded, and 16/9 their
-    // size), so the literal stays; U is counted as the kernel's own bytes.
-    std::size_t own_copy_bytes() const override {
-        return weights_.size() * sizeof(float);
+    // The plain weights ride behind U, so the literal's own bytes can go.
+    bool keeps_own_copy(std::size_t index) const override { return index == 1; }
+    // A loaded file's bytes read in place count as adopted, not as the kernel's own.
+    std::size_t own_copy_bytes() const override { return adopted_ ? 0 : packed_.get_shape().bytes(); }
+    void restore_constant(std::size_t index, const argument& into) const override {
+        if (index != 1) return cpu_kernel::restore_constant(index, into);
+        std::memcpy(into.data(), plain_weights(), taps * m_ * c_ * sizeof(float));
     }
+    std::shared_ptr<const packed_constant> packed_copy(std::size_t index) const override {
+        if (index != 1) return nullptr;
+        return own_layout::export_form(winograd_convolution.name,
+                                       layout_geometry(m_, c_), packed_);
+    }
+    std::size_t adopted_bytes() const override { return adopted_ ? packed_.get_shape().bytes() : 0; }
 
 private:
+    const float* u() const { return packed_.data_as<const float>(); }
+    const float* plain_weights() const { return u() + elements * m_ * c_; }
+
     // Output blocks one thread takes at most.
     std::size_t max_products_blocks() const {
         if (g_.own_tiles) return g_.out_blocks;
@@ -192,7 +232,7 @@ private:
             const float* ve = v + e * v_element_floats;
             for (std::size_t ob = ob_begin; ob < ob_end; ob += max_obs) {
                 const std::size_t obs = std::min(max_obs, ob_end - ob);
-                const float* u = weights_.data() + e * u_element_floats + ob * u_ob_floats;
+                const float* u = this->u() + e * u_element_floats + ob * u_ob_floats;
                 float* p = products + e * product_element_floats + (ob - ob_begin) * product_ob_floats;
                 for (std::size_t t = 0; t < count; t += max_tiles) {
                     const std::size_t tiles = std::min(max_tiles, count - t);
@@ -211,7 +251,9 @@ private:
 
     winograd_geometry g_;
     epilogue e_;
-    std::vector<float> weights_;  // U [16][M/8][C][8]
+    std::size_t m_, c_;  // output and input channels
+    argument packed_;  // U [16][M/8][C][8], then the plain weights [M][C][3][3]
+    bool adopted_;
     int threads_;
 };
 
@@ -254,7 +296,6 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     const auto& conv = requested_convolution(r);
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
-    const argument& weights = r.constant_inputs[1];
     const ops::window window = window_of(conv);
     const epilogue e = *blocked_convolution::epilogue_of(conv, r, w.lens()[0]);
     const shape plain_y = conv.plain_output_shape(r.input_shapes);
@@ -284,11 +325,28 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     const std::size_t per_tile = elements * g.in_blocks * block * sizeof(float);
     g.group_tiles = std::max<std::size_t>(max_tiles, group_bytes / per_tile / max_tiles * max_tiles);
     g.group_tiles = std::min(g.group_tiles, (tiles_of(g) + max_tiles - 1) / max_tiles * max_tiles);
-    return std::make_shared<winograd_convolution_kernel>(g, e, transformed_weights(weights, w.lens()[0], w.lens()[1]),
+    const std::size_t m = w.lens()[0], c = w.lens()[1];
+    if (const packed_constant* form = own_layout::adoptable(r, 1, winograd_convolution.name, layout_geometry(m, c),
+                                                            packed_floats(m, c) * sizeof(float)))
+        return std::make_shared<winograd_convolution_kernel>(g, e, m, c, form->bytes, true, r.threads);
+    return std::make_shared<winograd_convolution_kernel>(g, e, m, c, packed_weights(constant_values(r, 1), m, c), false,
                                                          r.threads);
 }
 
 }  // namespace
+
+argument winograd_restore_weights(const packed_constant& form, const shape& whole) {
+    const auto m = static_cast<std::size_t>(own_layout::entry(form, "out_channels", 1, std::int64_t{1} << 24));
+    const auto c = static_cast<std::size_t>(own_layout::entry(form, "in_channels", 1, std::int64_t{1} << 24));
+    if (whole.type() != dtype::float_type || whole.elements() != taps * m * c)
+        fail(error_kind::parse_error, "packed weights: a Winograd layout of " + std::to_string(m) + " x " +
+                                          std::to_string(c) + " x 3 x 3 weights is stored for a " + to_string(whole) +
+                                          " literal");
+    own_layout::require_bytes(form, packed_floats(m, c) * sizeof(float));
+    argument values(whole);
+    std::memcpy(values.data(), form.bytes.data_as<const float>() + elements * m * c, whole.bytes());
+    return values;
+}
 
 // 3 x 3 stride-1 layers with enough tiles: 2.25x fewer multiplies.
 const kernel_algorithm winograd_convolution{"winograd_f2x2_3x3", eligible, build};

@@ -134,7 +134,7 @@ std::shared_ptr<const cpu_kernel> build(const op::fused_dot& fused, const kernel
     const shape& sb = r.input_shapes[1];
     if (sa.type() != dtype::float_type || r.output_shape.elements() == 0) return nullptr;
     const bool in_bf16 = compute == dnnl::memory::data_type::bf16;
-    if (in_bf16 && (sb.type() != dtype::bf16_type || r.constant_inputs[1].empty())) return nullptr;
+    if (in_bf16 && (sb.type() != dtype::bf16_type || !r.is_constant(1))) return nullptr;
     // An empty inner dimension (a sum of nothing: zeros) makes oneDNN (2.6.3,
     // Debian's) divide by zero while it picks an implementation: SIGFPE.
     if (sa.elements() == 0 || sb.elements() == 0) return nullptr;
@@ -356,7 +356,8 @@ bool bf16_weights_many_rows(const kernel_request& r) {
     if (!bf16_dot_supported() || r.op.get_if<op::fused_dot>() == nullptr || r.input_shapes.size() < 2) return false;
     const shape& a = r.input_shapes[0];
     const shape& b = r.input_shapes[1];
-    if (a.type() != dtype::float_type || b.type() != dtype::bf16_type || r.constant_inputs[1].empty()) return false;
+    // Constant weights, as values or as a loaded file's packed form (read in place then).
+    if (a.type() != dtype::float_type || b.type() != dtype::bf16_type || !r.is_constant(1)) return false;
     if (b.ndim() != 2 || a.ndim() < 2 || b.lens()[0] == 0) return false;
     return a.elements() / b.lens()[0] >= bf16_min_rows;
 }
