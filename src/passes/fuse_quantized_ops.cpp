@@ -5,10 +5,14 @@
 //   - convolution(dequantize(xq, sx, zx), dequantize(wq, sw)) becomes
 //     dequantize(quant_convolution(xq, wq, zx), sx * sw, axis 1), and dot
 //     likewise (quant_dot, the scale along the result's last axis);
+//   - dot(dequantize(a, sa, za), dequantize(b, sb, zb)) of two activations
+//     (per-tensor int8 b, attention's products) becomes
+//     dequantize(quant_dot(a, b, za, zb), sa * sb);
 //   - quantize(dequantize(q, s, z), s, z) is q;
-//   - a dequantize moves below reshapes, transposes, slices, max pooling and
-//     concats of equally scaled inputs, so that such a view of a quantized
-//     layer's output meets the next layer's quantize and the pair cancels;
+//   - a dequantize of 8-bit codes moves below reshapes, transposes, slices,
+//     max pooling and concats of equally scaled inputs, so that such a view
+//     of a quantized layer's output meets the next layer's quantize and the
+//     pair cancels (int32 sums stay beside their product);
 //   - a per-tensor quantize moves above max pooling, which then pools codes.
 // The weights must be constant int8 with zero points absent or all zero
 // (symmetric); others stay float (correct, slow): kiln perf shows them as
@@ -146,6 +150,37 @@ rewrite_rule quantize_dot() {
             }};
 }
 
+// A zero point input for a quantized product: the given one, or a 0 of `t`.
+instruction_ref zero_point_or_zero(module& m, instruction_ref pos, const std::optional<instruction_ref>& z, dtype t) {
+    if (z) return *z;
+    return m.insert_literal(pos, literal(shape{t, {}}, std::vector<std::int64_t>{0}));
+}
+
+// Both operands computed at run time: b is int8 with a zero point like any
+// activation (oneDNN takes int8 weights with a zero point), the scale is
+// one value.
+rewrite_rule quantize_activation_dot() {
+    auto pattern = name("dot")
+                       .shape_is([](const shape& s) { return s.type() == dtype::float_type && s.ndim() >= 2; })
+                       .args(name("dequantize_linear").bind("a"), name("dequantize_linear").bind("b"));
+    return {"quantize_activation_dot", pattern, [](module& m, const match_result& r) {
+                const auto a = read_dequantize(r.at("a"));
+                const auto b = read_dequantize(r.at("b"));
+                if (a.q->get_shape().ndim() < 2 || b.q->get_shape().ndim() < 2) return false;
+                if (match::is_constant_instruction(*b.q) || b.q->get_shape().type() != dtype::int8_type) return false;
+                if (!is_quantized_activation(a) || !is_quantized_activation(b)) return false;
+                const dtype at = a.q->get_shape().type();
+                auto sums = m.insert_instruction(
+                    r.root, op::quant_dot{},
+                    {a.q, b.q, zero_point_or_zero(m, r.root, a.zero_point, at),
+                     zero_point_or_zero(m, r.root, b.zero_point, dtype::int8_type)});
+                // The product of the two scales rounded to float32, as combined_scale does.
+                const float scale = (*float_values(a.scale))[0] * (*float_values(b.scale))[0];
+                auto s = m.insert_literal(r.root, literal(shape{dtype::float_type, {}}, std::vector<float>{scale}));
+                return replace_with_new(m, r.root, dequantize_along(1), {sums, s});
+            }};
+}
+
 // Two optional one-value constants hold the same number (absent is 0).
 bool same_scalar(const std::optional<instruction_ref>& a, const std::optional<instruction_ref>& b) {
     const auto va = a ? scalar_constant(**a) : std::optional<double>(0.0);
@@ -197,7 +232,9 @@ bool is_max_pooling(const operation& op) {
 rewrite_rule dequantize_below_view() {
     auto pattern = match::any_of_names({"reshape", "flatten", "squeeze", "unsqueeze", "transpose", "slice", "pooling"})
                        .where([](instruction_ref ins) {
-                           return ins->inputs().size() == 1 && ins->inputs()[0]->name() == "dequantize_linear";
+                           // int32 sums stay beside their product, whose kernel applies the scale.
+                           return ins->inputs().size() == 1 && ins->inputs()[0]->name() == "dequantize_linear" &&
+                                  op::is_8bit_integer(ins->inputs()[0]->inputs()[0]->get_shape().type());
                        });
     return {"dequantize_below_view", pattern, [](module& m, const match_result& r) {
                 const auto d = read_dequantize(r.root->inputs()[0]);
@@ -265,8 +302,8 @@ rewrite_rule quantize_above_max_pooling() {
 void fuse_quantized_ops::apply(module& m) const {
     std::vector<rewrite_rule> rules;
     if (convolutions) rules.push_back(quantize_convolution());
-    for (auto rule : {quantize_dot(), cancel_requantize(), dequantize_below_view(), dequantize_below_concat(),
-                      quantize_above_max_pooling()})
+    for (auto rule : {quantize_dot(), quantize_activation_dot(), cancel_requantize(), dequantize_below_view(),
+                      dequantize_below_concat(), quantize_above_max_pooling()})
         rules.push_back(std::move(rule));
     rewrite_to_fixed_point(m, rules);
 }

@@ -95,8 +95,11 @@ rewrite_rule product_to_fused() {
                 auto p = r.at("p");
                 auto s = r.at("s");
                 const shape& out = r.root->get_shape();
-                if (out.type() != dtype::float_type || !match::is_constant_instruction(*p->inputs()[1])) return false;
                 const bool conv = p->name() == "quant_convolution";
+                // b computed at run time (two activations' product): its zero point becomes an attribute.
+                const bool runtime_b = !match::is_constant_instruction(*p->inputs()[1]);
+                const auto b_zero_point = scalar_of(p->inputs(), 3);
+                if (out.type() != dtype::float_type || (runtime_b && conv) || !b_zero_point) return false;
                 const std::size_t axis = conv ? 1 : out.ndim() - 1;
                 const std::size_t channels = out.lens()[axis];
                 const auto* d = r.root->get_operator().get_if<op::dequantize_linear>();
@@ -121,7 +124,9 @@ rewrite_rule product_to_fused() {
                     f.conv = *p->get_operator().get_if<op::quant_convolution>();
                     fused = f;
                 } else {
-                    fused = op::fused_quant_dot{};
+                    op::fused_quant_dot f;
+                    f.b_zero_point = static_cast<std::int64_t>(*b_zero_point);
+                    fused = f;
                 }
                 return replace_with_new(m, r.root, fused, inputs);
             }};
@@ -423,12 +428,34 @@ rewrite_rule quantize_through_views() {
             }};
 }
 
+// A fresh float product times (or over) a one-value constant: the factor
+// goes into its scales. Attention's scores, q @ kt scaled by 1 / sqrt(d)
+// before the mask and the softmax.
+rewrite_rule fuse_scalar_factor() {
+    auto pattern = match::any_of_names({"mul", "div"}).where([](instruction_ref ins) { return ins->inputs().size() == 2; });
+    return {"fuse_quantized_scalar_factor", pattern, [](module& m, const match_result& r) {
+                const auto& in = r.root->inputs();
+                const bool div = r.root->name() == "div";
+                const std::size_t k = !div && match::is_constant_instruction(*in[0]) ? 0 : 1;
+                auto f = in[1 - k];
+                match_result unused;
+                if (!float_fused().match(f, unused) || !is_fresh(*epilogue_of(f->get_operator()))) return false;
+                const auto c = scalar_constant(*in[k]);
+                if (!c || !std::isfinite(*c) || *c == 0 || r.root->get_shape().lens() != f->get_shape().lens() ||
+                    r.root->get_shape().type() != dtype::float_type)
+                    return false;
+                auto inputs = f->inputs();
+                inputs[3] = scaled_constant(m, r.root, inputs[3], div ? 1 / *c : *c);
+                return replace_with_new(m, r.root, f->get_operator(), inputs);
+            }};
+}
+
 }  // namespace
 
 void fuse_quantized_epilogues::apply(module& m) const {
     rewrite_to_fixed_point(m, {product_to_fused(), fuse_bias(), fuse_relu(), fuse_clip(), fuse_gelu(), fuse_quantize(),
                                fuse_rounding(), fuse_residual(), dequantize_before_reshape(),
-                               residual_through_reshape(), quantize_through_views()});
+                               residual_through_reshape(), quantize_through_views(), fuse_scalar_factor()});
 }
 
 }  // namespace kiln
