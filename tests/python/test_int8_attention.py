@@ -240,3 +240,58 @@ def test_quantize_int8_quantizes_both_attention_operands(attention_models):
     float32 = ort.InferenceSession(str(float_path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     assert sqnr_db(got, float32) > 25, sqnr_db(got, float32)
     assert sqnr_db(got, expected_ref) > 35, sqnr_db(got, expected_ref)
+
+
+# --- ONNX Runtime's QDQ feed-forward: the first product's result rounded, reshaped, then gelu ---
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_after_a_rounded_int8_product_runs_in_its_epilogue(approximate):
+    """BERT's feed-forward as ONNX Runtime's QDQ file has it: Gemm -> Q -> DQ -> Reshape -> Gelu -> Reshape
+    -> Q -> DQ -> Gemm. The rounding, the gelu and the quantize all join the first int8 product (the
+    rounding's clip scales the codes back to real values for the gelu): no float pass is left between the
+    products, and the result stays within a couple of codes of ONNX Runtime's (the gelu's float32
+    arithmetic may round a value to its neighbour code)."""
+    rng = np.random.default_rng(31)
+    w1 = rng.integers(-127, 128, (32, 48)).astype(np.int8)
+    w2 = rng.integers(-127, 128, (48, 16)).astype(np.int8)
+    inits = [
+        onh.from_array(np.float32(0.04), "xs"), onh.from_array(np.int8(3), "xz"),
+        onh.from_array(w1, "w1"), onh.from_array((rng.random(48) * 0.004 + 0.001).astype(np.float32), "w1s"),
+        onh.from_array(np.zeros(48, np.int8), "w1z"), onh.from_array((rng.standard_normal(48) * 0.3).astype(np.float32), "b1"),
+        onh.from_array(np.float32(0.03), "hs"), onh.from_array(np.int8(5), "hz"),
+        onh.from_array(np.array([1, 8, 48], np.int64), "tokens"), onh.from_array(np.array([8, 48], np.int64), "rows"),
+        onh.from_array(np.float32(0.02), "gs"), onh.from_array(np.int8(-100), "gz"),
+        onh.from_array(w2, "w2"), onh.from_array(np.float32(0.003), "w2s"), onh.from_array(np.int8(0), "w2z"),
+    ]
+    nodes = [
+        oh.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        oh.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+        oh.make_node("DequantizeLinear", ["w1", "w1s", "w1z"], ["w1d"], axis=1),
+        oh.make_node("Gemm", ["xd", "w1d", "b1"], ["h"]),
+        oh.make_node("QuantizeLinear", ["h", "hs", "hz"], ["hq"]),
+        oh.make_node("DequantizeLinear", ["hq", "hs", "hz"], ["hd"]),
+        oh.make_node("Reshape", ["hd", "tokens"], ["h3"]),
+        oh.make_node("Gelu", ["h3"], ["g3"], approximate=approximate),
+        oh.make_node("Reshape", ["g3", "rows"], ["g"]),
+        oh.make_node("QuantizeLinear", ["g", "gs", "gz"], ["gq"]),
+        oh.make_node("DequantizeLinear", ["gq", "gs", "gz"], ["gd"]),
+        oh.make_node("DequantizeLinear", ["w2", "w2s", "w2z"], ["w2d"]),
+        oh.make_node("MatMul", ["gd", "w2d"], ["y"]),
+    ]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [8, 32])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    data = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 20)]).SerializeToString()
+    x = (rng.standard_normal((8, 32)) * 2).astype(np.float32)
+    p = kiln.parse_onnx_buffer(data)
+    p.compile(kiln.get_target("cpu"))
+    steps = [(op, a) for _, op, a in p.get_kernel_algorithms()]
+    assert [op for op, _ in steps if op != "quantize_linear"] == ["fused_quant_dot"] * 2, steps
+    assert all(a == "onednn_int8" for op, a in steps if op == "fused_quant_dot"), steps
+    got = np.asarray(p.run({"x": x})[0])
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    expected = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    (expected_ref,) = run_on(kiln.parse_onnx_buffer(data), "ref", {"x": x})
+    one_code = 0.02 * 0.003 * np.abs(w2.astype(np.float64)).max(axis=0)
+    for want in (expected, expected_ref):
+        assert np.all(np.abs(got - want) <= 2 * one_code + 1e-4), np.abs(got - want).max()

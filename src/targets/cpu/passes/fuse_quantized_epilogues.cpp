@@ -189,12 +189,16 @@ rewrite_rule fuse_clip() {
             }};
 }
 
-// gelu (BERT's feed-forward): oneDNN's eltwise gelu_erf / gelu_tanh.
+// gelu (BERT's feed-forward): oneDNN's eltwise gelu_erf / gelu_tanh. After
+// a rounding (ONNX Runtime's QDQ form: the product's quantize -> dequantize,
+// then gelu) it reads the rounded real values, with no residual between.
 rewrite_rule fuse_gelu() {
     return {"fuse_quantized_gelu", name("gelu").args(float_fused().bind("f")), [](module& m, const match_result& r) {
                 const auto* g = r.root->get_operator().get_if<op::gelu>();
-                // After a rounding the chain runs in its codes, where gelu has no form.
-                if (g == nullptr || epilogue_of(r.at("f")->get_operator())->round_type != dtype::float_type) return false;
+                const auto& e = *epilogue_of(r.at("f")->get_operator());
+                const bool rounded = e.round_type != dtype::float_type;
+                if (g == nullptr || (rounded && (e.residual != residual_kind::none || !e.after_residual.empty())))
+                    return false;
                 return append_activation(m, r, g->approximate == op::gelu_approximation::tanh ? post_op_kind::gelu_tanh
                                                                                               : post_op_kind::gelu_erf);
             }};
@@ -402,9 +406,10 @@ rewrite_rule quantize_through_views() {
                 if (views.empty() && !scaled) return false;  // fuse_quantize's case
                 match_result unused;
                 if (!float_fused().match(x, unused)) return false;
+                // A factor goes into the scales (and bias): only with nothing after them.
                 const auto& e = *epilogue_of(x->get_operator());
-                if (!e.activation.empty() || e.round_type != dtype::float_type || e.residual != residual_kind::none ||
-                    !e.after_residual.empty())
+                if (scaled && (!e.activation.empty() || e.round_type != dtype::float_type ||
+                               e.residual != residual_kind::none || !e.after_residual.empty()))
                     return false;
                 const auto scale = scalar_of(r.root->inputs(), 1);
                 const auto zero_point = scalar_of(r.root->inputs(), 2);
@@ -425,6 +430,19 @@ rewrite_rule quantize_through_views() {
                     codes = m.insert_instruction(r.root, (*v)->get_operator(), {codes});
                 if (codes->get_shape().lens() != r.root->get_shape().lens()) return false;
                 return replace_value(m, r.root, codes) || replace_value_restrided(m, r.root, codes);
+            }};
+}
+
+// gelu(reshape(float product)) -> reshape(gelu(product)): ONNX Runtime's
+// QDQ form reshapes a Gemm's result back to [batch, tokens, features]
+// before the gelu, which kept the gelu out of the epilogue.
+rewrite_rule gelu_before_reshape() {
+    auto reshaped = name("reshape").used_once().args(float_fused().bind("f"));
+    return {"gelu_before_reshape", name("gelu").args(reshaped.bind("r")), [](module& m, const match_result& r) {
+                auto f = r.at("f");
+                if (!f->get_shape().standard()) return false;
+                auto activated = m.insert_instruction(r.root, r.root->get_operator(), {f});
+                return replace_with_new(m, r.root, r.at("r")->get_operator(), {activated});
             }};
 }
 
@@ -455,7 +473,8 @@ rewrite_rule fuse_scalar_factor() {
 void fuse_quantized_epilogues::apply(module& m) const {
     rewrite_to_fixed_point(m, {product_to_fused(), fuse_bias(), fuse_relu(), fuse_clip(), fuse_gelu(), fuse_quantize(),
                                fuse_rounding(), fuse_residual(), dequantize_before_reshape(),
-                               residual_through_reshape(), quantize_through_views(), fuse_scalar_factor()});
+                               residual_through_reshape(), quantize_through_views(), fuse_scalar_factor(),
+                               gelu_before_reshape()});
 }
 
 }  // namespace kiln
