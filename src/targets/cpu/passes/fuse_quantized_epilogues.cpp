@@ -406,23 +406,23 @@ rewrite_rule quantize_through_views() {
                 if (views.empty() && !scaled) return false;  // fuse_quantize's case
                 match_result unused;
                 if (!float_fused().match(x, unused)) return false;
-                // A factor goes into the scales (and bias): only with nothing after them.
+                // A factor goes into the scales (and bias) when nothing follows them,
+                // else into the output scale: quantize(c * v, s) is quantize(v, s / c).
                 const auto& e = *epilogue_of(x->get_operator());
-                if (scaled && (!e.activation.empty() || e.round_type != dtype::float_type ||
-                               e.residual != residual_kind::none || !e.after_residual.empty()))
-                    return false;
+                const bool plain = e.activation.empty() && e.round_type == dtype::float_type &&
+                                   e.residual == residual_kind::none && e.after_residual.empty();
                 const auto scale = scalar_of(r.root->inputs(), 1);
                 const auto zero_point = scalar_of(r.root->inputs(), 2);
                 const dtype t = r.root->get_shape().type();
                 if (!scale || !(*scale > 0) || !zero_point || !op::is_8bit_integer(t)) return false;
                 auto inputs = x->inputs();
-                if (scaled) {
+                if (scaled && plain) {
                     inputs[3] = scaled_constant(m, r.root, inputs[3], factor);
                     if (e.has_bias) inputs[4] = scaled_constant(m, r.root, inputs[4], factor);
                 }
                 auto fused = with_epilogue(x->get_operator(), [&](auto& ep) {
                     ep.output_type = t;
-                    ep.output_scale = *scale;
+                    ep.output_scale = scaled && !plain ? *scale / factor : *scale;
                     ep.output_zero_point = static_cast<std::int64_t>(*zero_point);
                 });
                 instruction_ref codes = m.insert_instruction(r.root, fused, inputs);
