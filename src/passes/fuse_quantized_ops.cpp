@@ -13,7 +13,10 @@
 //     max pooling and concats of equally scaled inputs, so that such a view
 //     of a quantized layer's output meets the next layer's quantize and the
 //     pair cancels (int32 sums stay beside their product);
-//   - a per-tensor quantize moves above max pooling, which then pools codes.
+//   - a per-tensor quantize moves above max pooling, which then pools codes;
+//   - the NaN guard exporters put after a softmax, where(not(equal(p, p)),
+//     0, p), goes before an integer quantize, which gives NaN the zero
+//     point, the code of 0, anyway.
 // The weights must be constant int8 with zero points absent or all zero
 // (symmetric); others stay float (correct, slow): kiln perf shows them as
 // float convolutions. Exact in integers: the only rounding left is the
@@ -297,13 +300,32 @@ rewrite_rule quantize_above_max_pooling() {
             }};
 }
 
+rewrite_rule drop_nan_guard_before_quantize() {
+    auto pattern = name("quantize_linear").where([](instruction_ref ins) {
+        return ins->inputs()[0]->name() == "where" && op::is_8bit_integer(ins->get_shape().type());
+    });
+    return {"drop_nan_guard_before_quantize", pattern, [](module& m, const match_result& r) {
+                const instruction_ref guard = r.root->inputs()[0];
+                const auto& w = guard->inputs();
+                if (w.size() != 3 || w[0]->name() != "not" || w[0]->inputs()[0]->name() != "equal") return false;
+                const instruction_ref p = w[2];
+                const auto& compared = w[0]->inputs()[0]->inputs();
+                if (compared[0] != p || compared[1] != p || scalar_constant(*w[1]) != 0.0 ||
+                    guard->get_shape() != p->get_shape())
+                    return false;
+                auto inputs = r.root->inputs();
+                inputs[0] = p;
+                return replace_with_new(m, r.root, r.root->get_operator(), inputs);
+            }};
+}
+
 }  // namespace
 
 void fuse_quantized_ops::apply(module& m) const {
     std::vector<rewrite_rule> rules;
     if (convolutions) rules.push_back(quantize_convolution());
     for (auto rule : {quantize_dot(), quantize_activation_dot(), cancel_requantize(), dequantize_below_view(),
-                      dequantize_below_concat(), quantize_above_max_pooling()})
+                      dequantize_below_concat(), quantize_above_max_pooling(), drop_nan_guard_before_quantize()})
         rules.push_back(std::move(rule));
     rewrite_to_fixed_point(m, rules);
 }

@@ -343,3 +343,27 @@ def test_rounded_attention_head_takes_its_factor_into_the_output_scale():
     assert got.shape == expected.shape == (1, 4, 16, 16)
     codes_apart = np.abs(got - expected) / np.float32(0.03)
     assert codes_apart.max() <= 1.001 and np.mean(codes_apart > 0.5) < 0.01, (codes_apart.max(), np.mean(codes_apart > 0.5))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_nan_guard_before_the_probabilities_quantize_goes(target):
+    """where(not(equal(p, p)), 0, p) -> quantize (the guard after BERT's softmax, then the probabilities'
+    quantize): quantize gives NaN the zero point, the code of 0, so the guard is dropped (no pass of its own
+    on cpu) and the codes are numpy's, NaN rows included."""
+    p_values = np.random.default_rng(5).random((2, 3, 8)).astype(np.float32)
+    p_values[1, 2, :] = np.nan  # a row whose scores were all -inf
+    scale, zero = np.float32(1 / 255), np.int8(-128)
+
+    def body(m, pp):
+        same = m.add_instruction(kiln.op("equal"), [pp, pp])
+        guard = m.add_instruction(kiln.op("where"), [m.add_instruction(kiln.op("not"), [same]),
+                                                     m.add_literal(np.array(0, np.float32)), pp])
+        return m.add_instruction(kiln.op("quantize_linear", output_type="int8_type"),
+                                 [guard, m.add_literal(np.array(scale)), m.add_literal(np.array(zero))])
+
+    p = build_program({"p": ("float", p_values.shape)}, body)
+    (got,) = run_on(p, target, {"p": p_values})
+    expected = np.clip(np.rint(np.nan_to_num(p_values, nan=0.0) / scale) + zero, -128, 127).astype(np.int8)
+    np.testing.assert_array_equal(got, expected)
+    if target == "cpu":
+        assert [op for _, op, _ in p.get_kernel_algorithms()] == ["quantize_linear"], p.get_kernel_algorithms()
