@@ -87,11 +87,14 @@ std::string to_string(const value& v) {
         const auto& l = v.as_list();
         for (std::size_t i = 0; i < l.size(); ++i) os << (i ? ", " : "") << to_string(l[i]);
         os << "}";
-    } else {
+    } else if (v.is_map()) {
         os << "{";
         const auto& m = v.as_map();
         for (std::size_t i = 0; i < m.size(); ++i) os << (i ? ", " : "") << m[i].first << "=" << to_string(m[i].second);
         os << "}";
+    } else {
+        // A value left empty by an exception while it was assigned: as_map's error would print it again.
+        os << "<no value>";
     }
     return os.str();
 }

@@ -6,7 +6,34 @@
 #include "ops/op_helpers.hpp"
 #include "ops/post_ops.hpp"
 
+#include <cmath>
+#include <limits>
+
 namespace kiln::op {
+
+namespace {
+
+// Rows of `scores` (standard layout, float32 or float64) whose every entry is
+// -inf get probabilities 0.
+void zero_masked_rows(const argument& scores, const argument& probabilities) {
+    const std::size_t length = scores.get_shape().lens().back();
+    const std::size_t rows = length == 0 ? 0 : scores.get_shape().elements() / length;
+    visit_type(scores.get_shape().type(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_floating_point_v<T>) {
+            const T* s = scores.data_as<T>();
+            T* p = probabilities.data_as<T>();
+            for (std::size_t r = 0; r < rows; ++r) {
+                bool masked = true;
+                for (std::size_t k = 0; k < length && masked; ++k)
+                    masked = s[r * length + k] == -std::numeric_limits<T>::infinity();
+                if (masked) std::fill(p + r * length, p + (r + 1) * length, T(0));
+            }
+        }
+    });
+}
+
+}  // namespace
 
 shape fused_attention::scores_shape(const std::vector<shape>& inputs) const {
     ops::expect_inputs(name(), inputs, has_mask ? 4 : 3);
@@ -84,6 +111,7 @@ void fused_attention::compute_unwidened(const argument& result, const std::vecto
     softmax normalize;
     normalize.axis = -1;
     argument probabilities = apply(normalize, {scores});
+    if (masked_rows_to_zero) zero_masked_rows(scores, probabilities);
     if (nan_to_zero) {
         argument is_number(s.with_type(dtype::bool_type));
         equal{}.compute(is_number, {probabilities, probabilities});

@@ -10,7 +10,9 @@
 // broadcast as in dot. Result [..., Sq, Dv]:
 //   softmax(scale * (q @ kt) + mask, last axis) @ v
 // With nan_to_zero, probabilities that come out NaN (a row whose scores are
-// all -inf, say) are 0: the guard exporters put after the softmax.
+// all -inf, say) are 0: the guard exporters put after the softmax. With
+// masked_rows_to_zero, a row whose scores (mask added) are all -inf has
+// probabilities 0: PyTorch's guard, which leaves other NaN as they are.
 // output_order, when not empty, is the order in which the result's dims lie
 // in memory, outermost first (a permutation of them): with {0, 2, 1, 3} a
 // [B, H, Sq, Dv] result is laid out as [B, Sq, H, Dv], so that the
@@ -31,12 +33,14 @@ struct fused_attention : op_base {
     double scale = 1;
     bool has_mask = false;
     bool nan_to_zero = false;
+    bool masked_rows_to_zero = false;
     std::vector<std::int64_t> output_order;
     template <class Self, class F>
     static void reflect(Self& self, F&& f) {
         f(self.scale, "scale");
         f(self.has_mask, "has_mask");
         f(self.nan_to_zero, "nan_to_zero");
+        f(self.masked_rows_to_zero, "masked_rows_to_zero");
         f(self.output_order, "output_order");
     }
     std::string name() const { return "fused_attention"; }

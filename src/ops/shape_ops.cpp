@@ -425,36 +425,62 @@ T fill_value(double v) {
 }
 }  // namespace
 
+// Row by row along the last dim: the outer index picks the source row (or
+// none, a row of fill), then the row is fill, a copy of the source row and
+// fill, with reflect / edge positions mapped one by one at the two ends.
 void pad::compute(const argument& result, const std::vector<argument>& inputs) const {
     const shape& in = inputs[0].get_shape();
     const shape& out = result.get_shape();
     const std::size_t rank = in.ndim();
+    if (out.elements() == 0) return;
+    // Source position along dim d of output position o; -1 for a constant pad.
+    auto source = [&](std::size_t d, std::size_t o) -> std::int64_t {
+        const auto n = static_cast<std::int64_t>(in.lens()[d]);
+        std::int64_t p = static_cast<std::int64_t>(o) - pads[d];
+        if (p >= 0 && p < n) return p;
+        if (mode == pad_mode::constant) return -1;
+        if (mode == pad_mode::reflect) return p < 0 ? -p : 2 * (n - 1) - p;
+        return std::clamp<std::int64_t>(p, 0, n - 1);
+    };
     visit_type(in.type(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T fill = fill_value<T>(value);
         const T* x = inputs[0].data_as<T>();
         T* y = result.data_as<T>();
+        if (rank == 0) {
+            y[0] = x[0];
+            return;
+        }
+        const std::size_t last = rank - 1, width = out.lens()[last], rows = out.elements() / width;
+        const std::size_t step = in.strides()[last], n = in.lens()[last];
+        const std::size_t before = static_cast<std::size_t>(std::min<std::int64_t>(pads[last], static_cast<std::int64_t>(width)));
+        const std::size_t copied = n == 0 || before >= width ? 0 : std::min(n, width - before);
         std::vector<std::size_t> idx(rank, 0);
-        for (std::size_t i = 0; i < out.elements(); ++i) {
-            bool inside = true;
-            std::size_t offset = 0;
-            for (std::size_t d = 0; d < rank; ++d) {
-                const auto n = static_cast<std::int64_t>(in.lens()[d]);
-                std::int64_t p = static_cast<std::int64_t>(idx[d]) - pads[d];
-                if (p < 0 || p >= n) {
-                    if (mode == pad_mode::constant) {
-                        inside = false;
-                        break;
-                    }
-                    if (mode == pad_mode::reflect)
-                        p = p < 0 ? -p : 2 * (n - 1) - p;
-                    else
-                        p = std::clamp<std::int64_t>(p, 0, n - 1);
-                }
-                offset += static_cast<std::size_t>(p) * in.strides()[d];
+        for (std::size_t r = 0; r < rows; ++r) {
+            T* row = y + r * width;
+            std::int64_t offset = 0;
+            for (std::size_t d = 0; d < last && offset >= 0; ++d) {
+                const std::int64_t p = source(d, idx[d]);
+                offset = p < 0 ? -1 : offset + p * static_cast<std::int64_t>(in.strides()[d]);
             }
-            y[i] = inside ? x[offset] : fill;
-            for (std::size_t d = rank; d-- > 0;) {
+            if (offset < 0) {
+                std::fill(row, row + width, fill);
+            } else {
+                const T* src = x + offset;
+                for (std::size_t o = 0; o < before; ++o) {
+                    const std::int64_t p = source(last, o);
+                    row[o] = p < 0 ? fill : src[static_cast<std::size_t>(p) * step];
+                }
+                if (step == 1)
+                    std::copy(src, src + copied, row + before);
+                else
+                    for (std::size_t i = 0; i < copied; ++i) row[before + i] = src[i * step];
+                for (std::size_t o = before + copied; o < width; ++o) {
+                    const std::int64_t p = source(last, o);
+                    row[o] = p < 0 ? fill : src[static_cast<std::size_t>(p) * step];
+                }
+            }
+            for (std::size_t d = last; d-- > 0;) {
                 if (++idx[d] < out.lens()[d]) break;
                 idx[d] = 0;
             }

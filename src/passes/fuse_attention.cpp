@@ -9,6 +9,12 @@
 // probabilities, becomes the op's nan_to_zero. The scores, the softmax and
 // the guard must have no other readers: they are not computed any more.
 //
+// PyTorch's decomposition of scaled_dot_product_attention writes a boolean
+// mask as where(mask, s, -inf) and guards rows masked out entirely with
+// where(equal(reduce_max(s), -inf), 0, softmax(s)). The where becomes the
+// additive mask where(mask, 0, -inf) (the same scores wherever s is finite),
+// and the guard the op's masked_rows_to_zero.
+//
 // A fused_attention read only through one transpose that keeps the last
 // dim last (exporters' [B, H, Sq, Dv] -> [B, Sq, H, Dv] before merging the
 // heads) gets that transpose as its output_order: the kernel writes the
@@ -19,13 +25,16 @@
 // quantize_bf16 left in float32, convert(softmax(convert(s, float32)), t)
 // with s of 16-bit type t, fuses too: fused_attention computes its softmax
 // in float32 anyway (ops/fused_attention.hpp).
+#include <cmath>
 #include <optional>
 #include <unordered_set>
 
+#include "kiln/op_registry.hpp"
 #include "kiln/passes.hpp"
 #include "ops/fused_attention.hpp"
 #include "ops/norm.hpp"
 #include "ops/op_helpers.hpp"
+#include "ops/reduce.hpp"
 #include "ops/shape_ops.hpp"
 #include "passes/constant_value.hpp"
 #include "passes/rewriter.hpp"
@@ -93,6 +102,51 @@ bool is_last_axis_softmax(instruction_ref ins) {
 
 bool is_16bit_float(dtype t) { return t == dtype::half_type || t == dtype::bf16_type; }
 
+bool is_minus_infinity(instruction_ref ins) {
+    auto c = scalar_constant(*ins);
+    return c && std::isinf(*c) && *c < 0;
+}
+
+// where(equal(reduce_max(s, last axis), -inf), 0, softmax(s)), the
+// intermediates read once and s read by the softmax and the maximum only:
+// the softmax.
+std::optional<instruction_ref> softmax_under_masked_row_guard(instruction_ref p) {
+    if (!is(p, "where")) return std::nullopt;
+    const auto& w = p->inputs();
+    const instruction_ref equal = w[0], softmax = w[2];
+    if (!is(equal, "equal") || equal->outputs().size() != 1 || scalar_constant(*w[1]) != 0.0 ||
+        !is_last_axis_softmax(softmax) || softmax->outputs().size() != 1)
+        return std::nullopt;
+    const instruction_ref s = softmax->inputs()[0];
+    instruction_ref max = equal->inputs()[0];
+    if (!is_minus_infinity(equal->inputs()[1])) return std::nullopt;
+    const auto* reduce = max->get_operator().get_if<op::reduce_max>();
+    const auto rank = static_cast<std::int64_t>(s->get_shape().ndim());
+    if (reduce == nullptr || max->inputs()[0] != s || max->outputs().size() != 1 || !reduce->keepdims ||
+        reduce->axes.size() != 1 || (reduce->axes[0] != -1 && reduce->axes[0] != rank - 1) ||
+        !used_only_by(s, {&*softmax, &*max}))
+        return std::nullopt;
+    return softmax;
+}
+
+// where(mask, s, -inf) or where(mask, -inf, s) with s the scores: which of
+// the where's inputs is s (1 or 2).
+std::optional<std::size_t> where_masked_scores(instruction_ref masked) {
+    if (!is(masked, "where")) return std::nullopt;
+    const auto& w = masked->inputs();
+    const std::size_t kept = is_minus_infinity(w[2]) ? 1 : is_minus_infinity(w[1]) ? 2 : 0;
+    if (kept == 0 || !match_scores(w[kept])) return std::nullopt;
+    return kept;
+}
+
+// The additive form of where_masked_scores' mask: where(mask, 0, -inf) or
+// where(mask, -inf, 0), inserted before `pos`.
+instruction_ref insert_additive_mask(module& m, instruction_ref pos, instruction_ref masked, std::size_t kept) {
+    auto inputs = masked->inputs();
+    inputs[kept] = m.insert_literal(pos, literal(shape(masked->get_shape().type(), {}), std::vector<double>{0}));
+    return m.insert_instruction(pos, make_op("where"), inputs);
+}
+
 // convert(softmax(convert(s, float32)), t) with s of 16-bit type t, the
 // intermediates read once: the float32 softmax, and s; nullopt otherwise.
 std::optional<std::pair<instruction_ref, instruction_ref>> float32_softmax_between_converts(instruction_ref p) {
@@ -116,7 +170,11 @@ rewrite_rule attention_rule(bool sixteen_bit) {
                 const instruction_ref v = r.root->inputs()[1];
                 op::fused_attention a;
                 // The NaN guard: where(not(equal(p, p)), 0, p).
-                if (is(p, "where") && p->outputs().size() == 1) {
+                bool masked_row_guard = false;
+                if (auto softmax = softmax_under_masked_row_guard(p); softmax && p->outputs().size() == 1) {
+                    p = *softmax;
+                    a.masked_rows_to_zero = masked_row_guard = true;
+                } else if (is(p, "where") && p->outputs().size() == 1) {
                     const auto& w = p->inputs();
                     const instruction_ref cond = w[0], zero = w[1], probs = w[2];
                     const bool guard = is(cond, "not") && cond->outputs().size() == 1 &&
@@ -137,10 +195,14 @@ rewrite_rule attention_rule(bool sixteen_bit) {
                     if (!is_last_axis_softmax(p)) return false;
                     s = p->inputs()[0];
                 }
-                if (s->outputs().size() != 1) return false;
+                if (s->outputs().size() != (masked_row_guard ? 2u : 1u)) return false;
                 std::optional<scores_match> scores;
                 std::optional<instruction_ref> mask;
-                if (is(s, "add")) {
+                const auto where_kept = where_masked_scores(s);
+                if (where_kept) {
+                    scores = match_scores(s->inputs()[*where_kept]);
+                    mask = s;  // replaced by its additive form once every check has passed
+                } else if (is(s, "add")) {
                     for (int i = 0; i < 2 && !scores; ++i) {
                         scores = match_scores(s->inputs()[static_cast<std::size_t>(i)]);
                         mask = s->inputs()[static_cast<std::size_t>(1 - i)];
@@ -158,6 +220,7 @@ rewrite_rule attention_rule(bool sixteen_bit) {
                 // The op wants one type throughout (a float32 mask beside 16-bit scores stays unfused).
                 for (const auto& in : inputs)
                     if (in->get_shape().type() != r.root->get_shape().type()) return false;
+                if (where_kept) inputs.back() = insert_additive_mask(m, r.root, s, *where_kept);
                 return replace_with_new(m, r.root, a, inputs);
             }};
 }

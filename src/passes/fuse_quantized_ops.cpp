@@ -13,7 +13,11 @@
 //     max pooling and concats of equally scaled inputs, so that such a view
 //     of a quantized layer's output meets the next layer's quantize and the
 //     pair cancels (int32 sums stay beside their product);
-//   - a per-tensor quantize moves above max pooling, which then pools codes;
+//   - a per-tensor quantize moves above max pooling, which then pools codes,
+//     and above a zero pad, which then pads with the zero point's code; a
+//     pad of an activation's codes with its zero point before a convolution
+//     becomes the quantized convolution's padding (the padding stands for
+//     the real value 0): PT2E's MobileNetV2, whose "same" padding is an F.pad;
 //   - the NaN guard exporters put after a softmax, where(not(equal(p, p)),
 //     0, p), goes before an integer quantize, which gives NaN the zero
 //     point, the code of 0, anyway.
@@ -33,6 +37,7 @@
 #include "ops/shape_ops.hpp"
 #include "passes/constant_value.hpp"
 #include "passes/rewriter.hpp"
+#include "passes/spatial_padding.hpp"
 
 namespace kiln {
 
@@ -319,13 +324,53 @@ rewrite_rule drop_nan_guard_before_quantize() {
             }};
 }
 
+// quantize(pad(v, 0), s, z) = pad(quantize(v, s, z), z) for a per-tensor
+// quantize: 0 quantizes to the zero point exactly.
+rewrite_rule quantize_above_zero_pad() {
+    auto pattern = name("quantize_linear").where([](instruction_ref ins) {
+        const auto in = ins->inputs()[0];
+        const auto pad = constant_spatial_pad(*in);
+        const bool constant_zero_point = ins->inputs().size() < 3 || scalar_constant(*ins->inputs()[2]).has_value();
+        return pad && pad->value == 0 && in->outputs().size() == 1 && ins->inputs()[1]->get_shape().elements() == 1 &&
+               constant_zero_point;
+    });
+    return {"quantize_above_zero_pad", pattern, [](module& m, const match_result& r) {
+                const auto pad = r.root->inputs()[0];
+                auto inputs = r.root->inputs();
+                inputs[0] = pad->inputs()[0];
+                const double zero_point = inputs.size() < 3 ? 0 : *scalar_constant(*inputs[2]);
+                auto codes = m.insert_instruction(r.root, r.root->get_operator(), inputs);
+                auto code_pad = pad->get_operator().with_attributes(value(value_map{{"value", value(zero_point)}}));
+                return replace_with_new(m, r.root, code_pad, {codes});
+            }};
+}
+
+// convolution(dequantize(pad(xq, z), s, z), w): the padded codes are real
+// zeros, what the convolution's own padding adds.
+rewrite_rule zero_point_pad_into_convolution() {
+    auto pattern = name("convolution").args(name("dequantize_linear").bind("x"), match::any().bind("w"));
+    return {"zero_point_pad_into_convolution", pattern, [](module& m, const match_result& r) {
+                const auto x = read_dequantize(r.at("x"));
+                const auto pad = constant_spatial_pad(*x.q);
+                if (!pad || !is_quantized_activation(x)) return false;
+                const double zero_point = x.zero_point ? *scalar_constant(**x.zero_point) : 0;
+                if (pad->value != zero_point) return false;
+                auto inputs = r.at("x")->inputs();
+                inputs[0] = x.q->inputs()[0];
+                auto unpadded = m.insert_instruction(r.root, r.at("x")->get_operator(), inputs);
+                return replace_with_new(m, r.root, with_more_padding(r.root->get_operator(), *pad), {unpadded, r.at("w")});
+            }};
+}
+
 }  // namespace
 
 void fuse_quantized_ops::apply(module& m) const {
-    std::vector<rewrite_rule> rules;
+    // The pad rule before quantize_convolution, which would take the padded codes as they are.
+    std::vector<rewrite_rule> rules{zero_point_pad_into_convolution()};
     if (convolutions) rules.push_back(quantize_convolution());
     for (auto rule : {quantize_dot(), quantize_activation_dot(), cancel_requantize(), dequantize_below_view(),
-                      dequantize_below_concat(), quantize_above_max_pooling(), drop_nan_guard_before_quantize()})
+                      dequantize_below_concat(), quantize_above_max_pooling(), quantize_above_zero_pad(),
+                      drop_nan_guard_before_quantize()})
         rules.push_back(std::move(rule));
     rewrite_to_fixed_point(m, rules);
 }

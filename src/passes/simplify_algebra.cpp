@@ -22,6 +22,15 @@
 // weight is exact, each product and partial sum is scaled exactly, and the
 // result is bitwise the same (barring overflow or underflow of a weight).
 // W must have no other user, so no weight is stored twice.
+//
+// Front-end spellings of one op: min(max(x, lo), hi) with scalar constant
+// bounds (PyTorch's clamp and hardtanh, ReLU6) becomes clip(x, lo, hi),
+// which post-op fusion folds into a convolution or product; clip is the
+// same function, NaN and lo > hi included. A zero constant pad of the
+// spatial dims feeding a convolution becomes the convolution's own padding
+// (TensorFlow's asymmetric "same" padding, as Hugging Face's MobileNetV2
+// writes it): the padded copy is never made. So does a zero pad of ReLU
+// outputs before a max pooling (Keras ResNet's pool1_pad).
 #include <cmath>
 #include <optional>
 #include <unordered_map>
@@ -29,8 +38,10 @@
 
 #include "kiln/op_registry.hpp"
 #include "kiln/passes.hpp"
+#include "ops/pool.hpp"
 #include "passes/constant_value.hpp"
 #include "passes/rewriter.hpp"
+#include "passes/spatial_padding.hpp"
 
 namespace kiln {
 
@@ -318,6 +329,54 @@ rewrite_rule decompose_batch_norm() {
             }};
 }
 
+// min(max(x, lo), hi), either operand order, lo and hi scalar constants.
+rewrite_rule clamp_to_clip() {
+    auto lower = name("max").used_once().args_any_order(any().bind("x"), match::is_constant().bind("lo"));
+    auto pattern = name("min").args_any_order(lower, match::is_constant().bind("hi"));
+    return {"clamp_to_clip", pattern, [](module& m, const match_result& r) {
+                const auto& out = r.root->get_shape();
+                if (r.at("x")->get_shape() != out) return false;  // the bounds must not broadcast x
+                for (const char* bound : {"lo", "hi"})
+                    if (r.at(bound)->get_shape().elements() != 1 || r.at(bound)->get_shape().type() != out.type())
+                        return false;
+                return replace_with_new(m, r.root, make_op("clip"), {r.at("x"), r.at("lo"), r.at("hi")});
+            }};
+}
+
+// convolution(pad(x), W), the pad constant 0 over spatial dims only.
+rewrite_rule fold_pad_into_convolution() {
+    auto padded = name("pad").args(any().bind("x")).bind("pad");
+    auto pattern = name("convolution").args(padded, any().bind("w"));
+    return {"fold_pad_into_convolution", pattern, [](module& m, const match_result& r) {
+                auto pads = constant_spatial_pad(*r.at("pad"));
+                if (!pads || pads->value != 0) return false;
+                return replace_with_new(m, r.root, with_more_padding(r.root->get_operator(), *pads),
+                                        {r.at("x"), r.at("w")});
+            }};
+}
+
+// max pooling of pad(relu(x)) with zeros (Keras ResNet's pool1_pad before
+// its max pool): the zeros never exceed a window's largest value, which is
+// at least 0, as long as every window keeps a real element (pads shorter
+// than the window, no dilation, no ceil_mode windows that start in the
+// padding): max pooling with that padding, which ignores padded positions.
+rewrite_rule fold_pad_of_nonnegative_values_into_max_pooling() {
+    auto padded = name("pad").args(name("relu").bind("x")).bind("pad");
+    auto pattern = name("pooling").args(padded);
+    return {"fold_pad_of_nonnegative_values_into_max_pooling", pattern, [](module& m, const match_result& r) {
+                const auto* pool = r.root->get_operator().get_if<op::pooling>();
+                auto pads = constant_spatial_pad(*r.at("pad"));
+                if (pool == nullptr || !pads || pads->value != 0 || pool->mode != op::pooling_mode::max || pool->global || pool->ceil_mode ||
+                    pool->lengths.size() != pads->begins.size())
+                    return false;
+                for (auto d : pool->dilation)
+                    if (d != 1) return false;
+                for (std::size_t i = 0; i < pool->lengths.size(); ++i)
+                    if (pads->begins[i] >= pool->lengths[i] || pads->ends[i] >= pool->lengths[i]) return false;
+                return replace_with_new(m, r.root, with_more_padding(r.root->get_operator(), *pads), {r.at("x")});
+            }};
+}
+
 }  // namespace
 
 void simplify_algebra::apply(module& m) const {
@@ -330,6 +389,9 @@ void simplify_algebra::apply(module& m) const {
     rules.push_back(fold_batch_norm());
     rules.push_back(decompose_batch_norm());  // after the fold, which it must not pre-empt
     rules.push_back(fold_scale_into_convolution());
+    rules.push_back(clamp_to_clip());
+    rules.push_back(fold_pad_into_convolution());
+    rules.push_back(fold_pad_of_nonnegative_values_into_max_pooling());
     rewrite_to_fixed_point(m, rules);
 }
 

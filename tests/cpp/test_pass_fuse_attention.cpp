@@ -45,7 +45,7 @@ TEST(pass_fuse_attention, bert_style_with_mask_and_nan_guard) {
     module out = after_pass<fuse_attention>(m);
     EXPECT_EQ(op_names(out), std::vector<std::string>{"fused_attention"}) << out;
     const auto& op = std::prev(std::prev(out.end()))->get_operator();
-    EXPECT_EQ(to_string(op), "fused_attention[scale=0.353553368,has_mask=true,nan_to_zero=true,output_order={}]");
+    EXPECT_EQ(to_string(op), "fused_attention[scale=0.353553368,has_mask=true,nan_to_zero=true,masked_rows_to_zero=false,output_order={}]");
     expect_same_outputs(m, out, 1e-5);
     expect_cpu_matches_ref(as_program(m), 1e-5);
 }
@@ -75,7 +75,7 @@ TEST(pass_fuse_attention, gpt2_style_division_and_constant_causal_mask_first) {
     module out = after_pass<fuse_attention>(m);
     EXPECT_EQ(op_names(out), std::vector<std::string>{"fused_attention"}) << out;
     EXPECT_EQ(to_string(std::prev(std::prev(out.end()))->get_operator()),
-              "fused_attention[scale=0.25,has_mask=true,nan_to_zero=false,output_order={}]");
+              "fused_attention[scale=0.25,has_mask=true,nan_to_zero=false,masked_rows_to_zero=false,output_order={}]");
     expect_same_outputs(m, out, 1e-5);
     expect_cpu_matches_ref(as_program(m), 1e-5);
 }
@@ -215,7 +215,7 @@ TEST(pass_fuse_attention, a_head_merging_transpose_becomes_the_output_order) {
     module out = after_pass<fuse_attention>(m);
     EXPECT_EQ(op_names(out), (std::vector<std::string>{"fused_attention", "transpose", "reshape", "neg"})) << out;
     const std::string text = to_string(out);
-    EXPECT_NE(text.find("fused_attention[scale=0.349999994,has_mask=false,nan_to_zero=false,output_order={0, 2, 1, "
+    EXPECT_NE(text.find("fused_attention[scale=0.349999994,has_mask=false,nan_to_zero=false,masked_rows_to_zero=false,output_order={0, 2, 1, "
                         "3}](q,kt,v) -> float_type, {2, 3, 7, 5}, {105, 5, 15, 1}"),
               std::string::npos)
         << out;
@@ -261,4 +261,60 @@ TEST(fused_attention_op, output_order_sets_the_result_strides_and_is_checked) {
             EXPECT_NE(std::string(e.what()).find("output_order"), std::string::npos) << e.what();
         }
     }
+}
+
+// PyTorch's decomposition of scaled_dot_product_attention with a boolean
+// mask: where(mask, s, -inf), softmax, and the guard that gives rows masked
+// out entirely 0 (row 0 here), where(equal(reduce_max(s), -inf), 0, p).
+TEST(pass_fuse_attention, torch_style_boolean_mask_and_masked_row_guard) {
+    for (bool mask_selects_scores : {true, false}) {
+        SCOPED_TRACE(mask_selects_scores ? "where(mask, s, -inf)" : "where(not_mask, -inf, s)");
+        program p;
+        module& m = *p.get_main_module();
+        auto q = m.add_parameter("q", float_shape({1, 2, 7, 8}));
+        auto kt = m.add_parameter("kt", float_shape({1, 2, 8, 9}));
+        auto v = m.add_parameter("v", float_shape({1, 2, 9, 5}));
+        std::vector<double> keep(7 * 9);
+        for (std::size_t i = 0; i < 7; ++i)
+            for (std::size_t j = 0; j < 9; ++j) keep[i * 9 + j] = (i > 0 && j <= i) == mask_selects_scores ? 1 : 0;
+        auto mask = m.add_literal(literal(shape(dtype::bool_type, {1, 1, 7, 9}), keep));
+        auto scores = add(m, "mul", {add(m, "dot", {q, kt}), scalar(m, 0.35f)});
+        auto minus_inf = scalar(m, -std::numeric_limits<float>::infinity());
+        auto masked = mask_selects_scores ? add(m, "where", {mask, scores, minus_inf})
+                                          : add(m, "where", {mask, minus_inf, scores});
+        auto probabilities = add(m, "softmax", {masked}, value_map{{"axis", -1}});
+        auto row_max = add(m, "reduce_max", {masked}, value_map{{"axes", ints({3})}, {"keepdims", true}});
+        auto guarded = add(m, "where", {add(m, "equal", {row_max, minus_inf}), scalar(m, 0), probabilities});
+        m.add_return({add(m, "dot", {guarded, v})});
+        module out = after_pass<fuse_attention>(m);
+        EXPECT_EQ(op_names(out), (std::vector<std::string>{"where", "fused_attention"})) << out;
+        EXPECT_EQ(to_string(std::prev(std::prev(out.end()))->get_operator()),
+                  "fused_attention[scale=0.349999994,has_mask=true,nan_to_zero=false,masked_rows_to_zero=true,"
+                  "output_order={}]");
+        expect_same_outputs(m, out, 1e-5);
+        expect_cpu_matches_ref(p, 1e-5);
+        // Row 0 is masked out entirely: its outputs are 0, not NaN.
+        auto got = evaluate_module(out, random_inputs(m, 3));
+        for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(got[0].value_at(i), 0.0);
+    }
+}
+
+TEST(pass_fuse_attention, keeps_a_finite_where_mask_or_a_guard_over_other_values) {
+    // where(mask, s, -1e4) is not s + where(mask, 0, -1e4); a guard on another tensor's maximum is no row guard.
+    module m;
+    auto q = m.add_parameter("q", float_shape({2, 4, 8}));
+    auto kt = m.add_parameter("kt", float_shape({2, 8, 4}));
+    auto v = m.add_parameter("v", float_shape({2, 4, 3}));
+    auto mask = m.add_parameter("mask", shape(dtype::bool_type, {4, 4}));
+    auto finite = add(m, "softmax", {add(m, "where", {mask, add(m, "dot", {q, kt}), scalar(m, -1e4f)})},
+                      value_map{{"axis", -1}});
+    auto other = m.add_parameter("other", float_shape({2, 4, 4}));
+    auto minus_inf = scalar(m, -std::numeric_limits<float>::infinity());
+    auto masked = add(m, "where", {mask, add(m, "dot", {q, kt}), minus_inf});
+    auto row_max = add(m, "reduce_max", {other}, value_map{{"axes", ints({2})}, {"keepdims", true}});
+    auto guarded = add(m, "where", {add(m, "equal", {row_max, minus_inf}), scalar(m, 0),
+                                    add(m, "softmax", {masked}, value_map{{"axis", -1}})});
+    m.add_return({add(m, "dot", {finite, v}), add(m, "dot", {guarded, v})});
+    module out = after_pass<fuse_attention>(m);
+    EXPECT_EQ(count_ops(out, "fused_attention"), 0u) << out;
 }

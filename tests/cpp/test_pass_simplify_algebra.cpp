@@ -258,3 +258,97 @@ TEST(pass_simplify_algebra, keeps_a_convolution_scale_that_varies_along_space_or
     EXPECT_EQ(count_ops(out, "mul"), 2u) << out;
     expect_same_outputs(m, out);
 }
+
+TEST(pass_simplify_algebra, turns_max_then_min_with_scalar_bounds_into_clip) {
+    // PyTorch's hardtanh / ReLU6 arrive as max(x, 0) then min(., 6), the bounds on either side.
+    module m;
+    auto x = m.add_parameter("x", float_shape({2, 3, 4, 4}));
+    auto lo = add_float_literal(m, {}, {0});
+    auto hi = add_float_literal(m, {1}, {6});
+    auto lower = m.add_instruction(make_op("max"), {lo, x});
+    m.add_return({m.add_instruction(make_op("min"), {lower, hi})});
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"clip"})) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_simplify_algebra, keeps_max_min_with_tensor_bounds_or_a_shared_max) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({2, 3}));
+    auto per_column = m.add_instruction(
+        make_op("min"), {m.add_instruction(make_op("max"), {x, add_float_literal(m, {}, {0})}), add_random_literal(m, {3}, 1)});
+    auto shared = m.add_instruction(make_op("max"), {x, add_float_literal(m, {}, {-1})});
+    auto clamped = m.add_instruction(make_op("min"), {shared, add_float_literal(m, {}, {1})});
+    m.add_return({per_column, clamped, shared});
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(count_ops(out, "clip"), 0u) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_simplify_algebra, folds_a_zero_spatial_pad_into_the_convolution_padding) {
+    // TensorFlow "same" padding as Hugging Face's MobileNetV2 writes it: pad the end of H and W by one,
+    // then a stride-2 convolution that already pads (1, 1) on its own.
+    program p;
+    module& m = *p.get_main_module();
+    auto x = m.add_parameter("x", float_shape({1, 3, 9, 9}));
+    auto padded = m.add_instruction(
+        make_op("pad", value_map{{"pads", ints({0, 0, 0, 2, 0, 0, 1, 1})}}), {x});
+    auto conv = m.add_instruction(
+        make_op("convolution", value_map{{"padding", ints({1, 1})}, {"stride", ints({2, 2})}}),
+        {padded, add_random_literal(m, {4, 3, 3, 3}, 1)});
+    m.add_return({conv});
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"convolution"})) << out;
+    expect_same_outputs(m, out, 1e-6);
+    expect_cpu_matches_ref(p);
+}
+
+TEST(pass_simplify_algebra, keeps_pads_that_are_not_zero_or_touch_batch_and_channels) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({1, 2, 5, 5}));
+    auto w = add_random_literal(m, {2, 2, 3, 3}, 1);
+    auto ones = m.add_instruction(make_op("pad", value_map{{"pads", ints({0, 0, 1, 1, 0, 0, 1, 1})}, {"value", 1.0}}), {x});
+    auto channels = m.add_instruction(make_op("pad", value_map{{"pads", ints({0, 1, 0, 0, 0, 1, 0, 0})}}), {x});
+    auto edge = m.add_instruction(make_op("pad", value_map{{"pads", ints({0, 0, 1, 1, 0, 0, 1, 1})}, {"mode", "edge"}}), {x});
+    m.add_return({m.add_instruction(make_op("convolution"), {ones, w}),
+                  m.add_instruction(make_op("convolution"), {channels, add_random_literal(m, {2, 4, 3, 3}, 2)}),
+                  m.add_instruction(make_op("convolution"), {edge, w})});
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(count_ops(out, "pad"), 3u) << out;
+    expect_same_outputs(m, out);
+}
+
+namespace {
+
+instruction_ref max_pool_of_padded(module& m, instruction_ref x, std::vector<std::int64_t> pads, const char* mode = "max") {
+    auto padded = m.add_instruction(make_op("pad", value_map{{"pads", ints(pads)}}), {x});
+    return m.add_instruction(make_op("pooling", value_map{{"mode", mode}, {"lengths", ints({3, 3})}, {"stride", ints({2, 2})}}),
+                             {padded});
+}
+
+}  // namespace
+
+TEST(pass_simplify_algebra, folds_a_zero_pad_of_relu_outputs_into_max_pooling) {
+    // Keras ResNet-50's pool1_pad: ZeroPadding2D(1) then a 3x3 stride-2 max pool of ReLU outputs.
+    program p;
+    module& m = *p.get_main_module();
+    auto x = m.add_parameter("x", float_shape({1, 4, 9, 8}));
+    auto relu = m.add_instruction(make_op("relu"), {x});
+    m.add_return({max_pool_of_padded(m, relu, {0, 0, 1, 1, 0, 0, 2, 1})});
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"relu", "pooling"})) << out;
+    expect_same_outputs(m, out);
+    expect_cpu_matches_ref(p, 0);
+}
+
+TEST(pass_simplify_algebra, keeps_a_pad_before_pooling_of_signed_values_or_an_average_or_a_window_of_padding) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({1, 2, 8, 8}));
+    auto relu = m.add_instruction(make_op("relu"), {x});
+    m.add_return({max_pool_of_padded(m, x, {0, 0, 1, 1, 0, 0, 1, 1}),
+                  max_pool_of_padded(m, relu, {0, 0, 1, 1, 0, 0, 1, 1}, "average"),
+                  max_pool_of_padded(m, relu, {0, 0, 3, 0, 0, 0, 0, 0})});
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(count_ops(out, "pad"), 3u) << out;
+    expect_same_outputs(m, out);
+}

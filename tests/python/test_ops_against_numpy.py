@@ -1055,3 +1055,23 @@ def test_scatter_nd_into_a_broadcast_zero_from_a_transposed_view(target):
                                                             u.transpose(1, 0, 2), "none"))
     with pytest.raises(kiln.KilnIndexError, match="index 9 is out of range for axis 0 of extent 7"):
         p.run({"idx": np.array([[1], [9], [2], [3], [0]], np.int64), "u": u})
+
+
+@pytest.mark.parametrize("target_name", TARGETS)
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+def test_pad_of_a_transposed_view_matches_numpy(mode, target_name):
+    """pad reads its source a row at a time: a transposed input (last-dim stride 4 here), pads only at one
+    end of a dim, and a dim with no padding at all."""
+    x = generate(np.float32, (3, 4, 5))
+    pads = [0, 2, 1, 1, 0, 3]
+    width = [(pads[d], pads[d + 3]) for d in range(3)]
+    p = kiln.program()
+    m = p.get_main_module()
+    xi = m.add_parameter("x", kiln.shape("float", [3, 4, 5]))
+    t = m.add_instruction(kiln.op("transpose", permutation=[0, 2, 1]), [xi])
+    attrs = {"pads": pads, "mode": mode} | ({"value": -2.5} if mode == "constant" else {})
+    m.add_return([m.add_instruction(kiln.op("pad", **attrs), [t])])
+    p.compile(kiln.get_target(target_name))
+    extra = {"constant_values": -2.5} if mode == "constant" else {}
+    want = np.pad(x.transpose(0, 2, 1), width, mode=mode, **extra)
+    np.testing.assert_array_equal(np.asarray(p.run({"x": x})[0]), want)

@@ -34,6 +34,8 @@ def test_sdpa(shape, is_causal, dtype):
 
 @pytest.mark.parametrize("mask_kind", ["bool", "float", "bool_row_masked"])
 def test_sdpa_masks(mask_kind):
+    """A boolean mask reaches Kiln as where(mask, s, -inf) plus PyTorch's guard for rows masked out entirely
+    (tests/cpp/test_pass_fuse_attention.cpp checks that they fuse)."""
     q, k, v = _qkv(2, 2, 4, 6, 8)
     if mask_kind == "float":
         mask = make((4, 6), seed=4)
@@ -186,6 +188,28 @@ def test_a_mask_computed_from_no_input_is_left_out_only_when_it_masks_nothing(ki
     torch.testing.assert_close(compiled(q, k, v), model(q, k, v), rtol=1e-4, atol=1e-5)
     ops = _instruction_ops(compiled)
     if kind == "causal":
-        assert "where" in ops  # the mask is applied
+        assert "fused_attention" in ops, ops  # the mask is applied inside it (the outputs above say so)
     else:
         assert "where" not in ops and "add" not in ops and "reduce_max" not in ops, ops
+
+
+class _BooleanMaskAttention(torch.nn.Module):
+    def forward(self, q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def test_a_boolean_mask_runs_in_the_fused_attention_kernel_with_masked_rows_zero():
+    """PyTorch's where(mask, s, -inf) and its guard of rows masked out entirely (transformers' BERT and GPT-2
+    write masks this way) become one fused_attention: no scores tensor, softmax or guard passes."""
+    import kiln.torch
+
+    q, k, v = _qkv(2, 2, 5, 7, 8)
+    mask = make((2, 1, 5, 7), torch.bool, seed=4)
+    mask[1, 0, 2] = False  # a query that sees nothing: PyTorch gives zeros
+    model = _BooleanMaskAttention()
+    compiled = kiln.torch.compile(model, (q, k, v, mask))
+    want = model(q, k, v, mask)
+    assert torch.all(want[1, :, 2] == 0)
+    torch.testing.assert_close(compiled(q, k, v, mask), want, rtol=1e-4, atol=1e-5)
+    ops = _instruction_ops(compiled)
+    assert "fused_attention" in ops and not {"softmax", "reduce_max", "dot", "fused_dot"} & set(ops), ops

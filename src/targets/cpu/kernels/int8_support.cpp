@@ -1,6 +1,7 @@
 #include "targets/cpu/kernels/int8_support.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "targets/cpu/kernels/dnnl_support.hpp"
@@ -244,8 +245,20 @@ std::optional<dnnl::primitive_attr> epilogue_attr(const op::requantize_epilogue&
         // quantize -> dequantize, in codes: round(v / s) + z saturated, minus z.
         const auto [lo, hi] = code_range(e.round_type);
         const auto z = static_cast<float>(e.round_zero_point);
+        float low = lo - z, high = hi - z;
+        // A clip just before the rounding (ReLU6 in codes) moves after it with rounded bounds, exactly (rounding
+        // is monotone), and merges with the saturation: oneDNN takes one clip's parameters per chain.
+        if (!before.empty() && before.back().kind == alg::eltwise_clip) {
+            const float merged_low = std::max(low, std::nearbyint(before.back().alpha));
+            const float merged_high = std::min(high, std::nearbyint(before.back().beta));
+            if (merged_low <= merged_high) {
+                before.pop_back();
+                low = merged_low;
+                high = merged_high;
+            }
+        }
         before.push_back({alg::eltwise_round});
-        before.push_back({alg::eltwise_clip, lo - z, hi - z});
+        before.push_back({alg::eltwise_clip, low, high});
     }
     double after_unit = unit;
     if (!append_scaled(after, e.after_residual, unit)) {

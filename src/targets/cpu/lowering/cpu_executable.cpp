@@ -172,10 +172,13 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
     std::vector<bool> handed_out(roots_.size(), false);
     for (const auto& loc : outputs_) {
         const auto& root = roots_[loc.root];
-        if (root.kind == root_kind::output && loc.byte_offset == 0 && loc.value_shape == root.output_shape &&
-            loc.value_shape.standard() && !handed_out[loc.root]) {
+        // The root's whole buffer, under its own shape or a reshape's (plan_builder's reshaped_from).
+        if (root.kind == root_kind::output && loc.byte_offset == 0 && loc.value_shape.standard() &&
+            root.output_shape.standard() && loc.value_shape.type() == root.output_shape.type() &&
+            loc.value_shape.elements() == root.output_shape.elements() && !handed_out[loc.root]) {
             handed_out[loc.root] = true;
-            results.push_back(output_buffers[loc.root]);
+            results.push_back(loc.value_shape == root.output_shape ? output_buffers[loc.root]
+                                                                     : output_buffers[loc.root].reshaped(loc.value_shape));
             continue;
         }
         results.push_back(standard_copy_of(argument(loc.value_shape, ctx->root_base[loc.root] + loc.byte_offset)));

@@ -38,7 +38,8 @@ public:
         std::unordered_set<const instruction*> returned;
         for (const auto& ins : module_)
             if (ins.is_return())
-                for (const auto& in : ins.inputs()) returned.insert(&*in);
+                for (const auto& in : ins.inputs())
+                    for (const instruction* v = &*in; v != nullptr; v = reshaped_from(*v)) returned.insert(v);
 
         for (const auto& ins : module_) {
             if (ins.is_param()) {
@@ -201,6 +202,19 @@ private:
             s.module_parameters.push_back(sub->get_parameter_names());
         }
         steps_.push_back(std::move(s));
+    }
+
+    // The value a returned reshape only renames (same bytes, both standard), or
+    // null: that value is computed straight into the output buffer, which the
+    // run returns under the reshape's shape, instead of into the arena and
+    // then copied out (GPT-2's logits: a fresh 26 MB buffer and a copy a run).
+    static const instruction* reshaped_from(const instruction& ins) {
+        static const std::unordered_set<std::string> renames = {"reshape", "squeeze", "unsqueeze", "flatten"};
+        if (!renames.count(ins.name()) || ins.inputs().size() != 1) return nullptr;
+        const instruction& source = *ins.inputs()[0];
+        if (!source.get_shape().standard() || !ins.get_shape().standard() || source.is_param() || source.is_literal())
+            return nullptr;
+        return &source;
     }
 
     const module& module_;

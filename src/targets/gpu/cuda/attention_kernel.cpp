@@ -122,6 +122,7 @@ struct attention_plan {
     float scale = 1;
     bool apply_scale = false;
     bool nan_to_zero = false;
+    bool masked_rows_to_zero = false;
     bool staged = false;  // the result's layout is not standard: written through the workspace
     cuda_reduce::strided_dims result_dims;
     std::size_t scores_bytes = 0;         // workspace bytes of one chunk's float32 scores (rounded up)
@@ -172,6 +173,7 @@ public:
             s.mask_rows = p.mask_rows;
             s.mask_step = p.mask_step;
             s.nan_to_zero = p.nan_to_zero;
+            s.masked_rows_to_zero = p.masked_rows_to_zero;
             cuda_reduce::launch_attention_softmax(p.type, reinterpret_cast<const float*>(scores), mask, probabilities,
                                                   s, stream);
             // out [count, Sq, Dv] = probabilities @ v: out^T = v^T probabilities^T.
@@ -250,6 +252,7 @@ std::shared_ptr<const gpu_kernel> make_cuda_attention_kernel(const gpu_kernel_re
     p.scale = static_cast<float>(fa->scale);
     p.apply_scale = fa->scale != 1;
     p.nan_to_zero = fa->nan_to_zero;
+    p.masked_rows_to_zero = fa->masked_rows_to_zero;
 
     const std::size_t bytes = element_bytes(p.type);
     const bool separate_probabilities = p.type != element_type::f32;

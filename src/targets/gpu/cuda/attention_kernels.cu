@@ -49,7 +49,8 @@ __global__ void attention_softmax_kernel(const float* scores, const T* mask, T* 
         if (active)
             for (std::size_t k = lane; k < p.length; k += static_cast<std::size_t>(group)) {
                 float probability = expf(adjusted_score(sr[k], mr, k, p) - max) / sum;
-                if (p.nan_to_zero && isnan(probability)) probability = 0;
+                if ((p.nan_to_zero && isnan(probability)) || (p.masked_rows_to_zero && max == -INFINITY))
+                    probability = 0;
                 pr[k] = from_float<T>(probability);
             }
     }

@@ -98,6 +98,7 @@ struct attention_softmax_params {
     strided_dims mask_rows;
     std::size_t mask_step = 0;
     bool nan_to_zero = false;
+    bool masked_rows_to_zero = false;  // a row whose maximum is -inf gives 0
 };
 
 // Each enqueues on `stream` and launches nothing for empty tensors.

@@ -256,9 +256,17 @@ __m256 exp_nonpositive_ps(__m256 x) {
 // place: e = exp(s - max), and 1/sum(e) (summed in double) for the output.
 // A row whose sum is NaN (a NaN score, or every score -inf) has NaN
 // probabilities: with the guard they become zeros, so e is zeroed and the
-// row's outputs are sum(0 * v) as the unfused graph computes them.
-void exponentiate_row(float* s, std::size_t n, const float* row_max, bool nan_to_zero, float* inv_sum) {
-    const __m256 shift = splat(hmax_ps(_mm256_load_ps(row_max)));
+// row's outputs are sum(0 * v) as the unfused graph computes them. With
+// masked_rows_to_zero a row whose maximum is -inf (every score masked out)
+// is zeroed the same way.
+void exponentiate_row(float* s, std::size_t n, const float* row_max, const attention_plan& p, float* inv_sum) {
+    const float max = hmax_ps(_mm256_load_ps(row_max));
+    if (p.masked_rows_to_zero && max == -std::numeric_limits<float>::infinity()) {
+        std::memset(s, 0, n * sizeof(float));
+        *inv_sum = 1;
+        return;
+    }
+    const __m256 shift = splat(max);
     __m256d sum_low = _mm256_setzero_pd(), sum_high = _mm256_setzero_pd();
     for (std::size_t j = 0; j < n; j += 8) {
         const __m256 e = exp_nonpositive_ps(_mm256_sub_ps(_mm256_loadu_ps(s + j), shift));
@@ -267,7 +275,7 @@ void exponentiate_row(float* s, std::size_t n, const float* row_max, bool nan_to
         sum_high = _mm256_add_pd(sum_high, widen_high(e));
     }
     const double sum = hsum_pd(_mm256_add_pd(sum_low, sum_high));
-    if (nan_to_zero && std::isnan(sum)) {
+    if (p.nan_to_zero && std::isnan(sum)) {
         std::memset(s, 0, n * sizeof(float));
         *inv_sum = 1;
         return;
@@ -370,7 +378,7 @@ void run_items(const attention_plan& p, const float* q, const float* kt, const f
              });
         const std::size_t padded = (columns + 7) / 8 * 8;
         for (std::size_t r = 0; r < rows; ++r)
-            exponentiate_row(buf.scores + r * ld, padded, buf.row_max + r * 8, p.nan_to_zero, buf.inv_sum + r);
+            exponentiate_row(buf.scores + r * ld, padded, buf.row_max + r * 8, p, buf.inv_sum + r);
         float* out_rows = out + p.out_offsets[b] + row0 * p.out_row_stride;
         gemm(buf.scores, ld, buf.v_panels, p.sk, columns, p.dv, rows,
              [&](std::size_t i, std::size_t col0, std::size_t width) {

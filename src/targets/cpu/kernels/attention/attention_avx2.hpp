@@ -32,6 +32,7 @@ struct attention_plan {
     std::size_t out_row_stride = 0;    // over Sq; the result's columns are contiguous
     bool has_mask = false;
     bool nan_to_zero = false;
+    bool masked_rows_to_zero = false;
     float scale = 1;
     std::size_t tile_rows = 48;
     const std::size_t* item_columns = nullptr;  // batches * tiles entries, or null: all sk

@@ -89,6 +89,7 @@ public:
         if (a.has_mask && r.constant_inputs.size() > 3 && !r.constant_inputs[3].empty()) plan_columns(r.constant_inputs[3].data_as<const float>());
         plan_.has_mask = a.has_mask;
         plan_.nan_to_zero = a.nan_to_zero;
+        plan_.masked_rows_to_zero = a.masked_rows_to_zero;
         plan_.scale = static_cast<float>(a.scale);
         plan_.threads = r.threads;
         plan_.parallel = plan_.batches * plan_.sq * plan_.sk * (plan_.d + plan_.dv) >= parallel_flops;
