@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/argument.hpp"
 #include "ops/op_helpers.hpp"
 #include "ops/quant.hpp"
 
@@ -125,7 +126,8 @@ shape fused_quant_dot::compute_shape(const std::vector<shape>& inputs) const {
 }
 
 void fused_quant_dot::compute(const argument& result, const std::vector<argument>& inputs) const {
-    const std::vector<argument> operands{inputs[0], inputs[1], inputs[2]};
+    const literal b_zero(shape{inputs[1].get_shape().type(), {}}, std::vector<std::int64_t>{b_zero_point});
+    const std::vector<argument> operands{inputs[0], inputs[1], inputs[2], b_zero.get_argument()};
     const shape sums_shape = quant_dot{}.compute_shape({inputs[0].get_shape(), inputs[1].get_shape(), inputs[2].get_shape()});
     epilogue.apply(operation(quant_dot{}).evaluate(sums_shape, operands), sums_shape.ndim() - 1, inputs, result);
 }

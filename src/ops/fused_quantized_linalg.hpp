@@ -91,11 +91,15 @@ struct fused_quant_convolution : op_base {
     void compute(const argument& result, const std::vector<argument>& inputs) const;
 };
 
+// b is constant weights, or (a product of two activations) b's codes
+// computed at run time with zero point b_zero_point.
 struct fused_quant_dot : op_base {
     requantize_epilogue epilogue;
+    std::int64_t b_zero_point = 0;
     template <class Self, class F>
     static void reflect(Self& self, F&& f) {
         requantize_epilogue::reflect(self.epilogue, f);
+        f(self.b_zero_point, "b_zero_point");
     }
     std::string name() const { return "fused_quant_dot"; }
     shape compute_shape(const std::vector<shape>& inputs) const;

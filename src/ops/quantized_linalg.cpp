@@ -11,9 +11,11 @@ namespace kiln::op {
 namespace {
 
 // Checks the operands of a quantized product: `x` int8 / uint8, `w` int8
-// and, when given, one zero point of x's dtype.
-void check_operands(const std::string& op, const std::vector<shape>& inputs, const char* x_name, const char* w_name) {
-    ops::expect_inputs(op, inputs, 2, 3);
+// and, when given, one zero point of x's dtype, then (up to `max_inputs`)
+// one of w's.
+void check_operands(const std::string& op, const std::vector<shape>& inputs, const char* x_name, const char* w_name,
+                    std::size_t max_inputs = 3) {
+    ops::expect_inputs(op, inputs, 2, max_inputs);
     if (!is_8bit_integer(inputs[0].type()))
         fail(error_kind::type_error,
              op + ": " + x_name + " (input 0) must be int8 or uint8, got " + to_string(inputs[0].type()));
@@ -23,11 +25,17 @@ void check_operands(const std::string& op, const std::vector<shape>& inputs, con
         if (inputs[2].elements() != 1)
             fail(op + ": the zero point (input 2) must be one value, got " + to_string(inputs[2].lens()));
     }
+    if (inputs.size() == 4) {
+        ops::expect_type(op, inputs[3], inputs[1].type(), std::string(w_name) + "'s zero point (input 3)");
+        if (inputs[3].elements() != 1)
+            fail(op + ": " + w_name + "'s zero point (input 3) must be one value, got " + to_string(inputs[3].lens()));
+    }
 }
 
-std::int64_t zero_point_of(const std::vector<argument>& inputs) {
-    if (inputs.size() < 3) return 0;
-    return static_cast<std::int64_t>(inputs[2].value_at(0));
+// The zero point at input `index`; 0 when absent.
+std::int64_t zero_point_of(const std::vector<argument>& inputs, std::size_t index = 2) {
+    if (inputs.size() <= index) return 0;
+    return static_cast<std::int64_t>(inputs[index].value_at(0));
 }
 
 // The values of `a` minus `offset`, as a standard tensor of type `t`. Every
@@ -92,7 +100,7 @@ void quant_convolution::compute(const argument& result, const std::vector<argume
 // ---- quant_dot ----
 
 shape quant_dot::compute_shape(const std::vector<shape>& inputs) const {
-    check_operands(name(), inputs, "a", "b");
+    check_operands(name(), inputs, "a", "b", 4);
     const shape product = dot{}.compute_shape({shape{dtype::int32_type, inputs[0].lens()}, shape{dtype::int32_type, inputs[1].lens()}});
     return {dtype::int32_type, product.lens()};
 }
@@ -100,7 +108,7 @@ shape quant_dot::compute_shape(const std::vector<shape>& inputs) const {
 void quant_dot::compute(const argument& result, const std::vector<argument>& inputs) const {
     // dot accumulates int32 operands in int64; an 8-bit layer's sums fit int32.
     const argument a = centered_copy(inputs[0], zero_point_of(inputs), dtype::int32_type);
-    const argument b = centered_copy(inputs[1], 0, dtype::int32_type);
+    const argument b = centered_copy(inputs[1], zero_point_of(inputs, 3), dtype::int32_type);
     dot{}.compute(result, {a, b});
 }
 

@@ -36,8 +36,11 @@ struct quant_convolution : op_base {
     convolution as_convolution() const;
 };
 
-// quant_dot(a, b[, a_zero_point]): a int8 or uint8, b int8, batch dimensions
-// broadcast as in dot; the result is int32 (a - a_zero_point) @ b.
+// quant_dot(a, b[, a_zero_point[, b_zero_point]]): a int8 or uint8, b int8,
+// batch dimensions broadcast as in dot; the result is int32
+// (a - a_zero_point) @ (b - b_zero_point). A b zero point comes with a
+// product of two activations (attention's q @ kt and p @ v), whose b is
+// computed at run time and quantized with a zero point like any activation.
 struct quant_dot : op_base {
     std::string name() const { return "quant_dot"; }
     shape compute_shape(const std::vector<shape>& inputs) const;

@@ -5,15 +5,22 @@
 //   - convolution(dequantize(xq, sx, zx), dequantize(wq, sw)) becomes
 //     dequantize(quant_convolution(xq, wq, zx), sx * sw, axis 1), and dot
 //     likewise (quant_dot, the scale along the result's last axis);
+//   - dot(dequantize(a, sa, za), dequantize(b, sb, zb)) of two activations
+//     (per-tensor int8 b, attention's products) becomes
+//     dequantize(quant_dot(a, b, za, zb), sa * sb);
 //   - quantize(dequantize(q, s, z), s, z) is q;
-//   - a dequantize moves below reshapes, transposes, slices, max pooling and
-//     concats of equally scaled inputs, so that such a view of a quantized
-//     layer's output meets the next layer's quantize and the pair cancels;
+//   - a dequantize of 8-bit codes moves below reshapes, transposes, slices,
+//     max pooling and concats of equally scaled inputs, so that such a view
+//     of a quantized layer's output meets the next layer's quantize and the
+//     pair cancels (int32 sums stay beside their product);
 //   - a per-tensor quantize moves above max pooling, which then pools codes,
 //     and above a zero pad, which then pads with the zero point's code; a
 //     pad of an activation's codes with its zero point before a convolution
 //     becomes the quantized convolution's padding (the padding stands for
-//     the real value 0): PT2E's MobileNetV2, whose "same" padding is an F.pad.
+//     the real value 0): PT2E's MobileNetV2, whose "same" padding is an F.pad;
+//   - the NaN guard exporters put after a softmax, where(not(equal(p, p)),
+//     0, p), goes before an integer quantize, which gives NaN the zero
+//     point, the code of 0, anyway.
 // The weights must be constant int8 with zero points absent or all zero
 // (symmetric); others stay float (correct, slow): kiln perf shows them as
 // float convolutions. Exact in integers: the only rounding left is the
@@ -151,6 +158,37 @@ rewrite_rule quantize_dot() {
             }};
 }
 
+// A zero point input for a quantized product: the given one, or a 0 of `t`.
+instruction_ref zero_point_or_zero(module& m, instruction_ref pos, const std::optional<instruction_ref>& z, dtype t) {
+    if (z) return *z;
+    return m.insert_literal(pos, literal(shape{t, {}}, std::vector<std::int64_t>{0}));
+}
+
+// Both operands computed at run time: b is int8 with a zero point like any
+// activation (oneDNN takes int8 weights with a zero point), the scale is
+// one value.
+rewrite_rule quantize_activation_dot() {
+    auto pattern = name("dot")
+                       .shape_is([](const shape& s) { return s.type() == dtype::float_type && s.ndim() >= 2; })
+                       .args(name("dequantize_linear").bind("a"), name("dequantize_linear").bind("b"));
+    return {"quantize_activation_dot", pattern, [](module& m, const match_result& r) {
+                const auto a = read_dequantize(r.at("a"));
+                const auto b = read_dequantize(r.at("b"));
+                if (a.q->get_shape().ndim() < 2 || b.q->get_shape().ndim() < 2) return false;
+                if (match::is_constant_instruction(*b.q) || b.q->get_shape().type() != dtype::int8_type) return false;
+                if (!is_quantized_activation(a) || !is_quantized_activation(b)) return false;
+                const dtype at = a.q->get_shape().type();
+                auto sums = m.insert_instruction(
+                    r.root, op::quant_dot{},
+                    {a.q, b.q, zero_point_or_zero(m, r.root, a.zero_point, at),
+                     zero_point_or_zero(m, r.root, b.zero_point, dtype::int8_type)});
+                // The product of the two scales rounded to float32, as combined_scale does.
+                const float scale = (*float_values(a.scale))[0] * (*float_values(b.scale))[0];
+                auto s = m.insert_literal(r.root, literal(shape{dtype::float_type, {}}, std::vector<float>{scale}));
+                return replace_with_new(m, r.root, dequantize_along(1), {sums, s});
+            }};
+}
+
 // Two optional one-value constants hold the same number (absent is 0).
 bool same_scalar(const std::optional<instruction_ref>& a, const std::optional<instruction_ref>& b) {
     const auto va = a ? scalar_constant(**a) : std::optional<double>(0.0);
@@ -202,7 +240,9 @@ bool is_max_pooling(const operation& op) {
 rewrite_rule dequantize_below_view() {
     auto pattern = match::any_of_names({"reshape", "flatten", "squeeze", "unsqueeze", "transpose", "slice", "pooling"})
                        .where([](instruction_ref ins) {
-                           return ins->inputs().size() == 1 && ins->inputs()[0]->name() == "dequantize_linear";
+                           // int32 sums stay beside their product, whose kernel applies the scale.
+                           return ins->inputs().size() == 1 && ins->inputs()[0]->name() == "dequantize_linear" &&
+                                  op::is_8bit_integer(ins->inputs()[0]->inputs()[0]->get_shape().type());
                        });
     return {"dequantize_below_view", pattern, [](module& m, const match_result& r) {
                 const auto d = read_dequantize(r.root->inputs()[0]);
@@ -265,6 +305,25 @@ rewrite_rule quantize_above_max_pooling() {
             }};
 }
 
+rewrite_rule drop_nan_guard_before_quantize() {
+    auto pattern = name("quantize_linear").where([](instruction_ref ins) {
+        return ins->inputs()[0]->name() == "where" && op::is_8bit_integer(ins->get_shape().type());
+    });
+    return {"drop_nan_guard_before_quantize", pattern, [](module& m, const match_result& r) {
+                const instruction_ref guard = r.root->inputs()[0];
+                const auto& w = guard->inputs();
+                if (w.size() != 3 || w[0]->name() != "not" || w[0]->inputs()[0]->name() != "equal") return false;
+                const instruction_ref p = w[2];
+                const auto& compared = w[0]->inputs()[0]->inputs();
+                if (compared[0] != p || compared[1] != p || scalar_constant(*w[1]) != 0.0 ||
+                    guard->get_shape() != p->get_shape())
+                    return false;
+                auto inputs = r.root->inputs();
+                inputs[0] = p;
+                return replace_with_new(m, r.root, r.root->get_operator(), inputs);
+            }};
+}
+
 // quantize(pad(v, 0), s, z) = pad(quantize(v, s, z), z) for a per-tensor
 // quantize: 0 quantizes to the zero point exactly.
 rewrite_rule quantize_above_zero_pad() {
@@ -309,8 +368,9 @@ void fuse_quantized_ops::apply(module& m) const {
     // The pad rule before quantize_convolution, which would take the padded codes as they are.
     std::vector<rewrite_rule> rules{zero_point_pad_into_convolution()};
     if (convolutions) rules.push_back(quantize_convolution());
-    for (auto rule : {quantize_dot(), cancel_requantize(), dequantize_below_view(), dequantize_below_concat(),
-                      quantize_above_max_pooling(), quantize_above_zero_pad()})
+    for (auto rule : {quantize_dot(), quantize_activation_dot(), cancel_requantize(), dequantize_below_view(),
+                      dequantize_below_concat(), quantize_above_max_pooling(), quantize_above_zero_pad(),
+                      drop_nan_guard_before_quantize()})
         rules.push_back(std::move(rule));
     rewrite_to_fixed_point(m, rules);
 }

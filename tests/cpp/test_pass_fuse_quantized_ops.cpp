@@ -78,6 +78,31 @@ TEST(pass_fuse_quantized_ops, different_scales_do_not_cancel) {
     EXPECT_EQ(count_ops(after_pass<fuse_quantized_ops>(m), "dequantize_linear"), 1u);
 }
 
+TEST(pass_fuse_quantized_ops, product_of_two_activations_becomes_quant_dot_with_both_zero_points) {
+    // Attention's q @ kt: both operands quantized at run time, with zero points.
+    module m;
+    auto q = m.add_parameter("q", float_shape({2, 3, 4}));
+    auto kt = m.add_parameter("kt", float_shape({2, 4, 5}));
+    m.add_return({add(m, "dot", {qdq(m, q, 0.05f, 3), qdq(m, kt, 0.02f, -6)})});
+    module out = after_pass<fuse_quantized_ops>(m);
+    EXPECT_EQ(op_names(out),
+              (std::vector<std::string>{"quantize_linear", "quantize_linear", "quant_dot", "dequantize_linear"}));
+    expect_same_outputs(m, out, 1e-5);
+}
+
+TEST(pass_fuse_quantized_ops, int32_sums_stay_beside_their_product) {
+    // The dequantize of a product's sums is its kernel's epilogue: a transpose after it stays after it.
+    module m;
+    auto a = m.add_parameter("a", float_shape({2, 3, 4}));
+    auto b = m.add_parameter("b", float_shape({2, 4, 5}));
+    auto product = add(m, "dot", {qdq(m, a, 0.05f, 3), qdq(m, b, 0.02f, -6)});
+    m.add_return({add(m, "transpose", {product}, value_map{{"permutation", ints({0, 2, 1})}})});
+    module out = after_pass<fuse_quantized_ops>(m);
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"quantize_linear", "quantize_linear", "quant_dot",
+                                                       "dequantize_linear", "transpose"}));
+    expect_same_outputs(m, out, 1e-5);
+}
+
 TEST(pass_constant_propagation, keeps_dequantized_constants_when_asked) {
     module m = qdq_convolution();
     constant_propagation keep;

@@ -158,7 +158,8 @@ bool scales_through(const op::post_op_chain& chain) {
 // in the destination first. One eltwise_linear at most: oneDNN 2.6's jit
 // post-op chains computed wrong values with two.
 // A chain with a step that needs the real value (gelu, sigmoid, ...) runs
-// in real units when nothing rounds inside it; the output scale then comes
+// in real units when nothing rounds inside it, or from right after the
+// rounding (whose clip then scales codes back to real values); the output scale then comes
 // last, in the one eltwise_linear.
 double chain_unit(const op::requantize_epilogue& e) {
     if (e.round_type != dtype::float_type) return e.round_scale;
@@ -177,6 +178,7 @@ namespace {
 struct eltwise_step {
     alg kind;
     float alpha = 0, beta = 0;
+    float scale = 1;  // oneDNN's factor on the step's result
 };
 
 bool append_scaled(std::vector<eltwise_step>& steps, const op::post_op_chain& chain, double unit) {
@@ -203,7 +205,8 @@ bool append_scaled(std::vector<eltwise_step>& steps, const op::post_op_chain& ch
 std::vector<eltwise_step> merged_clips(const std::vector<eltwise_step>& steps) {
     std::vector<eltwise_step> out;
     for (const auto& st : steps) {
-        if (st.kind == alg::eltwise_clip && !out.empty() && out.back().kind == alg::eltwise_clip) {
+        if (st.kind == alg::eltwise_clip && !out.empty() && out.back().kind == alg::eltwise_clip && st.scale == 1 &&
+            out.back().scale == 1) {
             out.back().alpha = std::max(out.back().alpha, st.alpha);
             out.back().beta = std::min(out.back().beta, st.beta);
             continue;
@@ -217,9 +220,9 @@ std::vector<eltwise_step> merged_clips(const std::vector<eltwise_step>& steps) {
 bool append_steps(dnnl::post_ops& ops, const std::vector<eltwise_step>& steps, std::vector<eltwise_step>& used) {
     for (const auto& st : merged_clips(steps)) {
         for (const auto& u : used)
-            if (u.kind == st.kind && (u.alpha != st.alpha || u.beta != st.beta)) return false;
+            if (u.kind == st.kind && (u.alpha != st.alpha || u.beta != st.beta || u.scale != st.scale)) return false;
         used.push_back(st);
-        ops.append_eltwise(1.f, st.kind, st.alpha, st.beta);
+        ops.append_eltwise(st.scale, st.kind, st.alpha, st.beta);
     }
     return true;
 }
@@ -257,12 +260,22 @@ std::optional<dnnl::primitive_attr> epilogue_attr(const op::requantize_epilogue&
         before.push_back({alg::eltwise_round});
         before.push_back({alg::eltwise_clip, low, high});
     }
-    if (!append_scaled(after, e.after_residual, unit)) return std::nullopt;
+    double after_unit = unit;
+    if (!append_scaled(after, e.after_residual, unit)) {
+        // A step that needs the real value (gelu) right after the rounding:
+        // the rounding's clip scales its codes back to real values (its
+        // eltwise scale), so that the one eltwise_linear stays the last.
+        if (e.round_type == dtype::float_type || e.residual != op::residual_kind::none) return std::nullopt;
+        after.clear();
+        if (!append_scaled(after, e.after_residual, 1)) return std::nullopt;
+        before.back().scale = static_cast<float>(unit);
+        after_unit = 1;
+    }
     // The conversion to an 8-bit destination rounds half to even and saturates.
     const double out_scale = e.output_type == dtype::float_type ? 1 : e.output_scale;
     const double out_zero = e.output_type == dtype::float_type ? 0 : static_cast<double>(e.output_zero_point);
-    if (unit != out_scale || out_zero != 0)
-        after.push_back({alg::eltwise_linear, static_cast<float>(unit / out_scale), static_cast<float>(out_zero)});
+    if (after_unit != out_scale || out_zero != 0)
+        after.push_back({alg::eltwise_linear, static_cast<float>(after_unit / out_scale), static_cast<float>(out_zero)});
     if (e.residual == op::residual_kind::none) {
         before.insert(before.end(), after.begin(), after.end());
         after.clear();

@@ -95,8 +95,11 @@ rewrite_rule product_to_fused() {
                 auto p = r.at("p");
                 auto s = r.at("s");
                 const shape& out = r.root->get_shape();
-                if (out.type() != dtype::float_type || !match::is_constant_instruction(*p->inputs()[1])) return false;
                 const bool conv = p->name() == "quant_convolution";
+                // b computed at run time (two activations' product): its zero point becomes an attribute.
+                const bool runtime_b = !match::is_constant_instruction(*p->inputs()[1]);
+                const auto b_zero_point = scalar_of(p->inputs(), 3);
+                if (out.type() != dtype::float_type || (runtime_b && conv) || !b_zero_point) return false;
                 const std::size_t axis = conv ? 1 : out.ndim() - 1;
                 const std::size_t channels = out.lens()[axis];
                 const auto* d = r.root->get_operator().get_if<op::dequantize_linear>();
@@ -121,7 +124,9 @@ rewrite_rule product_to_fused() {
                     f.conv = *p->get_operator().get_if<op::quant_convolution>();
                     fused = f;
                 } else {
-                    fused = op::fused_quant_dot{};
+                    op::fused_quant_dot f;
+                    f.b_zero_point = static_cast<std::int64_t>(*b_zero_point);
+                    fused = f;
                 }
                 return replace_with_new(m, r.root, fused, inputs);
             }};
@@ -184,12 +189,16 @@ rewrite_rule fuse_clip() {
             }};
 }
 
-// gelu (BERT's feed-forward): oneDNN's eltwise gelu_erf / gelu_tanh.
+// gelu (BERT's feed-forward): oneDNN's eltwise gelu_erf / gelu_tanh. After
+// a rounding (ONNX Runtime's QDQ form: the product's quantize -> dequantize,
+// then gelu) it reads the rounded real values, with no residual between.
 rewrite_rule fuse_gelu() {
     return {"fuse_quantized_gelu", name("gelu").args(float_fused().bind("f")), [](module& m, const match_result& r) {
                 const auto* g = r.root->get_operator().get_if<op::gelu>();
-                // After a rounding the chain runs in its codes, where gelu has no form.
-                if (g == nullptr || epilogue_of(r.at("f")->get_operator())->round_type != dtype::float_type) return false;
+                const auto& e = *epilogue_of(r.at("f")->get_operator());
+                const bool rounded = e.round_type != dtype::float_type;
+                if (g == nullptr || (rounded && (e.residual != residual_kind::none || !e.after_residual.empty())))
+                    return false;
                 return append_activation(m, r, g->approximate == op::gelu_approximation::tanh ? post_op_kind::gelu_tanh
                                                                                               : post_op_kind::gelu_erf);
             }};
@@ -397,22 +406,23 @@ rewrite_rule quantize_through_views() {
                 if (views.empty() && !scaled) return false;  // fuse_quantize's case
                 match_result unused;
                 if (!float_fused().match(x, unused)) return false;
+                // A factor goes into the scales (and bias) when nothing follows them,
+                // else into the output scale: quantize(c * v, s) is quantize(v, s / c).
                 const auto& e = *epilogue_of(x->get_operator());
-                if (!e.activation.empty() || e.round_type != dtype::float_type || e.residual != residual_kind::none ||
-                    !e.after_residual.empty())
-                    return false;
+                const bool plain = e.activation.empty() && e.round_type == dtype::float_type &&
+                                   e.residual == residual_kind::none && e.after_residual.empty();
                 const auto scale = scalar_of(r.root->inputs(), 1);
                 const auto zero_point = scalar_of(r.root->inputs(), 2);
                 const dtype t = r.root->get_shape().type();
                 if (!scale || !(*scale > 0) || !zero_point || !op::is_8bit_integer(t)) return false;
                 auto inputs = x->inputs();
-                if (scaled) {
+                if (scaled && plain) {
                     inputs[3] = scaled_constant(m, r.root, inputs[3], factor);
                     if (e.has_bias) inputs[4] = scaled_constant(m, r.root, inputs[4], factor);
                 }
                 auto fused = with_epilogue(x->get_operator(), [&](auto& ep) {
                     ep.output_type = t;
-                    ep.output_scale = *scale;
+                    ep.output_scale = scaled && !plain ? *scale / factor : *scale;
                     ep.output_zero_point = static_cast<std::int64_t>(*zero_point);
                 });
                 instruction_ref codes = m.insert_instruction(r.root, fused, inputs);
@@ -423,12 +433,48 @@ rewrite_rule quantize_through_views() {
             }};
 }
 
+// gelu(reshape(float product)) -> reshape(gelu(product)): ONNX Runtime's
+// QDQ form reshapes a Gemm's result back to [batch, tokens, features]
+// before the gelu, which kept the gelu out of the epilogue.
+rewrite_rule gelu_before_reshape() {
+    auto reshaped = name("reshape").used_once().args(float_fused().bind("f"));
+    return {"gelu_before_reshape", name("gelu").args(reshaped.bind("r")), [](module& m, const match_result& r) {
+                auto f = r.at("f");
+                if (!f->get_shape().standard()) return false;
+                auto activated = m.insert_instruction(r.root, r.root->get_operator(), {f});
+                return replace_with_new(m, r.root, r.at("r")->get_operator(), {activated});
+            }};
+}
+
+// A fresh float product times (or over) a one-value constant: the factor
+// goes into its scales. Attention's scores, q @ kt scaled by 1 / sqrt(d)
+// before the mask and the softmax.
+rewrite_rule fuse_scalar_factor() {
+    auto pattern = match::any_of_names({"mul", "div"}).where([](instruction_ref ins) { return ins->inputs().size() == 2; });
+    return {"fuse_quantized_scalar_factor", pattern, [](module& m, const match_result& r) {
+                const auto& in = r.root->inputs();
+                const bool div = r.root->name() == "div";
+                const std::size_t k = !div && match::is_constant_instruction(*in[0]) ? 0 : 1;
+                auto f = in[1 - k];
+                match_result unused;
+                if (!float_fused().match(f, unused) || !is_fresh(*epilogue_of(f->get_operator()))) return false;
+                const auto c = scalar_constant(*in[k]);
+                if (!c || !std::isfinite(*c) || *c == 0 || r.root->get_shape().lens() != f->get_shape().lens() ||
+                    r.root->get_shape().type() != dtype::float_type)
+                    return false;
+                auto inputs = f->inputs();
+                inputs[3] = scaled_constant(m, r.root, inputs[3], div ? 1 / *c : *c);
+                return replace_with_new(m, r.root, f->get_operator(), inputs);
+            }};
+}
+
 }  // namespace
 
 void fuse_quantized_epilogues::apply(module& m) const {
     rewrite_to_fixed_point(m, {product_to_fused(), fuse_bias(), fuse_relu(), fuse_clip(), fuse_gelu(), fuse_quantize(),
                                fuse_rounding(), fuse_residual(), dequantize_before_reshape(),
-                               residual_through_reshape(), quantize_through_views()});
+                               residual_through_reshape(), quantize_through_views(), fuse_scalar_factor(),
+                               gelu_before_reshape()});
 }
 
 }  // namespace kiln

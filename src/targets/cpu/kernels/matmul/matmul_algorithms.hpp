@@ -20,5 +20,8 @@ std::span<const kernel_algorithm> matmul_algorithms();
 extern const kernel_algorithm onednn_bf16_matmul;
 // The int8 products (fused_quant_dot): oneDNN's int8 matmul (onednn_int8_matmul.cpp).
 std::span<const kernel_algorithm> quant_matmul_algorithms();
+// The int8 product of two activations (b computed at run time, with a zero
+// point): onednn_int8_activation_matmul.cpp; one of quant_matmul_algorithms.
+extern const kernel_algorithm onednn_int8_activation_matmul;
 
 }  // namespace kiln

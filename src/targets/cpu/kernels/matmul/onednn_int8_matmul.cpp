@@ -20,7 +20,7 @@ const op::fused_quant_dot* requested(const kernel_request& r) { return r.op.get_
 
 bool eligible(const kernel_request& r) {
     const auto* f = requested(r);
-    if (f == nullptr) return false;
+    if (f == nullptr || f->b_zero_point != 0) return false;
     const shape& a = r.input_shapes[0];
     const shape& b = r.input_shapes[1];
     if (a.ndim() < 2 || a.ndim() > 4 || b.ndim() != 2) return false;
@@ -90,7 +90,8 @@ std::shared_ptr<const cpu_kernel> build_exact(const kernel_request& r, const ker
 // ones saturate (int8_support.hpp, skip_to_exact).
 std::span<const kernel_algorithm> quant_matmul_algorithms() {
     static const kernel_algorithm algorithms[] = {{"onednn_int8", eligible, build_fast},
-                                                  {"onednn_int8_reference", eligible, build_exact}};
+                                                  {"onednn_int8_reference", eligible, build_exact},
+                                                  onednn_int8_activation_matmul};
     return algorithms;
 }
 
