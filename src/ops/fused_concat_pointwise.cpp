@@ -1,6 +1,10 @@
 #include "ops/fused_concat_pointwise.hpp"
 
+#include <cstring>
+
+#include "ops/fused_quantized_linalg.hpp"
 #include "ops/op_helpers.hpp"
+#include "ops/quant.hpp"
 #include "ops/shape_ops.hpp"
 
 namespace kiln::op {
@@ -33,15 +37,39 @@ std::vector<shape> fused_concat_pointwise::program_inputs(const std::vector<shap
 }
 
 shape fused_concat_pointwise::compute_shape(const std::vector<shape>& inputs) const {
+    const shape standard = standard_result(inputs);
+    if (!channels_last) return standard;
+    if (standard.ndim() != 4 || (axis != 1 && axis != -3))
+        fail(name() + ": channels_last needs a 4-D result concatenated along axis 1, got axis " + std::to_string(axis) +
+             " of " + to_string(standard.lens()));
+    return shape{standard.type(), standard.lens(), channels_last_strides(standard.lens())};
+}
+
+shape fused_concat_pointwise::standard_result(const std::vector<shape>& inputs) const {
     const shape out = program_of(steps).compute_shape(program_inputs(inputs));
     const shape joined = program_inputs(inputs).front();
     if (out.lens() != joined.lens())
         fail(name() + ": the program's result " + to_string(out) + " is not the concatenation's shape " +
              to_string(joined));
-    return out;
+    if (!quantized()) return out;
+    if (out.type() != dtype::float_type || !is_8bit_integer(output_type))
+        fail(name() + ": output_type " + to_string(output_type) + " needs a float32 program and int8 or uint8, got a " +
+             to_string(out.type()) + " program");
+    if (!(output_scale > 0)) fail(name() + ": output_scale must be positive, got " + std::to_string(output_scale));
+    return shape{output_type, out.lens()};
 }
 
 void fused_concat_pointwise::compute(const argument& result, const std::vector<argument>& inputs) const {
+    if (!result.get_shape().standard()) {
+        // Computed in standard layout, then copied to the result's strides.
+        argument standard(result.get_shape().as_standard());
+        compute(standard, inputs);
+        const shape& s = result.get_shape();
+        const std::size_t bytes = s.element_size();
+        for (std::size_t i = 0; i < s.elements(); ++i)
+            std::memcpy(result.data() + s.index(i) * bytes, standard.data() + i * bytes, bytes);
+        return;
+    }
     std::vector<shape> shapes;
     for (const auto& in : inputs) shapes.push_back(in.get_shape());
     const auto n = static_cast<std::size_t>(pieces);
@@ -50,7 +78,25 @@ void fused_concat_pointwise::compute(const argument& result, const std::vector<a
                             std::vector<argument>(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(n)));
     std::vector<argument> program_args{joined};
     program_args.insert(program_args.end(), inputs.begin() + static_cast<std::ptrdiff_t>(n), inputs.end());
-    program_of(steps).compute(result, program_args);
+    if (!quantized()) {
+        program_of(steps).compute(result, program_args);
+        return;
+    }
+    argument real(shape{dtype::float_type, result.get_shape().lens()});
+    program_of(steps).compute(real, program_args);
+    // quantize_linear's arithmetic: the quotient in float32.
+    const auto scale = static_cast<float>(output_scale);
+    const auto zero = static_cast<double>(output_zero_point);
+    const double lo = output_type == dtype::uint8_type ? 0 : -128, hi = output_type == dtype::uint8_type ? 255 : 127;
+    const float* x = real.data_as<const float>();
+    const std::size_t count = result.get_shape().elements();
+    for (std::size_t i = 0; i < count; ++i) {
+        const double code = saturated_code(static_cast<double>(x[i] / scale), zero, lo, hi);
+        if (output_type == dtype::uint8_type)
+            result.data_as<std::uint8_t>()[i] = static_cast<std::uint8_t>(code);
+        else
+            result.data_as<std::int8_t>()[i] = static_cast<std::int8_t>(code);
+    }
 }
 
 }  // namespace kiln::op

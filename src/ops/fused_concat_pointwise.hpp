@@ -20,17 +20,28 @@ struct fused_concat_pointwise : op_base {
     std::int64_t axis = 0;
     std::int64_t pieces = 1;
     std::vector<pointwise_step> steps;
+    dtype output_type = dtype::float_type;  // or int8 / uint8
+    double output_scale = 1;                // a float32 value, held exactly
+    std::int64_t output_zero_point = 0;
+    bool channels_last = false;
     template <class Self, class F>
     static void reflect(Self& self, F&& f) {
         f(self.axis, "axis");
         f(self.pieces, "pieces");
         f(self.steps, "steps");
+        f(self.output_type, "output_type");
+        f(self.output_scale, "output_scale");
+        f(self.output_zero_point, "output_zero_point");
+        f(self.channels_last, "channels_last");
     }
+    bool quantized() const { return output_type != dtype::float_type; }
     std::string name() const { return "fused_concat_pointwise"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     // The concatenation into a buffer of its own, then the program's reference compute.
     void compute(const argument& result, const std::vector<argument>& inputs) const;
 
+    // The result in standard layout.
+    shape standard_result(const std::vector<shape>& inputs) const;
     // The concatenation's shape, followed by the program's other inputs.
     std::vector<shape> program_inputs(const std::vector<shape>& inputs) const;
 };

@@ -41,7 +41,8 @@ TEST(pass_fuse_concat_pointwise, relu_of_a_concat_becomes_one_op) {
               "module: \"main\"\n"
               "a = @param:a -> float_type, {2, 3, 4, 4}, {48, 16, 4, 1}\n"
               "b = @param:b -> float_type, {2, 5, 4, 4}, {80, 16, 4, 1}\n"
-              "@2 = fused_concat_pointwise[axis=1,pieces=2,steps={{\"relu\", {0}}}](a,b) -> float_type, "
+              "@2 = fused_concat_pointwise[axis=1,pieces=2,steps={{\"relu\", {0}}},output_type=\"float_type\","
+              "output_scale=1,output_zero_point=0,channels_last=false](a,b) -> float_type, "
               "{2, 8, 4, 4}, {128, 16, 4, 1}\n"
               "@3 = @return(@2)\n");
     expect_same_outputs(m, out);
@@ -167,4 +168,87 @@ TEST(pass_fuse_concat_pointwise, cpu_pipeline_matches_ref_on_a_dense_block) {
     }
     m.add_return({concat(m, features)});
     expect_cpu_matches_ref(p, 1e-4);
+}
+
+namespace {
+
+// quantize_linear(x, scale, zero point) with scalar constant parameters.
+instruction_ref quantize(module& m, instruction_ref x, float scale, std::int8_t zero_point) {
+    auto s = m.add_literal(literal(shape{dtype::float_type, {}}, std::vector<float>{scale}));
+    auto z = m.add_literal(literal(shape{dtype::int8_type, {}}, std::vector<std::int8_t>{zero_point}));
+    return m.add_instruction(make_op("quantize_linear"), {x, s, z});
+}
+
+}  // namespace
+
+// int8 DenseNet: the batch norm + ReLU over the concatenation is quantized
+// for the next convolution; the quantize joins the fused op, whose int8
+// result equals quantize_linear's codes bit for bit (ref evaluates both).
+TEST(pass_fuse_concat_pointwise, a_lone_quantize_joins_as_the_quantized_result) {
+    module m;
+    auto a = m.add_parameter("a", float_shape({1, 3, 5, 5}));
+    auto b = m.add_parameter("b", float_shape({1, 5, 5, 5}));
+    auto scaled = m.add_instruction(make_op("mul"), {concat(m, {a, b}), add_random_literal(m, {8, 1, 1}, 3)});
+    auto act = m.add_instruction(make_op("relu"), {scaled});
+    m.add_return({quantize(m, act, 0.0125f, -7)});
+
+    module out = after_passes(m, {std::make_shared<fuse_pointwise>(), std::make_shared<fuse_concat_pointwise>()});
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"fused_concat_pointwise"})) << out;
+    const auto& fused = only(out, "fused_concat_pointwise");
+    EXPECT_EQ(attribute(fused, "output_type"), "\"int8_type\"");
+    EXPECT_EQ(attribute(fused, "output_zero_point"), "-7");
+    // The program returns it: standard layout.
+    EXPECT_EQ(fused.get_shape(), (shape{dtype::int8_type, {1, 8, 5, 5}}));
+    expect_same_outputs(m, out);
+}
+
+// Read by another op (a transpose here, as an int8 convolution would read
+// it), the codes are written channels-last.
+TEST(pass_fuse_concat_pointwise, quantized_codes_read_by_an_op_are_channels_last) {
+    module m;
+    auto a = m.add_parameter("a", float_shape({2, 3, 4, 6}));
+    auto b = m.add_parameter("b", float_shape({2, 5, 4, 6}));
+    auto act = m.add_instruction(make_op("relu"), {concat(m, {a, b})});
+    auto codes = quantize(m, act, 0.02f, 4);
+    m.add_return({m.add_instruction(make_op("convert", value_map{{"target_type", "int32_type"}}), {codes})});
+
+    module out = after_pass<fuse_concat_pointwise>(m);
+    const auto& fused = only(out, "fused_concat_pointwise");
+    EXPECT_EQ(attribute(fused, "channels_last"), "true") << out;
+    EXPECT_EQ(fused.get_shape().strides(), (std::vector<std::size_t>{192, 1, 48, 8}));
+    expect_same_outputs(m, out);
+}
+
+// A per-channel quantize, or a fused op something else reads too, stays apart.
+TEST(pass_fuse_concat_pointwise, leaves_a_per_channel_quantize_and_a_shared_result) {
+    for (bool per_channel : {true, false}) {
+        module m;
+        auto a = m.add_parameter("a", float_shape({1, 2, 3, 3}));
+        auto b = m.add_parameter("b", float_shape({1, 2, 3, 3}));
+        auto act = m.add_instruction(make_op("relu"), {concat(m, {a, b})});
+        if (per_channel) {
+            auto s = add_float_literal(m, {4}, {0.1f, 0.2f, 0.3f, 0.4f});
+            auto z = m.add_literal(literal(shape{dtype::int8_type, {4}}, std::vector<std::int8_t>{0, 1, 2, 3}));
+            m.add_return({m.add_instruction(make_op("quantize_linear", value_map{{"axis", 1}}), {act, s, z})});
+        } else {
+            m.add_return({quantize(m, act, 0.05f, 0), act});
+        }
+        module out = after_pass<fuse_concat_pointwise>(m);
+        EXPECT_EQ(count_ops(out, "quantize_linear"), 1u) << out;
+        EXPECT_EQ(count_ops(out, "fused_concat_pointwise"), 1u) << out;
+        expect_same_outputs(m, out);
+    }
+}
+
+// The quantized form on the cpu kernel against ref on the unfused graph,
+// with values that round halfway and saturate at both ends.
+TEST(pass_fuse_concat_pointwise, cpu_quantized_result_matches_ref) {
+    program p;
+    module& m = *p.get_main_module();
+    auto a = m.add_parameter("a", float_shape({2, 16, 7, 9}));
+    auto b = m.add_parameter("b", float_shape({2, 40, 7, 9}));
+    auto scaled = m.add_instruction(make_op("mul"), {concat(m, {a, b}), add_random_literal(m, {56, 1, 1}, 5)});
+    auto shifted = m.add_instruction(make_op("add"), {scaled, add_random_literal(m, {56, 1, 1}, 6)});
+    m.add_return({quantize(m, shifted, 0.004f, 3)});
+    expect_cpu_matches_ref(p, 0);
 }

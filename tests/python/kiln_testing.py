@@ -46,6 +46,11 @@ def run_in_threads(work, count):
     assert not failures, failures
 
 
+# The algorithms that run a layer on oneDNN's fast int8 kernels (not its reference one): on the program's
+# threads, or on one thread for a layer too small to split.
+ONEDNN_INT8 = ("onednn_int8", "onednn_int8_one_thread")
+
+
 def run_on(p, target_name, inputs, **options):
     p.compile(kiln.get_target(target_name), **options)
     return [np.asarray(o) for o in p.run(inputs)]

@@ -28,11 +28,14 @@ class _Reader(CalibrationDataReader):
         return next(self._feeds, None)
 
 
-def quantize_qdq(float_path, qdq_path, calibration, *, per_channel=True, activation_type=QuantType.QInt8):
+def quantize_qdq(float_path, qdq_path, calibration, *, per_channel=True, activation_type=QuantType.QInt8,
+                 op_types=None):
     """ONNX Runtime's quantize_static in QDQ format, int8 weights, MinMax calibration on `calibration`
-    ([{name: array}, ...]); activations int8 unless `activation_type` says otherwise."""
+    ([{name: array}, ...]); activations int8 unless `activation_type` says otherwise; the inputs of the
+    `op_types` nodes only when given (["Conv"]: the scheme of kiln.quantize_int8's default ins_names)."""
     quantize_static(str(float_path), str(qdq_path), _Reader(calibration), quant_format=QuantFormat.QDQ,
-                    activation_type=activation_type, weight_type=QuantType.QInt8, per_channel=per_channel)
+                    activation_type=activation_type, weight_type=QuantType.QInt8, per_channel=per_channel,
+                    op_types_to_quantize=op_types)
 
 
 def _initializers(model):

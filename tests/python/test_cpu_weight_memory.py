@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln_testing import CLI, conv_reference
+from kiln_testing import CLI, ONEDNN_INT8, conv_reference
 
 
 def exact_values(*shape):
@@ -311,7 +311,7 @@ def test_int8_kernels_hold_their_weights_once(product):
     attrs = {"padding": [1, 1, 1, 1]} if product == "convolution" else {}
     m.add_return([m.add_instruction(kiln.op(product, **attrs), [xd, wd])])
     p.compile(kiln.get_target("cpu"))
-    assert [a for _, op, a in p.get_kernel_algorithms() if op.startswith("fused")] == ["onednn_int8"]
+    assert [a in ONEDNN_INT8 for _, op, a in p.get_kernel_algorithms() if op.startswith("fused")] == [True]
     codes_bytes = w.size  # one byte a weight
     assert p.kernel_constant_bytes() >= codes_bytes
     assert_held_once(p, codes_bytes)

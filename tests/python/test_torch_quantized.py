@@ -17,6 +17,7 @@ import kiln.torch
 
 import torchao.quantization.pt2e.quantize_pt2e as torchao_pt2e  # torchao is pinned (requirements-dev.txt)
 import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq
+from kiln_testing import ONEDNN_INT8
 
 qd = torch.ops.quantized_decomposed
 
@@ -59,7 +60,7 @@ def assert_int8(programs, convolutions=0, dots=0):
     kernels = [k for p in programs for k in p.get_kernel_algorithms()]
     quantized = [k for k in kernels if "quant_convolution" in k[1] or "quant_dot" in k[1]]
     assert len(quantized) == convolutions + dots, kernels
-    assert all(k[2] == "onednn_int8" for k in quantized), kernels
+    assert all(k[2] in ONEDNN_INT8 for k in quantized), kernels
     assert not float_ops(text), text
     assert len(re.findall(r"= (?:fused_)?quant_convolution\[", text)) == convolutions, text
     assert len(re.findall(r"= (?:fused_)?quant_dot\[", text)) == dots, text

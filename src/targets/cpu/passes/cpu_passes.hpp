@@ -28,7 +28,12 @@ public:
 // Turns a fused_pointwise that reads a concat nobody else reads into one
 // fused_concat_pointwise, when the cpu kernel for it can run the program:
 // the concatenation is then never stored (DenseNet's pre-activation batch
-// norm + ReLU over each dense layer's concatenated features).
+// norm + ReLU over each dense layer's concatenated features). A per-tensor
+// quantize_linear that alone reads such an op joins it as its quantized
+// result (int8 DenseNet quantizes that value for the next convolution),
+// stored channels-last for that convolution where its readers allow; an
+// int8 convolution whose float result only such ops read (DenseNet's new
+// features) then stores it channels-last too: no reorders around them.
 class fuse_concat_pointwise final : public pass {
 public:
     std::string name() const override { return "fuse_concat_pointwise"; }

@@ -5,7 +5,12 @@
 
 #include "kiln/module.hpp"
 #include "ops/fused_concat_pointwise.hpp"
+#include "ops/fused_quantized_linalg.hpp"
+#include "ops/quant.hpp"
 #include "ops/shape_ops.hpp"
+#include "passes/constant_value.hpp"
+#include "passes/matcher.hpp"
+#include "passes/rewriter.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
 #include "targets/cpu/passes/cpu_passes.hpp"
 
@@ -25,12 +30,91 @@ std::size_t lone_concat_input(const instruction& ins) {
     return inputs.size();
 }
 
-// The kernel the cpu target would build, with no constant inputs known.
-bool kernel_runs(const operation& op, const std::vector<instruction_ref>& inputs, const shape& out) {
+std::vector<shape> shapes_of(const std::vector<instruction_ref>& inputs) {
     std::vector<shape> shapes;
     for (auto i : inputs) shapes.push_back(i->get_shape());
+    return shapes;
+}
+
+// The kernel the cpu target would build, with no constant inputs known
+// (the inputs' shapes, or `shapes` when given).
+bool kernel_runs(const operation& op, const std::vector<instruction_ref>& inputs, const shape& out,
+                 std::vector<shape> shapes = {}) {
+    if (shapes.empty()) shapes = shapes_of(inputs);
     const std::vector<argument> constants(inputs.size());
-    return make_concat_pointwise_kernel({op, shapes, out, constants, 0}) != nullptr;
+    return make_concat_pointwise_kernel({op, shapes, out, constants, 1}) != nullptr;
+}
+
+// quantize_linear(fused_concat_pointwise read by it alone), per tensor with
+// constant parameters, as the fused op with a quantized result.
+void fold_quantize(module& m, instruction_ref quantize) {
+    const auto& in = quantize->inputs();
+    if (in.size() != 3 || in[0]->name() != "fused_concat_pointwise" || in[0]->outputs().size() != 1) return;
+    const auto* fused = in[0]->get_operator().get_if<op::fused_concat_pointwise>();
+    const dtype t = quantize->get_shape().type();
+    if (fused->quantized() || !op::is_8bit_integer(t) || in[1]->get_shape().type() != dtype::float_type) return;
+    if (in[1]->get_shape().elements() != 1 || in[2]->get_shape().elements() != 1) return;
+    if (!match::is_constant_instruction(*in[1]) || !match::is_constant_instruction(*in[2])) return;
+    const auto scale = scalar_constant(*in[1]);
+    const auto zero_point = scalar_constant(*in[2]);
+    if (!scale || !(*scale > 0) || !zero_point) return;
+    op::fused_concat_pointwise quantized = *fused;
+    quantized.output_type = t;
+    quantized.output_scale = *scale;
+    quantized.output_zero_point = static_cast<std::int64_t>(*zero_point);
+    // Channels-last codes where the kernel writes them: what the int8
+    // convolution after it reads, with no reorder.
+    auto channels_last = quantized;
+    channels_last.channels_last = true;
+    const auto joined = in[0];
+    for (const auto& candidate : {channels_last, quantized}) {
+        if (candidate.channels_last && (quantize->get_shape().ndim() != 4 || (candidate.axis != 1 && candidate.axis != -3)))
+            continue;
+        const operation op(candidate);
+        const auto inputs = joined->inputs();
+        if (!kernel_runs(op, inputs, op.compute_shape(shapes_of(inputs)))) continue;
+        const auto fused_codes = m.insert_instruction(quantize, op, inputs);
+        const bool replaced = candidate.channels_last ? replace_value_restrided(m, quantize, fused_codes)
+                                                      : replace_value(m, quantize, fused_codes);
+        if (!replaced) {
+            m.remove_instruction(fused_codes);
+            continue;
+        }
+        m.remove_instruction(quantize);
+        m.remove_instruction(joined);
+        return;
+    }
+}
+
+// An int8 convolution with a float result that only channels-last
+// fused_concat_pointwise ops read (DenseNet's new features, read by every
+// later layer of the block) stores it channels-last too, as its kernel
+// computes it: no reorder on either side.
+void float_features_channels_last(module& m, instruction_ref conv) {
+    const auto* f = conv->get_operator().get_if<op::fused_quant_convolution>();
+    if (f == nullptr || f->channels_last || conv->get_shape().type() != dtype::float_type || conv->get_shape().ndim() != 4 ||
+        conv->outputs().empty())
+        return;
+    for (auto user : conv->outputs()) {
+        const auto* c = user->get_operator().get_if<op::fused_concat_pointwise>();
+        if (c == nullptr || !c->channels_last) return;
+    }
+    auto changed = *f;
+    changed.channels_last = true;
+    const operation op(changed);
+    const shape features = op.compute_shape(shapes_of(conv->inputs()));
+    for (auto user : conv->outputs()) {
+        auto shapes = shapes_of(user->inputs());
+        for (std::size_t i = 0; i < shapes.size(); ++i)
+            if (user->inputs()[i] == conv) shapes[i] = features;
+        if (!kernel_runs(user->get_operator(), user->inputs(), user->get_shape(), shapes)) return;
+    }
+    const auto restrided = m.insert_instruction(conv, op, conv->inputs());
+    if (!replace_value_restrided(m, conv, restrided)) {
+        m.remove_instruction(restrided);
+        return;
+    }
+    m.remove_instruction(conv);
 }
 
 }  // namespace
@@ -70,6 +154,15 @@ void fuse_concat_pointwise::apply(module& m) const {
         if (!kernel_runs(op, inputs, ins->get_shape())) continue;
         m.replace_instruction(ins, op, inputs);
         m.remove_instruction(joined);
+    }
+    // Each visit may remove the instruction it is at: the next one is found first.
+    for (auto ins = m.begin(); ins != m.end();) {
+        const auto current = ins++;
+        if (current->name() == "quantize_linear") fold_quantize(m, current);
+    }
+    for (auto ins = m.begin(); ins != m.end();) {
+        const auto current = ins++;
+        if (current->name() == "fused_quant_convolution") float_features_channels_last(m, current);
     }
 }
 

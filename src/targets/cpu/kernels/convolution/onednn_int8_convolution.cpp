@@ -5,9 +5,13 @@
 // oneDNN's int8 kernels want channels-last activations: the layout passes
 // keep them so between int8 layers; other inputs and results are reordered
 // on the way in and out.
+#include <cstdlib>
+#include <string>
+
 #include "ops/fused_quantized_linalg.hpp"
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
 #include "targets/cpu/kernels/dnnl_support.hpp"
+#include "targets/cpu/kernels/fewer_threads_kernel.hpp"
 #include "targets/cpu/kernels/int8_support.hpp"
 
 namespace kiln {
@@ -39,7 +43,18 @@ dnnl::memory::desc weights_desc(const shape& w, std::size_t group, dnnl::memory:
     return dnnl::memory::desc(d, dnnl::memory::data_type::s8, tag);
 }
 
-std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_allowed) {
+// Which of oneDNN's implementations a variant takes: the first that is exact
+// (its own choice), the first that is not oneDNN's reference, or the first
+// that runs no AMX tiles either.
+enum class implementations { exact, fast, fast_without_amx };
+
+bool uses_amx(const dnnl::primitive_desc& pd) {
+    return std::string(pd.impl_info_str()).find("amx") != std::string::npos;
+}
+
+// `accept(r, amx)`: whether the implementation oneDNN chose (AMX or not) suits the caller.
+std::shared_ptr<const cpu_kernel> build(const kernel_request& r, implementations wanted,
+                                        bool (*accept)(const kernel_request&, bool) = nullptr) {
     const auto& f = *requested(r);
     const auto& e = f.epilogue;
     const shape& x = r.input_shapes[0];
@@ -86,7 +101,11 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
                                                                  pad_l, pad_r);
         dnnl::convolution_forward::primitive_desc pd(desc, *attr, ds::cpu_engine());
         if (!is::skip_to_exact(pd, [&] { return is::pairs_fit_16_bits(x, r); })) return nullptr;
-        if (!reference_allowed && is::is_reference(pd)) return nullptr;
+        if (wanted == implementations::fast_without_amx)
+            while (uses_amx(pd))
+                if (!pd.next_impl() || !is::skip_to_exact(pd, [&] { return is::pairs_fit_16_bits(x, r); })) return nullptr;
+        if (wanted != implementations::exact && is::is_reference(pd)) return nullptr;
+        if (accept != nullptr && !accept(r, uses_amx(pd))) return nullptr;
         const auto plain_weights =
             weights_desc(w, group, group > 1 ? dnnl::memory::format_tag::goihw : dnnl::memory::format_tag::oihw);
         auto weights = ds::constant_in_layout(r, 1, plain_weights, pd.weights_desc());
@@ -100,17 +119,53 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
     }
 }
 
-std::shared_ptr<const cpu_kernel> build_fast(const kernel_request& r, const kernel_builder&) { return build(r, false); }
-std::shared_ptr<const cpu_kernel> build_exact(const kernel_request& r, const kernel_builder&) { return build(r, true); }
+// Layers that run on one thread (the program's others on all): measured on
+// MobileNetV2 at batch 1 (this 2-core AMX machine, each layer's fastest of
+// 30 interleaved profiles), oneDNN's AMX kernels split a result of under
+// about 160K elements (28 x 28 and smaller, or few channels at 56 x 56) no
+// faster over two threads than one (0.9x to 1.2x), its other kernels
+// (depthwise) one of under about 50K (7 x 7); larger ones gained 1.3x to
+// 1.6x. On one thread such a layer also skips the fork and join, and on a
+// loaded machine the wait for a second core.
+constexpr std::size_t amx_one_thread_elements = 160 * 1024;
+constexpr std::size_t one_thread_elements = 50 * 1024;
+
+bool small_for_two_threads(const kernel_request& r, bool amx) {
+    return r.output_shape.elements() < (amx ? amx_one_thread_elements : one_thread_elements);
+}
+
+bool may_run_on_one_thread(const kernel_request& r) {
+    return eligible(r) && r.threads > 1 && small_for_two_threads(r, true);
+}
+
+std::shared_ptr<const cpu_kernel> build_fast(const kernel_request& r, const kernel_builder&) {
+    return build(r, implementations::fast);
+}
+std::shared_ptr<const cpu_kernel> build_exact(const kernel_request& r, const kernel_builder&) {
+    return build(r, implementations::exact);
+}
+std::shared_ptr<const cpu_kernel> build_on_one_thread(const kernel_request& r, const kernel_builder&) {
+    kernel_request one = r;
+    one.threads = 1;
+    return on_threads(1, [&] { return build(one, implementations::fast, small_for_two_threads); });
+}
+std::shared_ptr<const cpu_kernel> build_without_amx(const kernel_request& r, const kernel_builder&) {
+    return build(r, implementations::fast_without_amx);
+}
+bool amx_present(const kernel_request& r) { return eligible(r) && dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx; }
 
 }  // namespace
 
 const kernel_algorithm onednn_int8_convolution{"onednn_int8", eligible, build_fast};
 
-// oneDNN's reference int8 convolution: exact where its fast kernels are not
-// (no VNNI, s8 sources or full-range weights), and slow.
+// Small layers first go to one thread; oneDNN's own choice next; its
+// non-AMX kernels for exhaustive tuning to weigh against AMX; its reference
+// int8 convolution last: exact where its fast kernels are not (no VNNI, s8
+// sources or full-range weights), and slow.
 std::span<const kernel_algorithm> quant_convolution_algorithms() {
-    static const kernel_algorithm algorithms[] = {onednn_int8_convolution,
+    static const kernel_algorithm algorithms[] = {{"onednn_int8_one_thread", may_run_on_one_thread, build_on_one_thread},
+                                                  onednn_int8_convolution,
+                                                  {"onednn_int8_no_amx", amx_present, build_without_amx},
                                                   {"onednn_int8_reference", eligible, build_exact}};
     return algorithms;
 }

@@ -4,7 +4,13 @@
 // piece (in the blocked layout, channel blocks of H x W x 8 floats, as many
 // as make about 16K floats). A pointwise program over a part's shape runs on
 // every part, its other inputs offset to the part; threads take parts. The
-// parts and offsets are worked out when the kernel is built.
+// parts and offsets are worked out when the kernel is built. A quantized
+// result: the program writes each part into a per-thread buffer (in cache),
+// which is quantized into the result from there. A channels-last quantized
+// result (NHWC): a part is a run of one image's pixels within one piece,
+// the program runs over [pixels, the piece's channels] (each piece and
+// operand seen through its own strides, so pieces in either layout), and
+// each pixel's row of codes goes to its place in the result.
 #include <omp.h>
 
 #include <algorithm>
@@ -12,8 +18,12 @@
 #include <optional>
 
 #include "ops/fused_concat_pointwise.hpp"
+#include "ops/fused_quantized_linalg.hpp"
 #include "ops/op_helpers.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
+#include "targets/cpu/kernels/quantize/linear_quantize_avx2.hpp"
+#include "targets/cpu/kernels/scratch_alignment.hpp"
 
 namespace kiln {
 
@@ -27,31 +37,55 @@ constexpr std::size_t part_target_elements = std::size_t{1} << 14;
 constexpr std::size_t max_inputs = 64;
 
 struct part {
-    std::size_t runner;  // index of the program for the part's extent along the axis
+    std::size_t runner;  // index of the program for the part's shape
     std::size_t piece;
     std::size_t output_offset;
+    std::size_t elements;
+    // The part's values are `rows` rows of elements / rows, row r at
+    // output_offset + r * row_stride in the result (a standard result: one row).
+    std::size_t rows = 1;
+    std::size_t row_stride = 0;
+};
+
+// Writes n float32 values as codes at `out` (element offset `at`): the
+// quantize_linear loops, bit for bit.
+struct output_quantization {
+    dtype type = dtype::float_type;  // float_type: no quantization
+    float scale = 1, zero_point = 0;
+    void write(const float* values, void* out, std::size_t at, std::size_t n) const {
+        if (type == dtype::uint8_type)
+            avx2::quantize_to_uint8(values, static_cast<std::uint8_t*>(out) + at, n, scale, zero_point);
+        else
+            avx2::quantize_to_int8(values, static_cast<std::int8_t*>(out) + at, n, scale, zero_point);
+    }
 };
 
 class concat_pointwise_kernel final : public cpu_kernel {
 public:
     concat_pointwise_kernel(std::vector<std::shared_ptr<const pointwise_runner>> runners, std::size_t operands,
-                            std::vector<part> parts, std::vector<std::size_t> offsets, bool parallel, int threads)
+                            std::vector<part> parts, std::vector<std::size_t> offsets, bool parallel, int threads,
+                            output_quantization quantization)
         : runners_(std::move(runners)),
           operands_(operands),
           parts_(std::move(parts)),
           offsets_(std::move(offsets)),
-          threads_(parallel ? threads : 1) {
-        for (const auto& r : runners_) per_thread_ = std::max(per_thread_, r->scratch_bytes());
+          threads_(parallel ? threads : 1),
+          quantization_(quantization) {
+        for (const auto& r : runners_) runner_bytes_ = std::max(runner_bytes_, r->scratch_bytes());
+        runner_bytes_ = scratch_aligned(runner_bytes_);
+        if (quantization_.type != dtype::float_type)
+            for (const auto& pt : parts_) part_bytes_ = std::max(part_bytes_, scratch_aligned(pt.elements * sizeof(float)));
     }
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         const std::size_t pieces = inputs.size() - operands_;
         const auto count = static_cast<std::ptrdiff_t>(parts_.size());
         const std::size_t stride = operands_ + 1;  // offsets per part: the piece's, then each operand's
-        float* out = result.data_as<float>();
+        const bool quantized = quantization_.type != dtype::float_type;
 #pragma omp parallel num_threads(threads_)
         {
-            std::byte* own = scratch + static_cast<std::size_t>(omp_get_thread_num()) * per_thread_;
+            std::byte* own = scratch + static_cast<std::size_t>(omp_get_thread_num()) * per_thread();
+            auto* values = reinterpret_cast<float*>(own + runner_bytes_);
             const void* data[max_inputs];
 #pragma omp for schedule(dynamic, 1)
             for (std::ptrdiff_t p = 0; p < count; ++p) {
@@ -60,12 +94,19 @@ public:
                 data[0] = inputs[pt.piece].data_as<float>() + off[0];
                 for (std::size_t k = 0; k < operands_; ++k)
                     data[k + 1] = inputs[pieces + k].data_as<float>() + off[k + 1];
-                runners_[pt.runner]->run(data, out + pt.output_offset, own);
+                if (!quantized) {
+                    runners_[pt.runner]->run(data, result.data_as<float>() + pt.output_offset, own);
+                    continue;
+                }
+                runners_[pt.runner]->run(data, values, own);
+                const std::size_t row = pt.elements / pt.rows;
+                for (std::size_t k = 0; k < pt.rows; ++k)
+                    quantization_.write(values + k * row, result.data(), pt.output_offset + k * pt.row_stride, row);
             }
         }
     }
     std::size_t scratch_bytes() const override {
-        return static_cast<std::size_t>(threads_) * per_thread_;
+        return static_cast<std::size_t>(threads_) * per_thread();
     }
 
 private:
@@ -74,8 +115,94 @@ private:
     std::vector<part> parts_;
     std::vector<std::size_t> offsets_;
     int threads_;
-    std::size_t per_thread_ = 0;
+    output_quantization quantization_;
+    std::size_t runner_bytes_ = 0;  // per thread: the program's scratch, then a part's values
+    std::size_t part_bytes_ = 0;
+    std::size_t per_thread() const { return runner_bytes_ + part_bytes_; }
 };
+
+// Pixels per part of a channels-last result: about part_target_elements / 4
+// values (the buffer stays in L1 while its codes are written).
+constexpr std::size_t channels_last_part_elements = std::size_t{1} << 12;
+
+// The [pixels, channels] view of a 4-D tensor's H x W x C with `strides`
+// (its own, or broadcast over the result): nothing unless H and W flatten
+// into one pixel dimension.
+std::optional<std::pair<std::size_t, std::size_t>> pixel_and_channel_strides(const std::vector<std::size_t>& strides,
+                                                                              std::size_t width) {
+    if (strides[2] != strides[3] * width) return std::nullopt;
+    return std::pair{strides[3], strides[1]};
+}
+
+std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request& r, const op::fused_concat_pointwise& op,
+                                                            output_quantization quantization) {
+    const shape& out = r.output_shape;
+    const auto pieces = static_cast<std::size_t>(op.pieces);
+    const std::size_t operands = r.input_shapes.size() - pieces;
+    const auto& lens = out.lens();
+    if (lens.size() != 4 || out.strides() != op::channels_last_strides(lens)) return nullptr;
+    const std::size_t images = lens[0], channels = lens[1], pixels = lens[2] * lens[3], width = lens[3];
+    std::vector<std::vector<std::size_t>> operand_strides;
+    for (std::size_t k = 0; k < operands; ++k) {
+        operand_strides.push_back(ops::broadcast_strides(r.input_shapes[pieces + k], lens));
+        if (!pixel_and_channel_strides(operand_strides.back(), width)) return nullptr;
+    }
+    std::vector<argument> constants{argument()};
+    for (std::size_t k = 0; k < operands; ++k)
+        constants.push_back(pieces + k < r.constant_inputs.size() ? r.constant_inputs[pieces + k] : argument());
+    op::fused_pointwise program;
+    program.steps = op.steps;
+
+    // One program per part shape and piece layout.
+    std::map<std::vector<std::size_t>, std::size_t> runner_of;
+    std::vector<std::shared_ptr<const pointwise_runner>> runners;
+    auto runner_for = [&](std::size_t count, std::size_t piece_channels, std::size_t piece_pixel_stride,
+                          std::size_t piece_channel_stride) -> std::optional<std::size_t> {
+        const std::vector<std::size_t> key{count, piece_channels, piece_pixel_stride, piece_channel_stride};
+        if (auto it = runner_of.find(key); it != runner_of.end()) return it->second;
+        const shape part_shape{dtype::float_type, {count, piece_channels}};
+        std::vector<shape> program_inputs{
+            shape{dtype::float_type, {count, piece_channels}, {piece_pixel_stride, piece_channel_stride}}};
+        for (std::size_t k = 0; k < operands; ++k) {
+            const auto [pixel_stride, channel_stride] = *pixel_and_channel_strides(operand_strides[k], width);
+            program_inputs.push_back(shape{dtype::float_type,
+                                           {pixel_stride == 0 ? 1 : count, channel_stride == 0 ? 1 : piece_channels},
+                                           {pixel_stride, channel_stride}});
+        }
+        auto runner = make_pointwise_runner(op.steps, {program, program_inputs, part_shape, constants, 1});
+        if (!runner) return std::nullopt;
+        runners.push_back(std::move(runner));
+        runner_of[key] = runners.size() - 1;
+        return runners.size() - 1;
+    };
+
+    std::vector<part> parts;
+    std::vector<std::size_t> offsets;
+    for (std::size_t n = 0; n < images; ++n) {
+        std::size_t start = 0;  // the piece's first channel in the result
+        for (std::size_t i = 0; i < pieces; ++i) {
+            const shape& piece = r.input_shapes[i];
+            const auto view = pixel_and_channel_strides(piece.strides(), width);
+            if (!view) return nullptr;
+            const std::size_t piece_channels = piece.lens()[1];
+            const std::size_t step = std::max<std::size_t>(1, channels_last_part_elements / piece_channels);
+            for (std::size_t p = 0; p < pixels; p += step) {
+                const std::size_t count = std::min(step, pixels - p);
+                const auto runner = runner_for(count, piece_channels, view->first, view->second);
+                if (!runner) return nullptr;
+                parts.push_back({*runner, i, (n * pixels + p) * channels + start, count * piece_channels, count, channels});
+                offsets.push_back(n * piece.strides()[0] + p * view->first);
+                for (std::size_t k = 0; k < operands; ++k) {
+                    const auto& st = operand_strides[k];
+                    offsets.push_back(n * st[0] + p * st[3] + start * st[1]);
+                }
+            }
+            start += piece_channels;
+        }
+    }
+    return std::make_shared<concat_pointwise_kernel>(std::move(runners), operands, std::move(parts), std::move(offsets),
+                                                     out.elements() >= parallel_elements, r.threads, quantization);
+}
 
 }  // namespace
 
@@ -83,9 +210,20 @@ std::shared_ptr<const cpu_kernel> make_concat_pointwise_kernel(const kernel_requ
     const auto* op = r.op.get_if<op::fused_concat_pointwise>();
     if (op == nullptr) return nullptr;
     const shape& out = r.output_shape;
-    if (out.type() != dtype::float_type || !out.standard() || out.elements() == 0 || op->pieces < 1) return nullptr;
+    output_quantization quantization;
+    if (op->quantized()) {
+        if (!avx2::supported()) return nullptr;
+        quantization = {out.type(), static_cast<float>(op->output_scale), static_cast<float>(op->output_zero_point)};
+    } else if (out.type() != dtype::float_type) {
+        return nullptr;
+    }
+    if (out.elements() == 0 || op->pieces < 1) return nullptr;
     const auto pieces = static_cast<std::size_t>(op->pieces);
     if (r.input_shapes.size() > max_inputs || pieces > r.input_shapes.size()) return nullptr;
+    for (std::size_t i = 0; i < r.input_shapes.size(); ++i)
+        if (r.input_shapes[i].type() != dtype::float_type) return nullptr;
+    if (op->channels_last) return op->quantized() ? make_channels_last_kernel(r, *op, quantization) : nullptr;
+    if (!out.standard()) return nullptr;
     const std::size_t operands = r.input_shapes.size() - pieces;
     const std::size_t rank = out.ndim();
     const std::size_t axis = ops::normalize_axis(op->name(), op->axis, rank);
@@ -152,7 +290,7 @@ std::shared_ptr<const cpu_kernel> make_concat_pointwise_kernel(const kernel_requ
                 std::size_t piece_offset = c * piece_strides[axis],
                             output_offset = (o * lens[axis] + start + c) * inner;
                 for (std::size_t d = 0; d < axis; ++d) piece_offset += idx[d] * piece_strides[d];
-                parts.push_back({*runner, i, output_offset});
+                parts.push_back({*runner, i, output_offset, extent * inner});
                 offsets.push_back(piece_offset);
                 for (std::size_t k = 0; k < operands; ++k) {
                     std::size_t off = (start + c) * operand_strides[k][axis];
@@ -165,7 +303,7 @@ std::shared_ptr<const cpu_kernel> make_concat_pointwise_kernel(const kernel_requ
     }
     const int threads = r.threads;
     return std::make_shared<concat_pointwise_kernel>(std::move(runners), operands, std::move(parts), std::move(offsets),
-                                                     out.elements() >= parallel_elements, threads);
+                                                     out.elements() >= parallel_elements, threads, quantization);
 }
 
 }  // namespace kiln
