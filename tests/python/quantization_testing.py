@@ -106,6 +106,13 @@ def node_output(model, node_name):
     return next(n for n in model.graph.node if n.name == node_name).output[0]
 
 
+def onnx_model_bytes(graph):
+    """The serialized model of an ONNX graph, at opset 17 and IR version 8 (what ONNX Runtime 1.32 reads)."""
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
 def small_cnn_onnx(rng):
     """conv 3->8 + relu, conv 8->8 + relu, global average pool, flatten, gemm 8->10."""
     inits = {
@@ -129,9 +136,7 @@ def small_cnn_onnx(rng):
         nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 12, 12])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])],
         [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model.SerializeToString()
+    return onnx_model_bytes(graph)
 
 
 def image_batches(rng, count):

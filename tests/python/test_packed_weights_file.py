@@ -109,9 +109,7 @@ def resnet_like_onnx(rng):
         nodes, "resnet_like", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 32, 14, 14])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])],
         [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model.SerializeToString()
+    return qt.onnx_model_bytes(graph)
 
 
 def onnx_runtime_reference(model_bytes):
@@ -210,9 +208,7 @@ def image_net_onnx(rng):
         nodes, "image_net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 56, 56])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
         [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model.SerializeToString()
+    return qt.onnx_model_bytes(graph)
 
 
 OWN_CONVOLUTIONS = {"channel_split", "pairwise_sum", "im2col", "winograd_f2x2_3x3"}

@@ -8,6 +8,8 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import kiln
+from kiln_testing import ONEDNN_INT8
+from quantization_testing import onnx_model_bytes
 
 
 def _relu6_net(rng):
@@ -40,9 +42,7 @@ def _relu6_net(rng):
         nodes, "relu6", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 15, 15])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 1, 1])],
         [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model.SerializeToString()
+    return onnx_model_bytes(graph)
 
 
 def test_pad_and_relu6_of_a_pt2e_style_network_run_on_int8_kernels():
@@ -57,7 +57,7 @@ def test_pad_and_relu6_of_a_pt2e_style_network_run_on_int8_kernels():
         if target == "cpu":
             kernels = p.get_kernel_algorithms()
             convolutions = [a for _, op, a in kernels if op == "fused_quant_convolution"]
-            assert convolutions == ["onednn_int8", "onednn_int8"], kernels
+            assert len(convolutions) == 2 and set(convolutions) <= set(ONEDNN_INT8), kernels
             assert not {"pad", "convolution", "fused_convolution"} & {op for _, op, _ in kernels}, kernels
     np.testing.assert_allclose(outs["cpu"], outs["ref"], rtol=0, atol=1e-6)
     expected = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
