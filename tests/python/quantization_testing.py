@@ -141,3 +141,59 @@ def small_cnn_onnx(rng):
 
 def image_batches(rng, count):
     return [rng.standard_normal((2, 3, 12, 12)).astype(np.float32) for _ in range(count)]
+
+
+def attention_head_qdq(rng, *, rounded, perm):
+    """BERT's key / query head as ONNX Runtime's QDQ file has it: x [1, 16, 64] quantized, an int8 projection
+    (its result rounded by its own quantize -> dequantize when `rounded`, with then a zero bias that folds
+    away, else a random bias), reshape to 4 heads of 16, transpose by `perm`, times 1 / sqrt(sqrt(64)),
+    quantize -> dequantize at scale 0.03. The serialized model."""
+    w = rng.integers(-127, 128, (64, 64)).astype(np.int8)
+    inits = [
+        numpy_helper.from_array(np.float32(0.04), "xs"), numpy_helper.from_array(np.int8(3), "xz"),
+        numpy_helper.from_array(w, "w"), numpy_helper.from_array((rng.random(64) * 0.004 + 0.001).astype(np.float32), "ws"),
+        numpy_helper.from_array(np.zeros(64, np.int8), "wz"),
+        numpy_helper.from_array(np.zeros(64, np.float32) if rounded else (rng.standard_normal(64) * 0.3).astype(np.float32), "b"),
+        numpy_helper.from_array(np.array([1, 16, 4, 16], np.int64), "heads"),
+        numpy_helper.from_array(np.float32(0.35355339), "c"),
+        numpy_helper.from_array(np.float32(0.03), "ks"), numpy_helper.from_array(np.int8(-5), "kz"),
+        numpy_helper.from_array(np.float32(0.05), "hs"), numpy_helper.from_array(np.int8(-2), "hz"),
+    ]
+    product = [helper.make_node("MatMul", ["xd", "wd"], ["h"])]
+    if rounded:
+        product += [helper.make_node("QuantizeLinear", ["h", "hs", "hz"], ["hq"]),
+                    helper.make_node("DequantizeLinear", ["hq", "hs", "hz"], ["h_rounded"])]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=1),
+        *product,
+        helper.make_node("Add", ["h_rounded" if rounded else "h", "b"], ["hb"]),
+        helper.make_node("Reshape", ["hb", "heads"], ["h4"]),
+        helper.make_node("Transpose", ["h4"], ["ht"], perm=perm),
+        helper.make_node("Mul", ["ht", "c"], ["hc"]),
+        helper.make_node("QuantizeLinear", ["hc", "ks", "kz"], ["kq"]),
+        helper.make_node("DequantizeLinear", ["kq", "ks", "kz"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]).SerializeToString()
+
+
+def assert_head_is_one_int8_product_within_a_code_of_onnxruntime(data, x):
+    """The head compiles to one int8 product with no mul and no quantize pass but the input's, and its codes
+    (scale 0.03) are within one of ONNX Runtime's (unoptimized), almost all equal."""
+    import kiln
+
+    p = kiln.parse_onnx_buffer(data)
+    p.compile(kiln.get_target("cpu"))
+    ops = [op for _, op, _ in p.get_kernel_algorithms()]
+    assert ops.count("quantize_linear") == 1 and "mul" not in ops and ops.count("fused_quant_dot") == 1, ops
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    expected = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = np.asarray(p.run({"x": x})[0])
+    assert got.shape == expected.shape == (1, 4, 16, 16)
+    codes_apart = np.abs(got - expected) / np.float32(0.03)
+    assert codes_apart.max() <= 1.001 and np.mean(codes_apart > 0.5) < 0.01, (codes_apart.max(), np.mean(codes_apart > 0.5))
+

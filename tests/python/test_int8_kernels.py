@@ -20,7 +20,7 @@ from onnxruntime.quantization import QuantType
 
 import kiln
 from kiln_testing import ONEDNN_INT8, TARGETS, build_program, conv_reference, run_on
-from quantization_testing import quantize_qdq
+from quantization_testing import assert_head_is_one_int8_product_within_a_code_of_onnxruntime, attention_head_qdq, quantize_qdq
 
 
 # --- quant_convolution / quant_dot against exact integer numpy ---
@@ -478,41 +478,9 @@ def test_attention_heads_quantize_in_the_projection_epilogue():
     input's. The factor folded into the scales rounds once less than ONNX Runtime's float mul: a value next
     to a rounding boundary may take the neighbour code, no more."""
     rng = np.random.default_rng(13)
-    w = rng.integers(-127, 128, (64, 64)).astype(np.int8)
-    inits = [
-        onh.from_array(np.float32(0.04), "xs"), onh.from_array(np.int8(3), "xz"),
-        onh.from_array(w, "w"), onh.from_array((rng.random(64) * 0.004 + 0.001).astype(np.float32), "ws"),
-        onh.from_array(np.zeros(64, np.int8), "wz"), onh.from_array((rng.standard_normal(64) * 0.3).astype(np.float32), "b"),
-        onh.from_array(np.array([1, 16, 4, 16], np.int64), "heads"), onh.from_array(np.float32(0.35355339), "c"),
-        onh.from_array(np.float32(0.03), "ks"), onh.from_array(np.int8(-5), "kz"),
-    ]
-    nodes = [
-        oh.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
-        oh.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
-        oh.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=1),
-        oh.make_node("MatMul", ["xd", "wd"], ["h"]),
-        oh.make_node("Add", ["h", "b"], ["hb"]),
-        oh.make_node("Reshape", ["hb", "heads"], ["h4"]),
-        oh.make_node("Transpose", ["h4"], ["ht"], perm=[0, 2, 3, 1]),
-        oh.make_node("Mul", ["ht", "c"], ["hc"]),
-        oh.make_node("QuantizeLinear", ["hc", "ks", "kz"], ["kq"]),
-        oh.make_node("DequantizeLinear", ["kq", "ks", "kz"], ["y"]),
-    ]
-    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 64])],
-                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    data = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 19)]).SerializeToString()
+    data = attention_head_qdq(rng, rounded=False, perm=[0, 2, 3, 1])
     x = (rng.standard_normal((1, 16, 64)) * 2).astype(np.float32)
-    p = kiln.parse_onnx_buffer(data)
-    p.compile(kiln.get_target("cpu"))
-    ops = [op for _, op, _ in p.get_kernel_algorithms()]
-    assert ops.count("quantize_linear") == 1 and "mul" not in ops and ops.count("fused_quant_dot") == 1, ops
-    session_options = ort.SessionOptions()
-    session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    expected = ort.InferenceSession(data, session_options, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    got = np.asarray(p.run({"x": x})[0])
-    assert got.shape == expected.shape == (1, 4, 16, 16)
-    codes_apart = np.abs(got - expected) / np.float32(0.03)
-    assert codes_apart.max() <= 1.001 and np.mean(codes_apart > 0.5) < 0.01, (codes_apart.max(), np.mean(codes_apart > 0.5))
+    assert_head_is_one_int8_product_within_a_code_of_onnxruntime(data, x)
 
 
 @pytest.mark.parametrize("group", [1, 8])
