@@ -332,7 +332,7 @@ rewrite_rule quantize_above_zero_pad() {
         const auto pad = constant_spatial_pad(*in);
         const bool constant_zero_point = ins->inputs().size() < 3 || scalar_constant(*ins->inputs()[2]).has_value();
         return pad && pad->value == 0 && in->outputs().size() == 1 && ins->inputs()[1]->get_shape().elements() == 1 &&
-               constant_zero_point;
+               constant_zero_point && op::is_8bit_integer(ins->get_shape().type());  // sub-byte codes do not pad
     });
     return {"quantize_above_zero_pad", pattern, [](module& m, const match_result& r) {
                 const auto pad = r.root->inputs()[0];
