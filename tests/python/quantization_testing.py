@@ -106,6 +106,15 @@ def node_output(model, node_name):
     return next(n for n in model.graph.node if n.name == node_name).output[0]
 
 
+def float_graph_bytes(nodes, name, x_shape, y_shape, inits):
+    """A one-input ("x"), one-output ("y") float32 graph of `nodes` with the {name: array} initializers, serialized."""
+    graph = helper.make_graph(
+        nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return onnx_model_bytes(graph)
+
+
 def onnx_model_bytes(graph):
     """The serialized model of an ONNX graph, at opset 17 and IR version 8 (what ONNX Runtime 1.32 reads)."""
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -132,11 +141,7 @@ def small_cnn_onnx(rng):
         helper.make_node("Flatten", ["g"], ["f"]),
         helper.make_node("Gemm", ["f", "w3", "b3"], ["y"], name="fc"),
     ]
-    graph = helper.make_graph(
-        nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 12, 12])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])],
-        [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    return onnx_model_bytes(graph)
+    return float_graph_bytes(nodes, "cnn", [2, 3, 12, 12], [2, 10], inits)
 
 
 def image_batches(rng, count):

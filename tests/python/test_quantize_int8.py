@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 import kiln
 import kiln.compat.migraphx as migraphx
 from kiln_testing import ONEDNN_INT8, TARGETS, run_with_stderr_on_a_terminal
-from quantization_testing import image_batches, onnx_model_bytes, quantize_qdq, small_cnn_onnx, sqnr_db
+from quantization_testing import float_graph_bytes, image_batches, quantize_qdq, small_cnn_onnx, sqnr_db
 
 BINS = 2048  # the calibration histogram's bins per sign (activation_statistics)
 
@@ -558,11 +558,7 @@ def residual_block_onnx(rng):
         helper.make_node("Relu", ["s"], ["r2"]),
         helper.make_node("Conv", ["r2", "w3", "b3"], ["y"], pads=[1, 1, 1, 1]),
     ]
-    graph = helper.make_graph(
-        nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 10, 10])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 10, 10])],
-        [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    return onnx_model_bytes(graph)
+    return float_graph_bytes(nodes, "block", [1, 4, 10, 10], [1, 8, 10, 10], inits)
 
 
 def test_a_float_residual_between_int8_layers_runs_on_int8_kernels(rng):
@@ -607,11 +603,7 @@ def two_residual_blocks_onnx(rng):
         helper.make_node("Relu", ["s2"], ["block2"]),
         helper.make_node("Conv", ["block2", "w5", "b5"], ["y"], pads=[1, 1, 1, 1]),
     ]
-    graph = helper.make_graph(
-        nodes, "blocks", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 10, 10])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 10, 10])],
-        [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    return onnx_model_bytes(graph)
+    return float_graph_bytes(nodes, "blocks", [1, 4, 10, 10], [1, 4, 10, 10], inits)
 
 
 def test_residual_blocks_stay_int8_between_layers(rng):
