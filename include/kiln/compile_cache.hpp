@@ -24,6 +24,7 @@ struct compile_cache_context {
     // context leaves it): the target's own identity() at the key.
     std::string cpu;
     std::string disabled_passes_variable;  // KILN_DISABLE_PASSES
+    std::string channel_block_variable;    // KILN_CPU_CHANNEL_BLOCK
 };
 // This process's.
 compile_cache_context current_compile_cache_context();

@@ -39,8 +39,9 @@ io::json result_options(const compile_options& o) {
 
 compile_cache_context current_compile_cache_context() {
     const char* disabled = std::getenv("KILN_DISABLE_PASSES");
+    const char* block = std::getenv("KILN_CPU_CHANNEL_BLOCK");
     // The machine is the target's to say (target::identity), at the key.
-    return {version, "", disabled ? disabled : ""};
+    return {version, "", disabled ? disabled : "", block ? block : ""};
 }
 
 std::string compile_cache_key(const program& p, const target& t, const compile_options& options,
@@ -50,7 +51,8 @@ std::string compile_cache_key(const program& p, const target& t, const compile_o
                           {"target", t.name()},
                           {"cpu", context.cpu.empty() ? t.identity() : context.cpu},
                           {"options", result_options(options)},
-                          {"KILN_DISABLE_PASSES", context.disabled_passes_variable}};
+                          {"KILN_DISABLE_PASSES", context.disabled_passes_variable},
+                          {"KILN_CPU_CHANNEL_BLOCK", context.channel_block_variable}};
     const std::string material = header.dump() + "\n" + io::program_fingerprint(p);
     io::content_hash key;
     key.add(material.data(), material.size());

@@ -4,40 +4,58 @@
 
 namespace kiln::ops {
 
-bool can_block(const shape& plain) {
-    return plain.type() == dtype::float_type && plain.ndim() == 4 && plain.lens()[1] % channel_block == 0 &&
+std::size_t channel_block(op::tensor_layout layout) {
+    switch (layout) {
+    case op::tensor_layout::nchw8c: return avx2_channel_block;
+    case op::tensor_layout::nchw16c: return avx512_channel_block;
+    default: return 0;
+    }
+}
+
+bool is_blocked(op::tensor_layout layout) { return channel_block(layout) != 0; }
+
+op::tensor_layout blocked_layout(const std::string& op, std::size_t block) {
+    if (block == avx2_channel_block) return op::tensor_layout::nchw8c;
+    if (block == avx512_channel_block) return op::tensor_layout::nchw16c;
+    fail(op + ": a channel block is 8 or 16 channels, got " + std::to_string(block));
+}
+
+bool can_block(const shape& plain, std::size_t block) {
+    return plain.type() == dtype::float_type && plain.ndim() == 4 && block > 0 && plain.lens()[1] % block == 0 &&
            plain.lens()[1] > 0;
 }
 
-shape blocked_shape(const std::string& op, const shape& plain) {
-    if (!can_block(plain))
-        fail(op + ": only a float32 [N, C, H, W] tensor with C a multiple of 8 has a blocked layout, got " +
-             to_string(plain));
+shape blocked_shape(const std::string& op, const shape& plain, std::size_t block) {
+    blocked_layout(op, block);
+    if (!can_block(plain, block))
+        fail(op + ": only a float32 [N, C, H, W] tensor with C a multiple of " + std::to_string(block) +
+             " has a " + std::to_string(block) + "-channel blocked layout, got " + to_string(plain));
     const auto& l = plain.lens();
-    return {plain.type(), {l[0], l[1] / channel_block, l[2], l[3], channel_block}};
+    return {plain.type(), {l[0], l[1] / block, l[2], l[3], block}};
 }
 
 shape unblocked_shape(const std::string& op, const shape& blocked) {
     const auto& l = blocked.lens();
-    if (blocked.type() != dtype::float_type || blocked.ndim() != 5 || l[4] != channel_block)
-        fail(op + ": a blocked tensor is float32 [N, C/8, H, W, 8], got " + to_string(blocked));
-    return {blocked.type(), {l[0], l[1] * channel_block, l[2], l[3]}};
+    if (blocked.type() != dtype::float_type || blocked.ndim() != 5 ||
+        (l[4] != avx2_channel_block && l[4] != avx512_channel_block))
+        fail(op + ": a blocked tensor is float32 [N, C/b, H, W, b] with b 8 or 16, got " + to_string(blocked));
+    return {blocked.type(), {l[0], l[1] * l[4], l[2], l[3]}};
 }
 
 namespace {
 
 // Calls f(plain element offset, blocked element index) for every element.
 template <class F>
-void for_each_blocked(const shape& plain, F&& f) {
+void for_each_blocked(const shape& plain, std::size_t block, F&& f) {
     const auto& l = plain.lens();
     const auto& s = plain.strides();
     std::size_t b = 0;
     for (std::size_t n = 0; n < l[0]; ++n)
-        for (std::size_t cb = 0; cb < l[1] / channel_block; ++cb)
+        for (std::size_t cb = 0; cb < l[1] / block; ++cb)
             for (std::size_t h = 0; h < l[2]; ++h)
                 for (std::size_t w = 0; w < l[3]; ++w)
-                    for (std::size_t c = 0; c < channel_block; ++c)
-                        f(n * s[0] + (cb * channel_block + c) * s[1] + h * s[2] + w * s[3], b++);
+                    for (std::size_t c = 0; c < block; ++c)
+                        f(n * s[0] + (cb * block + c) * s[1] + h * s[2] + w * s[3], b++);
 }
 
 }  // namespace
@@ -45,13 +63,15 @@ void for_each_blocked(const shape& plain, F&& f) {
 void block_values(const argument& plain, const argument& blocked) {
     const float* p = plain.data_as<float>();
     float* q = blocked.data_as<float>();
-    for_each_blocked(plain.get_shape(), [&](std::size_t pi, std::size_t bi) { q[bi] = p[pi]; });
+    for_each_blocked(plain.get_shape(), blocked.get_shape().lens()[4],
+                     [&](std::size_t pi, std::size_t bi) { q[bi] = p[pi]; });
 }
 
 void unblock_values(const argument& blocked, const argument& plain) {
     const float* q = blocked.data_as<float>();
     float* p = plain.data_as<float>();
-    for_each_blocked(plain.get_shape(), [&](std::size_t pi, std::size_t bi) { p[pi] = q[bi]; });
+    for_each_blocked(plain.get_shape(), blocked.get_shape().lens()[4],
+                     [&](std::size_t pi, std::size_t bi) { p[pi] = q[bi]; });
 }
 
 }  // namespace kiln::ops
@@ -60,7 +80,8 @@ namespace kiln::op {
 
 shape to_blocked::compute_shape(const std::vector<shape>& inputs) const {
     ops::expect_inputs(name(), inputs, 1);
-    return ops::blocked_shape(name(), inputs[0]);
+    if (block < 0) fail(name() + ": block must be 8 or 16, got " + std::to_string(block));
+    return ops::blocked_shape(name(), inputs[0], static_cast<std::size_t>(block));
 }
 
 void to_blocked::compute(const argument& result, const std::vector<argument>& inputs) const {

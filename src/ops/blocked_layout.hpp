@@ -1,16 +1,19 @@
 #pragma once
-// The channel-blocked activation layout oneDNN's AVX2 convolutions run
-// fastest in (nChw8c): a plain [N, C, H, W] tensor is stored as
-// [N, C/8, H, W, 8], eight channels innermost. Kiln keeps such values as
+// The channel-blocked activation layouts oneDNN's convolutions run fastest
+// in: nChw8c on AVX2 (a plain [N, C, H, W] tensor stored as
+// [N, C/8, H, W, 8], eight channels innermost) and nChw16c on AVX-512
+// ([N, C/16, H, W, 16], one 512-bit vector of channels); the block of a
+// blocked tensor is its last dimension. Kiln keeps such values as
 // ordinary standard 5-D tensors, so views, elementwise ops and the memory
 // planner need no notion of layout; only ops that know the layout (the
 // fused convolution, to_blocked, from_blocked) interpret them. Pooling over
 // H and W of a blocked tensor is 3-D pooling of the 5-D one with a unit
 // window over the last dimension, and per-channel operands of elementwise
 // ops are [1, C/8, 1, 1, 8]: ordinary ops on ordinary tensors.
-// C must be a multiple of 8: no padding channels, so elementwise ops on two
-// blocked tensors of one shape stay correct.
+// C must be a multiple of the block: no padding channels, so elementwise ops
+// on two blocked tensors of one shape stay correct.
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,9 +22,9 @@
 
 namespace kiln::op {
 
-enum class tensor_layout { nchw, nchw8c };
+enum class tensor_layout { nchw, nchw8c, nchw16c };
 inline std::span<const char* const> enum_names(tensor_layout) {
-    static constexpr const char* names[] = {"nchw", "nchw8c"};
+    static constexpr const char* names[] = {"nchw", "nchw8c", "nchw16c"};
     return names;
 }
 
@@ -29,15 +32,24 @@ inline std::span<const char* const> enum_names(tensor_layout) {
 
 namespace kiln::ops {
 
-constexpr std::size_t channel_block = 8;
+// The block of the AVX2 layout; Kiln's own blocked kernels (8-float AVX2
+// vectors) run only in it.
+constexpr std::size_t avx2_channel_block = 8;
+constexpr std::size_t avx512_channel_block = 16;
 
-// Whether a plain shape can be blocked: 4-D float32 with C a multiple of 8.
-bool can_block(const shape& plain);
-// [N, C, H, W] -> [N, C/8, H, W, 8] (standard); fails naming `op` otherwise.
-shape blocked_shape(const std::string& op, const shape& plain);
-// [N, C/8, H, W, 8] -> [N, C, H, W] (standard).
+// The channels per block of a layout (0 for nchw) and the layout of a block.
+std::size_t channel_block(op::tensor_layout layout);
+bool is_blocked(op::tensor_layout layout);
+op::tensor_layout blocked_layout(const std::string& op, std::size_t block);
+
+// Whether a plain shape can be blocked: 4-D float32 with C a multiple of `block`.
+bool can_block(const shape& plain, std::size_t block);
+// [N, C, H, W] -> [N, C/b, H, W, b] (standard); fails naming `op` otherwise.
+shape blocked_shape(const std::string& op, const shape& plain, std::size_t block);
+// [N, C/b, H, W, b] -> [N, C, H, W] (standard), b 8 or 16.
 shape unblocked_shape(const std::string& op, const shape& blocked);
-// Copies values between the layouts (any strides on the plain side).
+// Copies values between the layouts (any strides on the plain side; the
+// block is the blocked side's last dimension).
 void block_values(const argument& plain, const argument& blocked);
 void unblock_values(const argument& blocked, const argument& plain);
 
@@ -45,8 +57,14 @@ void unblock_values(const argument& blocked, const argument& plain);
 
 namespace kiln::op {
 
-// A plain [N, C, H, W] float32 tensor in the blocked layout.
+// A plain [N, C, H, W] float32 tensor in the blocked layout of `block`
+// channels (8 or 16).
 struct to_blocked : op_base {
+    std::int64_t block = ops::avx2_channel_block;
+    template <class Self, class F>
+    static void reflect(Self& self, F&& f) {
+        f(self.block, "block");
+    }
     std::string name() const { return "to_blocked"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     void compute(const argument& result, const std::vector<argument>& inputs) const;

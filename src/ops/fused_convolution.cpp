@@ -7,7 +7,7 @@
 namespace kiln::op {
 
 shape fused_convolution::plain_input_shape(const shape& x) const {
-    return input_layout == tensor_layout::nchw8c ? ops::unblocked_shape(name(), x) : x;
+    return ops::is_blocked(input_layout) ? ops::unblocked_shape(name(), x) : x;
 }
 
 shape fused_convolution::plain_output_shape(const std::vector<shape>& inputs) const {
@@ -21,13 +21,18 @@ shape fused_convolution::compute_shape(const std::vector<shape>& inputs) const {
         fail(name() + ": expected x, w" + std::string(has_bias ? ", bias" : "") + " and post-op operands, got " +
              std::to_string(inputs.size()) + " inputs");
     if (!ops::is_16bit_float(inputs[0].type())) ops::expect_type(name(), inputs[0], dtype::float_type, "x");
-    if (input_layout == tensor_layout::nchw8c && !inputs[0].standard())
+    if (ops::is_blocked(input_layout) && !inputs[0].standard())
         fail(name() + ": a blocked input must be standard-strided, got " + to_string(inputs[0]));
     shape plain = plain_output_shape(inputs);
     if (has_bias && inputs[2].lens() != std::vector<std::size_t>{plain.lens()[1]})
         fail(name() + ": bias must be [" + std::to_string(plain.lens()[1]) + "], got " + to_string(inputs[2]));
     if (has_bias) ops::expect_type(name(), inputs[2], plain.type(), "bias");
-    shape out = output_layout == tensor_layout::nchw8c ? ops::blocked_shape(name(), plain) : plain;
+    if (ops::is_blocked(input_layout) && inputs[0].lens().back() != ops::channel_block(input_layout))
+        fail(name() + ": input_layout " + std::string(enum_names(input_layout)[static_cast<int>(input_layout)]) +
+             " needs a blocked input of " + std::to_string(ops::channel_block(input_layout)) + " channels per block, got " +
+             to_string(inputs[0]));
+    shape out = ops::is_blocked(output_layout) ? ops::blocked_shape(name(), plain, ops::channel_block(output_layout))
+                                               : plain;
     ops::check_post_ops(name(), post, out, {inputs.begin() + static_cast<std::ptrdiff_t>(first), inputs.end()});
     return out;
 }
@@ -40,7 +45,7 @@ void fused_convolution::compute(const argument& result, const std::vector<argume
 
 void fused_convolution::compute_float32(const argument& result, const std::vector<argument>& inputs) const {
     argument x = inputs[0];
-    if (input_layout == tensor_layout::nchw8c) {
+    if (ops::is_blocked(input_layout)) {
         x = argument(plain_input_shape(inputs[0].get_shape()));
         ops::unblock_values(inputs[0], x);
     }
@@ -56,7 +61,7 @@ void fused_convolution::compute_float32(const argument& result, const std::vecto
             for (std::size_t m = 0; m < l[1]; ++m)
                 for (std::size_t k = 0; k < inner; ++k) p[i++] += b[m];
     }
-    if (output_layout == tensor_layout::nchw8c) {
+    if (ops::is_blocked(output_layout)) {
         ops::block_values(y, result);
     } else {
         copy_values(y, result);

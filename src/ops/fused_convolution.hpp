@@ -9,7 +9,8 @@
 //
 // Inputs: x, w [, bias [M]], then one operand per binary post-op (in the
 // output's layout). x and the result are [N, C, ...] plain or, with a
-// blocked layout, [N, C/8, H, W, 8] (ops/blocked_layout.hpp).
+// blocked layout, [N, C/8, H, W, 8] (nchw8c) or [N, C/16, H, W, 16] (nchw16c)
+// (ops/blocked_layout.hpp).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -11,6 +11,7 @@
 #include "ops/fused_convolution.hpp"
 #include "ops/pool.hpp"
 #include "pass_test_helpers.hpp"
+#include "scoped_env.hpp"
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/kernel_algorithm.hpp"
@@ -203,6 +204,8 @@ TEST(cpu_kernel_algorithms, an_eligible_algorithm_that_builds_nothing_passes_to_
 // eligibility checks of the algorithm files.
 TEST(cpu_kernel_algorithms, compiled_programs_name_the_chosen_algorithms) {
     if (!avx2::supported()) GTEST_SKIP() << "Winograd and the pointwise kernels need AVX2 + FMA";
+    // Kiln's own blocked kernels run in 8-channel blocks, which an AVX-512 CPU would not pick.
+    const scoped_env eight_channel_blocks("KILN_CPU_CHANNEL_BLOCK", "8");
     {
         // 16 channels block; a 3 x 3 stride-1 convolution over 8 x 8 has 16 tiles of 2 x 2.
         program p;

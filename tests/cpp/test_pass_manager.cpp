@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "pass_test_helpers.hpp"
+#include "scoped_env.hpp"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -22,16 +23,6 @@ module with_dead_and_constant_code() {
 pass_list dce_and_folding() {
     return {std::make_shared<dead_code_elimination>(), std::make_shared<constant_propagation>()};
 }
-
-// Sets an environment variable for one scope.
-class scoped_env {
-public:
-    scoped_env(const char* name, const char* v) : name_(name) { ::setenv(name, v, 1); }
-    ~scoped_env() { ::unsetenv(name_); }
-
-private:
-    const char* name_;
-};
 
 // A pass that breaks the module: it makes an instruction use one defined after it.
 class misordering_pass final : public pass {

@@ -1,5 +1,5 @@
 // propagate_blocked_layout (src/targets/cpu/passes): convolutions, and the
-// elementwise ops, pooling and reductions between them, move to the nChw8c
+// elementwise ops, pooling and reductions between them, move to the nChw8c or nChw16c
 // blocked layout; values leave it through from_blocked. Outputs must stay
 // what the plain module computes on ref.
 #include "ops/fused_convolution.hpp"
@@ -191,4 +191,87 @@ TEST(pass_propagate_blocked_layout, cpu_pipeline_matches_ref) {
     y = m.add_instruction(make_op("convolution", value_map{{"padding", ints({1, 1})}}), {y, w2});
     m.add_return({pooling(m, y, op::pooling_mode::average, {}, {}, true)});
     expect_cpu_matches_ref(p, 1e-4);
+}
+
+// The 16-channel block (AVX-512): the chain runs nchw16c, per-channel
+// operands become [1, C/16, 1, 1, 16] and the outputs stay ref's.
+TEST(pass_propagate_blocked_layout, sixteen_channel_blocks_where_preferred) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({1, 16, 6, 6}));
+    auto a = fused_conv(m, x, 16, 32, 3, 1);
+    a = m.add_instruction(make_op("mul"), {a, add_random_literal(m, {1, 32, 1, 1}, 5)});
+    a = m.add_instruction(make_op("relu"), {a});
+    a = pooling(m, a, op::pooling_mode::max, {2, 2}, {2, 2});
+    m.add_return({fused_conv(m, a, 32, 16, 1, 2)});
+
+    module out = after_pass(m, propagate_blocked_layout(16));
+    for (const auto* conv : all_of(out, "fused_convolution")) EXPECT_EQ(layouts(*conv), "\"nchw16c\" -> \"nchw16c\"");
+    EXPECT_EQ(all_of(out, "relu").at(0)->get_shape().lens(), (std::vector<std::size_t>{1, 2, 6, 6, 16}));
+    EXPECT_EQ(all_of(out, "to_blocked").size(), 1U) << out;
+    EXPECT_EQ(attribute(*all_of(out, "to_blocked").at(0), "block"), "16");
+    EXPECT_EQ(all_of(out, "from_blocked").size(), 1U) << out;
+    expect_same_outputs(m, out, 1e-5);
+}
+
+// An image is read plain and written in 16-channel blocks.
+TEST(pass_propagate_blocked_layout, an_image_is_written_in_sixteen_channel_blocks) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({2, 3, 7, 7}));
+    m.add_return({fused_conv(m, x, 3, 16, 3, 1)});
+
+    module out = after_pass(m, propagate_blocked_layout(16));
+    EXPECT_EQ(layouts(*all_of(out, "fused_convolution").at(0)), "\"nchw\" -> \"nchw16c\"");
+    EXPECT_EQ(all_of(out, "from_blocked").at(0)->inputs().at(0)->get_shape().lens().back(), 16U);
+    expect_same_outputs(m, out, 1e-5);
+}
+
+// One convolution with 24 channels (a multiple of 8, not of 16) keeps the
+// whole module in 8-channel blocks: no reorders between two blocks.
+TEST(pass_propagate_blocked_layout, channels_not_a_multiple_of_sixteen_keep_eight_channel_blocks) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({1, 16, 5, 5}));
+    auto a = m.add_instruction(make_op("relu"), {fused_conv(m, x, 16, 24, 3, 1)});
+    m.add_return({fused_conv(m, a, 24, 32, 1, 2)});
+
+    module out = after_pass(m, propagate_blocked_layout(16));
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"to_blocked", "fused_convolution", "relu",
+                                                       "fused_convolution", "from_blocked"}))
+        << out;
+    for (const auto* conv : all_of(out, "fused_convolution")) EXPECT_EQ(layouts(*conv), "\"nchw8c\" -> \"nchw8c\"");
+    expect_same_outputs(m, out, 1e-5);
+}
+
+TEST(pass_propagate_blocked_layout, to_blocked_refuses_a_block_other_than_8_or_16) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({1, 24, 2, 2}));
+    EXPECT_THROW(
+        {
+            try {
+                m.add_instruction(make_op("to_blocked", value_map{{"block", std::int64_t{12}}}), {x});
+            } catch (const std::exception& e) {
+                EXPECT_NE(std::string(e.what()).find("8 or 16"), std::string::npos) << e.what();
+                throw;
+            }
+        },
+        std::exception);
+}
+
+// A convolution told its input is in 16-channel blocks refuses an 8-channel one.
+TEST(pass_propagate_blocked_layout, a_convolution_refuses_an_input_in_the_other_block) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({1, 2, 4, 4, 8}));
+    auto w = add_random_literal(m, {16, 16, 1, 1}, 1);
+    op::fused_convolution conv;
+    conv.input_layout = op::tensor_layout::nchw16c;
+    conv.output_layout = op::tensor_layout::nchw16c;
+    EXPECT_THROW(
+        {
+            try {
+                m.add_instruction(operation(conv), {x, w});
+            } catch (const std::exception& e) {
+                EXPECT_NE(std::string(e.what()).find("nchw16c"), std::string::npos) << e.what();
+                throw;
+            }
+        },
+        std::exception);
 }

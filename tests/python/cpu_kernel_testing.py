@@ -51,12 +51,12 @@ def run_both(build, feed):
     return outs
 
 
-def blocked(x):
+def blocked(x, block=8):
     n, c, h, w = x.shape
-    return np.ascontiguousarray(x.reshape(n, c // 8, 8, h, w).transpose(0, 1, 3, 4, 2))
+    return np.ascontiguousarray(x.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
 
 
 def unblocked(x):
-    n, cb, h, w, _ = x.shape
-    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * 8, h, w))
+    n, cb, h, w, block = x.shape
+    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * block, h, w))
 

@@ -94,16 +94,19 @@ def test_deep_3x3_chain_is_as_accurate_as_onnxruntime(channels, size):
     assert kiln_error <= ORT_FACTOR * ort_error, f"kiln {kiln_error:.3g}, onnxruntime {ort_error:.3g}"
 
 
-def test_high_resolution_bottleneck_is_more_accurate_than_onnxruntime():
+@pytest.mark.parametrize("block,factor", [("8", 0.95), ("16", ORT_FACTOR)])
+def test_high_resolution_bottleneck_is_more_accurate_than_onnxruntime(block, factor, monkeypatch):
     """A 56 x 56 ResNet bottleneck (1 x 1, 3 x 3, 1 x 1): the layers whose rounding a deep network amplifies
-    most. The 1 x 1 ones sum input channels pairwise and the 3 x 3 one runs by Winograd 16 channels at a time,
-    which puts Kiln 0.89x ONNX Runtime's distance from float64 here (0.66x with the 3 x 3 layer summed
-    pairwise too, at 1.8x its time)."""
+    most. In 8-channel blocks the 1 x 1 ones sum input channels pairwise and the 3 x 3 one runs by Winograd
+    16 channels at a time, which puts Kiln 0.89x ONNX Runtime's distance from float64 here (0.66x with the
+    3 x 3 layer summed pairwise too, at 1.8x its time). In 16-channel blocks (AVX-512 CPUs) oneDNN runs all
+    three, as close to float64 as ONNX Runtime (0.99x), and 1.3x faster on ResNet-50."""
+    monkeypatch.setenv("KILN_CPU_CHANNEL_BLOCK", block)
     rng = np.random.default_rng(3)
     x = np.maximum(rng.standard_normal((1, 64, 56, 56)), 0).astype(np.float32)
     layers = [he_layer(rng, 64, 64, 1, 1, 0), he_layer(rng, 64, 64, 3, 1, 1), he_layer(rng, 256, 64, 1, 1, 0)]
     kiln_error, ort_error = distances_from_float64(x, layers)
-    assert kiln_error <= 0.95 * ort_error, f"kiln {kiln_error:.3g}, onnxruntime {ort_error:.3g}"
+    assert kiln_error <= factor * ort_error, f"kiln {kiln_error:.3g}, onnxruntime {ort_error:.3g}"
 
 
 def test_thin_high_resolution_1x1_chain_is_as_accurate_as_onnxruntime():

@@ -1,5 +1,5 @@
-"""The cpu target's layout reorders between plain NCHW and blocked nChw8c
-(to_blocked, from_blocked), against numpy and the ref target."""
+"""The cpu target's layout reorders between plain NCHW and blocked nChw8c /
+nChw16c (to_blocked, from_blocked), against numpy and the ref target."""
 
 import numpy as np
 import pytest
@@ -8,16 +8,19 @@ import kiln
 from cpu_kernel_testing import blocked, rand, run_both
 
 
+@pytest.mark.parametrize("block", [8, 16])
 @pytest.mark.parametrize("op", ["to_blocked", "from_blocked"])
-def test_layout_reorders(op):
-    x = rand(2, 16, 5, 3)
-    source = x if op == "to_blocked" else blocked(x)
+def test_layout_reorders(op, block):
+    x = rand(2, 32, 5, 3)
+    source = x if op == "to_blocked" else blocked(x, block)
+    attrs = {"block": block} if op == "to_blocked" else {}
 
     def build(m):
-        m.add_return([m.add_instruction(kiln.op(op), [m.add_parameter("x", kiln.shape("float", list(source.shape)))])])
+        x = m.add_parameter("x", kiln.shape("float", list(source.shape)))
+        m.add_return([m.add_instruction(kiln.op(op, **attrs), [x])])
 
     cpu, ref = run_both(build, {"x": source})
-    expected = blocked(x) if op == "to_blocked" else x
+    expected = blocked(x, block) if op == "to_blocked" else x
     np.testing.assert_array_equal(cpu, expected)
     np.testing.assert_array_equal(ref, expected)
 
@@ -28,3 +31,27 @@ def test_to_blocked_refuses_channels_not_multiple_of_8():
     x = m.add_parameter("x", kiln.shape("float", [1, 6, 4, 4]))
     with pytest.raises(kiln.KilnError, match="multiple of 8"):
         m.add_instruction(kiln.op("to_blocked"), [x])
+
+
+def test_to_blocked_refuses_channels_not_multiple_of_16():
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", [1, 24, 4, 4]))
+    with pytest.raises(kiln.KilnError, match="multiple of 16"):
+        m.add_instruction(kiln.op("to_blocked", block=16), [x])
+
+
+def test_to_blocked_refuses_a_block_other_than_8_or_16():
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", [1, 24, 4, 4]))
+    with pytest.raises(kiln.KilnError, match="8 or 16"):
+        m.add_instruction(kiln.op("to_blocked", block=12), [x])
+
+
+def test_from_blocked_refuses_a_last_dimension_other_than_8_or_16():
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", [1, 2, 4, 4, 4]))
+    with pytest.raises(kiln.KilnError, match="8 or 16"):
+        m.add_instruction(kiln.op("from_blocked"), [x])

@@ -214,6 +214,12 @@ def image_net_onnx(rng):
 OWN_CONVOLUTIONS = {"channel_split", "pairwise_sum", "im2col", "winograd_f2x2_3x3"}
 
 
+@pytest.fixture
+def eight_channel_blocks(monkeypatch):
+    """Kiln's own convolutions run in 8-channel blocks, which an AVX-512 CPU would not pick."""
+    monkeypatch.setenv("KILN_CPU_CHANNEL_BLOCK", "8")
+
+
 def image_net_file(tmp_path):
     rng = np.random.default_rng(31)
     model = image_net_onnx(rng)
@@ -232,7 +238,7 @@ def own_layouts(meta):
     return {ins["packed"]["kernel"]: ins for ins in packed_literals(meta) if "kernel" in ins["packed"]}
 
 
-def test_kilns_own_convolution_layouts_are_read_in_place_by_a_fresh_process(tmp_path):
+def test_kilns_own_convolution_layouts_are_read_in_place_by_a_fresh_process(tmp_path, eight_channel_blocks):
     p, path, feeds, expected = image_net_file(tmp_path)
     meta = metadata(path)
     assert set(own_layouts(meta)) == OWN_CONVOLUTIONS
@@ -248,7 +254,7 @@ def test_kilns_own_convolution_layouts_are_read_in_place_by_a_fresh_process(tmp_
     assert again.read_bytes() == path.read_bytes()
 
 
-def test_kilns_own_layouts_for_another_cpu_are_restored_with_a_warning(tmp_path):
+def test_kilns_own_layouts_for_another_cpu_are_restored_with_a_warning(tmp_path, eight_channel_blocks):
     p, path, feeds, expected = image_net_file(tmp_path)
     owner = metadata(path)["compiled"]["packed_for"].encode()
     rewrite_metadata(path, lambda text: text.replace(owner, b"Z" * len(owner)))
@@ -264,7 +270,7 @@ def test_kilns_own_layouts_for_another_cpu_are_restored_with_a_warning(tmp_path)
 
 
 @pytest.mark.parametrize("algorithm", sorted(OWN_CONVOLUTIONS))
-def test_damaged_own_layouts_are_clear_errors(algorithm, tmp_path):
+def test_damaged_own_layouts_are_clear_errors(algorithm, tmp_path, eight_channel_blocks):
     p, path, feeds, expected = image_net_file(tmp_path)
     good = path.read_bytes()
     ins = own_layouts(metadata(path))[algorithm]

@@ -2,6 +2,7 @@
 
 #include "kiln/passes.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
+#include "targets/cpu/kernels/dnnl_support.hpp"
 #include "targets/cpu/lowering/openmp_threads.hpp"
 #include "targets/cpu/lowering/plan_builder.hpp"
 #include "targets/cpu/passes/cpu_passes.hpp"
@@ -40,7 +41,7 @@ pass_list cpu_target::get_passes(const compile_options&) const {
             std::make_shared<fuse_gelu>(), std::make_shared<fuse_layer_norm>(), std::make_shared<fuse_attention>(),
             std::make_shared<fuse_quantized_epilogues>(), std::make_shared<fuse_post_ops>(),
             std::make_shared<constant_propagation>(),
-            std::make_shared<propagate_blocked_layout>(), std::make_shared<common_subexpression_elimination>(),
+            std::make_shared<propagate_blocked_layout>(dnnl_support::preferred_channel_block()), std::make_shared<common_subexpression_elimination>(),
             std::make_shared<fuse_pointwise>(), std::make_shared<fuse_concat_pointwise>(),
             std::make_shared<dead_code_elimination>()};
 }

@@ -1,6 +1,8 @@
 #include "targets/cpu/kernels/dnnl_support.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "targets/cpu/kernels/own_packed_layout.hpp"
 #include "targets/cpu/kernels/packed_constant_values.hpp"
@@ -33,10 +35,23 @@ dnnl::memory::desc strided_desc(const std::vector<std::size_t>& dims, const std:
 
 dnnl::memory::desc plain_desc(const shape& s) { return strided_desc(s.lens(), s.strides()); }
 
-dnnl::memory::desc blocked_desc(const shape& plain) {
+std::size_t preferred_channel_block() {
+    if (const char* forced = std::getenv("KILN_CPU_CHANNEL_BLOCK")) {
+        const std::string v = forced;
+        if (v == "8" || v == "16") return static_cast<std::size_t>(std::stoi(v));
+        fail("KILN_CPU_CHANNEL_BLOCK must be 8 or 16, got '" + v + "'");
+    }
+    static const std::size_t block = [] {
+        const auto core = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+        return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & core) == core ? 16U : 8U;
+    }();
+    return block;
+}
+
+dnnl::memory::desc blocked_desc(const shape& plain, std::size_t block) {
     dnnl::memory::dims d;
     for (auto l : plain.lens()) d.push_back(static_cast<dnnl::memory::dim>(l));
-    return dnnl::memory::desc(d, dt::f32, dnnl::memory::format_tag::nChw8c);
+    return dnnl::memory::desc(d, dt::f32, block == 16 ? dnnl::memory::format_tag::nChw16c : dnnl::memory::format_tag::nChw8c);
 }
 
 std::optional<dnnl::post_ops> make_post_ops(const op::post_op_chain& chain,

@@ -26,8 +26,12 @@ dnnl::memory::desc plain_desc(const shape& s);
 // or more dimensions); `strides` in elements, elements of `type`.
 dnnl::memory::desc strided_desc(const std::vector<std::size_t>& dims, const std::vector<std::size_t>& strides,
                                 dnnl::memory::data_type type = dnnl::memory::data_type::f32);
-// [N, C, H, W] stored as [N, C/8, H, W, 8].
-dnnl::memory::desc blocked_desc(const shape& plain);
+// [N, C, H, W] stored as [N, C/b, H, W, b], b = block (8 or 16).
+dnnl::memory::desc blocked_desc(const shape& plain, std::size_t block);
+// The channel block oneDNN's convolutions run fastest in on this CPU: 16 where
+// oneDNN runs AVX-512 code (avx512_core or above), 8 otherwise.
+// KILN_CPU_CHANNEL_BLOCK=8 or 16 overrides it (to compare the two).
+std::size_t preferred_channel_block();
 
 // oneDNN's form of a chain, or nothing when a kind has no oneDNN equivalent.
 // `operand_descs` describe the binary operands in the destination's dims.

@@ -10,7 +10,9 @@
 #include <unordered_set>
 
 #include "ir/in_place_writes.hpp"
+#include "ops/fused_convolution.hpp"
 #include "runtime/view_placement.hpp"
+#include "targets/cpu/kernels/dnnl_support.hpp"
 #include "targets/cpu/kernels/packed_constant_values.hpp"
 #include "targets/cpu/lowering/cpu_executable.hpp"
 #include "targets/cpu/lowering/kernel_registry.hpp"
@@ -246,9 +248,26 @@ private:
     std::vector<std::pair<std::size_t, const instruction*>> literal_roots_;  // root index, literal
 };
 
+// A file compiled on an AVX-512 CPU keeps its convolutions in 16-channel
+// blocks; oneDNN has only reference code for those elsewhere: correct, but
+// many times slower. Said once per program, with the remedy.
+void warn_about_a_foreign_channel_block(const module& m) {
+    const std::size_t here = dnnl_support::preferred_channel_block();
+    for (const auto& ins : m) {
+        const auto* conv = ins.get_operator().get_if<op::fused_convolution>();
+        if (conv == nullptr || ops::channel_block(conv->output_layout) <= here) continue;
+        std::cerr << "kiln: warning: the compiled program's convolutions run in "
+                  << ops::channel_block(conv->output_layout)
+                  << "-channel blocks (chosen on a CPU with AVX-512), for which this CPU has no fast kernels; "
+                     "compile the model again on this machine\n";
+        return;
+    }
+}
+
 }  // namespace
 
 std::shared_ptr<executable> build_cpu_plan(const module& m, const compile_options& options, int threads) {
+    warn_about_a_foreign_channel_block(m);
     std::unique_ptr<kernel_tuner> tuner;
     if (options.exhaustive_tune) tuner = std::make_unique<kernel_tuner>(options.tuning_cache);
     auto plan = plan_builder(m, options, threads, &options.pinned_algorithms, tuner.get()).build();

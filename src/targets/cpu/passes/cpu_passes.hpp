@@ -1,5 +1,7 @@
 #pragma once
 // Passes only the cpu target runs: they choose layouts its kernels want.
+#include <cstddef>
+
 #include "kiln/pass.hpp"
 
 namespace kiln {
@@ -15,14 +17,23 @@ public:
 };
 
 // Moves convolutions (and the concats and elementwise ops between them) to
-// the nChw8c blocked layout that oneDNN's AVX2 kernels run fastest in, so
-// that a chain of convolutions stays blocked with no reorder in between.
+// a channel-blocked layout, so that a chain of convolutions stays blocked
+// with no reorder in between: nChw16c where the CPU has AVX-512 (oneDNN's
+// AVX-512 kernels want a 512-bit vector of channels), nChw8c otherwise
+// (oneDNN's AVX2 kernels and Kiln's own blocked ones). A module runs in one
+// block: 16 only when every convolution that blocks at 8 blocks at 16 too
+// (channels multiples of 16), so no reorders between blocks arise.
 // Values leave the blocked region through from_blocked where a plain-layout
 // op reads them; the ones nobody reads are removed.
 class propagate_blocked_layout final : public pass {
 public:
+    propagate_blocked_layout() = default;
+    explicit propagate_blocked_layout(std::size_t preferred_block) : preferred_block_(preferred_block) {}
     std::string name() const override { return "propagate_blocked_layout"; }
     void apply(module& m) const override;
+
+private:
+    std::size_t preferred_block_ = 8;
 };
 
 // Turns a fused_pointwise that reads a concat nobody else reads into one

@@ -27,10 +27,11 @@ instruction_ref existing_blocked(module& m, instruction_ref v) {
     return v->name() == "from_blocked" ? v->inputs()[0] : m.end();
 }
 
-instruction_ref blocked_form(module& m, instruction_ref pos, instruction_ref v) {
+instruction_ref blocked_form(module& m, instruction_ref pos, instruction_ref v, std::size_t block) {
     auto twin = existing_blocked(m, v);
     if (twin != m.end()) return twin;
-    return m.insert_instruction(pos, make_op("to_blocked"), {v});
+    return m.insert_instruction(pos, make_op("to_blocked", value_map{{"block", static_cast<std::int64_t>(block)}}),
+                                {v});
 }
 
 // Replaces `ins` by `blocked_op(inputs)` followed by from_blocked.
@@ -69,24 +70,24 @@ bool has_blocked_operand(const shape& s, const shape& plain_result) {
 }
 
 // An operand of an elementwise op run on blocked tensors: a full-size value
-// in its blocked form; a per-channel one as [1, C/8, 1, 1, 8], which
-// broadcasts over [N, C/8, H, W, 8] as it did over the channels; a single
+// in its blocked form; a per-channel one as [1, C/b, 1, 1, b], which
+// broadcasts over [N, C/b, H, W, b] as it did over the channels; a single
 // value as it is. Nothing for other shapes.
 std::optional<instruction_ref> blocked_operand(module& m, instruction_ref pos, instruction_ref v,
-                                               const shape& plain_result) {
+                                               const shape& plain_result, std::size_t block) {
     const shape& s = v->get_shape();
-    if (s.lens() == plain_result.lens()) return blocked_form(m, pos, v);
+    if (s.lens() == plain_result.lens()) return blocked_form(m, pos, v, block);
     if (s.elements() == 1 && s.ndim() <= 5) return v;
     if (!per_channel(s, plain_result)) return std::nullopt;
-    const auto blocks = static_cast<std::int64_t>(plain_result.lens()[1] / ops::channel_block);
+    const auto blocks = static_cast<std::int64_t>(plain_result.lens()[1] / block);
     value_list dims{value(std::int64_t{1}), value(blocks), value(std::int64_t{1}), value(std::int64_t{1}),
-                    value(static_cast<std::int64_t>(ops::channel_block))};
+                    value(static_cast<std::int64_t>(block))};
     return m.insert_instruction(pos, make_op("reshape", value_map{{"dims", dims}}), {v});
 }
 
-bool blockable_convolution(const instruction& ins, const op::fused_convolution& conv) {
+bool blockable_convolution(const instruction& ins, const op::fused_convolution& conv, std::size_t block) {
     if (conv.input_layout != op::tensor_layout::nchw || conv.output_layout != op::tensor_layout::nchw) return false;
-    if (!ops::can_block(ins.get_shape()) || ins.inputs()[0]->get_shape().ndim() != 4) return false;
+    if (!ops::can_block(ins.get_shape(), block) || ins.inputs()[0]->get_shape().ndim() != 4) return false;
     // Binary post-op operands must have a blocked form: whole tensors, single
     // values, per-channel values (a batch norm after the activation).
     for (std::size_t i = conv.first_post_operand(); i < ins.inputs().size(); ++i)
@@ -94,21 +95,38 @@ bool blockable_convolution(const instruction& ins, const op::fused_convolution& 
     return true;
 }
 
-void block_convolution(module& m, instruction_ref ins, op::fused_convolution conv) {
+void block_convolution(module& m, instruction_ref ins, op::fused_convolution conv, std::size_t block) {
     std::vector<instruction_ref> inputs = ins->inputs();
     auto x = inputs[0];
-    if (existing_blocked(m, x) != m.end() || ops::can_block(x->get_shape())) {
-        inputs[0] = blocked_form(m, ins, x);
-        conv.input_layout = op::tensor_layout::nchw8c;
+    const auto layout = ops::blocked_layout("propagate_blocked_layout", block);
+    if (existing_blocked(m, x) != m.end() || ops::can_block(x->get_shape(), block)) {
+        inputs[0] = blocked_form(m, ins, x, block);
+        conv.input_layout = layout;
     }  // else: few input channels (an image); oneDNN reads it plain and writes blocked
     for (std::size_t i = conv.first_post_operand(); i < inputs.size(); ++i)
-        inputs[i] = *blocked_operand(m, ins, inputs[i], ins->get_shape());
-    conv.output_layout = op::tensor_layout::nchw8c;
+        inputs[i] = *blocked_operand(m, ins, inputs[i], ins->get_shape(), block);
+    conv.output_layout = layout;
     rebuild_blocked(m, ins, conv, inputs);
 }
 
-bool blockable_elementwise(module& m, const instruction& ins) {
-    if (layout_agnostic_ops().count(ins.name()) == 0 || !ops::can_block(ins.get_shape())) return false;
+// The block the module runs in: the preferred one when every convolution
+// that the 8-channel block would move blocks in it too, with its input
+// (a plain image excepted), so that one module never mixes blocks; 8 otherwise.
+std::size_t module_block(const module& m, std::size_t preferred) {
+    constexpr std::size_t narrow = ops::avx2_channel_block;
+    if (preferred == narrow) return narrow;
+    for (const auto& ins : m) {
+        const auto* conv = ins.get_operator().get_if<op::fused_convolution>();
+        if (conv == nullptr || !blockable_convolution(ins, *conv, narrow)) continue;
+        const shape& x = ins.inputs()[0]->get_shape();
+        if (!ops::can_block(ins.get_shape(), preferred) || (ops::can_block(x, narrow) && !ops::can_block(x, preferred)))
+            return narrow;
+    }
+    return preferred;
+}
+
+bool blockable_elementwise(module& m, const instruction& ins, std::size_t block) {
+    if (layout_agnostic_ops().count(ins.name()) == 0 || !ops::can_block(ins.get_shape(), block)) return false;
     bool any_blocked = false;
     for (const auto& in : ins.inputs()) {
         const shape& s = in->get_shape();
@@ -183,20 +201,22 @@ std::optional<operation> blocked_spatial_reduce(module& m, const instruction& in
 }  // namespace
 
 void propagate_blocked_layout::apply(module& m) const {
+    const std::size_t block = module_block(m, preferred_block_);
     std::vector<instruction_ref> order;
     for (auto it = m.begin(); it != m.end(); ++it) order.push_back(it);
     for (auto ins : order) {
         if (const auto* conv = ins->get_operator().get_if<op::fused_convolution>()) {
-            if (blockable_convolution(*ins, *conv)) block_convolution(m, ins, *conv);
+            if (blockable_convolution(*ins, *conv, block)) block_convolution(m, ins, *conv, block);
             continue;
         }
         if (blockable_concat(m, *ins)) {
             std::vector<instruction_ref> inputs;
             for (const auto& in : ins->inputs()) inputs.push_back(existing_blocked(m, in));
             rebuild_blocked(m, ins, make_op("concat", value_map{{"axis", std::int64_t{1}}}), inputs);
-        } else if (blockable_elementwise(m, *ins)) {
+        } else if (blockable_elementwise(m, *ins, block)) {
             std::vector<instruction_ref> inputs;
-            for (const auto& in : ins->inputs()) inputs.push_back(*blocked_operand(m, ins, in, ins->get_shape()));
+            for (const auto& in : ins->inputs())
+                inputs.push_back(*blocked_operand(m, ins, in, ins->get_shape(), block));
             rebuild_blocked(m, ins, ins->get_operator(), inputs);
         } else if (auto pool = blocked_pooling(m, *ins)) {
             rebuild_blocked(m, ins, *pool, {existing_blocked(m, ins->inputs()[0])});

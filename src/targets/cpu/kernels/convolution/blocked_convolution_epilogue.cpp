@@ -14,7 +14,7 @@ bool reads_blocked_float(const op::fused_convolution& conv, const kernel_request
     return conv.input_layout == op::tensor_layout::nchw8c && conv.output_layout == op::tensor_layout::nchw8c &&
            conv.conv.group == 1 && x.ndim() == 5 && w.ndim() == 4 && x.type() == dtype::float_type &&
            w.type() == dtype::float_type && x.standard() && r.is_constant(1) && w.standard() &&
-           w.lens()[0] % ops::channel_block == 0 && w.lens()[1] == x.lens()[1] * ops::channel_block &&
+           w.lens()[0] % ops::avx2_channel_block == 0 && w.lens()[1] == x.lens()[1] * ops::avx2_channel_block &&
            r.output_shape.standard();
 }
 

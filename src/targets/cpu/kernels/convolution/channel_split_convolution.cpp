@@ -189,7 +189,7 @@ bool eligible(const kernel_request& r) {
     // kernels) under windows of 16 taps or more: the sum over a 3 x 3 window
     // of a few channels is short already, and splitting it made MobileNetV2
     // 3% slower for no gain worth having.
-    return channels >= 2 && channels < ops::channel_block && w.elements() / (w.lens()[0] * channels) >= min_taps;
+    return channels >= 2 && channels < ops::avx2_channel_block && w.elements() / (w.lens()[0] * channels) >= min_taps;
 }
 
 // `inner` builds the per-channel convolutions.

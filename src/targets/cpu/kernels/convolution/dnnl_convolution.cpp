@@ -35,9 +35,9 @@ dnnl::memory::format_tag plain_weights_tag(std::size_t spatial, bool grouped) {
     }
 }
 
-// Whether a binary post-op operand of a blocked [N, C/8, H, W, 8] result is
+// Whether a binary post-op operand of a blocked [N, C/b, H, W, b] result is
 // one oneDNN reads: the blocked tensor itself, a single value, or a
-// per-channel one as propagate_blocked_layout writes it, [1, C/8, 1, 1, 8]
+// per-channel one as propagate_blocked_layout writes it, [1, C/b, 1, 1, b]
 // (the bytes of a plain [1, C, 1, 1]).
 bool blocked_operand_readable(const shape& operand, const shape& result) {
     if (!operand.standard()) return false;
@@ -52,8 +52,8 @@ bool blocked_operand_readable(const shape& operand, const shape& result) {
 // A binary post-op operand described in the destination's dims.
 dnnl::memory::desc operand_desc(const shape& operand, const shape& result, op::tensor_layout layout,
                                 const shape& plain_result) {
-    if (layout == op::tensor_layout::nchw8c) {
-        if (operand.lens() == result.lens()) return ds::blocked_desc(plain_result);
+    if (ops::is_blocked(layout)) {
+        if (operand.lens() == result.lens()) return ds::blocked_desc(plain_result, ops::channel_block(layout));
         // A single value or per-channel values: oneDNN broadcasts dims of 1.
         std::vector<std::size_t> dims(plain_result.ndim(), 1);
         if (operand.elements() > 1) dims[1] = plain_result.lens()[1];
@@ -71,7 +71,7 @@ bool eligible(const kernel_request& r) {
     const shape& w = r.input_shapes[1];
     // Weights are packed (once when constant); the reorder reads them as standard.
     if (x.type() != dtype::float_type || w.type() != dtype::float_type || !w.standard()) return false;
-    if (conv.output_layout == op::tensor_layout::nchw8c && conv.post.binary_count() > 0)
+    if (ops::is_blocked(conv.output_layout) && conv.post.binary_count() > 0)
         for (std::size_t i = conv.first_post_operand(); i < r.input_shapes.size(); ++i)
             if (!blocked_operand_readable(r.input_shapes[i], r.output_shape)) return false;
     return true;
@@ -97,8 +97,10 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     }
 
     const auto group = static_cast<std::size_t>(conv.conv.group);
-    auto src = conv.input_layout == op::tensor_layout::nchw8c ? ds::blocked_desc(plain_x) : ds::plain_desc(x);
-    auto dst = conv.output_layout == op::tensor_layout::nchw8c ? ds::blocked_desc(plain_y) : ds::plain_desc(r.output_shape);
+    auto src = ops::is_blocked(conv.input_layout) ? ds::blocked_desc(plain_x, ops::channel_block(conv.input_layout))
+                                                  : ds::plain_desc(x);
+    auto dst = ops::is_blocked(conv.output_layout) ? ds::blocked_desc(plain_y, ops::channel_block(conv.output_layout))
+                                                   : ds::plain_desc(r.output_shape);
     auto any_weights = weights_desc(w, group, dnnl::memory::format_tag::any);
     dnnl::memory::desc bias;
     if (conv.has_bias) bias = dnnl::memory::desc({static_cast<dnnl::memory::dim>(plain_y.lens()[1])},

@@ -25,7 +25,7 @@ namespace kiln {
 
 namespace {
 
-constexpr std::size_t block = ops::channel_block;
+constexpr std::size_t block = ops::avx2_channel_block;  // eligible for nchw8c only
 
 // Where each tap of the window reads, for one image of [C/8, H, W, 8].
 struct im2col_geometry {

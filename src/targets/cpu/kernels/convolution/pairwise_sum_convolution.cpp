@@ -43,7 +43,7 @@ namespace kiln {
 
 namespace {
 
-constexpr std::size_t block = ops::channel_block;
+constexpr std::size_t block = ops::avx2_channel_block;  // eligible for nchw8c only
 static_assert(block == avx2::pairwise_block);
 constexpr std::size_t tile = avx2::pairwise_tile;
 constexpr std::size_t max_obs = avx2::pairwise_max_obs;

@@ -49,7 +49,7 @@ namespace kiln {
 
 namespace {
 
-constexpr std::size_t block = ops::channel_block;
+constexpr std::size_t block = ops::avx2_channel_block;  // eligible for nchw8c only
 static_assert(block == avx2::winograd_block);
 constexpr std::size_t elements = 16;  // of a 4 x 4 transformed tile
 constexpr std::size_t max_tiles = avx2::winograd_max_tiles;

@@ -11,8 +11,10 @@ std::shared_ptr<const cpu_kernel> make_reorder_kernel(const kernel_request& r) {
     const bool to = r.op.get_if<op::to_blocked>() != nullptr;
     if (!to && r.op.get_if<op::from_blocked>() == nullptr) return nullptr;
     const shape& plain = to ? r.input_shapes[0] : r.output_shape;
-    auto src = to ? ds::plain_desc(plain) : ds::blocked_desc(ops::unblocked_shape("from_blocked", r.input_shapes[0]));
-    auto dst = to ? ds::blocked_desc(plain) : ds::plain_desc(plain);
+    const std::size_t block = (to ? r.output_shape : r.input_shapes[0]).lens().back();
+    auto src = to ? ds::plain_desc(plain)
+                  : ds::blocked_desc(ops::unblocked_shape("from_blocked", r.input_shapes[0]), block);
+    auto dst = to ? ds::blocked_desc(plain, block) : ds::plain_desc(plain);
     try {
         dnnl::reorder::primitive_desc pd(ds::cpu_engine(), src, ds::cpu_engine(), dst, ds::user_scratchpad_attr());
         return std::make_shared<ds::primitive_kernel>(dnnl::reorder(pd), ds::arg_descs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}},

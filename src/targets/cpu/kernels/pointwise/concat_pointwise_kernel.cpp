@@ -1,7 +1,7 @@
 // fused_concat_pointwise: the result is cut into parts, each a contiguous
 // run of the result and of one piece: for each index of the dimensions before
 // the concatenation axis, a few consecutive indices along the axis within one
-// piece (in the blocked layout, channel blocks of H x W x 8 floats, as many
+// piece (in the blocked layout, channel blocks of H x W x 8 or 16 floats, as many
 // as make about 16K floats). A pointwise program over a part's shape runs on
 // every part, its other inputs offset to the part; threads take parts. The
 // parts and offsets are worked out when the kernel is built. A quantized

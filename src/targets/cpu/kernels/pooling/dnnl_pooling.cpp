@@ -1,8 +1,8 @@
 // Average pooling through oneDNN (float32, no dilation). Max pooling stays
 // on Kiln's own kernel: oneDNN's max drops NaNs, ONNX and PyTorch keep them.
-// The blocked layout [N, C/8, H, W, 8] arrives as 3-D pooling with a unit
-// window over the eight channels of a block (see propagate_blocked_layout),
-// which runs as oneDNN's 2-D pooling on nChw8c memory.
+// The blocked layouts [N, C/b, H, W, b] arrive as 3-D pooling with a unit
+// window over the b channels of a block (see propagate_blocked_layout),
+// which runs as oneDNN's 2-D pooling on nChw8c / nChw16c memory.
 #include "ops/blocked_layout.hpp"
 #include "ops/conv.hpp"
 #include "ops/pool.hpp"
@@ -29,7 +29,9 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     if (!pool->global) kernel.assign(pool->lengths.begin(), pool->lengths.end());
     ops::window win = pool->global ? ops::make_window(pool->name(), kernel, {}, {}, {})
                                    : ops::make_window(pool->name(), kernel, pool->padding, pool->stride, pool->dilation);
-    const bool blocked = x.ndim() == 5 && x.standard() && x.lens()[4] == ops::channel_block && kernel[2] == 1 &&
+    const bool blocked = x.ndim() == 5 && x.standard() &&
+                         (x.lens()[4] == ops::avx2_channel_block || x.lens()[4] == ops::avx512_channel_block) &&
+                         kernel[2] == 1 &&
                          win.stride[2] == 1 && win.pad_begin[2] == 0 && win.pad_end[2] == 0;
     if (blocked) {  // the unit window over a block's channels is not oneDNN's to see
         spatial.pop_back();
@@ -57,8 +59,9 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     const auto alg = pool->count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                              : dnnl::algorithm::pooling_avg_exclude_padding;
     try {
-        auto src = blocked ? ds::blocked_desc(ops::unblocked_shape("pooling", x)) : ds::plain_desc(x);
-        auto dst = blocked ? ds::blocked_desc(ops::unblocked_shape("pooling", r.output_shape))
+        const std::size_t block = x.lens().back();
+        auto src = blocked ? ds::blocked_desc(ops::unblocked_shape("pooling", x), block) : ds::plain_desc(x);
+        auto dst = blocked ? ds::blocked_desc(ops::unblocked_shape("pooling", r.output_shape), block)
                            : ds::plain_desc(r.output_shape);
         dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, alg, src, dst, strides, ks, pad_l, pad_r);
         dnnl::pooling_forward::primitive_desc pd(desc, ds::user_scratchpad_attr(), ds::cpu_engine());

@@ -2,9 +2,9 @@
 // and ONNX and PyTorch propagate them. Planes run in parallel; within a
 // plane, each output scans the part of its window inside the input (a
 // window entirely in padding yields -inf, as the reference does). The
-// blocked layout [N, C/8, H, W, 8] arrives as 3-D pooling with a unit window
-// over the eight channels of a block (see propagate_blocked_layout); there
-// a plane is a block, and each window position is eight adjacent floats.
+// blocked layouts [N, C/b, H, W, b] arrive as 3-D pooling with a unit window
+// over the b channels of a block (see propagate_blocked_layout); there a
+// plane is a block, and each window position is b adjacent floats.
 #include <cmath>
 #include <limits>
 
@@ -64,7 +64,8 @@ private:
     ops::window w_;
 };
 
-// The same over [N, C/8, H, W, 8] (standard strides), eight channels at a time.
+// The same over [N, C/Lanes, H, W, Lanes] (standard strides), Lanes channels at a time.
+template <std::size_t Lanes>
 class blocked_max_pooling_kernel final : public cpu_kernel {
 public:
     explicit blocked_max_pooling_kernel(ops::window w) : w_(std::move(w)) {}
@@ -87,7 +88,7 @@ public:
     }
 
 private:
-    static constexpr std::size_t lanes = ops::channel_block;
+    static constexpr std::size_t lanes = Lanes;
 
     // The taps of one window inside the input, along one dimension.
     struct tap_range {
@@ -136,11 +137,11 @@ private:
     ops::window w_;
 };
 
-// Whether a 3-D window over [N, C/8, H, W, 8] is 2-D pooling of the blocked
+// Whether a 3-D window over [N, C/b, H, W, b] is 2-D pooling of the blocked
 // layout: one element, no padding and stride 1 along the block's channels.
 bool blocked_layout_window(const shape& x, const ops::window& w) {
-    return x.ndim() == 5 && x.standard() && x.lens()[4] == ops::channel_block && w.kernel[2] == 1 && w.stride[2] == 1 &&
-           w.pad_begin[2] == 0 && w.pad_end[2] == 0;
+    return x.ndim() == 5 && x.standard() && w.kernel[2] == 1 && w.stride[2] == 1 && w.pad_begin[2] == 0 &&
+           w.pad_end[2] == 0;
 }
 
 bool eligible(const kernel_request& r) {
@@ -160,7 +161,10 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
             : ops::make_window(pool->name(), std::vector<std::size_t>(pool->lengths.begin(), pool->lengths.end()),
                                pool->padding, pool->stride, pool->dilation);
     if (x.ndim() == 4) return std::make_shared<max_pooling_kernel>(std::move(w));
-    if (blocked_layout_window(x, w)) return std::make_shared<blocked_max_pooling_kernel>(std::move(w));
+    if (blocked_layout_window(x, w) && x.lens()[4] == ops::avx2_channel_block)
+        return std::make_shared<blocked_max_pooling_kernel<ops::avx2_channel_block>>(std::move(w));
+    if (blocked_layout_window(x, w) && x.lens()[4] == ops::avx512_channel_block)
+        return std::make_shared<blocked_max_pooling_kernel<ops::avx512_channel_block>>(std::move(w));
     return nullptr;
 }
 
