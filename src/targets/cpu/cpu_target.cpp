@@ -38,7 +38,7 @@ pass_list cpu_target::get_passes(const compile_options&) const {
             std::make_shared<constant_propagation>(),
             // Recognizers of composite ops, before post-op fusion can split them up.
             std::make_shared<fuse_gelu>(), std::make_shared<fuse_layer_norm>(), std::make_shared<fuse_attention>(),
-            std::make_shared<fuse_quantized_epilogues>(), std::make_shared<fuse_post_ops>(),
+            std::make_shared<fuse_quantized_norm>(), std::make_shared<fuse_quantized_epilogues>(), std::make_shared<fuse_post_ops>(),
             std::make_shared<constant_propagation>(),
             std::make_shared<propagate_blocked_layout>(), std::make_shared<common_subexpression_elimination>(),
             std::make_shared<fuse_pointwise>(), std::make_shared<fuse_concat_pointwise>(),

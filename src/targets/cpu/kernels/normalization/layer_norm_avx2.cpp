@@ -3,8 +3,11 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 
 #include "targets/cpu/kernels/normalization/normalization_avx2.hpp"
+#include "targets/cpu/kernels/quantize/linear_quantize_avx2.hpp"
 #include "targets/cpu/kernels/vector_math_avx2.hpp"
 
 namespace kiln::avx2 {
@@ -67,6 +70,29 @@ void layer_norm_row(const float* x, float* y, std::size_t n, double epsilon, con
 }
 
 }  // namespace
+
+void run_layer_norm_quantize(const row_layout& layout, double epsilon, const float* x, const float* scale,
+                             const float* bias, const row_quantize& q, void* codes, float* work) {
+    const std::size_t rows = layout.rows, n = layout.length;
+    auto* out = static_cast<std::byte*>(codes);  // one byte a code
+    auto row = [&](std::size_t r, float* thread_work) {
+        layer_norm_row(x + r * n, thread_work, n, epsilon, scale, bias);
+        if (q.unsigned_codes)
+            quantize_to_uint8(thread_work, reinterpret_cast<std::uint8_t*>(out + r * n), n, q.scale, q.zero_point);
+        else
+            quantize_to_int8(thread_work, reinterpret_cast<std::int8_t*>(out + r * n), n, q.scale, q.zero_point);
+    };
+    if (layout.threads <= 1 || rows < layout.parallel_rows) {
+        for (std::size_t r = 0; r < rows; ++r) row(r, work);
+        return;
+    }
+#pragma omp parallel num_threads(layout.threads)
+    {
+        float* thread_work = work + static_cast<std::size_t>(omp_get_thread_num()) * n;
+#pragma omp for schedule(static)
+        for (std::size_t r = 0; r < rows; ++r) row(r, thread_work);
+    }
+}
 
 void run_layer_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
                     float* y) {

@@ -2,9 +2,12 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <limits>
 
 #include "targets/cpu/kernels/normalization/normalization_avx2.hpp"
+#include "targets/cpu/kernels/quantize/linear_quantize_avx2.hpp"
 #include "targets/cpu/kernels/vector_math_avx2.hpp"
 
 namespace kiln::avx2 {
@@ -58,7 +61,44 @@ void softmax_row(const float* x, float* y, std::size_t n, bool take_log) {
     for (; i < n; ++i) y[i] *= _mm256_cvtss_f32(scale);
 }
 
+// The probabilities of row r written as codes, through this thread's `work` row.
+void softmax_quantize_row(const float* x, const float* mask, const row_quantize& q, void* codes, float* work,
+                          std::size_t n) {
+    const float* scores = x;
+    if (mask != nullptr) {
+        std::size_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(work + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(mask + i)));
+        for (; i < n; ++i) work[i] = x[i] + mask[i];
+        scores = work;
+    }
+    softmax_row(scores, work, n, false);
+    if (q.unsigned_codes)
+        quantize_to_uint8(work, static_cast<std::uint8_t*>(codes), n, q.scale, q.zero_point);
+    else
+        quantize_to_int8(work, static_cast<std::int8_t*>(codes), n, q.scale, q.zero_point);
+}
+
 }  // namespace
+
+void run_softmax_quantize(const row_layout& layout, const float* x, const float* mask, const std::size_t* mask_offsets,
+                          const row_quantize& q, void* codes, float* work) {
+    const std::size_t rows = layout.rows, n = layout.length;
+    auto* out = static_cast<std::byte*>(codes);  // one byte a code
+    auto row = [&](std::size_t r, float* thread_work) {
+        softmax_quantize_row(x + r * n, mask ? mask + mask_offsets[r] : nullptr, q, out + r * n, thread_work, n);
+    };
+    if (layout.threads <= 1 || rows < layout.parallel_rows) {
+        for (std::size_t r = 0; r < rows; ++r) row(r, work);
+        return;
+    }
+#pragma omp parallel num_threads(layout.threads)
+    {
+        float* thread_work = work + static_cast<std::size_t>(omp_get_thread_num()) * n;
+#pragma omp for schedule(static)
+        for (std::size_t r = 0; r < rows; ++r) row(r, thread_work);
+    }
+}
 
 void run_softmax(const row_layout& layout, bool take_log, const float* x, float* y) {
     const std::size_t rows = layout.rows, n = layout.length;
