@@ -44,8 +44,8 @@ struct row_quantize {
 void run_softmax_quantize(const row_layout& layout, const float* x, const float* mask, const std::size_t* mask_offsets,
                           const row_quantize& q, void* codes, float* work);
 
-// run_layer_norm's rows quantized into `codes`; `work` as above.
+// run_layer_norm's rows quantized into `codes`, each value as it is computed.
 void run_layer_norm_quantize(const row_layout& layout, double epsilon, const float* x, const float* scale,
-                             const float* bias, const row_quantize& q, void* codes, float* work);
+                             const float* bias, const row_quantize& q, void* codes);
 
 }  // namespace kiln::avx2

@@ -153,12 +153,10 @@ public:
     layer_norm_quantize_kernel(avx2::row_layout layout, double epsilon, row_parameter scale, row_parameter bias,
                                avx2::row_quantize q)
         : layout_(layout), epsilon_(epsilon), scale_(std::move(scale)), bias_(std::move(bias)), q_(q) {}
-    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
         avx2::run_layer_norm_quantize(layout_, epsilon_, inputs[0].data_as<const float>(), pointer(scale_, inputs, 1),
-                                      pointer(bias_, inputs, 2), q_, result.data_as<std::byte>(),
-                                      reinterpret_cast<float*>(scratch));
+                                      pointer(bias_, inputs, 2), q_, result.data_as<std::byte>());
     }
-    std::size_t scratch_bytes() const override { return work_bytes(layout_); }
 
 private:
     static const float* pointer(const row_parameter& p, const std::vector<argument>& inputs, std::size_t index) {
