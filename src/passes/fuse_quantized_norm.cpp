@@ -7,7 +7,8 @@
 // read back by the quantize before the p @ v product; in a pre-norm
 // transformer (ViT) the normalized rows likewise before the projections.
 //
-// Declined, so that the unfused ops run as before: a per-axis or blocked
+// Reshapes between the normalization and the quantize (each read once) stay,
+// viewing the codes instead. Declined, so that the unfused ops run as before: a per-axis or blocked
 // quantize, non-constant quantize parameters, a sub-byte or 16-bit result, a
 // softmax along an axis other than the last (or not over float32), and a
 // layer_norm without both scale and bias or not over float32. The mask add
@@ -17,6 +18,7 @@
 #include <iterator>
 #include <list>
 #include <optional>
+#include <string>
 
 #include "kiln/passes.hpp"
 #include "ops/norm.hpp"
@@ -86,17 +88,38 @@ std::optional<std::vector<instruction_ref>> equal_quantizes(const module& m, ins
     return readers;
 }
 
+// The order-preserving views (reshapes of a standard value) between `value`
+// and the normalization `op` that computes it, nearest to `value` first,
+// each read once; nothing when the chain ends elsewhere. A per-tensor
+// quantize is elementwise, so it can go before them and they then view the
+// codes (a Gemm's [1, T, C] -> [T, C] input reshape, say).
+std::optional<std::vector<instruction_ref>> views_above(instruction_ref value, const std::string& op) {
+    std::vector<instruction_ref> views;
+    while (value->name() != op) {
+        const bool view = value->name() == "reshape" || value->name() == "squeeze" || value->name() == "unsqueeze" ||
+                          value->name() == "flatten";
+        if (!view || value->outputs().size() != 1 || value->inputs().empty() || !value->inputs()[0]->get_shape().standard())
+            return std::nullopt;
+        views.push_back(value);
+        value = value->inputs()[0];
+    }
+    return views;
+}
+
 // The zero point input: the quantize's own, or a 0 of its codes' type.
 instruction_ref zero_point_input(module& m, instruction_ref pos, const quantize_parameters& p) {
     if (p.zero_point) return *p.zero_point;
     return m.insert_literal(pos, literal(shape{p.codes, {}}, std::vector<std::int64_t>{0}));
 }
 
-// Gives every reader the fused op's codes (the first one is replaced by it).
+// Gives every reader the fused op's codes (the first one is replaced by
+// it), seen through `views` (outermost last) as the readers saw the values.
 bool replace_readers(module& m, const std::vector<instruction_ref>& readers, const operation& fused,
-                     const std::vector<instruction_ref>& inputs) {
-    const instruction_ref codes = m.insert_instruction(readers[0], fused, inputs);
-    if (codes->get_shape() != readers[0]->get_shape()) return false;  // the driver removes the unused op
+                     const std::vector<instruction_ref>& inputs, const std::vector<instruction_ref>& views = {}) {
+    instruction_ref codes = m.insert_instruction(readers[0], fused, inputs);
+    for (auto v = views.rbegin(); v != views.rend(); ++v)
+        codes = m.insert_instruction(readers[0], (*v)->get_operator(), {codes});
+    if (codes->get_shape() != readers[0]->get_shape()) return false;  // the driver removes the unused ops
     for (const auto& reader : readers)
         if (!replace_value(m, reader, codes)) return false;
     return true;
@@ -118,16 +141,19 @@ std::optional<std::pair<instruction_ref, instruction_ref>> scores_and_mask(instr
 }
 
 rewrite_rule fuse_softmax_quantize() {
-    auto pattern = name("quantize_linear").where([](instruction_ref ins) { return ins->inputs()[0]->name() == "softmax"; });
+    auto pattern = name("quantize_linear").where([](instruction_ref ins) {
+        return views_above(ins->inputs()[0], "softmax").has_value();
+    });
     return {"fuse_softmax_quantize", pattern, [](module& m, const match_result& r) {
-                const instruction_ref softmax = r.root->inputs()[0];
+                const auto views = *views_above(r.root->inputs()[0], "softmax");
+                const instruction_ref softmax = views.empty() ? r.root->inputs()[0] : views.back()->inputs()[0];
                 const shape& x = softmax->get_shape();
                 const auto p = per_tensor_parameters(r.root);
                 if (!p || x.type() != dtype::float_type || x.ndim() == 0) return false;
                 const auto axis = softmax->get_operator().get_if<op::softmax>()->axis;
                 if (ops::normalize_axis("softmax", axis, x.ndim()) != x.ndim() - 1) return false;
-                const auto readers = equal_quantizes(m, softmax, r.root, *p);
-                if (!readers) return false;
+                const auto readers = equal_quantizes(m, views.empty() ? softmax : views.front(), r.root, *p);
+                if (!readers || (!views.empty() && softmax->outputs().size() != 1)) return false;
                 op::softmax_quantize fused;
                 std::vector<instruction_ref> inputs{softmax->inputs()[0]};
                 const instruction_ref scores = inputs[0];
@@ -139,19 +165,21 @@ rewrite_rule fuse_softmax_quantize() {
                 }
                 inputs.push_back(p->scale);
                 inputs.push_back(zero_point_input(m, r.root, *p));
-                return replace_readers(m, *readers, fused, inputs);
+                return replace_readers(m, *readers, fused, inputs, views);
             }};
 }
 
 rewrite_rule fuse_layer_norm_quantize() {
-    auto pattern =
-        name("quantize_linear").where([](instruction_ref ins) { return ins->inputs()[0]->name() == "layer_norm"; });
+    auto pattern = name("quantize_linear").where([](instruction_ref ins) {
+        return views_above(ins->inputs()[0], "layer_norm").has_value();
+    });
     return {"fuse_layer_norm_quantize", pattern, [](module& m, const match_result& r) {
-                const instruction_ref norm = r.root->inputs()[0];
+                const auto views = *views_above(r.root->inputs()[0], "layer_norm");
+                const instruction_ref norm = views.empty() ? r.root->inputs()[0] : views.back()->inputs()[0];
                 const auto p = per_tensor_parameters(r.root);
                 if (!p || norm->get_shape().type() != dtype::float_type || norm->inputs().size() != 3) return false;
-                const auto readers = equal_quantizes(m, norm, r.root, *p);
-                if (!readers) return false;
+                const auto readers = equal_quantizes(m, views.empty() ? norm : views.front(), r.root, *p);
+                if (!readers || (!views.empty() && norm->outputs().size() != 1)) return false;
                 const auto* ln = norm->get_operator().get_if<op::layer_norm>();
                 op::layer_norm_quantize fused;
                 fused.axis = ln->axis;
@@ -159,7 +187,7 @@ rewrite_rule fuse_layer_norm_quantize() {
                 std::vector<instruction_ref> inputs = norm->inputs();
                 inputs.push_back(p->scale);
                 inputs.push_back(zero_point_input(m, r.root, *p));
-                return replace_readers(m, *readers, fused, inputs);
+                return replace_readers(m, *readers, fused, inputs, views);
             }};
 }
 

@@ -162,3 +162,28 @@ TEST(pass_fuse_quantized_norm, bad_inputs_of_the_fused_ops_are_named) {
                   .find("layer_norm_quantize: layer_norm: scale {5} does not broadcast"),
               std::string::npos);
 }
+
+TEST(pass_fuse_quantized_norm, a_reshape_before_the_quantize_views_the_codes) {
+    // A Gemm's input reshape [1, 3, 16] -> [3, 16] between the layer norm and its quantize (ViT's QDQ file).
+    module m;
+    auto x = m.add_parameter("x", float_shape({1, 3, 16}));
+    auto n = add(m, "layer_norm", {x, m.add_parameter("gamma", float_shape({16})), m.add_parameter("beta", float_shape({16}))});
+    auto flat = add(m, "reshape", {n}, value_map{{"dims", ints({3, 16})}});
+    auto scale = add_float_literal(m, {}, {0.03f});
+    auto zero = m.add_literal(literal(shape{dtype::int8_type, {}}, std::vector<std::int8_t>{5}));
+    m.add_return({add(m, "quantize_linear", {flat, scale, zero})});
+    module out = after_pass<fuse_quantized_norm>(m);
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"layer_norm_quantize", "reshape"}));
+    expect_same_outputs(m, out);
+
+    // The same with the float rows read elsewhere too: declined.
+    module shared;
+    auto xs = shared.add_parameter("x", float_shape({1, 3, 16}));
+    auto ns = add(shared, "layer_norm",
+                  {xs, shared.add_parameter("gamma", float_shape({16})), shared.add_parameter("beta", float_shape({16}))});
+    auto flats = add(shared, "reshape", {ns}, value_map{{"dims", ints({3, 16})}});
+    auto ss = add_float_literal(shared, {}, {0.03f});
+    auto zs = shared.add_literal(literal(shape{dtype::int8_type, {}}, std::vector<std::int8_t>{5}));
+    shared.add_return({add(shared, "quantize_linear", {flats, ss, zs}), ns});
+    EXPECT_EQ(count_ops(after_pass<fuse_quantized_norm>(shared), "layer_norm_quantize"), 0u);
+}
