@@ -258,3 +258,51 @@ def test_bad_inputs_of_softmax_quantize_are_named():
 
     with pytest.raises(ValueError, match=r"softmax_quantize: scale \(input 1\) must hold one value"):
         build_program({"x": ("float", (2, 4))}, body)
+
+
+def _gemm_head_qdq(rng):
+    """ViT's query head as ONNX Runtime's QDQ file has it: x [1, 16, 64] quantized, reshaped to the Gemm's
+    [16, 64], an int8 product rounded by its own quantize -> dequantize, reshaped back to 4 heads of 16 and
+    transposed, times 1 / sqrt(sqrt(64)), then quantized for the attention product. The serialized model."""
+    inits = [
+        onh.from_array(np.float32(0.04), "xs"), onh.from_array(np.int8(3), "xz"),
+        onh.from_array(rng.integers(-127, 128, (64, 64)).astype(np.int8), "w"),
+        onh.from_array((rng.random(64) * 0.004 + 0.001).astype(np.float32), "ws"),
+        onh.from_array(np.zeros(64, np.int8), "wz"),
+        onh.from_array(np.array([16, 64], np.int64), "rows"),
+        onh.from_array(np.array([1, 16, 4, 16], np.int64), "heads"),
+        onh.from_array(np.float32(0.35355339), "c"),
+        onh.from_array(np.float32(0.05), "hs"), onh.from_array(np.int8(-2), "hz"),
+        onh.from_array(np.float32(0.03), "ks"), onh.from_array(np.int8(-5), "kz"),
+    ]
+    nodes = [
+        oh.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        oh.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+        oh.make_node("Reshape", ["xd", "rows"], ["x2"]),
+        oh.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=1),
+        oh.make_node("MatMul", ["x2", "wd"], ["h"]),
+        oh.make_node("QuantizeLinear", ["h", "hs", "hz"], ["hq"]),
+        oh.make_node("DequantizeLinear", ["hq", "hs", "hz"], ["hd"]),
+        oh.make_node("Reshape", ["hd", "heads"], ["h4"]),
+        oh.make_node("Transpose", ["h4"], ["ht"], perm=[0, 2, 1, 3]),
+        oh.make_node("Mul", ["ht", "c"], ["hc"]),
+        oh.make_node("QuantizeLinear", ["hc", "ks", "kz"], ["kq"]),
+        oh.make_node("DequantizeLinear", ["kq", "ks", "kz"], ["y"]),
+    ]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 64])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 19)]).SerializeToString()
+
+
+def test_a_gemm_head_rounded_then_viewed_and_scaled_is_one_int8_product():
+    """The rounding dequantize below the head's reshape and transpose goes back above them, so that the
+    product's epilogue takes the factor and the quantize (no dequantize, mul, quantize passes left)."""
+    from quantization_testing import assert_head_is_one_int8_product_within_a_code_of_onnxruntime
+
+    rng = np.random.default_rng(31)
+    data = _gemm_head_qdq(rng)
+    p = kiln.parse_onnx_buffer(data)
+    p.compile(kiln.get_target("cpu"))
+    # One dequantize: the graph output's.
+    assert _ops(p).count("dequantize_linear") == 1 and "mul" not in _ops(p), _ops(p)
+    assert_head_is_one_int8_product_within_a_code_of_onnxruntime(data, rng.standard_normal((1, 16, 64)).astype(np.float32))
