@@ -74,8 +74,8 @@ std::size_t position(const module& m, instruction_ref ins) {
 // The quantize `root` reads `value`, whose every reader is a quantize with
 // root's parameters: those readers, root first; nothing when one differs or
 // root is not the first of them in the module (the fused op goes before it).
-std::optional<std::vector<instruction_ref>> equal_quantizes(const module& m, instruction_ref value, instruction_ref root,
-                                                            const quantize_parameters& p) {
+std::optional<std::vector<instruction_ref>> equal_quantizes(const module& m, instruction_ref value,
+                                                            instruction_ref root, const quantize_parameters& p) {
     std::vector<instruction_ref> readers{root};
     const std::size_t root_at = position(m, root);
     for (const auto& u : value->outputs()) {
@@ -98,7 +98,8 @@ std::optional<std::vector<instruction_ref>> views_above(instruction_ref value, c
     while (value->name() != op) {
         const bool view = value->name() == "reshape" || value->name() == "squeeze" || value->name() == "unsqueeze" ||
                           value->name() == "flatten";
-        if (!view || value->outputs().size() != 1 || value->inputs().empty() || !value->inputs()[0]->get_shape().standard())
+        if (!view || value->outputs().size() != 1 || value->inputs().empty() ||
+            !value->inputs()[0]->get_shape().standard())
             return std::nullopt;
         views.push_back(value);
         value = value->inputs()[0];

@@ -129,7 +129,8 @@ TEST(pass_fuse_quantized_norm, layer_norm_without_scale_and_bias_or_read_in_floa
               (std::vector<std::string>{"layer_norm", "quantize_linear"}));
     module m;
     auto x = m.add_parameter("x", float_shape({3, 16}));
-    auto n = add(m, "layer_norm", {x, m.add_parameter("gamma", float_shape({16})), m.add_parameter("beta", float_shape({16}))});
+    auto n = add(m, "layer_norm",
+                 {x, m.add_parameter("gamma", float_shape({16})), m.add_parameter("beta", float_shape({16}))});
     auto scale = add_float_literal(m, {}, {0.03f});
     auto zero = m.add_literal(literal(shape{dtype::int8_type, {}}, std::vector<std::int8_t>{5}));
     // A post-norm residual reads the float rows too.
@@ -150,13 +151,15 @@ TEST(pass_fuse_quantized_norm, bad_inputs_of_the_fused_ops_are_named) {
         return std::string("no error");
     };
     const operation masked = make_op("softmax_quantize", value_map{{"has_mask", true}});
-    EXPECT_NE(message(masked, {x, shape{dtype::float_type, {3, 8}}, scale, zero}).find("the mask (input 1) {3, 8} does not broadcast to x {2, 8}"),
+    EXPECT_NE(message(masked, {x, shape{dtype::float_type, {3, 8}}, scale, zero})
+                  .find("the mask (input 1) {3, 8} does not broadcast to x {2, 8}"),
               std::string::npos);
     const operation plain = make_op("softmax_quantize");
     EXPECT_NE(message(plain, {x, shape{dtype::float_type, {8}}, zero}).find("scale (input 1) must hold one value"),
               std::string::npos);
-    EXPECT_NE(message(plain, {x, scale, shape{dtype::int16_type, {}}}).find("zero_point (input 2) must be int8 or uint8"),
-              std::string::npos);
+    EXPECT_NE(
+        message(plain, {x, scale, shape{dtype::int16_type, {}}}).find("zero_point (input 2) must be int8 or uint8"),
+        std::string::npos);
     const operation ln = make_op("layer_norm_quantize");
     EXPECT_NE(message(ln, {x, shape{dtype::float_type, {5}}, shape{dtype::float_type, {8}}, scale, zero})
                   .find("layer_norm_quantize: layer_norm: scale {5} does not broadcast"),
@@ -167,7 +170,8 @@ TEST(pass_fuse_quantized_norm, a_reshape_before_the_quantize_views_the_codes) {
     // A Gemm's input reshape [1, 3, 16] -> [3, 16] between the layer norm and its quantize (ViT's QDQ file).
     module m;
     auto x = m.add_parameter("x", float_shape({1, 3, 16}));
-    auto n = add(m, "layer_norm", {x, m.add_parameter("gamma", float_shape({16})), m.add_parameter("beta", float_shape({16}))});
+    auto n = add(m, "layer_norm",
+                 {x, m.add_parameter("gamma", float_shape({16})), m.add_parameter("beta", float_shape({16}))});
     auto flat = add(m, "reshape", {n}, value_map{{"dims", ints({3, 16})}});
     auto scale = add_float_literal(m, {}, {0.03f});
     auto zero = m.add_literal(literal(shape{dtype::int8_type, {}}, std::vector<std::int8_t>{5}));
@@ -179,8 +183,9 @@ TEST(pass_fuse_quantized_norm, a_reshape_before_the_quantize_views_the_codes) {
     // The same with the float rows read elsewhere too: declined.
     module shared;
     auto xs = shared.add_parameter("x", float_shape({1, 3, 16}));
-    auto ns = add(shared, "layer_norm",
-                  {xs, shared.add_parameter("gamma", float_shape({16})), shared.add_parameter("beta", float_shape({16}))});
+    auto ns =
+        add(shared, "layer_norm",
+            {xs, shared.add_parameter("gamma", float_shape({16})), shared.add_parameter("beta", float_shape({16}))});
     auto flats = add(shared, "reshape", {ns}, value_map{{"dims", ints({3, 16})}});
     auto ss = add_float_literal(shared, {}, {0.03f});
     auto zs = shared.add_literal(literal(shape{dtype::int8_type, {}}, std::vector<std::int8_t>{5}));

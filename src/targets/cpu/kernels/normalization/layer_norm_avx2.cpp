@@ -58,7 +58,8 @@ struct row_normalization {
     }
 };
 
-row_normalization normalization_of(const float* x, std::size_t n, double epsilon, const float* scale, const float* bias) {
+row_normalization normalization_of(const float* x, std::size_t n, double epsilon, const float* scale,
+                                   const float* bias) {
     const double mean = row_sum(x, n, [](__m256 v) { return v; }) / static_cast<double>(n);
     // Deviations from the float mean, squared in double: as exact as the reference's.
     const __m256d mean_d = _mm256_set1_pd(mean);
@@ -113,9 +114,11 @@ void run_layer_norm_quantize(const row_layout& layout, double epsilon, const flo
     const std::size_t rows = layout.rows, n = layout.length;
     auto row = [&](std::size_t r) {
         if (q.unsigned_codes)
-            layer_norm_quantize_row<true>(x + r * n, static_cast<std::uint8_t*>(codes) + r * n, n, epsilon, scale, bias, q);
+            layer_norm_quantize_row<true>(x + r * n, static_cast<std::uint8_t*>(codes) + r * n, n, epsilon, scale, bias,
+                                          q);
         else
-            layer_norm_quantize_row<false>(x + r * n, static_cast<std::int8_t*>(codes) + r * n, n, epsilon, scale, bias, q);
+            layer_norm_quantize_row<false>(x + r * n, static_cast<std::int8_t*>(codes) + r * n, n, epsilon, scale, bias,
+                                           q);
     };
     if (layout.threads <= 1 || rows < layout.parallel_rows) {
         for (std::size_t r = 0; r < rows; ++r) row(r);

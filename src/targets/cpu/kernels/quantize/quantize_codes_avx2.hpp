@@ -29,7 +29,8 @@ static inline __m128i narrowed_codes(__m256i c) {
 // One value the same way (the tail of a run).
 static inline float quantized_value(float x, float scale, float zero, float lo, float hi) {
     if (x != x) return zero;
-    const __m128 r = _mm_round_ss(_mm_setzero_ps(), _mm_set_ss(x / scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128 r =
+        _mm_round_ss(_mm_setzero_ps(), _mm_set_ss(x / scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const float q = _mm_cvtss_f32(r) + zero;
     return q < lo ? lo : (q > hi ? hi : q);
 }
