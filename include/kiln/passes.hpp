@@ -109,6 +109,16 @@ public:
     void apply(module& m) const override;
 };
 
+// A softmax (with the mask added before it) or a layer_norm read only by
+// per-tensor 8-bit quantize_linear ops becomes softmax_quantize /
+// layer_norm_quantize, which write the codes in one pass (see
+// fuse_quantized_norm.cpp for what is declined).
+class fuse_quantized_norm final : public pass {
+public:
+    std::string name() const override { return "fuse_quantized_norm"; }
+    void apply(module& m) const override;
+};
+
 // Replaces scaled dot-product attention, dot(softmax(dot(q, kt) * scale
 // (+ mask)), v) with its scales, mask and NaN guard in the forms exporters
 // write, by fused_attention.

@@ -28,6 +28,7 @@
 #include "ops/pool.hpp"
 #include "ops/quant.hpp"
 #include "ops/quantized_linalg.hpp"
+#include "ops/quantized_norm.hpp"
 #include "ops/reduce.hpp"
 #include "ops/resize.hpp"
 #include "ops/roi_align.hpp"
@@ -177,6 +178,8 @@ op_registry build_registry() {
     r.add<op::log_softmax>();
     r.add<op::batch_norm_inference>();
     r.add<op::layer_norm>();
+    r.add<op::softmax_quantize>();
+    r.add<op::layer_norm_quantize>();
     // fused (made by the optimizer: kernels with post-ops, layout changes)
     r.add<op::fused_convolution>();
     r.add<op::fused_dot>();

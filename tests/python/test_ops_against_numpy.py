@@ -915,6 +915,36 @@ def gelu_reference(x, approximate):
     return np.vectorize(f, otypes=[np.float64])(x)
 
 
+def quantized_norm_cases():
+    """softmax_quantize / layer_norm_quantize: the normalization in float64, then quantize_linear's codes."""
+    def to_codes(v, scale, zero_point):
+        info = np.iinfo(zero_point.dtype)
+        return np.clip(np.rint(v / np.float64(scale)) + np.int64(zero_point), info.min, info.max).astype(zero_point.dtype)
+
+    def softmax64(s):
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    x = generate(np.float32, (2, 3, 5, 7), seed=81) * np.float32(3)
+    mask = np.where(generate(np.float32, (2, 1, 1, 7), seed=82) > 0.5, np.float32(-1e4), np.float32(0))
+    scale = np.array(1 / 255, np.float32)
+    for zero_point in (np.array(-128, np.int8), np.array(3, np.uint8)):
+        yield Case("softmax_quantize", [x, mask, scale, zero_point],
+                   lambda x, m, s, z: to_codes(softmax64(x.astype(np.float64) + m), s, z), attrs={"has_mask": True})
+        yield Case("softmax_quantize", [x, scale, zero_point],
+                   lambda x, s, z: to_codes(softmax64(x.astype(np.float64)), s, z))
+    rows = generate(np.float32, (4, 24), seed=83) * np.float32(2)
+    gamma, beta = generate(np.float32, (24,), "positive", seed=84), generate(np.float32, (24,), seed=85)
+
+    def layer_norm_codes(x, g, b, s, z):
+        x = x.astype(np.float64)
+        n = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+        return to_codes(n * g + b, s, z)
+
+    yield Case("layer_norm_quantize", [rows, gamma, beta, np.array(0.05, np.float32), np.array(-7, np.int8)],
+               layer_norm_codes)
+
+
 def fusion_pass_op_cases():
     """The ops the fusion passes make (gelu, fused_pointwise, fused_attention)."""
     for dt in FLOATS:
@@ -970,7 +1000,7 @@ def all_cases():
                    dot_cases, norm_cases, shape_op_cases, conv_cases, pool_cases,
                    index_scatter_cases, quant_cases, transcendental_cases, conv_transpose_cases, resize_cases,
                    cumprod_bitcast_grid_sample_cases, dft_cases, roi_align_cases, deform_conv_cases, fused_cases,
-                   fusion_pass_op_cases, quant_linalg_cases, fused_quant_cases]:
+                   fusion_pass_op_cases, quant_linalg_cases, fused_quant_cases, quantized_norm_cases]:
         yield from family()
 
 

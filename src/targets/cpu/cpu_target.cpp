@@ -30,6 +30,10 @@ std::string cpu_target::identity() const {
 // removes what CSE and constant propagation leave unused. The first constant
 // propagation keeps dequantized int8 weights as they are, for the
 // quantized-op fusion right after it; the second folds the ones it declined.
+// Normalizations that feed quantizes fuse with them before the epilogue
+// fusion (which would take an attention mask add as a residual), and again
+// after CSE, which merges the per-product reshape -> quantize copies of one
+// layer norm's output (ViT's QDQ file) into one that can then fuse.
 pass_list cpu_target::get_passes(const compile_options&) const {
     auto keep_dequantize = std::make_shared<constant_propagation>();
     keep_dequantize->fold_dequantize = false;
@@ -39,9 +43,10 @@ pass_list cpu_target::get_passes(const compile_options&) const {
             std::make_shared<constant_propagation>(),
             // Recognizers of composite ops, before post-op fusion can split them up.
             std::make_shared<fuse_gelu>(), std::make_shared<fuse_layer_norm>(), std::make_shared<fuse_attention>(),
-            std::make_shared<fuse_quantized_epilogues>(), std::make_shared<fuse_post_ops>(),
+            std::make_shared<fuse_quantized_norm>(), std::make_shared<fuse_quantized_epilogues>(), std::make_shared<fuse_post_ops>(),
             std::make_shared<constant_propagation>(),
-            std::make_shared<propagate_blocked_layout>(dnnl_support::preferred_channel_block()), std::make_shared<common_subexpression_elimination>(),
+            std::make_shared<propagate_blocked_layout>(dnnl_support::preferred_channel_block()),
+            std::make_shared<common_subexpression_elimination>(), std::make_shared<fuse_quantized_norm>(),
             std::make_shared<fuse_pointwise>(), std::make_shared<fuse_concat_pointwise>(),
             std::make_shared<dead_code_elimination>()};
 }

@@ -31,6 +31,9 @@ std::shared_ptr<const cpu_kernel> make_concat_pointwise_kernel(const kernel_requ
 std::shared_ptr<const cpu_kernel> make_softmax_kernel(const kernel_request& r);
 // layer_norm (normalization_kernels.cpp)
 std::shared_ptr<const cpu_kernel> make_layer_norm_kernel(const kernel_request& r);
+// softmax_quantize / layer_norm_quantize: the rows above, written as 8-bit codes.
+std::shared_ptr<const cpu_kernel> make_softmax_quantize_kernel(const kernel_request& r);
+std::shared_ptr<const cpu_kernel> make_layer_norm_quantize_kernel(const kernel_request& r);
 // fused_attention (attention_kernel.cpp)
 std::shared_ptr<const cpu_kernel> make_attention_kernel(const kernel_request& r);
 // reshape, flatten, contiguous when they copy (strided_copy_kernel.cpp)

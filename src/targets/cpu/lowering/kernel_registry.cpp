@@ -47,6 +47,10 @@ const kernel_algorithm concat[] = {{"concat_copy", any_request, build_with<make_
 const kernel_algorithm reduce[] = {{"reduce", any_request, build_with<make_reduce_kernel>}};
 const kernel_algorithm softmax[] = {{"softmax_avx2", any_request, build_with<make_softmax_kernel>}};
 const kernel_algorithm layer_norm[] = {{"layer_norm_avx2", any_request, build_with<make_layer_norm_kernel>}};
+const kernel_algorithm softmax_quantize[] = {
+    {"softmax_quantize_avx2", any_request, build_with<make_softmax_quantize_kernel>}};
+const kernel_algorithm layer_norm_quantize[] = {
+    {"layer_norm_quantize_avx2", any_request, build_with<make_layer_norm_quantize_kernel>}};
 const kernel_algorithm attention[] = {{"attention_avx2", any_request, build_with<make_attention_kernel>}};
 const kernel_algorithm strided_copy[] = {{"strided_copy", any_request, build_with<make_strided_copy_kernel>}};
 const kernel_algorithm scatter_nd[] = {{"scatter_nd_slices", any_request, build_with<make_scatter_nd_kernel>}};
@@ -73,6 +77,8 @@ const std::map<std::string, std::span<const kernel_algorithm>>& families() {
         {"softmax", softmax},
         {"log_softmax", softmax},
         {"layer_norm", layer_norm},
+        {"softmax_quantize", softmax_quantize},
+        {"layer_norm_quantize", layer_norm_quantize},
         {"fused_attention", attention},
         {"reshape", strided_copy},
         {"flatten", strided_copy},

@@ -317,26 +317,45 @@ value reshape_dims(const shape& s) {
     return value(dims);
 }
 
-// dequantize(reshape(int8 product)) -> reshape(dequantize(product)), per
+bool is_view_of_one(instruction_ref ins);
+
+// The views (reshape, transpose, ...) each read once between `ins` and an
+// 8-bit product above them, nearest first; nothing when there are none or
+// the chain ends elsewhere.
+std::optional<std::vector<instruction_ref>> views_below_quantized_product(instruction_ref ins) {
+    std::vector<instruction_ref> views;
+    while (is_view_of_one(ins) && ins->outputs().size() == 1) {
+        views.push_back(ins);
+        ins = ins->inputs()[0];
+    }
+    const auto* e = epilogue_of(ins->get_operator());
+    if (views.empty() || e == nullptr || e->output_type == dtype::float_type) return std::nullopt;
+    return views;
+}
+
+// dequantize(views(int8 product)) -> views(dequantize(product)), per
 // tensor: ONNX Runtime's QDQ models reshape a Gemm's int8 result back to
-// [batch, tokens, features] between the product and its dequantize, which
-// kept the dequantize (and what follows) out of the epilogue.
-rewrite_rule dequantize_before_reshape() {
+// [batch, tokens, features] (and ViT's to heads, transposed) between the
+// product and its dequantize, which kept the dequantize (and what follows)
+// out of the epilogue.
+rewrite_rule dequantize_before_views() {
     auto pattern = name("dequantize_linear").where([](instruction_ref ins) {
-        if (ins->inputs()[0]->name() != "reshape" || ins->inputs()[0]->outputs().size() != 1) return false;
-        const auto* e = epilogue_of(ins->inputs()[0]->inputs()[0]->get_operator());
-        return e != nullptr && e->output_type != dtype::float_type;
+        return views_below_quantized_product(ins->inputs()[0]).has_value();
     });
-    return {"dequantize_before_reshape", pattern, [](module& m, const match_result& r) {
-                auto reshape = r.root->inputs()[0];
-                auto product = reshape->inputs()[0];
+    return {"dequantize_before_views", pattern, [](module& m, const match_result& r) {
+                const auto views = *views_below_quantized_product(r.root->inputs()[0]);
+                auto product = views.back()->inputs()[0];
                 if (!scalar_of(r.root->inputs(), 1) || !scalar_of(r.root->inputs(), 2)) return false;
-                if (!product->get_shape().standard() || !r.root->get_shape().standard()) return false;
+                if (!product->get_shape().standard()) return false;
                 std::vector<instruction_ref> inputs = r.root->inputs();
                 inputs[0] = product;
-                auto dequantized = m.insert_instruction(r.root, r.root->get_operator(), inputs);
-                return replace_with_new(m, r.root, make_op("reshape", value_map{{"dims", reshape_dims(r.root->get_shape())}}),
-                                        {dequantized});
+                auto values = m.insert_instruction(r.root, r.root->get_operator(), inputs);
+                for (auto v = views.rbegin(); v != views.rend(); ++v) {
+                    // A reshape of the standard float values is a view again (its dims as they were).
+                    values = m.insert_instruction(r.root, (*v)->get_operator(), {values});
+                }
+                if (values->get_shape().lens() != r.root->get_shape().lens()) return false;
+                return replace_value(m, r.root, values);
             }};
 }
 
@@ -472,7 +491,7 @@ rewrite_rule fuse_scalar_factor() {
 
 void fuse_quantized_epilogues::apply(module& m) const {
     rewrite_to_fixed_point(m, {product_to_fused(), fuse_bias(), fuse_relu(), fuse_clip(), fuse_gelu(), fuse_quantize(),
-                               fuse_rounding(), fuse_residual(), dequantize_before_reshape(),
+                               fuse_rounding(), fuse_residual(), dequantize_before_views(),
                                residual_through_reshape(), quantize_through_views(), fuse_scalar_factor(),
                                gelu_before_reshape()});
 }

@@ -3,8 +3,11 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 
 #include "targets/cpu/kernels/normalization/normalization_avx2.hpp"
+#include "targets/cpu/kernels/quantize/quantize_codes_avx2.hpp"
 #include "targets/cpu/kernels/vector_math_avx2.hpp"
 
 namespace kiln::avx2 {
@@ -31,7 +34,32 @@ double row_sum(const float* x, std::size_t n, F f) {
     return hsum_pd(_mm256_add_pd(low, high));
 }
 
-void layer_norm_row(const float* x, float* y, std::size_t n, double epsilon, const float* scale, const float* bias) {
+// What a row's values become: (x - mean) / std * scale + bias, in float.
+struct row_normalization {
+    __m256 hi, lo, a;
+    float mean_hi, mean_lo, inv_std;
+    const float* scale;
+    const float* bias;
+
+    // Lanes i..i+7 (those under `m` of a tail; the others are garbage).
+    __m256 lanes(const float* x, std::size_t i, bool full, __m256i m) const {
+        __m256 v = full ? _mm256_loadu_ps(x + i) : _mm256_maskload_ps(x + i, m);
+        v = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(v, hi), lo), a);
+        if (scale) v = _mm256_mul_ps(v, full ? _mm256_loadu_ps(scale + i) : _mm256_maskload_ps(scale + i, m));
+        if (bias) v = _mm256_add_ps(v, full ? _mm256_loadu_ps(bias + i) : _mm256_maskload_ps(bias + i, m));
+        return v;
+    }
+    // Element i alone, the same float operations as a lane.
+    float value(const float* x, std::size_t i) const {
+        float v = ((x[i] - mean_hi) - mean_lo) * inv_std;
+        if (scale) v *= scale[i];
+        if (bias) v += bias[i];
+        return v;
+    }
+};
+
+row_normalization normalization_of(const float* x, std::size_t n, double epsilon, const float* scale,
+                                   const float* bias) {
     const double mean = row_sum(x, n, [](__m256 v) { return v; }) / static_cast<double>(n);
     // Deviations from the float mean, squared in double: as exact as the reference's.
     const __m256d mean_d = _mm256_set1_pd(mean);
@@ -50,15 +78,17 @@ void layer_norm_row(const float* x, float* y, std::size_t n, double epsilon, con
     // (x - mean) in float with the mean as hi + lo: a large mean's rounding
     // would otherwise swamp the deviations of a row with a small spread.
     const float mean_hi = static_cast<float>(mean);
-    const __m256 hi = splat(mean_hi), lo = splat(static_cast<float>(mean - mean_hi));
-    const __m256 a = splat(static_cast<float>(inv_std));
-    for (i = 0; i < n; i += 8) {
+    const float mean_lo = static_cast<float>(mean - mean_hi);
+    const float a = static_cast<float>(inv_std);
+    return {splat(mean_hi), splat(mean_lo), splat(a), mean_hi, mean_lo, a, scale, bias};
+}
+
+void layer_norm_row(const float* x, float* y, std::size_t n, double epsilon, const float* scale, const float* bias) {
+    const row_normalization r = normalization_of(x, n, epsilon, scale, bias);
+    for (std::size_t i = 0; i < n; i += 8) {
         const bool full = i + 8 <= n;
         const __m256i m = tail_mask(n - i);
-        __m256 v = full ? _mm256_loadu_ps(x + i) : _mm256_maskload_ps(x + i, m);
-        v = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(v, hi), lo), a);
-        if (scale) v = _mm256_mul_ps(v, full ? _mm256_loadu_ps(scale + i) : _mm256_maskload_ps(scale + i, m));
-        if (bias) v = _mm256_add_ps(v, full ? _mm256_loadu_ps(bias + i) : _mm256_maskload_ps(bias + i, m));
+        const __m256 v = r.lanes(x, i, full, m);
         if (full)
             _mm256_storeu_ps(y + i, v);
         else
@@ -66,7 +96,37 @@ void layer_norm_row(const float* x, float* y, std::size_t n, double epsilon, con
     }
 }
 
+// The row normalized and quantized straight into codes.
+template <bool Unsigned, class Q>
+void layer_norm_quantize_row(const float* x, Q* codes, std::size_t n, double epsilon, const float* scale,
+                             const float* bias, const row_quantize& q) {
+    const row_normalization r = normalization_of(x, n, epsilon, scale, bias);
+    const __m256i all = _mm256_set1_epi32(-1);
+    write_codes<Unsigned>(
+        codes, n, q.scale, q.zero_point, [&](std::size_t i) { return r.lanes(x, i, true, all); },
+        [&](std::size_t i) { return r.value(x, i); });
+}
+
 }  // namespace
+
+void run_layer_norm_quantize(const row_layout& layout, double epsilon, const float* x, const float* scale,
+                             const float* bias, const row_quantize& q, void* codes) {
+    const std::size_t rows = layout.rows, n = layout.length;
+    auto row = [&](std::size_t r) {
+        if (q.unsigned_codes)
+            layer_norm_quantize_row<true>(x + r * n, static_cast<std::uint8_t*>(codes) + r * n, n, epsilon, scale, bias,
+                                          q);
+        else
+            layer_norm_quantize_row<false>(x + r * n, static_cast<std::int8_t*>(codes) + r * n, n, epsilon, scale, bias,
+                                           q);
+    };
+    if (layout.threads <= 1 || rows < layout.parallel_rows) {
+        for (std::size_t r = 0; r < rows; ++r) row(r);
+        return;
+    }
+#pragma omp parallel for num_threads(layout.threads) schedule(static)
+    for (std::size_t r = 0; r < rows; ++r) row(r);
+}
 
 void run_layer_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
                     float* y) {

@@ -1,6 +1,6 @@
 #pragma once
 // The AVX2 side of the softmax and layer norm kernels (softmax_avx2.cpp,
-// layer_norm_avx2.cpp).
+// layer_norm_avx2.cpp), and of their variants that write 8-bit codes.
 // Plain data and function pointers only: see cpu_features.hpp for why.
 #include <cstddef>
 #include <cstdint>
@@ -27,5 +27,25 @@ void run_softmax(const row_layout& layout, bool take_log, const float* x, float*
 // values or are null.
 void run_layer_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
                     float* y);
+
+// quantize_linear's per-tensor parameters for the variants that write
+// codes: the same arithmetic as linear_quantize_avx2.hpp (x / scale rounded
+// half to even, the zero point added, saturated to int8 or uint8).
+struct row_quantize {
+    float scale = 1;
+    float zero_point = 0;
+    bool unsigned_codes = false;
+};
+
+// softmax of each row of x plus, when mask is not null, the row of `length`
+// floats at mask + mask_offsets[row], quantized into `codes` (int8 or
+// uint8, rows of `length`). The float probabilities are the ones
+// run_softmax gives for the sum: `work` holds `length` floats per thread.
+void run_softmax_quantize(const row_layout& layout, const float* x, const float* mask, const std::size_t* mask_offsets,
+                          const row_quantize& q, void* codes, float* work);
+
+// run_layer_norm's rows quantized into `codes`, each value as it is computed.
+void run_layer_norm_quantize(const row_layout& layout, double epsilon, const float* x, const float* scale,
+                             const float* bias, const row_quantize& q, void* codes);
 
 }  // namespace kiln::avx2

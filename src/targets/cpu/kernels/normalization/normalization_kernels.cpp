@@ -1,11 +1,13 @@
 // The cpu kernels for softmax, log_softmax and layer_norm over the last
 // dimensions of a standard float32 tensor: AVX2 row loops, threaded over
-// rows (softmax_avx2.cpp, layer_norm_avx2.cpp). Other layouts, dtypes or
-// CPUs decline to the reference compute.
+// rows (softmax_avx2.cpp, layer_norm_avx2.cpp); and for softmax_quantize /
+// layer_norm_quantize, the same rows written as 8-bit codes. Other layouts,
+// dtypes or CPUs decline to the reference compute.
 #include <optional>
 
 #include "ops/norm.hpp"
 #include "ops/op_helpers.hpp"
+#include "ops/quantized_norm.hpp"
 #include "targets/cpu/kernels/normalization/normalization_avx2.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
@@ -95,7 +97,108 @@ private:
     row_parameter scale_, bias_;
 };
 
+// One float row per thread, in scratch, for the variants that write codes.
+std::size_t work_bytes(const avx2::row_layout& layout) {
+    const std::size_t bytes = static_cast<std::size_t>(std::max(layout.threads, 1)) * layout.length * sizeof(float);
+    return (bytes + 63) / 64 * 64;
+}
+
+// The quantize parameters at constant inputs `first` (scale) and `first` + 1 (zero point).
+std::optional<avx2::row_quantize> row_quantize_of(const kernel_request& r, std::size_t first) {
+    const argument& scale = r.constant_inputs[first];
+    const argument& zero_point = r.constant_inputs[first + 1];
+    if (scale.empty() || zero_point.empty()) return std::nullopt;
+    avx2::row_quantize q;
+    q.scale = scale.data_as<const float>()[0];
+    q.unsigned_codes = zero_point.get_shape().type() == dtype::uint8_type;
+    q.zero_point = q.unsigned_codes ? static_cast<float>(zero_point.data_as<const std::uint8_t>()[0])
+                                    : static_cast<float>(zero_point.data_as<const std::int8_t>()[0]);
+    return q;
+}
+
+class softmax_quantize_kernel final : public cpu_kernel {
+public:
+    softmax_quantize_kernel(avx2::row_layout layout, std::vector<std::size_t> mask_offsets, avx2::row_quantize q)
+        : layout_(layout), mask_offsets_(std::move(mask_offsets)), q_(q) {}
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
+        const float* mask = mask_offsets_.empty() ? nullptr : inputs[1].data_as<const float>();
+        avx2::run_softmax_quantize(layout_, inputs[0].data_as<const float>(), mask, mask_offsets_.data(), q_,
+                                   result.data_as<std::byte>(), reinterpret_cast<float*>(scratch));
+    }
+    std::size_t scratch_bytes() const override { return work_bytes(layout_); }
+
+private:
+    avx2::row_layout layout_;
+    std::vector<std::size_t> mask_offsets_;  // per row; empty without a mask
+    avx2::row_quantize q_;
+};
+
+// Where each row of x's mask starts: x's rows numbered in row-major order,
+// the mask broadcast to x's shape, contiguous along the last axis.
+std::optional<std::vector<std::size_t>> mask_row_offsets(const shape& x, const shape& mask) {
+    if (mask.type() != dtype::float_type || mask.ndim() == 0 || mask.lens().back() != x.lens().back() ||
+        mask.strides().back() != 1)
+        return std::nullopt;
+    const auto strides = ops::broadcast_strides(mask, x.lens());
+    const std::vector<std::size_t> outer(x.lens().begin(), x.lens().end() - 1);
+    std::vector<std::size_t> offsets;
+    offsets.reserve(x.elements() / std::max<std::size_t>(x.lens().back(), 1));
+    ops::for_each_broadcast<1>(outer, {std::vector<std::size_t>(strides.begin(), strides.end() - 1)},
+                               [&](std::size_t, const std::size_t* off) { offsets.push_back(off[0]); });
+    return offsets;
+}
+
+class layer_norm_quantize_kernel final : public cpu_kernel {
+public:
+    layer_norm_quantize_kernel(avx2::row_layout layout, double epsilon, row_parameter scale, row_parameter bias,
+                               avx2::row_quantize q)
+        : layout_(layout), epsilon_(epsilon), scale_(std::move(scale)), bias_(std::move(bias)), q_(q) {}
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
+        avx2::run_layer_norm_quantize(layout_, epsilon_, inputs[0].data_as<const float>(), pointer(scale_, inputs, 1),
+                                      pointer(bias_, inputs, 2), q_, result.data_as<std::byte>());
+    }
+
+private:
+    static const float* pointer(const row_parameter& p, const std::vector<argument>& inputs, std::size_t index) {
+        return p.from_input ? inputs[index].data_as<const float>() : p.expanded.data();
+    }
+    avx2::row_layout layout_;
+    double epsilon_;
+    row_parameter scale_, bias_;
+    avx2::row_quantize q_;
+};
+
 }  // namespace
+
+std::shared_ptr<const cpu_kernel> make_softmax_quantize_kernel(const kernel_request& r) {
+    const auto* f = r.op.get_if<op::softmax_quantize>();
+    if (f == nullptr) return nullptr;
+    const shape& x = r.input_shapes.at(0);
+    const std::size_t first = f->has_mask ? 2 : 1;
+    auto layout = rows_from(x, x.ndim() - 1, r, 24);
+    auto q = row_quantize_of(r, first);
+    if (!layout || !q || !r.output_shape.standard()) return nullptr;
+    std::vector<std::size_t> offsets;
+    if (f->has_mask) {
+        auto o = mask_row_offsets(x, r.input_shapes[1]);
+        if (!o) return nullptr;
+        offsets = std::move(*o);
+    }
+    return std::make_shared<softmax_quantize_kernel>(*layout, std::move(offsets), *q);
+}
+
+std::shared_ptr<const cpu_kernel> make_layer_norm_quantize_kernel(const kernel_request& r) {
+    const auto* ln = r.op.get_if<op::layer_norm_quantize>();
+    if (ln == nullptr) return nullptr;
+    const shape& x = r.input_shapes.at(0);
+    const std::size_t a = ops::normalize_axis(r.op.name(), ln->axis, x.ndim());
+    auto layout = rows_from(x, a, r, 8);
+    auto scale = row_parameter_of(r, 1, x, a);
+    auto bias = row_parameter_of(r, 2, x, a);
+    auto q = row_quantize_of(r, 3);
+    if (!layout || !scale || !bias || !q || !r.output_shape.standard()) return nullptr;
+    return std::make_shared<layer_norm_quantize_kernel>(*layout, ln->epsilon, std::move(*scale), std::move(*bias), *q);
+}
 
 std::shared_ptr<const cpu_kernel> make_softmax_kernel(const kernel_request& r) {
     const shape& x = r.input_shapes.at(0);

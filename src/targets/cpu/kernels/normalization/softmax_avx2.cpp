@@ -2,9 +2,12 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <limits>
 
 #include "targets/cpu/kernels/normalization/normalization_avx2.hpp"
+#include "targets/cpu/kernels/quantize/quantize_codes_avx2.hpp"
 #include "targets/cpu/kernels/vector_math_avx2.hpp"
 
 namespace kiln::avx2 {
@@ -23,13 +26,13 @@ float row_max(const float* x, std::size_t n) {
     return best;
 }
 
-void softmax_row(const float* x, float* y, std::size_t n, bool take_log) {
-    const __m256 shift = splat(row_max(x, n));
+// e^(x - shift) for the row, into y unless y is null; the sum in double.
+double exp_sum(const float* x, float* y, std::size_t n, __m256 shift) {
     __m256d sum_low = _mm256_setzero_pd(), sum_high = _mm256_setzero_pd();
     std::size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
-        if (!take_log) _mm256_storeu_ps(y + i, e);
+        if (y != nullptr) _mm256_storeu_ps(y + i, e);
         sum_low = _mm256_add_pd(sum_low, widen_low(e));
         sum_high = _mm256_add_pd(sum_high, widen_high(e));
     }
@@ -37,11 +40,17 @@ void softmax_row(const float* x, float* y, std::size_t n, bool take_log) {
         const __m256i m = tail_mask(n - i);
         const __m256 e =
             _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), shift)), _mm256_castsi256_ps(m));
-        if (!take_log) _mm256_maskstore_ps(y + i, m, e);
+        if (y != nullptr) _mm256_maskstore_ps(y + i, m, e);
         sum_low = _mm256_add_pd(sum_low, widen_low(e));
         sum_high = _mm256_add_pd(sum_high, widen_high(e));
     }
-    const double sum = hsum_pd(_mm256_add_pd(sum_low, sum_high));
+    return hsum_pd(_mm256_add_pd(sum_low, sum_high));
+}
+
+void softmax_row(const float* x, float* y, std::size_t n, bool take_log) {
+    const __m256 shift = splat(row_max(x, n));
+    const double sum = exp_sum(x, take_log ? nullptr : y, n, shift);
+    std::size_t i = 0;
     if (take_log) {
         // x - max - log(sum)
         const __m256 offset = splat(static_cast<float>(std::log(sum)));
@@ -58,7 +67,61 @@ void softmax_row(const float* x, float* y, std::size_t n, bool take_log) {
     for (; i < n; ++i) y[i] *= _mm256_cvtss_f32(scale);
 }
 
+// x + mask into `scores`, and its maximum as row_max takes it.
+float masked_scores_max(const float* x, const float* mask, float* scores, std::size_t n) {
+    __m256 m = splat(-std::numeric_limits<float>::infinity());
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(mask + i));
+        _mm256_storeu_ps(scores + i, v);
+        m = _mm256_max_ps(v, m);
+    }
+    float best = hmax_ps(m);
+    for (; i < n; ++i) {
+        scores[i] = x[i] + mask[i];
+        if (scores[i] > best) best = scores[i];
+    }
+    return best;
+}
+
+// The row's probabilities as codes: softmax_row's arithmetic (so the codes
+// are those of quantizing its result), in three passes over the row (the
+// sum and maximum, the exponentials, the codes) instead of five.
+template <bool Unsigned, class Q>
+void softmax_quantize_row(const float* x, const float* mask, const row_quantize& q, Q* codes, float* work,
+                          std::size_t n) {
+    const float best = mask != nullptr ? masked_scores_max(x, mask, work, n) : row_max(x, n);
+    const double sum = exp_sum(mask != nullptr ? work : x, work, n, splat(best));
+    const float inverse = static_cast<float>(1.0 / sum);
+    const __m256 scale = splat(inverse);
+    write_codes<Unsigned>(
+        codes, n, q.scale, q.zero_point, [&](std::size_t i) { return _mm256_mul_ps(_mm256_loadu_ps(work + i), scale); },
+        [&](std::size_t i) { return work[i] * inverse; });
+}
+
 }  // namespace
+
+void run_softmax_quantize(const row_layout& layout, const float* x, const float* mask, const std::size_t* mask_offsets,
+                          const row_quantize& q, void* codes, float* work) {
+    const std::size_t rows = layout.rows, n = layout.length;
+    auto row = [&](std::size_t r, float* thread_work) {
+        const float* m = mask ? mask + mask_offsets[r] : nullptr;
+        if (q.unsigned_codes)
+            softmax_quantize_row<true>(x + r * n, m, q, static_cast<std::uint8_t*>(codes) + r * n, thread_work, n);
+        else
+            softmax_quantize_row<false>(x + r * n, m, q, static_cast<std::int8_t*>(codes) + r * n, thread_work, n);
+    };
+    if (layout.threads <= 1 || rows < layout.parallel_rows) {
+        for (std::size_t r = 0; r < rows; ++r) row(r, work);
+        return;
+    }
+#pragma omp parallel num_threads(layout.threads)
+    {
+        float* thread_work = work + static_cast<std::size_t>(omp_get_thread_num()) * n;
+#pragma omp for schedule(static)
+        for (std::size_t r = 0; r < rows; ++r) row(r, thread_work);
+    }
+}
 
 void run_softmax(const row_layout& layout, bool take_log, const float* x, float* y) {
     const std::size_t rows = layout.rows, n = layout.length;
