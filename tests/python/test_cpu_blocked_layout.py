@@ -339,14 +339,17 @@ def test_blocked_max_pooling_kernel_matches_ref(config):
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
-@pytest.mark.parametrize("x_shape", [(2, 5, 13, 11, 8), (1, 16, 7, 7, 8), (2, 16, 28, 28, 8), (3, 2, 1, 1, 8)], ids=str)
+@pytest.mark.parametrize("x_shape", [(2, 5, 13, 11, 8), (1, 16, 7, 7, 8), (2, 16, 28, 28, 8), (3, 2, 1, 1, 8),
+                                     (2, 3, 13, 11, 16), (2, 8, 28, 28, 16), (3, 2, 1, 1, 16), (1, 3, 5, 3, 24)],
+                         ids=str)
 def test_pointwise_with_per_channel_block_operands_matches_numpy(x_shape):
-    """Batch norm + ReLU over a blocked tensor: [1, C/8, 1, 1, 8] operands repeat along H, W (blocks of the
-    kernel straddle channel blocks and images; the largest shape runs threaded)."""
-    n, cb = x_shape[0], x_shape[1]
+    """Batch norm + ReLU over a blocked tensor: [1, C/b, 1, 1, b] operands repeat along H, W (blocks of the
+    kernel straddle channel blocks, images and, for rows longer than a vector, rows; the largest shapes run
+    threaded)."""
+    n, cb, lanes = x_shape[0], x_shape[1], x_shape[4]
     x = rand(*x_shape)
-    scale, shift = rand(1, cb, 1, 1, 8), rand(1, cb, 1, 1, 8)
-    per_image = rand(n, 1, 1, 1, 8)  # repeats too, along C/8 and H, W
+    scale, shift = rand(1, cb, 1, 1, lanes), rand(1, cb, 1, 1, lanes)
+    per_image = rand(n, 1, 1, 1, lanes)  # repeats too, along C/b and H, W
 
     def build():
         p = kiln.program()
@@ -440,6 +443,10 @@ AFFINE_CASES = [  # x shape, scale shape, shift shape (all repeat along H, W or 
     ((2, 16, 28, 28, 8), (1, 16, 1, 1, 8), (1, 16, 1, 1, 8)),  # threaded
     ((3, 2, 5, 3, 8), (1, 2, 1, 1, 8), (3, 1, 1, 1, 8)),  # a per-image shift
     ((2, 3, 4, 4, 8), (1,), (1, 3, 1, 1, 8)),  # a constant scale
+    ((1, 4, 7, 7, 16), (1, 4, 1, 1, 16), (1, 4, 1, 1, 16)),  # 16-channel blocks
+    ((2, 8, 28, 28, 16), (1, 8, 1, 1, 16), (1, 8, 1, 1, 16)),  # threaded: chunks start mid-row
+    ((3, 2, 5, 3, 16), (1, 2, 1, 1, 16), (3, 1, 1, 1, 16)),
+    ((2, 3, 5, 40), (1, 1, 1, 40), (1, 1, 1, 40)),  # a plain row of 40 repeated (a layer norm's affine)
 ]
 
 

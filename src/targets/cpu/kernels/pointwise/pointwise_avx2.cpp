@@ -64,14 +64,17 @@ void gather(const pw_program& p, const pw_input& in, const void* data, std::size
     }
 }
 
-// gather() for an input with repeated_vector set. Blocks start at multiples
-// of 8 and the output has a multiple of 8 elements, so runs are whole vectors.
+// gather() for an input with repeated_vector set: a row of L floats (L the
+// innermost extent, a multiple of 8) repeated along the next dimension out.
+// Blocks start at multiples of 8 and the output has a multiple of 8
+// elements, so runs are whole vectors.
 void gather_repeated_vector(const pw_program& p, const pw_input& in, const void* data, std::size_t start,
                             std::size_t count, float* dst) {
-    const std::size_t outer = p.rank - 2;  // the dimension the vector repeats along
+    const std::size_t outer = p.rank - 2;  // the dimension the row repeats along
+    const std::size_t row = p.lens[p.rank - 1];
     std::size_t idx[pointwise_max_rank];
     std::size_t offset = 0;
-    std::size_t rest = start / 8;
+    std::size_t rest = start / row, lane = start % row;
     for (std::size_t d = outer + 1; d-- > 0;) {
         idx[d] = rest % p.lens[d];
         rest /= p.lens[d];
@@ -80,12 +83,22 @@ void gather_repeated_vector(const pw_program& p, const pw_input& in, const void*
     const float* f = static_cast<const float*>(data);
     std::size_t pos = 0;
     while (pos < count) {
-        const __m256 v = _mm256_loadu_ps(f + offset);
-        const std::size_t left = (p.lens[outer] - idx[outer]) * 8;
-        const std::size_t run = left < count - pos ? left : count - pos;
-        for (std::size_t j = 0; j < run; j += 8) _mm256_storeu_ps(dst + pos + j, v);
-        pos += run;
-        idx[outer] += run / 8;
+        if (row == 8) {  // one vector: load it once for the whole repeat run
+            const __m256 v = _mm256_loadu_ps(f + offset);
+            const std::size_t left = (p.lens[outer] - idx[outer]) * 8;
+            const std::size_t run = left < count - pos ? left : count - pos;
+            for (std::size_t j = 0; j < run; j += 8) _mm256_storeu_ps(dst + pos + j, v);
+            pos += run;
+            idx[outer] += run / 8;
+        } else {  // the rest of the current row
+            const std::size_t n = row - lane < count - pos ? row - lane : count - pos;
+            for (std::size_t j = 0; j < n; j += 8) _mm256_storeu_ps(dst + pos + j, _mm256_loadu_ps(f + offset + lane + j));
+            pos += n;
+            lane += n;
+            if (lane < row) break;
+            lane = 0;
+            ++idx[outer];
+        }
         if (idx[outer] < p.lens[outer]) continue;
         idx[outer] = 0;
         for (std::size_t d = outer; d-- > 0;) {
@@ -273,26 +286,35 @@ public:
             return;
         }
         outer_ = p.rank - 2;
-        std::size_t rest = start / 8;
+        row_ = p.lens[p.rank - 1];
+        std::size_t rest = start / row_;
+        lane_ = start % row_;
         for (std::size_t d = outer_ + 1; d-- > 0;) {
             idx_[d] = rest % p.lens[d];
             rest /= p.lens[d];
             offset_ += idx_[d] * in.strides[d];
         }
         left_ = p.lens[outer_] - idx_[outer_];
-        value_ = _mm256_loadu_ps(data_ + offset_);
+        value_ = _mm256_loadu_ps(data_ + offset_ + lane_);
     }
     __m256 value() const { return value_; }
     void advance() {
-        if (in_.constant || --left_ > 0) return;
-        for (std::size_t d = outer_; d-- > 0;) {
-            offset_ += in_.strides[d];
-            if (++idx_[d] < p_.lens[d]) break;
-            offset_ -= p_.lens[d] * in_.strides[d];
-            idx_[d] = 0;
+        if (in_.constant) return;
+        lane_ += 8;
+        if (lane_ == row_) {
+            lane_ = 0;
+            if (--left_ > 0 && row_ == 8) return;  // the same vector again
+            if (left_ == 0) {
+                for (std::size_t d = outer_; d-- > 0;) {
+                    offset_ += in_.strides[d];
+                    if (++idx_[d] < p_.lens[d]) break;
+                    offset_ -= p_.lens[d] * in_.strides[d];
+                    idx_[d] = 0;
+                }
+                left_ = p_.lens[outer_];
+            }
         }
-        left_ = p_.lens[outer_];
-        value_ = _mm256_loadu_ps(data_ + offset_);
+        value_ = _mm256_loadu_ps(data_ + offset_ + lane_);
     }
 
 private:
@@ -300,7 +322,7 @@ private:
     const pw_input& in_;
     const float* data_;
     std::size_t idx_[pointwise_max_rank] = {};
-    std::size_t outer_ = 0, offset_ = 0, left_ = 0;
+    std::size_t outer_ = 0, offset_ = 0, left_ = 0, row_ = 8, lane_ = 0;
     __m256 value_;
 };
 

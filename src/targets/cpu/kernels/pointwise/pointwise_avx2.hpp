@@ -75,9 +75,9 @@ struct pw_input {
     bool is_bool = false;   // bytes holding 0 or 1
     bool in_place = false;  // float32 laid out like the output: full blocks read it where it is
     bool constant = false;  // every stride 0: its one value is spread once per thread
-    // float32 whose innermost dimension is 8 long, stride 1, and the next one
-    // out has stride 0: a vector of eight repeated (per-channel operands of
-    // the blocked layout), gathered with one load per repeat run.
+    // float32 whose innermost dimension is a multiple of 8 long, stride 1,
+    // and the next one out has stride 0: a row repeated (per-channel operands
+    // of the blocked layouts, [1, C/b, 1, 1, b]), gathered by whole vectors.
     bool repeated_vector = false;
     std::size_t strides[pointwise_max_rank] = {};  // elements, per output dimension (0: broadcast)
 };

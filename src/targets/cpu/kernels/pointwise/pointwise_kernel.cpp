@@ -306,7 +306,7 @@ public:
             in.in_place = !in.is_bool && s == standard;
             in.constant = std::all_of(s.begin(), s.end(), [](std::size_t v) { return v == 0; });
             const std::size_t rank = layout.lens.size();
-            in.repeated_vector = !in.is_bool && !in.constant && rank >= 2 && layout.lens[rank - 1] == 8 &&
+            in.repeated_vector = !in.is_bool && !in.constant && rank >= 2 && layout.lens[rank - 1] % 8 == 0 &&
                                  s[rank - 1] == 1 && s[rank - 2] == 0;
             std::copy(s.begin(), s.end(), in.strides);
             inputs_.push_back(in);
