@@ -33,25 +33,14 @@ def test_to_blocked_refuses_channels_not_multiple_of_8():
         m.add_instruction(kiln.op("to_blocked"), [x])
 
 
-def test_to_blocked_refuses_channels_not_multiple_of_16():
+@pytest.mark.parametrize("op,attrs,dims,message", [
+    ("to_blocked", {"block": 16}, [1, 24, 4, 4], "multiple of 16"),
+    ("to_blocked", {"block": 12}, [1, 24, 4, 4], "8 or 16"),
+    ("from_blocked", {}, [1, 2, 4, 4, 4], "8 or 16"),
+], ids=["channels-not-multiple-of-16", "block-12", "last-dimension-4"])
+def test_bad_blocks_are_refused(op, attrs, dims, message):
     p = kiln.program()
     m = p.get_main_module()
-    x = m.add_parameter("x", kiln.shape("float", [1, 24, 4, 4]))
-    with pytest.raises(kiln.KilnError, match="multiple of 16"):
-        m.add_instruction(kiln.op("to_blocked", block=16), [x])
-
-
-def test_to_blocked_refuses_a_block_other_than_8_or_16():
-    p = kiln.program()
-    m = p.get_main_module()
-    x = m.add_parameter("x", kiln.shape("float", [1, 24, 4, 4]))
-    with pytest.raises(kiln.KilnError, match="8 or 16"):
-        m.add_instruction(kiln.op("to_blocked", block=12), [x])
-
-
-def test_from_blocked_refuses_a_last_dimension_other_than_8_or_16():
-    p = kiln.program()
-    m = p.get_main_module()
-    x = m.add_parameter("x", kiln.shape("float", [1, 2, 4, 4, 4]))
-    with pytest.raises(kiln.KilnError, match="8 or 16"):
-        m.add_instruction(kiln.op("from_blocked"), [x])
+    x = m.add_parameter("x", kiln.shape("float", dims))
+    with pytest.raises(kiln.KilnError, match=message):
+        m.add_instruction(kiln.op(op, **attrs), [x])
