@@ -26,6 +26,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 import kiln
 
+from .batch_norm_folding import fold_batch_norms
 from .compiled_module import CompiledModule, InputSpec, VerificationReport
 from .dynamic_module import DynamicCompiledModule, DynamicInputSpec, dim_names, dynamic_input_specs
 from .fx_reference import decomposed_reference, is_fx_reference
@@ -429,6 +430,9 @@ def compile_module(
     if precision == "int8":
         if calibration is None:
             calibration = _check_calibration(calibration)
+        # Before quantizing, as PT2E does: a batch norm left between an int8
+        # product and the next quantize keeps both out of the product's kernel.
+        fold_batch_norms(gm)
         hook = _int8_hook(gm, [_distinct_tensors(s, {})[0] for s in calibration], target)
         lowering_precision = "fp32"
     lowered, report = lower_graph_module(
