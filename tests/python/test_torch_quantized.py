@@ -412,3 +412,16 @@ def test_pt2e_gelu_after_int8_product_joins_its_epilogue(front_end):
     assert not re.search(r"= gelu\[", text) and not re.search(r"= gelu\(", text), text
     assert len(re.findall(r'= fused_quant_dot\[has_bias=true,activation=\{"gelu_erf"\}', text)) == 1, text
     torch._dynamo.reset()
+
+
+def test_precision_int8_calibration_keeps_only_the_subgraph_inputs():
+    # Recording every value of every sample took 5.6 GB for ResNet-50 on 32 samples.
+    from kiln.torch.export_compiler import _node_values, exported_graph_module
+
+    model = SplitByFallback().eval()
+    x = torch.randn(4, 32)
+    gm = exported_graph_module(torch.export.export(model, (x,)))
+    computed = next(n.name for n in gm.graph.nodes if n.op == "call_function" and "relu" in str(n.target))
+    (values,) = _node_values(gm, [(x,)], ["x", computed])
+    assert sorted(values) == sorted(["x", computed])
+    torch.testing.assert_close(values[computed], torch.relu(model.a(x)))
