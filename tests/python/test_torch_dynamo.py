@@ -360,3 +360,18 @@ def test_dynamo_path_lowers_like_the_export_path():
     # q, k, v and output projections; the masked attention is one fused kernel.
     assert _instruction_ops(dynamo_program).count("fused_dot") == 4
     assert _instruction_ops(dynamo_program).count("fused_attention") == 1
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["one_weight", "two_weights"])
+def test_frozen_weights_follow_data_replacement_and_in_place_updates(bias):
+    # The cache key reads the weights' memory and versions (one weight and several take different paths).
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2, bias=bias).eval()
+    compiled = torch.compile(model, backend="kiln")
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-3, atol=1e-4)
+        model.weight.data = torch.randn(2, 4)  # new memory, same Parameter object, version unchanged
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-3, atol=1e-4)
+        model.weight.add_(1)
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-3, atol=1e-4)

@@ -18,7 +18,6 @@ neither loading compiles anything again.
 import dataclasses
 import operator
 import warnings
-import weakref
 
 import torch
 import torch.utils._pytree as pytree
@@ -27,6 +26,7 @@ import kiln
 
 from .input_mutation import write_back
 from .kiln_subgraph import KilnSubgraph
+from .watched_weights import WatchedWeights
 
 
 @dataclasses.dataclass
@@ -161,7 +161,7 @@ class CompiledModule(torch.nn.Module):
         self.target = target
         self.precision = precision
         self.verification = None
-        self._watched = []
+        self._watched = None
         self._warned_about_grad = False
         self._set_fast_paths()
 
@@ -171,34 +171,12 @@ class CompiledModule(torch.nn.Module):
         in place (an optimizer step, a BatchNorm in train mode) or was
         replaced (load_state_dict, a new Parameter) raises instead of
         computing with the old values. Weak references: the compiled module
-        does not keep the model alive."""
-        self._watched = []
-        for prefix, owner in model.named_modules():
-            for kind in ("_parameters", "_buffers"):
-                for key, t in getattr(owner, kind).items():
-                    if t is None:
-                        continue
-                    # Inference tensors (made under torch.inference_mode) keep no version.
-                    version = None if t.is_inference() else t._version
-                    name = f"{prefix}.{key}" if prefix else key
-                    self._watched.append((name, weakref.ref(owner), kind, key, weakref.ref(t), t.data_ptr(), version))
+        does not keep the model alive (see watched_weights.py)."""
+        self._watched = WatchedWeights(model)
 
     def _check_weights(self):
-        for name, owner_ref, kind, key, tensor_ref, address, version in self._watched:
-            owner = owner_ref()
-            if owner is None:  # the model is gone: nothing can change it any more
-                continue
-            t = getattr(owner, kind).get(key)
-            if (
-                t is None
-                or t is not tensor_ref()
-                or t.data_ptr() != address
-                or (version is not None and t._version != version)
-            ):
-                raise kiln.KilnRuntimeError(
-                    f"CompiledModule: the model's '{name}' changed after kiln.torch.compile, which compiled its "
-                    "values at that time; compile the model again to use the new values"
-                )
+        if self._watched is not None:
+            self._watched.check()
 
     def _warn_if_grad_wanted(self, inputs):
         if self._warned_about_grad or not torch.is_grad_enabled():
@@ -298,7 +276,7 @@ class CompiledModule(torch.nn.Module):
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state["_watched"] = []  # weak references to the original model do not travel
+        state["_watched"] = None  # weak references to the original model do not travel
         state.pop("_sole_subgraph", None)  # found again on loading
         state.pop("_returned_inputs", None)
         state["in_spec"] = pytree.treespec_dumps(self.in_spec)
@@ -309,7 +287,8 @@ class CompiledModule(torch.nn.Module):
         state = dict(state)
         state["in_spec"] = pytree.treespec_loads(state["in_spec"])
         state["out_spec"] = pytree.treespec_loads(state["out_spec"])
-        state.setdefault("_watched", [])  # files saved before weights were watched
+        if not isinstance(state.get("_watched"), WatchedWeights):  # also files saved with a list of them
+            state["_watched"] = None
         state.setdefault("_warned_about_grad", False)
         state.setdefault("mutated_inputs", ())  # files saved before inputs could be written
         self.__dict__.update(state)
