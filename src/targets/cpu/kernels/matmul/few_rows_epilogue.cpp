@@ -28,7 +28,7 @@ std::optional<std::size_t> operand_row_stride(const shape& operand, const shape&
 }  // namespace
 
 std::optional<std::vector<std::size_t>> few_rows_operand_strides(const op::fused_dot& fused, const kernel_request& r,
-                                                                std::size_t cols) {
+                                                                 std::size_t cols) {
     std::vector<std::size_t> strides;
     for (std::size_t i = fused.first_post_operand(); i < r.input_shapes.size(); ++i) {
         const auto stride = operand_row_stride(r.input_shapes[i], r.output_shape, cols);

@@ -15,7 +15,7 @@ namespace kiln {
 // with unit column stride (0 when broadcast along the rows); nullopt when
 // one has a layout the epilogue does not read.
 std::optional<std::vector<std::size_t>> few_rows_operand_strides(const op::fused_dot& fused, const kernel_request& r,
-                                                                std::size_t cols);
+                                                                 std::size_t cols);
 
 class few_rows_epilogue {
 public:

@@ -27,7 +27,9 @@ using multiply_function = void (*)(const rows_times_float_args&);
 
 // Result columns a block: the rows' block (16 KiB) stays in L1 while the
 // weight rows stream past it.
-std::size_t l1_block_columns(std::size_t rows) { return 4096 / rows; }
+std::size_t l1_block_columns(std::size_t rows) {
+    return 4096 / rows;
+}
 
 // Weight rows a thread needs before splitting them pays for a partial
 // result of its own (summed once more, after a barrier).
@@ -161,8 +163,12 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, multiply_functi
                                                      r.threads);
 }
 
-bool eligible_avx512(const kernel_request& r) { return avx512::supported() && fits(r); }
-bool eligible_avx2(const kernel_request& r) { return avx2::supported() && fits(r); }
+bool eligible_avx512(const kernel_request& r) {
+    return avx512::supported() && fits(r);
+}
+bool eligible_avx2(const kernel_request& r) {
+    return avx2::supported() && fits(r);
+}
 
 std::shared_ptr<const cpu_kernel> build_avx512(const kernel_request& r, const kernel_builder&) {
     return build(r, avx512::rows_times_float);

@@ -38,8 +38,8 @@ void multiply(const rows_times_float_args& p) {
             for (int m = 0; m < M; ++m) {
                 const float* a = p.a + m * p.a_row_stride + k;
                 const float* b = p.b + k * p.b_row_stride + c;
-                p.y[m * p.y_row_stride + c] += a[0] * b[0] + a[1] * b[p.b_row_stride] +
-                                               a[2] * b[2 * p.b_row_stride] + a[3] * b[3 * p.b_row_stride];
+                p.y[m * p.y_row_stride + c] += a[0] * b[0] + a[1] * b[p.b_row_stride] + a[2] * b[2 * p.b_row_stride] +
+                                               a[3] * b[3 * p.b_row_stride];
             }
     }
     for (; k < p.inner; ++k) {  // the last inner % 4 weight rows, one at a time
@@ -60,10 +60,14 @@ void multiply(const rows_times_float_args& p) {
 
 void rows_times_float(const rows_times_float_args& args) {
     switch (args.rows) {
-        case 1: return multiply<1>(args);
-        case 2: return multiply<2>(args);
-        case 3: return multiply<3>(args);
-        default: return multiply<4>(args);
+        case 1:
+            return multiply<1>(args);
+        case 2:
+            return multiply<2>(args);
+        case 3:
+            return multiply<3>(args);
+        default:
+            return multiply<4>(args);
     }
 }
 

@@ -45,9 +45,9 @@ void multiply(const rows_times_float_args& p) {
             float* y = p.y + m * p.y_row_stride;
             for (std::size_t c = 0; c < p.width; c += 16) {
                 const __mmask16 lanes = c < vector_end ? static_cast<__mmask16>(0xffff) : tail;
-                _mm512_mask_storeu_ps(y + c, lanes,
-                                      _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, b + c), av,
-                                                      _mm512_maskz_loadu_ps(lanes, y + c)));
+                _mm512_mask_storeu_ps(
+                    y + c, lanes,
+                    _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, b + c), av, _mm512_maskz_loadu_ps(lanes, y + c)));
             }
         }
     }
@@ -57,10 +57,14 @@ void multiply(const rows_times_float_args& p) {
 
 void rows_times_float(const rows_times_float_args& args) {
     switch (args.rows) {
-        case 1: return multiply<1>(args);
-        case 2: return multiply<2>(args);
-        case 3: return multiply<3>(args);
-        default: return multiply<4>(args);
+        case 1:
+            return multiply<1>(args);
+        case 2:
+            return multiply<2>(args);
+        case 3:
+            return multiply<3>(args);
+        default:
+            return multiply<4>(args);
     }
 }
 
