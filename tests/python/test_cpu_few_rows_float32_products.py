@@ -111,3 +111,15 @@ def test_wrong_input_shape_is_a_clear_error():
     p.compile(kiln.get_target("cpu"))
     with pytest.raises(ValueError, match="x"):
         p.run({"x": np.zeros((1, 63), dtype=np.float32)})
+
+
+def test_saved_compiled_program_runs_the_same_after_loading(tmp_path):
+    build, inputs, expected = projection((1, ), 300, 129, bias=True, activation="gelu_tanh", residual="full", seed=11)
+    p = build()
+    p.compile(kiln.get_target("cpu"), threads=2)
+    path = tmp_path / "one_token.kiln"
+    kiln.save(p, str(path))
+    loaded = kiln.load(str(path))
+    assert product_algorithms(loaded) == product_algorithms(p)
+    assert product_algorithms(loaded)[0] in FEW_ROWS
+    np.testing.assert_allclose(np.asarray(loaded.run(inputs)[0]), expected, rtol=1e-5, atol=1e-4)
