@@ -123,3 +123,13 @@ def test_saved_compiled_program_runs_the_same_after_loading(tmp_path):
     assert product_algorithms(loaded) == product_algorithms(p)
     assert product_algorithms(loaded)[0] in FEW_ROWS
     np.testing.assert_allclose(np.asarray(loaded.run(inputs)[0]), expected, rtol=1e-5, atol=1e-4)
+
+
+def test_two_threads_give_the_same_bits_on_every_run():
+    # The weight rows split between threads: partial sums must add up in the same order every time.
+    build, inputs, _ = projection((1, ), 3072, 768, bias=True, activation=None, residual="full", seed=5)
+    p = build()
+    p.compile(kiln.get_target("cpu"), threads=2)
+    first = np.asarray(p.run(inputs)[0]).copy()
+    for _ in range(20):
+        np.testing.assert_array_equal(np.asarray(p.run(inputs)[0]), first)

@@ -3,11 +3,10 @@
 // per step), with an optional bias and post-op chain. Such a product is
 // bound by reading the weights; oneDNN (2.x) runs it as a gemm of one row,
 // below the memory's speed, and a binary post-op sends it to its reference
-// implementation. Here the weight rows are cut into contiguous slices that
-// the threads take on demand, each streaming its slices once
-// (rows_times_float.hpp) into a partial result of its own; after one
-// barrier the threads sum the partials over their share of the columns and
-// apply the bias and chain there. A product with too few weight rows to
+// implementation. Here each thread streams a contiguous slice of the weight
+// rows once (rows_times_float.hpp) into a partial result of its own; after
+// one barrier the threads sum the partials over their share of the columns
+// and apply the bias and chain there. A product with too few weight rows to
 // split splits its columns instead.
 #include <omp.h>
 
@@ -34,11 +33,6 @@ std::size_t l1_block_columns(std::size_t rows) {
 // Weight rows a thread needs before splitting them pays for a partial
 // result of its own (summed once more, after a barrier).
 constexpr std::size_t min_rows_per_thread = 64;
-// Slices of the weights per thread, taken on demand: a thread that the OS
-// runs late (the machine busy) takes fewer, instead of holding the others
-// at the barrier.
-constexpr std::size_t slices_per_thread = 8;
-
 // [first, last) of `count` items split into `parts`, in multiples of `align`.
 std::pair<std::size_t, std::size_t> share(std::size_t count, std::size_t parts, std::size_t part, std::size_t align) {
     const std::size_t units = (count + align - 1) / align;
@@ -102,21 +96,20 @@ private:
         }
     }
 
+    // Each thread's slice of the weight rows is fixed by its number, and the
+    // partials are summed in thread order: the result is the same on every
+    // run (slices taken on demand would sum in a varying order).
     void run_split_inner(const std::vector<argument>& inputs, const float* a, const float* b, float* y,
                          float* partials) const {
         const std::size_t partial_floats = rows_ * cols_;
-        const std::size_t slices = slices_per_thread * static_cast<std::size_t>(threads_);
 #pragma omp parallel num_threads(threads_)
         {
             const auto parts = static_cast<std::size_t>(omp_get_num_threads());
             const auto part = static_cast<std::size_t>(omp_get_thread_num());
             float* own = part == 0 ? y : partials + (part - 1) * partial_floats;
             zero(own, 0, cols_);
-#pragma omp for schedule(dynamic) nowait
-            for (std::int64_t s = 0; s < static_cast<std::int64_t>(slices); ++s) {
-                const auto [k0, k1] = share(inner_, slices, static_cast<std::size_t>(s), 4);
-                multiply_slab(a, b, k0, k1, own, 0, cols_);
-            }
+            const auto [k0, k1] = share(inner_, parts, part, 4);
+            multiply_slab(a, b, k0, k1, own, 0, cols_);
 #pragma omp barrier
             const auto [first, last] = share(cols_, parts, part, 16);
             for (std::size_t p = 1; p < parts; ++p)
