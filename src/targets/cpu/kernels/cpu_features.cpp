@@ -25,6 +25,16 @@ bool f16c_supported() {
 
 }  // namespace kiln::avx2
 
+namespace kiln::avx512 {
+
+// (libgcc's answer also checks that the OS enabled the AVX-512 state in XCR0.)
+bool supported() {
+    static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+    return yes;
+}
+
+}  // namespace kiln::avx512
+
 namespace kiln {
 
 namespace {

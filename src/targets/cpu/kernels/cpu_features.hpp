@@ -18,6 +18,16 @@ bool f16c_supported();
 
 }  // namespace kiln::avx2
 
+// The same convention for AVX-512: translation units named *_avx512.cpp are
+// built with -mavx512f -mfma, behind a header of their own; callers check
+// avx512::supported() first.
+namespace kiln::avx512 {
+
+// AVX-512 Foundation on the CPU running us, with the OS saving its registers.
+bool supported();
+
+}  // namespace kiln::avx512
+
 namespace kiln {
 
 // The CPU model name and the ISA extensions the kernels use ("... | avx avx2

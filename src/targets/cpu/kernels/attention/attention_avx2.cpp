@@ -7,6 +7,7 @@
 // right-hand matrix packed in panels of 16 columns per batch entry.
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -328,20 +329,53 @@ thread_buffers buffers_of(const attention_plan& p, float* base) {
     return {base + at[0], base + at[1], base + at[2], base + at[3], base + at[4], base + at[5], base + at[6]};
 }
 
+// The key columns a tile of a run-time mask's rows needs: up to the last
+// column some row does not mask out. A row masked out entirely keeps all
+// columns, so that its softmax (uniform, or NaN before the guard) is what
+// the unfused graph computes. Reads each row's masked tail once, from the end.
+std::size_t unmasked_columns(const attention_plan& p, const float* mask, std::size_t b, std::size_t row0,
+                             std::size_t rows) {
+    std::size_t needed = 0;
+    for (std::size_t r = row0; r < row0 + rows; ++r) {
+        const float* m = mask + p.mask_offsets[b] + r * p.mask_strides[0];
+        std::size_t end = p.sk;
+        while (end > 0 && m[(end - 1) * p.mask_strides[1]] <= attention_masked_out) --end;
+        if (end == 0) return p.sk;
+        needed = end > needed ? end : needed;
+    }
+    return needed;
+}
+
 // Work items [first, last): item = batch * tiles + tile.
 void run_items(const attention_plan& p, const float* q, const float* kt, const float* v, const float* mask, float* out,
                thread_buffers buf, std::size_t first, std::size_t last) {
     const std::size_t tiles = (p.sq + p.tile_rows - 1) / p.tile_rows;
     const std::size_t ld = scores_ld(p);
     const __m256 scale = splat(p.scale);
+    auto rows_of = [&](std::size_t item) {
+        const std::size_t row0 = (item % tiles) * p.tile_rows;
+        return p.sq - row0 < p.tile_rows ? p.sq - row0 : p.tile_rows;
+    };
+    // Key columns past columns_of(item) have probability zero in every row of the item.
+    auto columns_of = [&](std::size_t item) {
+        if (p.item_columns != nullptr) return p.item_columns[item];
+        if (p.skip_masked_tails)
+            return unmasked_columns(p, mask, item / tiles, (item % tiles) * p.tile_rows, rows_of(item));
+        return p.sk;
+    };
     std::size_t packed_batch = static_cast<std::size_t>(-1);
+    std::size_t packed_keys = 0;  // keys packed for packed_batch: what its items here need
     for (std::size_t item = first; item < last; ++item) {
         const std::size_t b = item / tiles, row0 = (item % tiles) * p.tile_rows;
-        const std::size_t rows = p.sq - row0 < p.tile_rows ? p.sq - row0 : p.tile_rows;
+        const std::size_t rows = rows_of(item);
+        const std::size_t columns = columns_of(item);
         if (b != packed_batch) {
             packed_batch = b;
-            pack_panels(kt + p.kt_offsets[b], p.kt_strides, p.d, p.sk, buf.kt_panels);
-            pack_panels(v + p.v_offsets[b], p.v_strides, p.sk, p.dv, buf.v_panels);
+            packed_keys = columns;
+            for (std::size_t other = item + 1; other < last && other / tiles == b; ++other)
+                packed_keys = std::max(packed_keys, columns_of(other));
+            pack_panels(kt + p.kt_offsets[b], p.kt_strides, p.d, packed_keys, buf.kt_panels);
+            pack_panels(v + p.v_offsets[b], p.v_strides, packed_keys, p.dv, buf.v_panels);
         }
         const float* qb = q + p.q_offsets[b] + row0 * p.q_strides[0];
         const float* q_matrix = qb;
@@ -351,8 +385,6 @@ void run_items(const attention_plan& p, const float* q, const float* kt, const f
             q_matrix = buf.q;
             q_ld = p.d;
         }
-        // Key columns past `columns` have probability zero in every row here.
-        const std::size_t columns = p.item_columns ? p.item_columns[item] : p.sk;
         const float* mask_rows = nullptr;
         std::size_t mask_ld = 0;
         if (p.has_mask) {
@@ -380,7 +412,7 @@ void run_items(const attention_plan& p, const float* q, const float* kt, const f
         for (std::size_t r = 0; r < rows; ++r)
             exponentiate_row(buf.scores + r * ld, padded, buf.row_max + r * 8, p, buf.inv_sum + r);
         float* out_rows = out + p.out_offsets[b] + row0 * p.out_row_stride;
-        gemm(buf.scores, ld, buf.v_panels, p.sk, columns, p.dv, rows,
+        gemm(buf.scores, ld, buf.v_panels, packed_keys, columns, p.dv, rows,
              [&](std::size_t i, std::size_t col0, std::size_t width) {
                  return finish_outputs{out_rows + i * p.out_row_stride + col0, p.out_row_stride, buf.inv_sum + i,
                                        width};

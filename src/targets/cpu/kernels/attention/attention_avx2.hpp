@@ -15,7 +15,17 @@ namespace kiln::avx2 {
 // columns contiguous). With `item_columns`,
 // work item (batch entry, tile) computes only its first item_columns[item]
 // key columns: the others are masked out for every row of the tile (a
-// causal mask), so their probabilities are exactly zero.
+// causal mask), so their probabilities are exactly zero. With
+// `skip_masked_tails` (a mask given at run time) each work item finds those
+// columns itself, from the mask's trailing entries at or below
+// attention_masked_out: a decode step over a static cache of L_max keys
+// reads, packs and exponentiates only the pos + 1 that its mask leaves.
+
+// A mask entry at or below this removes its key column: added to any score
+// below 1e29 in magnitude and exponentiated, it gives exactly zero.
+// Exporters use -inf or float32's lowest value (-3.4e38); masks of -1e4 or
+// -1e9 are left to the softmax.
+constexpr float attention_masked_out = -1e30f;
 
 struct attention_plan {
     std::size_t batches = 0;
@@ -36,6 +46,7 @@ struct attention_plan {
     float scale = 1;
     std::size_t tile_rows = 48;
     const std::size_t* item_columns = nullptr;  // batches * tiles entries, or null: all sk
+    bool skip_masked_tails = false;             // (only without item_columns)
     int threads = 1;
     bool parallel = false;
 };

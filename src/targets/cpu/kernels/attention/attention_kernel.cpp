@@ -16,12 +16,6 @@ namespace {
 // which threads do not pay.
 constexpr std::size_t parallel_flops = std::size_t{1} << 20;
 
-// A mask entry at or below this removes its key column: added to any score
-// below 1e29 in magnitude and exponentiated, it gives exactly zero.
-// Exporters use -inf or float32's lowest value (-3.4e38); masks of -1e4 or
-// -1e9 are left to the softmax.
-constexpr float masked_out = -1e30f;
-
 // Tiles of query rows when a constant mask removes trailing key columns:
 // small tiles skip more of a causal mask's upper triangle.
 constexpr std::size_t causal_tile_rows = 16;
@@ -86,7 +80,10 @@ public:
         last_two(ks, plan_.kt_strides);
         last_two(vs, plan_.v_strides);
         last_two(ms, plan_.mask_strides);
-        if (a.has_mask && r.constant_inputs.size() > 3 && !r.constant_inputs[3].empty()) plan_columns(r.constant_inputs[3].data_as<const float>());
+        if (a.has_mask && r.constant_inputs.size() > 3 && !r.constant_inputs[3].empty())
+            plan_columns(r.constant_inputs[3].data_as<const float>());
+        else
+            plan_.skip_masked_tails = a.has_mask;  // known only when it runs
         plan_.has_mask = a.has_mask;
         plan_.nan_to_zero = a.nan_to_zero;
         plan_.masked_rows_to_zero = a.masked_rows_to_zero;
@@ -119,7 +116,7 @@ private:
                 for (std::size_t row = t * causal_tile_rows; row < std::min(plan_.sq, (t + 1) * causal_tile_rows); ++row) {
                     const float* m = mask + mask_offsets_[b] + row * plan_.mask_strides[0];
                     std::size_t end = plan_.sk;
-                    while (end > 0 && m[(end - 1) * plan_.mask_strides[1]] <= masked_out) --end;
+                    while (end > 0 && m[(end - 1) * plan_.mask_strides[1]] <= avx2::attention_masked_out) --end;
                     needed = std::max(needed, end == 0 ? plan_.sk : end);
                 }
                 columns[b * tiles + t] = needed;

@@ -12,15 +12,14 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <optional>
 #include <vector>
 
 #include "ops/fused_dot.hpp"
-#include "ops/op_helpers.hpp"
 #include "targets/cpu/kernels/copy/widen_16bit_avx2.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
 #include "targets/cpu/kernels/half_weights/rows_times_16bit_avx2.hpp"
+#include "targets/cpu/kernels/matmul/few_rows_epilogue.hpp"
 
 namespace kiln {
 
@@ -49,26 +48,6 @@ bool transposed_weights(const shape& b) {
     return !b.standard() && b.strides()[0] == 1 && b.strides()[1] == b.lens()[0];
 }
 
-// A binary post-op operand seen as [rows, N] with unit column stride: its
-// row stride, 0 when it is broadcast along the rows; nullopt for any other
-// layout (the kernel is then not eligible).
-std::optional<std::size_t> operand_row_stride(const shape& operand, const shape& out, std::size_t cols) {
-    if (operand.type() != dtype::float_type) return std::nullopt;
-    const auto strides = ops::broadcast_strides(operand, out.lens());
-    if (cols > 1 && strides.back() != 1) return std::nullopt;
-    bool broadcast_rows = true, standard_rows = true;
-    std::size_t expected = cols;
-    for (std::size_t d = out.ndim() - 1; d-- > 0;) {
-        if (out.lens()[d] == 1) continue;
-        broadcast_rows = broadcast_rows && strides[d] == 0;
-        standard_rows = standard_rows && strides[d] == expected;
-        expected *= out.lens()[d];
-    }
-    if (broadcast_rows) return 0;
-    if (standard_rows) return cols;
-    return std::nullopt;
-}
-
 using multiply_function = void (*)(const avx2::rows_times_16bit_args&);
 
 multiply_function multiply_for(dtype stored, bool transposed) {
@@ -79,15 +58,12 @@ multiply_function multiply_for(dtype stored, bool transposed) {
 
 class few_rows_kernel final : public cpu_kernel {
 public:
-    few_rows_kernel(std::size_t rows, std::size_t inner, std::size_t cols, const op::fused_dot& fused,
-                    std::vector<std::size_t> operand_row_strides, dtype stored, bool transposed, int threads)
+    few_rows_kernel(std::size_t rows, std::size_t inner, std::size_t cols, few_rows_epilogue epilogue, dtype stored,
+                    bool transposed, int threads)
         : rows_(rows),
           inner_(inner),
           cols_(cols),
-          has_bias_(fused.has_bias),
-          post_(fused.post),
-          first_operand_(fused.first_post_operand()),
-          operand_row_strides_(std::move(operand_row_strides)),
+          epilogue_(std::move(epilogue)),
           transposed_(transposed),
           block_(transposed ? transposed_block_columns(cols, threads) : block_columns(rows, cols, threads)),
           element_size_(shape{stored}.element_size()),
@@ -99,7 +75,6 @@ public:
         const int threads = blocks > 1 ? threads_ : 1;
         const auto* a = inputs[0].data_as<float>();
         const std::byte* b = inputs[1].data();
-        const float* bias = has_bias_ ? inputs[2].data_as<float>() : nullptr;
         float* y = result.data_as<float>();
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (std::int64_t j = 0; j < static_cast<std::int64_t>(blocks); ++j) {
@@ -109,65 +84,19 @@ public:
                 multiply_({a, inner_, rows_, inner_, b + first * inner_ * element_size_, inner_, width, y + first, cols_});
             else
                 multiply_({a, inner_, rows_, inner_, b + first * element_size_, cols_, width, y + first, cols_});
-            if (bias != nullptr)
-                for (std::size_t m = 0; m < rows_; ++m)
-                    for (std::size_t c = 0; c < width; ++c) y[m * cols_ + first + c] += bias[first + c];
-            if (!post_.empty()) apply_post_ops(inputs, y, first, width);
+            epilogue_.apply(inputs, y, rows_, cols_, first, width);
         }
     }
 
 private:
-    // The chain over one block of columns while it is in L1.
-    void apply_post_ops(const std::vector<argument>& inputs, float* y, std::size_t first, std::size_t width) const {
-        std::size_t operand = 0;
-        for (std::size_t k = 0; k < post_.kinds.size(); ++k) {
-            const auto kind = post_.kinds[k];
-            const bool binary = op::is_binary(kind);
-            const float* other = nullptr;
-            std::size_t other_stride = 0;
-            if (binary) {
-                other = inputs[first_operand_ + operand].data_as<float>() + first;
-                other_stride = operand_row_strides_[operand++];
-            }
-            for (std::size_t m = 0; m < rows_; ++m) {
-                float* row = y + m * cols_ + first;
-                const float* o = binary ? other + m * other_stride : nullptr;
-                if (kind == op::post_op_kind::add) {
-                    for (std::size_t c = 0; c < width; ++c) row[c] += o[c];
-                } else if (kind == op::post_op_kind::mul) {
-                    for (std::size_t c = 0; c < width; ++c) row[c] *= o[c];
-                } else {
-                    for (std::size_t c = 0; c < width; ++c)
-                        row[c] = static_cast<float>(op::apply_unary(kind, row[c], post_.alpha[k], post_.beta[k]));
-                }
-            }
-        }
-    }
-
     std::size_t rows_, inner_, cols_;
-    bool has_bias_;
-    op::post_op_chain post_;
-    std::size_t first_operand_;
-    std::vector<std::size_t> operand_row_strides_;  // one per binary post-op
+    few_rows_epilogue epilogue_;
     bool transposed_;
     std::size_t block_;
     std::size_t element_size_;  // of the weights
     multiply_function multiply_;
     int threads_;
 };
-
-// The row stride of each binary post-op operand; nullopt when one has a
-// layout the kernel does not read.
-std::optional<std::vector<std::size_t>> operand_row_strides(const op::fused_dot& fused, const kernel_request& r,
-                                                           std::size_t cols) {
-    std::vector<std::size_t> strides;
-    for (std::size_t i = fused.first_post_operand(); i < r.input_shapes.size(); ++i) {
-        const auto stride = operand_row_stride(r.input_shapes[i], r.output_shape, cols);
-        if (!stride) return std::nullopt;
-        strides.push_back(*stride);
-    }
-    return strides;
-}
 
 // The shapes this kernel runs: up to four float32 rows times 2-D weights
 // (row-major or transposed), bias and post-op operands it can read.
@@ -182,7 +111,7 @@ bool fits(const kernel_request& r) {
     if (fused->has_bias && r.input_shapes[2].type() != dtype::float_type) return false;
     const std::size_t rows = a.elements() / b.lens()[0];
     return rows >= 1 && rows <= avx2::rows_times_16bit_max_rows && r.output_shape.elements() == rows * b.lens()[1] &&
-           operand_row_strides(*fused, r, b.lens()[1]).has_value();
+           few_rows_operand_strides(*fused, r, b.lens()[1]).has_value();
 }
 
 bool eligible(const kernel_request& r) {
@@ -201,9 +130,9 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     const shape& b = r.input_shapes[1];
     const std::size_t rows = r.input_shapes[0].elements() / b.lens()[0];
     const auto& fused = *r.op.get_if<op::fused_dot>();
-    return std::make_shared<few_rows_kernel>(rows, b.lens()[0], b.lens()[1], fused,
-                                             *operand_row_strides(fused, r, b.lens()[1]), b.type(), transposed_weights(b),
-                                             r.threads);
+    few_rows_epilogue epilogue(fused, *few_rows_operand_strides(fused, r, b.lens()[1]));
+    return std::make_shared<few_rows_kernel>(rows, b.lens()[0], b.lens()[1], std::move(epilogue), b.type(),
+                                             transposed_weights(b), r.threads);
 }
 
 }  // namespace

@@ -376,6 +376,8 @@ const kernel_algorithm onednn_bf16_matmul{"onednn_bf16", bf16_weights_many_rows,
 std::span<const kernel_algorithm> matmul_algorithms() {
     static const kernel_algorithm algorithms[] = {
         few_rows_float32_columns_matmul,
+        few_rows_float32_avx512_matmul,
+        few_rows_float32_avx2_matmul,
         {"onednn_gelu_tanh_epilogue", gelu_tanh_last, build_with_gelu_tanh_epilogue},
         {"onednn_add_epilogue", one_row_then_add, build_with_add_epilogue},
         {"onednn", any_product, build_onednn},

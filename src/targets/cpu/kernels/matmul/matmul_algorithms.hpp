@@ -3,8 +3,9 @@
 // whose post-op chain ends in tanh-approximated GELU runs the chain's rest in
 // oneDNN and the GELU in Kiln's AVX2 loop (faster than oneDNN's eltwise);
 // a product of up to four rows with constant weights stored transposed runs
-// Kiln's column loop (few_rows_columns_avx2); every other product runs
-// wholly in oneDNN.
+// Kiln's column loop (few_rows_columns_avx2), and with constant row-major
+// weights Kiln's streaming loop (few_rows_float32_avx512 / _avx2,
+// few_rows_float32_matmul.cpp); every other product runs wholly in oneDNN.
 #include <span>
 
 #include "targets/cpu/kernels/kernel_algorithm.hpp"
@@ -12,6 +13,10 @@
 namespace kiln {
 
 std::span<const kernel_algorithm> matmul_algorithms();
+// Up to four float32 rows times constant row-major float32 weights, streamed
+// at the memory's speed (few_rows_float32_matmul.cpp); AVX-512 first.
+extern const kernel_algorithm few_rows_float32_avx512_matmul;
+extern const kernel_algorithm few_rows_float32_avx2_matmul;
 // A product with constant bfloat16 weights (quantize_bf16) and at least 16
 // rows, computed in bfloat16 by oneDNN on a CPU with bfloat16 dot products
 // (AVX-512 BF16, AMX): the float32 source rounded to bfloat16 in scratch,
