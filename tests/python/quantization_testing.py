@@ -148,6 +148,29 @@ def image_batches(rng, count):
     return [rng.standard_normal((2, 3, 12, 12)).astype(np.float32) for _ in range(count)]
 
 
+def self_attention_nodes(source, output):
+    """ONNX nodes of a masked multi-head self-attention over `source` ([1, T, W]) into `output`: q / k / v
+    projections by initializers wq, wk, wv, split into heads by the shape "heads", softmax(q kt * c + mask),
+    heads merged by the shape "merged" and projected by wo."""
+    nodes = []
+    for n in "qkv":
+        nodes += [helper.make_node("MatMul", [source, f"w{n}"], [f"{n}p"], name=f"proj_{n}"),
+                  helper.make_node("Reshape", [f"{n}p", "heads"], [f"{n}4"])]
+    return nodes + [
+        helper.make_node("Transpose", ["q4"], ["q"], perm=[0, 2, 1, 3]),
+        helper.make_node("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
+        helper.make_node("Transpose", ["v4"], ["v"], perm=[0, 2, 1, 3]),
+        helper.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
+        helper.make_node("Mul", ["s", "c"], ["sc"]),
+        helper.make_node("Add", ["sc", "mask"], ["sm"]),
+        helper.make_node("Softmax", ["sm"], ["probs"], axis=-1),
+        helper.make_node("MatMul", ["probs", "v"], ["o"], name="context"),
+        helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ot", "merged"], ["om"]),
+        helper.make_node("MatMul", ["om", "wo"], [output], name="proj_o"),
+    ]
+
+
 def attention_head_qdq(rng, *, rounded, perm):
     """BERT's key / query head as ONNX Runtime's QDQ file has it: x [1, 16, 64] quantized, an int8 projection
     (its result rounded by its own quantize -> dequantize when `rounded`, with then a zero bias that folds

@@ -14,7 +14,8 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 
 import kiln
 from kiln_testing import TARGETS, build_program, run_on
-from quantization_testing import assert_head_is_one_int8_product_within_a_code_of_onnxruntime, attention_head_qdq, sqnr_db
+from quantization_testing import (assert_head_is_one_int8_product_within_a_code_of_onnxruntime, attention_head_qdq,
+                                  self_attention_nodes, sqnr_db)
 
 INT8_PRODUCT = ("fused_quant_dot", "onednn_int8_activations")
 FLOAT_PRODUCTS = ("dot", "fused_dot", "fused_attention")
@@ -88,23 +89,7 @@ def _attention_onnx(rng):
         onh.from_array(np.array([1, TOKENS, width], np.int64), "merged"),
         onh.from_array(np.float32(1 / np.sqrt(DEPTH)), "c"),
     ]
-    nodes = []
-    for n in "qkv":
-        nodes += [oh.make_node("MatMul", ["x", f"w{n}"], [f"{n}p"], name=f"proj_{n}"),
-                  oh.make_node("Reshape", [f"{n}p", "heads"], [f"{n}4"])]
-    nodes += [
-        oh.make_node("Transpose", ["q4"], ["q"], perm=[0, 2, 1, 3]),
-        oh.make_node("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
-        oh.make_node("Transpose", ["v4"], ["v"], perm=[0, 2, 1, 3]),
-        oh.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
-        oh.make_node("Mul", ["s", "c"], ["sc"]),
-        oh.make_node("Add", ["sc", "mask"], ["sm"]),
-        oh.make_node("Softmax", ["sm"], ["probs"], axis=-1),
-        oh.make_node("MatMul", ["probs", "v"], ["o"], name="context"),
-        oh.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
-        oh.make_node("Reshape", ["ot", "merged"], ["om"]),
-        oh.make_node("MatMul", ["om", "wo"], ["y"], name="proj_o"),
-    ]
+    nodes = self_attention_nodes("x", "y")
     graph = oh.make_graph(nodes, "attention",
                           [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, TOKENS, width]),
                            oh.make_tensor_value_info("mask", TensorProto.FLOAT, [1, 1, 1, TOKENS])],

@@ -14,7 +14,7 @@ from onnx import numpy_helper as onh
 
 import kiln
 from kiln_testing import build_program, run_on
-from quantization_testing import quantize_qdq, sqnr_db
+from quantization_testing import quantize_qdq, self_attention_nodes, sqnr_db
 
 UNFUSED = {"disabled_passes": ["fuse_quantized_norm"]}
 
@@ -179,23 +179,7 @@ def _pre_norm_attention_onnx(rng):
         onh.from_array(np.float32(1 / np.sqrt(DEPTH)), "c"),
     ]
     nodes = [oh.make_node("LayerNormalization", ["x", "gamma", "beta"], ["n"], axis=-1, epsilon=1e-6)]
-    for n in "qkv":
-        nodes += [oh.make_node("MatMul", ["n", f"w{n}"], [f"{n}p"], name=f"proj_{n}"),
-                  oh.make_node("Reshape", [f"{n}p", "heads"], [f"{n}4"])]
-    nodes += [
-        oh.make_node("Transpose", ["q4"], ["q"], perm=[0, 2, 1, 3]),
-        oh.make_node("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
-        oh.make_node("Transpose", ["v4"], ["v"], perm=[0, 2, 1, 3]),
-        oh.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
-        oh.make_node("Mul", ["s", "c"], ["sc"]),
-        oh.make_node("Add", ["sc", "mask"], ["sm"]),
-        oh.make_node("Softmax", ["sm"], ["probs"], axis=-1),
-        oh.make_node("MatMul", ["probs", "v"], ["o"], name="context"),
-        oh.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
-        oh.make_node("Reshape", ["ot", "merged"], ["om"]),
-        oh.make_node("MatMul", ["om", "wo"], ["a"], name="proj_o"),
-        oh.make_node("Add", ["x", "a"], ["y"]),
-    ]
+    nodes += self_attention_nodes("n", "a") + [oh.make_node("Add", ["x", "a"], ["y"])]
     graph = oh.make_graph(nodes, "block",
                           [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, TOKENS, WIDTH]),
                            oh.make_tensor_value_info("mask", TensorProto.FLOAT, [1, 1, 1, TOKENS])],
