@@ -10,8 +10,14 @@
 // H and W of a blocked tensor is 3-D pooling of the 5-D one with a unit
 // window over the last dimension, and per-channel operands of elementwise
 // ops are [1, C/8, 1, 1, 8]: ordinary ops on ordinary tensors.
-// C must be a multiple of the block: no padding channels, so elementwise ops
-// on two blocked tensors of one shape stay correct.
+// C that is not a multiple of the block is padded up to the next block with
+// channels that hold zeros (oneDNN's padded blocked layout): a 24-channel
+// tensor in 16-channel blocks is [N, 2, H, W, 16]. Every op that writes a
+// padded tensor keeps those channels zero (convolutions zero them; only
+// elementwise ops that map zeros to zero run on one), so a convolution that
+// reads them multiplies zeros by its zero-padded weights. Only a fused
+// convolution (from its weights) and from_blocked (its `channels`) know how
+// many channels are real.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -42,16 +48,24 @@ std::size_t channel_block(op::tensor_layout layout);
 bool is_blocked(op::tensor_layout layout);
 op::tensor_layout blocked_layout(const std::string& op, std::size_t block);
 
-// Whether a plain shape can be blocked: 4-D float32 with C a multiple of `block`.
+// Whether a plain shape can be blocked without padding: 4-D float32 with C a
+// multiple of `block`.
 bool can_block(const shape& plain, std::size_t block);
-// [N, C, H, W] -> [N, C/b, H, W, b] (standard); fails naming `op` otherwise.
+// The blocks that hold `channels` channels: ceil(channels / block).
+std::size_t padded_blocks(std::size_t channels, std::size_t block);
+// [N, C, H, W] -> [N, ceil(C/b), H, W, b] (standard); fails naming `op`
+// unless `plain` is 4-D float32 with C > 0.
 shape blocked_shape(const std::string& op, const shape& plain, std::size_t block);
-// [N, C/b, H, W, b] -> [N, C, H, W] (standard), b 8 or 16.
-shape unblocked_shape(const std::string& op, const shape& blocked);
+// [N, B, H, W, b] -> [N, C, H, W] (standard), b 8 or 16, where C is
+// `channels` (which must need exactly B blocks) or B * b when 0.
+shape unblocked_shape(const std::string& op, const shape& blocked, std::size_t channels = 0);
 // Copies values between the layouts (any strides on the plain side; the
-// block is the blocked side's last dimension).
+// block is the blocked side's last dimension); block_values writes zeros to
+// the padding channels.
 void block_values(const argument& plain, const argument& blocked);
 void unblock_values(const argument& blocked, const argument& plain);
+// Sets the channels of a blocked tensor from `channels` on to zero.
+void zero_channel_padding(const argument& blocked, std::size_t channels);
 
 }  // namespace kiln::ops
 
@@ -70,8 +84,14 @@ struct to_blocked : op_base {
     void compute(const argument& result, const std::vector<argument>& inputs) const;
 };
 
-// A blocked tensor back in the plain standard layout.
+// A blocked tensor back in the plain standard layout: its first `channels`
+// channels (all of them when 0; fewer where the blocked tensor is padded).
 struct from_blocked : op_base {
+    std::int64_t channels = 0;
+    template <class Self, class F>
+    static void reflect(Self& self, F&& f) {
+        f(self.channels, "channels");
+    }
     std::string name() const { return "from_blocked"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     void compute(const argument& result, const std::vector<argument>& inputs) const;

@@ -10,7 +10,9 @@
 // Inputs: x, w [, bias [M]], then one operand per binary post-op (in the
 // output's layout). x and the result are [N, C, ...] plain or, with a
 // blocked layout, [N, C/8, H, W, 8] (nchw8c) or [N, C/16, H, W, 16] (nchw16c)
-// (ops/blocked_layout.hpp).
+// (ops/blocked_layout.hpp), padded with zero channels where C is not a
+// multiple of the block: the weights say how many input channels are real,
+// and the padding channels of a blocked result are zero.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,8 +47,9 @@ struct fused_convolution : op_base {
     // compute for a float32 result.
     void compute_float32(const argument& result, const std::vector<argument>& inputs) const;
 
-    // The shapes of x and of the convolution's result in the plain layout.
-    shape plain_input_shape(const shape& x) const;
+    // The shapes of x (inputs[0]) and of the convolution's result in the plain
+    // layout; a blocked x has as many channels as the weights read.
+    shape plain_input_shape(const std::vector<shape>& inputs) const;
     shape plain_output_shape(const std::vector<shape>& inputs) const;
     std::size_t first_post_operand() const { return has_bias ? 3 : 2; }
 };

@@ -225,19 +225,61 @@ TEST(pass_propagate_blocked_layout, an_image_is_written_in_sixteen_channel_block
     expect_same_outputs(m, out, 1e-5);
 }
 
-// One convolution with 24 channels (a multiple of 8, not of 16) keeps the
-// whole module in 8-channel blocks: no reorders between two blocks.
-TEST(pass_propagate_blocked_layout, channels_not_a_multiple_of_sixteen_keep_eight_channel_blocks) {
+// 24 channels (a multiple of 8, not of 16) are padded to two blocks of 16:
+// the module stays in one block with no reorder between the convolutions.
+TEST(pass_propagate_blocked_layout, channels_not_a_multiple_of_sixteen_are_padded_to_whole_blocks) {
     module m;
     auto x = m.add_parameter("x", float_shape({1, 16, 5, 5}));
-    auto a = m.add_instruction(make_op("relu"), {fused_conv(m, x, 16, 24, 3, 1)});
+    auto a = fused_conv(m, x, 16, 24, 3, 1);
+    a = m.add_instruction(make_op("mul"), {a, add_random_literal(m, {1, 24, 1, 1}, 7)});
+    a = m.add_instruction(make_op("relu"), {a});
     m.add_return({fused_conv(m, a, 24, 32, 1, 2)});
 
     module out = after_pass(m, propagate_blocked_layout(16));
-    EXPECT_EQ(op_names(out), (std::vector<std::string>{"to_blocked", "fused_convolution", "relu",
-                                                       "fused_convolution", "from_blocked"}))
-        << out;
-    for (const auto* conv : all_of(out, "fused_convolution")) EXPECT_EQ(layouts(*conv), "\"nchw8c\" -> \"nchw8c\"");
+    for (const auto* conv : all_of(out, "fused_convolution")) EXPECT_EQ(layouts(*conv), "\"nchw16c\" -> \"nchw16c\"");
+    EXPECT_EQ(all_of(out, "relu").at(0)->get_shape().lens(), (std::vector<std::size_t>{1, 2, 5, 5, 16}));
+    EXPECT_EQ(all_of(out, "to_blocked").size(), 1U) << out;
+    EXPECT_EQ(all_of(out, "from_blocked").size(), 1U) << out;
+    EXPECT_EQ(all_of(out, "pad").size(), 1U) << out;  // the per-channel operand, zero-padded to 32
+    expect_same_outputs(m, out, 1e-5);
+}
+
+// On a padded value only ops that keep zeros zero run blocked: a sigmoid
+// (0.5 from a zero) or an added single value would fill the padding, so
+// they read the plain value and the next convolution blocks it again.
+TEST(pass_propagate_blocked_layout, ops_that_fill_the_padding_run_plain) {
+    for (const std::string op : {"sigmoid", "add_one"}) {
+        module m;
+        auto x = m.add_parameter("x", float_shape({1, 16, 5, 5}));
+        auto a = fused_conv(m, x, 16, 24, 3, 1);
+        if (op == "sigmoid")
+            a = m.add_instruction(make_op("sigmoid"), {a});
+        else
+            a = m.add_instruction(make_op("add"), {a, m.add_literal(literal(float_shape({1}), std::vector<float>{1.0f}))});
+        m.add_return({fused_conv(m, a, 24, 32, 1, 2)});
+
+        module out = after_pass(m, propagate_blocked_layout(16));
+        const std::string name = op == "sigmoid" ? "sigmoid" : "add";
+        EXPECT_EQ(all_of(out, name).at(0)->get_shape().ndim(), 4U) << op << "\n" << out;
+        ASSERT_EQ(all_of(out, "from_blocked").size(), 2U) << out;
+        EXPECT_EQ(attribute(*all_of(out, "from_blocked").at(0), "channels"), "24");
+        EXPECT_EQ(all_of(out, name).at(0)->get_shape().lens(), (std::vector<std::size_t>{1, 24, 5, 5}));
+        expect_same_outputs(m, out, 1e-5);
+    }
+}
+
+// Padded blocks do not concatenate (the padding would land between the
+// inputs' channels): the concat runs plain.
+TEST(pass_propagate_blocked_layout, padded_values_concatenate_plain) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({1, 16, 4, 4}));
+    auto a = fused_conv(m, x, 16, 24, 3, 1);
+    auto b = fused_conv(m, x, 16, 8, 1, 2);
+    auto c = m.add_instruction(make_op("concat", value_map{{"axis", std::int64_t{1}}}), {a, b});
+    m.add_return({fused_conv(m, c, 32, 16, 1, 3)});
+
+    module out = after_pass(m, propagate_blocked_layout(16));
+    EXPECT_EQ(all_of(out, "concat").at(0)->get_shape().lens(), (std::vector<std::size_t>{1, 32, 4, 4})) << out;
     expect_same_outputs(m, out, 1e-5);
 }
 

@@ -52,11 +52,16 @@ def run_both(build, feed):
 
 
 def blocked(x, block=8):
+    """[N, C, H, W] as [N, ceil(C/block), H, W, block], padded with zero channels."""
     n, c, h, w = x.shape
-    return np.ascontiguousarray(x.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
+    blocks = -(-c // block)
+    x = np.concatenate([x, np.zeros((n, blocks * block - c, h, w), x.dtype)], axis=1)
+    return np.ascontiguousarray(x.reshape(n, blocks, block, h, w).transpose(0, 1, 3, 4, 2))
 
 
-def unblocked(x):
+def unblocked(x, channels=None):
+    """The first `channels` channels (all by default) of a blocked tensor, plain."""
     n, cb, h, w, block = x.shape
-    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * block, h, w))
+    plain = np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * block, h, w))
+    return plain if channels is None else np.ascontiguousarray(plain[:, :channels])
 

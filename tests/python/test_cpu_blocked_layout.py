@@ -67,7 +67,7 @@ def compiled_outputs(build, feed):
 def assert_no_reorder_between(text):
     # One to_blocked for the input, one from_blocked for the result: none in between.
     assert text.count("to_blocked[") == 1, text
-    assert text.count("from_blocked(") == 1, text
+    assert text.count("from_blocked[") == 1, text
 
 
 def check(build, feed, expected, rtol=TOL["rtol"], atol=TOL["atol"]):
@@ -232,7 +232,7 @@ def test_an_operand_of_another_shape_keeps_the_op_plain():
         return m.add_instruction(kiln.op("div"), [y, m.add_literal(row)])
 
     cpu, ref, text = compiled_outputs(lambda: sandwich(x.shape, middle), {"x": x})
-    assert text.count("from_blocked(") == 2  # before the division, and at the end
+    assert text.count("from_blocked[") == 2  # before the division, and at the end
     np.testing.assert_allclose(cpu, conv_out(conv_in(x) / row), **TOL)
     np.testing.assert_allclose(ref, cpu, **TOL)
 

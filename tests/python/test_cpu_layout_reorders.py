@@ -25,19 +25,42 @@ def test_layout_reorders(op, block):
     np.testing.assert_array_equal(ref, expected)
 
 
-def test_to_blocked_refuses_channels_not_multiple_of_8():
-    p = kiln.program()
-    m = p.get_main_module()
-    x = m.add_parameter("x", kiln.shape("float", [1, 6, 4, 4]))
-    with pytest.raises(kiln.KilnError, match="multiple of 8"):
-        m.add_instruction(kiln.op("to_blocked"), [x])
+# Channels that do not fill the last block: to_blocked pads them with zeros,
+# from_blocked with `channels` drops the padding again.
+@pytest.mark.parametrize("block,channels", [(16, 24), (16, 8), (8, 6), (16, 33)])
+def test_padded_blocks_round_trip(block, channels):
+    x = rand(2, channels, 3, 5)
+
+    def to(m):
+        p = m.add_parameter("x", kiln.shape("float", list(x.shape)))
+        m.add_return([m.add_instruction(kiln.op("to_blocked", block=block), [p])])
+
+    cpu, ref = run_both(to, {"x": x})
+    expected = blocked(x, block)
+    assert expected.shape[1] == -(-channels // block)
+    np.testing.assert_array_equal(cpu, expected)
+    np.testing.assert_array_equal(ref, expected)
+
+    def back(m):
+        p = m.add_parameter("x", kiln.shape("float", list(expected.shape)))
+        m.add_return([m.add_instruction(kiln.op("from_blocked", channels=channels), [p])])
+
+    source = expected.copy()
+    source[:, -1, :, :, channels % block or block:] = 7.0  # whatever the padding holds is dropped
+    cpu, ref = run_both(back, {"x": source})
+    np.testing.assert_array_equal(cpu, x)
+    np.testing.assert_array_equal(ref, x)
 
 
 @pytest.mark.parametrize("op,attrs,dims,message", [
-    ("to_blocked", {"block": 16}, [1, 24, 4, 4], "multiple of 16"),
     ("to_blocked", {"block": 12}, [1, 24, 4, 4], "8 or 16"),
+    ("to_blocked", {"block": 16}, [1, 24, 4], r"\[N, C, H, W\]"),
     ("from_blocked", {}, [1, 2, 4, 4, 4], "8 or 16"),
-], ids=["channels-not-multiple-of-16", "block-12", "last-dimension-4"])
+    ("from_blocked", {"channels": 40}, [1, 2, 4, 4, 16], "40 channels take 3 blocks of 16"),
+    ("from_blocked", {"channels": 16}, [1, 2, 4, 4, 16], "16 channels take 1 blocks of 16"),
+    ("from_blocked", {"channels": -3}, [1, 2, 4, 4, 16], "channels must be"),
+], ids=["block-12", "3-d", "last-dimension-4", "channels-need-more-blocks", "channels-need-fewer-blocks",
+        "negative-channels"])
 def test_bad_blocks_are_refused(op, attrs, dims, message):
     p = kiln.program()
     m = p.get_main_module()

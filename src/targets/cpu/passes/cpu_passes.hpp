@@ -21,8 +21,9 @@ public:
 // with no reorder in between: nChw16c where the CPU has AVX-512 (oneDNN's
 // AVX-512 kernels want a 512-bit vector of channels), nChw8c otherwise
 // (oneDNN's AVX2 kernels and Kiln's own blocked ones). A module runs in one
-// block: 16 only when every convolution that blocks at 8 blocks at 16 too
-// (channels multiples of 16), so no reorders between blocks arise.
+// block, so no reorders between blocks arise: values of C a multiple of 8
+// block, padded with zero channels to whole blocks of 16 where needed (the
+// 24-channel layers of MobileNetV2).
 // Values leave the blocked region through from_blocked where a plain-layout
 // op reads them; the ones nobody reads are removed.
 class propagate_blocked_layout final : public pass {

@@ -6,6 +6,10 @@
 // of the from_blocked it comes from, when it comes from one, and a new
 // to_blocked otherwise. Plain users keep reading the from_blocked; the ones
 // that end up unused are removed at the end.
+//
+// Values with C a multiple of 8 block; in 16-channel blocks one with C an odd
+// multiple of 8 is padded with zero channels (ops/blocked_layout.hpp), so
+// only ops that keep zeros zero run on it.
 #include <algorithm>
 #include <optional>
 #include <set>
@@ -34,18 +38,41 @@ instruction_ref blocked_form(module& m, instruction_ref pos, instruction_ref v, 
                                 {v});
 }
 
+// Whether a plain value can live in blocks of `block` channels: C a
+// multiple of 8, padded up to a whole block of 16.
+bool fits_block(const shape& plain, std::size_t block) {
+    return ops::can_block(plain, ops::avx2_channel_block) && block >= ops::avx2_channel_block;
+}
+
+bool padded(const shape& plain, std::size_t block) { return plain.lens()[1] % block != 0; }
+
+// The from_blocked that gives `blocked` back as the plain value `like`.
+instruction_ref unblock(module& m, instruction_ref pos, instruction_ref blocked, const shape& like) {
+    const std::size_t block = blocked->get_shape().lens().back();
+    if (!padded(like, block)) return m.insert_instruction(pos, make_op("from_blocked"), {blocked});
+    const auto channels = static_cast<std::int64_t>(like.lens()[1]);
+    return m.insert_instruction(pos, make_op("from_blocked", value_map{{"channels", channels}}), {blocked});
+}
+
 // Replaces `ins` by `blocked_op(inputs)` followed by from_blocked.
 void rebuild_blocked(module& m, instruction_ref ins, const operation& blocked_op,
                      const std::vector<instruction_ref>& inputs) {
     auto blocked = m.insert_instruction(ins, blocked_op, inputs);
-    auto plain = m.insert_instruction(ins, make_op("from_blocked"), {blocked});
-    m.replace_all_uses(ins, plain);
+    m.replace_all_uses(ins, unblock(m, ins, blocked, ins->get_shape()));
 }
 
 // Elementwise ops whose blocked form is the same op on blocked operands.
 const std::set<std::string>& layout_agnostic_ops() {
     static const std::set<std::string> names{"relu", "sigmoid", "tanh", "add", "mul", "sub",
                                              "div", "max",     "min",  "clip"};
+    return names;
+}
+
+// Those of them that give zero where every operand is zero: the ones that may
+// run on padded values (sigmoid's 0.5 or div's NaN would reach the next
+// convolution through its zero weights).
+const std::set<std::string>& zero_keeping_ops() {
+    static const std::set<std::string> names{"relu", "tanh", "add", "mul", "sub", "max", "min"};
     return names;
 }
 
@@ -69,25 +96,35 @@ bool has_blocked_operand(const shape& s, const shape& plain_result) {
     return s.lens() == plain_result.lens() || (s.elements() == 1 && s.ndim() <= 5) || per_channel(s, plain_result);
 }
 
+value_list int_list(const std::vector<std::int64_t>& v) {
+    value_list out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = value(v[i]);
+    return out;
+}
+
 // An operand of an elementwise op run on blocked tensors: a full-size value
-// in its blocked form; a per-channel one as [1, C/b, 1, 1, b], which
-// broadcasts over [N, C/b, H, W, b] as it did over the channels; a single
-// value as it is. Nothing for other shapes.
+// in its blocked form; a per-channel one as [1, C/b, 1, 1, b] (zero-padded
+// to whole blocks), which broadcasts over [N, C/b, H, W, b] as it did over
+// the channels; a single value as it is. Nothing for other shapes.
 std::optional<instruction_ref> blocked_operand(module& m, instruction_ref pos, instruction_ref v,
                                                const shape& plain_result, std::size_t block) {
     const shape& s = v->get_shape();
     if (s.lens() == plain_result.lens()) return blocked_form(m, pos, v, block);
     if (s.elements() == 1 && s.ndim() <= 5) return v;
     if (!per_channel(s, plain_result)) return std::nullopt;
-    const auto blocks = static_cast<std::int64_t>(plain_result.lens()[1] / block);
-    value_list dims{value(std::int64_t{1}), value(blocks), value(std::int64_t{1}), value(std::int64_t{1}),
-                    value(static_cast<std::int64_t>(block))};
-    return m.insert_instruction(pos, make_op("reshape", value_map{{"dims", dims}}), {v});
+    const auto channels = static_cast<std::int64_t>(plain_result.lens()[1]);
+    const auto b = static_cast<std::int64_t>(block);
+    const std::int64_t blocks = (channels + b - 1) / b;
+    if (channels % b != 0) {
+        v = m.insert_instruction(pos, make_op("reshape", value_map{{"dims", int_list({channels})}}), {v});
+        v = m.insert_instruction(pos, make_op("pad", value_map{{"pads", int_list({0, blocks * b - channels})}}), {v});
+    }
+    return m.insert_instruction(pos, make_op("reshape", value_map{{"dims", int_list({1, blocks, 1, 1, b})}}), {v});
 }
 
 bool blockable_convolution(const instruction& ins, const op::fused_convolution& conv, std::size_t block) {
     if (conv.input_layout != op::tensor_layout::nchw || conv.output_layout != op::tensor_layout::nchw) return false;
-    if (!ops::can_block(ins.get_shape(), block) || ins.inputs()[0]->get_shape().ndim() != 4) return false;
+    if (!fits_block(ins.get_shape(), block) || ins.inputs()[0]->get_shape().ndim() != 4) return false;
     // Binary post-op operands must have a blocked form: whole tensors, single
     // values, per-channel values (a batch norm after the activation).
     for (std::size_t i = conv.first_post_operand(); i < ins.inputs().size(); ++i)
@@ -99,7 +136,7 @@ void block_convolution(module& m, instruction_ref ins, op::fused_convolution con
     std::vector<instruction_ref> inputs = ins->inputs();
     auto x = inputs[0];
     const auto layout = ops::blocked_layout("propagate_blocked_layout", block);
-    if (existing_blocked(m, x) != m.end() || ops::can_block(x->get_shape(), block)) {
+    if (existing_blocked(m, x) != m.end() || fits_block(x->get_shape(), block)) {
         inputs[0] = blocked_form(m, ins, x, block);
         conv.input_layout = layout;
     }  // else: few input channels (an image); oneDNN reads it plain and writes blocked
@@ -109,38 +146,27 @@ void block_convolution(module& m, instruction_ref ins, op::fused_convolution con
     rebuild_blocked(m, ins, conv, inputs);
 }
 
-// The block the module runs in: the preferred one when every convolution
-// that the 8-channel block would move blocks in it too, with its input
-// (a plain image excepted), so that one module never mixes blocks; 8 otherwise.
-std::size_t module_block(const module& m, std::size_t preferred) {
-    constexpr std::size_t narrow = ops::avx2_channel_block;
-    if (preferred == narrow) return narrow;
-    for (const auto& ins : m) {
-        const auto* conv = ins.get_operator().get_if<op::fused_convolution>();
-        if (conv == nullptr || !blockable_convolution(ins, *conv, narrow)) continue;
-        const shape& x = ins.inputs()[0]->get_shape();
-        if (!ops::can_block(ins.get_shape(), preferred) || (ops::can_block(x, narrow) && !ops::can_block(x, preferred)))
-            return narrow;
-    }
-    return preferred;
-}
-
 bool blockable_elementwise(module& m, const instruction& ins, std::size_t block) {
-    if (layout_agnostic_ops().count(ins.name()) == 0 || !ops::can_block(ins.get_shape(), block)) return false;
+    if (layout_agnostic_ops().count(ins.name()) == 0 || !fits_block(ins.get_shape(), block)) return false;
+    const bool keep_zeros = padded(ins.get_shape(), block);
+    if (keep_zeros && zero_keeping_ops().count(ins.name()) == 0) return false;
     bool any_blocked = false;
     for (const auto& in : ins.inputs()) {
         const shape& s = in->get_shape();
         if (s.lens() == ins.get_shape().lens()) {
             any_blocked = any_blocked || existing_blocked(m, in) != m.end();
-        } else if (!has_blocked_operand(s, ins.get_shape())) {
-            return false;
+        } else if (!has_blocked_operand(s, ins.get_shape()) || (keep_zeros && s.elements() == 1 && ins.name() != "mul")) {
+            return false;  // a single value would land in the padding too (x + 1)
         }
     }
     return any_blocked;  // only where a blocked value already is: no reorders for elementwise ops alone
 }
 
+// Blocks concatenate only when no input is padded.
 bool blockable_concat(module& m, const instruction& ins) {
     if (ins.name() != "concat" || ins.get_shape().ndim() != 4 || !all_inputs_blocked(m, ins)) return false;
+    for (const auto& in : ins.inputs())
+        if (padded(in->get_shape(), existing_blocked(m, in)->get_shape().lens().back())) return false;
     const auto axis = ins.get_operator().attributes().find("axis")->as_int();
     return axis == 1 || axis == -3;
 }
@@ -201,7 +227,7 @@ std::optional<operation> blocked_spatial_reduce(module& m, const instruction& in
 }  // namespace
 
 void propagate_blocked_layout::apply(module& m) const {
-    const std::size_t block = module_block(m, preferred_block_);
+    const std::size_t block = preferred_block_;
     std::vector<instruction_ref> order;
     for (auto it = m.begin(); it != m.end(); ++it) order.push_back(it);
     for (auto ins : order) {
@@ -223,7 +249,7 @@ void propagate_blocked_layout::apply(module& m) const {
         } else if (auto reduce = blocked_spatial_reduce(m, *ins)) {
             const bool keepdims = ins->get_operator().attributes().find("keepdims")->as_bool();
             auto blocked = m.insert_instruction(ins, *reduce, {existing_blocked(m, ins->inputs()[0])});
-            auto plain = m.insert_instruction(ins, make_op("from_blocked"), {blocked});
+            auto plain = unblock(m, ins, blocked, ins->inputs()[0]->get_shape());
             if (!keepdims) {
                 value_list dims;
                 for (auto l : ins->get_shape().lens()) dims.push_back(value(static_cast<std::int64_t>(l)));

@@ -82,7 +82,7 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     const auto& conv = requested_convolution(r);
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
-    const shape plain_x = conv.plain_input_shape(x);
+    const shape plain_x = conv.plain_input_shape(r.input_shapes);
     const shape plain_y = conv.plain_output_shape(r.input_shapes);
     const std::size_t spatial = plain_x.ndim() - 2;
     std::vector<std::size_t> kernel(w.lens().begin() + 2, w.lens().end());

@@ -12,8 +12,9 @@ std::shared_ptr<const cpu_kernel> make_reorder_kernel(const kernel_request& r) {
     if (!to && r.op.get_if<op::from_blocked>() == nullptr) return nullptr;
     const shape& plain = to ? r.input_shapes[0] : r.output_shape;
     const std::size_t block = (to ? r.output_shape : r.input_shapes[0]).lens().back();
-    auto src = to ? ds::plain_desc(plain)
-                  : ds::blocked_desc(ops::unblocked_shape("from_blocked", r.input_shapes[0]), block);
+    // The blocked side is described by the plain dims: oneDNN pads the
+    // channels up to whole blocks (and writes zeros there) itself.
+    auto src = to ? ds::plain_desc(plain) : ds::blocked_desc(plain, block);
     auto dst = to ? ds::blocked_desc(plain, block) : ds::plain_desc(plain);
     try {
         dnnl::reorder::primitive_desc pd(ds::cpu_engine(), src, ds::cpu_engine(), dst, ds::user_scratchpad_attr());
