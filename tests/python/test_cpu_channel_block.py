@@ -116,3 +116,45 @@ def test_a_file_in_16_channel_blocks_warns_on_a_cpu_that_prefers_8(monkeypatch, 
     monkeypatch.setenv("KILN_CPU_CHANNEL_BLOCK", "16")  # the CPU it was compiled for: no warning
     kiln.load(str(tmp_path / "m.kiln")).run({"x": x})
     assert "channel blocks" not in capfd.readouterr().err
+
+
+# Padded 16-channel blocks (24 or 40 channels) through every kind of
+# convolution that reads or writes them: dense, grouped with 8 channels per
+# group, depthwise, and a sigmoid after the convolution (whose 0.5 must not
+# stay in the padding); against numpy. A saved and reloaded program keeps
+# the padding (from_blocked's `channels`).
+@pytest.mark.parametrize("c_in,c_out,group,activation", [
+    (24, 24, 1, "relu"), (40, 24, 1, "relu"), (24, 48, 3, "relu"), (24, 24, 24, "relu"), (24, 72, 24, "sigmoid"),
+    (24, 40, 1, "sigmoid"),
+], ids=["dense-24", "dense-40-to-24", "grouped-8-per-group", "depthwise-24", "depthwise-multiplier-3",
+        "sigmoid-40"])
+def test_padded_blocks_match_numpy(monkeypatch, tmp_path, c_in, c_out, group, activation):
+    monkeypatch.setenv("KILN_CPU_CHANNEL_BLOCK", "16")
+    x, w0 = rand(2, 16, 7, 6), rand(c_in, 16, 1, 1)
+    w1, w2 = rand(c_out, c_in // group, 3, 3), rand(16, c_out, 1, 1)
+
+    def build():
+        p = kiln.program()
+        m = p.get_main_module()
+        xp = m.add_parameter("x", kiln.shape("float", list(x.shape)))
+        a = m.add_instruction(kiln.op("relu"), [m.add_instruction(kiln.op("convolution"), [xp, m.add_literal(w0)])])
+        b = m.add_instruction(kiln.op("convolution", group=group, padding=[1, 1]), [a, m.add_literal(w1)])
+        b = m.add_instruction(kiln.op(activation), [b])
+        m.add_return([m.add_instruction(kiln.op("convolution"), [b, m.add_literal(w2)])])
+        return p
+
+    x64 = x.astype(np.float64)
+    a = np.maximum(conv_reference(x64, w0, [1, 1], [0, 0], [1, 1], 1), 0)
+    b = conv_reference(a, w1, [1, 1], [1, 1], [1, 1], group)
+    b = np.maximum(b, 0) if activation == "relu" else 1 / (1 + np.exp(-b))
+    want = conv_reference(b, w2, [1, 1], [0, 0], [1, 1], 1)
+
+    p = build()
+    p.compile(kiln.get_target("cpu"))
+    text = str(p)
+    assert blocks_of(text) == {16}, text
+    assert "from_blocked[" in text and text.count("to_blocked[") == 1, text  # one block all through
+    np.testing.assert_allclose(np.asarray(p.run({"x": x})[0]), want, rtol=1e-4, atol=1e-4)
+    kiln.save(p, str(tmp_path / "m.kiln"))
+    np.testing.assert_allclose(np.asarray(kiln.load(str(tmp_path / "m.kiln")).run({"x": x})[0]), want,
+                               rtol=1e-4, atol=1e-4)
