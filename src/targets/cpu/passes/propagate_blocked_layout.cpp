@@ -38,11 +38,9 @@ instruction_ref blocked_form(module& m, instruction_ref pos, instruction_ref v, 
                                 {v});
 }
 
-// Whether a plain value can live in blocks of `block` channels: C a
-// multiple of 8, padded up to a whole block of 16.
-bool fits_block(const shape& plain, std::size_t block) {
-    return ops::can_block(plain, ops::avx2_channel_block) && block >= ops::avx2_channel_block;
-}
+// Whether a plain value can live in blocks: C a multiple of 8 (whole blocks
+// of 8, or of 16 with padding).
+bool fits_block(const shape& plain) { return ops::can_block(plain, ops::avx2_channel_block); }
 
 bool padded(const shape& plain, std::size_t block) { return plain.lens()[1] % block != 0; }
 
@@ -122,9 +120,9 @@ std::optional<instruction_ref> blocked_operand(module& m, instruction_ref pos, i
     return m.insert_instruction(pos, make_op("reshape", value_map{{"dims", int_list({1, blocks, 1, 1, b})}}), {v});
 }
 
-bool blockable_convolution(const instruction& ins, const op::fused_convolution& conv, std::size_t block) {
+bool blockable_convolution(const instruction& ins, const op::fused_convolution& conv) {
     if (conv.input_layout != op::tensor_layout::nchw || conv.output_layout != op::tensor_layout::nchw) return false;
-    if (!fits_block(ins.get_shape(), block) || ins.inputs()[0]->get_shape().ndim() != 4) return false;
+    if (!fits_block(ins.get_shape()) || ins.inputs()[0]->get_shape().ndim() != 4) return false;
     // Binary post-op operands must have a blocked form: whole tensors, single
     // values, per-channel values (a batch norm after the activation).
     for (std::size_t i = conv.first_post_operand(); i < ins.inputs().size(); ++i)
@@ -136,7 +134,7 @@ void block_convolution(module& m, instruction_ref ins, op::fused_convolution con
     std::vector<instruction_ref> inputs = ins->inputs();
     auto x = inputs[0];
     const auto layout = ops::blocked_layout("propagate_blocked_layout", block);
-    if (existing_blocked(m, x) != m.end() || fits_block(x->get_shape(), block)) {
+    if (existing_blocked(m, x) != m.end() || fits_block(x->get_shape())) {
         inputs[0] = blocked_form(m, ins, x, block);
         conv.input_layout = layout;
     }  // else: few input channels (an image); oneDNN reads it plain and writes blocked
@@ -147,7 +145,7 @@ void block_convolution(module& m, instruction_ref ins, op::fused_convolution con
 }
 
 bool blockable_elementwise(module& m, const instruction& ins, std::size_t block) {
-    if (layout_agnostic_ops().count(ins.name()) == 0 || !fits_block(ins.get_shape(), block)) return false;
+    if (layout_agnostic_ops().count(ins.name()) == 0 || !fits_block(ins.get_shape())) return false;
     const bool keep_zeros = padded(ins.get_shape(), block);
     if (keep_zeros && zero_keeping_ops().count(ins.name()) == 0) return false;
     bool any_blocked = false;
@@ -232,7 +230,7 @@ void propagate_blocked_layout::apply(module& m) const {
     for (auto it = m.begin(); it != m.end(); ++it) order.push_back(it);
     for (auto ins : order) {
         if (const auto* conv = ins->get_operator().get_if<op::fused_convolution>()) {
-            if (blockable_convolution(*ins, *conv, block)) block_convolution(m, ins, *conv, block);
+            if (blockable_convolution(*ins, *conv)) block_convolution(m, ins, *conv, block);
             continue;
         }
         if (blockable_concat(m, *ins)) {
