@@ -25,6 +25,13 @@ from kiln_testing import CLI, conv_reference
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")  # raised inside torch.export
 
+
+@pytest.fixture(autouse=True)
+def eight_channel_blocks(monkeypatch):
+    """Kiln's own convolution algorithms (the candidates besides oneDNN) run in 8-channel blocks only;
+    in 16-channel blocks a convolution has one algorithm and nothing to tune."""
+    monkeypatch.setenv("KILN_CPU_CHANNEL_BLOCK", "8")
+
 RNG = np.random.default_rng(5)
 X = RNG.standard_normal((1, 16, 10, 10)).astype(np.float32)
 W1 = RNG.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.2
