@@ -126,3 +126,22 @@ def test_a_bad_isa_setting_is_an_error_naming_it(monkeypatch):
     p = build_program({"x": ("float", (2, 5))}, lambda m, a: m.add_instruction(kiln.op("softmax", axis=-1), [a]))
     with pytest.raises(ValueError, match="KILN_CPU_ISA must be avx2 or avx512, got 'avx1024'"):
         p.compile(kiln.get_target("cpu"))
+
+
+def test_the_compile_cache_keeps_each_isa_setting_apart(monkeypatch, tmp_path, rng):
+    x = rng.standard_normal((3, 21)).astype(np.float32)
+
+    def compiled(setting):
+        monkeypatch.setenv("KILN_CPU_ISA", setting)
+        p = build_program({"x": ("float", x.shape)}, lambda m, a: m.add_instruction(kiln.op("softmax", axis=-1), [a]))
+        p.compile("cpu", cache_dir=tmp_path)
+        return p
+
+    first = compiled("avx2")
+    assert not first.compiled_from_cache()
+    second = compiled("avx512")
+    assert not second.compiled_from_cache()  # another entry, not the AVX2 one
+    assert {a for _, _, a in second.get_kernel_algorithms()} == {"softmax_avx512" if has_avx512f() else "softmax_avx2"}
+    assert compiled("avx2").compiled_from_cache()
+    for p in (first, second):
+        np.testing.assert_allclose(np.asarray(p.run({"x": x})[0]), softmax64(x), rtol=2e-6, atol=1e-7)
