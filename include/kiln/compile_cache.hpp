@@ -25,6 +25,7 @@ struct compile_cache_context {
     std::string cpu;
     std::string disabled_passes_variable;  // KILN_DISABLE_PASSES
     std::string channel_block_variable;    // KILN_CPU_CHANNEL_BLOCK
+    std::string cpu_isa_variable;          // KILN_CPU_ISA
 };
 // This process's.
 compile_cache_context current_compile_cache_context();

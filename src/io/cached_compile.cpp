@@ -40,8 +40,9 @@ io::json result_options(const compile_options& o) {
 compile_cache_context current_compile_cache_context() {
     const char* disabled = std::getenv("KILN_DISABLE_PASSES");
     const char* block = std::getenv("KILN_CPU_CHANNEL_BLOCK");
+    const char* isa = std::getenv("KILN_CPU_ISA");
     // The machine is the target's to say (target::identity), at the key.
-    return {version, "", disabled ? disabled : "", block ? block : ""};
+    return {version, "", disabled ? disabled : "", block ? block : "", isa ? isa : ""};
 }
 
 std::string compile_cache_key(const program& p, const target& t, const compile_options& options,
@@ -52,7 +53,8 @@ std::string compile_cache_key(const program& p, const target& t, const compile_o
                           {"cpu", context.cpu.empty() ? t.identity() : context.cpu},
                           {"options", result_options(options)},
                           {"KILN_DISABLE_PASSES", context.disabled_passes_variable},
-                          {"KILN_CPU_CHANNEL_BLOCK", context.channel_block_variable}};
+                          {"KILN_CPU_CHANNEL_BLOCK", context.channel_block_variable},
+                          {"KILN_CPU_ISA", context.cpu_isa_variable}};
     const std::string material = header.dump() + "\n" + io::program_fingerprint(p);
     io::content_hash key;
     key.add(material.data(), material.size());

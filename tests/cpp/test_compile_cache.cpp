@@ -121,6 +121,9 @@ TEST(compile_cache, each_part_of_the_key_changed_is_a_miss) {
     other = here;
     other.disabled_passes_variable = "fuse_pointwise";
     changed.emplace_back("KILN_DISABLE_PASSES", compile_cache_key(base, cpu, plain, other));
+    other = here;
+    other.cpu_isa_variable = here.cpu_isa_variable == "avx2" ? "avx512" : "avx2";
+    changed.emplace_back("KILN_CPU_ISA", compile_cache_key(base, cpu, plain, other));
     for (const auto& [what, k] : changed) EXPECT_NE(k, key) << what << " changed but the key did not";
 
     // Options that do not change the result share the entry.

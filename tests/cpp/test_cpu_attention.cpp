@@ -1,4 +1,6 @@
-// The cpu target's fused_attention kernel (attention_avx2.cpp) against ref:
+// The cpu target's fused_attention kernels (attention_avx512.cpp where the
+// CPU has AVX-512, and attention_avx2.cpp, forced with KILN_CPU_ISA=avx2)
+// against ref:
 // sequence lengths that leave partial 16-column panels and 6-row blocks,
 // odd head sizes, batches, and each way the kernel reads a mask (rows in
 // place, one row for all, strided columns gathered per tile, a constant
@@ -6,6 +8,8 @@
 #include <limits>
 
 #include "pass_test_helpers.hpp"
+#include "scoped_env.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -59,33 +63,68 @@ program attention_program(const attention_case& c, mask_kind kind, bool keys_as_
     return p;
 }
 
+
+std::string attention_algorithm(const program& p) {
+    program compiled = p;
+    compiled.compile(get_target("cpu"));
+    for (const auto& choice : compiled.kernel_choices())
+        if (choice.op == "fused_attention") return choice.algorithm;
+    return "none";
+}
+
+// The AVX-512 loops (on a CPU that has them; the AVX2 ones elsewhere), then
+// the AVX2 loops forced, each against ref.
+void expect_each_isa_matches_ref(const program& p, double tol) {
+    {
+        const std::string expected = avx512::supported() ? "attention_avx512" : "attention_avx2";
+        SCOPED_TRACE(expected);
+        EXPECT_EQ(attention_algorithm(p), expected);
+        expect_cpu_matches_ref(p, tol);
+    }
+    {
+        scoped_env forced("KILN_CPU_ISA", "avx2");
+        SCOPED_TRACE("KILN_CPU_ISA=avx2");
+        EXPECT_EQ(attention_algorithm(p), "attention_avx2");
+        expect_cpu_matches_ref(p, tol);
+    }
+}
+
 }  // namespace
 
 TEST(cpu_attention, vit_length_197_without_mask) {
-    expect_cpu_matches_ref(attention_program({1, 2, 197, 197, 64, 64}, mask_kind::none), 2e-5);
+    expect_each_isa_matches_ref(attention_program({1, 2, 197, 197, 64, 64}, mask_kind::none), 2e-5);
 }
 
 TEST(cpu_attention, seven_tokens_odd_head_sizes_and_a_batch) {
     for (auto kind : {mask_kind::none, mask_kind::rows, mask_kind::one_row})
-        expect_cpu_matches_ref(attention_program({3, 2, 7, 7, 33, 17}, kind), 2e-5);
+        expect_each_isa_matches_ref(attention_program({3, 2, 7, 7, 33, 17}, kind), 2e-5);
 }
 
 TEST(cpu_attention, mask_rows_per_batch_entry) {
-    expect_cpu_matches_ref(attention_program({2, 3, 50, 41, 64, 24}, mask_kind::rows), 2e-5);
+    expect_each_isa_matches_ref(attention_program({2, 3, 50, 41, 64, 24}, mask_kind::rows), 2e-5);
 }
 
 TEST(cpu_attention, mask_with_strided_columns) {
-    expect_cpu_matches_ref(attention_program({2, 2, 37, 45, 16, 8}, mask_kind::transposed), 2e-5);
+    expect_each_isa_matches_ref(attention_program({2, 2, 37, 45, 16, 8}, mask_kind::transposed), 2e-5);
 }
 
 TEST(cpu_attention, constant_causal_mask) {
-    expect_cpu_matches_ref(attention_program({2, 3, 37, 45, 16, 8}, mask_kind::causal), 2e-5);
-    expect_cpu_matches_ref(attention_program({1, 2, 128, 128, 64, 64}, mask_kind::causal), 2e-5);
+    expect_each_isa_matches_ref(attention_program({2, 3, 37, 45, 16, 8}, mask_kind::causal), 2e-5);
+    expect_each_isa_matches_ref(attention_program({1, 2, 128, 128, 64, 64}, mask_kind::causal), 2e-5);
 }
 
 // Panels of 16 keys packed from rows of d = 64 and d = 33 (not a multiple of
 // 8), and a partial last panel (45 keys).
 TEST(cpu_attention, keys_read_as_a_transposed_view) {
-    expect_cpu_matches_ref(attention_program({2, 3, 37, 45, 64, 16}, mask_kind::rows, true), 2e-5);
-    expect_cpu_matches_ref(attention_program({1, 2, 20, 45, 33, 8}, mask_kind::none, true), 2e-5);
+    expect_each_isa_matches_ref(attention_program({2, 3, 37, 45, 64, 16}, mask_kind::rows, true), 2e-5);
+    expect_each_isa_matches_ref(attention_program({1, 2, 20, 45, 33, 8}, mask_kind::none, true), 2e-5);
+}
+
+// Value widths that leave the AVX-512 kernel's pairs of panels with a single
+// panel over (40 = 16 + 16 + 8, 17, 1), one query or one key, and d = 1.
+TEST(cpu_attention, single_panels_single_rows_and_single_keys) {
+    expect_each_isa_matches_ref(attention_program({2, 2, 13, 29, 24, 40}, mask_kind::rows), 2e-5);
+    expect_each_isa_matches_ref(attention_program({1, 3, 1, 50, 64, 17}, mask_kind::one_row), 2e-5);
+    expect_each_isa_matches_ref(attention_program({1, 2, 9, 1, 8, 1}, mask_kind::none), 2e-5);
+    expect_each_isa_matches_ref(attention_program({1, 1, 31, 33, 1, 48}, mask_kind::causal), 2e-5);
 }

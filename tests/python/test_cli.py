@@ -379,7 +379,7 @@ def test_read_of_a_compiled_file_lists_each_instructions_kernel(conv_model, tmp_
     algorithms = {op: algorithm for op, algorithm in kernels.values()}
     assert algorithms["fused_convolution"] == "winograd_f2x2_3x3"
     assert algorithms["pooling"] == "max_pooling"
-    assert algorithms["softmax"] == "softmax_avx2"
+    assert algorithms["softmax"] in ("softmax_avx512", "softmax_avx2")  # AVX2 where the CPU has no AVX-512
 
     on_ref = tmp_path / "conv_ref.kiln"
     assert kiln_cli("compile", conv_model, "-o", on_ref, "--target", "ref").returncode == 0

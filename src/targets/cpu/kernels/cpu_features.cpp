@@ -3,8 +3,11 @@
 
 #include <cpuid.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
+
+#include "kiln/errors.hpp"
 
 namespace kiln::avx2 {
 
@@ -31,6 +34,15 @@ namespace kiln::avx512 {
 bool supported() {
     static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
     return yes;
+}
+
+bool enabled() {
+    const char* forced = std::getenv("KILN_CPU_ISA");
+    if (forced == nullptr || *forced == '\0') return supported();
+    const std::string v = forced;
+    if (v == "avx2") return false;
+    if (v == "avx512") return supported();
+    fail("KILN_CPU_ISA must be avx2 or avx512, got '" + v + "'");
 }
 
 }  // namespace kiln::avx512

@@ -26,6 +26,13 @@ namespace kiln::avx512 {
 // AVX-512 Foundation on the CPU running us, with the OS saving its registers.
 bool supported();
 
+// supported(), unless the environment variable KILN_CPU_ISA is "avx2": then
+// the kernels that have both run their AVX2 loops (for A/B timings and for
+// tests of both paths on one machine). Read at every call, so that a
+// process can compile a program each way; any value other than "avx2" or
+// "avx512" is an error that names it.
+bool enabled();
+
 }  // namespace kiln::avx512
 
 namespace kiln {

@@ -27,15 +27,20 @@ std::shared_ptr<const pointwise_runner> make_pointwise_runner(const std::vector<
                                                               const kernel_request& r);
 // fused_concat_pointwise (concat_pointwise_kernel.cpp)
 std::shared_ptr<const cpu_kernel> make_concat_pointwise_kernel(const kernel_request& r);
-// softmax, log_softmax (normalization_kernels.cpp)
+// softmax, log_softmax (normalization_kernels.cpp); the _avx512 factories
+// decline (nullptr) unless avx512::enabled().
 std::shared_ptr<const cpu_kernel> make_softmax_kernel(const kernel_request& r);
+std::shared_ptr<const cpu_kernel> make_softmax_avx512_kernel(const kernel_request& r);
 // layer_norm (normalization_kernels.cpp)
 std::shared_ptr<const cpu_kernel> make_layer_norm_kernel(const kernel_request& r);
+std::shared_ptr<const cpu_kernel> make_layer_norm_avx512_kernel(const kernel_request& r);
 // softmax_quantize / layer_norm_quantize: the rows above, written as 8-bit codes.
 std::shared_ptr<const cpu_kernel> make_softmax_quantize_kernel(const kernel_request& r);
 std::shared_ptr<const cpu_kernel> make_layer_norm_quantize_kernel(const kernel_request& r);
-// fused_attention (attention_kernel.cpp)
+// fused_attention (attention_kernel.cpp); the _avx512 factory declines
+// unless avx512::enabled().
 std::shared_ptr<const cpu_kernel> make_attention_kernel(const kernel_request& r);
+std::shared_ptr<const cpu_kernel> make_attention_avx512_kernel(const kernel_request& r);
 // reshape, flatten, contiguous when they copy (strided_copy_kernel.cpp)
 std::shared_ptr<const cpu_kernel> make_strided_copy_kernel(const kernel_request& r);
 // scatter_nd without a reduction, one slice copy per index row (copy/scatter_nd_slices.cpp)

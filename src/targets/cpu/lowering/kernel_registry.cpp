@@ -12,6 +12,7 @@
 #include "ops/half_weights.hpp"
 #include "ops/linalg.hpp"
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
@@ -37,6 +38,10 @@ private:
 bool any_request(const kernel_request&) {
     return true;
 }
+// The AVX-512 versions of those kernels, listed before the AVX2 ones.
+bool avx512_enabled(const kernel_request&) {
+    return avx512::enabled();
+}
 template <std::shared_ptr<const cpu_kernel> (*make)(const kernel_request&)>
 std::shared_ptr<const cpu_kernel> build_with(const kernel_request& r, const kernel_builder&) {
     return make(r);
@@ -45,13 +50,16 @@ std::shared_ptr<const cpu_kernel> build_with(const kernel_request& r, const kern
 const kernel_algorithm reorder[] = {{"onednn_reorder", any_request, build_with<make_reorder_kernel>}};
 const kernel_algorithm concat[] = {{"concat_copy", any_request, build_with<make_concat_kernel>}};
 const kernel_algorithm reduce[] = {{"reduce", any_request, build_with<make_reduce_kernel>}};
-const kernel_algorithm softmax[] = {{"softmax_avx2", any_request, build_with<make_softmax_kernel>}};
-const kernel_algorithm layer_norm[] = {{"layer_norm_avx2", any_request, build_with<make_layer_norm_kernel>}};
+const kernel_algorithm softmax[] = {{"softmax_avx512", avx512_enabled, build_with<make_softmax_avx512_kernel>},
+                                    {"softmax_avx2", any_request, build_with<make_softmax_kernel>}};
+const kernel_algorithm layer_norm[] = {{"layer_norm_avx512", avx512_enabled, build_with<make_layer_norm_avx512_kernel>},
+                                       {"layer_norm_avx2", any_request, build_with<make_layer_norm_kernel>}};
 const kernel_algorithm softmax_quantize[] = {
     {"softmax_quantize_avx2", any_request, build_with<make_softmax_quantize_kernel>}};
 const kernel_algorithm layer_norm_quantize[] = {
     {"layer_norm_quantize_avx2", any_request, build_with<make_layer_norm_quantize_kernel>}};
-const kernel_algorithm attention[] = {{"attention_avx2", any_request, build_with<make_attention_kernel>}};
+const kernel_algorithm attention[] = {{"attention_avx512", avx512_enabled, build_with<make_attention_avx512_kernel>},
+                                      {"attention_avx2", any_request, build_with<make_attention_kernel>}};
 const kernel_algorithm strided_copy[] = {{"strided_copy", any_request, build_with<make_strided_copy_kernel>}};
 const kernel_algorithm scatter_nd[] = {{"scatter_nd_slices", any_request, build_with<make_scatter_nd_kernel>}};
 const kernel_algorithm pointwise[] = {{"pointwise_avx2", any_request, build_with<make_pointwise_kernel>}};

@@ -422,6 +422,15 @@ void run_items(const attention_plan& p, const float* q, const float* kt, const f
 
 }  // namespace
 
+void pack_attention_panels(const float* b, const std::size_t* strides, std::size_t k, std::size_t n, float* dst) {
+    pack_panels(b, strides, k, n, dst);
+}
+
+std::size_t attention_unmasked_columns(const attention_plan& p, const float* mask, std::size_t b, std::size_t row0,
+                                       std::size_t rows) {
+    return unmasked_columns(p, mask, b, row0, rows);
+}
+
 std::size_t attention_scratch_bytes(const attention_plan& p) {
     return static_cast<std::size_t>(p.threads) * thread_floats(p) * sizeof(float);
 }

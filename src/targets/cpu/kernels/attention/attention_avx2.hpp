@@ -52,6 +52,16 @@ struct attention_plan {
 };
 
 std::size_t attention_scratch_bytes(const attention_plan& p);
+
+// Shared with the AVX-512 kernel (attention_avx512.cpp), which packs its
+// right-hand matrices the same way: b [k x n] (element strides over its
+// rows and columns) as panels of 16 columns, each k x 16 floats in a row,
+// zeros past column n, into 64-byte aligned dst.
+void pack_attention_panels(const float* b, const std::size_t* strides, std::size_t k, std::size_t n, float* dst);
+// The key columns that (batch entry b, rows [row0, row0 + rows)) of a
+// run-time mask need (see skip_masked_tails).
+std::size_t attention_unmasked_columns(const attention_plan& p, const float* mask, std::size_t b, std::size_t row0,
+                                       std::size_t rows);
 void run_attention(const attention_plan& p, const float* q, const float* kt, const float* v, const float* mask,
                    float* out, std::byte* scratch);
 

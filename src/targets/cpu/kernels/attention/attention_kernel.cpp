@@ -1,10 +1,12 @@
-// The cpu kernel for fused_attention (attention_avx2.cpp), float32: batch
-// entries and the strides of every operand are worked out here, once.
+// The cpu kernel for fused_attention (attention_avx2.cpp, or
+// attention_avx512.cpp where avx512::enabled()), float32: batch entries and
+// the strides of every operand are worked out here, once.
 #include <algorithm>
 
 #include "ops/fused_attention.hpp"
 #include "ops/op_helpers.hpp"
 #include "targets/cpu/kernels/attention/attention_avx2.hpp"
+#include "targets/cpu/kernels/attention/attention_avx512.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
 
@@ -20,9 +22,18 @@ constexpr std::size_t parallel_flops = std::size_t{1} << 20;
 // small tiles skip more of a causal mask's upper triangle.
 constexpr std::size_t causal_tile_rows = 16;
 
+// The loops of one ISA over the plan.
+struct attention_loops {
+    std::size_t (*scratch_bytes)(const avx2::attention_plan&);
+    void (*run)(const avx2::attention_plan&, const float*, const float*, const float*, const float*, float*,
+                std::byte*);
+};
+constexpr attention_loops avx2_loops{avx2::attention_scratch_bytes, avx2::run_attention};
+constexpr attention_loops avx512_loops{avx512::attention_scratch_bytes, avx512::run_attention};
+
 class attention_kernel final : public cpu_kernel {
 public:
-    attention_kernel(const op::fused_attention& a, const kernel_request& r) {
+    attention_kernel(const op::fused_attention& a, const kernel_request& r, attention_loops loops) : loops_(loops) {
         const auto& in = r.input_shapes;
         const shape& out = r.output_shape;
         const std::size_t rank = out.ndim();
@@ -95,11 +106,11 @@ public:
     attention_kernel& operator=(const attention_kernel&) = delete;
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
-        avx2::run_attention(
+        loops_.run(
             plan_, inputs[0].data_as<const float>(), inputs[1].data_as<const float>(), inputs[2].data_as<const float>(),
             plan_.has_mask ? inputs[3].data_as<const float>() : nullptr, result.data_as<float>(), scratch);
     }
-    std::size_t scratch_bytes() const override { return avx2::attention_scratch_bytes(plan_); }
+    std::size_t scratch_bytes() const override { return loops_.scratch_bytes(plan_); }
 
 private:
     // With a constant mask, the key columns each (batch entry, tile) needs:
@@ -129,13 +140,12 @@ private:
         plan_.item_columns = item_columns_.data();
     }
 
+    attention_loops loops_;
     avx2::attention_plan plan_;
     std::vector<std::size_t> q_offsets_, kt_offsets_, v_offsets_, mask_offsets_, out_offsets_, item_columns_;
 };
 
-}  // namespace
-
-std::shared_ptr<const cpu_kernel> make_attention_kernel(const kernel_request& r) {
+std::shared_ptr<const cpu_kernel> attention_kernel_with(const kernel_request& r, attention_loops loops) {
     const auto* a = r.op.get_if<op::fused_attention>();
     if (a == nullptr || !avx2::supported() || r.output_shape.elements() == 0) return nullptr;
     for (const auto& s : r.input_shapes)
@@ -145,7 +155,16 @@ std::shared_ptr<const cpu_kernel> make_attention_kernel(const kernel_request& r)
         if (r.input_shapes[i].ndim() < 2 || r.input_shapes[i].ndim() > r.output_shape.ndim()) return nullptr;
     // The result's rows are written whole (output_order keeps its last dim innermost).
     if (r.output_shape.ndim() < 2 || r.output_shape.strides().back() != 1) return nullptr;
-    return std::make_shared<attention_kernel>(*a, r);
+    return std::make_shared<attention_kernel>(*a, r, loops);
+}
+
+}  // namespace
+
+std::shared_ptr<const cpu_kernel> make_attention_kernel(const kernel_request& r) {
+    return attention_kernel_with(r, avx2_loops);
+}
+std::shared_ptr<const cpu_kernel> make_attention_avx512_kernel(const kernel_request& r) {
+    return avx512::enabled() ? attention_kernel_with(r, avx512_loops) : nullptr;
 }
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 // The cpu kernels for softmax, log_softmax and layer_norm over the last
 // dimensions of a standard float32 tensor: AVX2 row loops, threaded over
-// rows (softmax_avx2.cpp, layer_norm_avx2.cpp); and for softmax_quantize /
+// rows (softmax_avx2.cpp, layer_norm_avx2.cpp, or their AVX-512 versions
+// softmax_avx512.cpp, layer_norm_avx512.cpp where avx512::enabled()); and for softmax_quantize /
 // layer_norm_quantize, the same rows written as 8-bit codes. Other layouts,
 // dtypes or CPUs decline to the reference compute.
 #include <optional>
@@ -9,6 +10,7 @@
 #include "ops/op_helpers.hpp"
 #include "ops/quantized_norm.hpp"
 #include "targets/cpu/kernels/normalization/normalization_avx2.hpp"
+#include "targets/cpu/kernels/normalization/normalization_avx512.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
 
@@ -33,16 +35,22 @@ std::optional<avx2::row_layout> rows_from(const shape& x, std::size_t axis, cons
     return layout;
 }
 
+// The row loops of one ISA.
+using softmax_rows = void (*)(const avx2::row_layout&, bool, const float*, float*);
+using layer_norm_rows = void (*)(const avx2::row_layout&, double, const float*, const float*, const float*, float*);
+
 class softmax_kernel final : public cpu_kernel {
 public:
-    softmax_kernel(avx2::row_layout layout, bool take_log) : layout_(layout), take_log_(take_log) {}
+    softmax_kernel(avx2::row_layout layout, bool take_log, softmax_rows rows)
+        : layout_(layout), take_log_(take_log), rows_(rows) {}
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
-        avx2::run_softmax(layout_, take_log_, inputs[0].data_as<const float>(), result.data_as<float>());
+        rows_(layout_, take_log_, inputs[0].data_as<const float>(), result.data_as<float>());
     }
 
 private:
     avx2::row_layout layout_;
     bool take_log_;
+    softmax_rows rows_;
 };
 
 // A scale or bias as `length` contiguous floats: the input itself when it is
@@ -80,10 +88,11 @@ std::optional<row_parameter> row_parameter_of(const kernel_request& r, std::size
 
 class layer_norm_kernel final : public cpu_kernel {
 public:
-    layer_norm_kernel(avx2::row_layout layout, double epsilon, row_parameter scale, row_parameter bias)
-        : layout_(layout), epsilon_(epsilon), scale_(std::move(scale)), bias_(std::move(bias)) {}
+    layer_norm_kernel(avx2::row_layout layout, double epsilon, row_parameter scale, row_parameter bias,
+                      layer_norm_rows rows)
+        : layout_(layout), epsilon_(epsilon), scale_(std::move(scale)), bias_(std::move(bias)), rows_(rows) {}
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
-        avx2::run_layer_norm(layout_, epsilon_, inputs[0].data_as<const float>(), pointer(scale_, inputs, 1),
+        rows_(layout_, epsilon_, inputs[0].data_as<const float>(), pointer(scale_, inputs, 1),
                              pointer(bias_, inputs, 2), result.data_as<float>());
     }
 
@@ -95,6 +104,7 @@ private:
     avx2::row_layout layout_;
     double epsilon_;
     row_parameter scale_, bias_;
+    layer_norm_rows rows_;
 };
 
 // One float row per thread, in scratch, for the variants that write codes.
@@ -200,7 +210,9 @@ std::shared_ptr<const cpu_kernel> make_layer_norm_quantize_kernel(const kernel_r
     return std::make_shared<layer_norm_quantize_kernel>(*layout, ln->epsilon, std::move(*scale), std::move(*bias), *q);
 }
 
-std::shared_ptr<const cpu_kernel> make_softmax_kernel(const kernel_request& r) {
+namespace {
+
+std::shared_ptr<const cpu_kernel> softmax_kernel_with(const kernel_request& r, softmax_rows rows) {
     const shape& x = r.input_shapes.at(0);
     std::int64_t axis = 0;
     bool take_log = false;
@@ -217,10 +229,10 @@ std::shared_ptr<const cpu_kernel> make_softmax_kernel(const kernel_request& r) {
         if (x.lens()[d] != 1) return nullptr;  // the axis must be the innermost one
     auto layout = rows_from(x, a, r, 24);
     if (!layout) return nullptr;
-    return std::make_shared<softmax_kernel>(*layout, take_log);
+    return std::make_shared<softmax_kernel>(*layout, take_log, rows);
 }
 
-std::shared_ptr<const cpu_kernel> make_layer_norm_kernel(const kernel_request& r) {
+std::shared_ptr<const cpu_kernel> layer_norm_kernel_with(const kernel_request& r, layer_norm_rows rows) {
     const auto* ln = r.op.get_if<op::layer_norm>();
     if (ln == nullptr) return nullptr;
     const shape& x = r.input_shapes.at(0);
@@ -229,7 +241,22 @@ std::shared_ptr<const cpu_kernel> make_layer_norm_kernel(const kernel_request& r
     auto scale = row_parameter_of(r, 1, x, a);
     auto bias = row_parameter_of(r, 2, x, a);
     if (!layout || !scale || !bias) return nullptr;
-    return std::make_shared<layer_norm_kernel>(*layout, ln->epsilon, std::move(*scale), std::move(*bias));
+    return std::make_shared<layer_norm_kernel>(*layout, ln->epsilon, std::move(*scale), std::move(*bias), rows);
+}
+
+}  // namespace
+
+std::shared_ptr<const cpu_kernel> make_softmax_kernel(const kernel_request& r) {
+    return softmax_kernel_with(r, avx2::run_softmax);
+}
+std::shared_ptr<const cpu_kernel> make_layer_norm_kernel(const kernel_request& r) {
+    return layer_norm_kernel_with(r, avx2::run_layer_norm);
+}
+std::shared_ptr<const cpu_kernel> make_softmax_avx512_kernel(const kernel_request& r) {
+    return avx512::enabled() ? softmax_kernel_with(r, avx512::run_softmax) : nullptr;
+}
+std::shared_ptr<const cpu_kernel> make_layer_norm_avx512_kernel(const kernel_request& r) {
+    return avx512::enabled() ? layer_norm_kernel_with(r, avx512::run_layer_norm) : nullptr;
 }
 
 }  // namespace kiln

@@ -1,0 +1,16 @@
+#pragma once
+// vector_math_avx512.hpp's functions over arrays (vector_math_arrays_avx512.cpp),
+// for tests: the AVX-512 counterparts of pointwise_avx2.hpp's *_array
+// functions. Callers check avx512::supported() first.
+#include <cstddef>
+
+namespace kiln::avx512 {
+
+void exp_array(const float* x, float* y, std::size_t n);
+void tanh_array(const float* x, float* y, std::size_t n);
+void sigmoid_array(const float* x, float* y, std::size_t n);
+void erf_array(const float* x, float* y, std::size_t n);
+void gelu_erf_array(const float* x, float* y, std::size_t n);
+void gelu_tanh_array(const float* x, float* y, std::size_t n);
+
+}  // namespace kiln::avx512
