@@ -1,14 +1,27 @@
 """The cpu target's one-token products with float32 weights stored
 transposed ([N, K], a language model's output layer tied to its token
-embedding): up to four rows run Kiln's column loop (few_rows_columns_avx2),
+embedding, or nn.Linear's [out, in] weights): up to four rows run Kiln's
+column loop (few_rows_columns_avx512, or _avx2 on a CPU without AVX-512),
 which streams each column once, instead of oneDNN, whose one-row product
 reads such weights far below the memory's speed. Checked against numpy in
-float64 and against the ref target."""
+float64, against the ref target and against PyTorch eager."""
 import numpy as np
 import pytest
 
 import kiln
 from kiln_testing import run_on
+
+
+def cpu_flags():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+# The column loop this CPU runs (the AVX-512 one needs only AVX-512 F).
+COLUMNS = "few_rows_columns_avx512" if "avx512f" in cpu_flags() else "few_rows_columns_avx2"
 
 
 def tied_output_layer(rows, k, n, residual, bias, seed):
@@ -53,6 +66,61 @@ def test_transposed_float32_weights_few_rows(rows, residual, bias):
         got[target] = run_on(p, target, inputs, disabled_passes=["constant_propagation"])[0]
         if target == "cpu":
             algorithm = [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"]
-            assert algorithm == ["few_rows_columns_avx2" if rows <= 4 else "onednn"]
+            assert algorithm == [COLUMNS if rows <= 4 else "onednn"]
     for value in got.values():
         np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 4])
+@pytest.mark.parametrize("k", [2, 15, 16, 17, 33, 250])
+def test_transposed_float32_weights_inner_tails(rows, k):
+    # k below, at and past one 16-lane vector (the masked tail), n not a multiple of the 4-column group
+    build, inputs, expected = tied_output_layer(rows, k, 23, residual=True, bias=True, seed=100 * rows + k)
+    p = build()
+    got = run_on(p, "cpu", inputs, disabled_passes=["constant_propagation"])[0]
+    assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == [COLUMNS]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_transposed_float32_weights_same_result_on_any_thread_count(rows):
+    # Each output is one thread's dot product in a fixed order: bit-identical across thread counts and runs.
+    build, inputs, expected = tied_output_layer(rows, 1000, 517, residual=False, bias=False, seed=7)
+    runs = [run_on(build(), "cpu", inputs, threads=t, disabled_passes=["constant_propagation"])[0]
+            for t in (1, 2, 2)]
+    np.testing.assert_allclose(runs[0], expected, rtol=1e-5, atol=1e-4)
+    for other in runs[1:]:
+        np.testing.assert_array_equal(other, runs[0])
+
+
+def test_llama_mlp_through_torch_compile_matches_eager():
+    # Llama's MLP at one and four tokens: nn.Linear weights [out, in] used transposed, down(silu(gate(x)) * up(x)),
+    # plus a biased projection, against PyTorch eager.
+    import torch
+
+    import kiln.torch
+    from kiln.torch.kiln_subgraph import KilnSubgraph
+
+    class MLP(torch.nn.Module):
+        def __init__(self, hidden, inner):
+            super().__init__()
+            self.gate = torch.nn.Linear(hidden, inner, bias=False)
+            self.up = torch.nn.Linear(hidden, inner, bias=False)
+            self.down = torch.nn.Linear(inner, hidden, bias=False)
+            self.out = torch.nn.Linear(hidden, 37, bias=True)
+
+        def forward(self, x):
+            h = x + self.down(torch.nn.functional.silu(self.gate(x)) * self.up(x))
+            return self.out(h)
+
+    torch.manual_seed(0)
+    model = MLP(72, 200).eval()
+    for rows in (1, 4):
+        x = torch.randn(1, rows, 72)
+        compiled = kiln.torch.compile(model, (x,))
+        (program,) = [m.program for m in compiled.modules() if isinstance(m, KilnSubgraph)]
+        products = [a for _, op, a in program.get_kernel_algorithms() if op == "fused_dot"]
+        assert products == [COLUMNS] * 4, products
+        with torch.no_grad():
+            want = model(x)
+        np.testing.assert_allclose(compiled(x).numpy(), want.numpy(), rtol=1e-4, atol=1e-5)

@@ -8,7 +8,8 @@
 // speed of reading 2 bytes a weight. Weights stored transposed ([N, K], a
 // tied embedding as the output layer) are read a column at a time instead,
 // each output a dot product over one contiguous column; float32 weights
-// stored so run that loop too (few_rows_columns_avx2, in the float32 list).
+// stored so run that loop too (few_rows_columns_avx2, in the float32 list),
+// or its AVX-512 form (few_rows_columns_avx512: Llama's nn.Linear weights).
 #include <omp.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
 #include "targets/cpu/kernels/half_weights/rows_times_16bit_avx2.hpp"
 #include "targets/cpu/kernels/matmul/few_rows_epilogue.hpp"
+#include "targets/cpu/kernels/matmul/rows_times_float_columns_avx512.hpp"
 
 namespace kiln {
 
@@ -59,7 +61,7 @@ multiply_function multiply_for(dtype stored, bool transposed) {
 class few_rows_kernel final : public cpu_kernel {
 public:
     few_rows_kernel(std::size_t rows, std::size_t inner, std::size_t cols, few_rows_epilogue epilogue, dtype stored,
-                    bool transposed, int threads)
+                    bool transposed, multiply_function multiply, int threads)
         : rows_(rows),
           inner_(inner),
           cols_(cols),
@@ -67,7 +69,7 @@ public:
           transposed_(transposed),
           block_(transposed ? transposed_block_columns(cols, threads) : block_columns(rows, cols, threads)),
           element_size_(shape{stored}.element_size()),
-          multiply_(multiply_for(stored, transposed)),
+          multiply_(multiply),
           threads_(threads) {}
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
@@ -126,18 +128,34 @@ bool eligible_float32_columns(const kernel_request& r) {
            !r.constant_inputs[1].empty() && transposed_weights(r.input_shapes[1]) && fits(r);
 }
 
-std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
+// The same on a CPU with AVX-512.
+bool eligible_float32_columns_avx512(const kernel_request& r) {
+    return avx512::supported() && eligible_float32_columns(r);
+}
+
+std::shared_ptr<const cpu_kernel> build_with(const kernel_request& r, multiply_function multiply) {
     const shape& b = r.input_shapes[1];
     const std::size_t rows = r.input_shapes[0].elements() / b.lens()[0];
     const auto& fused = *r.op.get_if<op::fused_dot>();
     few_rows_epilogue epilogue(fused, *few_rows_operand_strides(fused, r, b.lens()[1]));
     return std::make_shared<few_rows_kernel>(rows, b.lens()[0], b.lens()[1], std::move(epilogue), b.type(),
-                                             transposed_weights(b), r.threads);
+                                             transposed_weights(b), multiply, r.threads);
+}
+
+std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
+    const shape& b = r.input_shapes[1];
+    return build_with(r, multiply_for(b.type(), transposed_weights(b)));
+}
+
+std::shared_ptr<const cpu_kernel> build_avx512_columns(const kernel_request& r, const kernel_builder&) {
+    return build_with(r, avx512::rows_times_float_columns);
 }
 
 }  // namespace
 
 const kernel_algorithm few_rows_16bit_matmul{"few_rows_16bit_avx2", eligible, build};
 const kernel_algorithm few_rows_float32_columns_matmul{"few_rows_columns_avx2", eligible_float32_columns, build};
+const kernel_algorithm few_rows_float32_columns_avx512_matmul{"few_rows_columns_avx512",
+                                                              eligible_float32_columns_avx512, build_avx512_columns};
 
 }  // namespace kiln

@@ -32,6 +32,8 @@ extern const kernel_algorithm few_rows_16bit_matmul;  // few_rows_matmul.cpp
 // Up to four rows times constant float32 weights stored transposed (few_rows_matmul.cpp),
 // first in the float32 matmul list.
 extern const kernel_algorithm few_rows_float32_columns_matmul;
+// The same loop with AVX-512 (rows_times_float_columns_avx512.cpp), listed before it.
+extern const kernel_algorithm few_rows_float32_columns_avx512_matmul;
 std::span<const kernel_algorithm> half_weights_convolution_algorithms();
 // widen_weights_per_run over `float32_algorithms`.
 std::shared_ptr<const cpu_kernel> build_widen_weights_per_run(std::span<const kernel_algorithm> float32_algorithms,

@@ -375,6 +375,7 @@ const kernel_algorithm onednn_bf16_matmul{"onednn_bf16", bf16_weights_many_rows,
 
 std::span<const kernel_algorithm> matmul_algorithms() {
     static const kernel_algorithm algorithms[] = {
+        few_rows_float32_columns_avx512_matmul,
         few_rows_float32_columns_matmul,
         few_rows_float32_avx512_matmul,
         few_rows_float32_avx2_matmul,

@@ -3,7 +3,7 @@
 // whose post-op chain ends in tanh-approximated GELU runs the chain's rest in
 // oneDNN and the GELU in Kiln's AVX2 loop (faster than oneDNN's eltwise);
 // a product of up to four rows with constant weights stored transposed runs
-// Kiln's column loop (few_rows_columns_avx2), and with constant row-major
+// Kiln's column loop (few_rows_columns_avx512 / _avx2), and with constant row-major
 // weights Kiln's streaming loop (few_rows_float32_avx512 / _avx2,
 // few_rows_float32_matmul.cpp); every other product runs wholly in oneDNN.
 #include <span>
