@@ -72,9 +72,9 @@ struct quantization_scheme {
 // uint8 codes (accepts_unsigned_codes); when not, a non-negative range
 // stays int8.
 struct activation_quantization {
-    dtype type = dtype::int8_type;
     float scale = 1;
     std::int64_t zero_point = 0;
+    dtype type = dtype::int8_type;
 };
 activation_quantization choose_activation_quantization(double lo, double hi, const quantization_scheme& scheme,
                                                        bool unsigned_allowed = true);
