@@ -49,6 +49,10 @@ struct quantize_int8_options {
     bool per_channel = true;
     // Instructions kept in float: printed names ("@12") or origins (ONNX node names).
     std::vector<std::string> exclude;
+    // Activations never seen below 0 (after a ReLU) as uint8 with zero point
+    // 0 (U8S8, oneDNN's fast path), where every use takes uint8; false keeps
+    // every activation int8 (S8S8).
+    bool unsigned_activations = true;
     calibration_progress progress;
 };
 
@@ -56,7 +60,8 @@ struct quantize_int8_options {
 // `p` compiled for `t`, collects the range of each chosen op's float
 // activation inputs in bounded memory, and inserts
 // dequantize_linear(quantize_linear(x, scale, zero_point)) before them: int8
-// per tensor with a zero point for activations, int8 symmetric per output
+// per tensor with a zero point for activations (uint8 with zero point 0 for
+// non-negative ones, see unsigned_activations), int8 symmetric per output
 // channel (or per tensor) for constant weights. An empty calibration set,
 // a sample with a missing, unknown or misshapen input, an unknown op name
 // or exclude name raise errors.

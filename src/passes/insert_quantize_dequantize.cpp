@@ -203,26 +203,39 @@ void add_residual_uses(module& m, std::vector<quantized_value>& planned) {
     }
 }
 
-activation_quantization choose_activation_quantization(double lo, double hi, const quantization_scheme& scheme) {
+activation_quantization choose_activation_quantization(double lo, double hi, const quantization_scheme& scheme,
+                                                       bool unsigned_allowed) {
     if (!std::isfinite(lo) || !std::isfinite(hi) || lo > hi)
         fail("activation range [" + std::to_string(lo) + ", " + std::to_string(hi) + "] is not a finite range");
     activation_quantization q;
+    q.type = scheme.type;
     if (!scheme.activation_zero_point) {
         const double a = std::max(std::fabs(lo), std::fabs(hi));
         q.scale = a > 0 ? static_cast<float>(a / scheme.activation_limit) : 1.0f;
         return q;
     }
+    // A non-negative range as uint8, zero point 0: the levels int8 would
+    // give it with zero point -128, shifted by 128.
+    const bool as_unsigned = scheme.unsigned_nonnegative_activations && unsigned_allowed &&
+                             scheme.type == dtype::int8_type && lo >= 0;
+    if (as_unsigned) q.type = dtype::uint8_type;
     // int8 with a zero point, ONNX Runtime's asymmetric choice: the range
     // always holds 0, which must be exact (zero padding, ReLU outputs).
     lo = std::min(lo, 0.0);
     hi = std::max(hi, 0.0);
-    const double qmin = -128, qmax = 127;
+    const double qmin = as_unsigned ? 0 : -128, qmax = as_unsigned ? 255 : 127;
     const double scale = (hi - lo) / (qmax - qmin);
     if (!(scale > 0) || !std::isfinite(static_cast<float>(scale))) return q;  // only zeros seen: any scale is exact
     q.scale = static_cast<float>(scale);
     const double zp = std::nearbyint(qmin - lo / static_cast<double>(q.scale));
     q.zero_point = static_cast<std::int64_t>(std::clamp(zp, qmin, qmax));
     return q;
+}
+
+bool accepts_unsigned_codes(const quantized_value& v) {
+    for (const auto& [user, index] : v.uses)
+        if (user->name() == "dot" && index == 1) return false;
+    return true;
 }
 
 std::vector<float> choose_weight_scales(const argument& weights, std::int64_t channel_axis, double limit) {
@@ -255,12 +268,12 @@ void insert_activation_qdq(module& m, const quantized_value& v, const activation
     instruction_ref scale = insert_scale(m, pos, float_type, {q.scale});
     op::quantize_linear quantize;
     op::dequantize_linear dequantize;
-    quantize.output_type = scheme.type;
+    quantize.output_type = q.type;
     std::vector<instruction_ref> quantize_inputs{v.value, scale};
     std::vector<instruction_ref> dequantize_tail{scale};
     if (scheme.activation_zero_point) {
         instruction_ref zero_point =
-            m.insert_literal(pos, literal(shape{scheme.type, {}}, std::vector<std::int64_t>{q.zero_point}));
+            m.insert_literal(pos, literal(shape{q.type, {}}, std::vector<std::int64_t>{q.zero_point}));
         quantize_inputs.push_back(zero_point);
         dequantize_tail.push_back(zero_point);
     }

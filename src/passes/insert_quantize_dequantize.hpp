@@ -58,14 +58,32 @@ struct quantization_scheme {
     // zero point; without one, [-a, a] (a = max |lo|, |hi|) onto +-activation_limit.
     bool activation_zero_point = true;
     double activation_limit = 127;
+    // int8 with a zero point only: an activation never seen below 0 (after
+    // a ReLU, ReLU6, a clip at 0 or a max pooling of one) is uint8 with
+    // zero point 0 instead, the same levels (scale hi / 255) as int8 with
+    // zero point -128. oneDNN's int8 kernels take u8 sources as they are
+    // (VNNI's u8 x s8 product) and skip the zero point's compensation
+    // (PT2E's x86 quantizer and OpenVINO choose U8S8 likewise).
+    bool unsigned_nonnegative_activations = false;
 };
 
-// Scale and zero point of an activation whose values were seen in [lo, hi].
+// Type, scale and zero point of an activation whose values were seen in
+// [lo, hi]. `unsigned_allowed`: whether every use of the value takes
+// uint8 codes (accepts_unsigned_codes); when not, a non-negative range
+// stays int8.
 struct activation_quantization {
     float scale = 1;
     std::int64_t zero_point = 0;
+    dtype type = dtype::int8_type;
 };
-activation_quantization choose_activation_quantization(double lo, double hi, const quantization_scheme& scheme);
+activation_quantization choose_activation_quantization(double lo, double hi, const quantization_scheme& scheme,
+                                                       bool unsigned_allowed = true);
+
+// Whether every chosen use of activation `v` takes uint8 codes once fused:
+// a quantized convolution's or dot's source and a quantized residual do;
+// the second operand of a dot of two activations (attention's products)
+// does not, since oneDNN's int8 matmul wants s8 weights.
+bool accepts_unsigned_codes(const quantized_value& v);
 
 // Per-channel (or per-tensor) symmetric scales for constant `weights`:
 // max |w| over each channel / `limit`; 1 for a channel of zeros (any scale

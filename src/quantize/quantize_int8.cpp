@@ -12,12 +12,14 @@ void quantize_int8(program& p, const target& t, const std::vector<parameter_map>
     request.method = options.method;
     request.percentile = options.percentile;
     request.progress = options.progress;
-    // Activations: int8 with a zero point; weights: int8 symmetric in
-    // [-127, 127] (ONNX Runtime's S8S8 QDQ form, -128 unused by weights).
+    // Activations: int8 with a zero point, or uint8 where never negative;
+    // weights: int8 symmetric in [-127, 127] (ONNX Runtime's S8S8 / U8S8 QDQ
+    // forms, -128 unused by weights).
     request.scheme.type = dtype::int8_type;
     request.scheme.weight_limit = 127;
     request.scheme.weights_per_channel = options.per_channel;
     request.scheme.activation_zero_point = true;
+    request.scheme.unsigned_nonnegative_activations = options.unsigned_activations;
     request.residuals_in_int8 = true;
     quantize_program(p, t, calibration, request);
 }

@@ -121,6 +121,37 @@ TEST(choose_activation_quantization, maps_the_range_with_zero_onto_int8) {
     EXPECT_EQ(q.zero_point, 0);
 }
 
+TEST(choose_activation_quantization, maps_a_non_negative_range_onto_uint8_when_asked) {
+    quantization_scheme u8;
+    u8.unsigned_nonnegative_activations = true;
+    // [0.5, 2] widens to [0, 2]: uint8, scale 2 / 255 (int8's levels), zero point 0
+    auto q = choose_activation_quantization(0.5, 2, u8);
+    EXPECT_EQ(q.type, dtype::uint8_type);
+    EXPECT_FLOAT_EQ(q.scale, 2.0f / 255);
+    EXPECT_EQ(q.zero_point, 0);
+    // A value below 0 keeps int8: [-1, 3] as in the int8 test above.
+    q = choose_activation_quantization(-1, 3, u8);
+    EXPECT_EQ(q.type, dtype::int8_type);
+    EXPECT_EQ(q.zero_point, -64);
+    // A use that cannot take uint8: int8 with zero point -128.
+    q = choose_activation_quantization(0.5, 2, u8, false);
+    EXPECT_EQ(q.type, dtype::int8_type);
+    EXPECT_EQ(q.zero_point, -128);
+    // Only zeros seen: uint8, any scale, zero point 0.
+    q = choose_activation_quantization(0, 0, u8);
+    EXPECT_EQ(q.type, dtype::uint8_type);
+    EXPECT_EQ(q.zero_point, 0);
+    // Off by default; float8 (no zero point) is unaffected.
+    EXPECT_EQ(choose_activation_quantization(0.5, 2, quantization_scheme{}).type, dtype::int8_type);
+    quantization_scheme fp8 = u8;
+    fp8.type = dtype::fp8e4m3fn_type;
+    fp8.activation_zero_point = false;
+    fp8.activation_limit = 448;
+    q = choose_activation_quantization(0.5, 2, fp8);
+    EXPECT_EQ(q.type, dtype::fp8e4m3fn_type);
+    EXPECT_FLOAT_EQ(q.scale, 2.0f / 448);
+}
+
 TEST(choose_weight_scales, one_symmetric_scale_per_channel) {
     // [2, 3]: along axis 0 the channels are rows, along axis 1 columns.
     argument w = make_argument(float_shape({2, 3}), {1, -4, 2, 0, 0, 0});
@@ -160,6 +191,19 @@ TEST(plan_quantized_values, shares_one_activation_and_finds_constant_weights) {
     EXPECT_EQ(planned[1].channel_axis, 1);  // dot's output columns
     EXPECT_EQ(planned[2].value, t.wt);      // a constant expression is a weight too
     EXPECT_TRUE(planned[2].is_weight);
+}
+
+TEST(accepts_unsigned_codes, all_but_the_second_operand_of_an_activation_dot) {
+    module m;
+    auto a = m.add_parameter("a", float_shape({2, 4}));
+    auto b = m.add_parameter("b", float_shape({4, 3}));
+    m.add_return({m.add_instruction(make_op("dot"), {a, b})});
+    auto planned = plan_quantized_values(m, {"dot"}, {}, {"dot", "convolution"}, "test");
+    ASSERT_EQ(planned.size(), 2u);
+    EXPECT_EQ(planned[0].value, a);
+    EXPECT_TRUE(accepts_unsigned_codes(planned[0]));   // a dot's source: u8 x s8
+    EXPECT_EQ(planned[1].value, b);
+    EXPECT_FALSE(accepts_unsigned_codes(planned[1]));  // oneDNN wants s8 "weights"
 }
 
 TEST(plan_quantized_values, leaves_excluded_and_unchosen_instructions_alone) {
