@@ -105,6 +105,16 @@ def test_two_rows_with_rows_broadcast_residual():
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
 
 
+def test_kiln_cpu_isa_avx2_runs_the_avx2_loop(monkeypatch):
+    # KILN_CPU_ISA=avx2 turns every AVX-512 loop off, this one included.
+    monkeypatch.setenv("KILN_CPU_ISA", "avx2")
+    build, inputs, expected = projection((2, ), 261, 45, bias=True, activation="relu", residual="full", seed=5)
+    p = build()
+    got = run_on(p, "cpu", inputs, threads=2)[0]
+    assert product_algorithms(p) == ["few_rows_float32_avx2"]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
+
+
 def test_wrong_input_shape_is_a_clear_error():
     build, inputs, _ = projection((1, ), 64, 32, bias=True, activation=None, residual=None, seed=0)
     p = build()

@@ -82,6 +82,16 @@ def test_transposed_float32_weights_inner_tails(rows, k):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
 
 
+def test_kiln_cpu_isa_avx2_runs_the_avx2_column_loop(monkeypatch):
+    # KILN_CPU_ISA=avx2 turns every AVX-512 loop off, these included (the AVX2 loop on any CPU with AVX2).
+    monkeypatch.setenv("KILN_CPU_ISA", "avx2")
+    build, inputs, expected = tied_output_layer(3, 77, 131, residual=True, bias=True, seed=11)
+    p = build()
+    got = run_on(p, "cpu", inputs, disabled_passes=["constant_propagation"])[0]
+    assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == ["few_rows_columns_avx2"]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("rows", [1, 4])
 def test_transposed_float32_weights_same_result_on_any_thread_count(rows):
     # Each output is one thread's dot product in a fixed order: bit-identical across thread counts and runs.

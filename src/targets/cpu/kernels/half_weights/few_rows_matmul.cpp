@@ -128,9 +128,9 @@ bool eligible_float32_columns(const kernel_request& r) {
            !r.constant_inputs[1].empty() && transposed_weights(r.input_shapes[1]) && fits(r);
 }
 
-// The same on a CPU with AVX-512.
+// The same where AVX-512 loops are enabled (the CPU has them, KILN_CPU_ISA allows them).
 bool eligible_float32_columns_avx512(const kernel_request& r) {
-    return avx512::supported() && eligible_float32_columns(r);
+    return avx512::enabled() && eligible_float32_columns(r);
 }
 
 std::shared_ptr<const cpu_kernel> build_with(const kernel_request& r, multiply_function multiply) {

@@ -157,7 +157,7 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, multiply_functi
 }
 
 bool eligible_avx512(const kernel_request& r) {
-    return avx512::supported() && fits(r);
+    return avx512::enabled() && fits(r);
 }
 bool eligible_avx2(const kernel_request& r) {
     return avx2::supported() && fits(r);
