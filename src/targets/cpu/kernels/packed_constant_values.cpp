@@ -14,6 +14,7 @@ argument restore_packed_constant(const packed_constant& form, const shape& whole
     if (algorithm == pairwise_sum_convolution.name) return pairwise_sum_restore_weights(form, whole);
     if (algorithm == im2col_convolution.name) return im2col_restore_weights(form, whole);
     if (algorithm == channel_split_convolution.name) return channel_split_restore_weights(form, whole);
+    if (algorithm == onednn_winograd_convolution.name) return onednn_winograd_restore_weights(form, whole);
     fail(error_kind::parse_error, "packed weights: the layout names the kernel algorithm '" + algorithm +
                                       "', which stores no packed weights in this build");
 }

@@ -9,12 +9,13 @@
 
 namespace kiln {
 
-extern const kernel_algorithm winograd_convolution;       // winograd_convolution.cpp
-extern const kernel_algorithm pairwise_sum_convolution;   // pairwise_sum_convolution.cpp
-extern const kernel_algorithm im2col_convolution;         // im2col_convolution.cpp
-extern const kernel_algorithm channel_split_convolution;  // channel_split_convolution.cpp
-extern const kernel_algorithm onednn_convolution;         // dnnl_convolution.cpp
-extern const kernel_algorithm onednn_int8_convolution;    // onednn_int8_convolution.cpp
+extern const kernel_algorithm winograd_convolution;         // winograd_convolution.cpp
+extern const kernel_algorithm pairwise_sum_convolution;     // pairwise_sum_convolution.cpp
+extern const kernel_algorithm im2col_convolution;           // im2col_convolution.cpp
+extern const kernel_algorithm channel_split_convolution;    // channel_split_convolution.cpp
+extern const kernel_algorithm onednn_convolution;           // dnnl_convolution.cpp
+extern const kernel_algorithm onednn_winograd_convolution;  // onednn_winograd_convolution.cpp
+extern const kernel_algorithm onednn_int8_convolution;      // onednn_int8_convolution.cpp
 
 // The int8 convolutions (fused_quant_convolution), in the same file.
 std::span<const kernel_algorithm> quant_convolution_algorithms();
@@ -35,6 +36,7 @@ argument winograd_restore_weights(const packed_constant& form, const shape& whol
 argument pairwise_sum_restore_weights(const packed_constant& form, const shape& whole);
 argument im2col_restore_weights(const packed_constant& form, const shape& whole);
 argument channel_split_restore_weights(const packed_constant& form, const shape& whole);
+argument onednn_winograd_restore_weights(const packed_constant& form, const shape& whole);
 
 // The fused_convolution a convolution algorithm is asked to run: the kernel
 // registry hands plain convolutions over as fused ones with no bias or post-ops.

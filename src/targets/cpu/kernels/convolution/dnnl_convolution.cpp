@@ -3,9 +3,10 @@
 // post-ops applied by the same primitive. Weights given at run time (float16
 // weights widened per run, see half_weights/) are reordered into that layout
 // in the run's scratch before each run.
+#include "targets/cpu/kernels/convolution/dnnl_convolution.hpp"
+
 #include "ops/conv.hpp"
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
-#include "targets/cpu/kernels/dnnl_support.hpp"
 
 namespace kiln {
 
@@ -14,7 +15,9 @@ namespace {
 namespace ds = dnnl_support;
 using dims = dnnl::memory::dims;
 
-dims to_dims(const std::vector<std::size_t>& v) { return dims(v.begin(), v.end()); }
+dims to_dims(const std::vector<std::size_t>& v) {
+    return dims(v.begin(), v.end());
+}
 
 // Weights [M, C/g, k...] as oneDNN sees them: grouped ones get a leading group dimension.
 dnnl::memory::desc weights_desc(const shape& w, std::size_t group, dnnl::memory::format_tag tag) {
@@ -29,9 +32,12 @@ dnnl::memory::desc weights_desc(const shape& w, std::size_t group, dnnl::memory:
 dnnl::memory::format_tag plain_weights_tag(std::size_t spatial, bool grouped) {
     using tag = dnnl::memory::format_tag;
     switch (spatial) {
-    case 1: return grouped ? tag::goiw : tag::oiw;
-    case 2: return grouped ? tag::goihw : tag::oihw;
-    default: return grouped ? tag::goidhw : tag::oidhw;
+        case 1:
+            return grouped ? tag::goiw : tag::oiw;
+        case 2:
+            return grouped ? tag::goihw : tag::oihw;
+        default:
+            return grouped ? tag::goidhw : tag::oidhw;
     }
 }
 
@@ -65,7 +71,32 @@ dnnl::memory::desc operand_desc(const shape& operand, const shape& result, op::t
     return ds::strided_desc(result.lens(), strides);
 }
 
-bool eligible(const kernel_request& r) {
+std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
+    auto primitive = describe_convolution(r, dnnl::algorithm::convolution_direct);
+    if (!primitive) return nullptr;  // no oneDNN implementation for these shapes: the reference kernel runs
+    auto& [pd, plain_weights, descs, slots] = *primitive;
+    const shape& w = r.input_shapes[1];
+    const bool constant_weights = r.is_constant(1);
+    std::vector<ds::kept_constant> kept;
+    std::unordered_map<int, dnnl::memory> fixed;
+    if (constant_weights) {
+        kept.push_back(ds::constant_in_layout(r, 1, plain_weights, pd.weights_desc()));
+        fixed.emplace(DNNL_ARG_WEIGHTS, kept.back().copy);
+    } else {
+        descs.emplace_back(DNNL_ARG_WEIGHTS, pd.weights_desc());
+        slots.push_back(1);
+    }
+    auto kernel =
+        std::make_shared<ds::primitive_kernel>(dnnl::convolution_forward(pd), std::move(descs), std::move(slots),
+                                               std::move(fixed), pd.scratchpad_desc().get_size(), std::move(kept));
+    if (constant_weights) return kernel;
+    // Weights that arrive at run time: reordered into the primitive's layout in scratch.
+    return ds::with_input_reordered(std::move(kernel), 1, plain_weights, pd.weights_desc(), w);
+}
+
+}  // namespace
+
+bool onednn_convolution_eligible(const kernel_request& r) {
     const auto& conv = requested_convolution(r);
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
@@ -77,8 +108,7 @@ bool eligible(const kernel_request& r) {
     return true;
 }
 
-
-std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
+std::optional<convolution_primitive> describe_convolution(const kernel_request& r, dnnl::algorithm algorithm) {
     const auto& conv = requested_convolution(r);
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
@@ -103,63 +133,45 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
                                                    : ds::plain_desc(r.output_shape);
     auto any_weights = weights_desc(w, group, dnnl::memory::format_tag::any);
     dnnl::memory::desc bias;
-    if (conv.has_bias) bias = dnnl::memory::desc({static_cast<dnnl::memory::dim>(plain_y.lens()[1])},
-                                                 dnnl::memory::data_type::f32, dnnl::memory::format_tag::x);
+    if (conv.has_bias)
+        bias = dnnl::memory::desc({static_cast<dnnl::memory::dim>(plain_y.lens()[1])}, dnnl::memory::data_type::f32,
+                                  dnnl::memory::format_tag::x);
 
     std::vector<dnnl::memory::desc> operands;
     for (std::size_t i = conv.first_post_operand(); i < r.input_shapes.size(); ++i)
         operands.push_back(operand_desc(r.input_shapes[i], r.output_shape, conv.output_layout, plain_y));
     auto post_ops = ds::make_post_ops(conv.post, operands);
-    if (!post_ops) return nullptr;
+    if (!post_ops) return std::nullopt;
     auto attr = ds::user_scratchpad_attr();
     attr.set_post_ops(*post_ops);
 
     try {
-        auto desc = conv.has_bias
-                        ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                          dnnl::algorithm::convolution_direct, src, any_weights, bias,
-                                                          dst, strides, dil, pad_l, pad_r)
-                        : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                          dnnl::algorithm::convolution_direct, src, any_weights, dst,
-                                                          strides, dil, pad_l, pad_r);
-        dnnl::convolution_forward::primitive_desc pd(desc, attr, ds::cpu_engine());
-        const auto plain_weights = weights_desc(w, group, plain_weights_tag(spatial, group > 1));
-        const bool constant_weights = r.is_constant(1);
-        std::vector<ds::kept_constant> kept;
-        std::unordered_map<int, dnnl::memory> fixed;
-        std::vector<std::pair<int, dnnl::memory::desc>> descs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
-        std::vector<int> slots{0, ds::primitive_kernel::result_slot};
-        if (constant_weights) {
-            kept.push_back(ds::constant_in_layout(r, 1, plain_weights, pd.weights_desc()));
-            fixed.emplace(DNNL_ARG_WEIGHTS, kept.back().copy);
-        } else {
-            descs.emplace_back(DNNL_ARG_WEIGHTS, pd.weights_desc());
-            slots.push_back(1);
-        }
+        auto desc = conv.has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algorithm, src,
+                                                                    any_weights, bias, dst, strides, dil, pad_l, pad_r)
+                                  : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algorithm, src,
+                                                                    any_weights, dst, strides, dil, pad_l, pad_r);
+        convolution_primitive out{dnnl::convolution_forward::primitive_desc(desc, attr, ds::cpu_engine()),
+                                  weights_desc(w, group, plain_weights_tag(spatial, group > 1)),
+                                  {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}},
+                                  {0, ds::primitive_kernel::result_slot}};
         if (conv.has_bias) {
-            descs.emplace_back(DNNL_ARG_BIAS, bias);
-            slots.push_back(2);
+            out.descs.emplace_back(DNNL_ARG_BIAS, bias);
+            out.slots.push_back(2);
         }
         for (std::size_t k = 0; k < operands.size(); ++k) {
-            descs.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(ds::post_op_index(conv.post, k))) | DNNL_ARG_SRC_1,
-                               operands[k]);
-            slots.push_back(static_cast<int>(conv.first_post_operand() + k));
+            out.descs.emplace_back(
+                DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(ds::post_op_index(conv.post, k))) | DNNL_ARG_SRC_1,
+                operands[k]);
+            out.slots.push_back(static_cast<int>(conv.first_post_operand() + k));
         }
-        auto kernel = std::make_shared<ds::primitive_kernel>(dnnl::convolution_forward(pd), std::move(descs),
-                                                             std::move(slots), std::move(fixed),
-                                                             pd.scratchpad_desc().get_size(), std::move(kept));
-        if (constant_weights) return kernel;
-        // Weights that arrive at run time: reordered into the primitive's layout in scratch.
-        return ds::with_input_reordered(std::move(kernel), 1, plain_weights, pd.weights_desc(), w);
+        return out;
     } catch (const dnnl::error&) {
-        return nullptr;  // no oneDNN implementation for these shapes: the reference kernel runs
+        return std::nullopt;
     }
 }
 
-}  // namespace
-
 // oneDNN's own choice of kernel for the shapes (its direct AVX2 kernel, or
 // its 1 x 1 kernel): every float32 convolution.
-const kernel_algorithm onednn_convolution{"onednn", eligible, build};
+const kernel_algorithm onednn_convolution{"onednn", onednn_convolution_eligible, build};
 
 }  // namespace kiln
