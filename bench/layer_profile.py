@@ -101,7 +101,7 @@ def kiln_layers(program):
     return out
 
 
-def kiln_onednn_implementations(args, path):
+def kiln_onednn_implementations(args):
     """conv key -> oneDNN implementation name, and reorder count, from a child run with ONEDNN_VERBOSE=1."""
     env = dict(os.environ, ONEDNN_VERBOSE="1", DNNL_VERBOSE="1")
     cmd = [sys.executable, __file__, args.model, "--batch", str(args.batch), "--threads", str(args.threads),
@@ -326,7 +326,7 @@ def main():
     if args.onednn_child:
         onednn_child(args)
         return
-    impls, onednn_reorders = kiln_onednn_implementations(args, None)
+    impls, onednn_reorders = kiln_onednn_implementations(args)
     path, kiln_rows, ov_rows, totals = profile(args)
     print(report(args, path, kiln_rows, ov_rows, totals, impls, onednn_reorders))
     if args.json:
