@@ -11,6 +11,8 @@
 #include "ops/blocked_layout.hpp"
 #include "ops/conv.hpp"
 #include "ops/pool.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
+#include "targets/cpu/kernels/pooling/blocked_max_pooling_avx512.hpp"
 #include "targets/cpu/kernels/pooling/pooling_algorithms.hpp"
 
 namespace kiln {
@@ -144,6 +146,47 @@ bool blocked_layout_window(const shape& x, const ops::window& w) {
            w.pad_end[2] == 0;
 }
 
+// The AVX-512 loop over [N, C/16, H, W, 16] (blocked_max_pooling_avx512.hpp);
+// planes run in parallel as in the portable kernels.
+class blocked_max_pooling_avx512_kernel final : public cpu_kernel {
+public:
+    explicit blocked_max_pooling_avx512_kernel(const ops::window& w) {
+        for (std::size_t d = 0; d < 2; ++d) {
+            args_.kernel[d] = w.kernel[d];
+            args_.stride[d] = w.stride[d];
+            args_.dilation[d] = w.dilation[d];
+            args_.pad_begin[d] = w.pad_begin[d];
+        }
+    }
+
+    void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
+        const auto& xl = inputs[0].get_shape().lens();
+        const auto& yl = result.get_shape().lens();
+        avx512::blocked_max_pooling_args a = args_;
+        a.x = inputs[0].data_as<float>();
+        a.y = result.data_as<float>();
+        a.h = xl[2];
+        a.w = xl[3];
+        a.out_h = yl[2];
+        a.out_w = yl[3];
+        const auto planes = static_cast<std::ptrdiff_t>(xl[0] * xl[1]);
+#pragma omp parallel for schedule(static)
+        for (std::ptrdiff_t p = 0; p < planes; ++p)
+            avx512::blocked_max_pooling(a, static_cast<std::size_t>(p), static_cast<std::size_t>(p) + 1);
+    }
+
+private:
+    avx512::blocked_max_pooling_args args_{};
+};
+
+ops::window window_of(const op::pooling& pool, const shape& x) {
+    std::vector<std::size_t> spatial(x.lens().begin() + 2, x.lens().end());
+    return pool.global ? ops::make_window(pool.name(), spatial, {}, {}, {})
+                       : ops::make_window(pool.name(),
+                                          std::vector<std::size_t>(pool.lengths.begin(), pool.lengths.end()),
+                                          pool.padding, pool.stride, pool.dilation);
+}
+
 bool eligible(const kernel_request& r) {
     const auto* pool = r.op.get_if<op::pooling>();
     const shape& x = r.input_shapes[0];
@@ -154,12 +197,7 @@ bool eligible(const kernel_request& r) {
 std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
     const auto* pool = r.op.get_if<op::pooling>();
     const shape& x = r.input_shapes[0];
-    std::vector<std::size_t> spatial(x.lens().begin() + 2, x.lens().end());
-    ops::window w =
-        pool->global
-            ? ops::make_window(pool->name(), spatial, {}, {}, {})
-            : ops::make_window(pool->name(), std::vector<std::size_t>(pool->lengths.begin(), pool->lengths.end()),
-                               pool->padding, pool->stride, pool->dilation);
+    ops::window w = window_of(*pool, x);
     if (x.ndim() == 4) return std::make_shared<max_pooling_kernel>(std::move(w));
     if (blocked_layout_window(x, w) && x.lens()[4] == ops::avx2_channel_block)
         return std::make_shared<blocked_max_pooling_kernel<ops::avx2_channel_block>>(std::move(w));
@@ -168,8 +206,21 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     return nullptr;
 }
 
+bool eligible_avx512(const kernel_request& r) {
+    if (!eligible(r) || !avx512::enabled()) return false;
+    const shape& x = r.input_shapes[0];
+    return x.ndim() == 5 && x.lens()[4] == ops::avx512_channel_block &&
+           blocked_layout_window(x, window_of(*r.op.get_if<op::pooling>(), x));
+}
+
+std::shared_ptr<const cpu_kernel> build_avx512(const kernel_request& r, const kernel_builder&) {
+    return std::make_shared<blocked_max_pooling_avx512_kernel>(
+        window_of(*r.op.get_if<op::pooling>(), r.input_shapes[0]));
+}
+
 }  // namespace
 
 const kernel_algorithm max_pooling{"max_pooling", eligible, build};
+const kernel_algorithm max_pooling_avx512{"max_pooling_avx512", eligible_avx512, build_avx512};
 
 }  // namespace kiln

@@ -10,6 +10,7 @@
 namespace kiln {
 
 extern const kernel_algorithm onednn_average_pooling;  // dnnl_pooling.cpp
+extern const kernel_algorithm max_pooling_avx512;      // max_pooling.cpp: [N, C/16, H, W, 16] with AVX-512
 extern const kernel_algorithm max_pooling;             // max_pooling.cpp
 extern const kernel_algorithm onednn_int8_max_pooling;  // onednn_int8_max_pooling.cpp
 
