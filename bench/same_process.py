@@ -121,6 +121,9 @@ def main():
     parser.add_argument("--qdq", action="store_true", help="the int8 QDQ file instead of the float one")
     parser.add_argument("--int8", action="store_true",
                         help="--qdq plus Kiln's own quantize_int8 program, rated against float64")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time the CPU the process used (time.process_time) instead of wall time: steadier on a "
+                             "loaded machine, meaningful with --threads 1")
     parser.add_argument("--models-dir", type=pathlib.Path, default=REPO / "build" / "models")
     args = parser.parse_args()
     args.qdq = args.qdq or args.int8
@@ -153,16 +156,17 @@ def main():
                 raise SystemExit(f"{name} disagrees with onnxruntime on {path.name}: {sqnr:.1f} dB")
         elif not np.allclose(got, want, rtol=1e-3, atol=1e-4):
             raise SystemExit(f"{name} disagrees with onnxruntime on {path.name}: worst |difference| {worst:.3g}")
+    clock = time.process_time if args.cpu_time else time.perf_counter
     times = {name: [] for name in runners}
     for _ in range(args.rounds):
         for name, run in runners.items():
             run(feeds)  # untimed: the engine's threads wake up
-            start = time.perf_counter()
+            start = clock()
             for _ in range(args.runs):
                 run(feeds)
-            times[name].append((time.perf_counter() - start) / args.runs)
+            times[name].append((clock() - start) / args.runs)
     print(f"{path.name}, {args.threads} threads, {args.rounds} rounds of {args.runs} runs, "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"{'CPU' if args.cpu_time else 'wall'} time, load average {os.getloadavg()[0]:.1f}")
     for name in runners:
         ratios = [other / mine for other, mine in zip(times[name], times[baseline])]
         q = statistics.quantiles(ratios, n=4)
