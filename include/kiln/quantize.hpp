@@ -50,8 +50,10 @@ struct quantize_int8_options {
     // Instructions kept in float: printed names ("@12") or origins (ONNX node names).
     std::vector<std::string> exclude;
     // Activations never seen below 0 (after a ReLU) as uint8 with zero point
-    // 0 (U8S8, oneDNN's fast path), where every use takes uint8; false keeps
-    // every activation int8 (S8S8).
+    // 0 (U8S8, oneDNN's fast path), where every use takes uint8, and those
+    // read only as the source of products (dot's first input) as uint8 with
+    // int8's zero point plus 128 whatever their range (the same levels);
+    // false keeps every activation int8 (S8S8).
     bool unsigned_activations = true;
     calibration_progress progress;
 };
@@ -61,7 +63,7 @@ struct quantize_int8_options {
 // activation inputs in bounded memory, and inserts
 // dequantize_linear(quantize_linear(x, scale, zero_point)) before them: int8
 // per tensor with a zero point for activations (uint8 with zero point 0 for
-// non-negative ones, see unsigned_activations), int8 symmetric per output
+// non-negative ones and for products' sources, see unsigned_activations), int8 symmetric per output
 // channel (or per tensor) for constant weights. An empty calibration set,
 // a sample with a missing, unknown or misshapen input, an unknown op name
 // or exclude name raise errors.

@@ -110,7 +110,9 @@ void bind_quantize(nb::module_& m) {
           "those ops: int8 with a zero point per tensor for activations, int8 symmetric per output channel "
           "(per tensor with per_channel=False) for constant weights. With unsigned_activations (the default), an "
           "activation never seen below 0 (after a ReLU) is uint8 with zero point 0 instead (U8S8), where "
-          "every use takes uint8; False keeps every activation int8 (S8S8). `exclude` lists instructions kept in "
+          "every use takes uint8, and one read only as a dot's first input is uint8 whatever its range (int8's "
+          "zero point plus 128: the same levels, on oneDNN's faster u8 x s8 kernels); False keeps every "
+          "activation int8 (S8S8). `exclude` lists instructions kept in "
           "float, by printed name (\"@12\") or origin (an ONNX node's name). An empty calibration set is an error. Shows a progress bar "
           "on stderr when it is a terminal.");
     m.def("quantize_fp8", quantize_fp8_program, nb::arg("program"), nb::arg("target"),

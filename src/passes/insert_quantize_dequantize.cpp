@@ -204,7 +204,7 @@ void add_residual_uses(module& m, std::vector<quantized_value>& planned) {
 }
 
 activation_quantization choose_activation_quantization(double lo, double hi, const quantization_scheme& scheme,
-                                                       bool unsigned_allowed) {
+                                                       bool unsigned_allowed, bool any_range_unsigned) {
     if (!std::isfinite(lo) || !std::isfinite(hi) || lo > hi)
         fail("activation range [" + std::to_string(lo) + ", " + std::to_string(hi) + "] is not a finite range");
     activation_quantization q;
@@ -214,10 +214,10 @@ activation_quantization choose_activation_quantization(double lo, double hi, con
         q.scale = a > 0 ? static_cast<float>(a / scheme.activation_limit) : 1.0f;
         return q;
     }
-    // A non-negative range as uint8, zero point 0: the levels int8 would
-    // give it with zero point -128, shifted by 128.
+    // A non-negative range (or, for a product's source, any range) as
+    // uint8: the levels int8 would give it, codes and zero point shifted by 128.
     const bool as_unsigned = scheme.unsigned_nonnegative_activations && unsigned_allowed &&
-                             scheme.type == dtype::int8_type && lo >= 0;
+                             scheme.type == dtype::int8_type && (lo >= 0 || any_range_unsigned);
     if (as_unsigned) q.type = dtype::uint8_type;
     // int8 with a zero point, ONNX Runtime's asymmetric choice: the range
     // always holds 0, which must be exact (zero padding, ReLU outputs).
@@ -235,6 +235,13 @@ activation_quantization choose_activation_quantization(double lo, double hi, con
 bool accepts_unsigned_codes(const quantized_value& v) {
     for (const auto& [user, index] : v.uses)
         if (user->name() == "dot" && index == 1) return false;
+    return true;
+}
+
+bool reads_only_as_product_source(const quantized_value& v) {
+    if (v.uses.empty()) return false;
+    for (const auto& [user, index] : v.uses)
+        if (user->name() != "dot" || index != 0) return false;
     return true;
 }
 

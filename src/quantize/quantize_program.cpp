@@ -43,7 +43,9 @@ void quantize_program(program& p, const target& t, const std::vector<parameter_m
             continue;
         }
         const auto [lo, hi] = stats[next_activation++].range(request.method, request.percentile);
-        insert_activation_qdq(m, v, choose_activation_quantization(lo, hi, request.scheme, accepts_unsigned_codes(v)),
+        insert_activation_qdq(m, v,
+                              choose_activation_quantization(lo, hi, request.scheme, accepts_unsigned_codes(v),
+                                                             reads_only_as_product_source(v)),
                               request.scheme);
     }
     verify_module(m, caller);

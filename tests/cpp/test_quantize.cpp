@@ -291,9 +291,10 @@ TEST(quantize_int8, scales_come_from_every_calibration_sample) {
     options.progress = [&](std::size_t done, std::size_t total) { progress.emplace_back(done, total); };
     quantize_int8(p, get_target("ref"), {x_sample({0, 1, 2, 3, 4, 5}), x_sample({-3, 0, 0, 0, 0, 1})}, options);
     const module& m = *p.get_main_module();
-    // x over both samples: [-3, 5] -> scale 8 / 255, zero point round(-128 + 3 * 255 / 8) = round(-32.375) = -32
+    // x over both samples: [-3, 5] -> scale 8 / 255, int8 zero point round(-128 + 3 * 255 / 8) = round(-32.375)
+    // = -32; x is only a dot's source, so uint8 with that zero point plus 128 (the same levels)
     EXPECT_FLOAT_EQ(literal_at(m, "dot", 0, 1), 8.0 / 255);
-    EXPECT_EQ(literal_at(m, "dot", 0, 2), -32);
+    EXPECT_EQ(literal_at(m, "dot", 0, 2), 96);
     // w per column: max |w| = 1 and 2 -> 1 / 127, 2 / 127
     for (const auto& ins : m)
         if (ins.name() == "dot") {
@@ -302,6 +303,53 @@ TEST(quantize_int8, scales_come_from_every_calibration_sample) {
             EXPECT_FLOAT_EQ(scales.value_at(1), 2.0 / 127);
         }
     EXPECT_EQ(progress, (std::vector<std::pair<std::size_t, std::size_t>>{{1, 2}, {2, 2}}));
+}
+
+TEST(quantize_int8, a_signed_product_source_is_uint8_unless_unsigned_activations_is_off) {
+    for (bool unsigned_activations : {true, false}) {
+        program p = dot_program();
+        quantize_int8_options options;
+        options.unsigned_activations = unsigned_activations;
+        quantize_int8(p, get_target("ref"), {x_sample({0, 1, 2, 3, 4, 5}), x_sample({-3, 0, 0, 0, 0, 1})}, options);
+        const module& m = *p.get_main_module();
+        for (const auto& ins : m)
+            if (ins.name() == "dot") {
+                const auto& zero_point = ins.inputs()[0]->inputs()[2]->get_shape();
+                EXPECT_EQ(zero_point.type(), unsigned_activations ? dtype::uint8_type : dtype::int8_type);
+            }
+        EXPECT_FLOAT_EQ(literal_at(m, "dot", 0, 1), 8.0 / 255);
+        EXPECT_EQ(literal_at(m, "dot", 0, 2), unsigned_activations ? 96 : -32);
+    }
+}
+
+TEST(choose_activation_quantization, a_signed_range_of_a_product_source_shifts_onto_uint8) {
+    quantization_scheme u8;
+    u8.unsigned_nonnegative_activations = true;
+    const auto s = choose_activation_quantization(-1, 3, u8, true, false);
+    const auto u = choose_activation_quantization(-1, 3, u8, true, true);
+    EXPECT_EQ(s.type, dtype::int8_type);
+    EXPECT_EQ(u.type, dtype::uint8_type);
+    EXPECT_FLOAT_EQ(u.scale, s.scale);  // the same levels
+    EXPECT_EQ(u.zero_point, s.zero_point + 128);
+    // a use that wants int8 (the second operand of an activation dot) keeps it
+    EXPECT_EQ(choose_activation_quantization(-1, 3, u8, false, true).type, dtype::int8_type);
+    // without unsigned activations (S8S8) nothing moves
+    EXPECT_EQ(choose_activation_quantization(-1, 3, quantization_scheme{}, true, true).type, dtype::int8_type);
+}
+
+TEST(reads_only_as_product_source, only_first_inputs_of_dots) {
+    module m;
+    auto a = m.add_parameter("a", float_shape({2, 4}));
+    auto b = m.add_parameter("b", float_shape({4, 3}));
+    auto c = m.add_parameter("c", float_shape({3, 2}));
+    auto ab = m.add_instruction(make_op("dot"), {a, b});
+    m.add_return({m.add_instruction(make_op("dot"), {ab, c})});
+    auto planned = plan_quantized_values(m, {"dot"}, {}, {"dot", "convolution"}, "test");
+    ASSERT_EQ(planned.size(), 4u);
+    EXPECT_TRUE(reads_only_as_product_source(planned[0]));   // a
+    EXPECT_FALSE(reads_only_as_product_source(planned[1]));  // b: the second operand
+    EXPECT_TRUE(reads_only_as_product_source(planned[2]));   // a @ b
+    EXPECT_FALSE(reads_only_as_product_source(planned[3]));  // c
 }
 
 TEST(quantize_int8, refuses_an_empty_calibration_set_and_bad_samples) {

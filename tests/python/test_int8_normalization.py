@@ -15,6 +15,7 @@ from onnx import numpy_helper as onh
 import kiln
 from kiln_testing import build_program, run_on
 from quantization_testing import quantize_qdq, self_attention_nodes, sqnr_db
+from test_cpu_avx512_transformer_kernels import isa  # noqa: F401  (the fixture: KILN_CPU_ISA=avx512, then avx2)
 
 UNFUSED = {"disabled_passes": ["fuse_quantized_norm"]}
 
@@ -53,7 +54,7 @@ CODES = {"int8": (np.int8, -128), "uint8": (np.uint8, 0)}
 @pytest.mark.parametrize("codes", CODES)
 @pytest.mark.parametrize("tokens", [13, 128])
 @pytest.mark.parametrize("masked", [True, False], ids=["mask", "no_mask"])
-def test_softmax_quantize_matches_the_unfused_kernels_exactly_and_ref_within_a_code(codes, tokens, masked):
+def test_softmax_quantize_matches_the_unfused_kernels_exactly_and_ref_within_a_code(codes, tokens, masked, isa):
     dtype, zero_point = CODES[codes]
     scale = np.float32(1 / 255)
     rng = np.random.default_rng(tokens)
@@ -74,7 +75,7 @@ def test_softmax_quantize_matches_the_unfused_kernels_exactly_and_ref_within_a_c
         return build_program(params, body)
 
     fused, (got,), (unfused,) = _compiled_both_ways(make, feeds)
-    assert ("softmax_quantize", "softmax_quantize_avx2") in {(op, a) for _, op, a in fused.get_kernel_algorithms()}
+    assert ("softmax_quantize", f"softmax_quantize_{isa}") in {(op, a) for _, op, a in fused.get_kernel_algorithms()}
     assert not {"softmax", "quantize_linear", "add"} & set(_ops(fused)), _ops(fused)
     assert got.dtype == dtype
     np.testing.assert_array_equal(got, unfused)
@@ -86,7 +87,7 @@ def test_softmax_quantize_matches_the_unfused_kernels_exactly_and_ref_within_a_c
 
 @pytest.mark.parametrize("codes", CODES)
 @pytest.mark.parametrize("width", [19, 768])
-def test_layer_norm_quantize_matches_the_unfused_kernels_exactly_and_ref_within_a_code(codes, width):
+def test_layer_norm_quantize_matches_the_unfused_kernels_exactly_and_ref_within_a_code(codes, width, isa):
     dtype, zero_point = CODES[codes]
     zero_point = zero_point + 3
     scale = np.float32(0.02)
@@ -105,7 +106,7 @@ def test_layer_norm_quantize_matches_the_unfused_kernels_exactly_and_ref_within_
         return build_program({"x": ("float", x.shape)}, body)
 
     fused, (got,), (unfused,) = _compiled_both_ways(make, {"x": x})
-    assert ("layer_norm_quantize", "layer_norm_quantize_avx2") in {(op, a) for _, op, a in fused.get_kernel_algorithms()}
+    assert ("layer_norm_quantize", f"layer_norm_quantize_{isa}") in {(op, a) for _, op, a in fused.get_kernel_algorithms()}
     assert not {"layer_norm", "quantize_linear"} & set(_ops(fused)), _ops(fused)
     np.testing.assert_array_equal(got, unfused)
     (on_ref,) = run_on(make(), "ref", {"x": x})

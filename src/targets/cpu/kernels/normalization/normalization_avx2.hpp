@@ -37,6 +37,11 @@ struct row_quantize {
     bool unsigned_codes = false;
 };
 
+// Whether the softmax_quantize rows may take exponentials below e^-86 as 0:
+// a probability under 1e-37 quantizes to the zero point for every scale of
+// at least 1e-30, so the codes are the same.
+inline bool codes_unchanged_by_flushing(const row_quantize& q) { return q.scale >= 1e-30f; }
+
 // softmax of each row of x plus, when mask is not null, the row of `length`
 // floats at mask + mask_offsets[row], quantized into `codes` (int8 or
 // uint8, rows of `length`). The float probabilities are the ones

@@ -2,7 +2,8 @@
 // dimensions of a standard float32 tensor: AVX2 row loops, threaded over
 // rows (softmax_avx2.cpp, layer_norm_avx2.cpp, or their AVX-512 versions
 // softmax_avx512.cpp, layer_norm_avx512.cpp where avx512::enabled()); and for softmax_quantize /
-// layer_norm_quantize, the same rows written as 8-bit codes. Other layouts,
+// layer_norm_quantize, the same rows written as 8-bit codes (on 8 or 16
+// lanes the same way). Other layouts,
 // dtypes or CPUs decline to the reference compute.
 #include <optional>
 
@@ -38,6 +39,10 @@ std::optional<avx2::row_layout> rows_from(const shape& x, std::size_t axis, cons
 // The row loops of one ISA.
 using softmax_rows = void (*)(const avx2::row_layout&, bool, const float*, float*);
 using layer_norm_rows = void (*)(const avx2::row_layout&, double, const float*, const float*, const float*, float*);
+using softmax_quantize_rows = void (*)(const avx2::row_layout&, const float*, const float*, const std::size_t*,
+                                       const avx2::row_quantize&, void*, float*);
+using layer_norm_quantize_rows = void (*)(const avx2::row_layout&, double, const float*, const float*, const float*,
+                                          const avx2::row_quantize&, void*);
 
 class softmax_kernel final : public cpu_kernel {
 public:
@@ -128,12 +133,13 @@ std::optional<avx2::row_quantize> row_quantize_of(const kernel_request& r, std::
 
 class softmax_quantize_kernel final : public cpu_kernel {
 public:
-    softmax_quantize_kernel(avx2::row_layout layout, std::vector<std::size_t> mask_offsets, avx2::row_quantize q)
-        : layout_(layout), mask_offsets_(std::move(mask_offsets)), q_(q) {}
+    softmax_quantize_kernel(avx2::row_layout layout, std::vector<std::size_t> mask_offsets, avx2::row_quantize q,
+                            softmax_quantize_rows rows)
+        : layout_(layout), mask_offsets_(std::move(mask_offsets)), q_(q), rows_(rows) {}
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         const float* mask = mask_offsets_.empty() ? nullptr : inputs[1].data_as<const float>();
-        avx2::run_softmax_quantize(layout_, inputs[0].data_as<const float>(), mask, mask_offsets_.data(), q_,
-                                   result.data_as<std::byte>(), reinterpret_cast<float*>(scratch));
+        rows_(layout_, inputs[0].data_as<const float>(), mask, mask_offsets_.data(), q_, result.data_as<std::byte>(),
+              reinterpret_cast<float*>(scratch));
     }
     std::size_t scratch_bytes() const override { return work_bytes(layout_); }
 
@@ -141,6 +147,7 @@ private:
     avx2::row_layout layout_;
     std::vector<std::size_t> mask_offsets_;  // per row; empty without a mask
     avx2::row_quantize q_;
+    softmax_quantize_rows rows_;
 };
 
 // Where each row of x's mask starts: x's rows numbered in row-major order,
@@ -161,11 +168,11 @@ std::optional<std::vector<std::size_t>> mask_row_offsets(const shape& x, const s
 class layer_norm_quantize_kernel final : public cpu_kernel {
 public:
     layer_norm_quantize_kernel(avx2::row_layout layout, double epsilon, row_parameter scale, row_parameter bias,
-                               avx2::row_quantize q)
-        : layout_(layout), epsilon_(epsilon), scale_(std::move(scale)), bias_(std::move(bias)), q_(q) {}
+                               avx2::row_quantize q, layer_norm_quantize_rows rows)
+        : layout_(layout), epsilon_(epsilon), scale_(std::move(scale)), bias_(std::move(bias)), q_(q), rows_(rows) {}
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
-        avx2::run_layer_norm_quantize(layout_, epsilon_, inputs[0].data_as<const float>(), pointer(scale_, inputs, 1),
-                                      pointer(bias_, inputs, 2), q_, result.data_as<std::byte>());
+        rows_(layout_, epsilon_, inputs[0].data_as<const float>(), pointer(scale_, inputs, 1), pointer(bias_, inputs, 2),
+              q_, result.data_as<std::byte>());
     }
 
 private:
@@ -176,11 +183,10 @@ private:
     double epsilon_;
     row_parameter scale_, bias_;
     avx2::row_quantize q_;
+    layer_norm_quantize_rows rows_;
 };
 
-}  // namespace
-
-std::shared_ptr<const cpu_kernel> make_softmax_quantize_kernel(const kernel_request& r) {
+std::shared_ptr<const cpu_kernel> softmax_quantize_kernel_with(const kernel_request& r, softmax_quantize_rows rows) {
     const auto* f = r.op.get_if<op::softmax_quantize>();
     if (f == nullptr) return nullptr;
     const shape& x = r.input_shapes.at(0);
@@ -194,10 +200,11 @@ std::shared_ptr<const cpu_kernel> make_softmax_quantize_kernel(const kernel_requ
         if (!o) return nullptr;
         offsets = std::move(*o);
     }
-    return std::make_shared<softmax_quantize_kernel>(*layout, std::move(offsets), *q);
+    return std::make_shared<softmax_quantize_kernel>(*layout, std::move(offsets), *q, rows);
 }
 
-std::shared_ptr<const cpu_kernel> make_layer_norm_quantize_kernel(const kernel_request& r) {
+std::shared_ptr<const cpu_kernel> layer_norm_quantize_kernel_with(const kernel_request& r,
+                                                                  layer_norm_quantize_rows rows) {
     const auto* ln = r.op.get_if<op::layer_norm_quantize>();
     if (ln == nullptr) return nullptr;
     const shape& x = r.input_shapes.at(0);
@@ -207,10 +214,9 @@ std::shared_ptr<const cpu_kernel> make_layer_norm_quantize_kernel(const kernel_r
     auto bias = row_parameter_of(r, 2, x, a);
     auto q = row_quantize_of(r, 3);
     if (!layout || !scale || !bias || !q || !r.output_shape.standard()) return nullptr;
-    return std::make_shared<layer_norm_quantize_kernel>(*layout, ln->epsilon, std::move(*scale), std::move(*bias), *q);
+    return std::make_shared<layer_norm_quantize_kernel>(*layout, ln->epsilon, std::move(*scale), std::move(*bias), *q,
+                                                        rows);
 }
-
-namespace {
 
 std::shared_ptr<const cpu_kernel> softmax_kernel_with(const kernel_request& r, softmax_rows rows) {
     const shape& x = r.input_shapes.at(0);
@@ -257,6 +263,18 @@ std::shared_ptr<const cpu_kernel> make_softmax_avx512_kernel(const kernel_reques
 }
 std::shared_ptr<const cpu_kernel> make_layer_norm_avx512_kernel(const kernel_request& r) {
     return avx512::enabled() ? layer_norm_kernel_with(r, avx512::run_layer_norm) : nullptr;
+}
+std::shared_ptr<const cpu_kernel> make_softmax_quantize_kernel(const kernel_request& r) {
+    return softmax_quantize_kernel_with(r, avx2::run_softmax_quantize);
+}
+std::shared_ptr<const cpu_kernel> make_layer_norm_quantize_kernel(const kernel_request& r) {
+    return layer_norm_quantize_kernel_with(r, avx2::run_layer_norm_quantize);
+}
+std::shared_ptr<const cpu_kernel> make_softmax_quantize_avx512_kernel(const kernel_request& r) {
+    return avx512::enabled() ? softmax_quantize_kernel_with(r, avx512::run_softmax_quantize) : nullptr;
+}
+std::shared_ptr<const cpu_kernel> make_layer_norm_quantize_avx512_kernel(const kernel_request& r) {
+    return avx512::enabled() ? layer_norm_quantize_kernel_with(r, avx512::run_layer_norm_quantize) : nullptr;
 }
 
 }  // namespace kiln

@@ -26,12 +26,26 @@ float row_max(const float* x, std::size_t n) {
     return best;
 }
 
+// Below e^-86 (a normal float) exponentials are subnormal or zero, and
+// computing them costs a microcode assist per multiply on Intel cores: a
+// masked attention row (scores at -1e4 or the float minimum) ran 4x slower.
+constexpr float smallest_normal_exponent = -86.0f;
+
+// e^d, or 0 where d < -86 (NaN passes through: the compare is false, max keeps it).
+static inline __m256 exp_or_zero(__m256 d) {
+    const __m256 floor = splat(smallest_normal_exponent);
+    return _mm256_andnot_ps(_mm256_cmp_ps(d, floor, _CMP_LT_OQ), exp_ps(_mm256_max_ps(floor, d)));
+}
+
 // e^(x - shift) for the row, into y unless y is null; the sum in double.
+// With Flush, the exponentials below e^-86 are 0 (exp_or_zero).
+template <bool Flush = false>
 double exp_sum(const float* x, float* y, std::size_t n, __m256 shift) {
+    auto exp_of = [](__m256 d) { return Flush ? exp_or_zero(d) : exp_ps(d); };
     __m256d sum_low = _mm256_setzero_pd(), sum_high = _mm256_setzero_pd();
     std::size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
+        const __m256 e = exp_of(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
         if (y != nullptr) _mm256_storeu_ps(y + i, e);
         sum_low = _mm256_add_pd(sum_low, widen_low(e));
         sum_high = _mm256_add_pd(sum_high, widen_high(e));
@@ -39,7 +53,7 @@ double exp_sum(const float* x, float* y, std::size_t n, __m256 shift) {
     if (i < n) {
         const __m256i m = tail_mask(n - i);
         const __m256 e =
-            _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), shift)), _mm256_castsi256_ps(m));
+            _mm256_and_ps(exp_of(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), shift)), _mm256_castsi256_ps(m));
         if (y != nullptr) _mm256_maskstore_ps(y + i, m, e);
         sum_low = _mm256_add_pd(sum_low, widen_low(e));
         sum_high = _mm256_add_pd(sum_high, widen_high(e));
@@ -86,12 +100,17 @@ float masked_scores_max(const float* x, const float* mask, float* scores, std::s
 
 // The row's probabilities as codes: softmax_row's arithmetic (so the codes
 // are those of quantizing its result), in three passes over the row (the
-// sum and maximum, the exponentials, the codes) instead of five.
+// sum and maximum, the exponentials, the codes) instead of five. The
+// exponentials below e^-86 are taken as 0 when the scale is at least
+// flush_scale (codes_unchanged_by_flushing): they change neither the double
+// sum (at least 1, from the maximum) nor any code.
 template <bool Unsigned, class Q>
 void softmax_quantize_row(const float* x, const float* mask, const row_quantize& q, Q* codes, float* work,
                           std::size_t n) {
     const float best = mask != nullptr ? masked_scores_max(x, mask, work, n) : row_max(x, n);
-    const double sum = exp_sum(mask != nullptr ? work : x, work, n, splat(best));
+    const float* scores = mask != nullptr ? work : x;
+    const double sum = codes_unchanged_by_flushing(q) ? exp_sum<true>(scores, work, n, splat(best))
+                                                      : exp_sum<false>(scores, work, n, splat(best));
     const float inverse = static_cast<float>(1.0 / sum);
     const __m256 scale = splat(inverse);
     write_codes<Unsigned>(
