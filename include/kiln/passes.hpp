@@ -72,6 +72,17 @@ public:
     void apply(module& m) const override;
 };
 
+// Turns int8 quantize -> dequantize pairs with zero point -128 (a
+// non-negative range, what ONNX Runtime's S8S8 files write after each ReLU)
+// into uint8 pairs with zero point 0: the same levels, every code plus 128,
+// so results stay bit-identical while int8 kernels read u8 sources without
+// a zero point (see unsigned_activation_codes.cpp for what is left alone).
+class unsigned_activation_codes final : public pass {
+public:
+    std::string name() const override { return "unsigned_activation_codes"; }
+    void apply(module& m) const override;
+};
+
 // Rewrites QDQ convolutions and dots (dequantized int8 activations and
 // weights) into quant_convolution / quant_dot followed by one dequantize,
 // cancels quantize / dequantize pairs and moves dequantize below views,

@@ -50,7 +50,7 @@ def test_a_float_model_computes_in_float32_everywhere(qdq_model, tmp_path):
     assert perf == kernels
 
 
-def test_result_types_are_the_compiled_modules_and_quantize_produces_int8(qdq_model, tmp_path):
+def test_result_types_are_the_compiled_modules_and_quantize_produces_8bit_codes(qdq_model, tmp_path):
     _, qdq_path = qdq_model
     out = tmp_path / "qdq_cpu.kiln"
     assert kiln_cli("compile", qdq_path, "-o", out, "--target", "cpu").returncode == 0
@@ -66,7 +66,9 @@ def test_result_types_are_the_compiled_modules_and_quantize_produces_int8(qdq_mo
     assert any(op == "quantize_linear" for op, _, _ in kernels.values()), read
     for op, _, precision in kernels.values():
         if op == "quantize_linear":
-            assert precision == "float32 -> int8", read
+            # The S8S8 file quantizes x (calibrated on [0, 1)) to int8 with zero point -128, which
+            # unsigned_activation_codes stores as uint8 with zero point 0: the same levels.
+            assert precision == "float32 -> uint8", read
 
     loaded = kiln.load(str(out))
     precisions = {name: (op, f"{arithmetic} -> {result}")

@@ -230,9 +230,15 @@ rewrite_rule fuse_quantize() {
 }
 
 // A fused product with a quantized result that only `dequantize` reads,
-// with the same parameters (so dequantize(quantize(v)) rounds v).
+// with the same parameters (so dequantize(quantize(v)) rounds v). The
+// dequantize may have several readers when none is an add (DenseNet's new
+// features, read by the concat of every later layer): an add might take
+// the codes as a quantized residual instead.
 std::optional<instruction_ref> rounding_product(instruction_ref dequantize) {
-    if (dequantize->name() != "dequantize_linear" || dequantize->outputs().size() != 1) return std::nullopt;
+    if (dequantize->name() != "dequantize_linear" || dequantize->outputs().empty()) return std::nullopt;
+    if (dequantize->outputs().size() > 1)
+        for (const auto& reader : dequantize->outputs())
+            if (reader->name() == "add") return std::nullopt;
     auto f = dequantize->inputs()[0];
     const auto* e = epilogue_of(f->get_operator());
     if (e == nullptr || f->outputs().size() != 1 || e->output_type == dtype::float_type) return std::nullopt;
