@@ -97,7 +97,9 @@ def engines(path, threads, own_int8=None):
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_NUM_THREADS": threads,
+    # bench/engines.py's settings: one stream of `threads` threads for a latency run, float32.
+    compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1,
+                                                         "PERFORMANCE_HINT": "LATENCY",
                                                          "INFERENCE_PRECISION_HINT": "f32"})
     request = compiled.create_infer_request()
     runners = {}
@@ -107,7 +109,12 @@ def engines(path, threads, own_int8=None):
             {k: v for k, v in feeds.items() if k in own_names})]
     runners["kiln"] = lambda feeds: [np.asarray(o) for o in program.run(feeds)]
     runners["onnxruntime"] = lambda feeds: session.run(None, feeds)
-    runners["openvino"] = lambda feeds: [np.asarray(request.infer(feeds)[i]) for i in range(len(compiled.outputs))]
+
+    def openvino(feeds):
+        results = request.infer(feeds)  # one inference, every output
+        return [np.asarray(results[i]) for i in range(len(compiled.outputs))]
+
+    runners["openvino"] = openvino
     return runners
 
 
@@ -158,8 +165,14 @@ def main():
             raise SystemExit(f"{name} disagrees with onnxruntime on {path.name}: worst |difference| {worst:.3g}")
     clock = time.process_time if args.cpu_time else time.perf_counter
     times = {name: [] for name in runners}
-    for _ in range(args.rounds):
-        for name, run in runners.items():
+    order = list(runners.items())
+    for r in range(args.rounds):
+        # The order turns every round, and a pause lets the previous engine's
+        # threads stop spinning (ONNX Runtime's pool spins after a run, by
+        # default, which it keeps) before the next engine starts, so that no
+        # engine always runs beside another's spin.
+        for name, run in order[r % len(order):] + order[:r % len(order)]:
+            time.sleep(0.02)
             run(feeds)  # untimed: the engine's threads wake up
             start = clock()
             for _ in range(args.runs):
