@@ -9,6 +9,7 @@ import pytest
 import kiln
 from cpu_kernel_testing import blocked, unblocked
 from kiln_testing import pool_reference
+from test_cpu_avx512_transformer_kernels import isa  # noqa: F401  (KILN_CPU_ISA=avx512, then avx2)
 
 RNG = np.random.default_rng(19)
 POOLS = [  # lengths, stride, padding (begin h, w, end h, w), dilation, ceil_mode
@@ -18,19 +19,6 @@ POOLS = [  # lengths, stride, padding (begin h, w, end h, w), dilation, ceil_mod
     ([2, 3], [1, 2], [0, 1, 1, 2], [1, 1], True),
     ([3, 2], [2, 1], [2, 1, 2, 1], [3, 2], False),  # some windows lie wholly in padding
 ]
-
-
-def has_avx512f():
-    with open("/proc/cpuinfo") as f:
-        return any(line.startswith("flags") and " avx512f" in line for line in f)
-
-
-@pytest.fixture(params=["avx512", "avx2"])
-def isa(request, monkeypatch):
-    if request.param == "avx512" and not has_avx512f():
-        pytest.skip("no AVX-512 on this CPU")
-    monkeypatch.setenv("KILN_CPU_ISA", request.param)
-    return request.param
 
 
 def pooled(target, xb, config):
