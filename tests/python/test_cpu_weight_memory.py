@@ -261,6 +261,19 @@ def test_pairwise_sum_convolutions_hold_their_weights_once():
         assert r["passed"], r["text"]
 
 
+def assert_given_weights_kept(p, weights, feeds, outputs):
+    """A compiled program whose literals its kernels hold in their own layouts
+    saves the given weights' bytes, runs the same after a load, prints the
+    last weight's values and verifies against ref per instruction."""
+    data = kiln.save_buffer(p)
+    for w in weights:
+        assert w.tobytes() in data
+    np.testing.assert_array_equal(np.asarray(kiln.load_buffer(data).run(feeds)[0]), outputs)
+    assert "@literal{" + ", ".join("%g" % v for v in weights[-1].reshape(-1)[:6]) in str(p)
+    r = kiln.verify(p, inputs=feeds, per_instruction=True)
+    assert r["passed"], r["text"]
+
+
 def test_winograd_convolutions_keep_the_exact_weights_behind_their_transform(monkeypatch):
     """A 3 x 3 stride-1 convolution runs by Winograd's F(2 x 2, 3 x 3) from weights transformed
     to 4 x 4 tiles (16/9 the bytes, rounded, so the exact values cannot be recovered from them): the kernel
@@ -281,12 +294,7 @@ def test_winograd_convolutions_keep_the_exact_weights_behind_their_transform(mon
     expected = conv_reference(expected, w_window, [1, 1], [1, 1], [1, 1], 1)
     before = np.asarray(p.run({"x": x_value})[0])
     np.testing.assert_allclose(before, expected, rtol=1e-4, atol=1e-4)
-    data = kiln.save_buffer(p)
-    assert w_point.tobytes() in data and w_window.tobytes() in data
-    np.testing.assert_array_equal(np.asarray(kiln.load_buffer(data).run({"x": x_value})[0]), before)
-    assert "@literal{" + ", ".join("%g" % v for v in w_window.reshape(-1)[:6]) in str(p)
-    r = kiln.verify(p, inputs={"x": x_value}, per_instruction=True)
-    assert r["passed"], r["text"]
+    assert_given_weights_kept(p, [w_point, w_window], {"x": x_value}, before)
 
 
 @pytest.mark.parametrize("product", ["convolution", "dot"])
