@@ -1,8 +1,10 @@
 """ONNX Runtime's S8S8 QDQ files store each non-negative activation (after a ReLU, a ReLU6, a max pooling)
 as int8 with zero point -128. The pass unsigned_activation_codes stores it as uint8 with zero point 0: the
 same levels, every code plus 128, so the compiled program must give bit-identical results with and without
-it, and ONNX Runtime's int8 answers. What it does not claim (another zero point, per-channel parameters,
-codes that leave the program) it must leave as int8."""
+it, and ONNX Runtime's int8 answers. unsigned_product_source_codes does the same for any zero point z
+(uint8 zero point z + 128) where the dequantized values are read only as the first input of dots and
+convolutions. What neither claims (per-channel parameters, a reader that is not a product's source, codes
+that leave the program) must stay int8."""
 import re
 
 import numpy as np
@@ -15,6 +17,8 @@ from kiln_testing import ONEDNN_INT8
 from quantization_testing import onnx_model_bytes
 
 PASS = "unsigned_activation_codes"
+ANY_ZERO_POINT_PASS = "unsigned_product_source_codes"
+BOTH = [PASS, ANY_ZERO_POINT_PASS]
 X_SHAPE = [1, 8, 12, 12]
 
 
@@ -93,7 +97,7 @@ def test_post_relu_codes_become_uint8_with_bit_identical_results():
     rng = np.random.default_rng(21)
     data = _resnet_like(rng)
     x = _input(rng)
-    with_pass, without = _compiled(data), _compiled(data, disabled=[PASS])
+    with_pass, without = _compiled(data), _compiled(data, disabled=BOTH)
     got, reference = _run(with_pass, x)[0], _run(without, x)[0]
     assert np.array_equal(got, reference), float(np.max(np.abs(got - reference)))
 
@@ -129,13 +133,22 @@ def test_unsigned_codes_match_onnxruntime_and_ref():
 
 
 @pytest.mark.parametrize("zero_point", [-127, -100, 0])
-def test_other_zero_points_stay_int8(zero_point):
+def test_other_zero_points_stay_int8_unless_read_only_by_a_product(zero_point):
+    """h1 (read by a convolution and the residual add) and h3 (read by the max pooling) keep int8; h4 and
+    the input x, read only by convolutions, become uint8 with their zero point plus 128."""
     rng = np.random.default_rng(23)
     data = _resnet_like(rng, activation_zero_point=zero_point)
     x = _input(rng)
     p = _compiled(data)
-    assert "uint8_type" not in str(p)
-    assert np.array_equal(_run(p, x)[0], _run(_compiled(data, disabled=[PASS]), x)[0])
+    text = str(p)
+    assert re.search(rf'output_type="int8_type",output_scale=0\.01(09|10)[0-9]*,output_zero_point={zero_point}\b',
+                     text), text
+    assert re.search(rf'quantize_linear\[.*output_type="uint8_type".*\(x,', text), text
+    assert re.search(rf'@literal\{{{zero_point + 128}\}} -> uint8_type', text), text
+    assert not re.search(r'pooling\[mode="max".*-> uint8_type', text), text
+    without = _compiled(data, disabled=BOTH)
+    assert "uint8_type" not in str(without)
+    assert np.array_equal(_run(p, x)[0], _run(without, x)[0])
 
 
 def test_a_negative_clamp_before_zero_point_minus_128_keeps_results_bit_identical():
@@ -145,7 +158,7 @@ def test_a_negative_clamp_before_zero_point_minus_128_keeps_results_bit_identica
     data = _resnet_like(rng, clip_low=-0.5)
     x = _input(rng)
     got = _run(_compiled(data), x)[0]
-    assert np.array_equal(got, _run(_compiled(data, disabled=[PASS]), x)[0])
+    assert np.array_equal(got, _run(_compiled(data, disabled=BOTH), x)[0])
     expected = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert np.mean(np.abs(got - expected) > 0.0045) < 0.01
 
@@ -160,7 +173,7 @@ def test_codes_that_leave_the_program_stay_int8():
     y_ort, codes_ort = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
     # A code of an intermediate value on a rounding boundary may move one later code by a few.
     assert np.mean(codes != codes_ort) < 0.01 and np.max(np.abs(codes.astype(int) - codes_ort)) <= 3
-    assert np.array_equal(y, _run(_compiled(data, disabled=[PASS]), x)[0])
+    assert np.array_equal(y, _run(_compiled(data, disabled=BOTH), x)[0])
 
 
 def _per_channel_pair_net(rng):
@@ -184,7 +197,9 @@ def test_per_channel_activation_pairs_stay_int8():
     data = _per_channel_pair_net(rng)
     x = _input(rng)
     p = _compiled(data)
-    assert "uint8_type" not in str(p)
+    # Only the input's pair (read by the first convolution alone) becomes uint8.
+    assert re.search(r'quantize_linear\[axis=1,output_type="int8_type".*-> int8_type, \{1, 8, 12, 12\}', str(p)), str(p)
+    assert len(re.findall(r"-> uint8_type, \{1", str(p))) == 1, str(p)
     got = _run(p, x)[0]
     np.testing.assert_allclose(got, _run(_compiled(data, "ref"), x)[0], rtol=1e-5, atol=1e-4)
     expected = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
