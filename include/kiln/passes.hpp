@@ -83,6 +83,18 @@ public:
     void apply(module& m) const override;
 };
 
+// Rewrites int8 QDQ pairs with any per-tensor constant zero point z, whose
+// dequantized values are read only as the first (source) input of dots and
+// convolutions, into uint8 pairs with zero point z + 128: the same levels,
+// so results stay bit-identical, while oneDNN's int8 products read u8
+// sources (see unsigned_product_source_codes.cpp). Runs after
+// unsigned_activation_codes.
+class unsigned_product_source_codes final : public pass {
+public:
+    std::string name() const override { return "unsigned_product_source_codes"; }
+    void apply(module& m) const override;
+};
+
 // Rewrites QDQ convolutions and dots (dequantized int8 activations and
 // weights) into quant_convolution / quant_dot followed by one dequantize,
 // cancels quantize / dequantize pairs and moves dequantize below views,

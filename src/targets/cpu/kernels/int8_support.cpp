@@ -273,9 +273,17 @@ std::optional<dnnl::primitive_attr> epilogue_attr(const op::requantize_epilogue&
     }
     // The conversion to an 8-bit destination rounds half to even and saturates.
     const double out_scale = e.output_type == dtype::float_type ? 1 : e.output_scale;
-    const double out_zero = e.output_type == dtype::float_type ? 0 : static_cast<double>(e.output_zero_point);
-    if (after_unit != out_scale || out_zero != 0)
-        after.push_back({alg::eltwise_linear, static_cast<float>(after_unit / out_scale), static_cast<float>(out_zero)});
+    if (after_unit != out_scale) after.push_back({alg::eltwise_linear, static_cast<float>(after_unit / out_scale)});
+    // quantize_linear adds the zero point to the rounded quotient. Added in
+    // float before the conversion's rounding (a linear step's beta), it
+    // moved a quotient within a few ulps of a half across it, and by how
+    // much depended on the zero point: z and z + 128 (the same levels as
+    // uint8, unsigned_codes.hpp) gave codes 1 apart. So the chain rounds,
+    // and oneDNN adds the destination zero point to that integer, exactly.
+    if (e.output_type != dtype::float_type && e.output_zero_point != 0) {
+        after.push_back({alg::eltwise_round});
+        attr.set_zero_points(DNNL_ARG_DST, 0, {static_cast<std::int32_t>(e.output_zero_point)});
+    }
     if (e.residual == op::residual_kind::none) {
         before.insert(before.end(), after.begin(), after.end());
         after.clear();
