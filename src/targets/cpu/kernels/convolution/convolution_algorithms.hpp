@@ -10,6 +10,7 @@
 namespace kiln {
 
 extern const kernel_algorithm winograd_convolution;         // winograd_convolution.cpp
+extern const kernel_algorithm winograd_convolution_avx512;  // winograd_convolution.cpp
 extern const kernel_algorithm pairwise_sum_convolution;     // pairwise_sum_convolution.cpp
 extern const kernel_algorithm im2col_convolution;           // im2col_convolution.cpp
 extern const kernel_algorithm channel_split_convolution;    // channel_split_convolution.cpp
