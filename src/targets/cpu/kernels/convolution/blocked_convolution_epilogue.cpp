@@ -14,8 +14,7 @@ bool reads_blocked_float(const op::fused_convolution& conv, const kernel_request
     return ops::is_blocked(conv.input_layout) && ops::channel_block(conv.input_layout) == block &&
            conv.output_layout == conv.input_layout && conv.conv.group == 1 && x.ndim() == 5 && w.ndim() == 4 &&
            x.type() == dtype::float_type && w.type() == dtype::float_type && x.standard() && r.is_constant(1) &&
-           w.standard() && w.lens()[0] % block == 0 && w.lens()[1] == x.lens()[1] * block &&
-           r.output_shape.standard();
+           w.standard() && w.lens()[0] % block == 0 && w.lens()[1] == x.lens()[1] * block && r.output_shape.standard();
 }
 
 epilogue_operands operands_of(const epilogue& e, const std::vector<argument>& inputs) {

@@ -1,4 +1,5 @@
-// A 3 x 3 stride-1 convolution on blocked (nChw8c) activations by Winograd's
+// A 3 x 3 stride-1 convolution on blocked activations (nChw8c with AVX2,
+// nChw16c with AVX-512: the same kernel over either block) by Winograd's
 // F(2 x 2, 3 x 3): each 2 x 2 output tile is A^T [(G g G^T) . (B^T d B)] A
 // over its 4 x 4 input patch d, 16 products per tile and channel pair
 // instead of the direct form's 36, so 2.25x fewer multiplies. The transforms
@@ -15,14 +16,15 @@
 // multiplies it and U is streamed once per group): the threads transform the
 // group's input (split by channel block), then each takes its own output
 // channel blocks and, element by element, multiplies V by U with a
-// register-blocked AVX2 kernel (6 tiles x 16 output channels), and finally
-// transforms its products back, adding the bias and the post-ops. The
-// transforms and the products are AVX2 loops in winograd_convolution_avx2.cpp;
-// this file holds the kernel, the weight transform and the choice of groups.
+// register-blocked kernel (AVX2: 6 tiles x 16 output channels; AVX-512: 12
+// tiles x 32), and finally transforms its products back, adding the bias and
+// the post-ops. The transforms and the products are vector loops
+// (winograd_vector_loops.hpp, built per instruction set); this file holds the
+// kernel, the weight transform and the choice of groups.
 //
 // Accuracy: each run of a few input blocks is summed from zero and then
 // added to the partial sum, as oneDNN's 1 x 1 kernel does: 32 channels
-// (chunk_blocks) below 56 x 56, 16 at 56 x 56 and above, the layers whose
+// (chunk_channels, whatever the block) below 56 x 56, 16 at 56 x 56 and above, the layers whose
 // rounding the rest of an image network amplifies most (see
 // pairwise_sum_convolution.cpp). Summing all C at once put a 64-channel
 // 3 x 3 chain 1.5x ONNX Runtime's distance from float64 (im2col + oneDNN:
@@ -31,6 +33,9 @@
 // pairwise-sum kernel's: ResNet-50's logits over six random images, rms
 // distance from float64 5.58e-6 with that kernel on its 56 x 56 3 x 3
 // layers, 5.80e-6 with this one (ONNX Runtime 7.22e-6), for 1.8x less time.
+// In 16-channel blocks, six-layer chains of He-initialised 3 x 3 layers stay
+// 0.94-1.00x ONNX Runtime's distance from float64 at 64 to 512 channels
+// (oneDNN's direct kernel 0.97-0.98x, oneDNN's Winograd 1.23x at 64).
 #include <omp.h>
 
 #include <algorithm>
@@ -50,9 +55,9 @@ namespace kiln {
 
 namespace {
 
-constexpr std::size_t elements = 16;  // of a 4 x 4 transformed tile
-constexpr std::size_t max_shared_u_bytes = 512 * 1024;     // transformed weights every thread may read
-constexpr std::size_t chunk_channels = 32;                 // input channels summed from zero before joining the partial sum
+constexpr std::size_t elements = 16;                    // of a 4 x 4 transformed tile
+constexpr std::size_t max_shared_u_bytes = 512 * 1024;  // transformed weights every thread may read
+constexpr std::size_t chunk_channels = 32;  // input channels summed from zero before joining the partial sum
 constexpr std::size_t high_resolution_chunk_channels = 16;  // the same at 56 x 56 and above
 constexpr std::size_t high_resolution_pixels = 56 * 56;
 
@@ -170,8 +175,7 @@ public:
             for (std::size_t first = 0; first < total_tiles; first += g_.group_tiles) {
                 const std::size_t count = std::min(g_.group_tiles, total_tiles - first);
 #pragma omp for schedule(static)
-                for (std::size_t cb = 0; cb < g_.in_blocks; ++cb)
-                    l_.transform_input(g_, x, first, count, cb, v);
+                for (std::size_t cb = 0; cb < g_.in_blocks; ++cb) l_.transform_input(g_, x, first, count, cb, v);
                 for (std::size_t share = thread; share < shares; share += threads) {
                     const std::size_t ob_begin =
                         std::min(g_.out_blocks, share_begin(ob_pairs, share, shares) * max_obs);
@@ -193,9 +197,13 @@ public:
     }
 
     // The plain weights ride behind U, so the literal's own bytes can go.
-    bool keeps_own_copy(std::size_t index) const override { return index == 1; }
+    bool keeps_own_copy(std::size_t index) const override {
+        return index == 1;
+    }
     // A loaded file's bytes read in place count as adopted, not as the kernel's own.
-    std::size_t own_copy_bytes() const override { return adopted_ ? 0 : packed_.get_shape().bytes(); }
+    std::size_t own_copy_bytes() const override {
+        return adopted_ ? 0 : packed_.get_shape().bytes();
+    }
     void restore_constant(std::size_t index, const argument& into) const override {
         if (index != 1) return cpu_kernel::restore_constant(index, into);
         std::memcpy(into.data(), plain_weights(), taps * m_ * c_ * sizeof(float));
@@ -204,11 +212,17 @@ public:
         if (index != 1) return nullptr;
         return own_layout::export_form(algorithm_.name, layout_geometry(m_, c_, l_.block), packed_);
     }
-    std::size_t adopted_bytes() const override { return adopted_ ? packed_.get_shape().bytes() : 0; }
+    std::size_t adopted_bytes() const override {
+        return adopted_ ? packed_.get_shape().bytes() : 0;
+    }
 
 private:
-    const float* u() const { return packed_.data_as<const float>(); }
-    const float* plain_weights() const { return u() + elements * m_ * c_; }
+    const float* u() const {
+        return packed_.data_as<const float>();
+    }
+    const float* plain_weights() const {
+        return u() + elements * m_ * c_;
+    }
 
     // Output blocks one thread takes at most.
     std::size_t max_products_blocks() const {
@@ -261,7 +275,7 @@ private:
     winograd_geometry g_;
     epilogue e_;
     std::size_t m_, c_;  // output and input channels
-    argument packed_;  // U [16][M/block][C][block], then the plain weights [M][C][3][3]
+    argument packed_;    // U [16][M/block][C][block], then the plain weights [M][C][3][3]
     bool adopted_;
     int threads_;
 };
@@ -308,6 +322,29 @@ bool eligible_8c(const kernel_request& r) {
 
 bool eligible_16c(const kernel_request& r) {
     return avx512::enabled() && eligible_for(r, avx512::winograd_loops_16c);
+}
+
+// Where the 16-channel loops run by default (measured at 1 thread, process
+// CPU time, against oneDNN's direct kernel on chains of ResNet-50's 3 x 3
+// layers): 1.8x as fast at 128 channels (28 x 28), 1.4-1.5x at 256 (14 x
+// 14), batch 1 and 8; at 512 (7 x 7) 0.97-0.99x (batch 1) and 0.93x (batch
+// 8), U (16 MB) streamed for few tiles, so oneDNN keeps those. Up to 64
+// input channels oneDNN's own Winograd, listed before, is faster still
+// (1.9x against this kernel's 1.4-1.55x at 64 x 56 x 56) and accurate enough
+// there (onednn_winograd_convolution.cpp).
+constexpr std::size_t min_default_in_channels = 65, max_default_in_channels = 256;
+
+bool runs_by_default(const kernel_request& r) {
+    const std::size_t c = r.input_shapes[1].lens()[1];
+    return c >= min_default_in_channels && c <= max_default_in_channels;
+}
+
+bool eligible_16c_by_default(const kernel_request& r) {
+    return eligible_16c(r) && runs_by_default(r);
+}
+
+bool eligible_16c_when_tuned(const kernel_request& r) {
+    return eligible_16c(r) && !runs_by_default(r);
 }
 
 std::shared_ptr<const cpu_kernel> build_for(const kernel_request& r, const kernel_algorithm& algorithm,
@@ -382,6 +419,11 @@ argument winograd_restore_weights(const packed_constant& form, const shape& whol
 // 3 x 3 stride-1 layers with enough tiles: 2.25x fewer multiplies, on
 // 8-channel blocks (AVX2) and on 16-channel ones (AVX-512).
 const kernel_algorithm winograd_convolution{"winograd_f2x2_3x3", eligible_8c, build_8c};
-const kernel_algorithm winograd_convolution_avx512{"winograd_f2x2_3x3_avx512", eligible_16c, build_16c};
+// The same algorithm (one name, so a tuning cache or a file naming it finds
+// either) in two entries of the list: where it runs by default, ahead of
+// oneDNN, and elsewhere after oneDNN, where only exhaustive tuning reaches it.
+const kernel_algorithm winograd_convolution_avx512{"winograd_f2x2_3x3_avx512", eligible_16c_by_default, build_16c};
+const kernel_algorithm winograd_convolution_avx512_when_tuned{"winograd_f2x2_3x3_avx512", eligible_16c_when_tuned,
+                                                              build_16c};
 
 }  // namespace kiln

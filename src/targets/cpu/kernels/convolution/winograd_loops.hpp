@@ -27,8 +27,8 @@ struct winograd_geometry {
 // B^T d B for the tiles [first, first + count) of the group and input block
 // cb: V[element][cb][tile][block], zero where the patch falls in the padding.
 // Arguments: g, x, first, count, cb, v.
-using winograd_input_function = void (*)(const winograd_geometry&, const float*, std::size_t, std::size_t,
-                                         std::size_t, float*);
+using winograd_input_function = void (*)(const winograd_geometry&, const float*, std::size_t, std::size_t, std::size_t,
+                                         float*);
 
 // products[ob][tile][block] of `tiles` tiles and `obs` output blocks for one
 // element: the sum over input blocks of V[cb][tile][c] * U[ob][cb * block + c][block],

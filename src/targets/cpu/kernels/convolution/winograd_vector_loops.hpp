@@ -33,9 +33,10 @@ void transform_input(const winograd_geometry& g, const float* x, std::size_t fir
                 const std::ptrdiff_t r = top + i, col = left + j;
                 const bool inside = r >= 0 && r < static_cast<std::ptrdiff_t>(g.in_h) && col >= 0 &&
                                     col < static_cast<std::ptrdiff_t>(g.in_w);
-                d[i][j] = inside ? V::load(plane + (static_cast<std::size_t>(r) * g.in_w +
-                                                    static_cast<std::size_t>(col)) * block)
-                                 : V::zero();
+                d[i][j] = inside
+                              ? V::load(plane +
+                                        (static_cast<std::size_t>(r) * g.in_w + static_cast<std::size_t>(col)) * block)
+                              : V::zero();
             }
         reg b[4][4];  // B^T d
         for (std::size_t j = 0; j < 4; ++j) {
@@ -147,13 +148,15 @@ constexpr multiply_table<V, max_tiles, max_obs> multiply_functions =
 template <class V>
 constexpr winograd_output_function output_functions[blocked_convolution::finish_kinds] = {
     &transform_output<V, blocked_convolution::finish::none>, &transform_output<V, blocked_convolution::finish::relu>,
-    &transform_output<V, blocked_convolution::finish::add>, &transform_output<V, blocked_convolution::finish::add_relu>};
+    &transform_output<V, blocked_convolution::finish::add>,
+    &transform_output<V, blocked_convolution::finish::add_relu>};
 
 // The loops of `V`'s block, multiplying up to max_tiles x max_obs blocks at once.
 template <class V, std::size_t max_tiles, std::size_t max_obs>
 constexpr winograd_loops loops_of() {
-    return {V::lanes, max_tiles, max_obs, &transform_input<V>, multiply_functions<V, max_tiles, max_obs>.entries,
-            output_functions<V>};
+    return {
+        V::lanes,           max_tiles, max_obs, &transform_input<V>, multiply_functions<V, max_tiles, max_obs>.entries,
+        output_functions<V>};
 }
 
 }  // namespace kiln::winograd_vector
