@@ -67,6 +67,7 @@ CONFIGS = [  # x, w, padding [top, left, bottom, right]
     ((8, 16, 7, 7), (16, 16, 3, 3), [1, 1, 1, 1]),
     ((1, 256, 14, 14), (256, 256, 3, 3), [1, 1, 1, 1]),
     ((1, 512, 7, 7), (512, 512, 3, 3), [1, 1, 1, 1]),
+    ((1, 128, 7, 7), (32, 128, 3, 3), [1, 1, 1, 1]),
     ((1, 64, 56, 56), (64, 64, 3, 3), [1, 1, 1, 1]),
     ((1, 128, 56, 56), (32, 128, 3, 3), [1, 1, 1, 1]),
     ((2, 48, 57, 56), (32, 48, 3, 3), [1, 1, 1, 1]),
@@ -119,9 +120,10 @@ def test_16_channel_winograd_matches_numpy_and_ref(config, post, has_bias, tmp_p
 
 @needs_avx512
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("config", [CONFIGS[1], CONFIGS[5], CONFIGS[8], CONFIGS[9]], ids=str)
+@pytest.mark.parametrize("config", [CONFIGS[1], CONFIGS[5], CONFIGS[8], CONFIGS[9], CONFIGS[10]], ids=str)
 def test_16_channel_winograd_at_1_and_2_threads(config, threads, tmp_path):
-    """Own tiles per thread (few output channels) and shared tiles split by output blocks (many)."""
+    """Own tiles per thread (few output channels; 16 tiles and one pair of output blocks split 8 + 8) and shared
+    tiles split by output blocks (many)."""
     build, feed, expected = fused_case(config, ["add", "relu"], True)
     p = compile_forcing(build, WINOGRAD_16C, tmp_path, threads=threads)
     assert convolution_algorithms(p) == [WINOGRAD_16C]

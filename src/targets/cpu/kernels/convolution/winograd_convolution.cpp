@@ -143,14 +143,18 @@ public:
         const std::size_t block = l_.block, max_tiles = l_.max_tiles, max_obs = l_.max_obs;
         const std::size_t v_floats = elements * g_.in_blocks * g_.group_tiles * block;
         if (g_.own_tiles) {
-            // Each thread takes its own run of tiles and every output block.
-            const std::size_t chunks = (total_tiles + max_tiles - 1) / max_tiles;
+            // Each thread takes its own run of tiles and every output block, in
+            // whole runs of max_tiles, or less when there are few tiles (16
+            // tiles, 2 threads: 8 each, not 12 and 4).
+            const auto compiled_threads = static_cast<std::size_t>(threads_);
+            const std::size_t split = std::min(max_tiles, (total_tiles + compiled_threads - 1) / compiled_threads);
+            const std::size_t chunks = (total_tiles + split - 1) / split;
 #pragma omp parallel num_threads(threads_)
             {
                 const auto thread = static_cast<std::size_t>(omp_get_thread_num());
                 const auto threads = static_cast<std::size_t>(omp_get_num_threads());
-                const std::size_t begin = std::min(total_tiles, share_begin(chunks, thread, threads) * max_tiles);
-                const std::size_t end = std::min(total_tiles, share_begin(chunks, thread + 1, threads) * max_tiles);
+                const std::size_t begin = std::min(total_tiles, share_begin(chunks, thread, threads) * split);
+                const std::size_t end = std::min(total_tiles, share_begin(chunks, thread + 1, threads) * split);
                 float* own_v = v + thread * (v_floats + products_floats());
                 float* products = own_v + v_floats;
                 for (std::size_t first = begin; first < end; first += g_.group_tiles) {
@@ -374,10 +378,13 @@ std::shared_ptr<const cpu_kernel> build_for(const kernel_request& r, const kerne
     g.tiles_w = (g.out_w + 1) / 2;
     // With few output channels (DenseNet's 128 -> 32) U is small enough for
     // each thread to read all of it: the threads then split the tiles, each
-    // transforming its own input into its own L2 with no barrier.
+    // transforming its own input into its own L2 with no barrier. They do so
+    // too when there are fewer pairs of output blocks than threads (32
+    // channels in 16-channel blocks: one pair), which would leave threads idle.
     const std::size_t u_bytes = elements * w.lens()[0] * w.lens()[1] * sizeof(float);
     const auto threads = static_cast<std::size_t>(r.threads);
-    g.own_tiles = u_bytes <= max_shared_u_bytes && tiles_of(g) >= 2 * max_tiles * threads;
+    const std::size_t ob_pairs = (g.out_blocks + loops.max_obs - 1) / loops.max_obs;
+    g.own_tiles = u_bytes <= max_shared_u_bytes && (tiles_of(g) >= 2 * max_tiles * threads || ob_pairs < threads);
     // A group's transformed input (16 x C floats a tile) near 2 MB shared (a
     // quarter of L2 when a thread's own), in whole runs of max_tiles.
     const std::size_t group_bytes = g.own_tiles ? 128 * 1024 : 2048 * 1024;
