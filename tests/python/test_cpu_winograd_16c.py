@@ -135,7 +135,8 @@ def test_16_channel_winograd_at_1_and_2_threads(config, threads, tmp_path):
     (64, 14, "onednn_winograd"),  # oneDNN's Winograd is faster up to 64 input channels
     (128, 14, WINOGRAD_16C),
     (256, 9, WINOGRAD_16C),
-    (512, 7, "onednn"),  # few tiles for 16 MB of transformed weights: oneDNN's direct kernel
+    (512, 7, "onednn"),  # 32 tiles for 16 MB of transformed weights: oneDNN's direct kernel
+    (512, 12, WINOGRAD_16C),  # 72 tiles: enough
     (128, 3, "onednn"),  # 4 tiles: not worth the transforms
 ])
 def test_the_default_rule_and_its_answers(c_in, size, expected):
