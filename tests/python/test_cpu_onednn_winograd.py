@@ -95,18 +95,23 @@ def test_narrow_3x3_stride_1_layers_run_onednn_winograd_and_match_numpy(c_in, c_
 
 # Wider inputs (Winograd's error grows with the channels it sums: see
 # onednn_winograd_convolution.cpp), strides, groups, dilations and other
-# kernel sizes keep oneDNN's direct kernel.
-@pytest.mark.parametrize("c_in,c_out,kernel,stride,padding,group,dilation", [
-    (80, 32, 3, 1, 1, 1, 1), (128, 64, 3, 1, 1, 1, 1), (32, 32, 3, 2, 1, 1, 1), (32, 32, 3, 1, 1, 2, 1),
-    (32, 32, 3, 1, 2, 1, 2), (32, 32, 5, 1, 2, 1, 1),
-], ids=["80-channels", "128-channels", "stride-2", "grouped", "dilated", "5x5"])
-def test_other_convolutions_keep_onednn_direct(c_in, c_out, kernel, stride, padding, group, dilation):
+# kernel sizes keep oneDNN's direct kernel; 65 to 256 input channels run Kiln's
+# own 16-channel Winograd where it runs (AVX-512: test_cpu_winograd_16c.py).
+OWN_WINOGRAD = "winograd_f2x2_3x3_avx512" if WINOGRAD == "onednn_winograd" else "onednn"
+
+
+@pytest.mark.parametrize("c_in,c_out,kernel,stride,padding,group,dilation,algorithm", [
+    (80, 32, 3, 1, 1, 1, 1, OWN_WINOGRAD), (128, 64, 3, 1, 1, 1, 1, OWN_WINOGRAD), (512, 32, 3, 1, 1, 1, 1, "onednn"),
+    (32, 32, 3, 2, 1, 1, 1, "onednn"), (32, 32, 3, 1, 1, 2, 1, "onednn"), (32, 32, 3, 1, 2, 1, 2, "onednn"),
+    (32, 32, 5, 1, 2, 1, 1, "onednn"),
+], ids=["80-channels", "128-channels", "512-channels", "stride-2", "grouped", "dilated", "5x5"])
+def test_other_convolutions_keep_onednn_direct(c_in, c_out, kernel, stride, padding, group, dilation, algorithm):
     build, expected = conv_after_relu(c_in, c_out, 10, kernel=kernel, stride=stride, padding=padding, group=group,
                                       dilation=dilation)
     x = rand(2, c_in, 10, 10)
     p = build()
     p.compile(kiln.get_target("cpu"))
-    assert algorithm_of_the_tested_convolution(p) == "onednn"
+    assert algorithm_of_the_tested_convolution(p) == algorithm
     np.testing.assert_allclose(np.asarray(p.run({"x": x})[0]), expected(x.astype(np.float64)), rtol=1e-4, atol=1e-4)
 
 
@@ -192,8 +197,8 @@ def test_the_weights_behind_the_transform_are_the_given_ones():
 
 
 def test_exhaustive_tuning_times_both_onednn_kernels(tmp_path):
-    """In 16-channel blocks the 3 x 3 layer now has two candidates: the
-    tuner times them and records the faster in its cache."""
+    """In 16-channel blocks the 3 x 3 layer has several candidates: the
+    tuner times them and records the fastest in its cache."""
     build, expected = conv_after_relu(32, 32, 12)
     cache = tmp_path / "tuning.json"
     p = build()
@@ -204,7 +209,9 @@ def test_exhaustive_tuning_times_both_onednn_kernels(tmp_path):
     if WINOGRAD == "onednn":  # no Winograd kernel on this CPU: nothing to choose between
         assert three_by_three == []
     else:
-        assert len(three_by_three) == 1 and three_by_three[0] in ("onednn", "onednn_winograd"), entries
+        # Kiln's own 16-channel Winograd (test_cpu_winograd_16c.py) competes too.
+        candidates = ("onednn", "onednn_winograd", "winograd_f2x2_3x3_avx512")
+        assert len(three_by_three) == 1 and three_by_three[0] in candidates, entries
     assert algorithm_of_the_tested_convolution(p) == (three_by_three[0] if three_by_three else "onednn")
     x = rand(2, 32, 12, 12)
     np.testing.assert_allclose(np.asarray(p.run({"x": x})[0]), expected(x.astype(np.float64)), rtol=1e-4, atol=1e-4)

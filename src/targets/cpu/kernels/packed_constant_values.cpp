@@ -10,7 +10,8 @@ namespace kiln {
 argument restore_packed_constant(const packed_constant& form, const shape& whole) {
     if (!own_layout::is_own(form)) return dnnl_support::restore_packed(form, whole);
     const std::string algorithm = own_layout::algorithm_of(form);
-    if (algorithm == winograd_convolution.name) return winograd_restore_weights(form, whole);
+    if (algorithm == winograd_convolution.name || algorithm == winograd_convolution_avx512.name)
+        return winograd_restore_weights(form, whole);
     if (algorithm == pairwise_sum_convolution.name) return pairwise_sum_restore_weights(form, whole);
     if (algorithm == im2col_convolution.name) return im2col_restore_weights(form, whole);
     if (algorithm == channel_split_convolution.name) return channel_split_restore_weights(form, whole);

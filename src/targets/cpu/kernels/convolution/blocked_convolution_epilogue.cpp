@@ -7,15 +7,14 @@
 
 namespace kiln::blocked_convolution {
 
-bool reads_blocked_float(const op::fused_convolution& conv, const kernel_request& r) {
+bool reads_blocked_float(const op::fused_convolution& conv, const kernel_request& r, std::size_t block) {
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
     // Constant weights, given as values or as a loaded file's packed form.
-    return conv.input_layout == op::tensor_layout::nchw8c && conv.output_layout == op::tensor_layout::nchw8c &&
-           conv.conv.group == 1 && x.ndim() == 5 && w.ndim() == 4 && x.type() == dtype::float_type &&
-           w.type() == dtype::float_type && x.standard() && r.is_constant(1) && w.standard() &&
-           w.lens()[0] % ops::avx2_channel_block == 0 && w.lens()[1] == x.lens()[1] * ops::avx2_channel_block &&
-           r.output_shape.standard();
+    return ops::is_blocked(conv.input_layout) && ops::channel_block(conv.input_layout) == block &&
+           conv.output_layout == conv.input_layout && conv.conv.group == 1 && x.ndim() == 5 && w.ndim() == 4 &&
+           x.type() == dtype::float_type && w.type() == dtype::float_type && x.standard() && r.is_constant(1) &&
+           w.standard() && w.lens()[0] % block == 0 && w.lens()[1] == x.lens()[1] * block && r.output_shape.standard();
 }
 
 epilogue_operands operands_of(const epilogue& e, const std::vector<argument>& inputs) {

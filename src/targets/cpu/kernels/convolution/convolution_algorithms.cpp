@@ -4,12 +4,14 @@ namespace kiln {
 
 std::span<const kernel_algorithm> convolution_algorithms() {
     static const kernel_algorithm algorithms[] = {
-        winograd_convolution,         // 3 x 3 stride 1 on 8-channel blocks
-        onednn_winograd_convolution,  // 3 x 3 stride 1 on 16-channel blocks
-        pairwise_sum_convolution,     // blocked, 56 x 56 and up
-        im2col_convolution,           // other k x k on blocked input
-        channel_split_convolution,    // an image's few plain channels
-        onednn_convolution,           // everything else
+        winograd_convolution,                    // 3 x 3 stride 1 on 8-channel blocks
+        onednn_winograd_convolution,             // 3 x 3 stride 1 on 16-channel blocks, <= 64 input channels
+        winograd_convolution_avx512,             // the same, 65 to 256 input channels
+        pairwise_sum_convolution,                // blocked, 56 x 56 and up
+        im2col_convolution,                      // other k x k on blocked input
+        channel_split_convolution,               // an image's few plain channels
+        onednn_convolution,                      // everything else
+        winograd_convolution_avx512_when_tuned,  // other 16-channel 3 x 3 stride 1: exhaustive tuning times it
     };
     return algorithms;
 }

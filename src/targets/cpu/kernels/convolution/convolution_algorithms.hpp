@@ -9,13 +9,15 @@
 
 namespace kiln {
 
-extern const kernel_algorithm winograd_convolution;         // winograd_convolution.cpp
-extern const kernel_algorithm pairwise_sum_convolution;     // pairwise_sum_convolution.cpp
-extern const kernel_algorithm im2col_convolution;           // im2col_convolution.cpp
-extern const kernel_algorithm channel_split_convolution;    // channel_split_convolution.cpp
-extern const kernel_algorithm onednn_convolution;           // dnnl_convolution.cpp
-extern const kernel_algorithm onednn_winograd_convolution;  // onednn_winograd_convolution.cpp
-extern const kernel_algorithm onednn_int8_convolution;      // onednn_int8_convolution.cpp
+extern const kernel_algorithm winograd_convolution;                    // winograd_convolution.cpp
+extern const kernel_algorithm winograd_convolution_avx512;             // winograd_convolution.cpp
+extern const kernel_algorithm winograd_convolution_avx512_when_tuned;  // the same, where not by default
+extern const kernel_algorithm pairwise_sum_convolution;                // pairwise_sum_convolution.cpp
+extern const kernel_algorithm im2col_convolution;                      // im2col_convolution.cpp
+extern const kernel_algorithm channel_split_convolution;               // channel_split_convolution.cpp
+extern const kernel_algorithm onednn_convolution;                      // dnnl_convolution.cpp
+extern const kernel_algorithm onednn_winograd_convolution;             // onednn_winograd_convolution.cpp
+extern const kernel_algorithm onednn_int8_convolution;                 // onednn_int8_convolution.cpp
 
 // The int8 convolutions (fused_quant_convolution), in the same file.
 std::span<const kernel_algorithm> quant_convolution_algorithms();
