@@ -31,7 +31,9 @@ std::string cpu_target::identity() const {
 // propagation keeps dequantized int8 weights as they are, for the
 // quantized-op fusion right after it; the second folds the ones it declined.
 // int8 activations with zero point -128 become uint8 ones before that fusion,
-// so that the fused int8 kernels read u8 sources without a zero point.
+// so that the fused int8 kernels read u8 sources without a zero point, and
+// int8 codes with other zero points that only convolutions read become
+// uint8 ones (oneDNN then skips its s8-source shift).
 // Normalizations that feed quantizes fuse with them before the epilogue
 // fusion (which would take an attention mask add as a residual), and again
 // after CSE, which merges the per-product reshape -> quantize copies of one
@@ -40,7 +42,8 @@ pass_list cpu_target::get_passes(const compile_options&) const {
     auto keep_dequantize = std::make_shared<constant_propagation>();
     keep_dequantize->fold_dequantize = false;
     return {std::make_shared<compute_16bit_in_float32>(), std::make_shared<dead_code_elimination>(), keep_dequantize,
-            std::make_shared<unsigned_activation_codes>(), std::make_shared<fuse_quantized_ops>(),
+            std::make_shared<unsigned_activation_codes>(), std::make_shared<unsigned_convolution_sources>(),
+            std::make_shared<fuse_quantized_ops>(),
             std::make_shared<simplify_reshapes>(), std::make_shared<simplify_algebra>(),
             std::make_shared<constant_propagation>(),
             // Recognizers of composite ops, before post-op fusion can split them up.

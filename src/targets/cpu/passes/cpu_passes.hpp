@@ -56,6 +56,15 @@ public:
 
 namespace kiln {
 
+// int8 codes with any zero point that only int8 convolutions read as their
+// source become uint8 codes plus 128, the sources oneDNN's
+// VNNI kernels take without a shift (unsigned_convolution_sources.cpp).
+class unsigned_convolution_sources final : public pass {
+public:
+    std::string name() const override { return "unsigned_convolution_sources"; }
+    void apply(module& m) const override;
+};
+
 // Folds the dequantize, bias, activations, residual add and quantize after
 // each quant_convolution / quant_dot into one fused_quant_convolution /
 // fused_quant_dot that oneDNN's int8 kernels run (see

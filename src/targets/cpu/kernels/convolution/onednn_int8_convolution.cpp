@@ -131,6 +131,7 @@ constexpr std::size_t amx_one_thread_elements = 160 * 1024;
 constexpr std::size_t one_thread_elements = 50 * 1024;
 
 bool small_for_two_threads(const kernel_request& r, bool amx) {
+    if (const char* e = std::getenv("KILN_EXP_ONE_THREAD")) return r.output_shape.elements() < std::stoul(e);
     return r.output_shape.elements() < (amx ? amx_one_thread_elements : one_thread_elements);
 }
 
