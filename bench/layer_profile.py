@@ -9,9 +9,12 @@ everything else) and summed per class; convolutions are also matched one to one
 (by kernel, stride, channels and output size, in execution order) and listed with
 both engines' kernels: Kiln's oneDNN implementation names come from a child
 process run with ONEDNN_VERBOSE=1 (Kiln only, so OpenVINO's own oneDNN copy does
-not mix in). Why: a whole-model ratio says who is ahead, not where.
+not mix in). With --qdq both run the int8 QDQ file scripts/quantize_models.py made, on
+its evaluation inputs (Kiln's fused_quant_convolution against OpenVINO's *_I8 kernels).
+Why: a whole-model ratio says who is ahead, not where.
 
     PYTHONPATH=python .venv/bin/python bench/layer_profile.py resnet50 --threads 1
+    PYTHONPATH=python .venv/bin/python bench/layer_profile.py resnet50 --qdq --threads 2 --layers
     PYTHONPATH=python .venv/bin/python bench/layer_profile.py mobilenet_v2 --batch 8 --layers
 """
 import argparse
