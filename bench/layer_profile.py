@@ -9,9 +9,12 @@ everything else) and summed per class; convolutions are also matched one to one
 (by kernel, stride, channels and output size, in execution order) and listed with
 both engines' kernels: Kiln's oneDNN implementation names come from a child
 process run with ONEDNN_VERBOSE=1 (Kiln only, so OpenVINO's own oneDNN copy does
-not mix in). Why: a whole-model ratio says who is ahead, not where.
+not mix in). With --qdq both run the int8 QDQ file scripts/quantize_models.py made, on
+its evaluation inputs (Kiln's fused_quant_convolution against OpenVINO's *_I8 kernels).
+Why: a whole-model ratio says who is ahead, not where.
 
     PYTHONPATH=python .venv/bin/python bench/layer_profile.py resnet50 --threads 1
+    PYTHONPATH=python .venv/bin/python bench/layer_profile.py resnet50 --qdq --threads 2 --layers
     PYTHONPATH=python .venv/bin/python bench/layer_profile.py mobilenet_v2 --batch 8 --layers
 """
 import argparse
@@ -35,16 +38,23 @@ CLASSES = ["stem", "3x3", "1x1", "1x1+residual", "depthwise", "conv other", "poo
 VERBOSE_MARK = "=====layer_profile: timed run"
 
 
-def model_file(models_dir, model, batch):
+def model_file(models_dir, model, batch, qdq=False):
     pattern = f"{model}-r*.onnx" if batch == 1 else f"{model}-b{batch}-r*.onnx"
-    found = sorted(f for f in models_dir.glob(pattern) if ".qdq-" not in f.name)
+    found = sorted(f for f in models_dir.glob(pattern) if (".qdq-" in f.name) == qdq)
     if not found:
-        raise SystemExit(f"no {pattern} float file in {models_dir}: run scripts/export_models.py")
+        script = "quantize_models.py" if qdq else "export_models.py"
+        raise SystemExit(f"no {pattern} {'QDQ' if qdq else 'float'} file in {models_dir}: run scripts/{script}")
     return found[-1]
 
 
 def feeds_of(path, names):
-    folder = path.with_suffix(".inputs")
+    """The .npy inputs beside the float model; for a QDQ file, the evaluation inputs scripts/quantize_models.py
+    wrote (random inputs would push the int8 layers out of their calibrated ranges)."""
+    if ".qdq-" in path.name:
+        stem, revision = str(path).split(".qdq-")[0], path.name.split("-")[-2]  # ...-minmax-q1-ort1.32.0.onnx
+        folder = pathlib.Path(f"{stem}.{revision}.eval.inputs")
+    else:
+        folder = path.with_suffix(".inputs")
     feeds = {f.stem: np.load(f) for f in folder.glob("*.npy")}
     missing = [n for n in names if n not in feeds]
     if missing:
@@ -79,12 +89,13 @@ def kiln_layers(program):
         text = str(ins.op())
         op = text.split("[")[0]
         layer = {"op": op, "key": None}
-        if op in ("fused_convolution", "convolution"):
+        if op in ("fused_convolution", "convolution", "fused_quant_convolution"):
             w = lens(ins.inputs()[1].shape())
             group = int(re.search(r"group=(\d+)", text).group(1))
             stride = int(re.search(r"stride=\{(\d+)", text).group(1))
             out_h = lens(ins.shape())[2]
-            residual = bool(re.search(r'post_ops=\{[^}]*"add"', text))
+            residual = bool(re.search(r'post_ops=\{[^}]*"add"', text)) or 'residual="quantized"' in text or \
+                'residual="real"' in text
             in_channels = w[1] * group
             layer["class"] = conv_class(w[2], group, in_channels, residual, first)
             layer["key"] = (w[2], stride, in_channels, w[0], out_h, group, residual)
@@ -93,7 +104,7 @@ def kiln_layers(program):
             layer["class"] = "pooling"
         elif op in ("to_blocked", "from_blocked", "reorder", "layout", "contiguous") or "blocked" in op:
             layer["class"] = "reorder"
-        elif op in ("fused_dot", "dot", "gemm", "matmul"):
+        elif op in ("fused_dot", "dot", "gemm", "matmul", "fused_quant_dot"):
             layer["class"] = "classifier"
         else:
             layer["class"] = "other"
@@ -105,7 +116,7 @@ def kiln_onednn_implementations(args):
     """conv key -> oneDNN implementation name, and reorder count, from a child run with ONEDNN_VERBOSE=1."""
     env = dict(os.environ, ONEDNN_VERBOSE="1", DNNL_VERBOSE="1")
     cmd = [sys.executable, __file__, args.model, "--batch", str(args.batch), "--threads", str(args.threads),
-           "--models-dir", str(args.models_dir), "--onednn-child"]
+           "--models-dir", str(args.models_dir), "--onednn-child"] + (["--qdq"] if args.qdq else [])
     text = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     lines = text.split(VERBOSE_MARK, 1)[-1].splitlines()
     impls, reorders = {}, 0
@@ -120,12 +131,13 @@ def kiln_onednn_implementations(args):
         m = re.search(r"(?:g(\d+))?mb\d+_ic(\d+)oc(\d+)_ih\d+oh(\d+)kh(\d+)sh(\d+)", line)
         if m:
             g, ic, oc, oh, kh, sh = (int(v) if v else 1 for v in m.groups())
-            impls.setdefault((kh, sh, ic, oc, oh, g, "binary_add" in line), parts[4])
+            residual = "binary_add" in line or bool(re.search(r"post-ops:(?:[^ ,]*\+)?sum", line))
+            impls.setdefault((kh, sh, ic, oc, oh, g, residual), parts[4])
     return impls, reorders
 
 
 def onednn_child(args):
-    path = model_file(args.models_dir, args.model, args.batch)
+    path = model_file(args.models_dir, args.model, args.batch, args.qdq)
     program = kiln.parse_onnx(str(path))
     program.compile(kiln.get_target("cpu"), threads=args.threads)
     feeds = feeds_of(path, program.get_parameter_names())
@@ -188,7 +200,7 @@ def _is_residual_add(model, name):
 def profile(args):
     import openvino as ov
 
-    path = model_file(args.models_dir, args.model, args.batch)
+    path = model_file(args.models_dir, args.model, args.batch, args.qdq)
     program = kiln.parse_onnx(str(path))
     program.compile(kiln.get_target("cpu"), threads=args.threads)
     feeds = feeds_of(path, program.get_parameter_names())
@@ -318,6 +330,8 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--runs", type=int, default=5, help="profiled runs of each engine per round")
+    parser.add_argument("--qdq", action="store_true",
+                        help="the int8 QDQ file scripts/quantize_models.py made (every engine runs it in int8)")
     parser.add_argument("--layers", action="store_true", help="list every matched convolution")
     parser.add_argument("--json", type=pathlib.Path, help="also write the rows here")
     parser.add_argument("--models-dir", type=pathlib.Path, default=REPO / "build" / "models")

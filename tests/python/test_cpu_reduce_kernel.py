@@ -64,3 +64,35 @@ def test_reduction_keeps_nan_and_infinity(op):
     expected = NUMPY[op](x.astype(np.float64), axis=(2, 3), keepdims=True)
     np.testing.assert_array_equal(np.isnan(cpu), np.isnan(expected))
     np.testing.assert_allclose(cpu, expected, rtol=1e-6, atol=1e-6)
+
+
+def run_channels_last(op, x_nhwc, axes, keepdims):
+    """The reduction of transpose(x, NHWC -> NCHW): a view with channels-last strides, as an int8
+    convolution's channels-last result is. Returns cpu's and ref's results and cpu's kernel."""
+    outs, kernel = [], None
+    for target in ["cpu", "ref"]:
+        p = kiln.program()
+        m = p.get_main_module()
+        xp = m.add_parameter("x", kiln.shape("float", list(x_nhwc.shape)))
+        t = m.add_instruction(kiln.op("transpose", permutation=[0, 3, 1, 2]), [xp])
+        m.add_return([m.add_instruction(kiln.op(op, axes=axes, keepdims=keepdims), [t])])
+        p.compile(kiln.get_target(target))
+        outs.append(np.asarray(p.run({"x": x_nhwc})[0]))
+        if target == "cpu":
+            kernel = [a for _, name, a in p.get_kernel_algorithms() if name == op]
+    return outs, kernel
+
+
+@pytest.mark.parametrize("axes,kernel_reads_it", [([2, 3], True), ([-1, -2], True), ([1], True), ([1, 2, 3], True),
+                                                  ([1, 3], True), ([2], False), ([1, 2], False)])
+@pytest.mark.parametrize("op", ["reduce_mean", "reduce_max"])
+def test_reduction_of_a_channels_last_view(op, axes, kernel_reads_it):
+    """Channels-last memory is [N, H, W, C]: over H and W it is [N, H*W, C], over C [N*H*W, C, 1], over W
+    and C [N*H, W*C, 1]; over H alone the kept N, W, C leave the result's order, and over C and H the run
+    breaks: the reference compute runs. Every case must match numpy and ref."""
+    x = RNG.uniform(-1, 1, (2, 5, 6, 24)).astype(np.float32)
+    (cpu, ref), kernel = run_channels_last(op, x, axes, True)
+    expected = NUMPY[op](x.transpose(0, 3, 1, 2).astype(np.float64), axis=tuple(axes), keepdims=True)
+    np.testing.assert_allclose(cpu, expected, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(cpu, ref)
+    assert (kernel == ["reduce"]) == kernel_reads_it, kernel

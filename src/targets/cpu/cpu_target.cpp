@@ -37,6 +37,8 @@ std::string cpu_target::identity() const {
 // fusion (which would take an attention mask add as a residual), and again
 // after CSE, which merges the per-product reshape -> quantize copies of one
 // layer norm's output (ViT's QDQ file) into one that can then fuse.
+// Last, an int8 convolution's float result that only a global pooling
+// (reduction) reads is stored channels-last, when nothing else moves it.
 pass_list cpu_target::get_passes(const compile_options&) const {
     auto keep_dequantize = std::make_shared<constant_propagation>();
     keep_dequantize->fold_dequantize = false;
@@ -52,7 +54,7 @@ pass_list cpu_target::get_passes(const compile_options&) const {
             std::make_shared<propagate_blocked_layout>(dnnl_support::preferred_channel_block()),
             std::make_shared<common_subexpression_elimination>(), std::make_shared<fuse_quantized_norm>(),
             std::make_shared<fuse_pointwise>(), std::make_shared<fuse_concat_pointwise>(),
-            std::make_shared<dead_code_elimination>()};
+            std::make_shared<channels_last_spatial_reductions>(), std::make_shared<dead_code_elimination>()};
 }
 
 std::shared_ptr<executable> cpu_target::lower(const module& m, const compile_options& options) const {

@@ -41,6 +41,12 @@ public:
     // quantized inputs with a float32 result, or one that emulates a type
     // in a wider one. Empty: what the instruction's types say.
     virtual std::string arithmetic() const { return {}; }
+    // The input whose memory the result may take when nothing reads that
+    // input after this step (same bytes), or -1: the kernel reads all of it
+    // before it writes any of the result, or each element just before it
+    // writes the same one. A residual copied into the result first (the
+    // int8 kernels' sum post-op) then needs no copy.
+    virtual int result_may_take_input() const { return -1; }
 };
 
 // A kernel that runs `inner_` with an operand or its result staged
@@ -56,6 +62,8 @@ public:
         return inner_->packed_copy(index);
     }
     std::size_t adopted_bytes() const override { return inner_->adopted_bytes(); }
+    // Wrappers stage inputs before running inner and the result after it: inner's answer holds.
+    int result_may_take_input() const override { return inner_->result_may_take_input(); }
 
 protected:
     std::shared_ptr<const cpu_kernel> inner_;

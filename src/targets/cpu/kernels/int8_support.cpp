@@ -88,6 +88,8 @@ public:
         inner_->run(result, inputs, scratch);
     }
     std::size_t scratch_bytes() const override { return inner_->scratch_bytes(); }
+    // Codes into a result of the same bytes are copied first, then read by the sum post-op where they lie.
+    int result_may_take_input() const override { return static_cast<int>(e_.residual_input()); }
 
 private:
     template <class T>

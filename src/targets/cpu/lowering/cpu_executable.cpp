@@ -154,6 +154,13 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
     for (std::size_t s = 0; s < steps_.size(); ++s) {
         const auto& step = steps_[s];
         auto start = timings ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+        // The input the output overwrites, as it was, for the observer.
+        argument before;
+        if (observe && step.overwritten_input >= 0) {
+            const argument& in = ctx->step_inputs[s][static_cast<std::size_t>(step.overwritten_input)];
+            before = argument(in.get_shape());
+            std::memcpy(before.data(), in.data(), in.get_shape().bytes());
+        }
         try {
             if (step.modules.empty())
                 step.kernel->run(ctx->step_outputs[s], ctx->step_inputs[s], ctx->scratch.get());
@@ -165,7 +172,13 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         if (timings)
             timings->push_back({step.instruction, step.op.name(), step.algorithm,
                                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
-        if (observe) (*observe)({step.instruction, step.op, ctx->step_inputs[s], ctx->step_outputs[s]});
+        if (observe && step.overwritten_input >= 0) {
+            std::vector<argument> seen = ctx->step_inputs[s];
+            seen[static_cast<std::size_t>(step.overwritten_input)] = before;
+            (*observe)({step.instruction, step.op, seen, ctx->step_outputs[s]});
+        } else if (observe) {
+            (*observe)({step.instruction, step.op, ctx->step_inputs[s], ctx->step_outputs[s]});
+        }
     }
 
     std::vector<argument> results;

@@ -51,6 +51,9 @@ struct plan_step {
     // module's parameter names in order.
     std::vector<std::shared_ptr<const executable>> modules;
     std::vector<std::vector<std::string>> module_parameters;
+    // The input whose memory the output took (cpu_kernel::result_may_take_input), or -1: an observer
+    // of the step sees that input as it was before the step.
+    int overwritten_input = -1;
 };
 
 class cpu_executable final : public executable {

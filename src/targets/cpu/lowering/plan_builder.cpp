@@ -154,6 +154,32 @@ private:
             lifetimes_[it->second].last_step = std::max(lifetimes_[it->second].last_step, step);
     }
 
+    // The input of `ins` whose arena buffer its result takes, or -1: the one
+    // the kernel allows (cpu_kernel::result_may_take_input), when that input
+    // is a whole buffer computed for the input's instruction (or taken on by
+    // it), of the result's bytes, that `ins` reads once and last: its other
+    // readers ran before and are no views of it (a ResNet block's input,
+    // read by the block's first convolution and then as the residual of its
+    // last). Its lifetime then runs on through the result's readers.
+    int input_to_overwrite(const instruction& ins, const std::vector<value_location>& inputs, const cpu_kernel& kernel,
+                           bool is_returned) const {
+        const int k = kernel.result_may_take_input();
+        if (k < 0 || is_returned || static_cast<std::size_t>(k) >= inputs.size()) return -1;
+        const instruction& source = *ins.inputs()[static_cast<std::size_t>(k)];
+        const value_location& loc = inputs[static_cast<std::size_t>(k)];
+        auto owner = owner_of_root_.find(loc.root);
+        if (owner == owner_of_root_.end() || owner->second != &source || loc.byte_offset != 0) return -1;
+        if (source.get_shape().bytes() != ins.get_shape().bytes()) return -1;
+        for (const auto& reader : source.outputs()) {
+            if (&*reader == &ins) continue;
+            auto seen = locations_.find(&*reader);
+            if (seen == locations_.end() || seen->second.root == loc.root) return -1;  // reads later, or a view
+        }
+        std::size_t reads = 0;
+        for (const auto& in : ins.inputs()) reads += &*in == &source ? 1 : 0;
+        return reads == 1 ? k : -1;
+    }
+
     // A buffer of its own for the result of `ins`: the caller's when it is
     // returned, else the arena's, live from `step` on.
     value_location add_output_root(const instruction& ins, bool is_returned, std::size_t step) {
@@ -166,6 +192,7 @@ private:
         }
         std::size_t root = add_root(std::move(r));
         if (!is_returned) {
+            owner_of_root_[root] = &ins;
             lifetime_of_root_[root] = lifetimes_.size();
             lifetimes_.push_back({ins.get_shape().bytes(), step, step});
             arena_roots_.push_back(root);
@@ -182,21 +209,30 @@ private:
         std::vector<std::size_t> offsets;
         for (const auto& loc : inputs) offsets.push_back(loc.byte_offset);
         value_location out;
-        if (auto view = place_view(ins, offsets)) {
+        const auto view = place_view(ins, offsets);
+        if (view) {
             out = {inputs.at(view->source).root, view->byte_offset, ins.get_shape()};
             locations_[&ins] = out;
             // A view costs nothing at run time; a write in place is a step
             // whose output is the memory it writes.
             if (!writes_in_place(ins.get_operator())) return;
-        } else {
-            out = add_output_root(ins, is_returned, step);
-            locations_[&ins] = out;
         }
         // Literals, and views of them (a transposed weight matrix), are constants the kernel may prepare.
         kernel_selection how{{}, tuner_};
         if (pinned_ != nullptr)
             if (auto it = pinned_->find(names_.at(&ins)); it != pinned_->end()) how.pinned = it->second;
         chosen_kernel chosen = build_kernel(ins, inputs, how);
+        int overwritten = -1;
+        if (!view) {
+            overwritten = input_to_overwrite(ins, inputs, *chosen.kernel, is_returned);
+            if (overwritten >= 0) {
+                out = {inputs[static_cast<std::size_t>(overwritten)].root, 0, ins.get_shape()};
+                owner_of_root_[out.root] = &ins;  // the next layer may take it on in turn
+            } else {
+                out = add_output_root(ins, is_returned, step);
+            }
+            locations_[&ins] = out;
+        }
         if (!how.pinned.empty() && chosen.algorithm != how.pinned)
             unusable_pins_.push_back(names_.at(&ins) + " = " + ins.name() + ": '" + std::string(how.pinned) +
                                      "' (now '" + std::string(chosen.algorithm) + "')");
@@ -209,7 +245,8 @@ private:
                     std::move(inputs),
                     out,
                     {},
-                    {}};
+                    {},
+                    overwritten};
         for (const module* sub : ins.module_inputs()) {
             s.modules.push_back(plan_builder(*sub, options_, threads_, nullptr, tuner_).build());
             s.module_parameters.push_back(sub->get_parameter_names());
@@ -243,6 +280,7 @@ private:
     std::vector<buffer_lifetime> lifetimes_;
     std::vector<std::size_t> arena_roots_;  // root index of each lifetime
     std::unordered_map<std::size_t, std::size_t> lifetime_of_root_;
+    std::unordered_map<std::size_t, const instruction*> owner_of_root_;  // arena root -> the value it was made for
     literal_hand_over hand_over_;
     std::vector<std::string> unusable_pins_;  // "@12 = convolution: 'name' (now 'other')"
     std::vector<std::pair<std::size_t, const instruction*>> literal_roots_;  // root index, literal

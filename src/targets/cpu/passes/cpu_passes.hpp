@@ -56,6 +56,15 @@ public:
 
 namespace kiln {
 
+// An int8 convolution with a float result that only reductions read (a
+// global average pool) stores it channels-last where the cpu reduce kernel
+// reads that layout: no reorder of the result (channels_last_spatial_reductions.cpp).
+class channels_last_spatial_reductions final : public pass {
+public:
+    std::string name() const override { return "channels_last_spatial_reductions"; }
+    void apply(module& m) const override;
+};
+
 // Folds the dequantize, bias, activations, residual add and quantize after
 // each quant_convolution / quant_dot into one fused_quant_convolution /
 // fused_quant_dot that oneDNN's int8 kernels run (see

@@ -120,18 +120,34 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, implementations
 }
 
 // Layers that run on one thread (the program's others on all): measured on
-// MobileNetV2 at batch 1 (this 2-core AMX machine, each layer's fastest of
+// MobileNetV2 at batch 1 (a 2-core AMX machine, each layer's fastest of
 // 30 interleaved profiles), oneDNN's AMX kernels split a result of under
 // about 160K elements (28 x 28 and smaller, or few channels at 56 x 56) no
 // faster over two threads than one (0.9x to 1.2x), its other kernels
 // (depthwise) one of under about 50K (7 x 7); larger ones gained 1.3x to
 // 1.6x. On one thread such a layer also skips the fork and join, and on a
 // loaded machine the wait for a second core.
+// Without AMX the dense VNNI kernels (brgconv) also need the work to be
+// small: ResNet-50's 14 x 14 and 7 x 7 layers (results of 25K to 50K
+// elements, but 51M to 115M multiply-adds, 0.2 to 0.6 ms on one thread)
+// ran 1.35x to 1.6x faster over two threads (this 2-core AVX-512 VNNI
+// machine without AMX, fastest of 40 interleaved profiles), where
+// MobileNetV2's and DenseNet-121's small layers (at most 25M) stay on one.
 constexpr std::size_t amx_one_thread_elements = 160 * 1024;
 constexpr std::size_t one_thread_elements = 50 * 1024;
+constexpr std::size_t one_thread_multiply_adds = 32u << 20;
+
+// Multiply-adds of the convolution: each result element sums C / group x kh x kw products.
+std::size_t multiply_adds(const kernel_request& r) {
+    const auto& w = r.input_shapes[1].lens();
+    std::size_t per_element = 1;
+    for (std::size_t d = 1; d < w.size(); ++d) per_element *= w[d];
+    return r.output_shape.elements() * per_element;
+}
 
 bool small_for_two_threads(const kernel_request& r, bool amx) {
-    return r.output_shape.elements() < (amx ? amx_one_thread_elements : one_thread_elements);
+    if (amx) return r.output_shape.elements() < amx_one_thread_elements;
+    return r.output_shape.elements() < one_thread_elements && multiply_adds(r) < one_thread_multiply_adds;
 }
 
 bool may_run_on_one_thread(const kernel_request& r) {

@@ -1,9 +1,12 @@
 // reduce_sum, reduce_mean, reduce_max and reduce_min of float32 over one
 // contiguous run of axes: the input is viewed as [outer, reduced, inner]
 // (a CNN's global average pool is [N*C, H*W, 1] plain or [N*C/8, H*W, 8] in
-// the blocked layout). Each output element folds its inputs in the order the
+// the blocked layout, [N, H*W, C] channels-last: the input may be packed in
+// any order of its dimensions where the reduced ones are adjacent in memory
+// and the others keep the result's order). Each output element folds its inputs in the order the
 // reference does, in double, so results equal the reference's bit for bit;
 // outputs are shared between threads, with no buffer allocated while running.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -102,15 +105,30 @@ std::shared_ptr<const cpu_kernel> make_reduce_kernel(const kernel_request& r) {
     std::vector<std::int64_t> axes;
     const auto kind = kind_of(r.op, axes);
     const shape& x = r.input_shapes[0];
-    if (!kind || x.type() != dtype::float_type || !x.standard() || x.elements() == 0 || x.ndim() == 0) return nullptr;
+    if (!kind || x.type() != dtype::float_type || !x.packed() || x.broadcasted() || x.elements() == 0 || x.ndim() == 0)
+        return nullptr;
     std::vector<bool> reduced(x.ndim(), axes.empty());
     for (auto a : ops::normalize_axes(r.op.name(), axes, x.ndim())) reduced[a] = true;
-    // The reduced axes, leaving out those of length 1, must be one run.
+    // The dimensions in memory order (outermost first), leaving out those of
+    // length 1; the kept ones must stay in their logical order, so that the
+    // standard result is [outer, inner].
+    std::vector<std::size_t> order;
+    for (std::size_t d = 0; d < x.ndim(); ++d)
+        if (x.lens()[d] != 1) order.push_back(d);
+    std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return x.strides()[a] > x.strides()[b]; });
+    std::size_t last_kept = 0;
+    bool any_kept = false;
+    for (auto d : order) {
+        if (reduced[d]) continue;
+        if (any_kept && d < last_kept) return nullptr;
+        last_kept = d;
+        any_kept = true;
+    }
+    // The reduced axes, in memory order, must be one run.
     std::size_t outer = 1, count = 1, inner = 1;
     int phase = 0;  // 0: before the run, 1: in it, 2: after it
-    for (std::size_t d = 0; d < x.ndim(); ++d) {
+    for (auto d : order) {
         const std::size_t len = x.lens()[d];
-        if (len == 1) continue;
         if (reduced[d]) {
             if (phase == 2) return nullptr;
             phase = 1;
