@@ -10,7 +10,9 @@
 // result (NHWC): a part is a run of one image's pixels within one piece,
 // the program runs over [pixels, the piece's channels] (each piece and
 // operand seen through its own strides, so pieces in either layout), and
-// each pixel's row of codes goes to its place in the result.
+// each pixel's row of codes goes to its place in the result. There a piece
+// may be int8 / uint8 codes (channels contiguous): a part's rows are
+// dequantized into a per-thread buffer, which the program reads.
 #include <omp.h>
 
 #include <algorithm>
@@ -45,6 +47,22 @@ struct part {
     // output_offset + r * row_stride in the result (a standard result: one row).
     std::size_t rows = 1;
     std::size_t row_stride = 0;
+    // A coded piece: `rows` rows of elements / rows codes, row r at the
+    // piece's offset + r * piece_row_stride (elements of the piece).
+    std::size_t piece_row_stride = 0;
+};
+
+// How a coded piece's codes become the float32 values the program reads:
+// dequantize_linear's loops, bit for bit.
+struct piece_dequantization {
+    dtype type = dtype::float_type;  // float_type: a float32 piece, read in place
+    float scale = 1, zero_point = 0;
+    void read(const void* codes, float* values, std::size_t n) const {
+        if (type == dtype::uint8_type)
+            avx2::dequantize_uint8(static_cast<const std::uint8_t*>(codes), values, n, scale, zero_point);
+        else
+            avx2::dequantize_int8(static_cast<const std::int8_t*>(codes), values, n, scale, zero_point);
+    }
 };
 
 // Writes n float32 values as codes at `out` (element offset `at`): the
@@ -64,17 +82,20 @@ class concat_pointwise_kernel final : public cpu_kernel {
 public:
     concat_pointwise_kernel(std::vector<std::shared_ptr<const pointwise_runner>> runners, std::size_t operands,
                             std::vector<part> parts, std::vector<std::size_t> offsets, bool parallel, int threads,
-                            output_quantization quantization)
+                            output_quantization quantization, std::vector<piece_dequantization> pieces = {})
         : runners_(std::move(runners)),
           operands_(operands),
           parts_(std::move(parts)),
           offsets_(std::move(offsets)),
           threads_(parallel ? threads : 1),
-          quantization_(quantization) {
+          quantization_(quantization),
+          pieces_(std::move(pieces)) {
         for (const auto& r : runners_) runner_bytes_ = std::max(runner_bytes_, r->scratch_bytes());
         runner_bytes_ = scratch_aligned(runner_bytes_);
         if (quantization_.type != dtype::float_type)
             for (const auto& pt : parts_) part_bytes_ = std::max(part_bytes_, scratch_aligned(pt.elements * sizeof(float)));
+        for (const auto& pt : parts_)
+            if (coded(pt.piece)) piece_bytes_ = std::max(piece_bytes_, scratch_aligned(pt.elements * sizeof(float)));
     }
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
@@ -86,12 +107,22 @@ public:
         {
             std::byte* own = scratch + static_cast<std::size_t>(omp_get_thread_num()) * per_thread();
             auto* values = reinterpret_cast<float*>(own + runner_bytes_);
+            auto* piece_values = reinterpret_cast<float*>(own + runner_bytes_ + part_bytes_);
             const void* data[max_inputs];
 #pragma omp for schedule(dynamic, 1)
             for (std::ptrdiff_t p = 0; p < count; ++p) {
                 const part& pt = parts_[static_cast<std::size_t>(p)];
                 const std::size_t* off = offsets_.data() + static_cast<std::size_t>(p) * stride;
-                data[0] = inputs[pt.piece].data_as<float>() + off[0];
+                if (coded(pt.piece)) {
+                    const piece_dequantization& d = pieces_[pt.piece];
+                    const std::size_t row = pt.elements / pt.rows, bytes = dtype_size(d.type);
+                    for (std::size_t k = 0; k < pt.rows; ++k)
+                        d.read(inputs[pt.piece].data() + (off[0] + k * pt.piece_row_stride) * bytes, piece_values + k * row,
+                               row);
+                    data[0] = piece_values;
+                } else {
+                    data[0] = inputs[pt.piece].data_as<float>() + off[0];
+                }
                 for (std::size_t k = 0; k < operands_; ++k)
                     data[k + 1] = inputs[pieces + k].data_as<float>() + off[k + 1];
                 if (!quantized) {
@@ -116,9 +147,14 @@ private:
     std::vector<std::size_t> offsets_;
     int threads_;
     output_quantization quantization_;
-    std::size_t runner_bytes_ = 0;  // per thread: the program's scratch, then a part's values
+    std::vector<piece_dequantization> pieces_;  // empty: every piece float32
+    // Per thread: the program's scratch, a part's values, a coded part's
+    // dequantized values.
+    std::size_t runner_bytes_ = 0;
     std::size_t part_bytes_ = 0;
-    std::size_t per_thread() const { return runner_bytes_ + part_bytes_; }
+    std::size_t piece_bytes_ = 0;
+    std::size_t per_thread() const { return runner_bytes_ + part_bytes_ + piece_bytes_; }
+    bool coded(std::size_t piece) const { return !pieces_.empty() && pieces_[piece].type != dtype::float_type; }
 };
 
 // Pixels per part of a channels-last result: about part_target_elements / 4
@@ -176,6 +212,11 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
         return runners.size() - 1;
     };
 
+    std::vector<piece_dequantization> dequantization(pieces);
+    for (std::size_t i = 0; i < pieces; ++i)
+        if (op.coded_piece(r.input_shapes, i))
+            dequantization[i] = {r.input_shapes[i].type(), static_cast<float>(op.piece_scales[i]),
+                                 static_cast<float>(op.piece_zero_points[i])};
     std::vector<part> parts;
     std::vector<std::size_t> offsets;
     for (std::size_t n = 0; n < images; ++n) {
@@ -184,13 +225,19 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
             const shape& piece = r.input_shapes[i];
             const auto view = pixel_and_channel_strides(piece.strides(), width);
             if (!view) return nullptr;
+            const bool coded = dequantization[i].type != dtype::float_type;
+            // A coded piece's rows are dequantized one by one: its channels must be contiguous.
+            if (coded && view->second != 1) return nullptr;
             const std::size_t piece_channels = piece.lens()[1];
             const std::size_t step = std::max<std::size_t>(1, channels_last_part_elements / piece_channels);
             for (std::size_t p = 0; p < pixels; p += step) {
                 const std::size_t count = std::min(step, pixels - p);
-                const auto runner = runner_for(count, piece_channels, view->first, view->second);
+                // The program reads a coded part from the buffer, rows packed.
+                const auto runner = coded ? runner_for(count, piece_channels, piece_channels, 1)
+                                          : runner_for(count, piece_channels, view->first, view->second);
                 if (!runner) return nullptr;
-                parts.push_back({*runner, i, (n * pixels + p) * channels + start, count * piece_channels, count, channels});
+                parts.push_back({*runner, i, (n * pixels + p) * channels + start, count * piece_channels, count, channels,
+                                 coded ? view->first : 0});
                 offsets.push_back(n * piece.strides()[0] + p * view->first);
                 for (std::size_t k = 0; k < operands; ++k) {
                     const auto& st = operand_strides[k];
@@ -201,7 +248,8 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
         }
     }
     return std::make_shared<concat_pointwise_kernel>(std::move(runners), operands, std::move(parts), std::move(offsets),
-                                                     out.elements() >= parallel_elements, r.threads, quantization);
+                                                     out.elements() >= parallel_elements, r.threads, quantization,
+                                                     std::move(dequantization));
 }
 
 }  // namespace
@@ -220,8 +268,17 @@ std::shared_ptr<const cpu_kernel> make_concat_pointwise_kernel(const kernel_requ
     if (out.elements() == 0 || op->pieces < 1) return nullptr;
     const auto pieces = static_cast<std::size_t>(op->pieces);
     if (r.input_shapes.size() > max_inputs || pieces > r.input_shapes.size()) return nullptr;
-    for (std::size_t i = 0; i < r.input_shapes.size(); ++i)
-        if (r.input_shapes[i].type() != dtype::float_type) return nullptr;
+    // Coded pieces are read by the channels-last kernel only.
+    bool any_coded = false;
+    for (std::size_t i = 0; i < r.input_shapes.size(); ++i) {
+        if (i < pieces && op->coded_piece(r.input_shapes, i)) {
+            any_coded = true;
+            if (!avx2::supported()) return nullptr;
+        } else if (r.input_shapes[i].type() != dtype::float_type) {
+            return nullptr;
+        }
+    }
+    if (any_coded && !op->channels_last) return nullptr;
     if (op->channels_last) return op->quantized() ? make_channels_last_kernel(r, *op, quantization) : nullptr;
     if (!out.standard()) return nullptr;
     const std::size_t operands = r.input_shapes.size() - pieces;
