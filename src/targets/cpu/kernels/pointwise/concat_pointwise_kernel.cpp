@@ -12,7 +12,11 @@
 // operand seen through its own strides, so pieces in either layout), and
 // each pixel's row of codes goes to its place in the result. There a piece
 // may be int8 / uint8 codes (channels contiguous): a part's rows are
-// dequantized into a per-thread buffer, which the program reads.
+// dequantized into a per-thread buffer, which the program reads. A program
+// that is a per-channel scale and shift then ReLU (DenseNet's pre-activation
+// batch norm) runs without it on a piece with contiguous channels: each
+// pixel's row goes from the piece's codes (or floats) to the result's codes
+// in one pass (scale_shift_relu_codes_avx2.hpp), the same arithmetic.
 #include <omp.h>
 
 #include <algorithm>
@@ -24,6 +28,7 @@
 #include "ops/op_helpers.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
+#include "targets/cpu/kernels/pointwise/scale_shift_relu_codes_avx2.hpp"
 #include "targets/cpu/kernels/quantize/linear_quantize_avx2.hpp"
 #include "targets/cpu/kernels/scratch_alignment.hpp"
 
@@ -50,6 +55,15 @@ struct part {
     // A coded piece: `rows` rows of elements / rows codes, row r at the
     // piece's offset + r * piece_row_stride (elements of the piece).
     std::size_t piece_row_stride = 0;
+    // Run by the scale-shift-ReLU rows rather than the program (channels-last
+    // parts of a piece with contiguous channels, when the program is that).
+    bool direct = false;
+};
+
+// A program that is x * operand[scale] + operand[shift], then ReLU, with
+// both operands one value per channel, contiguous along the channels.
+struct scale_shift_relu_program {
+    std::size_t scale = 0, shift = 0;  // operand indices (0: the program's value 1)
 };
 
 // How a coded piece's codes become the float32 values the program reads:
@@ -82,20 +96,34 @@ class concat_pointwise_kernel final : public cpu_kernel {
 public:
     concat_pointwise_kernel(std::vector<std::shared_ptr<const pointwise_runner>> runners, std::size_t operands,
                             std::vector<part> parts, std::vector<std::size_t> offsets, bool parallel, int threads,
-                            output_quantization quantization, std::vector<piece_dequantization> pieces = {})
+                            output_quantization quantization, std::vector<piece_dequantization> pieces = {},
+                            std::optional<scale_shift_relu_program> direct = std::nullopt)
         : runners_(std::move(runners)),
           operands_(operands),
           parts_(std::move(parts)),
           offsets_(std::move(offsets)),
           threads_(parallel ? threads : 1),
           quantization_(quantization),
-          pieces_(std::move(pieces)) {
+          pieces_(std::move(pieces)),
+          direct_(direct) {
+        for (std::size_t i = 0; i < pieces_.size(); ++i) {
+            avx2::scale_shift_relu_row row;
+            row.input = pieces_[i].type == dtype::uint8_type ? avx2::row_codes::uint8
+                        : pieces_[i].type == dtype::int8_type ? avx2::row_codes::int8
+                                                              : avx2::row_codes::float32;
+            row.input_scale = pieces_[i].scale;
+            row.input_zero_point = pieces_[i].zero_point;
+            row.output = quantization_.type == dtype::uint8_type ? avx2::row_codes::uint8 : avx2::row_codes::int8;
+            row.output_scale = quantization_.scale;
+            row.output_zero_point = quantization_.zero_point;
+            rows_.push_back(row);
+        }
         for (const auto& r : runners_) runner_bytes_ = std::max(runner_bytes_, r->scratch_bytes());
         runner_bytes_ = scratch_aligned(runner_bytes_);
         if (quantization_.type != dtype::float_type)
             for (const auto& pt : parts_) part_bytes_ = std::max(part_bytes_, scratch_aligned(pt.elements * sizeof(float)));
         for (const auto& pt : parts_)
-            if (coded(pt.piece)) piece_bytes_ = std::max(piece_bytes_, scratch_aligned(pt.elements * sizeof(float)));
+            if (coded(pt.piece) && !pt.direct) piece_bytes_ = std::max(piece_bytes_, scratch_aligned(pt.elements * sizeof(float)));
     }
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
@@ -113,6 +141,16 @@ public:
             for (std::ptrdiff_t p = 0; p < count; ++p) {
                 const part& pt = parts_[static_cast<std::size_t>(p)];
                 const std::size_t* off = offsets_.data() + static_cast<std::size_t>(p) * stride;
+                if (pt.direct) {
+                    const float* a = inputs[pieces + direct_->scale].data_as<float>() + off[direct_->scale + 1];
+                    const float* b = inputs[pieces + direct_->shift].data_as<float>() + off[direct_->shift + 1];
+                    const std::size_t row = pt.elements / pt.rows, bytes = inputs[pt.piece].get_shape().element_size();
+                    for (std::size_t k = 0; k < pt.rows; ++k)
+                        avx2::scale_shift_relu_codes(rows_[pt.piece],
+                                                     inputs[pt.piece].data() + (off[0] + k * pt.piece_row_stride) * bytes,
+                                                     a, b, result.data() + pt.output_offset + k * pt.row_stride, row);
+                    continue;
+                }
                 if (coded(pt.piece)) {
                     const piece_dequantization& d = pieces_[pt.piece];
                     const std::size_t row = pt.elements / pt.rows, bytes = dtype_size(d.type);
@@ -148,6 +186,8 @@ private:
     int threads_;
     output_quantization quantization_;
     std::vector<piece_dequantization> pieces_;  // empty: every piece float32
+    std::optional<scale_shift_relu_program> direct_;
+    std::vector<avx2::scale_shift_relu_row> rows_;  // per piece, for direct parts
     // Per thread: the program's scratch, a part's values, a coded part's
     // dequantized values.
     std::size_t runner_bytes_ = 0;
@@ -168,6 +208,30 @@ std::optional<std::pair<std::size_t, std::size_t>> pixel_and_channel_strides(con
                                                                               std::size_t width) {
     if (strides[2] != strides[3] * width) return std::nullopt;
     return std::pair{strides[3], strides[1]};
+}
+
+// The program as scale-shift-ReLU over channels-last rows: steps mul(value
+// 0, operand), add(that, operand), relu(that), the operands per channel.
+std::optional<scale_shift_relu_program> scale_shift_relu_of(const std::vector<op::pointwise_step>& steps,
+                                                            std::size_t operands,
+                                                            const std::vector<std::vector<std::size_t>>& strides) {
+    const std::size_t values = operands + 1;  // value 0 and the operands, then the steps' results
+    if (steps.size() != 3 || steps[0].op.name() != "mul" || steps[1].op.name() != "add" || steps[2].op.name() != "relu")
+        return std::nullopt;
+    const auto other = [](const std::vector<std::size_t>& args, std::size_t known) -> std::optional<std::size_t> {
+        if (args.size() != 2 || args[0] == args[1]) return std::nullopt;
+        if (args[0] == known) return args[1];
+        if (args[1] == known) return args[0];
+        return std::nullopt;
+    };
+    const auto scale = other(steps[0].args, 0), shift = other(steps[1].args, values);
+    if (!scale || !shift || steps[2].args != std::vector<std::size_t>{values + 1}) return std::nullopt;
+    for (const std::size_t v : {*scale, *shift}) {
+        if (v < 1 || v >= values) return std::nullopt;
+        const auto& st = strides[v - 1];  // [N, C, H, W] strides over the result
+        if (st[1] != 1 || st[2] != 0 || st[3] != 0) return std::nullopt;
+    }
+    return scale_shift_relu_program{*scale - 1, *shift - 1};
 }
 
 std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request& r, const op::fused_concat_pointwise& op,
@@ -212,6 +276,7 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
         return runners.size() - 1;
     };
 
+    const auto direct = scale_shift_relu_of(op.steps, operands, operand_strides);
     std::vector<piece_dequantization> dequantization(pieces);
     for (std::size_t i = 0; i < pieces; ++i)
         if (op.coded_piece(r.input_shapes, i))
@@ -237,7 +302,7 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
                                           : runner_for(count, piece_channels, view->first, view->second);
                 if (!runner) return nullptr;
                 parts.push_back({*runner, i, (n * pixels + p) * channels + start, count * piece_channels, count, channels,
-                                 coded ? view->first : 0});
+                                 view->first, direct && view->second == 1});
                 offsets.push_back(n * piece.strides()[0] + p * view->first);
                 for (std::size_t k = 0; k < operands; ++k) {
                     const auto& st = operand_strides[k];
@@ -249,7 +314,7 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
     }
     return std::make_shared<concat_pointwise_kernel>(std::move(runners), operands, std::move(parts), std::move(offsets),
                                                      out.elements() >= parallel_elements, r.threads, quantization,
-                                                     std::move(dequantization));
+                                                     std::move(dequantization), direct);
 }
 
 }  // namespace
