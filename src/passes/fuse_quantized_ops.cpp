@@ -315,6 +315,10 @@ rewrite_rule quantize_above_max_pooling() {
 rewrite_rule relu_below_max_pooling() {
     auto pattern = name("pooling").where([](instruction_ref ins) {
         if (!is_max_pooling(ins->get_operator()) || ins->inputs().size() != 1) return false;
+        // A pooling that a quantize alone reads gets that quantize above it
+        // instead (quantize_above_max_pooling), and the ReLU then joins the
+        // convolution before it (ResNet's stem).
+        if (ins->outputs().size() == 1 && ins->outputs()[0]->name() == "quantize_linear") return false;
         const auto relu = ins->inputs()[0];
         return relu->name() == "relu" && relu->outputs().size() == 1 && relu->inputs()[0]->name() == "dequantize_linear" &&
                op::is_8bit_integer(relu->inputs()[0]->inputs()[0]->get_shape().type());
