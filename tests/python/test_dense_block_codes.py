@@ -34,11 +34,11 @@ def _pieces(rng):
     return values
 
 
-def _numpy_reference(pieces, a, b, program, out_type, out_scale, out_zero):
+def _numpy_reference(pieces, a, b, program, out_type, out_scale, out_zero, float_nchw=False):
     """dequantize_linear, concat, the program and quantize_linear, each in float32 as the ops define them."""
     real = []
     for value, (dtype, _, sz) in zip(pieces, PIECES):
-        nchw = value.transpose(0, 3, 1, 2)
+        nchw = value if (float_nchw and sz is None) else value.transpose(0, 3, 1, 2)
         real.append(nchw if sz is None else (nchw.astype(np.float32) - np.float32(sz[1])) * np.float32(sz[0]))
     x = np.concatenate(real, axis=1)
     y = program(x, a, b)
@@ -56,44 +56,51 @@ PROGRAMS = {
 }
 
 
-def _concat_program(steps, out_type, out_scale, out_zero, piece_params=True):
+def _concat_program(steps, out_type, out_scale, out_zero, piece_params=True, float_nchw=False):
     scales = [sz[0] if sz else 1.0 for _, _, sz in PIECES]
     zeros = [sz[1] if sz else 0 for _, _, sz in PIECES]
     attrs = dict(axis=1, pieces=len(PIECES), steps=steps, output_type=f"{out_type}_type", output_scale=out_scale,
                  output_zero_point=out_zero, channels_last=True)
     if piece_params:
         attrs.update(piece_scales=scales, piece_zero_points=zeros)
-    params = {f"p{i}": (dtype, (2, H, W, c)) for i, (dtype, c, _) in enumerate(PIECES)}
+    params = {f"p{i}": (dtype, (2, c, H, W) if float_nchw and sz is None else (2, H, W, c))
+              for i, (dtype, c, sz) in enumerate(PIECES)}
     params.update(a=("float", (CHANNELS, 1, 1)), b=("float", (CHANNELS, 1, 1)))
 
     def body(m, *handles):
         # NHWC tensors seen as NCHW: channels-last pieces with contiguous channels, as the int8 convolutions
         # write them.
-        views = [m.add_instruction(kiln.op("transpose", permutation=[0, 3, 1, 2]), [h]) for h in handles[:-2]]
+        # (A float piece may also be NCHW, as an average pooling writes it.)
+        views = [h if float_nchw and sz is None else m.add_instruction(kiln.op("transpose", permutation=[0, 3, 1, 2]), [h])
+                 for h, (_, _, sz) in zip(handles[:-2], PIECES)]
         return m.add_instruction(kiln.op("fused_concat_pointwise", **attrs), [*views, *handles[-2:]])
 
     return build_program(params, body)
 
 
+@pytest.mark.parametrize("float_nchw", [False, True], ids=["float_channels_last", "float_nchw"])
 @pytest.mark.parametrize("program", list(PROGRAMS))
 @pytest.mark.parametrize("out_type,out_zero", [("uint8", 3), ("int8", -5)])
-def test_concat_pointwise_reads_coded_pieces_bitwise(program, out_type, out_zero):
+def test_concat_pointwise_reads_coded_pieces_bitwise(program, out_type, out_zero, float_nchw):
     """Float, uint8 and int8 pieces in one concat: the cpu kernel (not a reference fallback) gives
     exactly the codes of dequantize -> concat -> program -> quantize, and ref agrees."""
     steps, numpy_program = PROGRAMS[program]
     rng = np.random.default_rng(3)
     pieces = _pieces(rng)
+    if float_nchw:
+        pieces[0] = np.ascontiguousarray(pieces[0].transpose(0, 3, 1, 2))
     a = rng.uniform(-1.5, 1.5, (CHANNELS, 1, 1)).astype(np.float32)
     b = rng.uniform(-0.5, 0.5, (CHANNELS, 1, 1)).astype(np.float32)
     feeds = {f"p{i}": v for i, v in enumerate(pieces)} | {"a": a, "b": b}
-    p = _concat_program(steps, out_type, 0.02, out_zero)
+    p = _concat_program(steps, out_type, 0.02, out_zero, float_nchw=float_nchw)
     got = run_on(p, "cpu", feeds)[0]
     assert [alg for _, op, alg in p.get_kernel_algorithms() if op == "fused_concat_pointwise"] == \
         ["concat_pointwise_avx2"], str(p)
-    want = _numpy_reference(pieces, a, b, numpy_program, out_type, 0.02, out_zero)
+    want = _numpy_reference(pieces, a, b, numpy_program, out_type, 0.02, out_zero, float_nchw)
     assert got.dtype == np.dtype(out_type)
     np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(got, run_on(_concat_program(steps, out_type, 0.02, out_zero), "ref", feeds)[0])
+    np.testing.assert_array_equal(
+        got, run_on(_concat_program(steps, out_type, 0.02, out_zero, float_nchw=float_nchw), "ref", feeds)[0])
     assert len(np.unique(want)) > 20  # the codes spread over the range, saturation included
     assert (want == np.iinfo(out_type).max).any()
 

@@ -55,8 +55,11 @@ struct part {
     // A coded piece: `rows` rows of elements / rows codes, row r at the
     // piece's offset + r * piece_row_stride (elements of the piece).
     std::size_t piece_row_stride = 0;
-    // Run by the scale-shift-ReLU rows rather than the program (channels-last
-    // parts of a piece with contiguous channels, when the program is that).
+    std::size_t piece_channel_stride = 1;
+    // Run by the scale-shift-ReLU rows rather than the program (when the
+    // program is that; a float32 piece whose channels are not contiguous,
+    // such as an average pooling's NCHW result, is first transposed into
+    // rows in the per-thread buffer).
     bool direct = false;
 };
 
@@ -123,7 +126,7 @@ public:
         if (quantization_.type != dtype::float_type)
             for (const auto& pt : parts_) part_bytes_ = std::max(part_bytes_, scratch_aligned(pt.elements * sizeof(float)));
         for (const auto& pt : parts_)
-            if (coded(pt.piece) && !pt.direct) piece_bytes_ = std::max(piece_bytes_, scratch_aligned(pt.elements * sizeof(float)));
+            if ((coded(pt.piece) && !pt.direct) || (pt.direct && pt.piece_channel_stride != 1)) piece_bytes_ = std::max(piece_bytes_, scratch_aligned(pt.elements * sizeof(float)));
     }
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
@@ -145,6 +148,16 @@ public:
                     const float* a = inputs[pieces + direct_->scale].data_as<float>() + off[direct_->scale + 1];
                     const float* b = inputs[pieces + direct_->shift].data_as<float>() + off[direct_->shift + 1];
                     const std::size_t row = pt.elements / pt.rows, bytes = inputs[pt.piece].get_shape().element_size();
+                    if (pt.piece_channel_stride != 1) {  // float32 only: rows of channels gathered
+                        const float* x = inputs[pt.piece].data_as<float>() + off[0];
+                        for (std::size_t c = 0; c < row; ++c)
+                            for (std::size_t k = 0; k < pt.rows; ++k)
+                                piece_values[k * row + c] = x[c * pt.piece_channel_stride + k * pt.piece_row_stride];
+                        for (std::size_t k = 0; k < pt.rows; ++k)
+                            avx2::scale_shift_relu_codes(rows_[pt.piece], piece_values + k * row, a, b,
+                                                         result.data() + pt.output_offset + k * pt.row_stride, row);
+                        continue;
+                    }
                     for (std::size_t k = 0; k < pt.rows; ++k)
                         avx2::scale_shift_relu_codes(rows_[pt.piece],
                                                      inputs[pt.piece].data() + (off[0] + k * pt.piece_row_stride) * bytes,
@@ -302,7 +315,7 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
                                           : runner_for(count, piece_channels, view->first, view->second);
                 if (!runner) return nullptr;
                 parts.push_back({*runner, i, (n * pixels + p) * channels + start, count * piece_channels, count, channels,
-                                 view->first, direct && view->second == 1});
+                                 view->first, view->second, direct && (!coded || view->second == 1)});
                 offsets.push_back(n * piece.strides()[0] + p * view->first);
                 for (std::size_t k = 0; k < operands; ++k) {
                     const auto& st = operand_strides[k];
