@@ -25,12 +25,28 @@ fused_pointwise program_of(const std::vector<pointwise_step>& steps) {
 
 }  // namespace
 
+bool fused_concat_pointwise::coded_piece(const std::vector<shape>& inputs, std::size_t i) const {
+    if (!is_8bit_integer(inputs[i].type())) return false;
+    if (piece_scales.size() != static_cast<std::size_t>(pieces) ||
+        piece_zero_points.size() != static_cast<std::size_t>(pieces))
+        fail(name() + ": piece " + std::to_string(i) + " is " + to_string(inputs[i].type()) +
+             " codes, which need piece_scales and piece_zero_points with one value per piece (" +
+             std::to_string(pieces) + "), got " + std::to_string(piece_scales.size()) + " and " +
+             std::to_string(piece_zero_points.size()));
+    if (!(piece_scales[i] > 0))
+        fail(name() + ": piece_scales[" + std::to_string(i) + "] must be positive, got " +
+             std::to_string(piece_scales[i]));
+    return true;
+}
+
 std::vector<shape> fused_concat_pointwise::program_inputs(const std::vector<shape>& inputs) const {
     if (pieces < 1 || static_cast<std::size_t>(pieces) > inputs.size())
         fail(name() + ": pieces=" + std::to_string(pieces) + " but the op has " + std::to_string(inputs.size()) +
              " inputs");
     const auto n = static_cast<std::size_t>(pieces);
     std::vector<shape> piece_shapes(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(n));
+    for (std::size_t i = 0; i < n; ++i)
+        if (coded_piece(inputs, i)) piece_shapes[i] = shape{dtype::float_type, inputs[i].lens()};
     std::vector<shape> result{concat_of(axis).compute_shape(piece_shapes)};
     result.insert(result.end(), inputs.begin() + static_cast<std::ptrdiff_t>(n), inputs.end());
     return result;
@@ -74,8 +90,22 @@ void fused_concat_pointwise::compute(const argument& result, const std::vector<a
     for (const auto& in : inputs) shapes.push_back(in.get_shape());
     const auto n = static_cast<std::size_t>(pieces);
     argument joined(program_inputs(shapes).front());
-    concat_of(axis).compute(joined,
-                            std::vector<argument>(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(n)));
+    std::vector<argument> piece_values(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(n));
+    for (std::size_t i = 0; i < n; ++i) {
+        if (!coded_piece(shapes, i)) continue;
+        // dequantize_linear's own compute, per tensor.
+        const dtype t = shapes[i].type();
+        argument zero_point(shape{t, {1}}), scale(shape{dtype::float_type, {1}});
+        if (t == dtype::uint8_type)
+            zero_point.data_as<std::uint8_t>()[0] = static_cast<std::uint8_t>(piece_zero_points[i]);
+        else
+            zero_point.data_as<std::int8_t>()[0] = static_cast<std::int8_t>(piece_zero_points[i]);
+        scale.data_as<float>()[0] = static_cast<float>(piece_scales[i]);
+        argument real(shape{dtype::float_type, shapes[i].lens()});
+        dequantize_linear{}.compute(real, {inputs[i], scale, zero_point});
+        piece_values[i] = real;
+    }
+    concat_of(axis).compute(joined, piece_values);
     std::vector<argument> program_args{joined};
     program_args.insert(program_args.end(), inputs.begin() + static_cast<std::ptrdiff_t>(n), inputs.end());
     if (!quantized()) {

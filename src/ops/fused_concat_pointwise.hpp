@@ -24,6 +24,8 @@ struct fused_concat_pointwise : op_base {
     double output_scale = 1;                // a float32 value, held exactly
     std::int64_t output_zero_point = 0;
     bool channels_last = false;
+    std::vector<double> piece_scales;  // float32 values, held exactly
+    std::vector<std::int64_t> piece_zero_points;
     template <class Self, class F>
     static void reflect(Self& self, F&& f) {
         f(self.axis, "axis");
@@ -33,6 +35,8 @@ struct fused_concat_pointwise : op_base {
         f(self.output_scale, "output_scale");
         f(self.output_zero_point, "output_zero_point");
         f(self.channels_last, "channels_last");
+        f(self.piece_scales, "piece_scales");
+        f(self.piece_zero_points, "piece_zero_points");
     }
     bool quantized() const { return output_type != dtype::float_type; }
     std::string name() const { return "fused_concat_pointwise"; }
@@ -42,7 +46,10 @@ struct fused_concat_pointwise : op_base {
 
     // The result in standard layout.
     shape standard_result(const std::vector<shape>& inputs) const;
-    // The concatenation's shape, followed by the program's other inputs.
+    // Whether piece i (of these inputs) is codes read dequantized; fails on
+    // a coded piece without its scale and zero point.
+    bool coded_piece(const std::vector<shape>& inputs, std::size_t i) const;
+    // The concatenation's shape (float32 where pieces are codes), followed by the program's other inputs.
     std::vector<shape> program_inputs(const std::vector<shape>& inputs) const;
 };
 

@@ -13,6 +13,8 @@
 //     max pooling and concats of equally scaled inputs, so that such a view
 //     of a quantized layer's output meets the next layer's quantize and the
 //     pair cancels (int32 sums stay beside their product);
+//   - a ReLU of a dequantize moves below max pooling (they commute), so that
+//     the dequantize can move below it too;
 //   - a per-tensor quantize moves above max pooling, which then pools codes,
 //     and above a zero pad, which then pads with the zero point's code; a
 //     pad of an activation's codes with its zero point before a convolution
@@ -305,6 +307,29 @@ rewrite_rule quantize_above_max_pooling() {
             }};
 }
 
+// max_pooling(relu(dequantize(q))) = relu(max_pooling(dequantize(q))):
+// ReLU keeps the order, so it commutes with max pooling exactly (the values
+// are finite: no NaN); the dequantize then moves below the pooling, which
+// pools codes (DenseNet's stem: convolution -> QDQ -> ReLU -> max pooling
+// pooled the float32 image four times larger than its result).
+rewrite_rule relu_below_max_pooling() {
+    auto pattern = name("pooling").where([](instruction_ref ins) {
+        if (!is_max_pooling(ins->get_operator()) || ins->inputs().size() != 1) return false;
+        // A pooling that a quantize alone reads gets that quantize above it
+        // instead (quantize_above_max_pooling), and the ReLU then joins the
+        // convolution before it (ResNet's stem).
+        if (ins->outputs().size() == 1 && ins->outputs()[0]->name() == "quantize_linear") return false;
+        const auto relu = ins->inputs()[0];
+        return relu->name() == "relu" && relu->outputs().size() == 1 && relu->inputs()[0]->name() == "dequantize_linear" &&
+               op::is_8bit_integer(relu->inputs()[0]->inputs()[0]->get_shape().type());
+    });
+    return {"relu_below_max_pooling", pattern, [](module& m, const match_result& r) {
+                const auto relu = r.root->inputs()[0];
+                auto pooled = m.insert_instruction(r.root, r.root->get_operator(), relu->inputs());
+                return replace_with_new(m, r.root, relu->get_operator(), {pooled});
+            }};
+}
+
 rewrite_rule drop_nan_guard_before_quantize() {
     auto pattern = name("quantize_linear").where([](instruction_ref ins) {
         return ins->inputs()[0]->name() == "where" && op::is_8bit_integer(ins->get_shape().type());
@@ -370,7 +395,7 @@ void fuse_quantized_ops::apply(module& m) const {
     if (convolutions) rules.push_back(quantize_convolution());
     for (auto rule : {quantize_dot(), quantize_activation_dot(), cancel_requantize(), dequantize_below_view(),
                       dequantize_below_concat(), quantize_above_max_pooling(), quantize_above_zero_pad(),
-                      drop_nan_guard_before_quantize()})
+                      drop_nan_guard_before_quantize(), relu_below_max_pooling()})
         rules.push_back(std::move(rule));
     rewrite_to_fixed_point(m, rules);
 }

@@ -42,7 +42,7 @@ TEST(pass_fuse_concat_pointwise, relu_of_a_concat_becomes_one_op) {
               "a = @param:a -> float_type, {2, 3, 4, 4}, {48, 16, 4, 1}\n"
               "b = @param:b -> float_type, {2, 5, 4, 4}, {80, 16, 4, 1}\n"
               "@2 = fused_concat_pointwise[axis=1,pieces=2,steps={{\"relu\", {0}}},output_type=\"float_type\","
-              "output_scale=1,output_zero_point=0,channels_last=false](a,b) -> float_type, "
+              "output_scale=1,output_zero_point=0,channels_last=false,piece_scales={},piece_zero_points={}](a,b) -> float_type, "
               "{2, 8, 4, 4}, {128, 16, 4, 1}\n"
               "@3 = @return(@2)\n");
     expect_same_outputs(m, out);

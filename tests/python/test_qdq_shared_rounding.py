@@ -80,8 +80,10 @@ def test_features_read_by_several_concats_are_rounded_in_the_int8_epilogue():
     assert ops.count("fused_quant_convolution") == 3, kernels
     assert {a for _, op, a in kernels if op == "fused_quant_convolution"} <= set(ONEDNN_INT8), kernels
     assert "dequantize_linear" not in ops and "convolution" not in ops, kernels
-    # f1's rounding (scale 0.015, zero point 3) is now the first convolution's epilogue.
-    assert 'round_type="int8_type",round_scale=0.0149999' in str(p), str(p)
+    # f1's rounding (scale 0.015, zero point 3) is now the first convolution's epilogue, which stores the
+    # codes (the concat programs that read them dequantize them: fuse_concat_pointwise's coded pieces).
+    assert 'output_type="int8_type",output_scale=0.0149999' in str(p), str(p)
+    assert "piece_scales=" in str(p), str(p)
     _check_answers(data, rng)
 
 

@@ -45,7 +45,9 @@ private:
 // result (int8 DenseNet quantizes that value for the next convolution),
 // stored channels-last for that convolution where its readers allow; an
 // int8 convolution whose float result only such ops read (DenseNet's new
-// features) then stores it channels-last too: no reorders around them.
+// features) then stores it channels-last too: no reorders around them;
+// where that float result is its own codes dequantized (QDQ's quantize ->
+// dequantize), it stores the codes, which those ops read as coded pieces.
 class fuse_concat_pointwise final : public pass {
 public:
     std::string name() const override { return "fuse_concat_pointwise"; }

@@ -117,6 +117,60 @@ void float_features_channels_last(module& m, instruction_ref conv) {
     m.remove_instruction(conv);
 }
 
+// An int8 convolution whose float result is its codes dequantized (the
+// QDQ graph's quantize -> dequantize, fused as a rounding) and that only
+// channels-last fused_concat_pointwise ops read as pieces (DenseNet's new
+// features, read by the concat of every later layer of the block) stores
+// the codes instead, which those ops dequantize as they read them: a
+// quarter of the bytes written once and read by every later layer. The
+// values the programs see are the same float32 numbers, (code - z) * s.
+void coded_features(module& m, instruction_ref conv) {
+    const auto* f = conv->get_operator().get_if<op::fused_quant_convolution>();
+    if (f == nullptr || conv->get_shape().ndim() != 4 || conv->outputs().empty()) return;
+    const auto& e = f->epilogue;
+    if (e.output_type != dtype::float_type || !op::is_8bit_integer(e.round_type) ||
+        e.residual != op::residual_kind::none || !e.after_residual.kinds.empty())
+        return;
+    auto changed = *f;
+    changed.channels_last = true;
+    changed.epilogue.output_type = e.round_type;
+    changed.epilogue.output_scale = e.round_scale;
+    changed.epilogue.output_zero_point = e.round_zero_point;
+    changed.epilogue.round_type = dtype::float_type;
+    changed.epilogue.round_scale = 1;
+    changed.epilogue.round_zero_point = 0;
+    const operation conv_op(changed);
+    const shape codes = conv_op.compute_shape(shapes_of(conv->inputs()));
+    std::vector<std::pair<instruction_ref, operation>> readers;
+    for (auto user : conv->outputs()) {
+        if (std::any_of(readers.begin(), readers.end(), [&](const auto& rd) { return rd.first == user; })) continue;
+        const auto* c = user->get_operator().get_if<op::fused_concat_pointwise>();
+        if (c == nullptr || !c->channels_last) return;
+        auto coded = *c;
+        const auto pieces = static_cast<std::size_t>(c->pieces);
+        coded.piece_scales.resize(pieces, 1);
+        coded.piece_zero_points.resize(pieces, 0);
+        auto shapes = shapes_of(user->inputs());
+        for (std::size_t i = 0; i < shapes.size(); ++i) {
+            if (user->inputs()[i] != conv) continue;
+            if (i >= pieces) return;  // read by the program as an operand, not as a piece
+            shapes[i] = codes;
+            coded.piece_scales[i] = e.round_scale;
+            coded.piece_zero_points[i] = e.round_zero_point;
+        }
+        const operation op(coded);
+        if (!kernel_runs(op, user->inputs(), user->get_shape(), shapes)) return;
+        readers.emplace_back(user, op);
+    }
+    const auto stored = m.insert_instruction(conv, conv_op, conv->inputs());
+    for (auto& [user, op] : readers) {
+        auto inputs = user->inputs();
+        std::replace(inputs.begin(), inputs.end(), conv, stored);
+        m.replace_instruction(user, op, inputs);
+    }
+    m.remove_instruction(conv);
+}
+
 }  // namespace
 
 void fuse_concat_pointwise::apply(module& m) const {
@@ -163,6 +217,10 @@ void fuse_concat_pointwise::apply(module& m) const {
     for (auto ins = m.begin(); ins != m.end();) {
         const auto current = ins++;
         if (current->name() == "fused_quant_convolution") float_features_channels_last(m, current);
+    }
+    for (auto ins = m.begin(); ins != m.end();) {
+        const auto current = ins++;
+        if (current->name() == "fused_quant_convolution") coded_features(m, current);
     }
 }
 

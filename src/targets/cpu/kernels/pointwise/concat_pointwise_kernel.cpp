@@ -10,7 +10,13 @@
 // result (NHWC): a part is a run of one image's pixels within one piece,
 // the program runs over [pixels, the piece's channels] (each piece and
 // operand seen through its own strides, so pieces in either layout), and
-// each pixel's row of codes goes to its place in the result.
+// each pixel's row of codes goes to its place in the result. There a piece
+// may be int8 / uint8 codes (channels contiguous): a part's rows are
+// dequantized into a per-thread buffer, which the program reads. A program
+// that is a per-channel scale and shift then ReLU (DenseNet's pre-activation
+// batch norm) runs without it on a piece with contiguous channels: each
+// pixel's row goes from the piece's codes (or floats) to the result's codes
+// in one pass (scale_shift_relu_codes_avx2.hpp), the same arithmetic.
 #include <omp.h>
 
 #include <algorithm>
@@ -22,6 +28,7 @@
 #include "ops/op_helpers.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
+#include "targets/cpu/kernels/pointwise/scale_shift_relu_codes_avx2.hpp"
 #include "targets/cpu/kernels/quantize/linear_quantize_avx2.hpp"
 #include "targets/cpu/kernels/scratch_alignment.hpp"
 
@@ -45,6 +52,34 @@ struct part {
     // output_offset + r * row_stride in the result (a standard result: one row).
     std::size_t rows = 1;
     std::size_t row_stride = 0;
+    // A coded piece: `rows` rows of elements / rows codes, row r at the
+    // piece's offset + r * piece_row_stride (elements of the piece).
+    std::size_t piece_row_stride = 0;
+    std::size_t piece_channel_stride = 1;
+    // Run by the scale-shift-ReLU rows rather than the program (when the
+    // program is that; a float32 piece whose channels are not contiguous,
+    // such as an average pooling's NCHW result, is first transposed into
+    // rows in the per-thread buffer).
+    bool direct = false;
+};
+
+// A program that is x * operand[scale] + operand[shift], then ReLU, with
+// both operands one value per channel, contiguous along the channels.
+struct scale_shift_relu_program {
+    std::size_t scale = 0, shift = 0;  // operand indices (0: the program's value 1)
+};
+
+// How a coded piece's codes become the float32 values the program reads:
+// dequantize_linear's loops, bit for bit.
+struct piece_dequantization {
+    dtype type = dtype::float_type;  // float_type: a float32 piece, read in place
+    float scale = 1, zero_point = 0;
+    void read(const void* codes, float* values, std::size_t n) const {
+        if (type == dtype::uint8_type)
+            avx2::dequantize_uint8(static_cast<const std::uint8_t*>(codes), values, n, scale, zero_point);
+        else
+            avx2::dequantize_int8(static_cast<const std::int8_t*>(codes), values, n, scale, zero_point);
+    }
 };
 
 // Writes n float32 values as codes at `out` (element offset `at`): the
@@ -64,17 +99,34 @@ class concat_pointwise_kernel final : public cpu_kernel {
 public:
     concat_pointwise_kernel(std::vector<std::shared_ptr<const pointwise_runner>> runners, std::size_t operands,
                             std::vector<part> parts, std::vector<std::size_t> offsets, bool parallel, int threads,
-                            output_quantization quantization)
+                            output_quantization quantization, std::vector<piece_dequantization> pieces = {},
+                            std::optional<scale_shift_relu_program> direct = std::nullopt)
         : runners_(std::move(runners)),
           operands_(operands),
           parts_(std::move(parts)),
           offsets_(std::move(offsets)),
           threads_(parallel ? threads : 1),
-          quantization_(quantization) {
+          quantization_(quantization),
+          pieces_(std::move(pieces)),
+          direct_(direct) {
+        for (std::size_t i = 0; i < pieces_.size(); ++i) {
+            avx2::scale_shift_relu_row row;
+            row.input = pieces_[i].type == dtype::uint8_type ? avx2::row_codes::uint8
+                        : pieces_[i].type == dtype::int8_type ? avx2::row_codes::int8
+                                                              : avx2::row_codes::float32;
+            row.input_scale = pieces_[i].scale;
+            row.input_zero_point = pieces_[i].zero_point;
+            row.output = quantization_.type == dtype::uint8_type ? avx2::row_codes::uint8 : avx2::row_codes::int8;
+            row.output_scale = quantization_.scale;
+            row.output_zero_point = quantization_.zero_point;
+            rows_.push_back(row);
+        }
         for (const auto& r : runners_) runner_bytes_ = std::max(runner_bytes_, r->scratch_bytes());
         runner_bytes_ = scratch_aligned(runner_bytes_);
         if (quantization_.type != dtype::float_type)
             for (const auto& pt : parts_) part_bytes_ = std::max(part_bytes_, scratch_aligned(pt.elements * sizeof(float)));
+        for (const auto& pt : parts_)
+            if ((coded(pt.piece) && !pt.direct) || (pt.direct && pt.piece_channel_stride != 1)) piece_bytes_ = std::max(piece_bytes_, scratch_aligned(pt.elements * sizeof(float)));
     }
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
@@ -86,12 +138,42 @@ public:
         {
             std::byte* own = scratch + static_cast<std::size_t>(omp_get_thread_num()) * per_thread();
             auto* values = reinterpret_cast<float*>(own + runner_bytes_);
+            auto* piece_values = reinterpret_cast<float*>(own + runner_bytes_ + part_bytes_);
             const void* data[max_inputs];
 #pragma omp for schedule(dynamic, 1)
             for (std::ptrdiff_t p = 0; p < count; ++p) {
                 const part& pt = parts_[static_cast<std::size_t>(p)];
                 const std::size_t* off = offsets_.data() + static_cast<std::size_t>(p) * stride;
-                data[0] = inputs[pt.piece].data_as<float>() + off[0];
+                if (pt.direct) {
+                    const float* a = inputs[pieces + direct_->scale].data_as<float>() + off[direct_->scale + 1];
+                    const float* b = inputs[pieces + direct_->shift].data_as<float>() + off[direct_->shift + 1];
+                    const std::size_t row = pt.elements / pt.rows, bytes = inputs[pt.piece].get_shape().element_size();
+                    if (pt.piece_channel_stride != 1) {  // float32 only: rows of channels gathered
+                        const float* x = inputs[pt.piece].data_as<float>() + off[0];
+                        for (std::size_t c = 0; c < row; ++c)
+                            for (std::size_t k = 0; k < pt.rows; ++k)
+                                piece_values[k * row + c] = x[c * pt.piece_channel_stride + k * pt.piece_row_stride];
+                        for (std::size_t k = 0; k < pt.rows; ++k)
+                            avx2::scale_shift_relu_codes(rows_[pt.piece], piece_values + k * row, a, b,
+                                                         result.data() + pt.output_offset + k * pt.row_stride, row);
+                        continue;
+                    }
+                    for (std::size_t k = 0; k < pt.rows; ++k)
+                        avx2::scale_shift_relu_codes(rows_[pt.piece],
+                                                     inputs[pt.piece].data() + (off[0] + k * pt.piece_row_stride) * bytes,
+                                                     a, b, result.data() + pt.output_offset + k * pt.row_stride, row);
+                    continue;
+                }
+                if (coded(pt.piece)) {
+                    const piece_dequantization& d = pieces_[pt.piece];
+                    const std::size_t row = pt.elements / pt.rows, bytes = dtype_size(d.type);
+                    for (std::size_t k = 0; k < pt.rows; ++k)
+                        d.read(inputs[pt.piece].data() + (off[0] + k * pt.piece_row_stride) * bytes, piece_values + k * row,
+                               row);
+                    data[0] = piece_values;
+                } else {
+                    data[0] = inputs[pt.piece].data_as<float>() + off[0];
+                }
                 for (std::size_t k = 0; k < operands_; ++k)
                     data[k + 1] = inputs[pieces + k].data_as<float>() + off[k + 1];
                 if (!quantized) {
@@ -116,9 +198,16 @@ private:
     std::vector<std::size_t> offsets_;
     int threads_;
     output_quantization quantization_;
-    std::size_t runner_bytes_ = 0;  // per thread: the program's scratch, then a part's values
+    std::vector<piece_dequantization> pieces_;  // empty: every piece float32
+    std::optional<scale_shift_relu_program> direct_;
+    std::vector<avx2::scale_shift_relu_row> rows_;  // per piece, for direct parts
+    // Per thread: the program's scratch, a part's values, a coded part's
+    // dequantized values.
+    std::size_t runner_bytes_ = 0;
     std::size_t part_bytes_ = 0;
-    std::size_t per_thread() const { return runner_bytes_ + part_bytes_; }
+    std::size_t piece_bytes_ = 0;
+    std::size_t per_thread() const { return runner_bytes_ + part_bytes_ + piece_bytes_; }
+    bool coded(std::size_t piece) const { return !pieces_.empty() && pieces_[piece].type != dtype::float_type; }
 };
 
 // Pixels per part of a channels-last result: about part_target_elements / 4
@@ -132,6 +221,30 @@ std::optional<std::pair<std::size_t, std::size_t>> pixel_and_channel_strides(con
                                                                               std::size_t width) {
     if (strides[2] != strides[3] * width) return std::nullopt;
     return std::pair{strides[3], strides[1]};
+}
+
+// The program as scale-shift-ReLU over channels-last rows: steps mul(value
+// 0, operand), add(that, operand), relu(that), the operands per channel.
+std::optional<scale_shift_relu_program> scale_shift_relu_of(const std::vector<op::pointwise_step>& steps,
+                                                            std::size_t operands,
+                                                            const std::vector<std::vector<std::size_t>>& strides) {
+    const std::size_t values = operands + 1;  // value 0 and the operands, then the steps' results
+    if (steps.size() != 3 || steps[0].op.name() != "mul" || steps[1].op.name() != "add" || steps[2].op.name() != "relu")
+        return std::nullopt;
+    const auto other = [](const std::vector<std::size_t>& args, std::size_t known) -> std::optional<std::size_t> {
+        if (args.size() != 2 || args[0] == args[1]) return std::nullopt;
+        if (args[0] == known) return args[1];
+        if (args[1] == known) return args[0];
+        return std::nullopt;
+    };
+    const auto scale = other(steps[0].args, 0), shift = other(steps[1].args, values);
+    if (!scale || !shift || steps[2].args != std::vector<std::size_t>{values + 1}) return std::nullopt;
+    for (const std::size_t v : {*scale, *shift}) {
+        if (v < 1 || v >= values) return std::nullopt;
+        const auto& st = strides[v - 1];  // [N, C, H, W] strides over the result
+        if (st[1] != 1 || st[2] != 0 || st[3] != 0) return std::nullopt;
+    }
+    return scale_shift_relu_program{*scale - 1, *shift - 1};
 }
 
 std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request& r, const op::fused_concat_pointwise& op,
@@ -176,6 +289,12 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
         return runners.size() - 1;
     };
 
+    const auto direct = scale_shift_relu_of(op.steps, operands, operand_strides);
+    std::vector<piece_dequantization> dequantization(pieces);
+    for (std::size_t i = 0; i < pieces; ++i)
+        if (op.coded_piece(r.input_shapes, i))
+            dequantization[i] = {r.input_shapes[i].type(), static_cast<float>(op.piece_scales[i]),
+                                 static_cast<float>(op.piece_zero_points[i])};
     std::vector<part> parts;
     std::vector<std::size_t> offsets;
     for (std::size_t n = 0; n < images; ++n) {
@@ -184,13 +303,19 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
             const shape& piece = r.input_shapes[i];
             const auto view = pixel_and_channel_strides(piece.strides(), width);
             if (!view) return nullptr;
+            const bool coded = dequantization[i].type != dtype::float_type;
+            // A coded piece's rows are dequantized one by one: its channels must be contiguous.
+            if (coded && view->second != 1) return nullptr;
             const std::size_t piece_channels = piece.lens()[1];
             const std::size_t step = std::max<std::size_t>(1, channels_last_part_elements / piece_channels);
             for (std::size_t p = 0; p < pixels; p += step) {
                 const std::size_t count = std::min(step, pixels - p);
-                const auto runner = runner_for(count, piece_channels, view->first, view->second);
+                // The program reads a coded part from the buffer, rows packed.
+                const auto runner = coded ? runner_for(count, piece_channels, piece_channels, 1)
+                                          : runner_for(count, piece_channels, view->first, view->second);
                 if (!runner) return nullptr;
-                parts.push_back({*runner, i, (n * pixels + p) * channels + start, count * piece_channels, count, channels});
+                parts.push_back({*runner, i, (n * pixels + p) * channels + start, count * piece_channels, count, channels,
+                                 view->first, view->second, direct && (!coded || view->second == 1)});
                 offsets.push_back(n * piece.strides()[0] + p * view->first);
                 for (std::size_t k = 0; k < operands; ++k) {
                     const auto& st = operand_strides[k];
@@ -201,7 +326,8 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
         }
     }
     return std::make_shared<concat_pointwise_kernel>(std::move(runners), operands, std::move(parts), std::move(offsets),
-                                                     out.elements() >= parallel_elements, r.threads, quantization);
+                                                     out.elements() >= parallel_elements, r.threads, quantization,
+                                                     std::move(dequantization), direct);
 }
 
 }  // namespace
@@ -220,8 +346,17 @@ std::shared_ptr<const cpu_kernel> make_concat_pointwise_kernel(const kernel_requ
     if (out.elements() == 0 || op->pieces < 1) return nullptr;
     const auto pieces = static_cast<std::size_t>(op->pieces);
     if (r.input_shapes.size() > max_inputs || pieces > r.input_shapes.size()) return nullptr;
-    for (std::size_t i = 0; i < r.input_shapes.size(); ++i)
-        if (r.input_shapes[i].type() != dtype::float_type) return nullptr;
+    // Coded pieces are read by the channels-last kernel only.
+    bool any_coded = false;
+    for (std::size_t i = 0; i < r.input_shapes.size(); ++i) {
+        if (i < pieces && op->coded_piece(r.input_shapes, i)) {
+            any_coded = true;
+            if (!avx2::supported()) return nullptr;
+        } else if (r.input_shapes[i].type() != dtype::float_type) {
+            return nullptr;
+        }
+    }
+    if (any_coded && !op->channels_last) return nullptr;
     if (op->channels_last) return op->quantized() ? make_channels_last_kernel(r, *op, quantization) : nullptr;
     if (!out.standard()) return nullptr;
     const std::size_t operands = r.input_shapes.size() - pieces;
