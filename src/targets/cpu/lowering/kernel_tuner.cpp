@@ -24,6 +24,15 @@ constexpr int max_runs_per_round = 64;
 
 using clock_type = std::chrono::steady_clock;
 
+// Random values laid out with the request's strides: kernels are built for them (a
+// slice of a fused buffer, a broadcast operand), so a stand-in packed to its
+// element count would let the timed kernel read past its end.
+argument random_stand_in(const shape& s, unsigned long seed) {
+    if (s.standard()) return generate_argument(s, seed);
+    const argument space = generate_argument(shape(s.type(), {s.element_space()}), seed);
+    return argument(s, space.owner(), space.data());
+}
+
 // The key: everything a kernel's speed depends on, and where it was measured.
 std::string tuning_key(const kernel_request& r) {
     io::json inputs = io::json::array();
@@ -106,7 +115,7 @@ chosen_kernel kernel_tuner::choose(std::span<const kernel_algorithm> algorithms,
     std::vector<argument> inputs;
     for (std::size_t i = 0; i < r.input_shapes.size(); ++i) {
         const bool constant = i < r.constant_inputs.size() && !r.constant_inputs[i].empty();
-        inputs.push_back(constant ? r.constant_inputs[i] : generate_argument(r.input_shapes[i], 17 + i));
+        inputs.push_back(constant ? r.constant_inputs[i] : random_stand_in(r.input_shapes[i], 17 + i));
     }
     const argument out(r.output_shape);
     std::size_t scratch_bytes = 0;
