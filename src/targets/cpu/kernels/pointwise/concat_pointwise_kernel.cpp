@@ -100,7 +100,7 @@ public:
     concat_pointwise_kernel(std::vector<std::shared_ptr<const pointwise_runner>> runners, std::size_t operands,
                             std::vector<part> parts, std::vector<std::size_t> offsets, bool parallel, int threads,
                             output_quantization quantization, std::vector<piece_dequantization> pieces = {},
-                            std::optional<scale_shift_relu_program> direct = std::nullopt)
+                            std::optional<scale_shift_relu_program> direct = std::nullopt, bool float_rows = false)
         : runners_(std::move(runners)),
           operands_(operands),
           parts_(std::move(parts)),
@@ -108,7 +108,8 @@ public:
           threads_(parallel ? threads : 1),
           quantization_(quantization),
           pieces_(std::move(pieces)),
-          direct_(direct) {
+          direct_(direct),
+          float_rows_(float_rows) {
         for (std::size_t i = 0; i < pieces_.size(); ++i) {
             avx2::scale_shift_relu_row row;
             row.input = pieces_[i].type == dtype::uint8_type ? avx2::row_codes::uint8
@@ -123,7 +124,7 @@ public:
         }
         for (const auto& r : runners_) runner_bytes_ = std::max(runner_bytes_, r->scratch_bytes());
         runner_bytes_ = scratch_aligned(runner_bytes_);
-        if (quantization_.type != dtype::float_type)
+        if (quantization_.type != dtype::float_type || float_rows_)
             for (const auto& pt : parts_) part_bytes_ = std::max(part_bytes_, scratch_aligned(pt.elements * sizeof(float)));
         for (const auto& pt : parts_)
             if ((coded(pt.piece) && !pt.direct) || (pt.direct && pt.piece_channel_stride != 1)) piece_bytes_ = std::max(piece_bytes_, scratch_aligned(pt.elements * sizeof(float)));
@@ -176,12 +177,18 @@ public:
                 }
                 for (std::size_t k = 0; k < operands_; ++k)
                     data[k + 1] = inputs[pieces + k].data_as<float>() + off[k + 1];
-                if (!quantized) {
+                if (!quantized && !float_rows_) {
                     runners_[pt.runner]->run(data, result.data_as<float>() + pt.output_offset, own);
                     continue;
                 }
                 runners_[pt.runner]->run(data, values, own);
                 const std::size_t row = pt.elements / pt.rows;
+                if (!quantized) {  // each pixel's row of float32 values to its place in the result
+                    for (std::size_t k = 0; k < pt.rows; ++k)
+                        std::copy(values + k * row, values + (k + 1) * row,
+                                  result.data_as<float>() + pt.output_offset + k * pt.row_stride);
+                    continue;
+                }
                 for (std::size_t k = 0; k < pt.rows; ++k)
                     quantization_.write(values + k * row, result.data(), pt.output_offset + k * pt.row_stride, row);
             }
@@ -201,6 +208,7 @@ private:
     std::vector<piece_dequantization> pieces_;  // empty: every piece float32
     std::optional<scale_shift_relu_program> direct_;
     std::vector<avx2::scale_shift_relu_row> rows_;  // per piece, for direct parts
+    bool float_rows_;  // a float32 result with parts of strided rows (channels-last)
     // Per thread: the program's scratch, a part's values, a coded part's
     // dequantized values.
     std::size_t runner_bytes_ = 0;
@@ -314,8 +322,10 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
                 const auto runner = coded ? runner_for(count, piece_channels, piece_channels, 1)
                                           : runner_for(count, piece_channels, view->first, view->second);
                 if (!runner) return nullptr;
+                // The direct rows write codes only.
+                const bool direct_part = direct && quantization.type != dtype::float_type && (!coded || view->second == 1);
                 parts.push_back({*runner, i, (n * pixels + p) * channels + start, count * piece_channels, count, channels,
-                                 view->first, view->second, direct && (!coded || view->second == 1)});
+                                 view->first, view->second, direct_part});
                 offsets.push_back(n * piece.strides()[0] + p * view->first);
                 for (std::size_t k = 0; k < operands; ++k) {
                     const auto& st = operand_strides[k];
@@ -327,7 +337,8 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
     }
     return std::make_shared<concat_pointwise_kernel>(std::move(runners), operands, std::move(parts), std::move(offsets),
                                                      out.elements() >= parallel_elements, r.threads, quantization,
-                                                     std::move(dequantization), direct);
+                                                     std::move(dequantization), direct,
+                                                     quantization.type == dtype::float_type);
 }
 
 }  // namespace
@@ -357,7 +368,7 @@ std::shared_ptr<const cpu_kernel> make_concat_pointwise_kernel(const kernel_requ
         }
     }
     if (any_coded && !op->channels_last) return nullptr;
-    if (op->channels_last) return op->quantized() ? make_channels_last_kernel(r, *op, quantization) : nullptr;
+    if (op->channels_last) return make_channels_last_kernel(r, *op, quantization);
     if (!out.standard()) return nullptr;
     const std::size_t operands = r.input_shapes.size() - pieces;
     const std::size_t rank = out.ndim();
