@@ -159,10 +159,9 @@ public:
                                                          result.data() + pt.output_offset + k * pt.row_stride, row);
                         continue;
                     }
-                    for (std::size_t k = 0; k < pt.rows; ++k)
-                        avx2::scale_shift_relu_codes(rows_[pt.piece],
-                                                     inputs[pt.piece].data() + (off[0] + k * pt.piece_row_stride) * bytes,
-                                                     a, b, result.data() + pt.output_offset + k * pt.row_stride, row);
+                    avx2::scale_shift_relu_code_rows(rows_[pt.piece], inputs[pt.piece].data() + off[0] * bytes,
+                                                     pt.piece_row_stride, a, b, result.data() + pt.output_offset,
+                                                     pt.row_stride, row, pt.rows);
                     continue;
                 }
                 if (coded(pt.piece)) {
