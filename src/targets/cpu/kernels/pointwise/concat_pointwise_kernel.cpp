@@ -16,7 +16,10 @@
 // that is a per-channel scale and shift then ReLU (DenseNet's pre-activation
 // batch norm) runs without it on a piece with contiguous channels: each
 // pixel's row goes from the piece's codes (or floats) to the result's codes
-// in one pass (scale_shift_relu_codes_avx2.hpp), the same arithmetic.
+// in one pass (scale_shift_relu_codes_avx2.hpp), the same arithmetic. A
+// channels-last float32 result (the last batch norm + ReLU, read by the
+// global pool) runs the program into the per-thread buffer, whose rows are
+// copied to their places.
 #include <omp.h>
 
 #include <algorithm>
