@@ -67,6 +67,16 @@ public:
     void apply(module& m) const override;
 };
 
+// A float32 NCHW value that several channels-last fused_concat_pointwise
+// ops read as a piece (a DenseNet block's input, read by every layer of the
+// block) is copied once into channels-last order, which they read instead
+// of each gathering its strided channels (channels_last_concat_pieces.cpp).
+class channels_last_concat_pieces final : public pass {
+public:
+    std::string name() const override { return "channels_last_concat_pieces"; }
+    void apply(module& m) const override;
+};
+
 // Folds the dequantize, bias, activations, residual add and quantize after
 // each quant_convolution / quant_dot into one fused_quant_convolution /
 // fused_quant_dot that oneDNN's int8 kernels run (see

@@ -86,6 +86,37 @@ void fold_quantize(module& m, instruction_ref quantize) {
     }
 }
 
+// A float32 result that only spatial reductions read (DenseNet's last
+// batch norm + ReLU before its global average pool) is stored channels-last
+// where the cpu reduce kernels read that layout: the block's new features
+// then have only channels-last readers, so they are stored as codes too
+// (coded_features), and the result's rows are written whole.
+void float_result_channels_last(module& m, instruction_ref fused) {
+    const auto* f = fused->get_operator().get_if<op::fused_concat_pointwise>();
+    if (f == nullptr || f->channels_last || f->quantized() || fused->get_shape().ndim() != 4 ||
+        (f->axis != 1 && f->axis != -3) || fused->outputs().empty())
+        return;
+    auto changed = *f;
+    changed.channels_last = true;
+    const operation op(changed);
+    const auto inputs = fused->inputs();
+    const shape result = op.compute_shape(shapes_of(inputs));
+    for (auto reader : fused->outputs()) {
+        const std::string n = reader->name();
+        if (n != "reduce_mean" && n != "reduce_sum" && n != "reduce_max" && n != "reduce_min") return;
+        if (reader->inputs().size() != 1) return;
+        const std::vector<argument> constants(1);
+        if (make_reduce_kernel({reader->get_operator(), {result}, reader->get_shape(), constants, 1}) == nullptr) return;
+    }
+    if (!kernel_runs(op, inputs, result)) return;
+    const auto restrided = m.insert_instruction(fused, op, inputs);
+    if (!replace_value_restrided(m, fused, restrided)) {
+        m.remove_instruction(restrided);
+        return;
+    }
+    m.remove_instruction(fused);
+}
+
 // An int8 convolution with a float result that only channels-last
 // fused_concat_pointwise ops read (DenseNet's new features, read by every
 // later layer of the block) stores it channels-last too, as its kernel
@@ -213,6 +244,10 @@ void fuse_concat_pointwise::apply(module& m) const {
     for (auto ins = m.begin(); ins != m.end();) {
         const auto current = ins++;
         if (current->name() == "quantize_linear") fold_quantize(m, current);
+    }
+    for (auto ins = m.begin(); ins != m.end();) {
+        const auto current = ins++;
+        if (current->name() == "fused_concat_pointwise") float_result_channels_last(m, current);
     }
     for (auto ins = m.begin(); ins != m.end();) {
         const auto current = ins++;

@@ -16,7 +16,10 @@
 // that is a per-channel scale and shift then ReLU (DenseNet's pre-activation
 // batch norm) runs without it on a piece with contiguous channels: each
 // pixel's row goes from the piece's codes (or floats) to the result's codes
-// in one pass (scale_shift_relu_codes_avx2.hpp), the same arithmetic.
+// in one pass (scale_shift_relu_codes_avx2.hpp), the same arithmetic. A
+// channels-last float32 result (the last batch norm + ReLU, read by the
+// global pool) runs the program into the per-thread buffer, whose rows are
+// copied to their places.
 #include <omp.h>
 
 #include <algorithm>
@@ -100,7 +103,7 @@ public:
     concat_pointwise_kernel(std::vector<std::shared_ptr<const pointwise_runner>> runners, std::size_t operands,
                             std::vector<part> parts, std::vector<std::size_t> offsets, bool parallel, int threads,
                             output_quantization quantization, std::vector<piece_dequantization> pieces = {},
-                            std::optional<scale_shift_relu_program> direct = std::nullopt)
+                            std::optional<scale_shift_relu_program> direct = std::nullopt, bool float_rows = false)
         : runners_(std::move(runners)),
           operands_(operands),
           parts_(std::move(parts)),
@@ -108,7 +111,8 @@ public:
           threads_(parallel ? threads : 1),
           quantization_(quantization),
           pieces_(std::move(pieces)),
-          direct_(direct) {
+          direct_(direct),
+          float_rows_(float_rows) {
         for (std::size_t i = 0; i < pieces_.size(); ++i) {
             avx2::scale_shift_relu_row row;
             row.input = pieces_[i].type == dtype::uint8_type ? avx2::row_codes::uint8
@@ -123,7 +127,7 @@ public:
         }
         for (const auto& r : runners_) runner_bytes_ = std::max(runner_bytes_, r->scratch_bytes());
         runner_bytes_ = scratch_aligned(runner_bytes_);
-        if (quantization_.type != dtype::float_type)
+        if (quantization_.type != dtype::float_type || float_rows_)
             for (const auto& pt : parts_) part_bytes_ = std::max(part_bytes_, scratch_aligned(pt.elements * sizeof(float)));
         for (const auto& pt : parts_)
             if ((coded(pt.piece) && !pt.direct) || (pt.direct && pt.piece_channel_stride != 1)) piece_bytes_ = std::max(piece_bytes_, scratch_aligned(pt.elements * sizeof(float)));
@@ -158,10 +162,9 @@ public:
                                                          result.data() + pt.output_offset + k * pt.row_stride, row);
                         continue;
                     }
-                    for (std::size_t k = 0; k < pt.rows; ++k)
-                        avx2::scale_shift_relu_codes(rows_[pt.piece],
-                                                     inputs[pt.piece].data() + (off[0] + k * pt.piece_row_stride) * bytes,
-                                                     a, b, result.data() + pt.output_offset + k * pt.row_stride, row);
+                    avx2::scale_shift_relu_code_rows(rows_[pt.piece], inputs[pt.piece].data() + off[0] * bytes,
+                                                     pt.piece_row_stride, a, b, result.data() + pt.output_offset,
+                                                     pt.row_stride, row, pt.rows);
                     continue;
                 }
                 if (coded(pt.piece)) {
@@ -176,12 +179,18 @@ public:
                 }
                 for (std::size_t k = 0; k < operands_; ++k)
                     data[k + 1] = inputs[pieces + k].data_as<float>() + off[k + 1];
-                if (!quantized) {
+                if (!quantized && !float_rows_) {
                     runners_[pt.runner]->run(data, result.data_as<float>() + pt.output_offset, own);
                     continue;
                 }
                 runners_[pt.runner]->run(data, values, own);
                 const std::size_t row = pt.elements / pt.rows;
+                if (!quantized) {  // each pixel's row of float32 values to its place in the result
+                    for (std::size_t k = 0; k < pt.rows; ++k)
+                        std::copy(values + k * row, values + (k + 1) * row,
+                                  result.data_as<float>() + pt.output_offset + k * pt.row_stride);
+                    continue;
+                }
                 for (std::size_t k = 0; k < pt.rows; ++k)
                     quantization_.write(values + k * row, result.data(), pt.output_offset + k * pt.row_stride, row);
             }
@@ -201,6 +210,7 @@ private:
     std::vector<piece_dequantization> pieces_;  // empty: every piece float32
     std::optional<scale_shift_relu_program> direct_;
     std::vector<avx2::scale_shift_relu_row> rows_;  // per piece, for direct parts
+    bool float_rows_;  // a float32 result with parts of strided rows (channels-last)
     // Per thread: the program's scratch, a part's values, a coded part's
     // dequantized values.
     std::size_t runner_bytes_ = 0;
@@ -209,6 +219,15 @@ private:
     std::size_t per_thread() const { return runner_bytes_ + part_bytes_ + piece_bytes_; }
     bool coded(std::size_t piece) const { return !pieces_.empty() && pieces_[piece].type != dtype::float_type; }
 };
+
+// A channels-last result below this many elements stays on one thread:
+// its rows go at about 2 elements a nanosecond on one core, so DenseNet's
+// 14 x 14 and 7 x 7 layers (50K to 200K elements, 0.03 to 0.1 ms) would
+// mostly wait for the second thread, which the one-thread convolutions
+// around them leave asleep. Measured on this 2-core VM (DenseNet-121 QDQ,
+// batch 1, 2 threads, 16 interleaved rounds, a loaded machine): whole runs
+// 0.82x the time with 2^17, 0.68x with 2^18, 0.61x with 2^20, against 2^15.
+constexpr std::size_t channels_last_parallel_elements = std::size_t{1} << 18;
 
 // Pixels per part of a channels-last result: about part_target_elements / 4
 // values (the buffer stays in L1 while its codes are written).
@@ -314,8 +333,10 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
                 const auto runner = coded ? runner_for(count, piece_channels, piece_channels, 1)
                                           : runner_for(count, piece_channels, view->first, view->second);
                 if (!runner) return nullptr;
+                // The direct rows write codes only.
+                const bool direct_part = direct && quantization.type != dtype::float_type && (!coded || view->second == 1);
                 parts.push_back({*runner, i, (n * pixels + p) * channels + start, count * piece_channels, count, channels,
-                                 view->first, view->second, direct && (!coded || view->second == 1)});
+                                 view->first, view->second, direct_part});
                 offsets.push_back(n * piece.strides()[0] + p * view->first);
                 for (std::size_t k = 0; k < operands; ++k) {
                     const auto& st = operand_strides[k];
@@ -326,8 +347,9 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
         }
     }
     return std::make_shared<concat_pointwise_kernel>(std::move(runners), operands, std::move(parts), std::move(offsets),
-                                                     out.elements() >= parallel_elements, r.threads, quantization,
-                                                     std::move(dequantization), direct);
+                                                     out.elements() >= channels_last_parallel_elements, r.threads,
+                                                     quantization, std::move(dequantization), direct,
+                                                     quantization.type == dtype::float_type);
 }
 
 }  // namespace
@@ -357,7 +379,7 @@ std::shared_ptr<const cpu_kernel> make_concat_pointwise_kernel(const kernel_requ
         }
     }
     if (any_coded && !op->channels_last) return nullptr;
-    if (op->channels_last) return op->quantized() ? make_channels_last_kernel(r, *op, quantization) : nullptr;
+    if (op->channels_last) return make_channels_last_kernel(r, *op, quantization);
     if (!out.standard()) return nullptr;
     const std::size_t operands = r.input_shapes.size() - pieces;
     const std::size_t rank = out.ndim();

@@ -23,4 +23,12 @@ struct scale_shift_relu_row {
 void scale_shift_relu_codes(const scale_shift_relu_row& row, const void* x, const float* a, const float* b, void* y,
                             std::size_t n);
 
+// The same for `rows` rows of n channels (a piece's pixels): row r reads x
+// at r * x_row_stride elements and writes y at r * y_row_stride codes. One
+// call per run of pixels, so that a piece of 32 channels (DenseNet's growth)
+// does not pay a call and the constants' set-up per pixel.
+void scale_shift_relu_code_rows(const scale_shift_relu_row& row, const void* x, std::size_t x_row_stride,
+                                const float* a, const float* b, void* y, std::size_t y_row_stride, std::size_t n,
+                                std::size_t rows);
+
 }  // namespace kiln::avx2
