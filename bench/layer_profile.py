@@ -16,6 +16,10 @@ Why: a whole-model ratio says who is ahead, not where.
     PYTHONPATH=python .venv/bin/python bench/layer_profile.py resnet50 --threads 1
     PYTHONPATH=python .venv/bin/python bench/layer_profile.py resnet50 --qdq --threads 2 --layers
     PYTHONPATH=python .venv/bin/python bench/layer_profile.py mobilenet_v2 --batch 8 --layers
+    PYTHONPATH=python .venv/bin/python bench/layer_profile.py mobilenetv2 --tf --threads 2
+
+With --tf the model is a Keras export of scripts/export_tf_models.py (resnet50, mobilenetv2): Kiln reads the
+frozen .pb (kiln.parse_tf, NHWC input), OpenVINO the SavedModel, as run_bench.py --suite tf has them.
 """
 import argparse
 import collections
@@ -45,6 +49,34 @@ def model_file(models_dir, model, batch, qdq=False):
         script = "quantize_models.py" if qdq else "export_models.py"
         raise SystemExit(f"no {pattern} {'QDQ' if qdq else 'float'} file in {models_dir}: run scripts/{script}")
     return found[-1]
+
+
+def tf_files(models_dir, model, batch):
+    """The frozen .pb, the SavedModel directory and the input of a Keras export (scripts/export_tf_models.py)."""
+    found = sorted((models_dir / "tf").glob(f"{model}-b{batch}-r*.pb"))
+    if not found:
+        raise SystemExit(f"no {model}-b{batch}-r*.pb in {models_dir / 'tf'}: run scripts/export_tf_models.py")
+    pb = found[-1]
+    inputs = [np.load(f) for f in pb.with_suffix(".inputs").glob("*.npy")]
+    if len(inputs) != 1:
+        raise SystemExit(f"{pb.with_suffix('.inputs')}: expected one .npy input, found {len(inputs)}")
+    return pb, pb.with_suffix(".savedmodel"), inputs[0]
+
+
+def load_kiln(args):
+    """Kiln's compiled program, its feeds and the file it read (ONNX, or the Keras export's frozen .pb)."""
+    if args.tf:
+        path, _, image = tf_files(args.models_dir, args.model, args.batch)
+        program = kiln.parse_tf(str(path))
+        feeds = {program.get_parameter_names()[0]: image}
+    else:
+        path = model_file(args.models_dir, args.model, args.batch, args.qdq)
+        program = kiln.parse_onnx(str(path))
+        feeds = None
+    program.compile(kiln.get_target("cpu"), threads=args.threads)
+    if feeds is None:
+        feeds = feeds_of(path, program.get_parameter_names())
+    return path, program, feeds
 
 
 def feeds_of(path, names):
@@ -116,7 +148,8 @@ def kiln_onednn_implementations(args):
     """conv key -> oneDNN implementation name, and reorder count, from a child run with ONEDNN_VERBOSE=1."""
     env = dict(os.environ, ONEDNN_VERBOSE="1", DNNL_VERBOSE="1")
     cmd = [sys.executable, __file__, args.model, "--batch", str(args.batch), "--threads", str(args.threads),
-           "--models-dir", str(args.models_dir), "--onednn-child"] + (["--qdq"] if args.qdq else [])
+           "--models-dir", str(args.models_dir), "--onednn-child"] + (["--qdq"] if args.qdq else []) + \
+        (["--tf"] if args.tf else [])
     text = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     lines = text.split(VERBOSE_MARK, 1)[-1].splitlines()
     impls, reorders = {}, 0
@@ -137,10 +170,7 @@ def kiln_onednn_implementations(args):
 
 
 def onednn_child(args):
-    path = model_file(args.models_dir, args.model, args.batch, args.qdq)
-    program = kiln.parse_onnx(str(path))
-    program.compile(kiln.get_target("cpu"), threads=args.threads)
-    feeds = feeds_of(path, program.get_parameter_names())
+    _, program, feeds = load_kiln(args)
     program.run(feeds)
     program.run(feeds)
     print(VERBOSE_MARK, flush=True)
@@ -200,17 +230,18 @@ def _is_residual_add(model, name):
 def profile(args):
     import openvino as ov
 
-    path = model_file(args.models_dir, args.model, args.batch, args.qdq)
-    program = kiln.parse_onnx(str(path))
-    program.compile(kiln.get_target("cpu"), threads=args.threads)
-    feeds = feeds_of(path, program.get_parameter_names())
+    path, program, feeds = load_kiln(args)
     core = ov.Core()
-    model = core.read_model(str(path))
+    if args.tf:
+        model = ov.convert_model(str(tf_files(args.models_dir, args.model, args.batch)[1]))
+    else:
+        model = core.read_model(str(path))
     compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": args.threads,
                                                   "INFERENCE_PRECISION_HINT": "f32", "PERF_COUNT": True})
     request = compiled.create_infer_request()
+    ov_feeds = {0: next(iter(feeds.values()))} if args.tf else feeds  # the SavedModel's own input name
     for _ in range(3):
-        request.infer(feeds)
+        request.infer(ov_feeds)
         program.run(feeds)
 
     ov_times = collections.defaultdict(list)   # node -> per-round mean ms
@@ -221,7 +252,7 @@ def profile(args):
     for _ in range(args.rounds):
         sums = collections.defaultdict(float)
         for _ in range(args.runs):
-            request.infer(feeds)
+            request.infer(ov_feeds)
             for p in request.get_profiling_info():
                 if p.status.name == "EXECUTED":
                     sums[p.node_name] += p.real_time.total_seconds() * 1e3
@@ -234,7 +265,7 @@ def profile(args):
             kiln_algorithm[i["instruction"]] = i["algorithm"]
         # unprofiled whole runs, alternating, process CPU time (wall time with several threads)
         clock = time.process_time if args.threads == 1 else time.perf_counter
-        for name, run in (("kiln", lambda: program.run(feeds)), ("openvino", lambda: request.infer(feeds))):
+        for name, run in (("kiln", lambda: program.run(feeds)), ("openvino", lambda: request.infer(ov_feeds))):
             start = clock()
             for _ in range(args.runs):
                 run()
@@ -332,6 +363,8 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="profiled runs of each engine per round")
     parser.add_argument("--qdq", action="store_true",
                         help="the int8 QDQ file scripts/quantize_models.py made (every engine runs it in int8)")
+    parser.add_argument("--tf", action="store_true",
+                        help="a Keras export (build/models/tf): Kiln on the frozen .pb, OpenVINO on the SavedModel")
     parser.add_argument("--layers", action="store_true", help="list every matched convolution")
     parser.add_argument("--json", type=pathlib.Path, help="also write the rows here")
     parser.add_argument("--models-dir", type=pathlib.Path, default=REPO / "build" / "models")

@@ -131,6 +131,28 @@ def test_16_channel_winograd_at_1_and_2_threads(config, threads, tmp_path):
 
 
 @needs_avx512
+@pytest.mark.parametrize("config", [
+    ((2, 256, 14, 14), (160, 256, 3, 3), [1, 1, 1, 1]),  # shared tiles: 5 pairs of output blocks, a short last share
+    ((1, 128, 9, 11), (144, 128, 3, 3), [1, 1, 1, 1]),  # shared: 9 output blocks, the last pair half full
+    ((3, 48, 13, 29), (32, 48, 3, 3), [1, 1, 1, 1]),  # own tiles: 315 tiles claimed in runs, a short last run
+], ids=str)
+def test_16_channel_winograd_threads_claim_work_as_they_go(config, tmp_path):
+    """The threads claim tile runs, input blocks and shares of output blocks dynamically: whatever thread takes
+    a piece, every output is computed the same way, so 2 threads give 1 thread's bits, and both match numpy."""
+    build, feed, expected = fused_case(config, ["add", "relu"], True)
+    got = {}
+    for threads in (1, 2):
+        (tmp_path / str(threads)).mkdir()
+        p = compile_forcing(build, WINOGRAD_16C, tmp_path / str(threads), threads=threads)
+        assert convolution_algorithms(p) == [WINOGRAD_16C]
+        got[threads] = unblocked(np.asarray(p.run(feed)[0]))
+        np.testing.assert_allclose(got[threads], expected, **TOL)
+    for _ in range(3):  # other runs may hand the pieces out differently
+        np.testing.assert_array_equal(unblocked(np.asarray(p.run(feed)[0])), got[1])
+    np.testing.assert_array_equal(got[2], got[1])
+
+
+@needs_avx512
 @pytest.mark.parametrize("c_in,size,expected", [
     (64, 14, "onednn_winograd"),  # oneDNN's Winograd is faster up to 64 input channels
     (128, 14, WINOGRAD_16C),
