@@ -201,6 +201,27 @@ class OnnxRuntimeInt8Engine(OnnxRuntimeEngine):
         return _quantized_file(files)
 
 
+def openvino_latency_config(threads):
+    """OpenVINO's compile properties for a latency run on `threads` threads, shared by every bench
+    (bench/engines.py's workers and bench/same_process.py): one stream, the LATENCY hint, float32 like
+    every other engine (no bf16 where the CPU has it), and no CPU pinning. The LATENCY hint pins its
+    worker thread to one core by default; on a shared host (other processes, or other engines' threads in
+    same_process.py) a pinned thread cannot move off a busy core: on int8 BERT-base at load 6, pinned
+    runs took 413 ms against 251 ms unpinned (interleaved, one process), which is why a quiet run gave
+    22.9 ms (bench/results/quantized.md) and loaded ones 43-51 ms. Kiln's and ONNX Runtime's threads are
+    not pinned either."""
+    import openvino.properties as props
+    import openvino.properties.hint as hints
+
+    return {
+        props.inference_num_threads: threads,
+        props.num_streams: 1,
+        hints.performance_mode: hints.PerformanceMode.LATENCY,
+        hints.inference_precision: "f32",
+        hints.enable_cpu_pinning: False,
+    }
+
+
 class OpenVinoEngine:
     name, title, precision = "openvino", "OpenVINO", "float32"
 
@@ -214,18 +235,9 @@ class OpenVinoEngine:
         return f"openvino {openvino.__version__}"
 
     def load(self, files):
-        import openvino.properties as props
-        import openvino.properties.hint as hints
-
         ov, phases = self.ov, {}
         core = ov.Core()
-        config = {
-            props.inference_num_threads: self.threads,
-            props.num_streams: 1,
-            hints.performance_mode: hints.PerformanceMode.LATENCY,
-            # float32 like every other engine: no bf16 where the CPU has it.
-            hints.inference_precision: ov.Type.f32,
-        }
+        config = openvino_latency_config(self.threads)
         model = self.read(core, files, phases)
         self.compiled = _timed(phases, "compile", core.compile_model, model, "CPU", config)
         del model

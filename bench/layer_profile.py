@@ -206,8 +206,9 @@ def profile(args):
     feeds = feeds_of(path, program.get_parameter_names())
     core = ov.Core()
     model = core.read_model(str(path))
-    compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": args.threads,
-                                                  "INFERENCE_PRECISION_HINT": "f32", "PERF_COUNT": True})
+    from engines import openvino_latency_config  # the benches' settings, with per-layer counters
+
+    compiled = core.compile_model(model, "CPU", dict(openvino_latency_config(args.threads), PERF_COUNT=True))
     request = compiled.create_infer_request()
     for _ in range(3):
         request.infer(feeds)
