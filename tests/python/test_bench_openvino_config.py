@@ -31,7 +31,7 @@ def test_openvino_compiles_with_the_bench_settings(tmp_path):
     assert int(compiled.get_property("INFERENCE_NUM_THREADS")) == 2
     assert int(compiled.get_property("NUM_STREAMS")) == 1
     assert compiled.get_property("INFERENCE_PRECISION_HINT") == ov.Type.f32
-    assert str(compiled.get_property("PERFORMANCE_HINT")) == "PerformanceMode.LATENCY"
+    assert str(compiled.get_property("PERFORMANCE_HINT")).endswith("LATENCY")
     x = np.array([[-1.0, 0.5, 2.0], [3.0, -0.25, 0.0]], np.float32)
     np.testing.assert_array_equal(compiled.create_infer_request().infer({"x": x})[0], np.maximum(x, 0))
 
