@@ -203,13 +203,14 @@ class OnnxRuntimeInt8Engine(OnnxRuntimeEngine):
 
 def openvino_latency_config(threads):
     """OpenVINO's compile properties for a latency run on `threads` threads, shared by every bench
-    (bench/engines.py's workers and bench/same_process.py): one stream, the LATENCY hint, float32 like
-    every other engine (no bf16 where the CPU has it), and no CPU pinning. The LATENCY hint pins its
-    worker thread to one core by default; on a shared host (other processes, or other engines' threads in
-    same_process.py) a pinned thread cannot move off a busy core: on int8 BERT-base at load 6, pinned
-    runs took 413 ms against 251 ms unpinned (interleaved, one process), which is why a quiet run gave
-    22.9 ms (bench/results/quantized.md) and loaded ones 43-51 ms. Kiln's and ONNX Runtime's threads are
-    not pinned either."""
+    (bench/engines.py's workers, bench/same_process.py, bench/layer_profile.py): one stream, the LATENCY
+    hint, float32 like every other engine (no bf16 where the CPU has it), and CPU pinning on, the LATENCY
+    hint's own default, spelled out because it decides how OpenVINO copes with a busy host: it pins its
+    worker thread to one core, which helps on a quiet host (int8 BERT-base, batch 1, interleaved in one
+    process at load 1.8: unpinned runs took 1.06x as long) and costs dearly on a loaded one (at load 6:
+    413 ms pinned against 251 ms unpinned), since a pinned thread cannot leave a core another process
+    keeps busy. OpenVINO figures from a loaded host (43-51 ms on that model, against 22.9 quiet) are
+    therefore not comparable with quiet ones; compare engines only on a quiet host."""
     import openvino.properties as props
     import openvino.properties.hint as hints
 
@@ -218,7 +219,7 @@ def openvino_latency_config(threads):
         props.num_streams: 1,
         hints.performance_mode: hints.PerformanceMode.LATENCY,
         hints.inference_precision: "f32",
-        hints.enable_cpu_pinning: False,
+        hints.enable_cpu_pinning: True,
     }
 
 

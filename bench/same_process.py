@@ -97,7 +97,7 @@ def engines(path, threads, own_int8=None):
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    from engines import openvino_latency_config  # the workers' settings: one unpinned stream, float32
+    from engines import openvino_latency_config  # the workers' settings: one pinned stream, float32
 
     compiled = ov.Core().compile_model(str(path), "CPU", openvino_latency_config(threads))
     request = compiled.create_infer_request()
