@@ -201,6 +201,28 @@ class OnnxRuntimeInt8Engine(OnnxRuntimeEngine):
         return _quantized_file(files)
 
 
+def openvino_latency_config(threads):
+    """OpenVINO's compile properties for a latency run on `threads` threads, shared by every bench
+    (bench/engines.py's workers, bench/same_process.py, bench/layer_profile.py): one stream, the LATENCY
+    hint, float32 like every other engine (no bf16 where the CPU has it), and CPU pinning on, the LATENCY
+    hint's own default, spelled out because it decides how OpenVINO copes with a busy host: it pins its
+    worker thread to one core, which helps on a quiet host (int8 BERT-base, batch 1, interleaved in one
+    process at load 1.8: unpinned runs took 1.06x as long) and costs dearly on a loaded one (at load 6:
+    413 ms pinned against 251 ms unpinned), since a pinned thread cannot leave a core another process
+    keeps busy. OpenVINO figures from a loaded host (43-51 ms on that model, against 22.9 quiet) are
+    therefore not comparable with quiet ones; compare engines only on a quiet host."""
+    import openvino.properties as props
+    import openvino.properties.hint as hints
+
+    return {
+        props.inference_num_threads: threads,
+        props.num_streams: 1,
+        hints.performance_mode: hints.PerformanceMode.LATENCY,
+        hints.inference_precision: "f32",
+        hints.enable_cpu_pinning: True,
+    }
+
+
 class OpenVinoEngine:
     name, title, precision = "openvino", "OpenVINO", "float32"
 
@@ -214,18 +236,9 @@ class OpenVinoEngine:
         return f"openvino {openvino.__version__}"
 
     def load(self, files):
-        import openvino.properties as props
-        import openvino.properties.hint as hints
-
         ov, phases = self.ov, {}
         core = ov.Core()
-        config = {
-            props.inference_num_threads: self.threads,
-            props.num_streams: 1,
-            hints.performance_mode: hints.PerformanceMode.LATENCY,
-            # float32 like every other engine: no bf16 where the CPU has it.
-            hints.inference_precision: ov.Type.f32,
-        }
+        config = openvino_latency_config(self.threads)
         model = self.read(core, files, phases)
         self.compiled = _timed(phases, "compile", core.compile_model, model, "CPU", config)
         del model

@@ -236,8 +236,9 @@ def profile(args):
         model = ov.convert_model(str(tf_files(args.models_dir, args.model, args.batch)[1]))
     else:
         model = core.read_model(str(path))
-    compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": args.threads,
-                                                  "INFERENCE_PRECISION_HINT": "f32", "PERF_COUNT": True})
+    from engines import openvino_latency_config  # the benches' settings, with per-layer counters
+
+    compiled = core.compile_model(model, "CPU", dict(openvino_latency_config(args.threads), PERF_COUNT=True))
     request = compiled.create_infer_request()
     ov_feeds = {0: next(iter(feeds.values()))} if args.tf else feeds  # the SavedModel's own input name
     for _ in range(3):

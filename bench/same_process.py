@@ -97,10 +97,9 @@ def engines(path, threads, own_int8=None):
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    # bench/engines.py's settings: one stream of `threads` threads for a latency run, float32.
-    compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1,
-                                                         "PERFORMANCE_HINT": "LATENCY",
-                                                         "INFERENCE_PRECISION_HINT": "f32"})
+    from engines import openvino_latency_config  # the workers' settings: one pinned stream, float32
+
+    compiled = ov.Core().compile_model(str(path), "CPU", openvino_latency_config(threads))
     request = compiled.create_infer_request()
     runners = {}
     if own_int8 is not None:
