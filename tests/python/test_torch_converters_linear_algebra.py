@@ -79,26 +79,3 @@ def test_mv_dot_baddbmm_addmv_undecomposed():
 def test_integer_mm(dtype):
     a, b = make((3, 4), dtype, seed=1, low=-5, high=5), make((4, 2), dtype, seed=2, low=-5, high=5)
     assert_converted(torch.mm, (a, b), [aten.mm.default])
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_linear_weight_is_a_row_major_literal(dtype):
-    """A Linear's [N, K] weight reaches the product as a [K, N] literal in row-major order (no strided view),
-    and the result still matches eager."""
-    import numpy as np
-
-    import kiln
-    import kiln.torch
-
-    torch.manual_seed(0)
-    model = torch.nn.Linear(6, 5).to(dtype).eval()
-    x = make((3, 6), dtype, seed=1)
-    with torch.no_grad():
-        compiled = kiln.torch.compile(model, (x,))
-        np.testing.assert_allclose(compiled(x).numpy(), model(x).numpy(), rtol=1e-5, atol=1e-5)
-    program = next(m.program for m in compiled.modules() if hasattr(m, "program"))
-    dots = [i for i in program.get_main_module().instructions() if "dot" in str(i.op()).split("[")[0]]
-    assert dots, "no matrix product in the compiled program"
-    for ins in dots:
-        b = ins.inputs()[1]
-        assert "{6, 5}, {5, 1}" in str(b.shape()), str(b.shape())

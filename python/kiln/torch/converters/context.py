@@ -195,11 +195,6 @@ class ConversionContext:
         permutation = list(permutation)
         if permutation == list(range(value.ndim)):
             return value
-        if value.constant is not None and value.ndim == 2:
-            # A transposed constant matrix (linear's [N, K] weight) becomes a literal laid out as used, once,
-            # at lowering: the products then read a row-major [K, N] B, as from an ONNX MatMul initializer,
-            # instead of a strided view (DistilBERT 1 thread: 8-14% slower than its ONNX file).
-            return self.constant(value.constant.permute(permutation), value.dtype)
         return self.add("transpose", [value], permutation=permutation)
 
     def unsqueeze(self, value, axes):
