@@ -16,7 +16,7 @@ Build a graph with :class:`program`, compile it for a target and run it::
 This package never imports PyTorch; the PyTorch front end is ``kiln.torch``.
 """
 
-from ._openmp_wait_policy import short_spin_unless_user_chose
+from ._openmp_wait_policy import spin_through_a_wake_up_unless_user_chose
 from ._symbols import own_protobuf_symbols as _own_protobuf_symbols
 from .errors import (
     InvalidArgumentError,
@@ -28,7 +28,7 @@ from .errors import (
     ParseError,
     UnsupportedError,
 )
-with short_spin_unless_user_chose(), _own_protobuf_symbols():
+with spin_through_a_wake_up_unless_user_chose(), _own_protobuf_symbols():
     from . import _core  # noqa: F401  (loads libgomp under the chosen policy)
 from ._core import (
     __version__,

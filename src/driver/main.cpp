@@ -51,7 +51,7 @@ int report(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    kiln::driver::reexec_with_short_openmp_spin(argv);
+    kiln::driver::reexec_with_kilns_openmp_spin(argv);
     CLI::App app{"Kiln: compile and run ML inference graphs"};
     app.name("kiln");
     app.set_version_flag("--version", kiln::version);
