@@ -89,6 +89,12 @@ def _check_against_onnxruntime_and_ref(path, shape):
     return p
 
 
+def _compiled(path, disabled=()):
+    p = kiln.parse_onnx(str(path))
+    p.compile(kiln.get_target("cpu"), threads=2, disabled_passes=list(disabled))
+    return p
+
+
 def _pool_lines(p):
     return [line for line in str(p).splitlines() if "pooling[" in line and 'mode="average"' in line]
 
@@ -108,6 +114,19 @@ def test_a_transition_pools_channels_last_and_matches(tmp_path, batch, pool):
                    if "fused_quant_convolution[" in line and 'output_type="float_type"' in line]
     assert len(float_convs) == 2, str(p)
     assert [("channels_last=true" in line) for line in float_convs] == [True, False], float_convs
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_a_channels_last_transition_gives_the_plain_layouts_bits(tmp_path, batch):
+    shape = (batch, 3, 12, 10)
+    torch.manual_seed(5)
+    path = _quantized(tmp_path, Transition(torch.nn.AvgPool2d(2, 2), channels=21), shape)
+    x = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
+    plain = _compiled(path, ["channels_last_average_pools"])
+    assert all("channels_last=true" not in line for line in _pool_lines(plain)), str(plain)
+    restrided = _compiled(path)
+    assert all("channels_last=true" in line for line in _pool_lines(restrided)), str(restrided)
+    np.testing.assert_array_equal(np.asarray(restrided.run({"x": x})[0]), np.asarray(plain.run({"x": x})[0]))
 
 
 def test_a_convolution_result_with_another_reader_keeps_its_layout(tmp_path):
