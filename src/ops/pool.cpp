@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "ops/conv.hpp"
+#include "ops/fused_quantized_linalg.hpp"
 #include "ops/op_helpers.hpp"
 
 namespace kiln::op {
@@ -59,7 +60,9 @@ shape pooling::compute_shape(const std::vector<shape>& inputs) const {
     auto out = ops::window_output_lens(name(), spatial, pool_window(*this, spatial), ceil_mode && !global);
     std::vector<std::size_t> lens{x.lens()[0], x.lens()[1]};
     lens.insert(lens.end(), out.begin(), out.end());
-    return {x.type(), lens};
+    if (!channels_last) return {x.type(), lens};
+    if (lens.size() != 4) fail("pooling: channels_last needs a 4-D input, got " + to_string(x.lens()));
+    return {x.type(), lens, channels_last_strides(lens)};
 }
 
 void pooling::compute(const argument& result, const std::vector<argument>& inputs) const {
@@ -110,12 +113,13 @@ void pooling::compute(const argument& result, const std::vector<argument>& input
                 return divisor == 0 ? T(C(0)) : T(static_cast<C>(sum / static_cast<double>(divisor)));
             };
             T* out = result.data_as<T>();
-            std::size_t i = 0;  // the result is standard: write it in order
             for (std::size_t n = 0; n < y.lens[0]; ++n)
                 for (std::size_t c = 0; c < y.lens[1]; ++c)
                     for (std::size_t od = 0; od < y.lens[2]; ++od)
                         for (std::size_t oh = 0; oh < y.lens[3]; ++oh)
-                            for (std::size_t ow = 0; ow < y.lens[4]; ++ow) out[i++] = pool_at(n, c, {od, oh, ow});
+                            for (std::size_t ow = 0; ow < y.lens[4]; ++ow)
+                                out[n * y.strides[0] + c * y.strides[1] + od * y.strides[2] + oh * y.strides[3] +
+                                    ow * y.strides[4]] = pool_at(n, c, {od, oh, ow});
         }
     });
 }

@@ -18,7 +18,9 @@ inline std::span<const char* const> enum_names(pooling_mode) {
 // x [N, C, spatial...] -> [N, C, out...]. Max ignores padded positions;
 // average divides by the count of input elements in the window, or with
 // count_include_pad by the window size clipped to the padded input.
-// `global` pools each whole spatial extent to one value.
+// `global` pools each whole spatial extent to one value. `channels_last`
+// stores a 4-D result as [N, H, W, C] in memory (same lens, permuted
+// strides): set by the cpu target where the input is channels-last too.
 struct pooling : op_base {
     pooling_mode mode = pooling_mode::average;
     std::vector<std::int64_t> lengths;
@@ -28,6 +30,7 @@ struct pooling : op_base {
     bool ceil_mode = false;
     bool count_include_pad = false;
     bool global = false;
+    bool channels_last = false;
     template <class Self, class F>
     static void reflect(Self& self, F&& f) {
         f(self.mode, "mode");
@@ -38,6 +41,7 @@ struct pooling : op_base {
         f(self.ceil_mode, "ceil_mode");
         f(self.count_include_pad, "count_include_pad");
         f(self.global, "global");
+        f(self.channels_last, "channels_last");
     }
     std::string name() const { return "pooling"; }
     shape compute_shape(const std::vector<shape>& inputs) const;

@@ -201,8 +201,9 @@ def test_quantized_dense_net_with_a_global_pool_stores_every_feature_as_codes_an
     # The final batch norm + ReLU: float32, channels-last (its strides end in 1 along the channels).
     final = [line for line in fused if 'output_type="float_type"' in line]
     assert len(final) == 1 and "channels_last=true" in final[0], fused
-    # Each block's input, read by all three layers' programs, is copied once into channels-last order.
-    assert text.count("contiguous(") == 2, text
+    # The first block's input, read by all three layers' programs, is copied once into channels-last order;
+    # the second block's is the transition's average pool, which already writes it channels-last.
+    assert text.count("contiguous(") == 1, text
     # Every 3 x 3 convolution's new features are codes, the last block's included: only the transition's
     # 1 x 1 convolution (read by the average pooling) keeps a float32 result.
     precisions = p.get_instruction_precisions()

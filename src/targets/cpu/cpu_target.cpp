@@ -54,7 +54,8 @@ pass_list cpu_target::get_passes(const compile_options&) const {
             std::make_shared<propagate_blocked_layout>(dnnl_support::preferred_channel_block()),
             std::make_shared<common_subexpression_elimination>(), std::make_shared<fuse_quantized_norm>(),
             std::make_shared<fuse_pointwise>(), std::make_shared<fuse_concat_pointwise>(),
-            std::make_shared<channels_last_spatial_reductions>(), std::make_shared<channels_last_concat_pieces>(),
+            std::make_shared<channels_last_spatial_reductions>(), std::make_shared<channels_last_average_pools>(),
+            std::make_shared<channels_last_concat_pieces>(),
             std::make_shared<dead_code_elimination>()};
 }
 

@@ -58,6 +58,16 @@ public:
 
 namespace kiln {
 
+// An int8 convolution with a float result that only a 2-D average pool reads
+// (a DenseNet transition) stores it channels-last, and the pool pools it into a
+// channels-last result: no reorder of the convolution's result, and the next
+// block reads the pool's result without a copy (channels_last_average_pools.cpp).
+class channels_last_average_pools final : public pass {
+public:
+    std::string name() const override { return "channels_last_average_pools"; }
+    void apply(module& m) const override;
+};
+
 // An int8 convolution with a float result that only reductions read (a
 // global average pool) stores it channels-last where the cpu reduce kernel
 // reads that layout: no reorder of the result (channels_last_spatial_reductions.cpp).
