@@ -1,9 +1,11 @@
 // See cpu_passes.hpp. nn.Linear keeps its weight as [N, K] and computes
 // x . W^T: the torch front end hands each product a transposed view of that
 // literal (strides {1, K}), where an ONNX file holds a row-major [K, N]
-// initializer. oneDNN's gemm reads such a view in place but packs its panels
-// from it more slowly (DistilBERT and BERT at batch 1 ran 9-16% slower than
-// from their ONNX files, the only difference being these views), while
+// initializer. oneDNN (2.x) runs a product over such a view with its brgemm
+// kernel reading it in place, and one over row-major weights with its jit
+// gemm on a row-padded copy (dnnl_matmul.cpp), as for the ONNX file: the
+// torch path of DistilBERT and BERT at batch 1 ran 9-16% slower than their
+// ONNX files, these views being the only difference in the programs, while
 // Kiln's few-row column loops (few_rows_columns_*, one to four rows: a decode
 // step) want exactly that [N, K] layout. The row count is known here, so the
 // weights take the layout the product's algorithm reads: a row-major literal,
