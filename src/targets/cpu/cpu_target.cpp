@@ -23,7 +23,9 @@ std::string cpu_target::identity() const {
 // a third constant propagation folds into the literals the kernels prepack.
 // The layout pass runs on fused convolutions, after which nothing changes
 // their inputs any more. CSE comes after everything that creates
-// instructions. Pointwise fusion comes last: it takes whatever elementwise
+// instructions; after it, constant weights read through transposes take the
+// layout their products' algorithms read (known once the products are fused
+// and their row counts fixed). Pointwise fusion comes last: it takes whatever elementwise
 // chains the kernel fusions before it left, and after CSE, so that
 // duplicates are merged before groups form; a concat only a pointwise group
 // reads then joins the group. A final DCE
@@ -52,7 +54,8 @@ pass_list cpu_target::get_passes(const compile_options&) const {
             std::make_shared<fuse_quantized_norm>(), std::make_shared<fuse_quantized_epilogues>(), std::make_shared<fuse_post_ops>(),
             std::make_shared<constant_propagation>(),
             std::make_shared<propagate_blocked_layout>(dnnl_support::preferred_channel_block()),
-            std::make_shared<common_subexpression_elimination>(), std::make_shared<fuse_quantized_norm>(),
+            std::make_shared<common_subexpression_elimination>(), std::make_shared<row_major_product_weights>(),
+            std::make_shared<fuse_quantized_norm>(),
             std::make_shared<fuse_pointwise>(), std::make_shared<fuse_concat_pointwise>(),
             std::make_shared<channels_last_spatial_reductions>(), std::make_shared<channels_last_average_pools>(),
             std::make_shared<channels_last_concat_pieces>(),

@@ -98,3 +98,20 @@ public:
 };
 
 }  // namespace kiln
+
+namespace kiln {
+
+// A float32 literal read only through transposes (nn.Linear's [N, K] weight
+// used as x . W^T) by products that run in oneDNN (more rows than the few-row
+// column loops take) becomes its transposed values, row-major [K, N], made
+// once: oneDNN then reads weights as from an ONNX MatMul initializer. Weights
+// a column loop reads (one to four rows), or that another reader needs as
+// they are (a tied embedding's gather), keep their [N, K] layout and are
+// stored once (row_major_product_weights.cpp).
+class row_major_product_weights final : public pass {
+public:
+    std::string name() const override { return "row_major_product_weights"; }
+    void apply(module& m) const override;
+};
+
+}  // namespace kiln
