@@ -397,6 +397,7 @@ class EngineWorker:
         self.model, self.args, self.progress = model, args, progress
         self.timing_s = 0.0  # wall time of this engine's rounds, against --time-budget
         self.busy_s = 0.0  # wall time waiting on this worker, against --case-timeout
+        self.last_event = None  # how far the protocol got, for the message when the worker dies
         log_path = args.build_dir / "bench" / "logs" / f"{name}-b{batch}-{engine}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_path = log_path
@@ -436,6 +437,7 @@ class EngineWorker:
             except json.JSONDecodeError:
                 continue
             kind = event.pop("event")
+            self.last_event = kind
             if kind == "loaded":
                 self.case["version"] = event["version"]
                 self.progress.status(f"{self.label}: loaded in {sum(event['phases'].values()):.1f} s, first run ...")
@@ -520,6 +522,7 @@ class EngineWorker:
             else:
                 timed_out = self.busy_s >= self.args.case_timeout
                 why = "timed out" if timed_out else worker_exit_reason(self.proc.returncode)
+                why += f" after its '{self.last_event}' event" if self.last_event else " before sending any event"
                 tail = log_tail(self.log_path)
                 case["error"] = f"worker {why}; see {self.log_path}" + (f"; its last stderr lines:\n{tail}" if tail else
                                                                         " (its stderr is empty)")

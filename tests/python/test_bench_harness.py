@@ -644,7 +644,7 @@ def test_torch_suite_arguments_and_report_only(tmp_path):
     ("import sys; sys.stderr.write('loading went wrong here\\n'); sys.exit(3)",
      ["exited with status 3", "loading went wrong here"]),
     ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", ["killed by SIGSEGV", "stderr is empty"]),
-    ("pass", ["exited with status 0 before sending a result", "stderr is empty"]),
+    ("pass", ["exited with status 0 before sending a result", "before sending any event", "stderr is empty"]),
 ])
 def test_a_worker_that_dies_says_how_and_shows_its_last_stderr_lines(tmp_path, monkeypatch, code, expected):
     script = tmp_path / "dying_worker.py"
