@@ -388,6 +388,8 @@ def check_outputs(paths, reference, precision="float32"):
 class EngineWorker:
     """bench/worker.py running one engine on a PreparedModel; builds the case record (see report.py)."""
 
+    script = HERE / "worker.py"  # a class attribute so that a test can start a worker that fails on purpose
+
     def __init__(self, name, batch, engine, model, args, progress):
         self.label = f"{name} b{batch} {engine}"
         self.case = {"model": name, "batch": batch, "engine": engine}
@@ -395,11 +397,12 @@ class EngineWorker:
         self.model, self.args, self.progress = model, args, progress
         self.timing_s = 0.0  # wall time of this engine's rounds, against --time-budget
         self.busy_s = 0.0  # wall time waiting on this worker, against --case-timeout
+        self.last_event = None  # how far the protocol got, for the message when the worker dies
         log_path = args.build_dir / "bench" / "logs" / f"{name}-b{batch}-{engine}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_path = log_path
         out_dir = args.build_dir / "bench" / "outputs" / engine
-        cmd = [sys.executable, str(HERE / "worker.py"), "--engine", engine, "--inputs", str(model.inputs),
+        cmd = [sys.executable, str(self.script), "--engine", engine, "--inputs", str(model.inputs),
                "--outputs", str(out_dir), "--threads", str(args.threads), "--warmup", str(args.warmup)]
         # Each suite has its own model files; a worker is given the ones this model has.
         for flag, path in (("--onnx", model.onnx), ("--torch-module", model.torch_module),
@@ -434,6 +437,7 @@ class EngineWorker:
             except json.JSONDecodeError:
                 continue
             kind = event.pop("event")
+            self.last_event = kind
             if kind == "loaded":
                 self.case["version"] = event["version"]
                 self.progress.status(f"{self.label}: loaded in {sum(event['phases'].values()):.1f} s, first run ...")
@@ -494,8 +498,9 @@ class EngineWorker:
             self._events(until="round")
         self.timing_s += time.perf_counter() - started
 
-    def finish(self):
-        """Stops the worker and returns the case record."""
+    def finish(self, stopped_by=None):
+        """Stops the worker and returns the case record. `stopped_by`: the harness's own exception when the
+        harness, not the worker, ended the case early (the worker then exits 0 without having timed anything)."""
         try:
             if self.alive and self._send("stop"):
                 self._events(until="result")
@@ -512,20 +517,49 @@ class EngineWorker:
         case = self.case
         case["wall_s"] = time.perf_counter() - self.start
         if "times_s" not in case and "error" not in case:
-            timed_out = self.busy_s >= self.args.case_timeout
-            status = self.proc.returncode
-            why = ("timed out" if timed_out else "was killed by SIGKILL (out of memory?)" if status == -signal.SIGKILL
-                   else f"exited with status {status}")
-            case["error"], case["error_phase"] = f"worker {why}; see {self.log_path}", "worker"
+            if stopped_by is not None:
+                case["error"], case["error_phase"] = f"the harness stopped this engine: {stopped_by}", "harness"
+            else:
+                timed_out = self.busy_s >= self.args.case_timeout
+                why = "timed out" if timed_out else worker_exit_reason(self.proc.returncode)
+                why += f" after its '{self.last_event}' event" if self.last_event else " before sending any event"
+                tail = log_tail(self.log_path)
+                case["error"] = f"worker {why}; see {self.log_path}" + (f"; its last stderr lines:\n{tail}" if tail else
+                                                                        " (its stderr is empty)")
+                case["error_phase"] = "worker"
         _announce(case, self.label, self.progress)
         return case
+
+
+def worker_exit_reason(status):
+    """Words for a worker's exit status, as Popen.returncode gives it (negative: the signal that ended it)."""
+    if status is None:
+        return "is still running"
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"was killed by {name}" + (" (out of memory?)" if -status == signal.SIGKILL else "")
+    if status == 0:
+        return "exited with status 0 before sending a result (its stdout closed early)"
+    return f"exited with status {status}"
+
+
+def log_tail(path, lines=12, max_chars=2000):
+    """The last lines of a worker's stderr log ('' when empty or unreadable)."""
+    try:
+        text = Path(path).read_text(errors="replace").strip()
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])[-max_chars:]
 
 
 def run_model_cases(name, batch, engine_names, model, args, progress):
     """Every engine on one model and batch: each loads and is checked in turn (alone on the machine), then
     all are timed in --rounds interleaved rounds, so that a slow or fast spell of a shared machine falls
     on every engine alike, each round once the other engines' processes have gone idle. Returns the case records in the order of `engine_names`."""
-    workers = []
+    workers, stopped_by = [], None
     try:
         for engine in engine_names:
             worker = EngineWorker(name, batch, engine, model, args, progress)
@@ -541,9 +575,14 @@ def run_model_cases(name, batch, engine_names, model, args, progress):
                     waited, idle = idle_wait.wait_until_idle(others)
                     worker.case.setdefault("idle_waits_s", []).append(round(waited, 3) if idle else None)
                     worker.time_round(runs)
+    except Exception as e:  # the harness's own failure: named in every case it cut short, not blamed on a worker
+        stopped_by = f"{type(e).__name__}: {e}"
+        progress.problem(f"{name} b{batch}: {stopped_by}")
     finally:
-        cases = [worker.finish() for worker in workers]
-    return cases
+        cases = [worker.finish(stopped_by) for worker in workers]
+    done = {c["engine"] for c in cases}
+    return cases + [{"model": name, "batch": batch, "engine": e, "error": f"the harness stopped before it: {stopped_by}",
+                     "error_phase": "harness"} for e in engine_names if e not in done]
 
 
 def run_case(name, batch, engine, model, args, progress):

@@ -175,3 +175,45 @@ def run_with_stderr_on_a_terminal(args, timeout, **popen_args):
     proc.wait(timeout=timeout)
     os.close(leader)
     return proc.returncode, b"".join(chunks).decode()
+
+
+# Small ONNX Runtime-style QDQ graphs, shared by the int8 tests that build their own.
+
+def int8_conv_weights(rng, out_channels, in_channels, k):
+    """Random int8 convolution weights with per-channel scales and a float bias, as ONNX Runtime stores them."""
+    return {
+        "w": rng.integers(-127, 128, (out_channels, in_channels, k, k)).astype(np.int8),
+        "s": (rng.random(out_channels) * 0.004 + 0.002).astype(np.float32),
+        "b": (rng.standard_normal(out_channels) * 0.1).astype(np.float32),
+    }
+
+
+def qdq_pair(name, source, scale, zero_point, inits, out=None):
+    """QuantizeLinear -> DequantizeLinear of `source` with per-tensor int8 parameters (added to `inits`);
+    the nodes. The dequantized value is named `out`, or `<name>_d`."""
+    from onnx import helper
+
+    inits[f"{name}_s"] = np.float32(scale)
+    inits[f"{name}_z"] = np.int8(zero_point)
+    return [
+        helper.make_node("QuantizeLinear", [source, f"{name}_s", f"{name}_z"], [f"{name}_q"]),
+        helper.make_node("DequantizeLinear", [f"{name}_q", f"{name}_s", f"{name}_z"], [out or f"{name}_d"]),
+    ]
+
+
+def dequantized_conv(name, source, params, inits, pads):
+    """A Conv of `source` whose int8 weights (int8_conv_weights) are dequantized per channel; result `<name>_y`."""
+    from onnx import helper
+
+    inits.update({f"{name}_w": params["w"], f"{name}_ws": params["s"], f"{name}_b": params["b"]})
+    return [
+        helper.make_node("DequantizeLinear", [f"{name}_w", f"{name}_ws"], [f"{name}_wd"], axis=0),
+        helper.make_node("Conv", [source, f"{name}_wd", f"{name}_b"], [f"{name}_y"], pads=[pads] * 4),
+    ]
+
+
+def compiled_onnx(data, target="cpu", disabled=()):
+    """An ONNX model's bytes parsed and compiled for `target` with the passes `disabled` turned off."""
+    p = kiln.parse_onnx_buffer(data)
+    p.compile(kiln.get_target(target), disabled_passes=list(disabled))
+    return p

@@ -638,3 +638,35 @@ def test_torch_suite_arguments_and_report_only(tmp_path):
     saved.write_text(json.dumps(_torch_doc()))
     assert run_bench.main(["--suite", "torch", "--report-only", str(saved)]) == 0
     assert (tmp_path / "torch.md").read_text().startswith("# Kiln for PyTorch users")
+
+
+@pytest.mark.parametrize("code, expected", [
+    ("import sys; sys.stderr.write('loading went wrong here\\n'); sys.exit(3)",
+     ["exited with status 3", "loading went wrong here"]),
+    ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", ["killed by SIGSEGV", "stderr is empty"]),
+    ("pass", ["exited with status 0 before sending a result", "before sending any event", "stderr is empty"]),
+])
+def test_a_worker_that_dies_says_how_and_shows_its_last_stderr_lines(tmp_path, monkeypatch, code, expected):
+    script = tmp_path / "dying_worker.py"
+    script.write_text(code + "\n")
+    monkeypatch.setattr(run_bench.EngineWorker, "script", script)
+    model = _tiny_model(tmp_path)
+    args = run_bench.parse_args(["--runs", "2", "--build-dir", str(tmp_path / "build")])
+    case = run_bench.run_case("tiny", 2, "onnxruntime", model, args, run_bench.Progress(quiet=True))
+    assert case["error_phase"] == "worker" and "times_s" not in case
+    for words in expected:
+        assert words in case["error"], case["error"]
+
+
+def test_a_failure_of_the_harness_is_not_blamed_on_healthy_workers(tmp_path, monkeypatch):
+    # A healthy worker told to stop before timing exits 0: the case must name the harness's error instead.
+    def broken_wait(pids):
+        raise RuntimeError("idle wait broke")
+
+    monkeypatch.setattr(run_bench.idle_wait, "wait_until_idle", broken_wait)
+    model = _tiny_model(tmp_path)
+    args = run_bench.parse_args(["--runs", "2", "--build-dir", str(tmp_path / "build")])
+    cases = run_bench.run_model_cases("tiny", 2, ["kiln", "onnxruntime"], model, args, run_bench.Progress(quiet=True))
+    assert [c["engine"] for c in cases] == ["kiln", "onnxruntime"]
+    for case in cases:
+        assert case["error_phase"] == "harness" and "RuntimeError: idle wait broke" in case["error"], case

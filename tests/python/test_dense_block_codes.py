@@ -13,6 +13,7 @@ from onnxruntime.quantization import QuantType
 import kiln
 from kiln_testing import build_program, run_on
 from quantization_testing import quantize_qdq
+from small_densenet import SmallDenseNet
 
 from test_int8_kernels import _output_step
 
@@ -113,59 +114,13 @@ def test_coded_piece_without_its_scale_is_an_error_naming_it():
 
 # ---- a DenseNet-like network quantized by ONNX Runtime ----
 
-class TinyDenseNet(torch.nn.Module):
-    """torchvision's DenseNet in small: stem convolution + ReLU + max pooling, a dense block (batch norm +
-    ReLU over the concatenated features, 1 x 1 then 3 x 3 convolution), a transition (batch norm + ReLU,
-    1 x 1 convolution, average pooling), a second dense block, the final batch norm + ReLU, a 1 x 1 head."""
-
-    def __init__(self, stem=16, growth=8, layers=3):
-        super().__init__()
-        self.stem = torch.nn.Conv2d(3, stem, 3, stride=2, padding=1)
-        self.pool = torch.nn.MaxPool2d(3, 2, 1)
-        width = stem
-        self.blocks = torch.nn.ModuleList()
-        self.transition = None
-        for block in range(2):
-            layers_here = torch.nn.ModuleList()
-            for i in range(layers):
-                layers_here.append(torch.nn.Sequential(
-                    torch.nn.BatchNorm2d(width + i * growth), torch.nn.ReLU(),
-                    torch.nn.Conv2d(width + i * growth, 4 * growth, 1, bias=False), torch.nn.BatchNorm2d(4 * growth),
-                    torch.nn.ReLU(), torch.nn.Conv2d(4 * growth, growth, 3, padding=1, bias=False)))
-            self.blocks.append(layers_here)
-            width += layers * growth
-            if block == 0:
-                self.transition = torch.nn.Sequential(torch.nn.BatchNorm2d(width), torch.nn.ReLU(),
-                                                      torch.nn.Conv2d(width, width // 2, 1, bias=False),
-                                                      torch.nn.AvgPool2d(2, 2))
-                width //= 2
-        self.final = torch.nn.BatchNorm2d(width)
-        self.head = torch.nn.Conv2d(width, 4, 1)
-        for m in self.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):  # statistics away from the identity, as trained ones are
-                torch.nn.init.uniform_(m.weight, 0.5, 1.5)
-                torch.nn.init.uniform_(m.bias, -0.5, 0.5)
-                torch.nn.init.uniform_(m.running_mean, -0.2, 0.2)
-                torch.nn.init.uniform_(m.running_var, 0.5, 2.0)
-
-    def forward(self, x):
-        x = self.pool(torch.relu(self.stem(x)))
-        for k, block in enumerate(self.blocks):
-            features = [x]
-            for layer in block:
-                features.append(layer(torch.cat(features, 1)))
-            x = torch.cat(features, 1)
-            if k == 0:
-                x = self.transition(x)
-        return self.head(torch.relu(self.final(x)))
-
-
 @pytest.mark.parametrize("activation_type", [QuantType.QInt8, QuantType.QUInt8], ids=["s8s8", "u8s8"])
 def test_onnxruntime_quantized_dense_net_keeps_features_in_codes_and_matches(tmp_path, activation_type):
     shape = (1, 3, 32, 32)
     torch.manual_seed(0)
     float_path, path = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
-    torch.onnx.export(TinyDenseNet().eval(), torch.randn(*shape), str(float_path), input_names=["x"], opset_version=17,
+    model = SmallDenseNet(stem=16, growth=8, classes=4, global_pool=False).eval()
+    torch.onnx.export(model, torch.randn(*shape), str(float_path), input_names=["x"], opset_version=17,
                       dynamo=False)
     calibration = [{"x": np.random.default_rng(i).standard_normal(shape).astype(np.float32)} for i in range(8)]
     # Convolution inputs only, as scripts/quantize_models.py quantizes DenseNet-121 (["Conv", "MatMul", "Gemm"]):

@@ -14,6 +14,7 @@ from onnxruntime.quantization import QuantType
 import kiln
 from kiln_testing import build_program, run_on
 from quantization_testing import quantize_qdq
+from small_densenet import SmallDenseNet
 
 from test_int8_kernels import _output_step
 
@@ -131,50 +132,6 @@ def test_channels_last_float_result_is_the_program_bitwise(float_nchw):
 
 # ---- a DenseNet with a global average pool, quantized by ONNX Runtime ----
 
-class PooledDenseNet(torch.nn.Module):
-    """torchvision's DenseNet in small, ending as DenseNet-121 does: the final batch norm + ReLU over the
-    last block's concatenated features, the global average pool, a linear classifier. Channel counts
-    (stem 12, growth 6) are no multiples of 8."""
-
-    def __init__(self, stem=12, growth=6, layers=3):
-        super().__init__()
-        self.stem = torch.nn.Conv2d(3, stem, 3, stride=2, padding=1)
-        self.pool = torch.nn.MaxPool2d(3, 2, 1)
-        width = stem
-        self.blocks = torch.nn.ModuleList()
-        for block in range(2):
-            self.blocks.append(torch.nn.ModuleList(torch.nn.Sequential(
-                torch.nn.BatchNorm2d(width + i * growth), torch.nn.ReLU(),
-                torch.nn.Conv2d(width + i * growth, 4 * growth, 1, bias=False), torch.nn.BatchNorm2d(4 * growth),
-                torch.nn.ReLU(), torch.nn.Conv2d(4 * growth, growth, 3, padding=1, bias=False)) for i in range(layers)))
-            width += layers * growth
-            if block == 0:
-                self.transition = torch.nn.Sequential(torch.nn.BatchNorm2d(width), torch.nn.ReLU(),
-                                                      torch.nn.Conv2d(width, width // 2, 1, bias=False),
-                                                      torch.nn.AvgPool2d(2, 2))
-                width //= 2
-        self.final = torch.nn.BatchNorm2d(width)
-        self.classifier = torch.nn.Linear(width, 5)
-        for m in self.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                torch.nn.init.uniform_(m.weight, 0.5, 1.5)
-                torch.nn.init.uniform_(m.bias, -0.5, 0.5)
-                torch.nn.init.uniform_(m.running_mean, -0.2, 0.2)
-                torch.nn.init.uniform_(m.running_var, 0.5, 2.0)
-
-    def forward(self, x):
-        x = self.pool(torch.relu(self.stem(x)))
-        for k, block in enumerate(self.blocks):
-            features = [x]
-            for layer in block:
-                features.append(layer(torch.cat(features, 1)))
-            x = torch.cat(features, 1)
-            if k == 0:
-                x = self.transition(x)
-        x = torch.relu(self.final(x)).mean((2, 3))
-        return self.classifier(x)
-
-
 @pytest.mark.parametrize("batch", [1, 8])
 @pytest.mark.parametrize("activation_type", [QuantType.QInt8, QuantType.QUInt8], ids=["s8s8", "u8s8"])
 def test_quantized_dense_net_with_a_global_pool_stores_every_feature_as_codes_and_matches(tmp_path, activation_type,
@@ -182,7 +139,8 @@ def test_quantized_dense_net_with_a_global_pool_stores_every_feature_as_codes_an
     shape = (batch, 3, 40, 40)
     torch.manual_seed(1)
     float_path, path = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
-    torch.onnx.export(PooledDenseNet().eval(), torch.randn(*shape), str(float_path), input_names=["x"],
+    model = SmallDenseNet(stem=12, growth=6, classes=5, global_pool=True).eval()
+    torch.onnx.export(model, torch.randn(*shape), str(float_path), input_names=["x"],
                       opset_version=17, dynamo=False)
     calibration = [{"x": np.random.default_rng(i).standard_normal(shape).astype(np.float32)} for i in range(4)]
     quantize_qdq(float_path, path, calibration, activation_type=activation_type, op_types=["Conv", "Gemm"])

@@ -7,8 +7,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import kiln
-from kiln_testing import ONEDNN_INT8
+from kiln_testing import ONEDNN_INT8, compiled_onnx as _compiled
 from quantization_testing import onnx_model_bytes
 
 PASS = "channels_last_spatial_reductions"
@@ -37,12 +36,6 @@ def _net(rng, reductions):
     graph = helper.make_graph(nodes, "pooled", [helper.make_tensor_value_info("x", TensorProto.FLOAT, X_SHAPE)],
                               outputs, [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
     return onnx_model_bytes(graph)
-
-
-def _compiled(data, target="cpu", disabled=()):
-    p = kiln.parse_onnx_buffer(data)
-    p.compile(kiln.get_target(target), disabled_passes=list(disabled))
-    return p
 
 
 def _run(p, x):

@@ -12,40 +12,19 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import kiln
-from kiln_testing import ONEDNN_INT8
+from kiln_testing import (
+    ONEDNN_INT8,
+    compiled_onnx as _compiled,
+    dequantized_conv as _conv,
+    int8_conv_weights as _weights,
+    qdq_pair as _qdq,
+)
 from quantization_testing import onnx_model_bytes
 
 PASS = "unsigned_activation_codes"
 ANY_ZERO_POINT_PASS = "unsigned_product_source_codes"
 BOTH = [PASS, ANY_ZERO_POINT_PASS]
 X_SHAPE = [1, 8, 12, 12]
-
-
-def _weights(rng, out_channels, in_channels, k):
-    return {
-        "w": rng.integers(-127, 128, (out_channels, in_channels, k, k)).astype(np.int8),
-        "s": (rng.random(out_channels) * 0.004 + 0.002).astype(np.float32),
-        "b": (rng.standard_normal(out_channels) * 0.1).astype(np.float32),
-    }
-
-
-def _qdq(name, source, scale, zero_point, inits, out=None):
-    """QuantizeLinear -> DequantizeLinear of `source` with per-tensor parameters; the dequantized name."""
-    inits[f"{name}_s"] = np.float32(scale)
-    inits[f"{name}_z"] = np.int8(zero_point)
-    return [
-        helper.make_node("QuantizeLinear", [source, f"{name}_s", f"{name}_z"], [f"{name}_q"]),
-        helper.make_node("DequantizeLinear", [f"{name}_q", f"{name}_s", f"{name}_z"], [out or f"{name}_d"]),
-    ]
-
-
-def _conv(name, source, params, inits, pads):
-    inits.update({f"{name}_w": params["w"], f"{name}_ws": params["s"], f"{name}_b": params["b"]})
-    return [
-        helper.make_node("DequantizeLinear", [f"{name}_w", f"{name}_ws"], [f"{name}_wd"], axis=0),
-        helper.make_node("Conv", [source, f"{name}_wd", f"{name}_b"], [f"{name}_y"], pads=[pads] * 4),
-    ]
 
 
 def _resnet_like(rng, *, activation_zero_point=-128, clip_low=None, output_codes=False):
@@ -77,12 +56,6 @@ def _resnet_like(rng, *, activation_zero_point=-128, clip_low=None, output_codes
     graph = helper.make_graph(nodes, "resnet_like", [helper.make_tensor_value_info("x", TensorProto.FLOAT, X_SHAPE)],
                               outputs, [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
     return onnx_model_bytes(graph)
-
-
-def _compiled(data, target="cpu", disabled=()):
-    p = kiln.parse_onnx_buffer(data)
-    p.compile(kiln.get_target(target), disabled_passes=list(disabled))
-    return p
 
 
 def _run(p, x):
