@@ -57,6 +57,7 @@ import kiln
 from .dtypes import PRECISIONS
 from .export_compiler import compile_module
 from .input_mutation import written_placeholders
+from .symbolic_export import SymbolicExport, has_symbolic_inputs
 
 logger = logging.getLogger("kiln.torch")
 
@@ -144,12 +145,16 @@ class _FrozenGraph(torch.nn.Module):
     """A dynamo graph with its weights as buffers and its scalar inputs as
     constants ({position: (value, dtype)}), called with the other inputs."""
 
-    def __init__(self, gm, weights, count, scalars=None):
+    def __init__(self, gm, weights, count, scalars=None, sizes=None):
         super().__init__()
         self.gm = gm
         self.count = count
         self.weight_positions = sorted(weights)
         self.scalars = dict(scalars or {})
+        # {position of an int input: (position of a tensor input, axis)}: the
+        # int is that size (dynamo's symbol says so) and is read from it, so
+        # that torch.export sees the two are one size.
+        self.sizes = dict(sizes or {})
         for k, position in enumerate(self.weight_positions):
             self.register_buffer(f"weight_{k}", weights[position])
 
@@ -164,6 +169,8 @@ class _FrozenGraph(torch.nn.Module):
                 args.append(torch.tensor(value, dtype=dtype))
             else:
                 args.append(next(rest))
+        for position, (source, axis) in self.sizes.items():
+            args[position] = args[source].shape[axis]
         return self.gm(*args)
 
 
@@ -212,6 +219,10 @@ class KilnDynamoGraph:
         self.compiled = collections.OrderedDict()
         self.lock = threading.Lock()
         self._compilations = 0
+        self._exports = 0
+        # With symbolic sizes the graph is exported once with them and each
+        # new size is made static from that export (symbolic_export.py).
+        self._symbolic = SymbolicExport(gm) if has_symbolic_inputs(gm) else None
         self._dropped = set()  # keys the cache dropped (at most _DROPPED_KEYS_KEPT)
         self._warned_about_cache = False
 
@@ -232,9 +243,20 @@ class KilnDynamoGraph:
 
     @property
     def compilations(self):
-        """How many times this graph was compiled (once per shape signature
-        seen, again for one dropped from the cache and seen anew)."""
+        """How many Kiln compilations this graph made: once per shape
+        signature seen, again for one dropped from the cache and seen anew
+        (a graph that runs eagerly counts its attempt). A signature of a
+        graph with symbolic sizes is compiled from the graph's one export
+        when the export allows its sizes; ``exports`` counts the exports."""
         return self._compilations
+
+    @property
+    def exports(self):
+        """How many times this graph was exported with torch.export: once per
+        compilation of a static graph; once for a graph with symbolic sizes
+        (again when its frozen weights change, or for a size its export
+        does not allow, which is exported at its own sizes)."""
+        return self._exports + (self._symbolic.exports if self._symbolic is not None else 0)
 
     @property
     def reports(self):
@@ -317,6 +339,10 @@ class KilnDynamoGraph:
     def _compile(self, args):
         self._compilations += 1
         try:
+            if self._symbolic is not None:
+                compiled = self._symbolic.compile_for(self, args)
+                if compiled is not None:
+                    return compiled
             return self._compile_module(args)
         except kiln.UnsupportedError as e:
             if self._unspecialised_scalars and not self.scalar_positions:
@@ -342,16 +368,33 @@ class KilnDynamoGraph:
         self.compiled.clear()
         return compiled
 
-    def _compile_module(self, args):
+    def frozen_graph(self, args, sizes=None):
+        """The graph as a module of the run-time inputs, weights and constant
+        floats taken from `args` (ints read from sizes: see _FrozenGraph)."""
         weights = {i: args[i].detach() for i in self.weight_positions}
         scalars = {i: (args[i].item(), args[i].dtype) for i in self.scalar_positions}
-        module = _FrozenGraph(self.gm, weights, len(args), scalars)
-        dynamic = tuple(args[i] for i in self._dynamic_positions)
+        return _FrozenGraph(self.gm, weights, len(args), scalars, sizes)
+
+    def frozen_key(self, args):
+        """The part of the cache key a compilation freezes in: weights and constant floats."""
+        key = self._key(args)
+        return key[: len(key) - len(self._plain_positions)]
+
+    def target_for(self, args):
+        return self.options["target"] or _target_for(args)
+
+    def run_time_inputs(self, args):
+        return tuple(args[i] for i in self._dynamic_positions)
+
+    def _compile_module(self, args):
+        self._exports += 1
+        module = self.frozen_graph(args)
+        dynamic = self.run_time_inputs(args)
         return compile_module(
             module,
             dynamic,
             None,
-            target=self.options["target"] or _target_for(args),
+            target=self.target_for(args),
             precision=self.options["precision"],
             min_subgraph_size=self.options["min_subgraph_size"],
             verify=False,
