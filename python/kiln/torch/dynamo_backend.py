@@ -15,11 +15,16 @@ inputs and compiles it exactly as ``kiln.torch.compile`` does (same
 decompositions, converters and fallback partitioning), then caches the
 result, so a new input shape compiles once and is reused after. With
 ``dynamic=True`` or dynamo's automatic dynamic shapes the graph has symbolic
-sizes (SymInt inputs): every size, and the value of every int input, is in
-the key, so no size runs a program compiled for another; a float dynamo
+sizes (SymInt inputs): it is exported once with torch.export
+``dynamic_shapes`` made from dynamo's symbols, and each new size is a Kiln
+compilation of that export made static at the size, with no export again
+(symbolic_export.py); a size the export does not allow is exported at its
+own sizes. Every size, and the value of every int input, is in the key, so
+no size runs a program compiled for another; a float dynamo
 passes as a 0-d tensor stays an input, or, when the graph reads its value
 (.item(), a layer norm's eps), is compiled in and keys the cache by value.
-``compilations`` counts a graph's compilations. Parameters
+``compilations`` counts a graph's Kiln compilations (one per shape
+signature), ``exports`` its torch.export runs. Parameters
 and buffers are frozen into the compiled program by default (inference
 weights, constant-folded); an in-place change of one changes its version and
 the next call compiles again. Inputs the graph writes to (a KV cache) are
