@@ -475,6 +475,11 @@ def compile_module(
     compiled = _compile_graph(
         gm, ep, args, kwargs, target, precision, lowering_precision, min_subgraph_size, compile_options, caller, hook
     )
+    return _watched_and_verified(compiled, model, args, kwargs, precision, verify, caller)
+
+
+def _watched_and_verified(compiled, model, args, kwargs, precision, verify, caller):
+    """`compiled` watching `model`'s weights and, with `verify`, checked against it on the inputs."""
     compiled.watch_weights(model)
     if verify:
         rtol, atol = VERIFY_TOLERANCES[precision]
@@ -553,9 +558,7 @@ def compile_dynamic(model, example_inputs, example_kwargs, dynamic_shapes, *, ve
         ep = export_model(model, args, kwargs, dynamic_shapes)
     specs = dynamic_input_specs(ep, args, kwargs, dim_names(model, args, kwargs, dynamic_shapes))
     name = type(model).__name__
-    if not any(isinstance(s, (DynamicInputSpec, SymbolicIntSpec)) and s.is_dynamic() for s in specs):
-        logger.info("kiln.torch.compile(%s): no dimension stays dynamic; compiling statically", name)
-        return compile_module(model, args, kwargs, verify=verify, caller=f"kiln.torch.compile({name})", **options)
+    caller = f"kiln.torch.compile({name})"
     with _export_lock:
         decomposed = ep.run_decompositions(decomposition_table())
         symbolic_gm = exported_graph_module(decomposed)
@@ -568,16 +571,13 @@ def compile_dynamic(model, example_inputs, example_kwargs, dynamic_shapes, *, ve
         )
 
     first = specialize(args, kwargs)
+    if not any(isinstance(s, (DynamicInputSpec, SymbolicIntSpec)) and s.is_dynamic() for s in specs):
+        logger.info("kiln.torch.compile(%s): no dimension stays dynamic; compiled statically", name)
+        return _watched_and_verified(first, model, args, kwargs, options["precision"], verify, caller)
     flat = pytree.tree_leaves((args, kwargs))
     compiled = DynamicCompiledModule(
         symbolic_gm, specs, ep.call_spec.in_spec, ep.call_spec.out_spec, first, shape_key(flat), specialize
     )
-    compiled.watch_weights(model)
     logger.info("kiln.torch.compile(%s): dynamic inputs %s", name, compiled.dynamic_inputs)
-    if verify:
-        rtol, atol = VERIFY_TOLERANCES[options["precision"]]
-        compiled.verification = verify_against_eager(compiled, model, args, kwargs, rtol, atol)
-        logger.info("kiln.torch.compile(%s) verify: %s", name, compiled.verification.summary())
-        if not compiled.verification.ok:
-            warnings.warn(f"kiln.torch.compile: compiled model differs from eager: {compiled.verification.summary()}")
-    return compiled
+    return _watched_and_verified(compiled, model, args, kwargs, options["precision"], verify, caller)
+

@@ -171,7 +171,5 @@ class SymbolicExport:
             except kiln.UnsupportedError as e:
                 logger.info("kiln backend: no symbolic export of the graph (%s); compiling per size", e)
                 return None
-            if not isinstance(result, DynamicCompiledModule):
-                self.exports += 1  # compile_dynamic exported it again, statically
             return result
         return None
