@@ -146,6 +146,14 @@ def _scalar_positions(gm):
     return {i for i, n in enumerate(placeholders) if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False)}
 
 
+def _values_read(gm, positions):
+    """Whether the graph calls .item() on one of the inputs at `positions`."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return any(
+        user.op == "call_method" and user.target == "item" for i in positions for user in placeholders[i].users
+    )
+
+
 class _FrozenGraph(torch.nn.Module):
     """A dynamo graph with its weights as buffers and its scalar inputs as
     constants ({position: (value, dtype)}), called with the other inputs."""
@@ -220,7 +228,10 @@ class KilnDynamoGraph:
         # each value is compiled in (see _use_constant_scalars).
         self._unspecialised_scalars = _scalar_positions(gm) - self.weight_positions
         self._arity = len(example_inputs)
-        self._set_constant_scalars(set())
+        # A graph that visibly reads one's value compiles them in from the
+        # start rather than after an export that fails.
+        reads = _values_read(gm, self._unspecialised_scalars)
+        self._set_constant_scalars(set(self._unspecialised_scalars) if reads else set())
         self.compiled = collections.OrderedDict()
         self.lock = threading.Lock()
         self._compilations = 0
