@@ -146,12 +146,21 @@ def _scalar_positions(gm):
     return {i for i, n in enumerate(placeholders) if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False)}
 
 
-def _values_read(gm, positions):
-    """Whether the graph calls .item() on one of the inputs at `positions`."""
+# Where the value of a float input (its .item()) can stay a run-time value under torch.export.
+_ARITHMETIC = {operator.mul, operator.add, operator.sub, operator.truediv, torch.mul, torch.add, torch.sub, torch.div}
+
+
+def _values_needed(gm, positions):
+    """Whether the graph reads the value of an input at `positions` (.item())
+    for something other than arithmetic with tensors (a layer norm's eps):
+    torch.export cannot export that with the value unknown."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    return any(
-        user.op == "call_method" and user.target == "item" for i in positions for user in placeholders[i].users
-    )
+    for i in positions:
+        for read in placeholders[i].users:
+            if read.op == "call_method" and read.target == "item":
+                if any(user.op != "call_function" or user.target not in _ARITHMETIC for user in read.users):
+                    return True
+    return False
 
 
 class _FrozenGraph(torch.nn.Module):
@@ -228,10 +237,10 @@ class KilnDynamoGraph:
         # each value is compiled in (see _use_constant_scalars).
         self._unspecialised_scalars = _scalar_positions(gm) - self.weight_positions
         self._arity = len(example_inputs)
-        # A graph that visibly reads one's value compiles them in from the
-        # start rather than after an export that fails.
-        reads = _values_read(gm, self._unspecialised_scalars)
-        self._set_constant_scalars(set(self._unspecialised_scalars) if reads else set())
+        # A graph that visibly needs one's value as a Python number compiles
+        # them in from the start rather than after an export that fails.
+        needed = _values_needed(gm, self._unspecialised_scalars)
+        self._set_constant_scalars(set(self._unspecialised_scalars) if needed else set())
         self.compiled = collections.OrderedDict()
         self.lock = threading.Lock()
         self._compilations = 0
@@ -355,10 +364,9 @@ class KilnDynamoGraph:
     def _compile(self, args):
         self._compilations += 1
         try:
-            if self._symbolic is not None:
-                compiled = self._symbolic.compile_for(self, args)
-                if compiled is not None:
-                    return compiled
+            compiled = self._compile_from_symbolic_export(args)
+            if compiled is not None:
+                return compiled
             return self._compile_module(args)
         except kiln.UnsupportedError as e:
             if self._unspecialised_scalars and not self.scalar_positions:
@@ -370,6 +378,23 @@ class KilnDynamoGraph:
                     pass
             warnings.warn(f"kiln backend: a graph runs eagerly in PyTorch: {e}")
             return self.gm
+
+    def _compile_from_symbolic_export(self, args):
+        """The graph's one symbolic export compiled at these sizes, or None
+        (no symbolic sizes, or the export cannot serve them). An export that
+        failed with the floats as inputs is tried with them compiled in."""
+        if self._symbolic is None:
+            return None
+        compiled = self._symbolic.compile_for(self, args)
+        constant = tuple(sorted(self._unspecialised_scalars))
+        if compiled is None and self._symbolic.refused == {()} and constant and not self.scalar_positions:
+            self._set_constant_scalars(set(constant))
+            compiled = self._symbolic.compile_for(self, args)
+            if compiled is None:
+                self._set_constant_scalars(set())
+            else:
+                self.compiled.clear()  # entries so far were keyed without the floats' values
+        return compiled
 
     def _use_constant_scalars(self, args):
         """Compiles with the unspecialised floats as constants and, when that

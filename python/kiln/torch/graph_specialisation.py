@@ -40,6 +40,10 @@ class _Sizes:
         self.binding = {s: sympy.Integer(v) for s, v in binding.items()}
         self.cache = {}
 
+    def binds(self, expr):
+        """Whether the inputs' sizes give `expr` a value (not a value only known at run time)."""
+        return expr.free_symbols <= self.binding.keys()
+
     def value(self, expr):
         """The Python int / float / bool `expr` takes at these sizes."""
         result = self.cache.get(expr)
@@ -138,11 +142,14 @@ def specialise_graph(gm, sizes):
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     env = {}
     for node in gm.graph.nodes:
-        if _is_size_node(node):
+        if _is_size_node(node) and sizes.binds(_expr(node.meta["val"])):
             env[node] = sizes.value(_expr(node.meta["val"]))
             continue
         if node.op == "call_function" and node.target is _ASSERT:
             condition = torch.fx.node.map_arg(node.args[0], lambda n: env[n])
+            if isinstance(condition, torch.fx.Node):  # on a value only known at run time: kept
+                env[node] = graph.node_copy(node, lambda n: env[n])
+                continue
             if not sizes.concrete(condition):
                 message = node.args[1] if len(node.args) > 1 else "a guard"
                 raise kiln.InvalidArgumentError(f"the exported graph does not hold at these sizes: {message}")
@@ -153,8 +160,9 @@ def specialise_graph(gm, sizes):
         copy.meta = dict(node.meta)
         copy.meta.pop("tensor_meta", None)
         copy.meta.pop("example_value", None)
-        if "val" in node.meta:
+        if "val" in node.meta and not _is_size_node(node):
             copy.meta["val"] = _concrete_meta(node.meta["val"], sizes, fake_mode)
+        # (A scalar only known when the graph runs, an .item(), stays a node with its metadata.)
         # A symbolic int input stays an input (the caller passes it) but its
         # users read the value it was bound to, as a static export would.
         env[node] = copy.meta["val"] if node.op == "placeholder" and _expr(node.meta.get("val")) is not None else copy
