@@ -140,7 +140,7 @@ def test_static_cache_is_written_in_place_inside_the_kiln_programs(name):
         assert report.subgraphs == 1, report.summary()
 
 
-@pytest.mark.slow  # one compilation per new token today: ~15 s per model
+@pytest.mark.slow  # one Kiln compilation per new token (each from the decode graph's one export)
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_dynamic_cache_generates_eager_tokens(name, record_property):
     expected, actual, compilations = eager_and_kiln(name, "dynamic", NEW_TOKENS)

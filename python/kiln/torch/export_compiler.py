@@ -526,7 +526,8 @@ def compile_specialisation(
     `symbolic_gm` of ExportedProgram `ep`, exported once with symbolic sizes
     (and decomposed): the graph is made static at those sizes
     (graph_specialisation.py) and lowered, without exporting again. Sizes
-    the export does not allow are an InvalidArgumentError."""
+    the export does not allow are an InvalidArgumentError. `calibration` is
+    accepted with compile_dynamic's options and unused (int8 refuses dynamic shapes)."""
     flat = pytree.tree_leaves((args, kwargs))
     gm = specialise_graph(symbolic_gm, bind_sizes(symbolic_gm, flat))
     return _compile_graph(

@@ -100,7 +100,9 @@ def bind_sizes(gm, inputs):
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor) and isinstance(value, torch.Tensor):
             if value.dim() != val.dim():
-                raise kiln.InvalidArgumentError(f"input '{node.name}': expected {val.dim()} dimensions, got {value.dim()}")
+                raise kiln.InvalidArgumentError(
+                    f"input '{node.name}': expected {val.dim()} dimensions, got {value.dim()}"
+                )
             for axis, (d, size) in enumerate(zip(val.shape, value.shape)):
                 expr = _expr(d)
                 if expr is not None:
@@ -155,6 +157,9 @@ def specialise_graph(gm, sizes):
                 raise kiln.InvalidArgumentError(f"the exported graph does not hold at these sizes: {message}")
             continue
         if node.op == "call_function" and node.target in _SIZE_FACTS:
+            args = torch.fx.node.map_arg(node.args, lambda n: env[n])
+            if any(isinstance(a, torch.fx.Node) for a in args[:1]):  # about a value only known at run time: kept
+                env[node] = graph.node_copy(node, lambda n: env[n])
             continue
         copy = graph.node_copy(node, lambda n: env[n])
         copy.meta = dict(node.meta)
@@ -167,17 +172,4 @@ def specialise_graph(gm, sizes):
         # users read the value it was bound to, as a static export would.
         env[node] = copy.meta["val"] if node.op == "placeholder" and _expr(node.meta.get("val")) is not None else copy
     return torch.fx.GraphModule(gm, graph)
-
-
-def has_symbolic_sizes(gm):
-    """Whether any placeholder of `gm` has a symbolic size or is a symbolic int."""
-    for node in gm.graph.nodes:
-        if node.op != "placeholder":
-            continue
-        val = node.meta.get("val")
-        if _expr(val) is not None:
-            return True
-        if isinstance(val, torch.Tensor) and any(_expr(d) is not None for d in val.shape):
-            return True
-    return False
 

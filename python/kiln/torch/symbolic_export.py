@@ -139,7 +139,7 @@ class SymbolicExport:
         try:
             return self.module.compile_for(list(inputs))
         except (kiln.InvalidArgumentError, kiln.KilnTypeError, kiln.UnsupportedError) as e:
-            logger.info("kiln backend: inputs the graph's symbolic export does not serve (%s): exported at their sizes", e)
+            logger.info("kiln backend: inputs the graph's symbolic export does not serve (%s): exported as they are", e)
             return None
 
     def _export(self, graph, args, inputs):
