@@ -93,13 +93,14 @@ def test_graph_breaks_and_data_dependent_control_flow():
 
 def test_compiles_once_per_shape_signature(monkeypatch):
     calls = []
-    real = kiln.torch.dynamo_backend.compile_module
+    real = kiln.torch.export_compiler._compile_graph
 
     def counting(*args, **kwargs):
-        calls.append([a.shape for a in args[1] if isinstance(a, torch.Tensor)][0])
+        # Every Kiln compilation, of a graph exported at its shape or made static from a symbolic export.
+        calls.append([a.shape for a in args[2] if isinstance(a, torch.Tensor)][0])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(kiln.torch.dynamo_backend, "compile_module", counting)
+    monkeypatch.setattr(kiln.torch.export_compiler, "_compile_graph", counting)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).eval()
     graphs = []
@@ -110,6 +111,7 @@ def test_compiles_once_per_shape_signature(monkeypatch):
             torch.testing.assert_close(compiled(x), model(x), rtol=1e-3, atol=1e-4)
     assert [s[0] for s in calls] == [2, 3, 5]
     assert len(graphs) == 1 and len(graphs[0].compiled) == 3
+    assert graphs[0].exports == 1  # the batch is symbolic: one export serves every size
 
 
 def test_cache_size_drops_least_recently_used():

@@ -30,7 +30,10 @@ Building blocks for other front ends: :func:`lower_graph_module` (an ATen fx
 GraphModule to a GraphModule of Kiln subgraphs and PyTorch fallbacks, with a
 :class:`LoweringReport`), :func:`decomposition_table`, and the converter
 registry in :mod:`kiln.torch.converters`. :func:`compilation_count` says how
-many times the process compiled (to bound recompilation, e.g. in generate()).
+many times the process compiled (to bound recompilation, e.g. in generate()),
+:func:`export_count` how many of those (or other) times it ran torch.export:
+a model or dynamo graph with symbolic sizes is exported once and each size
+compiled from that export.
 """
 
 import torch  # noqa: F401  (kiln.torch needs PyTorch; fail here with its own ImportError)
@@ -39,7 +42,7 @@ from . import dynamo_backend
 from .compiled_module import CompiledModule, InputSpec, VerificationReport
 from .dynamic_module import DimRange, DynamicCompiledModule
 from .dynamo_backend import KilnDynamoGraph, kiln_backend
-from .export_compiler import compilation_count, compile, decomposition_table
+from .export_compiler import compilation_count, compile, decomposition_table, export_count
 from .graph_lowering import FallbackNode, LoweringReport, lower_graph_module
 from .kiln_subgraph import KilnSubgraph
 from .serialization import load, save
@@ -57,6 +60,7 @@ __all__ = [
     "compilation_count",
     "compile",
     "decomposition_table",
+    "export_count",
     "kiln_backend",
     "load",
     "lower_graph_module",

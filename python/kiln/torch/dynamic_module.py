@@ -4,12 +4,13 @@
     compiled = kiln.torch.compile(model, (x,), dynamic_shapes=({0: batch},))
     compiled(torch.randn(7, 8))   # any batch in 1..64
 
-The model is exported once with torch.export's ``dynamic_shapes``; the
-ranges of its symbolic sizes (the ExportedProgram's ``range_constraints``)
-are the contract a call is checked against. Kiln programs are still static,
-so each distinct set of input shapes is lowered and compiled once, from the
-exported program re-exported at those sizes, and cached: a call never runs
-a program compiled for other sizes. A size outside its range, a wrong rank,
+The model is exported once with torch.export's ``dynamic_shapes`` and
+decomposed once; the ranges of its symbolic sizes (the ExportedProgram's
+``range_constraints``) are the contract a call is checked against. Kiln
+programs are still static, so each distinct set of input shapes (and value
+of a symbolic int input) is lowered and compiled once, from that one graph
+made static at those sizes (graph_specialisation.py: no export again), and
+cached: a call never runs a program compiled for other sizes. A size outside its range, a wrong rank,
 or a static dimension of another size is a ``ValueError``
 (:class:`kiln.InvalidArgumentError`) naming the input, the dimension and the
 range. ``compilations`` counts the programs compiled so far.
@@ -33,24 +34,29 @@ from .compiled_module import CompiledModule, InputSpec
 
 @dataclasses.dataclass(frozen=True)
 class DimRange:
-    """The sizes one dynamic dimension may take: min..max inclusive, max None when unbounded."""
+    """The sizes one dynamic dimension (or values a symbolic int) may take:
+    min..max inclusive, either None when unbounded."""
 
     min: int
     max: int = None
 
     def __contains__(self, size):
-        return size >= self.min and (self.max is None or size <= self.max)
+        return (self.min is None or size >= self.min) and (self.max is None or size <= self.max)
 
     def __str__(self):
-        return f"[{self.min}, {self.max}]" if self.max is not None else f"[{self.min}, inf)"
+        low = f"[{self.min}" if self.min is not None else "(-inf"
+        return f"{low}, {self.max}]" if self.max is not None else f"{low}, inf)"
 
 
 def dim_ranges(exported):
     """{sympy symbol: DimRange} of an ExportedProgram's symbolic sizes."""
     ranges = {}
     for symbol, value_range in exported.range_constraints.items():
-        upper = value_range.upper  # a sympy Integer, or torch's int_oo when unbounded
-        ranges[symbol] = DimRange(int(value_range.lower), int(upper) if upper.is_Integer else None)
+        lower, upper = value_range.lower, value_range.upper  # sympy Integers, or torch's int_oo when unbounded
+        ranges[symbol] = DimRange(
+            int(lower) if lower.is_Integer and lower.is_finite else None,
+            int(upper) if upper.is_Integer and upper.is_finite else None,
+        )
     return ranges
 
 
@@ -110,6 +116,9 @@ class DynamicInputSpec(InputSpec):
                 parts.append(self.dim_name(d))
         return "[" + ", ".join(parts) + "]"
 
+    def is_dynamic(self):
+        return not all(isinstance(d, int) for d in self.dims)
+
     def check(self, value):
         self.check_tensor_kind(value)
         shape = list(value.shape)
@@ -132,6 +141,29 @@ class DynamicInputSpec(InputSpec):
                 )
 
 
+@dataclasses.dataclass
+class SymbolicIntSpec(InputSpec):
+    """An int input torch.export left symbolic (``Dim.DYNAMIC`` for an int):
+    any int in its range; `value` keeps the example's."""
+
+    expr: object = None
+    range: DimRange = None
+
+    def is_dynamic(self):
+        return not isinstance(self.expr, int)
+
+    def describe(self):
+        return f"{self.expr} in {self.range}" if self.range is not None else str(self.expr)
+
+    def check(self, value):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise kiln.KilnTypeError(f"input '{self.name}': expected an int, got {type(value).__name__}")
+        if self.range is not None and value not in self.range:
+            raise kiln.InvalidArgumentError(
+                f"input '{self.name}': {value} is outside its range {self.range} (symbolic int {self.expr})"
+            )
+
+
 def dynamic_input_specs(exported, example_args, example_kwargs, user_names=None):
     """The user inputs of `exported` as DynamicInputSpec (tensors) and
     InputSpec (values); user_names as :func:`dim_names` returns them."""
@@ -143,7 +175,12 @@ def dynamic_input_specs(exported, example_args, example_kwargs, user_names=None)
     specs = []
     for name, value in zip(user_inputs, flat):
         if not isinstance(value, torch.Tensor):
-            specs.append(InputSpec(name, False, value=value))
+            val = placeholders[name].meta.get("val")
+            if isinstance(val, torch.SymInt) and not isinstance(val.node.expr, sympy.Integer):
+                expr = val.node.expr
+                specs.append(SymbolicIntSpec(name, False, value=value, expr=expr, range=ranges.get(expr)))
+            else:
+                specs.append(InputSpec(name, False, value=value))
             continue
         fake = placeholders[name].meta["val"]
         dims = tuple(d.node.expr if isinstance(d, torch.SymInt) else int(d) for d in fake.shape)
@@ -197,6 +234,11 @@ def check_shared_sizes(specs, flat):
 KEPT_SPECIALIZATIONS = 8
 
 
+def shape_key(flat):
+    """What a specialisation depends on: each tensor's shape, each other input's value."""
+    return tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else (type(v), v) for v in flat)
+
+
 def _call_key(inputs):
     """What the input checks depend on, for inputs that are all tensors (else None)."""
     key = []
@@ -217,11 +259,12 @@ class DynamicCompiledModule(CompiledModule):
     shape with its ranges.
     """
 
-    def __init__(self, exported_module, input_specs, in_spec, out_spec, first, first_key, specialize):
+    def __init__(self, exported_graph, input_specs, in_spec, out_spec, first, first_key, specialize):
         super().__init__(
             first.lowered, input_specs, in_spec, out_spec, first.report, first.target, first.precision
         )
-        self.exported_module = exported_module
+        # The decomposed graph with symbolic sizes every specialisation is made from.
+        self.exported_graph = exported_graph
         self._specialize = specialize
         self._first_key = first_key
         self._specializations = collections.OrderedDict({first_key: first})  # least recently used first
@@ -236,6 +279,11 @@ class DynamicCompiledModule(CompiledModule):
         return self._compilations
 
     @property
+    def exports(self):
+        """How many times the model was exported for this module: once, whatever the sizes."""
+        return 1
+
+    @property
     def specializations(self):
         """{input shapes: CompiledModule} compiled so far (a copy)."""
         return dict(self._specializations)
@@ -246,7 +294,26 @@ class DynamicCompiledModule(CompiledModule):
         return {s.name: s.describe() for s in self.input_specs if isinstance(s, DynamicInputSpec)}
 
     def _shape_key(self, flat):
-        return tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in flat)
+        return shape_key(flat)
+
+    def check_inputs(self, flat):
+        """Raises a Kiln error naming the input when flat inputs are not ones this module serves."""
+        if len(flat) != len(self.input_specs):
+            raise kiln.InvalidArgumentError(f"expected {len(self.input_specs)} inputs, got {len(flat)}")
+        for spec, value in zip(self.input_specs, flat):
+            spec.check(value)
+        check_shared_sizes(self.input_specs, flat)
+
+    def compile_for(self, flat):
+        """A new CompiledModule for flat inputs (checked here), not cached by
+        this module: for a caller with its own cache (the torch.compile
+        backend). Counted in ``compilations``."""
+        self.check_inputs(flat)
+        args, kwargs = pytree.tree_unflatten(list(flat), self.in_spec)
+        compiled = self._specialize(args, kwargs)
+        with self._order_lock:
+            self._compilations += 1
+        return compiled
 
     def specialization_for(self, flat):
         """The CompiledModule for flat inputs (already checked), compiled on first use. Calls at
@@ -262,7 +329,7 @@ class DynamicCompiledModule(CompiledModule):
             compiled = self._specializations.get(key)
             if compiled is None:
                 args, kwargs = pytree.tree_unflatten(list(flat), self.in_spec)
-                compiled = self._specialize(self.exported_module, args, kwargs)
+                compiled = self._specialize(args, kwargs)
                 with self._order_lock:
                     self._specializations[key] = compiled
                     self._compilations += 1

@@ -15,11 +15,16 @@ inputs and compiles it exactly as ``kiln.torch.compile`` does (same
 decompositions, converters and fallback partitioning), then caches the
 result, so a new input shape compiles once and is reused after. With
 ``dynamic=True`` or dynamo's automatic dynamic shapes the graph has symbolic
-sizes (SymInt inputs): every size, and the value of every int input, is in
-the key, so no size runs a program compiled for another; a float dynamo
+sizes (SymInt inputs): it is exported once with torch.export
+``dynamic_shapes`` made from dynamo's symbols, and each new size is a Kiln
+compilation of that export made static at the size, with no export again
+(symbolic_export.py); a size the export does not allow is exported at its
+own sizes. Every size, and the value of every int input, is in the key, so
+no size runs a program compiled for another; a float dynamo
 passes as a 0-d tensor stays an input, or, when the graph reads its value
 (.item(), a layer norm's eps), is compiled in and keys the cache by value.
-``compilations`` counts a graph's compilations. Parameters
+``compilations`` counts a graph's Kiln compilations (one per shape
+signature), ``exports`` its torch.export runs. Parameters
 and buffers are frozen into the compiled program by default (inference
 weights, constant-folded); an in-place change of one changes its version and
 the next call compiles again. Inputs the graph writes to (a KV cache) are
@@ -57,6 +62,7 @@ import kiln
 from .dtypes import PRECISIONS
 from .export_compiler import compile_module
 from .input_mutation import written_placeholders
+from .symbolic_export import SymbolicExport, has_symbolic_inputs
 
 logger = logging.getLogger("kiln.torch")
 
@@ -140,16 +146,37 @@ def _scalar_positions(gm):
     return {i for i, n in enumerate(placeholders) if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False)}
 
 
+# Where the value of a float input (its .item()) can stay a run-time value under torch.export.
+_ARITHMETIC = {operator.mul, operator.add, operator.sub, operator.truediv, torch.mul, torch.add, torch.sub, torch.div}
+
+
+def _values_needed(gm, positions):
+    """Whether the graph reads the value of an input at `positions` (.item())
+    for something other than arithmetic with tensors (a layer norm's eps):
+    torch.export cannot export that with the value unknown."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i in positions:
+        for read in placeholders[i].users:
+            if read.op == "call_method" and read.target == "item":
+                if any(user.op != "call_function" or user.target not in _ARITHMETIC for user in read.users):
+                    return True
+    return False
+
+
 class _FrozenGraph(torch.nn.Module):
     """A dynamo graph with its weights as buffers and its scalar inputs as
     constants ({position: (value, dtype)}), called with the other inputs."""
 
-    def __init__(self, gm, weights, count, scalars=None):
+    def __init__(self, gm, weights, count, scalars=None, sizes=None):
         super().__init__()
         self.gm = gm
         self.count = count
         self.weight_positions = sorted(weights)
         self.scalars = dict(scalars or {})
+        # {position of an int input: (position of a tensor input, axis)}: the
+        # int is that size (dynamo's symbol says so) and is read from it, so
+        # that torch.export sees the two are one size.
+        self.sizes = dict(sizes or {})
         for k, position in enumerate(self.weight_positions):
             self.register_buffer(f"weight_{k}", weights[position])
 
@@ -164,6 +191,8 @@ class _FrozenGraph(torch.nn.Module):
                 args.append(torch.tensor(value, dtype=dtype))
             else:
                 args.append(next(rest))
+        for position, (source, axis) in self.sizes.items():
+            args[position] = args[source].shape[axis]
         return self.gm(*args)
 
 
@@ -208,10 +237,17 @@ class KilnDynamoGraph:
         # each value is compiled in (see _use_constant_scalars).
         self._unspecialised_scalars = _scalar_positions(gm) - self.weight_positions
         self._arity = len(example_inputs)
-        self._set_constant_scalars(set())
+        # A graph that visibly needs one's value as a Python number compiles
+        # them in from the start rather than after an export that fails.
+        needed = _values_needed(gm, self._unspecialised_scalars)
+        self._set_constant_scalars(set(self._unspecialised_scalars) if needed else set())
         self.compiled = collections.OrderedDict()
         self.lock = threading.Lock()
         self._compilations = 0
+        self._exports = 0
+        # With symbolic sizes the graph is exported once with them and each
+        # new size is made static from that export (symbolic_export.py).
+        self._symbolic = SymbolicExport(gm) if has_symbolic_inputs(gm) else None
         self._dropped = set()  # keys the cache dropped (at most _DROPPED_KEYS_KEPT)
         self._warned_about_cache = False
 
@@ -232,9 +268,20 @@ class KilnDynamoGraph:
 
     @property
     def compilations(self):
-        """How many times this graph was compiled (once per shape signature
-        seen, again for one dropped from the cache and seen anew)."""
+        """How many Kiln compilations this graph made: once per shape
+        signature seen, again for one dropped from the cache and seen anew
+        (a graph that runs eagerly counts its attempt). A signature of a
+        graph with symbolic sizes is compiled from the graph's one export
+        when the export allows its sizes; ``exports`` counts the exports."""
         return self._compilations
+
+    @property
+    def exports(self):
+        """How many times this graph was exported with torch.export: once per
+        compilation of a static graph; once for a graph with symbolic sizes
+        (again when its frozen weights change, or for a size its export
+        does not allow, which is exported at its own sizes)."""
+        return self._exports + (self._symbolic.exports if self._symbolic is not None else 0)
 
     @property
     def reports(self):
@@ -317,6 +364,9 @@ class KilnDynamoGraph:
     def _compile(self, args):
         self._compilations += 1
         try:
+            compiled = self._compile_from_symbolic_export(args)
+            if compiled is not None:
+                return compiled
             return self._compile_module(args)
         except kiln.UnsupportedError as e:
             if self._unspecialised_scalars and not self.scalar_positions:
@@ -328,6 +378,23 @@ class KilnDynamoGraph:
                     pass
             warnings.warn(f"kiln backend: a graph runs eagerly in PyTorch: {e}")
             return self.gm
+
+    def _compile_from_symbolic_export(self, args):
+        """The graph's one symbolic export compiled at these sizes, or None
+        (no symbolic sizes, or the export cannot serve them). An export that
+        failed with the floats as inputs is tried with them compiled in."""
+        if self._symbolic is None:
+            return None
+        compiled = self._symbolic.compile_for(self, args)
+        constant = tuple(sorted(self._unspecialised_scalars))
+        if compiled is None and self._symbolic.refused == {()} and constant and not self.scalar_positions:
+            self._set_constant_scalars(set(constant))
+            compiled = self._symbolic.compile_for(self, args)
+            if compiled is None:
+                self._set_constant_scalars(set())
+            else:
+                self.compiled.clear()  # entries so far were keyed without the floats' values
+        return compiled
 
     def _use_constant_scalars(self, args):
         """Compiles with the unspecialised floats as constants and, when that
@@ -342,16 +409,33 @@ class KilnDynamoGraph:
         self.compiled.clear()
         return compiled
 
-    def _compile_module(self, args):
+    def frozen_graph(self, args, sizes=None):
+        """The graph as a module of the run-time inputs, weights and constant
+        floats taken from `args` (ints read from sizes: see _FrozenGraph)."""
         weights = {i: args[i].detach() for i in self.weight_positions}
         scalars = {i: (args[i].item(), args[i].dtype) for i in self.scalar_positions}
-        module = _FrozenGraph(self.gm, weights, len(args), scalars)
-        dynamic = tuple(args[i] for i in self._dynamic_positions)
+        return _FrozenGraph(self.gm, weights, len(args), scalars, sizes)
+
+    def frozen_key(self, args):
+        """The part of the cache key a compilation freezes in: weights and constant floats."""
+        key = self._key(args)
+        return key[: len(key) - len(self._plain_positions)]
+
+    def target_for(self, args):
+        return self.options["target"] or _target_for(args)
+
+    def run_time_inputs(self, args):
+        return tuple(args[i] for i in self._dynamic_positions)
+
+    def _compile_module(self, args):
+        self._exports += 1
+        module = self.frozen_graph(args)
+        dynamic = self.run_time_inputs(args)
         return compile_module(
             module,
             dynamic,
             None,
-            target=self.options["target"] or _target_for(args),
+            target=self.target_for(args),
             precision=self.options["precision"],
             min_subgraph_size=self.options["min_subgraph_size"],
             verify=False,

@@ -28,9 +28,17 @@ import kiln
 
 from .batch_norm_folding import fold_batch_norms
 from .compiled_module import CompiledModule, InputSpec, VerificationReport
-from .dynamic_module import DynamicCompiledModule, DynamicInputSpec, dim_names, dynamic_input_specs
+from .dynamic_module import (
+    DynamicCompiledModule,
+    DynamicInputSpec,
+    SymbolicIntSpec,
+    dim_names,
+    dynamic_input_specs,
+    shape_key,
+)
 from .fx_reference import decomposed_reference, is_fx_reference
 from .graph_lowering import lower_graph_module
+from .graph_specialisation import bind_sizes, specialise_graph
 from .input_mutation import mutated_user_inputs, write_inputs_in_place
 
 logger = logging.getLogger("kiln.torch")
@@ -58,11 +66,24 @@ _compilations = 0
 _compilations_lock = threading.Lock()
 
 
+# torch.export runs of both front ends in this process.
+_exports = 0
+
+
 def compilation_count():
     """How many times this process compiled a model or a dynamo graph (both
-    front ends; a graph that runs eagerly does not count). Read it before and
-    after a run to see how often it compiled, e.g. generate() per new token."""
+    front ends; a graph that runs eagerly does not count): one per Kiln
+    compilation, whether its graph was exported for it or made static from
+    a graph exported once with symbolic sizes. Read it before and after a
+    run to see how often it compiled, e.g. generate() per new token."""
     return _compilations
+
+
+def export_count():
+    """How many times this process ran torch.export for Kiln (both front
+    ends): once per static compilation, once per model or dynamo graph
+    exported with symbolic sizes, however many sizes it then serves."""
+    return _exports
 
 # Composite ops with a converter that is better than their decomposition.
 KEPT_WHOLE = (torch.ops.aten.scaled_dot_product_attention.default,)
@@ -395,6 +416,9 @@ def export_model(model, args, kwargs, dynamic_shapes=None):
     the model is an InvalidArgumentError, anything else UnsupportedError."""
     if is_fx_reference(model):  # FX's convert_to_reference_fx: quantized tensors do not export
         model = decomposed_reference(model)
+    global _exports
+    with _compilations_lock:
+        _exports += 1
     try:
         with torch.no_grad():
             return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
@@ -448,6 +472,29 @@ def compile_module(
         fold_batch_norms(gm)
         hook = _int8_hook(gm, [_distinct_tensors(s, {})[0] for s in calibration], target)
         lowering_precision = "fp32"
+    compiled = _compile_graph(
+        gm, ep, args, kwargs, target, precision, lowering_precision, min_subgraph_size, compile_options, caller, hook
+    )
+    return _watched_and_verified(compiled, model, args, kwargs, precision, verify, caller)
+
+
+def _watched_and_verified(compiled, model, args, kwargs, precision, verify, caller):
+    """`compiled` watching `model`'s weights and, with `verify`, checked against it on the inputs."""
+    compiled.watch_weights(model)
+    if verify:
+        rtol, atol = VERIFY_TOLERANCES[precision]
+        compiled.verification = verify_against_eager(compiled, model, args, kwargs, rtol, atol)
+        logger.info("%s verify: %s", caller, compiled.verification.summary())
+        if not compiled.verification.ok:
+            warnings.warn(f"kiln.torch.compile: compiled model differs from eager: {compiled.verification.summary()}")
+    return compiled
+
+
+def _compile_graph(
+    gm, ep, args, kwargs, target, precision, lowering_precision, min_subgraph_size, compile_options, caller, hook=None
+):
+    """A CompiledModule of the static graph `gm` of ExportedProgram `ep`
+    (inputs `args`, `kwargs`): lowered, compiled and counted."""
     lowered, report = lower_graph_module(
         gm,
         target=target,
@@ -460,7 +507,7 @@ def compile_module(
     global _compilations
     with _compilations_lock:
         _compilations += 1
-    compiled = CompiledModule(
+    return CompiledModule(
         lowered,
         _input_specs(ep, args, kwargs),
         ep.call_spec.in_spec,
@@ -470,20 +517,28 @@ def compile_module(
         precision,
         _mutated_positions(ep),
     )
-    compiled.watch_weights(model)
-    if verify:
-        rtol, atol = VERIFY_TOLERANCES[precision]
-        compiled.verification = verify_against_eager(compiled, model, args, kwargs, rtol, atol)
-        logger.info("%s verify: %s", caller, compiled.verification.summary())
-        if not compiled.verification.ok:
-            warnings.warn(f"kiln.torch.compile: compiled model differs from eager: {compiled.verification.summary()}")
-    return compiled
+
+
+def compile_specialisation(
+    symbolic_gm, ep, args, kwargs, *, target, precision, min_subgraph_size, compile_options, caller, calibration=None
+):
+    """A CompiledModule for the sizes of `args` / `kwargs` from the graph
+    `symbolic_gm` of ExportedProgram `ep`, exported once with symbolic sizes
+    (and decomposed): the graph is made static at those sizes
+    (graph_specialisation.py) and lowered, without exporting again. Sizes
+    the export does not allow are an InvalidArgumentError. `calibration` is
+    accepted with compile_dynamic's options and unused (int8 refuses dynamic shapes)."""
+    flat = pytree.tree_leaves((args, kwargs))
+    gm = specialise_graph(symbolic_gm, bind_sizes(symbolic_gm, flat))
+    return _compile_graph(
+        gm, ep, args, kwargs, target, precision, precision, min_subgraph_size, compile_options, caller
+    )
 
 
 def compile_dynamic(model, example_inputs, example_kwargs, dynamic_shapes, *, verify, **options):
-    """kiln.torch.compile with dynamic_shapes: exports once with them, then
-    compiles the example shapes (and later each new shape) from that export
-    re-exported at concrete sizes."""
+    """kiln.torch.compile with dynamic_shapes: exports once with them and
+    decomposes once, then compiles the example shapes (and later each new
+    shape) from that one graph made static at those sizes."""
     if options["precision"] == "int8":
         # quantize_int8 calibrates a program on samples of its own input shapes.
         raise kiln.UnsupportedError(
@@ -504,30 +559,26 @@ def compile_dynamic(model, example_inputs, example_kwargs, dynamic_shapes, *, ve
         ep = export_model(model, args, kwargs, dynamic_shapes)
     specs = dynamic_input_specs(ep, args, kwargs, dim_names(model, args, kwargs, dynamic_shapes))
     name = type(model).__name__
-    if not any(isinstance(s, DynamicInputSpec) and not all(isinstance(d, int) for d in s.dims) for s in specs):
-        logger.info("kiln.torch.compile(%s): no dimension stays dynamic; compiling statically", name)
-        return compile_module(model, args, kwargs, verify=verify, caller=f"kiln.torch.compile({name})", **options)
+    caller = f"kiln.torch.compile({name})"
+    with _export_lock:
+        decomposed = ep.run_decompositions(decomposition_table())
+        symbolic_gm = exported_graph_module(decomposed)
 
-    def specialize(exported_module, args, kwargs):
-        tensors = [v for v in pytree.tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
-        shapes = ", ".join(str(list(v.shape)) for v in tensors)
-        return compile_module(
-            exported_module, args, kwargs, verify=False, caller=f"kiln.torch.compile({name}) at {shapes}", **options
+    def specialize(args, kwargs):
+        values = pytree.tree_leaves((args, kwargs))
+        shapes = ", ".join(str(list(v.shape)) if isinstance(v, torch.Tensor) else repr(v) for v in values)
+        return compile_specialisation(
+            symbolic_gm, decomposed, args, kwargs, caller=f"kiln.torch.compile({name}) at {shapes}", **options
         )
 
-    exported_module = ep.module()
-    first = specialize(exported_module, args, kwargs)
+    first = specialize(args, kwargs)
+    if not any(isinstance(s, (DynamicInputSpec, SymbolicIntSpec)) and s.is_dynamic() for s in specs):
+        logger.info("kiln.torch.compile(%s): no dimension stays dynamic; compiled statically", name)
+        return _watched_and_verified(first, model, args, kwargs, options["precision"], verify, caller)
     flat = pytree.tree_leaves((args, kwargs))
-    key = tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in flat)
     compiled = DynamicCompiledModule(
-        exported_module, specs, ep.call_spec.in_spec, ep.call_spec.out_spec, first, key, specialize
+        symbolic_gm, specs, ep.call_spec.in_spec, ep.call_spec.out_spec, first, shape_key(flat), specialize
     )
-    compiled.watch_weights(model)
     logger.info("kiln.torch.compile(%s): dynamic inputs %s", name, compiled.dynamic_inputs)
-    if verify:
-        rtol, atol = VERIFY_TOLERANCES[options["precision"]]
-        compiled.verification = verify_against_eager(compiled, model, args, kwargs, rtol, atol)
-        logger.info("kiln.torch.compile(%s) verify: %s", name, compiled.verification.summary())
-        if not compiled.verification.ok:
-            warnings.warn(f"kiln.torch.compile: compiled model differs from eager: {compiled.verification.summary()}")
-    return compiled
+    return _watched_and_verified(compiled, model, args, kwargs, options["precision"], verify, caller)
+
