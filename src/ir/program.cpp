@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/run_time_extents.hpp"
 #include "ir/specialisation_cache.hpp"
 #include "kiln/specialise.hpp"
 #include "kiln/verifier.hpp"
@@ -175,6 +176,36 @@ void program::compile_in_place(const target& t, const compile_options& options) 
 }
 
 void program::compile_dynamic(const target& t, const compile_options& options) {
+    // The program compiled once at the range's maximum and run at each run's
+    // extents (ir/run_time_extents.hpp), or null where that would not be exact:
+    // then each set of extents is a static specialisation, as before.
+    // (A lambda: it sets the compiled program's executable.)
+    auto compiled_for_run_time_extents = [](const program& source, const target& on,
+                                            const compile_options& with) -> std::shared_ptr<const program> {
+        const auto parameters = source.get_parameter_shapes();
+        std::size_t dynamic_dims = 0;
+        parameter_lens at_max;
+        for (const auto& [name, s] : parameters) {
+            if (!s.dynamic()) continue;
+            for (const auto& d : s.dyn_dims()) dynamic_dims += d.is_fixed() ? 0 : 1;
+            at_max.emplace(name, s.max_lens());
+        }
+        if (dynamic_dims != 1) return nullptr;
+        program compiled = source.static_program(at_max);
+        try {
+            compiled.compile(on, with);
+        } catch (const error&) {
+            return nullptr;  // (the memory limit at the maximum): each extent compiles on its own
+        }
+        if (compiled.executable_ == nullptr) return nullptr;
+        std::string why;
+        auto plan = extent_plan::derive(*compiled.get_main_module(), parameters, why);
+        if (!plan) return nullptr;
+        const auto* runner = dynamic_cast<const runs_at_extents*>(compiled.executable_.get());
+        if (runner == nullptr || !runner->cannot_vary(plan->varying()).empty()) return nullptr;
+        compiled.executable_ = std::make_shared<run_time_extent_executable>(compiled.executable_, std::move(*plan), parameters);
+        return std::make_shared<const program>(std::move(compiled));
+    };
     // Specialisations start from the program as it is now; targets live as
     // long as the process, so looking one up again by name is safe later.
     auto source = std::make_shared<const program>(*this);
@@ -187,8 +218,12 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     };
     constexpr std::size_t kept_besides_optimals = 8;
     auto cache = std::make_shared<specialisation_cache>(make, kept_besides_optimals);
-    // Compiling the optimal profiles now reports lowering errors at compile time.
-    for (const auto& profile : optimal_profiles()) cache->pin(profile);
+    if (auto generic = compiled_for_run_time_extents(*source, t, options)) {
+        cache->set_generic(std::move(generic));
+    } else {
+        // Compiling the optimal profiles now reports lowering errors at compile time.
+        for (const auto& profile : optimal_profiles()) cache->pin(profile);
+    }
     specialisations_ = std::move(cache);
     target_name_ = t.name();
     target_memory_ = t.memory();
@@ -257,6 +292,25 @@ const argument& checked_input(const std::string& name, const shape& expected, co
     std::string range;
     for (const auto& d : expected.dyn_dims()) range += (range.empty() ? "" : ", ") + to_string(d);
     fail("parameter '" + name + "': extents " + to_string(got.lens()) + " are outside the range {" + range + "}");
+}
+
+// Every input present, of its parameter's dtype and of extents its shape accepts.
+parameter_map check_inputs_against(const std::map<std::string, shape>& shapes, const parameter_map& inputs) {
+    for (const auto& [name, arg] : inputs)
+        if (!shapes.count(name)) {
+            std::string known;
+            for (const auto& [n, s] : shapes) known += (known.empty() ? "" : ", ") + n;
+            fail("unknown parameter '" + name +
+                 "'; the program's parameters are: " + (known.empty() ? "(none)" : known));
+        }
+    parameter_map checked;
+    for (const auto& [name, expected] : shapes) {
+        const argument& given = checked_input(name, expected, inputs);
+        const shape& got = given.get_shape();
+        if (given.data() == nullptr && got.elements() != 0) fail("parameter '" + name + "': argument has no data");
+        checked.emplace(name, got.standard() ? given : given.contiguous());
+    }
+    return checked;
 }
 
 // The dynamic parameters' shapes of a program.
@@ -361,27 +415,16 @@ parameter_map program::checked_inputs(const parameter_map& inputs) const {
         if (arg.location() == memory_location::device && target_memory_ == memory_location::host)
             fail("parameter '" + name + "': the argument is in a device's memory, and the program runs on the '" +
                  target_name_ + "' target, which reads host memory; copy it to the host first");
+    // Compiled once for a range: the ranges, not the compiled extents, say what it accepts.
+    if (const auto* generic = dynamic_cast<const run_time_extent_executable*>(executable_.get()))
+        return check_inputs_against(generic->parameter_shapes(), inputs);
     return check_inputs(*get_main_module(), inputs);
 }
 
 parameter_map check_inputs(const module& main, const parameter_map& inputs) {
-    auto shapes = main.get_parameter_shapes();
-    for (const auto& [name, arg] : inputs)
-        if (!shapes.count(name)) {
-            std::string known;
-            for (const auto& [n, s] : shapes) known += (known.empty() ? "" : ", ") + n;
-            fail("unknown parameter '" + name +
-                 "'; the program's parameters are: " + (known.empty() ? "(none)" : known));
-        }
-    parameter_map checked;
-    for (const auto& [name, expected] : shapes) {
-        const argument& given = checked_input(name, expected, inputs);
-        const shape& got = given.get_shape();
-        if (given.data() == nullptr && got.elements() != 0) fail("parameter '" + name + "': argument has no data");
-        checked.emplace(name, got.standard() ? given : given.contiguous());
-    }
-    return checked;
+    return check_inputs_against(main.get_parameter_shapes(), inputs);
 }
+
 
 std::vector<std::string> program::get_parameter_names() const { return get_main_module()->get_parameter_names(); }
 

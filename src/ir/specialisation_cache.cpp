@@ -17,6 +17,7 @@ std::shared_ptr<const program> specialisation_cache::get(const parameter_lens& l
             it->second.last_use = ++clock_;
             return it->second.compiled;
         }
+        if (generic_) return generic_;
     }
     auto compiled = make_(lens);
     std::lock_guard lock(mutex_);
@@ -30,7 +31,7 @@ std::shared_ptr<const program> specialisation_cache::get(const parameter_lens& l
 
 std::size_t specialisation_cache::size() const {
     std::lock_guard lock(mutex_);
-    return entries_.size();
+    return entries_.size() + (generic_ ? 1 : 0);
 }
 
 void specialisation_cache::evict_beyond_capacity() {
