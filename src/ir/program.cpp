@@ -351,12 +351,20 @@ std::shared_ptr<const program> program::specialisation_for(const parameter_map& 
 }
 
 program program::specialised_for(const parameter_map& inputs) const {
-    if (is_compiled() && specialisations_) return *specialisation_for(inputs);
+    std::shared_ptr<const program> running;
+    if (is_compiled() && specialisations_) {
+        running = specialisation_for(inputs);
+        if (dynamic_cast<const run_time_extent_executable*>(running->executable_.get()) == nullptr) return *running;
+    }
     if (!is_dynamic()) return *this;
     parameter_lens lens;
     for (const auto& [name, expected] : dynamic_shapes(get_parameter_shapes()))
         lens.emplace(name, checked_input(name, expected, inputs).get_shape().lens());
-    return static_program(lens);
+    program out = static_program(lens);
+    // The one program compiled for the range runs its module at other
+    // shapes; a check against ref wants the static program of these extents.
+    if (running) out.compile(get_target(target_name_), options_);
+    return out;
 }
 
 std::size_t program::specialisation_count() const { return specialisations_ ? specialisations_->size() : 0; }

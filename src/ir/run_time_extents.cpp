@@ -81,6 +81,12 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
     std::size_t i = 0;
     for (const auto& ins : compiled) {
         const shape& at_max = shapes[last][i];
+        if (ins.is_return()) {  // its shape (the outputs', as a tuple when several) is not a value
+            plan.varying_.push_back(std::nullopt);
+            plan.at_max_.push_back(at_max);
+            ++i;
+            continue;
+        }
         const std::string name = names.at(&ins) + " = " + ins.name();
         auto refuse = [&](const std::string& reason) {
             why = name + " -> " + to_string(at_max) + ": " + reason;
