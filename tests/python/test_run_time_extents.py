@@ -153,3 +153,24 @@ def test_a_saved_program_loads_as_one_compiled_program(rows_model):
     assert loaded.is_dynamic() and loaded.specialisation_count() == 1
     check(loaded, rows_model, [3, 64], 32)
     assert loaded.specialisation_count() == 1
+
+
+def test_two_outputs_compile_once(tmp_path):
+    nodes = [helper.make_node("Tanh", ["x"], ["t"]), helper.make_node("Softmax", ["t"], ["y"], axis=-1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "seq", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "seq", 8]),
+                               helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, "seq", 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = str(tmp_path / "two.onnx")
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+    p = kiln.parse_onnx(path, map_dyn_input_dims={"x": [1, {"min": 1, "max": 16}, 8]})
+    p.compile(CPU)
+    session = ort.InferenceSession(path)
+    for n in (1, 16, 6):
+        x = np.random.default_rng(n).standard_normal((1, n, 8)).astype(np.float32)
+        got = [np.asarray(a) for a in p.run({"x": x})]
+        for g, e in zip(got, session.run(None, {"x": x})):
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=str(n))
+    assert p.specialisation_count() == 1
