@@ -6,8 +6,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/extent_independence.hpp"
 #include "ir/run_time_extents.hpp"
 #include "ir/specialisation_cache.hpp"
+#include "kiln/pass.hpp"
 #include "kiln/specialise.hpp"
 #include "kiln/verifier.hpp"
 
@@ -176,35 +178,67 @@ void program::compile_in_place(const target& t, const compile_options& options) 
 }
 
 void program::compile_dynamic(const target& t, const compile_options& options) {
+    // Lowers a program whose passes have run: the second half of compile_in_place.
+    auto lower_optimised = [](program& p, const target& on, const compile_options& with) {
+        module& main = *p.get_main_module();
+        auto lowered = on.lower(main, with);
+        check_memory_limit(main, *lowered, with);
+        p.executable_ = std::move(lowered);
+        p.target_name_ = on.name();
+        p.target_memory_ = on.memory();
+        p.options_ = with;
+    };
+    // Static programs built while trying the generic one (optimised, and
+    // lowered where it got that far), by extents: a fallback pins them
+    // instead of compiling them again.
+    std::map<parameter_lens, program> built;
     // The program compiled once at the range's maximum and run at each run's
     // extents (ir/run_time_extents.hpp), or null where that would not be exact:
     // then each set of extents is a static specialisation, as before.
     // (A lambda: it sets the compiled program's executable.)
-    auto compiled_for_run_time_extents = [](const program& source, const target& on,
-                                            const compile_options& with) -> std::shared_ptr<const program> {
+    auto compiled_for_run_time_extents = [&](const program& source, const target& on,
+                                             const compile_options& with) -> std::shared_ptr<const program> {
         const auto parameters = source.get_parameter_shapes();
         std::size_t dynamic_dims = 0;
         parameter_lens at_max;
+        parameter_lens at_min;
         for (const auto& [name, s] : parameters) {
             if (!s.dynamic()) continue;
             for (const auto& d : s.dyn_dims()) dynamic_dims += d.is_fixed() ? 0 : 1;
             at_max.emplace(name, s.max_lens());
+            at_min.emplace(name, s.min_lens());
         }
         if (dynamic_dims != 1) return nullptr;
-        program compiled = source.static_program(at_max);
         try {
-            compiled.compile(on, with);
+            // Values must not depend on the extent (ir/extent_independence.hpp):
+            // the program optimised at the range's two ends must be the same
+            // graph but for its lengths. A value folded from the extent (a
+            // scale, positions, a mask, a mean's divisor, a threshold) that
+            // differs anywhere between the ends differs there too.
+            const pass_list passes = on.get_passes(with);
+            auto optimised_at = [&](const parameter_lens& lens) -> program& {
+                program p = source.static_program(lens);
+                if (!p.get_main_module()->submodules().empty()) fail("submodules are not compared");
+                run_passes(*p.get_main_module(), passes, with);
+                return built.insert_or_assign(lens, std::move(p)).first->second;
+            };
+            const program& smallest = optimised_at(at_min);
+            program& largest = optimised_at(at_max);
+            if (!first_difference_besides_extents(*largest.get_main_module(), *smallest.get_main_module()).empty())
+                return nullptr;
+            std::string why;
+            auto plan = extent_plan::derive(*largest.get_main_module(), parameters, why);
+            if (!plan) return nullptr;
+            lower_optimised(largest, on, with);
+            const auto* runner = dynamic_cast<const runs_at_extents*>(largest.executable_.get());
+            if (runner == nullptr || !runner->cannot_vary(plan->varying()).empty()) return nullptr;
+            program compiled = std::move(largest);
+            compiled.executable_ =
+                std::make_shared<run_time_extent_executable>(compiled.executable_, std::move(*plan), parameters);
+            return std::make_shared<const program>(std::move(compiled));
         } catch (const error&) {
             return nullptr;  // (the memory limit at the maximum): each extent compiles on its own
         }
-        if (compiled.executable_ == nullptr) return nullptr;
-        std::string why;
-        auto plan = extent_plan::derive(*compiled.get_main_module(), parameters, why);
-        if (!plan) return nullptr;
-        const auto* runner = dynamic_cast<const runs_at_extents*>(compiled.executable_.get());
-        if (runner == nullptr || !runner->cannot_vary(plan->varying()).empty()) return nullptr;
-        compiled.executable_ = std::make_shared<run_time_extent_executable>(compiled.executable_, std::move(*plan), parameters);
-        return std::make_shared<const program>(std::move(compiled));
     };
     // Specialisations start from the program as it is now; targets live as
     // long as the process, so looking one up again by name is safe later.
@@ -221,8 +255,19 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     if (auto generic = compiled_for_run_time_extents(*source, t, options)) {
         cache->set_generic(std::move(generic));
     } else {
-        // Compiling the optimal profiles now reports lowering errors at compile time.
-        for (const auto& profile : optimal_profiles()) cache->pin(profile);
+        // Compiling the optimal profiles now reports lowering errors at compile
+        // time. One the generic attempt optimised already is lowered, not
+        // compiled again (unless the compile cache is to keep it).
+        for (const auto& profile : optimal_profiles()) {
+            auto found = built.find(profile);
+            if (found == built.end() || !options.cache_dir.empty()) {
+                cache->pin(profile);
+                continue;
+            }
+            program& p = found->second;
+            if (p.executable_ == nullptr) lower_optimised(p, t, options);
+            cache->pin(profile, std::make_shared<const program>(std::move(p)));
+        }
     }
     specialisations_ = std::move(cache);
     target_name_ = t.name();

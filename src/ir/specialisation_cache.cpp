@@ -10,6 +10,11 @@ void specialisation_cache::pin(const parameter_lens& lens) {
     entries_[lens] = entry{std::move(compiled), true, ++clock_};
 }
 
+void specialisation_cache::pin(const parameter_lens& lens, std::shared_ptr<const program> compiled) {
+    std::lock_guard lock(mutex_);
+    entries_[lens] = entry{std::move(compiled), true, ++clock_};
+}
+
 std::shared_ptr<const program> specialisation_cache::get(const parameter_lens& lens) {
     {
         std::lock_guard lock(mutex_);

@@ -21,6 +21,8 @@ public:
 
     // Compiles `lens` now and keeps it for good.
     void pin(const parameter_lens& lens);
+    // Pins `compiled`, the program already compiled for `lens`.
+    void pin(const parameter_lens& lens, std::shared_ptr<const program> compiled);
     // The compiled program for `lens`, compiled on first use. Threads running
     // other extents are not held up while one compiles.
     std::shared_ptr<const program> get(const parameter_lens& lens);
