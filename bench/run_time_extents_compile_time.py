@@ -1,45 +1,59 @@
-"""Compile time of a program with one dynamic dimension (BERT-base, sequence 1..MAX) against a static compile
+"""Compile time of a program with one dynamic dimension (BERT-base, sequence MIN..MAX) against a static compile
 of the same model (sequence MAX), interleaved in one process, CPU time and wall time, threads=1.
 
 The ranged compile first tries one program for the whole range: it optimises the model at both ends of the
 range and compares the two graphs (a value derived from the length refuses it), then either lowers the
-maximum once or pins the minimum it already optimised. BERT has three inputs with the sequence axis; run-time
-extents follow one dynamic dimension, so the model is rewritten (in a temporary folder) to take input_ids
-only, its mask and token types built as ConstantOfShape(Shape(input_ids)).
+maximum once or pins the minimum it already optimised. The models in build/models are exported
+with static sizes, and run-time extents follow one dynamic dimension, so BERT-base (scripts/model_zoo.py,
+random weights) is exported here, into a temporary folder, with dynamic axes and input_ids as its only
+input (the mask and token types are the model's defaults, computed from the ids' shape).
 
-usage: PYTHONPATH=python .venv/bin/python bench/run_time_extents_compile_time.py [rounds] [max]"""
+usage: PYTHONPATH=python .venv/bin/python bench/run_time_extents_compile_time.py [rounds] [max] [min]"""
 import os
 import statistics
 import sys
 import tempfile
 import time
 
-import onnx
-from onnx import TensorProto, helper
-
 import kiln
 
-MODEL = "build/models/bert_base-r2-opset18-torch2.13.0_cpu-tf5.24.0.onnx"
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 MAX = int(sys.argv[2]) if len(sys.argv) > 2 else 128
+MIN = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+AXIS = os.environ.get("AXIS", "sequence")  # or "batch" (1..MAX at sequence 128)
+RANGED = [1, {"min": MIN, "max": MAX}] if AXIS == "sequence" else [{"min": MIN, "max": MAX}, 128]
+STATIC = [1, MAX] if AXIS == "sequence" else [MAX, 128]
 CPU = kiln.get_target("cpu")
 
 
 def one_input_model(folder):
-    m = onnx.load(MODEL)
-    keep = [i for i in m.graph.input if i.name == "input_ids"]
-    del m.graph.input[:]
-    m.graph.input.extend(keep)
-    ones = helper.make_tensor("one", TensorProto.INT64, [1], [1])
-    zeros = helper.make_tensor("zero", TensorProto.INT64, [1], [0])
-    built = [helper.make_node("Shape", ["input_ids"], ["ids_shape"]),
-             helper.make_node("ConstantOfShape", ["ids_shape"], ["attention_mask"], value=ones),
-             helper.make_node("ConstantOfShape", ["ids_shape"], ["token_type_ids"], value=zeros)]
-    nodes = built + list(m.graph.node)
-    del m.graph.node[:]
-    m.graph.node.extend(nodes)
-    path = os.path.join(folder, "bert_one_input.onnx")
-    onnx.save(m, path)
+    """BERT-base exported with a dynamic sequence (the TorchScript exporter, opset 17, dynamic_axes), taking
+    input_ids only."""
+    import io
+
+    import torch
+
+    sys.path.insert(0, "scripts")
+    from export_models import build
+
+    module, inputs = build("bert_base")
+
+    class IdsOnly(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = module
+
+        def forward(self, input_ids):
+            return self.model(input_ids=input_ids).last_hidden_state
+
+    buffer = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(IdsOnly().eval(), (torch.from_numpy(inputs["input_ids"]),), buffer, dynamo=False,
+                          opset_version=17, input_names=["input_ids"], output_names=["hidden"],
+                          dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}})
+    path = os.path.join(folder, "bert_dynamic_ids_only.onnx")
+    with open(path, "wb") as f:
+        f.write(buffer.getvalue())
     return path
 
 
@@ -52,8 +66,8 @@ def compile_time(path, **dims):
 
 with tempfile.TemporaryDirectory(prefix="kiln_ranged_compile_") as folder:
     path = one_input_model(folder)
-    variants = {"static": {"map_input_dims": {"input_ids": [1, MAX]}},
-                "ranged": {"map_dyn_input_dims": {"input_ids": [1, {"min": 1, "max": MAX}]}}}
+    variants = {"static": {"map_input_dims": {"input_ids": STATIC}},
+                "ranged": {"map_dyn_input_dims": {"input_ids": RANGED}}}
     times = {name: [] for name in variants}
     for r in range(ROUNDS):
         for name in (("static", "ranged") if r % 2 == 0 else ("ranged", "static")):
