@@ -174,3 +174,14 @@ def test_two_outputs_compile_once(tmp_path):
         for g, e in zip(got, session.run(None, {"x": x})):
             np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=str(n))
     assert p.specialisation_count() == 1
+
+
+def test_a_product_that_falls_back_with_the_maximum_as_optimal_profile(projection_model):
+    # The attempt lowered the maximum before finding the oneDNN product cannot
+    # vary; that program is the pinned profile, and the others compile on use.
+    p = kiln.parse_onnx(projection_model,
+                        map_dyn_input_dims={"x": [1, {"min": 1, "max": 64, "optimals": [64]}, HIDDEN]})
+    p.compile(CPU)
+    assert p.specialisation_count() == 1
+    check(p, projection_model, [64, 1, 9, 64], HIDDEN)
+    assert p.specialisation_count() == 3

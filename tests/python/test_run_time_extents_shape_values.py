@@ -135,3 +135,26 @@ def test_a_shape_of_a_fixed_dimension_is_no_such_value(tmp_path):
     path = save(tmp_path / "m.onnx", nodes, [i64("two", [2])], [1, "seq", WIDTH])
     p = run_against_onnxruntime(path, [64, 3, 17, 1], {"min": 1, "max": 64})
     assert p.specialisation_count() == 1
+
+
+@pytest.mark.parametrize("optimals", [[], [64], [17]])
+def test_a_fallback_runs_its_optimal_profiles_and_others(tmp_path, optimals):
+    # The refused attempt optimised the range's ends already; the profile
+    # pinned from them (or compiled anew, 17) runs like every other extent.
+    nodes, inits, y_dims = scale_by_length()
+    path = save(tmp_path / "m.onnx", nodes, inits, y_dims)
+    p = run_against_onnxruntime(path, [64, 1, 17, 5], {"min": 1, "max": 64, "optimals": optimals})
+    assert p.specialisation_count() == 4
+
+
+def test_a_saved_program_whose_values_follow_the_extent_loads_as_specialisations(tmp_path):
+    nodes, inits, y_dims = positions_added()
+    path = save(tmp_path / "m.onnx", nodes, inits, y_dims)
+    p = kiln.parse_onnx(path, map_dyn_input_dims={"x": [1, {"min": 1, "max": 32}, WIDTH]})
+    p.compile(CPU)
+    loaded = kiln.load_buffer(kiln.save_buffer(p))
+    session = ort.InferenceSession(path)
+    for n in (32, 2, 9):
+        x = np.random.default_rng(n).standard_normal((1, n, WIDTH)).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(loaded.run({"x": x})[0]), session.run(None, {"x": x})[0], rtol=1e-5,
+                                   atol=1e-6, err_msg=f"seq = {n}")
