@@ -217,7 +217,7 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
             // differs anywhere between the ends differs there too.
             const pass_list passes = on.get_passes(with);
             auto optimised_at = [&](const parameter_lens& lens) -> program& {
-                program p = source.static_program(lens);
+                program p = source.imported_static_program(lens);
                 if (!p.get_main_module()->submodules().empty()) fail("submodules are not compared");
                 run_passes(*p.get_main_module(), passes, with);
                 return built.insert_or_assign(lens, std::move(p)).first->second;
@@ -273,6 +273,23 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     target_name_ = t.name();
     target_memory_ = t.memory();
     options_ = options;
+}
+
+program program::imported_static_program(const parameter_lens& lens) const {
+    // A front end's main module is its import at the first optimal profile
+    // (set_specialiser): a copy of it saves importing the model again.
+    const auto imported = get_main_module()->get_parameter_shapes();
+    bool same = specialiser_ != nullptr;
+    for (const auto& [name, l] : lens) {
+        auto it = imported.find(name);
+        same = same && it != imported.end() && !it->second.dynamic() && it->second.lens() == l;
+    }
+    if (!same) return static_program(lens);
+    program p = *this;
+    p.specialiser_.reset();
+    p.dynamic_parameters_.clear();
+    p.specialisations_.reset();
+    return p;
 }
 
 program program::static_program(const parameter_lens& lens) const {
