@@ -139,6 +139,9 @@ private:
     void restore_modules(const program& saved);
     parameter_map checked_inputs(const parameter_map& inputs) const;
     program static_program(const parameter_lens& lens) const;
+    // static_program, or a static copy of this program where its main module
+    // is the front end's import at `lens` already.
+    program imported_static_program(const parameter_lens& lens) const;
     const program& running_program(const parameter_map& inputs, std::shared_ptr<const program>& holder) const;
 
     std::vector<std::unique_ptr<module>> modules_;

@@ -6,7 +6,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/extent_independence.hpp"
+#include "ir/run_time_extents.hpp"
 #include "ir/specialisation_cache.hpp"
+#include "kiln/pass.hpp"
 #include "kiln/specialise.hpp"
 #include "kiln/verifier.hpp"
 
@@ -175,6 +178,68 @@ void program::compile_in_place(const target& t, const compile_options& options) 
 }
 
 void program::compile_dynamic(const target& t, const compile_options& options) {
+    // Lowers a program whose passes have run: the second half of compile_in_place.
+    auto lower_optimised = [](program& p, const target& on, const compile_options& with) {
+        module& main = *p.get_main_module();
+        auto lowered = on.lower(main, with);
+        check_memory_limit(main, *lowered, with);
+        p.executable_ = std::move(lowered);
+        p.target_name_ = on.name();
+        p.target_memory_ = on.memory();
+        p.options_ = with;
+    };
+    // Static programs built while trying the generic one (optimised, and
+    // lowered where it got that far), by extents: a fallback pins them
+    // instead of compiling them again.
+    std::map<parameter_lens, program> built;
+    // The program compiled once at the range's maximum and run at each run's
+    // extents (ir/run_time_extents.hpp), or null where that would not be exact:
+    // then each set of extents is a static specialisation, as before.
+    // (A lambda: it sets the compiled program's executable.)
+    auto compiled_for_run_time_extents = [&](const program& source, const target& on,
+                                             const compile_options& with) -> std::shared_ptr<const program> {
+        const auto parameters = source.get_parameter_shapes();
+        std::size_t dynamic_dims = 0;
+        parameter_lens at_max;
+        parameter_lens at_min;
+        for (const auto& [name, s] : parameters) {
+            if (!s.dynamic()) continue;
+            for (const auto& d : s.dyn_dims()) dynamic_dims += d.is_fixed() ? 0 : 1;
+            at_max.emplace(name, s.max_lens());
+            at_min.emplace(name, s.min_lens());
+        }
+        if (dynamic_dims != 1) return nullptr;
+        try {
+            // Values must not depend on the extent (ir/extent_independence.hpp):
+            // the program optimised at the range's two ends must be the same
+            // graph but for its lengths. A value folded from the extent (a
+            // scale, positions, a mask, a mean's divisor, a threshold) that
+            // differs anywhere between the ends differs there too.
+            const pass_list passes = on.get_passes(with);
+            auto optimised_at = [&](const parameter_lens& lens) -> program& {
+                program p = source.imported_static_program(lens);
+                if (!p.get_main_module()->submodules().empty()) fail("submodules are not compared");
+                run_passes(*p.get_main_module(), passes, with);
+                return built.insert_or_assign(lens, std::move(p)).first->second;
+            };
+            const program& smallest = optimised_at(at_min);
+            program& largest = optimised_at(at_max);
+            if (!first_difference_besides_extents(*largest.get_main_module(), *smallest.get_main_module()).empty())
+                return nullptr;
+            std::string why;
+            auto plan = extent_plan::derive(*largest.get_main_module(), parameters, why);
+            if (!plan) return nullptr;
+            lower_optimised(largest, on, with);
+            const auto* runner = dynamic_cast<const runs_at_extents*>(largest.executable_.get());
+            if (runner == nullptr || !runner->cannot_vary(plan->varying()).empty()) return nullptr;
+            program compiled = std::move(largest);
+            compiled.executable_ =
+                std::make_shared<run_time_extent_executable>(compiled.executable_, std::move(*plan), parameters);
+            return std::make_shared<const program>(std::move(compiled));
+        } catch (const error&) {
+            return nullptr;  // (the memory limit at the maximum): each extent compiles on its own
+        }
+    };
     // Specialisations start from the program as it is now; targets live as
     // long as the process, so looking one up again by name is safe later.
     auto source = std::make_shared<const program>(*this);
@@ -187,12 +252,44 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     };
     constexpr std::size_t kept_besides_optimals = 8;
     auto cache = std::make_shared<specialisation_cache>(make, kept_besides_optimals);
-    // Compiling the optimal profiles now reports lowering errors at compile time.
-    for (const auto& profile : optimal_profiles()) cache->pin(profile);
+    if (auto generic = compiled_for_run_time_extents(*source, t, options)) {
+        cache->set_generic(std::move(generic));
+    } else {
+        // Compiling the optimal profiles now reports lowering errors at compile
+        // time. One the generic attempt optimised already is lowered, not
+        // compiled again (unless the compile cache is to keep it).
+        for (const auto& profile : optimal_profiles()) {
+            auto found = built.find(profile);
+            if (found == built.end() || !options.cache_dir.empty()) {
+                cache->pin(profile);
+                continue;
+            }
+            program& p = found->second;
+            if (p.executable_ == nullptr) lower_optimised(p, t, options);
+            cache->pin(profile, std::make_shared<const program>(std::move(p)));
+        }
+    }
     specialisations_ = std::move(cache);
     target_name_ = t.name();
     target_memory_ = t.memory();
     options_ = options;
+}
+
+program program::imported_static_program(const parameter_lens& lens) const {
+    // A front end's main module is its import at the first optimal profile
+    // (set_specialiser): a copy of it saves importing the model again.
+    const auto imported = get_main_module()->get_parameter_shapes();
+    bool same = specialiser_ != nullptr;
+    for (const auto& [name, l] : lens) {
+        auto it = imported.find(name);
+        same = same && it != imported.end() && !it->second.dynamic() && it->second.lens() == l;
+    }
+    if (!same) return static_program(lens);
+    program p = *this;
+    p.specialiser_.reset();
+    p.dynamic_parameters_.clear();
+    p.specialisations_.reset();
+    return p;
 }
 
 program program::static_program(const parameter_lens& lens) const {
@@ -259,6 +356,25 @@ const argument& checked_input(const std::string& name, const shape& expected, co
     fail("parameter '" + name + "': extents " + to_string(got.lens()) + " are outside the range {" + range + "}");
 }
 
+// Every input present, of its parameter's dtype and of extents its shape accepts.
+parameter_map check_inputs_against(const std::map<std::string, shape>& shapes, const parameter_map& inputs) {
+    for (const auto& [name, arg] : inputs)
+        if (!shapes.count(name)) {
+            std::string known;
+            for (const auto& [n, s] : shapes) known += (known.empty() ? "" : ", ") + n;
+            fail("unknown parameter '" + name +
+                 "'; the program's parameters are: " + (known.empty() ? "(none)" : known));
+        }
+    parameter_map checked;
+    for (const auto& [name, expected] : shapes) {
+        const argument& given = checked_input(name, expected, inputs);
+        const shape& got = given.get_shape();
+        if (given.data() == nullptr && got.elements() != 0) fail("parameter '" + name + "': argument has no data");
+        checked.emplace(name, got.standard() ? given : given.contiguous());
+    }
+    return checked;
+}
+
 // The dynamic parameters' shapes of a program.
 std::map<std::string, shape> dynamic_shapes(const std::map<std::string, shape>& parameters) {
     std::map<std::string, shape> out;
@@ -297,12 +413,20 @@ std::shared_ptr<const program> program::specialisation_for(const parameter_map& 
 }
 
 program program::specialised_for(const parameter_map& inputs) const {
-    if (is_compiled() && specialisations_) return *specialisation_for(inputs);
+    std::shared_ptr<const program> running;
+    if (is_compiled() && specialisations_) {
+        running = specialisation_for(inputs);
+        if (dynamic_cast<const run_time_extent_executable*>(running->executable_.get()) == nullptr) return *running;
+    }
     if (!is_dynamic()) return *this;
     parameter_lens lens;
     for (const auto& [name, expected] : dynamic_shapes(get_parameter_shapes()))
         lens.emplace(name, checked_input(name, expected, inputs).get_shape().lens());
-    return static_program(lens);
+    program out = static_program(lens);
+    // The one program compiled for the range runs its module at other
+    // shapes; a check against ref wants the static program of these extents.
+    if (running) out.compile(get_target(target_name_), options_);
+    return out;
 }
 
 std::size_t program::specialisation_count() const { return specialisations_ ? specialisations_->size() : 0; }
@@ -361,27 +485,16 @@ parameter_map program::checked_inputs(const parameter_map& inputs) const {
         if (arg.location() == memory_location::device && target_memory_ == memory_location::host)
             fail("parameter '" + name + "': the argument is in a device's memory, and the program runs on the '" +
                  target_name_ + "' target, which reads host memory; copy it to the host first");
+    // Compiled once for a range: the ranges, not the compiled extents, say what it accepts.
+    if (const auto* generic = dynamic_cast<const run_time_extent_executable*>(executable_.get()))
+        return check_inputs_against(generic->parameter_shapes(), inputs);
     return check_inputs(*get_main_module(), inputs);
 }
 
 parameter_map check_inputs(const module& main, const parameter_map& inputs) {
-    auto shapes = main.get_parameter_shapes();
-    for (const auto& [name, arg] : inputs)
-        if (!shapes.count(name)) {
-            std::string known;
-            for (const auto& [n, s] : shapes) known += (known.empty() ? "" : ", ") + n;
-            fail("unknown parameter '" + name +
-                 "'; the program's parameters are: " + (known.empty() ? "(none)" : known));
-        }
-    parameter_map checked;
-    for (const auto& [name, expected] : shapes) {
-        const argument& given = checked_input(name, expected, inputs);
-        const shape& got = given.get_shape();
-        if (given.data() == nullptr && got.elements() != 0) fail("parameter '" + name + "': argument has no data");
-        checked.emplace(name, got.standard() ? given : given.contiguous());
-    }
-    return checked;
+    return check_inputs_against(main.get_parameter_shapes(), inputs);
 }
+
 
 std::vector<std::string> program::get_parameter_names() const { return get_main_module()->get_parameter_names(); }
 

@@ -10,6 +10,11 @@ void specialisation_cache::pin(const parameter_lens& lens) {
     entries_[lens] = entry{std::move(compiled), true, ++clock_};
 }
 
+void specialisation_cache::pin(const parameter_lens& lens, std::shared_ptr<const program> compiled) {
+    std::lock_guard lock(mutex_);
+    entries_[lens] = entry{std::move(compiled), true, ++clock_};
+}
+
 std::shared_ptr<const program> specialisation_cache::get(const parameter_lens& lens) {
     {
         std::lock_guard lock(mutex_);
@@ -17,6 +22,7 @@ std::shared_ptr<const program> specialisation_cache::get(const parameter_lens& l
             it->second.last_use = ++clock_;
             return it->second.compiled;
         }
+        if (generic_) return generic_;
     }
     auto compiled = make_(lens);
     std::lock_guard lock(mutex_);
@@ -30,7 +36,7 @@ std::shared_ptr<const program> specialisation_cache::get(const parameter_lens& l
 
 std::size_t specialisation_cache::size() const {
     std::lock_guard lock(mutex_);
-    return entries_.size();
+    return entries_.size() + (generic_ ? 1 : 0);
 }
 
 void specialisation_cache::evict_beyond_capacity() {

@@ -2,7 +2,8 @@
 // The compiled static programs of one dynamic program, one per set of
 // extents. Each holds its own prepacked weights and arena plan, so only the
 // optimal profiles stay for good; the others are evicted least recently used
-// first beyond a small capacity.
+// first beyond a small capacity. A program whose kernels all take their
+// extents at run time has one generic compiled program instead.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -20,11 +21,17 @@ public:
 
     // Compiles `lens` now and keeps it for good.
     void pin(const parameter_lens& lens);
+    // Pins `compiled`, the program already compiled for `lens`.
+    void pin(const parameter_lens& lens, std::shared_ptr<const program> compiled);
     // The compiled program for `lens`, compiled on first use. Threads running
     // other extents are not held up while one compiles.
     std::shared_ptr<const program> get(const parameter_lens& lens);
-    // Compiled programs held now.
+    // Compiled programs held now (the generic one counts once).
     std::size_t size() const;
+    // A program compiled once that runs every extent of the range
+    // (ir/run_time_extents.hpp): get() returns it for any extents not pinned,
+    // compiling nothing more.
+    void set_generic(std::shared_ptr<const program> compiled) { generic_ = std::move(compiled); }
 
 private:
     struct entry {
@@ -39,6 +46,7 @@ private:
     mutable std::mutex mutex_;
     std::map<parameter_lens, entry> entries_;
     std::uint64_t clock_ = 0;
+    std::shared_ptr<const program> generic_;
 };
 
 }  // namespace kiln

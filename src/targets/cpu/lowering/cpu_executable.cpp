@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "targets/cpu/kernels/copy/strided_copy.hpp"
+#include "targets/cpu/kernels/follows_run_time_extents.hpp"
 #include "targets/cpu/lowering/cpu_executable.hpp"
 #include "targets/cpu/lowering/openmp_threads.hpp"
 
@@ -106,17 +107,45 @@ std::unique_ptr<cpu_executable::context> cpu_executable::make_context() const {
 // has since dropped (the context's reference is the only one left) is used
 // again. Two are kept, so that a caller holding the previous result while
 // asking for the next still finds a free one.
-argument cpu_executable::output_buffer(context& c, std::size_t r) const {
+argument cpu_executable::output_buffer(context& c, std::size_t r, const shape& s) const {
     constexpr std::size_t kept_buffers = 2;
-    for (const auto& spare : c.spare_outputs[r])
+    auto& spares = c.spare_outputs[r];
+    // A run at another extent wants another shape: the kept ones go.
+    if (!spares.empty() && spares.front().get_shape() != s) spares.clear();
+    for (const auto& spare : spares)
         if (spare.owner().use_count() == 1) return spare;
-    argument fresh(roots_[r].output_shape);
-    if (c.spare_outputs[r].size() < kept_buffers) c.spare_outputs[r].push_back(fresh);
+    argument fresh(s);
+    if (spares.size() < kept_buffers) spares.push_back(fresh);
     return fresh;
 }
 
+std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_dimension>>& varying) const {
+    for (const auto& step : steps_) {
+        const auto& out = varying.at(step.output.instruction);
+        bool any = out.has_value();
+        for (const auto& in : step.inputs) {
+            const auto& v = varying.at(in.instruction);
+            if (!v) continue;
+            any = true;
+            // An input that varies where the result does not (a sum over the
+            // extent), or in another dimension, is no row the kernel skips.
+            if (!out || in.value_shape.ndim() != step.output.value_shape.ndim() || v->dim != out->dim)
+                return step.instruction + " = " + step.op.name() + ": an input varies unlike its result";
+        }
+        if (!any) continue;
+        const auto* follows = dynamic_cast<const follows_run_time_extents*>(step.kernel.get());
+        if (!step.modules.empty() || follows == nullptr || !follows->follows_extent_of(out->dim))
+            return step.instruction + " = " + step.op.name() + ": its kernel '" + step.algorithm +
+                   "' runs only at the extents it was built for";
+    }
+    return {};
+}
+
 std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::vector<step_timing>* timings,
-                                              const step_observer* observe) const {
+                                              const step_observer* observe, const std::vector<shape>* shapes) const {
+    auto shape_of = [&](const value_location& loc) -> const shape& {
+        return shapes ? (*shapes)[loc.instruction] : loc.value_shape;
+    };
     auto ctx = contexts_.take([this] { return make_context(); });
 
     // Bind this run's parameters and fresh output buffers. An observer sees
@@ -128,7 +157,7 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         if (root.kind == root_kind::parameter) {
             ctx->root_base[r] = inputs.at(root.parameter_name).data();
         } else if (root.kind == root_kind::output) {
-            output_buffers[r] = output_buffer(*ctx, r);
+            output_buffers[r] = output_buffer(*ctx, r, shapes ? (*shapes)[root.output_instruction] : root.output_shape);
             ctx->root_base[r] = output_buffers[r].data();
         } else if (root.handed_over_literal()) {
             if (observe) restored_literals[r] = root.literal_source.get_argument();
@@ -147,6 +176,24 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         if (is_bound_per_run(step.output.root))
             ctx->step_outputs[s].rebind(ctx->root_base[step.output.root] + step.output.byte_offset);
     }
+    // A run at run-time extents sees each value at its shape of this run, in
+    // the memory planned for the compiled (largest) one.
+    std::vector<std::vector<argument>> run_inputs;
+    std::vector<argument> run_outputs;
+    if (shapes) {
+        for (std::size_t s = 0; s < steps_.size(); ++s) {
+            const auto& step = steps_[s];
+            std::vector<argument> ins;
+            for (std::size_t i = 0; i < step.inputs.size(); ++i)
+                ins.emplace_back(shape_of(step.inputs[i]), ctx->step_inputs[s][i].data());
+            run_inputs.push_back(std::move(ins));
+            run_outputs.emplace_back(shape_of(step.output), ctx->step_outputs[s].data());
+        }
+    }
+    auto step_inputs = [&](std::size_t s) -> const std::vector<argument>& {
+        return shapes ? run_inputs[s] : ctx->step_inputs[s];
+    };
+    auto step_output = [&](std::size_t s) -> const argument& { return shapes ? run_outputs[s] : ctx->step_outputs[s]; };
 
     // OpenMP's thread count is per calling thread, so concurrent runs with
     // different programs do not disturb each other.
@@ -157,15 +204,15 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         // The input the output overwrites, as it was, for the observer.
         argument before;
         if (observe && step.overwritten_input >= 0) {
-            const argument& in = ctx->step_inputs[s][static_cast<std::size_t>(step.overwritten_input)];
+            const argument& in = step_inputs(s)[static_cast<std::size_t>(step.overwritten_input)];
             before = argument(in.get_shape());
             std::memcpy(before.data(), in.data(), in.get_shape().bytes());
         }
         try {
             if (step.modules.empty())
-                step.kernel->run(ctx->step_outputs[s], ctx->step_inputs[s], ctx->scratch.get());
+                step.kernel->run(step_output(s), step_inputs(s), ctx->scratch.get());
             else
-                step.op.compute(ctx->step_outputs[s], ctx->step_inputs[s], module_runner_for(step));
+                step.op.compute(step_output(s), step_inputs(s), module_runner_for(step));
         } catch (const error& e) {
             throw error(e.kind(), "instruction " + step.instruction + " (" + step.op.name() + "): " + e.what());
         }
@@ -173,11 +220,11 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
             timings->push_back({step.instruction, step.op.name(), step.algorithm,
                                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
         if (observe && step.overwritten_input >= 0) {
-            std::vector<argument> seen = ctx->step_inputs[s];
+            std::vector<argument> seen = step_inputs(s);
             seen[static_cast<std::size_t>(step.overwritten_input)] = before;
-            (*observe)({step.instruction, step.op, seen, ctx->step_outputs[s]});
+            (*observe)({step.instruction, step.op, seen, step_output(s)});
         } else if (observe) {
-            (*observe)({step.instruction, step.op, ctx->step_inputs[s], ctx->step_outputs[s]});
+            (*observe)({step.instruction, step.op, step_inputs(s), step_output(s)});
         }
     }
 
@@ -185,16 +232,18 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
     std::vector<bool> handed_out(roots_.size(), false);
     for (const auto& loc : outputs_) {
         const auto& root = roots_[loc.root];
+        const shape& value_shape = shape_of(loc);
+        const shape& root_shape = shapes ? (*shapes)[root.output_instruction] : root.output_shape;
         // The root's whole buffer, under its own shape or a reshape's (plan_builder's reshaped_from).
-        if (root.kind == root_kind::output && loc.byte_offset == 0 && loc.value_shape.standard() &&
-            root.output_shape.standard() && loc.value_shape.type() == root.output_shape.type() &&
-            loc.value_shape.elements() == root.output_shape.elements() && !handed_out[loc.root]) {
+        if (root.kind == root_kind::output && loc.byte_offset == 0 && value_shape.standard() &&
+            root_shape.standard() && value_shape.type() == root_shape.type() &&
+            value_shape.elements() == root_shape.elements() && !handed_out[loc.root]) {
             handed_out[loc.root] = true;
-            results.push_back(loc.value_shape == root.output_shape ? output_buffers[loc.root]
-                                                                     : output_buffers[loc.root].reshaped(loc.value_shape));
+            results.push_back(value_shape == root_shape ? output_buffers[loc.root]
+                                                        : output_buffers[loc.root].reshaped(value_shape));
             continue;
         }
-        results.push_back(standard_copy_of(argument(loc.value_shape, ctx->root_base[loc.root] + loc.byte_offset)));
+        results.push_back(standard_copy_of(argument(value_shape, ctx->root_base[loc.root] + loc.byte_offset)));
     }
     return results;
 }

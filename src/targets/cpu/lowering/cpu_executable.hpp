@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/run_time_extents.hpp"
 #include "kiln/target.hpp"
 #include "runtime/context_pool.hpp"
 #include "runtime/memory_planner.hpp"
@@ -23,6 +24,9 @@ struct value_location {
     std::size_t root = 0;         // index into cpu_executable::roots_
     std::size_t byte_offset = 0;  // from the root's base
     shape value_shape;
+    // The instruction (its position in the module) whose value this is, so
+    // that a run at run-time extents finds its shape of that run.
+    std::size_t instruction = 0;
 };
 
 struct plan_root {
@@ -35,6 +39,7 @@ struct plan_root {
     argument literal_value;
     std::size_t arena_offset = 0;  // arena roots
     shape output_shape;           // output roots
+    std::size_t output_instruction = 0;  // output roots: the instruction computed into it
 
     bool handed_over_literal() const { return kind == root_kind::literal && literal_value.data() == nullptr; }
 };
@@ -56,7 +61,7 @@ struct plan_step {
     int overwritten_input = -1;
 };
 
-class cpu_executable final : public executable {
+class cpu_executable final : public executable, public runs_at_extents {
 public:
     cpu_executable(std::vector<plan_root> roots, std::vector<plan_step> steps, std::vector<value_location> outputs,
                    std::size_t arena_bytes, int threads);
@@ -72,13 +77,20 @@ public:
     std::size_t kernel_constant_bytes() const override;
     std::size_t adopted_constant_bytes() const override;
     std::vector<kernel_choice> kernel_choices() const override;
+    std::string cannot_vary(const std::vector<std::optional<varying_dimension>>& varying) const override;
+    std::vector<argument> run_with_shapes(const parameter_map& inputs, const std::vector<shape>& shapes,
+                                          std::vector<step_timing>* timings,
+                                          const step_observer* observe) const override {
+        return execute(inputs, timings, observe, &shapes);
+    }
 
 private:
     struct context;  // one arena and the prebuilt arguments that point into it
+    // `shapes`: each instruction's shape in this run, or null: as compiled.
     std::vector<argument> execute(const parameter_map& inputs, std::vector<step_timing>* timings,
-                                  const step_observer* observe) const;
+                                  const step_observer* observe, const std::vector<shape>* shapes = nullptr) const;
     std::unique_ptr<context> make_context() const;
-    argument output_buffer(context& c, std::size_t root) const;
+    argument output_buffer(context& c, std::size_t root, const shape& s) const;
 
     std::vector<plan_root> roots_;
     std::vector<plan_step> steps_;

@@ -45,18 +45,19 @@ public:
                     for (const instruction* v = &*in; v != nullptr; v = reshaped_from(*v)) returned.insert(v);
 
         for (const auto& ins : module_) {
+            position_[&ins] = position_.size();
             if (ins.is_param()) {
                 plan_root r;
                 r.kind = root_kind::parameter;
                 r.parameter_name = ins.param_name();
-                locations_[&ins] = {add_root(std::move(r)), 0, ins.get_shape()};
+                locations_[&ins] = {add_root(std::move(r)), 0, ins.get_shape(), position_.at(&ins)};
             } else if (ins.is_literal()) {
                 plan_root r;
                 r.kind = root_kind::literal;
                 r.literal_source = ins.get_literal();
                 restorable_from_packed(ins.get_literal());
                 literal_roots_.emplace_back(roots_.size(), &ins);
-                locations_[&ins] = {add_root(std::move(r)), 0, ins.get_shape()};
+                locations_[&ins] = {add_root(std::move(r)), 0, ins.get_shape(), position_.at(&ins)};
             } else if (ins.is_return()) {
                 for (const auto& in : ins.inputs()) {
                     use(locations_.at(&*in), steps_.size());
@@ -187,6 +188,7 @@ private:
         if (is_returned) {
             r.kind = root_kind::output;
             r.output_shape = ins.get_shape();
+            r.output_instruction = position_.at(&ins);
         } else {
             r.kind = root_kind::arena;
         }
@@ -197,7 +199,7 @@ private:
             lifetimes_.push_back({ins.get_shape().bytes(), step, step});
             arena_roots_.push_back(root);
         }
-        return {root, 0, ins.get_shape()};
+        return {root, 0, ins.get_shape(), position_.at(&ins)};
     }
 
     void add_instruction(const instruction& ins, bool is_returned) {
@@ -211,7 +213,7 @@ private:
         value_location out;
         const auto view = place_view(ins, offsets);
         if (view) {
-            out = {inputs.at(view->source).root, view->byte_offset, ins.get_shape()};
+            out = {inputs.at(view->source).root, view->byte_offset, ins.get_shape(), position_.at(&ins)};
             locations_[&ins] = out;
             // A view costs nothing at run time; a write in place is a step
             // whose output is the memory it writes.
@@ -226,7 +228,7 @@ private:
         if (!view) {
             overwritten = input_to_overwrite(ins, inputs, *chosen.kernel, is_returned);
             if (overwritten >= 0) {
-                out = {inputs[static_cast<std::size_t>(overwritten)].root, 0, ins.get_shape()};
+                out = {inputs[static_cast<std::size_t>(overwritten)].root, 0, ins.get_shape(), position_.at(&ins)};
                 owner_of_root_[out.root] = &ins;  // the next layer may take it on in turn
             } else {
                 out = add_output_root(ins, is_returned, step);
@@ -274,6 +276,7 @@ private:
     const std::map<std::string, std::string>* pinned_;
     kernel_tuner* tuner_;
     std::unordered_map<const instruction*, value_location> locations_;
+    std::unordered_map<const instruction*, std::size_t> position_;  // in the module, for value_location::instruction
     std::vector<plan_root> roots_;
     std::vector<plan_step> steps_;
     std::vector<value_location> outputs_;

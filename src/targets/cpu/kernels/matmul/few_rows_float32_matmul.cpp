@@ -14,6 +14,7 @@
 
 #include "ops/fused_dot.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
+#include "targets/cpu/kernels/follows_run_time_extents.hpp"
 #include "targets/cpu/kernels/matmul/few_rows_epilogue.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/rows_times_float.hpp"
@@ -41,11 +42,12 @@ std::pair<std::size_t, std::size_t> share(std::size_t count, std::size_t parts, 
     return {first, last};
 }
 
-class few_rows_float32_kernel final : public cpu_kernel {
+class few_rows_float32_kernel final : public cpu_kernel, public follows_run_time_extents {
 public:
     few_rows_float32_kernel(std::size_t rows, std::size_t inner, std::size_t cols, few_rows_epilogue epilogue,
-                            multiply_function multiply, int threads)
-        : rows_(rows),
+                            multiply_function multiply, int threads, std::size_t result_rank)
+        : result_rank_(result_rank),
+          rows_(rows),
           inner_(inner),
           cols_(cols),
           epilogue_(std::move(epilogue)),
@@ -57,11 +59,15 @@ public:
         const auto* a = inputs[0].data_as<float>();
         const auto* b = inputs[1].data_as<float>();
         float* y = result.data_as<float>();
+        // The rows of this run: fewer than built for at a smaller run-time extent.
+        const std::size_t rows = inputs[0].get_shape().elements() / inner_;
         if (split_inner_)
-            run_split_inner(inputs, a, b, y, reinterpret_cast<float*>(scratch));
+            run_split_inner(inputs, a, b, y, reinterpret_cast<float*>(scratch), rows);
         else
-            run_split_columns(inputs, a, b, y);
+            run_split_columns(inputs, a, b, y, rows);
     }
+    // Every dimension of the result but the last counts rows.
+    bool follows_extent_of(std::size_t dim) const override { return dim + 1 < result_rank_; }
 
     // The other threads' partial results.
     std::size_t scratch_bytes() const override {
@@ -71,28 +77,29 @@ public:
 private:
     // y[:, first:first+width] += a[:, k0:k1] . b[k0:k1, first:first+width], an L1 block at a time.
     void multiply_slab(const float* a, const float* b, std::size_t k0, std::size_t k1, float* y, std::size_t first,
-                       std::size_t width) const {
-        const std::size_t block = l1_block_columns(rows_);
+                       std::size_t width, std::size_t rows) const {
+        const std::size_t block = l1_block_columns(rows);
         for (std::size_t c = first; c < first + width; c += block)
-            multiply_({a + k0, inner_, rows_, k1 - k0, b + k0 * cols_ + c, cols_, std::min(block, first + width - c),
+            multiply_({a + k0, inner_, rows, k1 - k0, b + k0 * cols_ + c, cols_, std::min(block, first + width - c),
                        y + c, cols_});
     }
 
-    void zero(float* y, std::size_t first, std::size_t width) const {
-        for (std::size_t m = 0; m < rows_; ++m) std::fill_n(y + m * cols_ + first, width, 0.0f);
+    void zero(float* y, std::size_t first, std::size_t width, std::size_t rows) const {
+        for (std::size_t m = 0; m < rows; ++m) std::fill_n(y + m * cols_ + first, width, 0.0f);
     }
 
-    void run_split_columns(const std::vector<argument>& inputs, const float* a, const float* b, float* y) const {
-        const std::size_t block = l1_block_columns(rows_);
+    void run_split_columns(const std::vector<argument>& inputs, const float* a, const float* b, float* y,
+                           std::size_t rows) const {
+        const std::size_t block = l1_block_columns(rows);
         const auto blocks = static_cast<std::int64_t>((cols_ + block - 1) / block);
         const int threads = blocks > 1 ? threads_ : 1;
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
         for (std::int64_t j = 0; j < blocks; ++j) {
             const std::size_t first = static_cast<std::size_t>(j) * block;
             const std::size_t width = std::min(block, cols_ - first);
-            zero(y, first, width);
-            multiply_slab(a, b, 0, inner_, y, first, width);
-            epilogue_.apply(inputs, y, rows_, cols_, first, width);
+            zero(y, first, width, rows);
+            multiply_slab(a, b, 0, inner_, y, first, width, rows);
+            epilogue_.apply(inputs, y, rows, cols_, first, width);
         }
     }
 
@@ -100,28 +107,29 @@ private:
     // partials are summed in thread order: the result is the same on every
     // run (slices taken on demand would sum in a varying order).
     void run_split_inner(const std::vector<argument>& inputs, const float* a, const float* b, float* y,
-                         float* partials) const {
-        const std::size_t partial_floats = rows_ * cols_;
+                         float* partials, std::size_t rows) const {
+        const std::size_t partial_floats = rows * cols_;
 #pragma omp parallel num_threads(threads_)
         {
             const auto parts = static_cast<std::size_t>(omp_get_num_threads());
             const auto part = static_cast<std::size_t>(omp_get_thread_num());
             float* own = part == 0 ? y : partials + (part - 1) * partial_floats;
-            zero(own, 0, cols_);
+            zero(own, 0, cols_, rows);
             const auto [k0, k1] = share(inner_, parts, part, 4);
-            multiply_slab(a, b, k0, k1, own, 0, cols_);
+            multiply_slab(a, b, k0, k1, own, 0, cols_, rows);
 #pragma omp barrier
             const auto [first, last] = share(cols_, parts, part, 16);
             for (std::size_t p = 1; p < parts; ++p)
-                for (std::size_t m = 0; m < rows_; ++m) {
+                for (std::size_t m = 0; m < rows; ++m) {
                     const float* from = partials + (p - 1) * partial_floats + m * cols_;
                     float* to = y + m * cols_;
                     for (std::size_t c = first; c < last; ++c) to[c] += from[c];
                 }
-            if (!epilogue_.empty() && last > first) epilogue_.apply(inputs, y, rows_, cols_, first, last - first);
+            if (!epilogue_.empty() && last > first) epilogue_.apply(inputs, y, rows, cols_, first, last - first);
         }
     }
 
+    std::size_t result_rank_;
     std::size_t rows_, inner_, cols_;
     few_rows_epilogue epilogue_;
     multiply_function multiply_;
@@ -153,7 +161,7 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, multiply_functi
     const auto& fused = *r.op.get_if<op::fused_dot>();
     few_rows_epilogue epilogue(fused, *few_rows_operand_strides(fused, r, b.lens()[1]));
     return std::make_shared<few_rows_float32_kernel>(rows, b.lens()[0], b.lens()[1], std::move(epilogue), multiply,
-                                                     r.threads);
+                                                     r.threads, r.output_shape.ndim());
 }
 
 bool eligible_avx512(const kernel_request& r) {

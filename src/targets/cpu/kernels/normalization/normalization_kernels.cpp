@@ -14,6 +14,7 @@
 #include "targets/cpu/kernels/normalization/normalization_avx512.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
+#include "targets/cpu/kernels/follows_run_time_extents.hpp"
 
 namespace kiln {
 
@@ -44,18 +45,28 @@ using softmax_quantize_rows = void (*)(const avx2::row_layout&, const float*, co
 using layer_norm_quantize_rows = void (*)(const avx2::row_layout&, double, const float*, const float*, const float*,
                                           const avx2::row_quantize&, void*);
 
-class softmax_kernel final : public cpu_kernel {
+// The rows of this run: as many as the input has (fewer than built for
+// when the program runs at a smaller run-time extent); each as long as built.
+avx2::row_layout rows_of_run(avx2::row_layout layout, const argument& x) {
+    layout.rows = x.get_shape().elements() / layout.length;
+    return layout;
+}
+
+class softmax_kernel final : public cpu_kernel, public follows_run_time_extents {
 public:
-    softmax_kernel(avx2::row_layout layout, bool take_log, softmax_rows rows)
-        : layout_(layout), take_log_(take_log), rows_(rows) {}
+    softmax_kernel(avx2::row_layout layout, bool take_log, softmax_rows rows, std::size_t axis)
+        : layout_(layout), take_log_(take_log), rows_(rows), axis_(axis) {}
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
-        rows_(layout_, take_log_, inputs[0].data_as<const float>(), result.data_as<float>());
+        rows_(rows_of_run(layout_, inputs[0]), take_log_, inputs[0].data_as<const float>(), result.data_as<float>());
     }
+    // A dimension before the normalized ones only changes the number of rows.
+    bool follows_extent_of(std::size_t dim) const override { return dim < axis_; }
 
 private:
     avx2::row_layout layout_;
     bool take_log_;
     softmax_rows rows_;
+    std::size_t axis_;
 };
 
 // A scale or bias as `length` contiguous floats: the input itself when it is
@@ -91,13 +102,13 @@ std::optional<row_parameter> row_parameter_of(const kernel_request& r, std::size
     return p;
 }
 
-class layer_norm_kernel final : public cpu_kernel {
+class layer_norm_kernel final : public cpu_kernel, public follows_run_time_extents {
 public:
     layer_norm_kernel(avx2::row_layout layout, double epsilon, row_parameter scale, row_parameter bias,
-                      layer_norm_rows rows)
-        : layout_(layout), epsilon_(epsilon), scale_(std::move(scale)), bias_(std::move(bias)), rows_(rows) {}
+                      layer_norm_rows rows, std::size_t axis)
+        : layout_(layout), epsilon_(epsilon), scale_(std::move(scale)), bias_(std::move(bias)), rows_(rows), axis_(axis) {}
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
-        rows_(layout_, epsilon_, inputs[0].data_as<const float>(), pointer(scale_, inputs, 1),
+        rows_(rows_of_run(layout_, inputs[0]), epsilon_, inputs[0].data_as<const float>(), pointer(scale_, inputs, 1),
                              pointer(bias_, inputs, 2), result.data_as<float>());
     }
 
@@ -110,6 +121,11 @@ private:
     double epsilon_;
     row_parameter scale_, bias_;
     layer_norm_rows rows_;
+    std::size_t axis_;
+
+public:
+    // Scale and bias span the normalized dimensions only (row_parameter_of).
+    bool follows_extent_of(std::size_t dim) const override { return dim < axis_; }
 };
 
 // One float row per thread, in scratch, for the variants that write codes.
@@ -235,7 +251,7 @@ std::shared_ptr<const cpu_kernel> softmax_kernel_with(const kernel_request& r, s
         if (x.lens()[d] != 1) return nullptr;  // the axis must be the innermost one
     auto layout = rows_from(x, a, r, 24);
     if (!layout) return nullptr;
-    return std::make_shared<softmax_kernel>(*layout, take_log, rows);
+    return std::make_shared<softmax_kernel>(*layout, take_log, rows, a);
 }
 
 std::shared_ptr<const cpu_kernel> layer_norm_kernel_with(const kernel_request& r, layer_norm_rows rows) {
@@ -247,7 +263,7 @@ std::shared_ptr<const cpu_kernel> layer_norm_kernel_with(const kernel_request& r
     auto scale = row_parameter_of(r, 1, x, a);
     auto bias = row_parameter_of(r, 2, x, a);
     if (!layout || !scale || !bias) return nullptr;
-    return std::make_shared<layer_norm_kernel>(*layout, ln->epsilon, std::move(*scale), std::move(*bias), rows);
+    return std::make_shared<layer_norm_kernel>(*layout, ln->epsilon, std::move(*scale), std::move(*bias), rows, a);
 }
 
 }  // namespace

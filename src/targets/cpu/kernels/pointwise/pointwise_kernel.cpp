@@ -13,6 +13,7 @@
 #include "targets/cpu/kernels/pointwise/pointwise_avx2.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
+#include "targets/cpu/kernels/follows_run_time_extents.hpp"
 
 namespace kiln {
 
@@ -291,10 +292,10 @@ std::size_t cost_per_element(const std::vector<avx2::pw_instruction>& code, std:
     return cost;
 }
 
-class pointwise_kernel final : public cpu_kernel, public pointwise_runner {
+class pointwise_kernel final : public cpu_kernel, public pointwise_runner, public follows_run_time_extents {
 public:
     pointwise_kernel(program_builder&& b, const collapsed_layout& layout, const kernel_request& r)
-        : code_(std::move(b.code)) {
+        : code_(std::move(b.code)), output_lens_(r.output_shape.lens()) {
         const std::size_t n = r.input_shapes.size();
         std::vector<std::size_t> standard(layout.lens.size(), 1);
         for (std::size_t d = layout.lens.size(); d-- > 1;) standard[d - 1] = standard[d] * layout.lens[d];
@@ -331,7 +332,17 @@ public:
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         const void* data[max_inputs];
         for (std::size_t i = 0; i < inputs.size(); ++i) data[i] = inputs[i].data();
-        avx2::run_pointwise(program_, data, result.data(), scratch);
+        const std::size_t elements = result.get_shape().elements();
+        if (elements == program_.elements) return avx2::run_pointwise(program_, data, result.data(), scratch);
+        avx2::run_pointwise(program_at(elements), data, result.data(), scratch);
+    }
+    // The result's outermost dimension longer than one is the outer factor
+    // of the first collapsed dimension (standard result), whose every input
+    // stride stays as built: only that length changes.
+    bool follows_extent_of(std::size_t dim) const override {
+        return dim < output_lens_.size() &&
+               std::all_of(output_lens_.begin(), output_lens_.begin() + static_cast<std::ptrdiff_t>(dim),
+                           [](std::size_t l) { return l == 1; });
     }
     void run(const void* const* inputs, void* output, std::byte* scratch) const override {
         avx2::run_pointwise(program_, inputs, output, scratch);
@@ -339,6 +350,16 @@ public:
     std::size_t scratch_bytes() const override { return avx2::pointwise_scratch_bytes(program_); }
 
 private:
+    // The program over `elements` of the result at a smaller run-time extent
+    // of its outermost dimension (follows_extent_of).
+    avx2::pw_program program_at(std::size_t elements) const {
+        avx2::pw_program p = program_;
+        p.lens[0] = program_.lens[0] * elements / program_.elements;
+        p.elements = elements;
+        if (elements % 8 != 0) p.affine_x = -1;  // the affine loop runs whole vectors
+        return p;
+    }
+
     // Sets program_.affine_* when the code is mul(x, scale) -> add(., shift)
     // [-> relu], operands in either order (both ops commute exactly).
     void recognize_affine() {
@@ -376,6 +397,7 @@ private:
     }
 
     std::vector<avx2::pw_instruction> code_;
+    std::vector<std::size_t> output_lens_;
     std::vector<avx2::pw_input> inputs_;
     avx2::pw_program program_;
 };

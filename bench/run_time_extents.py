@@ -1,0 +1,49 @@
+"""Run-time-extent program (compiled once for 1..max) vs a program compiled for exactly that extent,
+interleaved in one process, threads=1, CPU time per run; median ratio (generic / exact) and spread."""
+import sys, tempfile, time, statistics, numpy as np, kiln
+OUT = tempfile.mkdtemp(prefix="kiln_extents_")
+from onnx import helper, numpy_helper, TensorProto
+CPU = kiln.get_target("cpu")
+
+def save(path, nodes, inits, width, out):
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "seq", width])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "seq", out])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]); m.ir_version = 8
+    open(path, "wb").write(m.SerializeToString()); return path
+
+rng = np.random.default_rng(0)
+c = lambda n, v: numpy_helper.from_array(np.asarray(v, np.float32), n)
+W = 768
+rows = save(OUT + "/rows.onnx", [helper.make_node("Mul", ["x", "s"], ["m"]), helper.make_node("Add", ["m", "t"], ["a"]),
+        helper.make_node("Sigmoid", ["a"], ["g1"]),
+        helper.make_node("LayerNormalization", ["g1", "g", "be"], ["n"], axis=-1, epsilon=1e-5),
+        helper.make_node("Softmax", ["n"], ["y"], axis=-1)],
+        [c("s", rng.standard_normal(W)), c("t", rng.standard_normal(W)), c("g", rng.standard_normal(W)), c("be", rng.standard_normal(W))], W, W)
+proj = save(OUT + "/proj.onnx", [helper.make_node("MatMul", ["x", "Wm"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+        helper.make_node("LayerNormalization", ["a", "g", "be"], ["n"], axis=-1, epsilon=1e-5),
+        helper.make_node("Tanh", ["n"], ["y"])],
+        [c("Wm", rng.standard_normal((W, W)) * 0.03), c("b", rng.standard_normal(W)), c("g", rng.standard_normal(W)), c("be", rng.standard_normal(W))], W, W)
+
+def compare(path, mx, extents, rounds, reps):
+    generic = kiln.parse_onnx(path, map_dyn_input_dims={"x": [1, {"min": 1, "max": mx}, W]})
+    generic.compile(CPU, threads=1)
+    assert generic.specialisation_count() == 1
+    for e in extents:
+        exact = kiln.parse_onnx(path, map_input_dims={"x": [1, e, W]}); exact.compile(CPU, threads=1)
+        x = {"x": np.random.default_rng(e).standard_normal((1, e, W)).astype(np.float32)}
+        np.testing.assert_allclose(np.asarray(generic.run(x)[0]), np.asarray(exact.run(x)[0]), rtol=1e-5, atol=1e-6)
+        ratios = []
+        for _ in range(rounds):
+            t = {}
+            for name, p in (("g", generic), ("e", exact)) if _ % 2 else (("e", exact), ("g", generic)):
+                s = time.process_time()
+                for _r in range(reps): p.run(x)
+                t[name] = time.process_time() - s
+            ratios.append(t["g"] / t["e"])
+        q = statistics.quantiles(ratios, n=4)
+        print(f"{path.split('/')[-1]} max {mx} extent {e}: generic/exact median {statistics.median(ratios):.3f} "
+              f"(quartiles {q[0]:.3f}..{q[2]:.3f}, {rounds} rounds x {reps} runs)", flush=True)
+    assert generic.specialisation_count() == 1
+
+compare(rows, 512, [1, 64, 512], 41, 200)
+compare(proj, 4, [1, 2, 4], 41, 200)

@@ -1,0 +1,80 @@
+"""Compile time of a program with one dynamic dimension (BERT-base, sequence MIN..MAX) against a static compile
+of the same model (sequence MAX), interleaved in one process, CPU time and wall time, threads=1.
+
+The ranged compile first tries one program for the whole range: it optimises the model at both ends of the
+range and compares the two graphs (a value derived from the length refuses it), then either lowers the
+maximum once or pins the minimum it already optimised. The models in build/models are exported
+with static sizes, and run-time extents follow one dynamic dimension, so BERT-base (scripts/model_zoo.py,
+random weights) is exported here, into a temporary folder, with dynamic axes and input_ids as its only
+input (the mask and token types are the model's defaults, computed from the ids' shape).
+
+usage: PYTHONPATH=python .venv/bin/python bench/run_time_extents_compile_time.py [rounds] [max] [min]"""
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import kiln
+
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+MAX = int(sys.argv[2]) if len(sys.argv) > 2 else 128
+MIN = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+AXIS = os.environ.get("AXIS", "sequence")  # or "batch" (1..MAX at sequence 128)
+RANGED = [1, {"min": MIN, "max": MAX}] if AXIS == "sequence" else [{"min": MIN, "max": MAX}, 128]
+STATIC = [1, MAX] if AXIS == "sequence" else [MAX, 128]
+CPU = kiln.get_target("cpu")
+
+
+def one_input_model(folder):
+    """BERT-base exported with a dynamic sequence (the TorchScript exporter, opset 17, dynamic_axes), taking
+    input_ids only."""
+    import io
+
+    import torch
+
+    sys.path.insert(0, "scripts")
+    from export_models import build
+
+    module, inputs = build("bert_base")
+
+    class IdsOnly(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = module
+
+        def forward(self, input_ids):
+            return self.model(input_ids=input_ids).last_hidden_state
+
+    buffer = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(IdsOnly().eval(), (torch.from_numpy(inputs["input_ids"]),), buffer, dynamo=False,
+                          opset_version=17, input_names=["input_ids"], output_names=["hidden"],
+                          dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}})
+    path = os.path.join(folder, "bert_dynamic_ids_only.onnx")
+    with open(path, "wb") as f:
+        f.write(buffer.getvalue())
+    return path
+
+
+def compile_time(path, **dims):
+    wall, cpu = time.perf_counter(), time.process_time()
+    p = kiln.parse_onnx(path, **dims)
+    p.compile(CPU, threads=1)
+    return time.process_time() - cpu, time.perf_counter() - wall, p
+
+
+with tempfile.TemporaryDirectory(prefix="kiln_ranged_compile_") as folder:
+    path = one_input_model(folder)
+    variants = {"static": {"map_input_dims": {"input_ids": STATIC}},
+                "ranged": {"map_dyn_input_dims": {"input_ids": RANGED}}}
+    times = {name: [] for name in variants}
+    for r in range(ROUNDS):
+        for name in (("static", "ranged") if r % 2 == 0 else ("ranged", "static")):
+            cpu, wall, p = compile_time(path, **variants[name])
+            times[name].append((cpu, wall))
+            print(f"round {r} {name}: cpu {cpu:.2f} s, wall {wall:.2f} s, programs {p.specialisation_count()}",
+                  flush=True)
+    ratios = [r[0] / s[0] for r, s in zip(times["ranged"], times["static"])]
+    print(f"ranged/static compile CPU time: median {statistics.median(ratios):.2f} "
+          f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {ROUNDS} rounds); load {os.getloadavg()}")

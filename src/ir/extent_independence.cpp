@@ -1,0 +1,59 @@
+#include "ir/extent_independence.hpp"
+
+#include <cstring>
+#include <unordered_map>
+
+namespace kiln {
+
+namespace {
+
+bool same_literal(const literal& a, const literal& b) {
+    if (a.get_shape() != b.get_shape()) return false;
+    const argument x = a.get_argument();
+    const argument y = b.get_argument();
+    const std::size_t bytes = x.get_shape().bytes();
+    return bytes == y.get_shape().bytes() && (bytes == 0 || std::memcmp(x.data(), y.data(), bytes) == 0);
+}
+
+}  // namespace
+
+std::string first_difference_besides_extents(const module& a, const module& b) {
+    if (a.size() != b.size())
+        return "the optimised module has " + std::to_string(a.size()) + " instructions at one extent and " +
+               std::to_string(b.size()) + " at the other";
+    const auto names = a.instruction_names();
+    // Position of each instruction in its module, to compare inputs.
+    std::unordered_map<const instruction*, std::size_t> position_a;
+    std::unordered_map<const instruction*, std::size_t> position_b;
+    auto ia = a.begin();
+    auto ib = b.begin();
+    for (std::size_t i = 0; ia != a.end(); ++ia, ++ib, ++i) {
+        position_a[&*ia] = i;
+        position_b[&*ib] = i;
+        const std::string at = names.at(&*ia) + " = " + ia->name();
+        if (!ia->module_inputs().empty() || !ib->module_inputs().empty())
+            return at + ": takes submodules, which are not compared";
+        if (ia->name() != ib->name()) return at + ": another op (" + ib->name() + ") at the other extent";
+        // A parameter's op holds its shape; its name and its result's dtype and rank are compared below.
+        if (!ia->is_param() && !ia->is_literal() && ia->get_operator() != ib->get_operator())
+            return at + ": its op or attributes differ (" + to_string(ia->get_operator()) + " against " +
+                   to_string(ib->get_operator()) + ")";
+        if (ia->inputs().size() != ib->inputs().size()) return at + ": its number of inputs differs";
+        for (std::size_t k = 0; k < ia->inputs().size(); ++k)
+            if (position_a.at(&*ia->inputs()[k]) != position_b.at(&*ib->inputs()[k]))
+                return at + ": its input " + std::to_string(k) + " differs";
+        if (ia->is_param() && ia->param_name() != ib->param_name()) return at + ": another parameter";
+        if (ia->is_literal() && !same_literal(ia->get_literal(), ib->get_literal()))
+            return at + ": a constant that depends on the extent (" + to_string(ia->get_shape()) + " against " +
+                   to_string(ib->get_shape()) + ")";
+        const shape& sa = ia->get_shape();
+        const shape& sb = ib->get_shape();
+        if (sa.is_tuple() != sb.is_tuple() || sa.type() != sb.type() || sa.ndim() != sb.ndim() ||
+            sa.standard() != sb.standard())
+            return at + ": its result's dtype, rank or layout differs (" + to_string(sa) + " against " +
+                   to_string(sb) + ")";
+    }
+    return {};
+}
+
+}  // namespace kiln

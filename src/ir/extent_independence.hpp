@@ -1,0 +1,24 @@
+#pragma once
+// Whether a dynamic program's values (not only its sizes) are independent of
+// its dynamic extent, judged on the program itself rather than on a list of
+// ops: the program specialised and optimised at two extents must be the same
+// graph except for the lengths of its values. A front end or a pass that
+// folds something derived from the extent (ONNX Shape -> Cast -> Mul, a
+// Range of positions, a Reshape target computed from Shape, a mean's 1/n)
+// leaves a literal or an attribute that differs between the two, and the
+// program is then not run at run-time extents (ir/run_time_extents.hpp).
+#include <string>
+
+#include "kiln/module.hpp"
+
+namespace kiln {
+
+// Empty when `a` and `b` are the same graph, instruction by instruction in
+// order: the same op with equal attributes, the same inputs, the same
+// parameter names, literals of equal shape and bytes, and results of the same
+// dtype, rank and layout (standard or not), their lengths free to differ.
+// Otherwise the first difference, naming the instruction (of `a`). A module
+// that takes submodules (if, loop) is refused: its bodies are not compared.
+std::string first_difference_besides_extents(const module& a, const module& b);
+
+}  // namespace kiln

@@ -1,0 +1,178 @@
+#include "ir/run_time_extents.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace kiln {
+
+namespace {
+
+// The extents compute_shape is tried at: the range's ends and its middle
+// (a length that is a * e + b at two of them and not at the third is not).
+std::vector<std::size_t> probe_extents(std::size_t min, std::size_t max) {
+    std::vector<std::size_t> out{min, min + (max - min) / 2, max};
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+// Strides that matter: those of dimensions longer than one.
+bool same_strides_where_it_matters(const shape& a, const shape& b) {
+    if (a.ndim() != b.ndim()) return false;
+    for (std::size_t j = 0; j < a.ndim(); ++j)
+        if (a.lens()[j] > 1 && b.lens()[j] > 1 && a.strides()[j] != b.strides()[j]) return false;
+    return true;
+}
+
+}  // namespace
+
+std::optional<extent_plan> extent_plan::derive(const module& compiled,
+                                               const std::map<std::string, shape>& dynamic_parameters,
+                                               std::string& why) {
+    extent_plan plan;
+    std::size_t dynamic_dims = 0;
+    for (const auto& [name, s] : dynamic_parameters) {
+        if (!s.dynamic()) continue;
+        const auto dims = s.dyn_dims();
+        for (std::size_t d = 0; d < dims.size(); ++d) {
+            if (dims[d].is_fixed()) continue;
+            ++dynamic_dims;
+            plan.parameter_ = name;
+            plan.parameter_dim_ = d;
+            plan.min_ = dims[d].min;
+            plan.max_ = dims[d].max;
+        }
+    }
+    if (dynamic_dims != 1) {
+        why = "the program has " + std::to_string(dynamic_dims) + " dynamic dimensions (run-time extents follow one)";
+        return std::nullopt;
+    }
+    const auto names = compiled.instruction_names();
+    const auto probes = probe_extents(plan.min_, plan.max_);
+    // shapes[k][i]: instruction i's shape at probe k.
+    std::vector<std::vector<shape>> shapes(probes.size());
+    for (std::size_t k = 0; k < probes.size(); ++k) {
+        std::unordered_map<const instruction*, std::size_t> index;
+        for (const auto& ins : compiled) {
+            shape s = ins.get_shape();
+            if (ins.is_param() && ins.param_name() == plan.parameter_) {
+                auto lens = s.lens();
+                if (plan.parameter_dim_ >= lens.size() || lens[plan.parameter_dim_] != plan.max_ || !s.standard()) {
+                    why = "input '" + plan.parameter_ + "' is " + to_string(s) + " in the compiled program";
+                    return std::nullopt;
+                }
+                lens[plan.parameter_dim_] = probes[k];
+                s = shape(s.type(), lens);
+            } else if (!ins.is_param() && !ins.is_literal() && !ins.is_return()) {
+                std::vector<shape> inputs;
+                for (const auto& in : ins.inputs()) inputs.push_back(shapes[k][index.at(&*in)]);
+                try {
+                    s = ins.get_operator().compute_shape(inputs, ins.module_inputs());
+                } catch (const error& e) {
+                    why = names.at(&ins) + " = " + ins.name() + " has no shape at extent " +
+                          std::to_string(probes[k]) + ": " + e.what();
+                    return std::nullopt;
+                }
+            }
+            index[&ins] = shapes[k].size();
+            shapes[k].push_back(std::move(s));
+        }
+    }
+    const std::size_t last = probes.size() - 1;
+    std::size_t i = 0;
+    for (const auto& ins : compiled) {
+        const shape& at_max = shapes[last][i];
+        if (ins.is_return()) {  // its shape (the outputs', as a tuple when several) is not a value
+            plan.varying_.push_back(std::nullopt);
+            plan.at_max_.push_back(at_max);
+            ++i;
+            continue;
+        }
+        const std::string name = names.at(&ins) + " = " + ins.name();
+        auto refuse = [&](const std::string& reason) {
+            why = name + " -> " + to_string(at_max) + ": " + reason;
+            return std::nullopt;
+        };
+        if (at_max != ins.get_shape()) return refuse("compute_shape at the maximum gives another shape");
+        if (at_max.is_tuple()) return refuse("several results");
+        std::optional<varying_dimension> varies;
+        for (std::size_t d = 0; d < at_max.ndim(); ++d) {
+            if (shapes[0][i].lens()[d] == at_max.lens()[d]) continue;
+            if (varies) return refuse("it varies in more than one dimension");
+            const auto grow = static_cast<std::int64_t>(at_max.lens()[d]) - static_cast<std::int64_t>(shapes[0][i].lens()[d]);
+            const auto span = static_cast<std::int64_t>(probes[last] - probes[0]);
+            if (grow <= 0 || grow % span != 0) return refuse("its dimension " + std::to_string(d) + " does not grow in steps of the extent");
+            varying_dimension v{d, grow / span, 0};
+            v.offset = static_cast<std::int64_t>(at_max.lens()[d]) - v.scale * static_cast<std::int64_t>(probes[last]);
+            varies = v;
+        }
+        for (std::size_t k = 0; k < probes.size(); ++k) {
+            const shape& s = shapes[k][i];
+            if (s.type() != at_max.type() || s.ndim() != at_max.ndim()) return refuse("its dtype or rank changes");
+            for (std::size_t d = 0; d < s.ndim(); ++d) {
+                const bool this_one = varies && varies->dim == d;
+                const auto expected = this_one ? static_cast<std::size_t>(varies->scale * static_cast<std::int64_t>(probes[k]) + varies->offset)
+                                               : at_max.lens()[d];
+                if (s.lens()[d] != expected) return refuse("its dimension " + std::to_string(d) + " is not a * extent + b");
+            }
+            // The value at a smaller extent must lie where the reader of the
+            // buffer planned for the maximum looks for it.
+            if (!same_strides_where_it_matters(s, at_max) || (at_max.standard() && !s.standard()))
+                return refuse("its strides change with the extent");
+        }
+        plan.varying_.push_back(varies);
+        plan.at_max_.push_back(at_max);
+        ++i;
+    }
+    return plan;
+}
+
+std::size_t extent_plan::extent_of(const parameter_map& inputs) const {
+    return inputs.at(parameter_).get_shape().lens().at(parameter_dim_);
+}
+
+std::vector<shape> extent_plan::shapes_at(std::size_t e) const {
+    std::vector<shape> out;
+    out.reserve(at_max_.size());
+    for (std::size_t i = 0; i < at_max_.size(); ++i) {
+        const shape& s = at_max_[i];
+        if (!varying_[i]) {
+            out.push_back(s);
+            continue;
+        }
+        auto lens = s.lens();
+        lens[varying_[i]->dim] =
+            static_cast<std::size_t>(varying_[i]->scale * static_cast<std::int64_t>(e) + varying_[i]->offset);
+        out.push_back(s.standard() ? shape(s.type(), std::move(lens)) : shape(s.type(), std::move(lens), s.strides()));
+    }
+    return out;
+}
+
+run_time_extent_executable::run_time_extent_executable(std::shared_ptr<const executable> inner, extent_plan plan,
+                                                       std::map<std::string, shape> parameters)
+    : inner_(std::move(inner)),
+      runner_(dynamic_cast<const runs_at_extents*>(inner_.get())),
+      plan_(std::move(plan)),
+      parameters_(std::move(parameters)) {
+    if (runner_ == nullptr) fail(error_kind::runtime, "run_time_extent_executable: the executable cannot run at run-time extents");
+}
+
+std::vector<argument> run_time_extent_executable::run_at(const parameter_map& inputs, std::vector<step_timing>* timings,
+                                                         const step_observer* observe) const {
+    return runner_->run_with_shapes(inputs, plan_.shapes_at(plan_.extent_of(inputs)), timings, observe);
+}
+
+std::vector<argument> run_time_extent_executable::run(const parameter_map& inputs) const {
+    return run_at(inputs, nullptr, nullptr);
+}
+
+std::vector<argument> run_time_extent_executable::run_profiled(const parameter_map& inputs,
+                                                               std::vector<step_timing>& timings) const {
+    return run_at(inputs, &timings, nullptr);
+}
+
+std::vector<argument> run_time_extent_executable::run_observed(const parameter_map& inputs,
+                                                               const step_observer& observe) const {
+    return run_at(inputs, nullptr, &observe);
+}
+
+}  // namespace kiln

@@ -1,0 +1,102 @@
+#pragma once
+// One compiled program for every extent of a dynamic dimension: the program
+// is compiled once at the range's maximum (memory planned for it, weights
+// packed once), and each run hands every instruction its actual shape.
+//
+// extent_plan says how each instruction's shape follows the run-time extent
+// e of the program's one dynamic dimension: each length is a * e + b, found
+// by running compute_shape over the compiled module at the range's minimum,
+// middle and maximum. It refuses (and the program keeps its cache of static
+// specialisations) wherever that would not be exact: an op whose shape
+// cannot follow e (an attribute fixed at the maximum), a value that varies
+// in more than one dimension, or whose strides or layout change with e (it
+// must read and write a prefix-compatible part of the buffer planned for the
+// maximum).
+//
+// An executable that can run this way implements runs_at_extents; a target
+// that cannot says why for each instruction it would have to vary.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/module.hpp"
+#include "kiln/target.hpp"
+
+namespace kiln {
+
+// How one value follows the extent: lens[dim] = scale * e + offset.
+struct varying_dimension {
+    std::size_t dim = 0;
+    std::int64_t scale = 0;
+    std::int64_t offset = 0;
+};
+
+class extent_plan {
+public:
+    // The plan for `compiled` (the main module compiled at the maximum of the
+    // one dynamic dimension of `dynamic_parameters`), or nullopt with the
+    // reason in `why`.
+    static std::optional<extent_plan> derive(const module& compiled,
+                                             const std::map<std::string, shape>& dynamic_parameters, std::string& why);
+
+    // Per instruction of the compiled module, in order: how it varies, if it does.
+    const std::vector<std::optional<varying_dimension>>& varying() const { return varying_; }
+    // The run-time extent given by `inputs` (checked against the ranges by the caller).
+    std::size_t extent_of(const parameter_map& inputs) const;
+    // The shape of every instruction at extent `e`.
+    std::vector<shape> shapes_at(std::size_t e) const;
+    const std::string& parameter() const { return parameter_; }
+    std::size_t max_extent() const { return max_; }
+
+private:
+    std::string parameter_;  // the input with the dynamic dimension
+    std::size_t parameter_dim_ = 0;
+    std::size_t min_ = 0, max_ = 0;
+    std::vector<shape> at_max_;
+    std::vector<std::optional<varying_dimension>> varying_;
+};
+
+// An executable that runs its module at the shapes of one run (extent_plan::shapes_at).
+class runs_at_extents {
+public:
+    virtual ~runs_at_extents() = default;
+    // Empty when every instruction i with varying[i] set runs at any extent
+    // of that dimension up to the compiled one; else why not, naming the
+    // first instruction that cannot.
+    virtual std::string cannot_vary(const std::vector<std::optional<varying_dimension>>& varying) const = 0;
+    // Runs with instruction i's value of shape shapes[i]; `timings` and
+    // `observe` as in executable::run_profiled / run_observed (either may be null).
+    virtual std::vector<argument> run_with_shapes(const parameter_map& inputs, const std::vector<shape>& shapes,
+                                                  std::vector<step_timing>* timings,
+                                                  const step_observer* observe) const = 0;
+};
+
+// The executable of a program compiled once for a range: runs `inner` (a
+// runs_at_extents) at each run's shapes.
+class run_time_extent_executable final : public executable {
+public:
+    run_time_extent_executable(std::shared_ptr<const executable> inner, extent_plan plan,
+                               std::map<std::string, shape> parameters);
+    std::vector<argument> run(const parameter_map& inputs) const override;
+    std::vector<argument> run_profiled(const parameter_map& inputs, std::vector<step_timing>& timings) const override;
+    std::vector<argument> run_observed(const parameter_map& inputs, const step_observer& observe) const override;
+    std::size_t planned_memory_bytes() const override { return inner_->planned_memory_bytes(); }
+    std::size_t kernel_constant_bytes() const override { return inner_->kernel_constant_bytes(); }
+    std::size_t adopted_constant_bytes() const override { return inner_->adopted_constant_bytes(); }
+    std::vector<kernel_choice> kernel_choices() const override { return inner_->kernel_choices(); }
+    // The parameters with their ranges, which run() accepts.
+    const std::map<std::string, shape>& parameter_shapes() const { return parameters_; }
+
+private:
+    std::vector<argument> run_at(const parameter_map& inputs, std::vector<step_timing>* timings,
+                                 const step_observer* observe) const;
+    std::shared_ptr<const executable> inner_;
+    const runs_at_extents* runner_;
+    extent_plan plan_;
+    std::map<std::string, shape> parameters_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,63 @@
+// first_difference_besides_extents: two optimised static copies of one
+// dynamic program are the same graph but for their lengths, or the first
+// instruction whose op, attributes, inputs or constants differ is named.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "ir/extent_independence.hpp"
+#include "pass_test_helpers.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+// x [n, 4] -> relu(x) * scale, scale a [1, 4] literal (broadcast by mul).
+std::unique_ptr<module> scaled_rows(std::size_t n, float scale) {
+    auto m = std::make_unique<module>();
+    auto x = m->add_parameter("x", shape{dtype::float_type, {n, 4}});
+    auto s = m->add_literal(literal(shape{dtype::float_type, {1, 4}}, std::vector<float>(4, scale)));
+    auto r = m->add_instruction(make_op("relu"), {x});
+    m->add_return({m->add_instruction(make_op("mul"), {r, s})});
+    return m;
+}
+
+// x [n, 4] -> reshape to `dims`.
+std::unique_ptr<module> reshaped(std::size_t n, std::vector<std::int64_t> dims) {
+    auto m = std::make_unique<module>();
+    auto x = m->add_parameter("x", shape{dtype::float_type, {n, 4}});
+    m->add_return({m->add_instruction(make_op("reshape", value_map{{"dims", ints(std::move(dims))}}), {x})});
+    return m;
+}
+
+}  // namespace
+
+TEST(extent_independence, the_same_graph_at_two_lengths_has_no_difference) {
+    EXPECT_EQ(first_difference_besides_extents(*scaled_rows(64, 2.0f), *scaled_rows(1, 2.0f)), "");
+}
+
+TEST(extent_independence, a_constant_folded_from_the_extent_is_named) {
+    const std::string why = first_difference_besides_extents(*scaled_rows(64, 64.0f), *scaled_rows(1, 1.0f));
+    EXPECT_NE(why.find("@literal"), std::string::npos) << why;
+    EXPECT_NE(why.find("depends on the extent"), std::string::npos) << why;
+}
+
+TEST(extent_independence, an_attribute_that_holds_the_extent_is_named) {
+    const std::string why = first_difference_besides_extents(*reshaped(64, {64, 2, 2}), *reshaped(3, {3, 2, 2}));
+    EXPECT_NE(why.find("reshape"), std::string::npos) << why;
+    EXPECT_NE(why.find("attributes differ"), std::string::npos) << why;
+}
+
+TEST(extent_independence, another_graph_is_named) {
+    module other;
+    auto x = other.add_parameter("x", shape{dtype::float_type, {3, 4}});
+    other.add_return({other.add_instruction(make_op("relu"), {x})});
+    EXPECT_NE(first_difference_besides_extents(*scaled_rows(64, 2.0f), other).find("instructions"), std::string::npos);
+    // Same size, other parameter name.
+    auto renamed = reshaped(3, {3, 2, 2});
+    module named_y;
+    auto y = named_y.add_parameter("y", shape{dtype::float_type, {3, 4}});
+    named_y.add_return({named_y.add_instruction(make_op("reshape", value_map{{"dims", ints({3, 2, 2})}}), {y})});
+    EXPECT_NE(first_difference_besides_extents(*renamed, named_y).find("another parameter"), std::string::npos);
+}
