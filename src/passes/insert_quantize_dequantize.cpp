@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ops/pool.hpp"
 #include "ops/quant.hpp"
 #include "passes/constant_value.hpp"
 #include "passes/matcher.hpp"
@@ -200,6 +201,29 @@ void add_residual_uses(module& m, std::vector<quantized_value>& planned) {
         if (planned_values.count(&*value) || value->outputs().size() != 1) continue;
         planned_values.insert(&*value);
         planned.push_back(quantized_value{value, {{add, first}}, false, -1});
+    }
+}
+
+void add_max_pooling_uses(module& m, std::vector<quantized_value>& planned) {
+    std::unordered_set<const instruction*> quantized_ops, planned_values;
+    for (const auto& v : planned) {
+        planned_values.insert(&*v.value);
+        for (const auto& [ins, index] : v.uses) quantized_ops.insert(&*ins);
+    }
+    auto from_quantized_convolution = [&](instruction_ref x) {
+        if ((x->name() == "relu" && x->inputs().size() == 1) || x->name() == "clip") x = x->inputs()[0];
+        x = without_constant_bias(x);
+        return x->name() == "convolution" && quantized_ops.count(&*x) > 0;
+    };
+    for (auto pool = m.begin(); pool != m.end(); ++pool) {
+        const auto* pooling = pool->get_operator().get_if<op::pooling>();
+        if (pooling == nullptr || pooling->mode != op::pooling_mode::max) continue;
+        instruction_ref value = pool->inputs()[0];
+        if (planned_values.count(&*pool) || planned_values.count(&*value) || value->outputs().size() != 1 ||
+            !from_quantized_convolution(value))
+            continue;
+        planned_values.insert(&*value);
+        planned.push_back(quantized_value{value, {{pool, 0}}, false, -1});
     }
 }
 

@@ -47,6 +47,18 @@ std::vector<quantized_value> plan_quantized_values(module& m, const std::vector<
 // The residual then reaches the other convolution's int8 epilogue in int8.
 void add_residual_uses(module& m, std::vector<quantized_value>& planned);
 
+// For int8 through a max pooling that float ops read (DenseNet's stem:
+// convolution, ReLU, max pooling, then a concat and a batch norm), as in
+// ONNX Runtime's QDQ models: plans the pooling's input, a quantized
+// convolution's result (through a constant bias add and a ReLU / clip), as
+// an activation to quantize for the pooling. The convolution then writes
+// codes, the pooling runs on them and one dequantize after it feeds the
+// float readers, instead of a float result 4x the bytes pooled in float.
+// Max pooling commutes with the (monotone) rounding, so only the float
+// readers see the rounding. A pooling whose result is itself planned (ResNet's
+// stem, read only by quantized convolutions) is left as it is.
+void add_max_pooling_uses(module& m, std::vector<quantized_value>& planned);
+
 // The quantized type and how its scales are chosen.
 struct quantization_scheme {
     dtype type = dtype::int8_type;

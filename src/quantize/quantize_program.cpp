@@ -29,6 +29,7 @@ void quantize_program(program& p, const target& t, const std::vector<parameter_m
     std::vector<quantized_value> planned =
         plan_quantized_values(m, request.ins_names, request.exclude, quantizable_ops, caller);
     if (request.residuals_in_int8) add_residual_uses(m, planned);
+    if (request.max_pooling_in_int8) add_max_pooling_uses(m, planned);
 
     std::vector<instruction_ref> activations;
     for (const auto& v : planned)

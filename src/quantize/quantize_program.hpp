@@ -19,6 +19,9 @@ struct quantize_request {
     // Residual adds onto quantized convolutions read the quantized value
     // (add_residual_uses): int8 between ResNet blocks.
     bool residuals_in_int8 = false;
+    // A max pooling of a quantized convolution's result that float ops read
+    // pools codes (add_max_pooling_uses): DenseNet's stem.
+    bool max_pooling_in_int8 = false;
     calibration_progress progress;
 };
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "targets/cpu/kernels/dnnl_support.hpp"
+#include "targets/cpu/kernels/epilogue_steps.hpp"
 #include "targets/cpu/kernels/packed_layout.hpp"
 #include "targets/cpu/kernels/scratch_alignment.hpp"
 
@@ -177,11 +178,6 @@ namespace {
 // eltwise post-op of one algorithm the first one's parameters, so adjacent
 // clips are merged (clipping twice clips to the intersection) and a chain
 // that still repeats an algorithm with other parameters is declined.
-struct eltwise_step {
-    alg kind;
-    float alpha = 0, beta = 0;
-    float scale = 1;  // oneDNN's factor on the step's result
-};
 
 bool append_scaled(std::vector<eltwise_step>& steps, const op::post_op_chain& chain, double unit) {
     for (std::size_t k = 0; k < chain.kinds.size(); ++k) {
@@ -290,6 +286,11 @@ std::optional<dnnl::primitive_attr> epilogue_attr(const op::requantize_epilogue&
         before.insert(before.end(), after.begin(), after.end());
         after.clear();
     }
+    // The steps that end the chain: those after the residual, or all of them. A clip the 8-bit result's
+    // saturation does anyway costs instructions on every output and changes no code.
+    auto& last = e.residual == op::residual_kind::none ? before : after;
+    last = merged_clips(last);
+    drop_clips_the_saturation_covers(last, e.output_type, static_cast<std::int32_t>(e.output_zero_point));
     if (!append_steps(ops, before, used)) return std::nullopt;
     if (e.residual != op::residual_kind::none) {
         const bool float_result = e.output_type == dtype::float_type;
