@@ -15,7 +15,8 @@ std::string cpu_target::identity() const {
 
 // 16-bit float arithmetic becomes float32 first (weights stay 16-bit), so
 // every later pass and kernel sees the float32 graph it knows. Dead code
-// goes next so no pass spends time on it. Constant propagation
+// goes next so no pass spends time on it. Patch convolutions become products
+// before the simplifiers, which tidy the reshapes and transposes around them. Constant propagation
 // turns computed constants into literals the simplifiers can read; the
 // simplifiers then create small constant expressions (merged scales and
 // offsets, folded batch norms), which a second constant propagation folds.
@@ -47,6 +48,7 @@ pass_list cpu_target::get_passes(const compile_options&) const {
     return {std::make_shared<compute_16bit_in_float32>(), std::make_shared<dead_code_elimination>(), keep_dequantize,
             std::make_shared<unsigned_activation_codes>(), std::make_shared<unsigned_product_source_codes>(),
             std::make_shared<fuse_quantized_ops>(),
+            std::make_shared<patch_convolutions_as_products>(),
             std::make_shared<simplify_reshapes>(), std::make_shared<simplify_algebra>(),
             std::make_shared<constant_propagation>(),
             // Recognizers of composite ops, before post-op fusion can split them up.

@@ -37,6 +37,17 @@ private:
     std::size_t preferred_block_ = 8;
 };
 
+// Turns a float32 convolution whose kernel tiles its input exactly (stride
+// equal to a kernel of at least 4 taps, no padding or dilation, one group:
+// ViT's patch embedding) into a matrix product of its input's patches by its
+// weights, which oneDNN's matmul runs at several times the convolution's
+// rate (patch_convolutions_as_products.cpp).
+class patch_convolutions_as_products final : public pass {
+public:
+    std::string name() const override { return "patch_convolutions_as_products"; }
+    void apply(module& m) const override;
+};
+
 // Turns a fused_pointwise that reads a concat nobody else reads into one
 // fused_concat_pointwise, when the cpu kernel for it can run the program:
 // the concatenation is then never stored (DenseNet's pre-activation batch
