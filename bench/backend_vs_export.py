@@ -38,6 +38,8 @@ def load_model(name, build_dir, batch):
 
     module_file = export_models.module_path(name, build_dir)
     inputs = quantize_models.evaluation_inputs_dir(name, build_dir, batch)
+    if not inputs.is_dir():  # a model the quantized suite has no batch of: the float export's inputs
+        inputs = export_models.inputs_dir(name, build_dir, batch)
     if not module_file.exists() or not inputs.is_dir():
         raise SystemExit(f"no {module_file.name} or {inputs.name}: run scripts/quantize_models.py {name} "
                          f"--batch {batch} --save-module")
