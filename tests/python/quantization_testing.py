@@ -225,3 +225,21 @@ def assert_head_is_one_int8_product_within_a_code_of_onnxruntime(data, x):
     codes_apart = np.abs(got - expected) / np.float32(0.03)
     assert codes_apart.max() <= 1.001 and np.mean(codes_apart > 0.5) < 0.01, (codes_apart.max(), np.mean(codes_apart > 0.5))
 
+
+def check_against_onnxruntime_and_ref(path, shape):
+    """Compiles the QDQ file at `path` on cpu and checks it within one output code of
+    ONNX Runtime and of ref on one random input of `shape`; returns the program."""
+    import kiln
+    from kiln_testing import run_on
+    from test_int8_kernels import _output_step
+
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    (reference,) = run_on(kiln.parse_onnx(str(path)), "ref", {"x": x})
+    p = kiln.parse_onnx(str(path))
+    p.compile(kiln.get_target("cpu"), threads=2)
+    y = np.asarray(p.run({"x": x})[0])
+    step = _output_step(path) * 1.001
+    np.testing.assert_allclose(y, expected, rtol=0, atol=step)
+    np.testing.assert_allclose(y, reference, rtol=0, atol=step)
+    return p

@@ -6,17 +6,15 @@ block's new features are stored as codes. Both change where values are stored, n
 the op-level checks are bitwise against numpy and ref, and the whole-model checks hold one output step
 against ONNX Runtime and ref."""
 import numpy as np
-import onnxruntime as ort
 import pytest
 import torch
 from onnxruntime.quantization import QuantType
 
 import kiln
 from kiln_testing import build_program, run_on
-from quantization_testing import quantize_qdq
+from quantization_testing import check_against_onnxruntime_and_ref, quantize_qdq
 from small_densenet import SmallDenseNet
 
-from test_int8_kernels import _output_step
 
 H, W = 5, 7  # 35 pixels: one part of rows per piece, tails of the eight-lane loops
 SCALE_SHIFT_RELU = [["mul", [0, 1]], ["add", [3, 2]], ["relu", [4]]]
@@ -144,15 +142,7 @@ def test_quantized_dense_net_with_a_global_pool_stores_every_feature_as_codes_an
                       opset_version=17, dynamo=False)
     calibration = [{"x": np.random.default_rng(i).standard_normal(shape).astype(np.float32)} for i in range(4)]
     quantize_qdq(float_path, path, calibration, activation_type=activation_type, op_types=["Conv", "Gemm"])
-    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
-    expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    (reference,) = run_on(kiln.parse_onnx(str(path)), "ref", {"x": x})
-    p = kiln.parse_onnx(str(path))
-    p.compile(kiln.get_target("cpu"), threads=2)
-    y = np.asarray(p.run({"x": x})[0])
-    step = _output_step(path) * 1.001
-    np.testing.assert_allclose(y, expected, rtol=0, atol=step)
-    np.testing.assert_allclose(y, reference, rtol=0, atol=step)
+    p = check_against_onnxruntime_and_ref(path, shape)
 
     text = str(p)
     fused = [line for line in text.splitlines() if "fused_concat_pointwise[" in line]

@@ -5,15 +5,13 @@ the pool's result without a channels-last copy. The layout changes, not the arit
 channels-last result is checked against numpy on ref, and quantized transitions against ONNX Runtime and
 ref within one output step, at batch 1 and 8, with the cases the rule leaves alone."""
 import numpy as np
-import onnxruntime as ort
 import pytest
 import torch
 
 import kiln
 from kiln_testing import build_program, run_on
-from quantization_testing import quantize_qdq
+from quantization_testing import check_against_onnxruntime_and_ref, quantize_qdq
 
-from test_int8_kernels import _output_step
 
 
 def _average_pool_2x2(x):
@@ -76,19 +74,6 @@ def _quantized(tmp_path, model, shape):
     return path
 
 
-def _check_against_onnxruntime_and_ref(path, shape):
-    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
-    expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    (reference,) = run_on(kiln.parse_onnx(str(path)), "ref", {"x": x})
-    p = kiln.parse_onnx(str(path))
-    p.compile(kiln.get_target("cpu"), threads=2)
-    y = np.asarray(p.run({"x": x})[0])
-    step = _output_step(path) * 1.001
-    np.testing.assert_allclose(y, expected, rtol=0, atol=step)
-    np.testing.assert_allclose(y, reference, rtol=0, atol=step)
-    return p
-
-
 def _compiled(path, disabled=()):
     p = kiln.parse_onnx(str(path))
     p.compile(kiln.get_target("cpu"), threads=2, disabled_passes=list(disabled))
@@ -106,7 +91,7 @@ def test_a_transition_pools_channels_last_and_matches(tmp_path, batch, pool):
     shape = (batch, 3, 11, 9)  # odd extents: the 2x2 pool drops a row and a column
     torch.manual_seed(2)
     path = _quantized(tmp_path, Transition(pool), shape)
-    p = _check_against_onnxruntime_and_ref(path, shape)
+    p = check_against_onnxruntime_and_ref(path, shape)
     pools = _pool_lines(p)
     assert len(pools) == 1 and "channels_last=true" in pools[0], str(p)
     # The 1x1 convolution's float result, which the pool reads, is channels-last; the head's is not.
@@ -133,6 +118,6 @@ def test_a_convolution_result_with_another_reader_keeps_its_layout(tmp_path):
     shape = (2, 3, 10, 10)
     torch.manual_seed(4)
     path = _quantized(tmp_path, Transition(torch.nn.AvgPool2d(2, 2), second_reader=True), shape)
-    p = _check_against_onnxruntime_and_ref(path, shape)
+    p = check_against_onnxruntime_and_ref(path, shape)
     pools = _pool_lines(p)
     assert len(pools) == 1 and "channels_last=true" not in pools[0], str(p)
