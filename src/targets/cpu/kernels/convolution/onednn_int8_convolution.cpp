@@ -125,33 +125,26 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, implementations
 // about 160K elements (28 x 28 and smaller, or few channels at 56 x 56) no
 // faster over two threads than one (0.9x to 1.2x), its other kernels
 // (depthwise) one of under about 50K (7 x 7); larger ones gained 1.3x to
-// 1.6x. On one thread such a layer also skips the fork and join, and on a
-// loaded machine the wait for a second core.
-// Without AMX the dense VNNI kernels (brgconv) also need the work to be
-// small: ResNet-50's 14 x 14 and 7 x 7 layers (results of 25K to 50K
-// elements, but 51M to 115M multiply-adds, 0.2 to 0.6 ms on one thread)
-// ran 1.35x to 1.6x faster over two threads (this 2-core AVX-512 VNNI
-// machine without AMX, fastest of 40 interleaved profiles), where
-// MobileNetV2's and DenseNet-121's small layers (at most 25M) stay on one.
+// 1.6x. On one thread such a layer also skips the fork and join.
+// Without AMX (oneDNN's VNNI kernels, brgconv and the depthwise jit) every
+// layer runs on all threads: on this 2-core AVX-512 VNNI machine exhaustive
+// tuning at 2 threads chose two threads for every int8 convolution of
+// DenseNet-121, MobileNetV2 and ResNet-50 at batch 1, and whole QDQ programs
+// with no one-thread layer ran 0.86x (DenseNet-121, 92 such layers) and
+// 0.89x (MobileNetV2, 22) the time of the one-thread rule's (40 and 25
+// interleaved rounds, load average 1.7); DenseNet-121 at batch 8 (21 such
+// layers) was unchanged (1.00x).
 constexpr std::size_t amx_one_thread_elements = 160 * 1024;
-constexpr std::size_t one_thread_elements = 50 * 1024;
-constexpr std::size_t one_thread_multiply_adds = 32u << 20;
-
-// Multiply-adds of the convolution: each result element sums C / group x kh x kw products.
-std::size_t multiply_adds(const kernel_request& r) {
-    const auto& w = r.input_shapes[1].lens();
-    std::size_t per_element = 1;
-    for (std::size_t d = 1; d < w.size(); ++d) per_element *= w[d];
-    return r.output_shape.elements() * per_element;
-}
 
 bool small_for_two_threads(const kernel_request& r, bool amx) {
-    if (amx) return r.output_shape.elements() < amx_one_thread_elements;
-    return r.output_shape.elements() < one_thread_elements && multiply_adds(r) < one_thread_multiply_adds;
+    return amx && r.output_shape.elements() < amx_one_thread_elements;
 }
 
+bool amx_present(const kernel_request& r) { return eligible(r) && dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx; }
+
+// Only where oneDNN may choose AMX kernels: elsewhere no layer is small enough.
 bool may_run_on_one_thread(const kernel_request& r) {
-    return eligible(r) && r.threads > 1 && small_for_two_threads(r, true);
+    return r.threads > 1 && amx_present(r) && small_for_two_threads(r, true);
 }
 
 std::shared_ptr<const cpu_kernel> build_fast(const kernel_request& r, const kernel_builder&) {
@@ -168,7 +161,6 @@ std::shared_ptr<const cpu_kernel> build_on_one_thread(const kernel_request& r, c
 std::shared_ptr<const cpu_kernel> build_without_amx(const kernel_request& r, const kernel_builder&) {
     return build(r, implementations::fast_without_amx);
 }
-bool amx_present(const kernel_request& r) { return eligible(r) && dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx; }
 
 }  // namespace
 

@@ -220,14 +220,14 @@ private:
     bool coded(std::size_t piece) const { return !pieces_.empty() && pieces_[piece].type != dtype::float_type; }
 };
 
-// A channels-last result below this many elements stays on one thread:
-// its rows go at about 2 elements a nanosecond on one core, so DenseNet's
-// 14 x 14 and 7 x 7 layers (50K to 200K elements, 0.03 to 0.1 ms) would
-// mostly wait for the second thread, which the one-thread convolutions
-// around them leave asleep. Measured on this 2-core VM (DenseNet-121 QDQ,
-// batch 1, 2 threads, 16 interleaved rounds, a loaded machine): whole runs
-// 0.82x the time with 2^17, 0.68x with 2^18, 0.61x with 2^20, against 2^15.
-constexpr std::size_t channels_last_parallel_elements = std::size_t{1} << 18;
+// A channels-last result below this many elements stays on one thread (as
+// a standard one). It was 2^18 while the int8 convolutions around DenseNet's
+// 14 x 14 and 7 x 7 layers ran on one thread and left the second asleep;
+// with those convolutions on both threads (onednn_int8_convolution.cpp),
+// DenseNet-121 QDQ at batch 1, 2 threads ran 0.91x to 0.94x the time with
+// 2^15 against 2^18 (40 interleaved rounds, load average 1.7 to 1.8; batch 8
+// unchanged, 0.995x).
+constexpr std::size_t channels_last_parallel_elements = parallel_elements;
 
 // Pixels per part of a channels-last result: about part_target_elements / 4
 // values (the buffer stays in L1 while its codes are written).
