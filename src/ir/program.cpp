@@ -196,6 +196,7 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     // extents (ir/run_time_extents.hpp), or null where that would not be exact:
     // then each set of extents is a static specialisation, as before.
     // (A lambda: it sets the compiled program's executable.)
+    std::string per_shape_reason;
     auto compiled_for_run_time_extents = [&](const program& source, const target& on,
                                              const compile_options& with) -> std::shared_ptr<const program> {
         const auto parameters = source.get_parameter_shapes();
@@ -208,7 +209,11 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
             at_max.emplace(name, s.max_lens());
             at_min.emplace(name, s.min_lens());
         }
-        if (dynamic_dims != 1) return nullptr;
+        if (dynamic_dims != 1) {
+            per_shape_reason = "the program has " + std::to_string(dynamic_dims) +
+                               " dynamic dimensions (run-time extents follow one)";
+            return nullptr;
+        }
         try {
             // Values must not depend on the extent (ir/extent_independence.hpp):
             // the program optimised at the range's two ends must be the same
@@ -224,19 +229,35 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
             };
             const program& smallest = optimised_at(at_min);
             program& largest = optimised_at(at_max);
-            if (!first_difference_besides_extents(*largest.get_main_module(), *smallest.get_main_module()).empty())
+            const std::string difference =
+                first_difference_besides_extents(*largest.get_main_module(), *smallest.get_main_module());
+            if (!difference.empty()) {
+                per_shape_reason = "the program optimised at the range's two ends differs: " + difference;
                 return nullptr;
+            }
             std::string why;
             auto plan = extent_plan::derive(*largest.get_main_module(), parameters, why);
-            if (!plan) return nullptr;
+            if (!plan) {
+                per_shape_reason = why;
+                return nullptr;
+            }
             lower_optimised(largest, on, with);
             const auto* runner = dynamic_cast<const runs_at_extents*>(largest.executable_.get());
-            if (runner == nullptr || !runner->cannot_vary(plan->varying()).empty()) return nullptr;
+            if (runner == nullptr) {
+                per_shape_reason = "target '" + on.name() + "' runs no program at run-time extents";
+                return nullptr;
+            }
+            const std::string cannot = runner->cannot_vary(plan->varying());
+            if (!cannot.empty()) {
+                per_shape_reason = cannot;
+                return nullptr;
+            }
             program compiled = std::move(largest);
             compiled.executable_ =
                 std::make_shared<run_time_extent_executable>(compiled.executable_, std::move(*plan), parameters);
             return std::make_shared<const program>(std::move(compiled));
-        } catch (const error&) {
+        } catch (const error& e) {
+            per_shape_reason = e.what();
             return nullptr;  // (the memory limit at the maximum): each extent compiles on its own
         }
     };
@@ -255,6 +276,7 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     if (auto generic = compiled_for_run_time_extents(*source, t, options)) {
         cache->set_generic(std::move(generic));
     } else {
+        cache->set_per_shape_reason(per_shape_reason);
         // Compiling the optimal profiles now reports lowering errors at compile
         // time. One the generic attempt optimised already is lowered, not
         // compiled again (unless the compile cache is to keep it).
@@ -430,6 +452,10 @@ program program::specialised_for(const parameter_map& inputs) const {
 }
 
 std::size_t program::specialisation_count() const { return specialisations_ ? specialisations_->size() : 0; }
+
+std::string program::per_shape_compilation_reason() const {
+    return specialisations_ ? specialisations_->per_shape_reason() : std::string{};
+}
 
 const program& program::running_program(const parameter_map& inputs, std::shared_ptr<const program>& holder) const {
     if (!specialisations_) return *this;
