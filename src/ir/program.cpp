@@ -220,42 +220,67 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
             // graph but for its lengths. A value folded from the extent (a
             // scale, positions, a mask, a mean's divisor, a threshold) that
             // differs anywhere between the ends differs there too.
-            const pass_list passes = on.get_passes(with);
-            auto optimised_at = [&](const parameter_lens& lens) -> program& {
-                program p = source.imported_static_program(lens);
-                if (!p.get_main_module()->submodules().empty()) fail("submodules are not compared");
-                run_passes(*p.get_main_module(), passes, with);
-                return built.insert_or_assign(lens, std::move(p)).first->second;
+            // One attempt with these options, keeping the optimised static
+            // programs in `keep`; false in compared_equal when the ends differ.
+            bool compared_equal = true;
+            auto attempt = [&](const compile_options& opts,
+                               std::map<parameter_lens, program>& keep) -> std::shared_ptr<const program> {
+                const pass_list passes = on.get_passes(opts);
+                auto optimised_at = [&](const parameter_lens& lens) -> program& {
+                    program p = source.imported_static_program(lens);
+                    if (!p.get_main_module()->submodules().empty()) fail("submodules are not compared");
+                    run_passes(*p.get_main_module(), passes, opts);
+                    return keep.insert_or_assign(lens, std::move(p)).first->second;
+                };
+                const program& smallest = optimised_at(at_min);
+                program& largest = optimised_at(at_max);
+                const std::string difference =
+                    first_difference_besides_extents(*largest.get_main_module(), *smallest.get_main_module());
+                if (!difference.empty()) {
+                    per_shape_reason = "the program optimised at the range's two ends differs: " + difference;
+                    compared_equal = false;
+                    return nullptr;
+                }
+                std::string why;
+                auto plan = extent_plan::derive(*largest.get_main_module(), parameters, why);
+                if (!plan) {
+                    per_shape_reason = why;
+                    return nullptr;
+                }
+                lower_optimised(largest, on, opts);
+                const auto* runner = dynamic_cast<const runs_at_extents*>(largest.executable_.get());
+                if (runner == nullptr) {
+                    per_shape_reason = "target '" + on.name() + "' runs no program at run-time extents";
+                    return nullptr;
+                }
+                const std::string cannot = runner->cannot_vary(plan->varying());
+                if (!cannot.empty()) {
+                    per_shape_reason = cannot;
+                    return nullptr;
+                }
+                program compiled = std::move(largest);
+                compiled.executable_ =
+                    std::make_shared<run_time_extent_executable>(compiled.executable_, std::move(*plan), parameters);
+                return std::make_shared<const program>(std::move(compiled));
             };
-            const program& smallest = optimised_at(at_min);
-            program& largest = optimised_at(at_max);
-            const std::string difference =
-                first_difference_besides_extents(*largest.get_main_module(), *smallest.get_main_module());
-            if (!difference.empty()) {
-                per_shape_reason = "the program optimised at the range's two ends differs: " + difference;
+            if (auto generic = attempt(with, built)) return generic;
+            // A layout the cpu target picks by the row count (weights kept
+            // [N, K] for its few-row column loops, row-major for oneDNN) makes
+            // the ends differ in layout only, not in values: once more with
+            // one layout for every extent. The fallback keeps the first
+            // attempt's programs, optimised as a static compile would.
+            constexpr const char* layout_by_rows = "row_major_product_weights";
+            const auto& disabled = with.disabled_passes;
+            if (compared_equal || std::find(disabled.begin(), disabled.end(), layout_by_rows) != disabled.end())
                 return nullptr;
-            }
-            std::string why;
-            auto plan = extent_plan::derive(*largest.get_main_module(), parameters, why);
-            if (!plan) {
-                per_shape_reason = why;
-                return nullptr;
-            }
-            lower_optimised(largest, on, with);
-            const auto* runner = dynamic_cast<const runs_at_extents*>(largest.executable_.get());
-            if (runner == nullptr) {
-                per_shape_reason = "target '" + on.name() + "' runs no program at run-time extents";
-                return nullptr;
-            }
-            const std::string cannot = runner->cannot_vary(plan->varying());
-            if (!cannot.empty()) {
-                per_shape_reason = cannot;
-                return nullptr;
-            }
-            program compiled = std::move(largest);
-            compiled.executable_ =
-                std::make_shared<run_time_extent_executable>(compiled.executable_, std::move(*plan), parameters);
-            return std::make_shared<const program>(std::move(compiled));
+            const std::string first_reason = per_shape_reason;
+            compile_options one_layout = with;
+            one_layout.disabled_passes.push_back(layout_by_rows);
+            std::map<parameter_lens, program> retried;
+            compared_equal = true;
+            if (auto generic = attempt(one_layout, retried)) return generic;
+            if (!compared_equal) per_shape_reason = first_reason;
+            return nullptr;
         } catch (const error& e) {
             per_shape_reason = e.what();
             return nullptr;  // (the memory limit at the maximum): each extent compiles on its own

@@ -3,6 +3,7 @@
 
 #include "targets/cpu/kernels/copy/strided_copy.hpp"
 #include "targets/cpu/kernels/follows_run_time_extents.hpp"
+#include "targets/cpu/lowering/batch_row_loop.hpp"
 #include "targets/cpu/lowering/cpu_executable.hpp"
 #include "targets/cpu/lowering/openmp_threads.hpp"
 
@@ -120,24 +121,52 @@ argument cpu_executable::output_buffer(context& c, std::size_t r, const shape& s
 }
 
 std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_dimension>>& varying) const {
-    for (const auto& step : steps_) {
+    std::vector<batch_row_step> by_rows(steps_.size());
+    for (std::size_t s = 0; s < steps_.size(); ++s) {
+        const auto& step = steps_[s];
         const auto& out = varying.at(step.output.instruction);
+        std::vector<std::optional<varying_dimension>> ins;
         bool any = out.has_value();
+        bool alike = true;
         for (const auto& in : step.inputs) {
-            const auto& v = varying.at(in.instruction);
+            ins.push_back(varying.at(in.instruction));
+            const auto& v = ins.back();
             if (!v) continue;
             any = true;
             // An input that varies where the result does not (a sum over the
             // extent), or in another dimension, is no row the kernel skips.
-            if (!out || in.value_shape.ndim() != step.output.value_shape.ndim() || v->dim != out->dim)
-                return step.instruction + " = " + step.op.name() + ": an input varies unlike its result";
+            if (!out || in.value_shape.ndim() != step.output.value_shape.ndim() || v->dim != out->dim) alike = false;
         }
         if (!any) continue;
         const auto* follows = dynamic_cast<const follows_run_time_extents*>(step.kernel.get());
-        if (!step.modules.empty() || follows == nullptr || !follows->follows_extent_of(out->dim))
-            return step.instruction + " = " + step.op.name() + ": its kernel '" + step.algorithm +
-                   "' runs only at the extents it was built for";
+        if (alike && step.modules.empty() && follows != nullptr && follows->follows_extent_of(out->dim)) continue;
+        // A kernel made for a fixed batch: a batch-1 kernel of the same
+        // algorithm, run once per row (batch_row_loop.hpp).
+        if (step.modules.empty() && runs_by_batch_rows(step.op, out, ins)) {
+            std::vector<bool> varies;
+            std::vector<shape> shapes;
+            std::vector<argument> constants;
+            for (const auto& in : step.inputs) {
+                varies.push_back(varying.at(in.instruction).has_value());
+                shapes.push_back(in.value_shape);
+                const auto& root = roots_[in.root];
+                constants.push_back(root.kind == root_kind::literal
+                                        ? root.literal_source.get_argument().reshaped(in.value_shape, in.byte_offset)
+                                        : argument{});
+            }
+            auto kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, varies, constants, threads_,
+                                                step.algorithm);
+            if (kernel != nullptr && kernel->scratch_bytes() <= scratch_bytes_) {
+                by_rows[s] = {std::move(kernel), std::move(varies)};
+                continue;
+            }
+            return step.instruction + " = " + step.op.name() + ": its kernel at batch 1 needs more scratch memory";
+        }
+        if (!alike) return step.instruction + " = " + step.op.name() + ": an input varies unlike its result";
+        return step.instruction + " = " + step.op.name() + ": its kernel '" + step.algorithm +
+               "' runs only at the extents it was built for";
     }
+    batch_rows_ = std::move(by_rows);
     return {};
 }
 
@@ -209,7 +238,10 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
             std::memcpy(before.data(), in.data(), in.get_shape().bytes());
         }
         try {
-            if (step.modules.empty())
+            const batch_row_step* rows = shapes && s < batch_rows_.size() && batch_rows_[s].kernel ? &batch_rows_[s] : nullptr;
+            if (rows && step_output(s).get_shape().lens()[0] < step.output.value_shape.lens()[0])
+                run_batch_rows(*rows->kernel, step_output(s), step_inputs(s), rows->varies, ctx->scratch.get());
+            else if (step.modules.empty())
                 step.kernel->run(step_output(s), step_inputs(s), ctx->scratch.get());
             else
                 step.op.compute(step_output(s), step_inputs(s), module_runner_for(step));

@@ -98,6 +98,14 @@ private:
     std::size_t arena_bytes_;
     std::size_t scratch_bytes_ = 0;  // the largest any step needs
     int threads_;                    // resolved, >= 1
+    // Per step, for a run at run-time extents (set by cannot_vary): the
+    // batch-1 kernel that runs a smaller batch row by row, and which inputs
+    // have the batch; no kernel for a step whose own kernel follows the extent.
+    struct batch_row_step {
+        std::shared_ptr<const cpu_kernel> kernel;
+        std::vector<bool> varies;
+    };
+    mutable std::vector<batch_row_step> batch_rows_;
 
     // Concurrent runs each take their own context; finished ones are reused.
     context_pool<context> contexts_;
