@@ -117,33 +117,11 @@ def test_a_static_program_has_no_refusal(small_cnn):
     assert p.per_shape_compilation_reason() == ""
 
 
-def dynamic_batch_copy(name, directory):
-    """The suite's batch-1 export of `name` with a symbolic batch: its flatten's
-    Reshape target [1, C] becomes [-1, C], as an export with a dynamic batch writes it."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    import export_models
-    path, _ = export_models.export(name, REPO / "build")
-    model = onnx.load(str(path))
-    for value in list(model.graph.input) + list(model.graph.output):
-        value.type.tensor_type.shape.dim[0].dim_param = "batch"
-    del model.graph.value_info[:]
-    inits = {i.name: i for i in model.graph.initializer}
-    patched = 0
-    for node in model.graph.node:
-        if node.op_type == "Reshape" and node.input[1] in inits:
-            target = numpy_helper.to_array(inits[node.input[1]]).copy()
-            assert target[0] == 1
-            target[0] = -1
-            inits[node.input[1]].CopyFrom(numpy_helper.from_array(target, node.input[1]))
-            patched += 1
-    assert patched == 1
-    out = directory / f"{name}-dynamic-batch.onnx"
-    onnx.save(model, str(out))
-    return str(out), model.graph.input[0].name
-
-
 def check_real_model(name, tmp_path, batches, maximum):
-    path, input_name = dynamic_batch_copy(name, tmp_path)
+    sys.path.insert(0, str(REPO / "scripts"))
+    from dynamic_batch_copy import dynamic_batch_copy
+
+    path, input_name = dynamic_batch_copy(name, REPO / "build", tmp_path)
     p = kiln.parse_onnx(path, map_dyn_input_dims={input_name: [{"min": 1, "max": maximum}, 3, 224, 224]})
     p.compile(CPU)
     assert p.specialisation_count() == 1, p.per_shape_compilation_reason()
