@@ -67,7 +67,7 @@ def check_batches(program, path, name, image, batches, rtol=1e-4, atol=1e-5, rms
 
 def test_small_cnn_with_a_dynamic_batch_compiles_once(small_cnn):
     p = kiln.parse_onnx(small_cnn, map_dyn_input_dims={"x": [{"min": 1, "max": 6}, 3, 16, 16]})
-    p.compile(CPU)
+    p.compile(CPU, threads=1)
     assert p.specialisation_count() == 1
     assert p.per_shape_compilation_reason() == ""
     check_batches(p, small_cnn, "x", (3, 16, 16), [1, 6, 3, 2, 5, 1])
@@ -80,6 +80,7 @@ def test_small_cnn_with_an_optimal_batch_and_several_threads(small_cnn):
     p = kiln.parse_onnx(small_cnn, map_dyn_input_dims={"x": [{"min": 2, "max": 8, "optimals": [4]}, 3, 16, 16]})
     p.compile(CPU, threads=2)
     assert p.specialisation_count() == 1
+    assert p.per_shape_compilation_reason() == ""
     check_batches(p, small_cnn, "x", (3, 16, 16), [2, 8, 4, 7])
     assert p.specialisation_count() == 1
     with pytest.raises(kiln.KilnError, match=r"parameter 'x'.*\{1, 3, 16, 16\}.*outside the range"):
@@ -117,14 +118,15 @@ def test_a_static_program_has_no_refusal(small_cnn):
     assert p.per_shape_compilation_reason() == ""
 
 
-def check_real_model(name, tmp_path, batches, maximum):
+def check_real_model(name, tmp_path, batches, maximum, threads):
     sys.path.insert(0, str(REPO / "scripts"))
     from dynamic_batch_copy import dynamic_batch_copy
 
     path, input_name = dynamic_batch_copy(name, REPO / "build", tmp_path)
     p = kiln.parse_onnx(path, map_dyn_input_dims={input_name: [{"min": 1, "max": maximum}, 3, 224, 224]})
-    p.compile(CPU)
-    assert p.specialisation_count() == 1, p.per_shape_compilation_reason()
+    p.compile(CPU, threads=threads)
+    assert p.per_shape_compilation_reason() == ""
+    assert p.specialisation_count() == 1
     # Deep float32 networks sit at 1e-5's noise floor (ONNX Runtime's ResNet-50
     # is 2.3e-5 from the float64 answer, test_real_models.py): a looser bound
     # per element, and the root-mean-square difference kept small.
@@ -135,9 +137,10 @@ def check_real_model(name, tmp_path, batches, maximum):
 
 
 def test_mobilenet_v2_with_a_dynamic_batch_compiles_once(tmp_path):
-    check_real_model("mobilenet_v2", tmp_path, [1, 4, 2, 3], 4)
+    # One thread: its batch-1 classifier product wants more scratch than batch 4's.
+    check_real_model("mobilenet_v2", tmp_path, [1, 4, 2, 3], 4, threads=1)
 
 
 @pytest.mark.slow
 def test_resnet50_with_a_dynamic_batch_compiles_once(tmp_path):
-    check_real_model("resnet50", tmp_path, [1, 8, 3, 5], 8)
+    check_real_model("resnet50", tmp_path, [1, 8, 3, 5], 8, threads=0)

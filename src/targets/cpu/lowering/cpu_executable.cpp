@@ -39,6 +39,7 @@ module_runner module_runner_for(const plan_step& step) {
 struct cpu_executable::context {
     std::shared_ptr<std::byte> arena;
     std::shared_ptr<std::byte> scratch;
+    std::size_t scratch_size = 0;  // bytes of `scratch`
     std::vector<std::vector<argument>> step_inputs;
     std::vector<argument> step_outputs;
     std::vector<std::byte*> root_base;
@@ -87,6 +88,7 @@ std::unique_ptr<cpu_executable::context> cpu_executable::make_context() const {
     auto c = std::make_unique<context>();
     c->arena = allocate_aligned(arena_bytes_);
     c->scratch = allocate_aligned(scratch_bytes_);
+    c->scratch_size = scratch_bytes_;
     c->root_base.resize(roots_.size(), nullptr);
     c->spare_outputs.resize(roots_.size());
     for (std::size_t r = 0; r < roots_.size(); ++r) {
@@ -122,6 +124,7 @@ argument cpu_executable::output_buffer(context& c, std::size_t r, const shape& s
 
 std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_dimension>>& varying) const {
     std::vector<batch_row_step> by_rows(steps_.size());
+    std::size_t row_scratch = 0;
     for (std::size_t s = 0; s < steps_.size(); ++s) {
         const auto& step = steps_[s];
         const auto& out = varying.at(step.output.instruction);
@@ -156,17 +159,20 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
             }
             auto kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, varies, constants, threads_,
                                                 step.algorithm);
-            if (kernel != nullptr && kernel->scratch_bytes() <= scratch_bytes_) {
+            if (kernel != nullptr) {
+                row_scratch = std::max(row_scratch, kernel->scratch_bytes());
                 by_rows[s] = {std::move(kernel), std::move(varies)};
                 continue;
             }
-            return step.instruction + " = " + step.op.name() + ": its kernel at batch 1 needs more scratch memory";
         }
         if (!alike) return step.instruction + " = " + step.op.name() + ": an input varies unlike its result";
         return step.instruction + " = " + step.op.name() + ": its kernel '" + step.algorithm +
                "' runs only at the extents it was built for";
     }
     batch_rows_ = std::move(by_rows);
+    // A batch-1 kernel may want more scratch than the full batch's (another
+    // blocking): contexts made before get theirs again (execute).
+    scratch_bytes_ = std::max(scratch_bytes_, row_scratch);
     return {};
 }
 
@@ -176,6 +182,10 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         return shapes ? (*shapes)[loc.instruction] : loc.value_shape;
     };
     auto ctx = contexts_.take([this] { return make_context(); });
+    if (ctx->scratch_size < scratch_bytes_) {
+        ctx->scratch = allocate_aligned(scratch_bytes_);
+        ctx->scratch_size = scratch_bytes_;
+    }
 
     // Bind this run's parameters and fresh output buffers. An observer sees
     // every input, so it gets the values of handed-over literals too.

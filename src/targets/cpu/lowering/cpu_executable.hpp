@@ -96,7 +96,7 @@ private:
     std::vector<plan_step> steps_;
     std::vector<value_location> outputs_;
     std::size_t arena_bytes_;
-    std::size_t scratch_bytes_ = 0;  // the largest any step needs
+    mutable std::size_t scratch_bytes_ = 0;  // the largest any step needs (cannot_vary may raise it)
     int threads_;                    // resolved, >= 1
     // Per step, for a run at run-time extents (set by cannot_vary): the
     // batch-1 kernel that runs a smaller batch row by row, and which inputs
