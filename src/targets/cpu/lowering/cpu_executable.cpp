@@ -125,6 +125,8 @@ argument cpu_executable::output_buffer(context& c, std::size_t r, const shape& s
 std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_dimension>>& varying) const {
     std::vector<batch_row_step> by_rows(steps_.size());
     std::size_t row_scratch = 0;
+    // oneDNN fixes a primitive's thread count when it is made: the program's.
+    scoped_openmp_threads thread_count(threads_);
     for (std::size_t s = 0; s < steps_.size(); ++s) {
         const auto& step = steps_[s];
         const auto& out = varying.at(step.output.instruction);
