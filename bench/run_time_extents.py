@@ -5,7 +5,7 @@ usage: PYTHONPATH=python .venv/bin/python bench/run_time_extents.py            #
        PYTHONPATH=python .venv/bin/python bench/run_time_extents.py cnn [max] [rounds] [reps]
 the second: MobileNetV2 and ResNet-50 (build/models, made dynamic-batch by scripts/dynamic_batch_copy.py)
 compiled once for batch 1..max against a program compiled for exactly batch 1, max/2 and max."""
-import sys, tempfile, time, statistics, numpy as np, kiln
+import os, sys, tempfile, time, statistics, numpy as np, kiln
 OUT = tempfile.mkdtemp(prefix="kiln_extents_")
 from onnx import helper, numpy_helper, TensorProto
 CPU = kiln.get_target("cpu")
@@ -80,7 +80,7 @@ if len(sys.argv) > 1 and sys.argv[1] == "cnn":
     mx = int(sys.argv[2]) if len(sys.argv) > 2 else 8
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 9
     reps = int(sys.argv[4]) if len(sys.argv) > 4 else 2
-    for model in ("mobilenet_v2", "resnet50"):
+    for model in os.environ.get("MODELS", "mobilenet_v2,resnet50").split(","):
         compare_cnn(model, mx, rounds, reps)
 else:
     compare(rows, 512, [1, 64, 512], 41, 200)

@@ -2,8 +2,7 @@
 // A step that a program compiled once for a range of batch sizes runs at a
 // smaller batch than it was built for, when its kernel (a oneDNN convolution
 // or pooling primitive, a product, a layout reorder) is made for a fixed
-// batch: the same algorithm built once more at batch 1, from the same
-// constants, runs once per batch row of this run. Only ops whose result row
+// batch: a kernel built once more at batch 1, from the same constants, runs once per batch row of this run. Only ops whose result row
 // n is computed from row n of each input that has the batch alone qualify
 // (convolutions, poolings, reductions over other axes, layout reorders,
 // products over rows): a row loop over any other op would be wrong.
@@ -26,12 +25,11 @@ bool runs_by_batch_rows(const operation& op, const std::optional<varying_dimensi
 
 // The kernel of `op` at batch 1: `input_shapes` and `output_shape` as built,
 // with dimension 0 of the result and of each input marked in `varies` set to
-// 1; `constants` the constant inputs' values (empty for the others). Prefers
-// `algorithm`, the one the step runs at the full batch.
+// 1; `constants` the constant inputs' values (empty for the others), with
+// the algorithm a static compile at batch 1 picks.
 std::shared_ptr<const cpu_kernel> make_batch_row_kernel(const operation& op, const std::vector<shape>& input_shapes,
                                                         const shape& output_shape, const std::vector<bool>& varies,
-                                                        const std::vector<argument>& constants, int threads,
-                                                        const std::string& algorithm);
+                                                        const std::vector<argument>& constants, int threads);
 
 // Runs `row_kernel` once per row of `result` (its dimension 0, this run's
 // batch): on that row of the result and of each input marked in `varies`,

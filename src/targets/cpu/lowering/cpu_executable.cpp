@@ -159,8 +159,7 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
                                         ? root.literal_source.get_argument().reshaped(in.value_shape, in.byte_offset)
                                         : argument{});
             }
-            auto kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, varies, constants, threads_,
-                                                step.algorithm);
+            auto kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, varies, constants, threads_);
             if (kernel != nullptr) {
                 row_scratch = std::max(row_scratch, kernel->scratch_bytes());
                 by_rows[s] = {std::move(kernel), std::move(varies)};
