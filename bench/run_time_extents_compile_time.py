@@ -84,7 +84,8 @@ with tempfile.TemporaryDirectory(prefix="kiln_ranged_compile_") as folder:
         for name in (("static", "ranged") if r % 2 == 0 else ("ranged", "static")):
             cpu, wall, p = compile_time(path, **variants[name])
             times[name].append((cpu, wall))
-            print(f"round {r} {name}: cpu {cpu:.2f} s, wall {wall:.2f} s, programs {p.specialisation_count()}",
+            print(f"round {r} {name}: cpu {cpu:.2f} s, wall {wall:.2f} s, programs {p.specialisation_count()}"
+                  + (f" (per shape: {p.per_shape_compilation_reason()})" if p.per_shape_compilation_reason() else ""),
                   flush=True)
     ratios = [r[0] / s[0] for r, s in zip(times["ranged"], times["static"])]
     print(f"ranged/static compile CPU time: median {statistics.median(ratios):.2f} "

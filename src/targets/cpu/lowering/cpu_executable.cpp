@@ -124,9 +124,6 @@ argument cpu_executable::output_buffer(context& c, std::size_t r, const shape& s
 
 std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_dimension>>& varying) const {
     std::vector<batch_row_step> by_rows(steps_.size());
-    std::size_t row_scratch = 0;
-    // oneDNN fixes a primitive's thread count when it is made: the program's.
-    scoped_openmp_threads thread_count(threads_);
     for (std::size_t s = 0; s < steps_.size(); ++s) {
         const auto& step = steps_[s];
         const auto& out = varying.at(step.output.instruction);
@@ -148,33 +145,37 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
         // A kernel made for a fixed batch: a batch-1 kernel of the same
         // algorithm, run once per row (batch_row_loop.hpp).
         if (step.modules.empty() && runs_by_batch_rows(step.op, out, ins)) {
-            std::vector<bool> varies;
-            std::vector<shape> shapes;
-            std::vector<argument> constants;
-            for (const auto& in : step.inputs) {
-                varies.push_back(varying.at(in.instruction).has_value());
-                shapes.push_back(in.value_shape);
-                const auto& root = roots_[in.root];
-                constants.push_back(root.kind == root_kind::literal
-                                        ? root.literal_source.get_argument().reshaped(in.value_shape, in.byte_offset)
-                                        : argument{});
-            }
-            auto kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, varies, constants, threads_);
-            if (kernel != nullptr) {
-                row_scratch = std::max(row_scratch, kernel->scratch_bytes());
-                by_rows[s] = {std::move(kernel), std::move(varies)};
-                continue;
-            }
+            auto& rows = by_rows[s];
+            rows.by_rows = true;
+            for (const auto& in : step.inputs) rows.varies.push_back(varying.at(in.instruction).has_value());
+            continue;
         }
         if (!alike) return step.instruction + " = " + step.op.name() + ": an input varies unlike its result";
         return step.instruction + " = " + step.op.name() + ": its kernel '" + step.algorithm +
                "' runs only at the extents it was built for";
     }
     batch_rows_ = std::move(by_rows);
-    // A batch-1 kernel may want more scratch than the full batch's (another
-    // blocking): contexts made before get theirs again (execute).
-    scratch_bytes_ = std::max(scratch_bytes_, row_scratch);
     return {};
+}
+
+// Made on the first run at a smaller batch, so that compiling for a range
+// packs the weights once, as a static compile does.
+const cpu_kernel& cpu_executable::batch_row_kernel(std::size_t s) const {
+    const std::lock_guard<std::mutex> lock(batch_rows_mutex_);
+    auto& rows = batch_rows_[s];
+    if (rows.kernel) return *rows.kernel;
+    const auto& step = steps_[s];
+    std::vector<shape> shapes;
+    std::vector<argument> constants;
+    for (const auto& in : step.inputs) {
+        shapes.push_back(in.value_shape);
+        const auto& root = roots_[in.root];
+        constants.push_back(root.kind == root_kind::literal
+                                ? root.literal_source.get_argument().reshaped(in.value_shape, in.byte_offset)
+                                : argument{});
+    }
+    rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, constants, threads_);
+    return *rows.kernel;
 }
 
 std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::vector<step_timing>* timings,
@@ -183,10 +184,6 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         return shapes ? (*shapes)[loc.instruction] : loc.value_shape;
     };
     auto ctx = contexts_.take([this] { return make_context(); });
-    if (ctx->scratch_size < scratch_bytes_) {
-        ctx->scratch = allocate_aligned(scratch_bytes_);
-        ctx->scratch_size = scratch_bytes_;
-    }
 
     // Bind this run's parameters and fresh output buffers. An observer sees
     // every input, so it gets the values of handed-over literals too.
@@ -249,10 +246,16 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
             std::memcpy(before.data(), in.data(), in.get_shape().bytes());
         }
         try {
-            const batch_row_step* rows = shapes && s < batch_rows_.size() && batch_rows_[s].kernel ? &batch_rows_[s] : nullptr;
-            if (rows && step_output(s).get_shape().lens()[0] < step.output.value_shape.lens()[0])
-                run_batch_rows(*rows->kernel, step_output(s), step_inputs(s), rows->varies, ctx->scratch.get());
-            else if (step.modules.empty())
+            if (shapes && s < batch_rows_.size() && batch_rows_[s].by_rows &&
+                step_output(s).get_shape().lens()[0] < step.output.value_shape.lens()[0]) {
+                const cpu_kernel& row_kernel = batch_row_kernel(s);
+                // A batch-1 kernel may want more scratch than the full batch's (another blocking).
+                if (row_kernel.scratch_bytes() > ctx->scratch_size) {
+                    ctx->scratch = allocate_aligned(row_kernel.scratch_bytes());
+                    ctx->scratch_size = row_kernel.scratch_bytes();
+                }
+                run_batch_rows(row_kernel, step_output(s), step_inputs(s), batch_rows_[s].varies, ctx->scratch.get());
+            } else if (step.modules.empty())
                 step.kernel->run(step_output(s), step_inputs(s), ctx->scratch.get());
             else
                 step.op.compute(step_output(s), step_inputs(s), module_runner_for(step));
