@@ -2,10 +2,12 @@
 // A step that a program compiled once for a range of batch sizes runs at a
 // smaller batch than it was built for, when its kernel (a oneDNN convolution
 // or pooling primitive, a product, a layout reorder) is made for a fixed
-// batch: a kernel built once more at batch 1, from the same constants, runs once per batch row of this run. Only ops whose result row
-// n is computed from row n of each input that has the batch alone qualify
-// (convolutions, poolings, reductions over other axes, layout reorders,
-// products over rows): a row loop over any other op would be wrong.
+// batch: a kernel built once more at batch 1 (on the first such run), from
+// the same constants, runs once per batch row of this run. Only ops whose
+// result row n is computed from row n of each input that has the batch alone
+// qualify (convolutions, poolings, reductions over other axes, layout
+// reorders, products over rows): a row loop over any other op would be wrong.
+// Weights are packed once more for the batch-1 kernels (at most twice in all).
 #include <memory>
 #include <optional>
 #include <string>

@@ -142,8 +142,8 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
         if (!any) continue;
         const auto* follows = dynamic_cast<const follows_run_time_extents*>(step.kernel.get());
         if (alike && step.modules.empty() && follows != nullptr && follows->follows_extent_of(out->dim)) continue;
-        // A kernel made for a fixed batch: a batch-1 kernel of the same
-        // algorithm, run once per row (batch_row_loop.hpp).
+        // A kernel made for a fixed batch: a smaller batch runs row by row
+        // on a batch-1 kernel (batch_row_loop.hpp).
         if (step.modules.empty() && runs_by_batch_rows(step.op, out, ins)) {
             auto& rows = by_rows[s];
             rows.by_rows = true;
