@@ -87,6 +87,25 @@ void program::remove_modules(const std::vector<const module*>& modules) {
 
 namespace {
 
+// Whether the literals of `a` and `b` have the same dtypes and lengths up to
+// the order of their dimensions (a weight laid out [N, K] at one end and
+// [K, N] at the other): a literal whose lengths follow the extent (positions,
+// a mask) differs anyway, whatever layout passes run.
+bool literal_lengths_match_up_to_order(const module& a, const module& b) {
+    auto lengths = [](const module& m) {
+        std::vector<std::pair<dtype, std::vector<std::size_t>>> out;
+        for (const auto& ins : m) {
+            if (!ins.is_literal()) continue;
+            auto lens = ins.get_shape().lens();
+            std::sort(lens.begin(), lens.end());
+            out.emplace_back(ins.get_shape().type(), std::move(lens));
+        }
+        std::sort(out.begin(), out.end());
+        return out;
+    };
+    return lengths(a) == lengths(b);
+}
+
 // A model of a few hundred bytes can ask for any amount of memory (an 18 GB
 // ConstantOfShape a relu reads): refuse it at compile time, naming the
 // largest value, instead of running the process out of memory.
@@ -271,7 +290,9 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
             // attempt's programs, optimised as a static compile would.
             constexpr const char* layout_by_rows = "row_major_product_weights";
             const auto& disabled = with.disabled_passes;
-            if (compared_equal || std::find(disabled.begin(), disabled.end(), layout_by_rows) != disabled.end())
+            if (compared_equal || std::find(disabled.begin(), disabled.end(), layout_by_rows) != disabled.end() ||
+                !literal_lengths_match_up_to_order(*built.at(at_min).get_main_module(),
+                                                   *built.at(at_max).get_main_module()))
                 return nullptr;
             const std::string first_reason = per_shape_reason;
             compile_options one_layout = with;
