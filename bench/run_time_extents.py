@@ -1,6 +1,11 @@
 """Run-time-extent program (compiled once for 1..max) vs a program compiled for exactly that extent,
-interleaved in one process, threads=1, CPU time per run; median ratio (generic / exact) and spread."""
-import sys, tempfile, time, statistics, numpy as np, kiln
+interleaved in one process, threads=1, CPU time per run; median ratio (generic / exact) and spread.
+
+usage: PYTHONPATH=python .venv/bin/python bench/run_time_extents.py            # rows / projection programs
+       PYTHONPATH=python .venv/bin/python bench/run_time_extents.py cnn [max] [rounds] [reps]
+the second: MobileNetV2 and ResNet-50 (build/models, made dynamic-batch by scripts/dynamic_batch_copy.py)
+compiled once for batch 1..max against a program compiled for exactly batch 1, max/2 and max."""
+import os, sys, tempfile, time, statistics, numpy as np, kiln
 OUT = tempfile.mkdtemp(prefix="kiln_extents_")
 from onnx import helper, numpy_helper, TensorProto
 CPU = kiln.get_target("cpu")
@@ -45,5 +50,38 @@ def compare(path, mx, extents, rounds, reps):
               f"(quartiles {q[0]:.3f}..{q[2]:.3f}, {rounds} rounds x {reps} runs)", flush=True)
     assert generic.specialisation_count() == 1
 
-compare(rows, 512, [1, 64, 512], 41, 200)
-compare(proj, 4, [1, 2, 4], 41, 200)
+def compare_cnn(name, mx, rounds, reps):
+    import os
+    sys.path.insert(0, "scripts")
+    from dynamic_batch_copy import dynamic_batch_copy
+    path, inp = dynamic_batch_copy(name, "build", OUT)
+    generic = kiln.parse_onnx(path, map_dyn_input_dims={inp: [{"min": 1, "max": mx}, 3, 224, 224]})
+    generic.compile(CPU, threads=1)
+    assert generic.specialisation_count() == 1, generic.per_shape_compilation_reason()
+    for e in sorted({1, max(1, mx // 2), mx}):
+        exact = kiln.parse_onnx(path, map_input_dims={inp: [e, 3, 224, 224]}); exact.compile(CPU, threads=1)
+        x = {inp: np.random.default_rng(e).standard_normal((e, 3, 224, 224)).astype(np.float32)}
+        np.testing.assert_allclose(np.asarray(generic.run(x)[0]), np.asarray(exact.run(x)[0]), rtol=1e-3, atol=1e-4)
+        ratios = []
+        for r in range(rounds):
+            t = {}
+            for label, p in (("g", generic), ("e", exact)) if r % 2 else (("e", exact), ("g", generic)):
+                s = time.process_time()
+                for _r in range(reps): p.run(x)
+                t[label] = time.process_time() - s
+            ratios.append(t["g"] / t["e"])
+        q = statistics.quantiles(ratios, n=4) if rounds > 1 else [ratios[0]] * 3
+        print(f"{name} batch 1..{mx} at {e}: generic/exact median {statistics.median(ratios):.3f} "
+              f"(quartiles {q[0]:.3f}..{q[2]:.3f}, {rounds} rounds x {reps} runs); load {os.getloadavg()}", flush=True)
+    assert generic.specialisation_count() == 1
+
+
+if len(sys.argv) > 1 and sys.argv[1] == "cnn":
+    mx = int(sys.argv[2]) if len(sys.argv) > 2 else 8
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 9
+    reps = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+    for model in os.environ.get("MODELS", "mobilenet_v2,resnet50").split(","):
+        compare_cnn(model, mx, rounds, reps)
+else:
+    compare(rows, 512, [1, 64, 512], 41, 200)
+    compare(proj, 4, [1, 2, 4], 41, 200)

@@ -8,7 +8,9 @@ with static sizes, and run-time extents follow one dynamic dimension, so BERT-ba
 random weights) is exported here, into a temporary folder, with dynamic axes and input_ids as its only
 input (the mask and token types are the model's defaults, computed from the ids' shape).
 
-usage: PYTHONPATH=python .venv/bin/python bench/run_time_extents_compile_time.py [rounds] [max] [min]"""
+usage: PYTHONPATH=python .venv/bin/python bench/run_time_extents_compile_time.py [rounds] [max] [min]
+MODEL=mobilenet_v2 or MODEL=resnet50: that CNN with a dynamic batch MIN..MAX (scripts/dynamic_batch_copy.py)
+against a static compile at batch MAX, instead of BERT-base."""
 import os
 import statistics
 import sys
@@ -20,6 +22,7 @@ import kiln
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 MAX = int(sys.argv[2]) if len(sys.argv) > 2 else 128
 MIN = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+MODEL = os.environ.get("MODEL", "bert_base")
 AXIS = os.environ.get("AXIS", "sequence")  # or "batch" (1..MAX at sequence 128)
 RANGED = [1, {"min": MIN, "max": MAX}] if AXIS == "sequence" else [{"min": MIN, "max": MAX}, 128]
 STATIC = [1, MAX] if AXIS == "sequence" else [MAX, 128]
@@ -65,15 +68,24 @@ def compile_time(path, **dims):
 
 
 with tempfile.TemporaryDirectory(prefix="kiln_ranged_compile_") as folder:
-    path = one_input_model(folder)
-    variants = {"static": {"map_input_dims": {"input_ids": STATIC}},
-                "ranged": {"map_dyn_input_dims": {"input_ids": RANGED}}}
+    if MODEL == "bert_base":
+        path = one_input_model(folder)
+        variants = {"static": {"map_input_dims": {"input_ids": STATIC}},
+                    "ranged": {"map_dyn_input_dims": {"input_ids": RANGED}}}
+    else:
+        sys.path.insert(0, "scripts")
+        from dynamic_batch_copy import dynamic_batch_copy
+
+        path, name = dynamic_batch_copy(MODEL, "build", folder)
+        variants = {"static": {"map_input_dims": {name: [MAX, 3, 224, 224]}},
+                    "ranged": {"map_dyn_input_dims": {name: [{"min": MIN, "max": MAX}, 3, 224, 224]}}}
     times = {name: [] for name in variants}
     for r in range(ROUNDS):
         for name in (("static", "ranged") if r % 2 == 0 else ("ranged", "static")):
             cpu, wall, p = compile_time(path, **variants[name])
             times[name].append((cpu, wall))
-            print(f"round {r} {name}: cpu {cpu:.2f} s, wall {wall:.2f} s, programs {p.specialisation_count()}",
+            print(f"round {r} {name}: cpu {cpu:.2f} s, wall {wall:.2f} s, programs {p.specialisation_count()}"
+                  + (f" (per shape: {p.per_shape_compilation_reason()})" if p.per_shape_compilation_reason() else ""),
                   flush=True)
     ratios = [r[0] / s[0] for r, s in zip(times["ranged"], times["static"])]
     print(f"ranged/static compile CPU time: median {statistics.median(ratios):.2f} "

@@ -81,6 +81,10 @@ public:
     program specialised_for(const parameter_map& inputs) const;
     // Static programs compiled so far for a dynamic program (0 for a static one).
     std::size_t specialisation_count() const;
+    // Why a compiled dynamic program compiles each set of extents on its own
+    // instead of once for its ranges (the instruction or property that forced
+    // it); empty when it was compiled once, or is static.
+    std::string per_shape_compilation_reason() const;
     // Rebuilds the executable of an already optimized program (after load).
     void lower_compiled(const std::string& target_name, const compile_options& options = {});
     bool is_compiled() const { return executable_ != nullptr || specialisations_ != nullptr; }

@@ -242,6 +242,9 @@ void bind_program(nb::module_& m) {
              "True when compile(cache_dir=...) loaded the program from the cache and compiled nothing.")
         .def("specialisation_count", &program::specialisation_count,
              "Static programs a compiled dynamic program holds now (0 for a static program).")
+        .def("per_shape_compilation_reason", &program::per_shape_compilation_reason,
+             "Why a compiled dynamic program compiles each set of extents on its own instead of once for its "
+             "ranges, naming the instruction that forced it ('' when compiled once, or static).")
         .def("target_name", &program::target_name)
         .def(
             "get_compile_options",

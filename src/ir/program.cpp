@@ -87,6 +87,25 @@ void program::remove_modules(const std::vector<const module*>& modules) {
 
 namespace {
 
+// Whether the literals of `a` and `b` have the same dtypes and lengths up to
+// the order of their dimensions (a weight laid out [N, K] at one end and
+// [K, N] at the other): a literal whose lengths follow the extent (positions,
+// a mask) differs anyway, whatever layout passes run.
+bool literal_lengths_match_up_to_order(const module& a, const module& b) {
+    auto lengths = [](const module& m) {
+        std::vector<std::pair<dtype, std::vector<std::size_t>>> out;
+        for (const auto& ins : m) {
+            if (!ins.is_literal()) continue;
+            auto lens = ins.get_shape().lens();
+            std::sort(lens.begin(), lens.end());
+            out.emplace_back(ins.get_shape().type(), std::move(lens));
+        }
+        std::sort(out.begin(), out.end());
+        return out;
+    };
+    return lengths(a) == lengths(b);
+}
+
 // A model of a few hundred bytes can ask for any amount of memory (an 18 GB
 // ConstantOfShape a relu reads): refuse it at compile time, naming the
 // largest value, instead of running the process out of memory.
@@ -196,6 +215,7 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     // extents (ir/run_time_extents.hpp), or null where that would not be exact:
     // then each set of extents is a static specialisation, as before.
     // (A lambda: it sets the compiled program's executable.)
+    std::string per_shape_reason;
     auto compiled_for_run_time_extents = [&](const program& source, const target& on,
                                              const compile_options& with) -> std::shared_ptr<const program> {
         const auto parameters = source.get_parameter_shapes();
@@ -208,35 +228,82 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
             at_max.emplace(name, s.max_lens());
             at_min.emplace(name, s.min_lens());
         }
-        if (dynamic_dims != 1) return nullptr;
+        if (dynamic_dims != 1) {
+            per_shape_reason = "the program has " + std::to_string(dynamic_dims) +
+                               " dynamic dimensions (run-time extents follow one)";
+            return nullptr;
+        }
         try {
             // Values must not depend on the extent (ir/extent_independence.hpp):
             // the program optimised at the range's two ends must be the same
             // graph but for its lengths. A value folded from the extent (a
             // scale, positions, a mask, a mean's divisor, a threshold) that
             // differs anywhere between the ends differs there too.
-            const pass_list passes = on.get_passes(with);
-            auto optimised_at = [&](const parameter_lens& lens) -> program& {
-                program p = source.imported_static_program(lens);
-                if (!p.get_main_module()->submodules().empty()) fail("submodules are not compared");
-                run_passes(*p.get_main_module(), passes, with);
-                return built.insert_or_assign(lens, std::move(p)).first->second;
+            // One attempt with these options, keeping the optimised static
+            // programs in `keep`; false in compared_equal when the ends differ.
+            bool compared_equal = true;
+            auto attempt = [&](const compile_options& opts,
+                               std::map<parameter_lens, program>& keep) -> std::shared_ptr<const program> {
+                const pass_list passes = on.get_passes(opts);
+                auto optimised_at = [&](const parameter_lens& lens) -> program& {
+                    program p = source.imported_static_program(lens);
+                    if (!p.get_main_module()->submodules().empty()) fail("submodules are not compared");
+                    run_passes(*p.get_main_module(), passes, opts);
+                    return keep.insert_or_assign(lens, std::move(p)).first->second;
+                };
+                const program& smallest = optimised_at(at_min);
+                program& largest = optimised_at(at_max);
+                const std::string difference =
+                    first_difference_besides_extents(*largest.get_main_module(), *smallest.get_main_module());
+                if (!difference.empty()) {
+                    per_shape_reason = "the program optimised at the range's two ends differs: " + difference;
+                    compared_equal = false;
+                    return nullptr;
+                }
+                std::string why;
+                auto plan = extent_plan::derive(*largest.get_main_module(), parameters, why);
+                if (!plan) {
+                    per_shape_reason = why;
+                    return nullptr;
+                }
+                lower_optimised(largest, on, opts);
+                const auto* runner = dynamic_cast<const runs_at_extents*>(largest.executable_.get());
+                if (runner == nullptr) {
+                    per_shape_reason = "target '" + on.name() + "' runs no program at run-time extents";
+                    return nullptr;
+                }
+                const std::string cannot = runner->cannot_vary(plan->varying());
+                if (!cannot.empty()) {
+                    per_shape_reason = cannot;
+                    return nullptr;
+                }
+                program compiled = std::move(largest);
+                compiled.executable_ =
+                    std::make_shared<run_time_extent_executable>(compiled.executable_, std::move(*plan), parameters);
+                return std::make_shared<const program>(std::move(compiled));
             };
-            const program& smallest = optimised_at(at_min);
-            program& largest = optimised_at(at_max);
-            if (!first_difference_besides_extents(*largest.get_main_module(), *smallest.get_main_module()).empty())
+            if (auto generic = attempt(with, built)) return generic;
+            // A layout the cpu target picks by the row count (weights kept
+            // [N, K] for its few-row column loops, row-major for oneDNN) makes
+            // the ends differ in layout only, not in values: once more with
+            // one layout for every extent. The fallback keeps the first
+            // attempt's programs, optimised as a static compile would.
+            constexpr const char* layout_by_rows = "row_major_product_weights";
+            const auto& disabled = with.disabled_passes;
+            if (compared_equal || std::find(disabled.begin(), disabled.end(), layout_by_rows) != disabled.end() ||
+                !literal_lengths_match_up_to_order(*built.at(at_min).get_main_module(),
+                                                   *built.at(at_max).get_main_module()))
                 return nullptr;
-            std::string why;
-            auto plan = extent_plan::derive(*largest.get_main_module(), parameters, why);
-            if (!plan) return nullptr;
-            lower_optimised(largest, on, with);
-            const auto* runner = dynamic_cast<const runs_at_extents*>(largest.executable_.get());
-            if (runner == nullptr || !runner->cannot_vary(plan->varying()).empty()) return nullptr;
-            program compiled = std::move(largest);
-            compiled.executable_ =
-                std::make_shared<run_time_extent_executable>(compiled.executable_, std::move(*plan), parameters);
-            return std::make_shared<const program>(std::move(compiled));
-        } catch (const error&) {
+            const std::string first_reason = per_shape_reason;
+            compile_options one_layout = with;
+            one_layout.disabled_passes.push_back(layout_by_rows);
+            std::map<parameter_lens, program> retried;
+            compared_equal = true;
+            if (auto generic = attempt(one_layout, retried)) return generic;
+            if (!compared_equal) per_shape_reason = first_reason;
+            return nullptr;
+        } catch (const error& e) {
+            per_shape_reason = e.what();
             return nullptr;  // (the memory limit at the maximum): each extent compiles on its own
         }
     };
@@ -255,6 +322,7 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     if (auto generic = compiled_for_run_time_extents(*source, t, options)) {
         cache->set_generic(std::move(generic));
     } else {
+        cache->set_per_shape_reason(per_shape_reason);
         // Compiling the optimal profiles now reports lowering errors at compile
         // time. One the generic attempt optimised already is lowered, not
         // compiled again (unless the compile cache is to keep it).
@@ -430,6 +498,10 @@ program program::specialised_for(const parameter_map& inputs) const {
 }
 
 std::size_t program::specialisation_count() const { return specialisations_ ? specialisations_->size() : 0; }
+
+std::string program::per_shape_compilation_reason() const {
+    return specialisations_ ? specialisations_->per_shape_reason() : std::string{};
+}
 
 const program& program::running_program(const parameter_map& inputs, std::shared_ptr<const program>& holder) const {
     if (!specialisations_) return *this;

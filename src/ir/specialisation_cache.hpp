@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "kiln/program.hpp"
 
@@ -32,6 +33,10 @@ public:
     // (ir/run_time_extents.hpp): get() returns it for any extents not pinned,
     // compiling nothing more.
     void set_generic(std::shared_ptr<const program> compiled) { generic_ = std::move(compiled); }
+    // Why there is no generic program (each set of extents compiles on its
+    // own), naming the instruction or property that forced it; empty with one.
+    void set_per_shape_reason(std::string why) { per_shape_reason_ = std::move(why); }
+    const std::string& per_shape_reason() const { return per_shape_reason_; }
 
 private:
     struct entry {
@@ -47,6 +52,7 @@ private:
     std::map<parameter_lens, entry> entries_;
     std::uint64_t clock_ = 0;
     std::shared_ptr<const program> generic_;
+    std::string per_shape_reason_;
 };
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 
 #include "targets/cpu/kernels/copy/strided_copy.hpp"
 #include "targets/cpu/kernels/follows_run_time_extents.hpp"
+#include "targets/cpu/lowering/batch_row_loop.hpp"
 #include "targets/cpu/lowering/cpu_executable.hpp"
 #include "targets/cpu/lowering/openmp_threads.hpp"
 
@@ -38,6 +39,7 @@ module_runner module_runner_for(const plan_step& step) {
 struct cpu_executable::context {
     std::shared_ptr<std::byte> arena;
     std::shared_ptr<std::byte> scratch;
+    std::size_t scratch_size = 0;  // bytes of `scratch`
     std::vector<std::vector<argument>> step_inputs;
     std::vector<argument> step_outputs;
     std::vector<std::byte*> root_base;
@@ -86,6 +88,7 @@ std::unique_ptr<cpu_executable::context> cpu_executable::make_context() const {
     auto c = std::make_unique<context>();
     c->arena = allocate_aligned(arena_bytes_);
     c->scratch = allocate_aligned(scratch_bytes_);
+    c->scratch_size = scratch_bytes_;
     c->root_base.resize(roots_.size(), nullptr);
     c->spare_outputs.resize(roots_.size());
     for (std::size_t r = 0; r < roots_.size(); ++r) {
@@ -120,25 +123,59 @@ argument cpu_executable::output_buffer(context& c, std::size_t r, const shape& s
 }
 
 std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_dimension>>& varying) const {
-    for (const auto& step : steps_) {
+    std::vector<batch_row_step> by_rows(steps_.size());
+    for (std::size_t s = 0; s < steps_.size(); ++s) {
+        const auto& step = steps_[s];
         const auto& out = varying.at(step.output.instruction);
+        std::vector<std::optional<varying_dimension>> ins;
         bool any = out.has_value();
+        bool alike = true;
         for (const auto& in : step.inputs) {
-            const auto& v = varying.at(in.instruction);
+            ins.push_back(varying.at(in.instruction));
+            const auto& v = ins.back();
             if (!v) continue;
             any = true;
             // An input that varies where the result does not (a sum over the
             // extent), or in another dimension, is no row the kernel skips.
-            if (!out || in.value_shape.ndim() != step.output.value_shape.ndim() || v->dim != out->dim)
-                return step.instruction + " = " + step.op.name() + ": an input varies unlike its result";
+            if (!out || in.value_shape.ndim() != step.output.value_shape.ndim() || v->dim != out->dim) alike = false;
         }
         if (!any) continue;
         const auto* follows = dynamic_cast<const follows_run_time_extents*>(step.kernel.get());
-        if (!step.modules.empty() || follows == nullptr || !follows->follows_extent_of(out->dim))
-            return step.instruction + " = " + step.op.name() + ": its kernel '" + step.algorithm +
-                   "' runs only at the extents it was built for";
+        if (alike && step.modules.empty() && follows != nullptr && follows->follows_extent_of(out->dim)) continue;
+        // A kernel made for a fixed batch: a smaller batch runs row by row
+        // on a batch-1 kernel (batch_row_loop.hpp).
+        if (step.modules.empty() && runs_by_batch_rows(step.op, out, ins)) {
+            auto& rows = by_rows[s];
+            rows.by_rows = true;
+            for (const auto& in : step.inputs) rows.varies.push_back(varying.at(in.instruction).has_value());
+            continue;
+        }
+        if (!alike) return step.instruction + " = " + step.op.name() + ": an input varies unlike its result";
+        return step.instruction + " = " + step.op.name() + ": its kernel '" + step.algorithm +
+               "' runs only at the extents it was built for";
     }
+    batch_rows_ = std::move(by_rows);
     return {};
+}
+
+// Made on the first run at a smaller batch, so that compiling for a range
+// packs the weights once, as a static compile does.
+const cpu_kernel& cpu_executable::batch_row_kernel(std::size_t s) const {
+    const std::lock_guard<std::mutex> lock(batch_rows_mutex_);
+    auto& rows = batch_rows_[s];
+    if (rows.kernel) return *rows.kernel;
+    const auto& step = steps_[s];
+    std::vector<shape> shapes;
+    std::vector<argument> constants;
+    for (const auto& in : step.inputs) {
+        shapes.push_back(in.value_shape);
+        const auto& root = roots_[in.root];
+        constants.push_back(root.kind == root_kind::literal
+                                ? root.literal_source.get_argument().reshaped(in.value_shape, in.byte_offset)
+                                : argument{});
+    }
+    rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, constants, threads_);
+    return *rows.kernel;
 }
 
 std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::vector<step_timing>* timings,
@@ -209,7 +246,16 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
             std::memcpy(before.data(), in.data(), in.get_shape().bytes());
         }
         try {
-            if (step.modules.empty())
+            if (shapes && s < batch_rows_.size() && batch_rows_[s].by_rows &&
+                step_output(s).get_shape().lens()[0] < step.output.value_shape.lens()[0]) {
+                const cpu_kernel& row_kernel = batch_row_kernel(s);
+                // A batch-1 kernel may want more scratch than the full batch's (another blocking).
+                if (row_kernel.scratch_bytes() > ctx->scratch_size) {
+                    ctx->scratch = allocate_aligned(row_kernel.scratch_bytes());
+                    ctx->scratch_size = row_kernel.scratch_bytes();
+                }
+                run_batch_rows(row_kernel, step_output(s), step_inputs(s), batch_rows_[s].varies, ctx->scratch.get());
+            } else if (step.modules.empty())
                 step.kernel->run(step_output(s), step_inputs(s), ctx->scratch.get());
             else
                 step.op.compute(step_output(s), step_inputs(s), module_runner_for(step));

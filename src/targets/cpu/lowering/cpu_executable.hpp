@@ -7,6 +7,7 @@
 // and output roots, then calls each step's kernel on prebuilt arguments.
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,18 @@ private:
     std::size_t arena_bytes_;
     std::size_t scratch_bytes_ = 0;  // the largest any step needs
     int threads_;                    // resolved, >= 1
+    // Per step, for a run at run-time extents (set by cannot_vary): whether
+    // a smaller batch runs row by row on a batch-1 kernel (not for a step
+    // whose own kernel follows the extent), which inputs have the batch, and
+    // that kernel once a run needed it (batch_row_kernel).
+    struct batch_row_step {
+        bool by_rows = false;
+        std::vector<bool> varies;
+        std::shared_ptr<const cpu_kernel> kernel;
+    };
+    mutable std::vector<batch_row_step> batch_rows_;
+    mutable std::mutex batch_rows_mutex_;
+    const cpu_kernel& batch_row_kernel(std::size_t step) const;
 
     // Concurrent runs each take their own context; finished ones are reused.
     context_pool<context> contexts_;

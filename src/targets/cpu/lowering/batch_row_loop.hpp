@@ -1,0 +1,42 @@
+#pragma once
+// A step that a program compiled once for a range of batch sizes runs at a
+// smaller batch than it was built for, when its kernel (a oneDNN convolution
+// or pooling primitive, a product, a layout reorder) is made for a fixed
+// batch: a kernel built once more at batch 1 (on the first such run), from
+// the same constants, runs once per batch row of this run. Only ops whose
+// result row n is computed from row n of each input that has the batch alone
+// qualify (convolutions, poolings, reductions over other axes, layout
+// reorders, products over rows): a row loop over any other op would be wrong.
+// Weights are packed once more for the batch-1 kernels (at most twice in all).
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/run_time_extents.hpp"
+#include "targets/cpu/kernels/cpu_kernel.hpp"
+
+namespace kiln {
+
+// Whether the result's row n of `op` depends only on row n (dimension 0) of
+// each input that varies with the batch, given how its result (`out`) and
+// inputs (`ins`, nullopt for one that does not vary) follow the extent: the
+// batch is dimension 0 of each of them, one row per unit of the extent.
+bool runs_by_batch_rows(const operation& op, const std::optional<varying_dimension>& out,
+                        const std::vector<std::optional<varying_dimension>>& ins);
+
+// The kernel of `op` at batch 1: `input_shapes` and `output_shape` as built,
+// with dimension 0 of the result and of each input marked in `varies` set to
+// 1; `constants` the constant inputs' values (empty for the others), with
+// the algorithm a static compile at batch 1 picks.
+std::shared_ptr<const cpu_kernel> make_batch_row_kernel(const operation& op, const std::vector<shape>& input_shapes,
+                                                        const shape& output_shape, const std::vector<bool>& varies,
+                                                        const std::vector<argument>& constants, int threads);
+
+// Runs `row_kernel` once per row of `result` (its dimension 0, this run's
+// batch): on that row of the result and of each input marked in `varies`,
+// the other inputs whole.
+void run_batch_rows(const cpu_kernel& row_kernel, const argument& result, const std::vector<argument>& inputs,
+                    const std::vector<bool>& varies, std::byte* scratch);
+
+}  // namespace kiln
