@@ -31,6 +31,14 @@
 // (TensorFlow's asymmetric "same" padding, as Hugging Face's MobileNetV2
 // writes it): the padded copy is never made. So does a zero pad of ReLU
 // outputs before a max pooling (Keras ResNet's pool1_pad).
+//
+// Constant conditions: where(c, x, y) with a constant c that is true (or
+// false) everywhere is x (or y) broadcast to the result's shape. PyTorch's
+// export of an unmasked attention writes where(expand(true), 0, -max) as an
+// additive mask; without the where, add_zero drops the mask add, and the
+// attention reads no mask (ViT's quantize_int8 program; ONNX Runtime's
+// quantizer folds the same where when it writes the QDQ file). A broadcast
+// of a constant counts as that constant for these identities.
 #include <cmath>
 #include <optional>
 #include <unordered_map>
@@ -69,9 +77,14 @@ matcher constant_where(std::function<bool(const argument&)> pred) {
     });
 }
 
+// A constant whose every value is `expected`, also seen through broadcasts
+// (which only repeat values; a broadcast scalar is too large to evaluate).
 matcher constant_equal_to(double expected) {
-    return constant_where(
-        [expected](const argument& a) { return all_values(a, [&](double v) { return v == expected; }); });
+    return match::is_constant().where([expected](instruction_ref ins) {
+        while (ins->name() == "broadcast") ins = ins->inputs()[0];
+        auto v = constant_value(*ins);
+        return v && all_values(*v, [&](double x) { return x == expected; });
+    });
 }
 
 bool is_power_of_two(double v) {
@@ -111,6 +124,34 @@ rewrite_rule integer_mul_zero() {
     return {"integer_mul_zero", pattern, [](module& m, const match_result& r) {
                 auto zeros = m.insert_literal(r.root, literal(argument(r.root->get_shape().as_standard())));
                 return replace_value(m, r.root, zeros);
+            }};
+}
+
+value lens_value(const std::vector<std::size_t>& lens) {
+    value_list dims;
+    for (auto l : lens) dims.emplace_back(static_cast<std::int64_t>(l));
+    return dims;
+}
+
+// where(c, x, y) with c a constant of one truth value: the chosen branch,
+// broadcast to the result's shape when it is smaller.
+rewrite_rule where_uniform_condition() {
+    auto pattern = name("where").args(match::is_constant().bind("c"), any().bind("x"), any().bind("y"));
+    return {"where_uniform_condition", pattern, [](module& m, const match_result& r) {
+                // Evaluating a computed condition is bounded; a literal is read as it is.
+                const std::size_t elements = r.at("c")->get_shape().elements();
+                if (!r.at("c")->is_literal() && elements > (std::size_t{1} << 22)) return false;
+                auto c = constant_value(*r.at("c"), elements);
+                if (!c || c->get_shape().elements() == 0) return false;
+                const bool first = c->value_at(0) != 0;
+                if (!all_values(*c, [&](double v) { return (v != 0) == first; })) return false;
+                instruction_ref chosen = first ? r.at("x") : r.at("y");
+                const shape& out = r.root->get_shape();
+                if (chosen->get_shape().type() != out.type()) return false;
+                if (chosen->get_shape().lens() != out.lens())
+                    chosen = m.insert_instruction(r.root, make_op("broadcast", value_map{{"out_lens", lens_value(out.lens())}}),
+                                                  {chosen});
+                return replace_value(m, r.root, chosen);
             }};
 }
 
@@ -382,6 +423,7 @@ rewrite_rule fold_pad_of_nonnegative_values_into_max_pooling() {
 void simplify_algebra::apply(module& m) const {
     auto rules = identity_rules();
     rules.push_back(integer_mul_zero());
+    rules.push_back(where_uniform_condition());
     rules.push_back(reassociate_add_chain());
     rules.push_back(reassociate_mul_chain());
     rules.push_back(scale_after_dot());

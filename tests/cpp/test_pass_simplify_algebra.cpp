@@ -352,3 +352,44 @@ TEST(pass_simplify_algebra, keeps_a_pad_before_pooling_of_signed_values_or_an_av
     EXPECT_EQ(count_ops(out, "pad"), 3u) << out;
     expect_same_outputs(m, out);
 }
+
+namespace {
+
+// softmax(x + where(c, a, b)) over the last axis: an attention's additive mask, as PyTorch exports an
+// unmasked one (c an expanded all-true constant, a 0, b the lowest float).
+module additive_mask_softmax(const std::vector<int>& condition, float a, float b) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({2, 3, 4, 4}));
+    auto c = m.add_literal(literal(shape{dtype::bool_type, {2, 1, 4, 4}}, condition));
+    auto mask = m.add_instruction(make_op("where"), {c, add_float_literal(m, {1}, {a}), add_float_literal(m, {1}, {b})});
+    auto scores = m.add_instruction(make_op("add"), {x, mask});
+    m.add_return({m.add_instruction(make_op("softmax", value_map{{"axis", -1}}), {scores})});
+    return module(m);
+}
+
+}  // namespace
+
+TEST(pass_simplify_algebra, an_all_true_constant_condition_leaves_no_where_and_no_zero_mask) {
+    module m = additive_mask_softmax(std::vector<int>(32, 1), 0.0f, -3.4e38f);
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(op_names(out), std::vector<std::string>{"softmax"}) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_simplify_algebra, an_all_false_constant_condition_keeps_the_other_branch_broadcast) {
+    module m = additive_mask_softmax(std::vector<int>(32, 0), 0.0f, -2.5f);
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(count_ops(out, "where"), 0u) << out;
+    EXPECT_EQ(count_ops(out, "add"), 1u) << out;  // x + broadcast(-2.5) stays: it is no identity
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_simplify_algebra, keeps_a_where_whose_constant_condition_varies) {
+    std::vector<int> condition(32, 1);
+    condition[5] = 0;
+    module m = additive_mask_softmax(condition, 0.0f, -3.4e38f);
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(count_ops(out, "where"), 1u) << out;
+    EXPECT_EQ(count_ops(out, "add"), 1u) << out;
+    expect_same_outputs(m, out);
+}
