@@ -143,3 +143,16 @@ def test_two_threads_give_the_same_bits_on_every_run():
     first = np.asarray(p.run(inputs)[0]).copy()
     for _ in range(20):
         np.testing.assert_array_equal(np.asarray(p.run(inputs)[0]), first)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 4])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("k, n", [(768, 2304), (3072, 768), (771, 3075)])
+def test_decoder_sized_products_against_numpy(rows, threads, k, n):
+    # GPT-2 small's decode shapes (and an odd neighbour: K % 4 == 3, N % 16 == 3), where the loop prefetches the
+    # next four weight rows ahead of its loads, up to past the weights' end at each thread's last rows.
+    build, inputs, expected = projection((rows, ), k, n, bias=True, activation=None, residual="full", seed=k + rows)
+    p = build()
+    got = run_on(p, "cpu", inputs, threads=threads)[0]
+    assert product_algorithms(p)[0] in FEW_ROWS
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)

@@ -134,3 +134,15 @@ def test_llama_mlp_through_torch_compile_matches_eager():
         with torch.no_grad():
             want = model(x)
         np.testing.assert_allclose(compiled(x).numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 4])
+@pytest.mark.parametrize("k, n", [(768, 5003), (769, 4098)])
+def test_decoder_sized_tied_output_layer_against_numpy(rows, k, n):
+    # A GPT-2-wide tied table (768) and an odd one: the column loop prefetches the next four-column group at each
+    # step, past the table's end in the last group and the single-column tail.
+    build, inputs, expected = tied_output_layer(rows, k, n, residual=True, bias=True, seed=1000 + rows + k)
+    p = build()
+    got = run_on(p, "cpu", inputs, threads=2, disabled_passes=["constant_propagation"])[0]
+    assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == [COLUMNS]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)

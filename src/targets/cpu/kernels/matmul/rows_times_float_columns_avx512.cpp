@@ -41,6 +41,11 @@ void column_group(const avx2::rows_times_16bit_args& g, std::size_t first) {
     for (std::size_t m = 0; m < Rows; ++m)
         for (std::size_t c = 0; c < Columns; ++c) sum[m][c] = _mm512_setzero_ps();
     auto step = [&](std::size_t k, __mmask16 lanes) {
+        // The next group's columns at the same k: a group's streams are only one
+        // weight row long (3 KiB for a 768-wide table), too short for the
+        // hardware prefetcher to run ahead. A hint never faults past the end.
+        for (std::size_t c = 0; c < Columns; ++c)
+            _mm_prefetch(reinterpret_cast<const char*>(column[c] + Columns * g.b_row_stride + k), _MM_HINT_T0);
         __m512 a[Rows];
         for (std::size_t m = 0; m < Rows; ++m) a[m] = _mm512_maskz_loadu_ps(lanes, g.a + m * g.a_row_stride + k);
         for (std::size_t c = 0; c < Columns; ++c) {
