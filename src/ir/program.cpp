@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "ir/extent_independence.hpp"
+#include "ir/reshape_lengths_from_input.hpp"
 #include "ir/run_time_extents.hpp"
 #include "ir/specialisation_cache.hpp"
 #include "kiln/pass.hpp"
@@ -249,6 +250,8 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
                     program p = source.imported_static_program(lens);
                     if (!p.get_main_module()->submodules().empty()) fail("submodules are not compared");
                     run_passes(*p.get_main_module(), passes, opts);
+                    // A reshape's lengths folded from the extent ([batch, seq, -1, 64]) copy the input's instead.
+                    write_reshape_lengths_copied_from_input(*p.get_main_module());
                     return keep.insert_or_assign(lens, std::move(p)).first->second;
                 };
                 const program& smallest = optimised_at(at_min);

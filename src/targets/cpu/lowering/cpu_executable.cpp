@@ -141,6 +141,7 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
         }
         if (!any) continue;
         const auto* follows = dynamic_cast<const follows_run_time_extents*>(step.kernel.get());
+        if (step.modules.empty() && follows != nullptr && follows->follows_any_extents()) continue;
         if (alike && step.modules.empty() && follows != nullptr && follows->follows_extent_of(out->dim)) continue;
         // A kernel made for a fixed batch: a smaller batch runs row by row
         // on a batch-1 kernel (batch_row_loop.hpp).
