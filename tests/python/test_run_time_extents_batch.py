@@ -30,10 +30,9 @@ def save(path, graph):
     return str(path)
 
 
-@pytest.fixture(scope="module")
-def small_cnn(tmp_path_factory):
+def small_cnn_graph(path):
     """x [batch, 3, 16, 16] -> conv 3x3 + ReLU -> max pool 2 -> conv 3x3 + residual add + ReLU
-    -> global average pool -> flatten -> Gemm (transB) -> Softmax."""
+    -> global average pool -> flatten -> Gemm (transB) -> Softmax, saved at `path`."""
     rng = np.random.default_rng(0)
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
@@ -49,7 +48,12 @@ def small_cnn(tmp_path_factory):
              constant("wf", rng.standard_normal((10, 32))), constant("bf", rng.standard_normal(10))]
     graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 16, 16])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 10])], inits)
-    return save(tmp_path_factory.mktemp("cnn") / "cnn.onnx", graph)
+    return save(path, graph)
+
+
+@pytest.fixture(scope="module")
+def small_cnn(tmp_path_factory):
+    return small_cnn_graph(tmp_path_factory.mktemp("cnn") / "cnn.onnx")
 
 
 def check_batches(program, path, name, image, batches, rtol=1e-4, atol=1e-5, rms=None):
