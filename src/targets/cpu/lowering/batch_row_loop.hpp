@@ -32,7 +32,7 @@ bool runs_by_batch_rows(const operation& op, const std::optional<varying_dimensi
 // 1; `constants` the constant inputs' values (empty for the others), with
 // the algorithm a static compile at batch 1 picks. `packed` (or null): the
 // packed form offered for each constant input, as kernel_request::packed
-// (its `constants` entry then has no data).
+// (its `constants` entry keeps its values for kernels that take no packed form).
 std::shared_ptr<const cpu_kernel> make_batch_row_kernel(
     const operation& op, const std::vector<shape>& input_shapes, const shape& output_shape,
     const std::vector<bool>& varies, const std::vector<argument>& constants, int threads,

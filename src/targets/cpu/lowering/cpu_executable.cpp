@@ -189,11 +189,9 @@ const cpu_kernel& cpu_executable::batch_row_kernel(std::size_t s) const {
         const auto& in = step.inputs[i];
         shapes.push_back(in.value_shape);
         if (roots_[in.root].kind == root_kind::literal && !rows.varies[i]) {
-            if (auto form = step.kernel->packed_copy(i); form != nullptr && form->adoptable) {
-                packed[i] = std::move(form);
-                constants.emplace_back(in.value_shape, nullptr);
-                continue;
-            }
+            // The plain values come too: a kernel that takes no packed form
+            // (16-bit weights) reads them instead.
+            if (auto form = step.kernel->packed_copy(i); form != nullptr && form->adoptable) packed[i] = std::move(form);
         }
         constants.push_back(plain_value(i));
     }
@@ -203,12 +201,9 @@ const cpu_kernel& cpu_executable::batch_row_kernel(std::size_t s) const {
     bool all_taken = true;
     for (std::size_t i = 0; i < packed.size(); ++i)
         if (packed[i] != nullptr && !rows.kernel->keeps_own_copy(i)) all_taken = false;
-    if (!all_taken) {
-        for (std::size_t i = 0; i < packed.size(); ++i)
-            if (packed[i] != nullptr) constants[i] = plain_value(i);
+    if (!all_taken)
         rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, constants, threads_,
                                             nullptr);
-    }
     return *rows.kernel;
 }
 
