@@ -87,6 +87,19 @@ def test_small_cnn_with_an_optimal_batch_and_several_threads(small_cnn):
         p.run({"x": np.zeros((1, 3, 16, 16), np.float32)})
 
 
+@pytest.mark.parametrize("quantize", [kiln.quantize_fp16, kiln.quantize_bf16])
+def test_16_bit_weights_taken_over_by_the_full_batch_kernel_run_by_rows(small_cnn, quantize):
+    """At the maximum the product's 16-bit weights may go to a kernel that keeps only its own packed copy
+    (oneDNN's bf16 product where the CPU has avx512_bf16), while a smaller batch's batch-1 kernel reads the
+    weights at run time: they are restored for it (this crashed on such a CPU)."""
+    p = kiln.parse_onnx(small_cnn, map_dyn_input_dims={"x": [{"min": 1, "max": 16}, 3, 16, 16]})
+    quantize(p)
+    p.compile(CPU, threads=1)
+    assert p.specialisation_count() == 1
+    check_batches(p, small_cnn, "x", (3, 16, 16), [1, 16, 3], rtol=0, atol=2e-2)
+    assert p.specialisation_count() == 1
+
+
 def test_an_op_that_mixes_batch_rows_is_compiled_per_batch_and_named(tmp_path):
     """CumSum along the batch: row n of its result reads rows 0..n, so no row
     loop may run it; each batch compiles on its own, outputs still exact."""

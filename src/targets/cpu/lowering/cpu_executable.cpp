@@ -160,10 +160,10 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
 
 // Made on the first run at a smaller batch, so that compiling for a range
 // packs the weights once, as a static compile does.
-const cpu_kernel& cpu_executable::batch_row_kernel(std::size_t s) const {
+const cpu_executable::batch_row_step& cpu_executable::batch_row_kernel(std::size_t s) const {
     const std::lock_guard<std::mutex> lock(batch_rows_mutex_);
     auto& rows = batch_rows_[s];
-    if (rows.kernel) return *rows.kernel;
+    if (rows.kernel) return rows;
     const auto& step = steps_[s];
     std::vector<shape> shapes;
     std::vector<argument> constants;
@@ -175,7 +175,10 @@ const cpu_kernel& cpu_executable::batch_row_kernel(std::size_t s) const {
                                 : argument{});
     }
     rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, constants, threads_);
-    return *rows.kernel;
+    rows.restored.resize(step.inputs.size());
+    for (std::size_t i = 0; i < step.inputs.size(); ++i)
+        if (roots_[step.inputs[i].root].handed_over_literal()) rows.restored[i] = constants[i];
+    return rows;
 }
 
 std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::vector<step_timing>* timings,
@@ -248,13 +251,16 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         try {
             if (shapes && s < batch_rows_.size() && batch_rows_[s].by_rows &&
                 step_output(s).get_shape().lens()[0] < step.output.value_shape.lens()[0]) {
-                const cpu_kernel& row_kernel = batch_row_kernel(s);
+                const batch_row_step& rows = batch_row_kernel(s);
                 // A batch-1 kernel may want more scratch than the full batch's (another blocking).
-                if (row_kernel.scratch_bytes() > ctx->scratch_size) {
-                    ctx->scratch = allocate_aligned(row_kernel.scratch_bytes());
-                    ctx->scratch_size = row_kernel.scratch_bytes();
+                if (rows.kernel->scratch_bytes() > ctx->scratch_size) {
+                    ctx->scratch = allocate_aligned(rows.kernel->scratch_bytes());
+                    ctx->scratch_size = rows.kernel->scratch_bytes();
                 }
-                run_batch_rows(row_kernel, step_output(s), step_inputs(s), batch_rows_[s].varies, ctx->scratch.get());
+                std::vector<argument> inputs = step_inputs(s);
+                for (std::size_t i = 0; i < inputs.size(); ++i)
+                    if (rows.restored[i].data() != nullptr) inputs[i] = rows.restored[i];
+                run_batch_rows(*rows.kernel, step_output(s), inputs, rows.varies, ctx->scratch.get());
             } else if (step.modules.empty())
                 step.kernel->run(step_output(s), step_inputs(s), ctx->scratch.get());
             else
