@@ -171,6 +171,19 @@ def self_attention_nodes(source, output):
     ]
 
 
+def self_attention_initializers(rng, heads, tokens, depth):
+    """The initializers self_attention_nodes reads, for x [1, tokens, heads * depth]: random projections wq, wk,
+    wv, wo, the head split / merge shapes and the scale 1 / sqrt(depth)."""
+    width = heads * depth
+    inits = [numpy_helper.from_array((rng.standard_normal((width, width)) * 0.3).astype(np.float32), f"w{n}")
+             for n in "qkvo"]
+    return inits + [
+        numpy_helper.from_array(np.array([1, tokens, heads, depth], np.int64), "heads"),
+        numpy_helper.from_array(np.array([1, tokens, width], np.int64), "merged"),
+        numpy_helper.from_array(np.float32(1 / np.sqrt(depth)), "c"),
+    ]
+
+
 def attention_head_qdq(rng, *, rounded, perm):
     """BERT's key / query head as ONNX Runtime's QDQ file has it: x [1, 16, 64] quantized, an int8 projection
     (its result rounded by its own quantize -> dequantize when `rounded`, with then a zero bias that folds

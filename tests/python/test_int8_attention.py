@@ -15,7 +15,7 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 import kiln
 from kiln_testing import TARGETS, build_program, run_on
 from quantization_testing import (assert_head_is_one_int8_product_within_a_code_of_onnxruntime, attention_head_qdq,
-                                  self_attention_nodes, sqnr_db)
+                                  self_attention_initializers, self_attention_nodes, sqnr_db)
 
 INT8_PRODUCT = ("fused_quant_dot", "onednn_int8_activations")
 FLOAT_PRODUCTS = ("dot", "fused_dot", "fused_attention")
@@ -83,12 +83,7 @@ def _attention_onnx(rng):
     """x [1, T, H*D] -> q, k, v projections -> heads -> softmax(q @ kt / sqrt(D) + mask) @ v -> merged
     heads -> output projection: BERT's self-attention, as torch.onnx writes it."""
     width = HEADS * DEPTH
-    inits = [onh.from_array((rng.standard_normal((width, width)) * 0.3).astype(np.float32), f"w{n}") for n in "qkvo"]
-    inits += [
-        onh.from_array(np.array([1, TOKENS, HEADS, DEPTH], np.int64), "heads"),
-        onh.from_array(np.array([1, TOKENS, width], np.int64), "merged"),
-        onh.from_array(np.float32(1 / np.sqrt(DEPTH)), "c"),
-    ]
+    inits = self_attention_initializers(rng, HEADS, TOKENS, DEPTH)
     nodes = self_attention_nodes("x", "y")
     graph = oh.make_graph(nodes, "attention",
                           [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, TOKENS, width]),

@@ -14,7 +14,7 @@ from onnx import numpy_helper as onh
 
 import kiln
 from kiln_testing import run_on
-from quantization_testing import self_attention_nodes, sqnr_db
+from quantization_testing import self_attention_initializers, self_attention_nodes, sqnr_db
 
 # 520 tokens: the float mask [1, 1, T, T] (1.03 MiB) is larger than the ONNX reader folds or constant
 # propagation stores as a literal, as ViT-B/16's at batch 8 is (1.18 MiB).
@@ -26,12 +26,7 @@ def _attention_onnx(rng, mask):
     `mask`: "exported" is where(expand(true), 0, lowest) as torch.onnx writes it, "none" a zero literal
     (the same function, the form ONNX Runtime's quantizer leaves)."""
     width = HEADS * DEPTH
-    inits = [onh.from_array((rng.standard_normal((width, width)) * 0.3).astype(np.float32), f"w{n}") for n in "qkvo"]
-    inits += [
-        onh.from_array(np.array([1, TOKENS, HEADS, DEPTH], np.int64), "heads"),
-        onh.from_array(np.array([1, TOKENS, width], np.int64), "merged"),
-        onh.from_array(np.float32(1 / np.sqrt(DEPTH)), "c"),
-    ]
+    inits = self_attention_initializers(rng, HEADS, TOKENS, DEPTH)
     nodes = self_attention_nodes("x", "y")
     if mask == "exported":
         inits += [onh.from_array(np.array([True]), "yes"), onh.from_array(np.array([1, 1, TOKENS, TOKENS], np.int64), "square"),

@@ -91,23 +91,51 @@ def test_small_cnn_with_an_optimal_batch_and_several_threads(small_cnn):
         p.run({"x": np.zeros((1, 3, 16, 16), np.float32)})
 
 
-def test_an_op_that_mixes_batch_rows_is_compiled_per_batch_and_named(tmp_path):
-    """CumSum along the batch: row n of its result reads rows 0..n, so no row
-    loop may run it; each batch compiles on its own, outputs still exact."""
+@pytest.mark.parametrize("quantize", [kiln.quantize_fp16, kiln.quantize_bf16])
+def test_16_bit_weights_taken_over_by_the_full_batch_kernel_run_by_rows(small_cnn, quantize):
+    """At the maximum the product's 16-bit weights may go to a kernel that keeps only its own packed copy
+    (oneDNN's bf16 product where the CPU has avx512_bf16), while a smaller batch's batch-1 kernel reads the
+    weights at run time: they are restored for it (this crashed on such a CPU)."""
+    p = kiln.parse_onnx(small_cnn, map_dyn_input_dims={"x": [{"min": 1, "max": 16}, 3, 16, 16]})
+    quantize(p)
+    p.compile(CPU, threads=1)
+    assert p.specialisation_count() == 1
+    check_batches(p, small_cnn, "x", (3, 16, 16), [1, 16, 3], rtol=0, atol=2e-2)
+    assert p.specialisation_count() == 1
+
+
+def mixing_model(tmp_path, mixing_node, inits, y_batch="batch"):
     rng = np.random.default_rng(2)
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
-             helper.make_node("CumSum", ["c", "axis"], ["y"])]
-    inits = [constant("w", rng.standard_normal((4, 3, 3, 3))),
-             numpy_helper.from_array(np.asarray(0, np.int64), "axis")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), mixing_node]
+    inits = [constant("w", rng.standard_normal((4, 3, 3, 3)))] + inits
     graph = helper.make_graph(nodes, "mix", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 8, 8])], inits)
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [y_batch, 4, 8, 8])], inits)
     path = save(tmp_path / "mix.onnx", graph)
     p = kiln.parse_onnx(path, map_dyn_input_dims={"x": [{"min": 1, "max": 5}, 3, 8, 8]})
     p.compile(CPU)
+    return p, path
+
+
+def test_an_op_that_mixes_batch_rows_is_compiled_per_batch_and_named(tmp_path):
+    """A sum over the batch: its result reads every row, so no row loop may
+    run it, and its kernel is built for the full batch; each batch compiles
+    on its own, outputs still exact."""
+    p, path = mixing_model(tmp_path, helper.make_node("ReduceSum", ["c", "axes"], ["y"], keepdims=1),
+                           [numpy_helper.from_array(np.asarray([0], np.int64), "axes")], y_batch=1)
     reason = p.per_shape_compilation_reason()
-    assert "cumsum" in reason, reason
+    assert "reduce_sum" in reason, reason
     check_batches(p, path, "x", (3, 8, 8), [1, 5, 3])
     assert p.specialisation_count() == 3
+
+
+def test_a_reference_op_that_mixes_rows_runs_at_each_batch(tmp_path):
+    """CumSum along the batch runs the op's reference compute, which reads
+    every length from its arguments: no row loop, yet one program."""
+    p, path = mixing_model(tmp_path, helper.make_node("CumSum", ["c", "axis"], ["y"]),
+                           [numpy_helper.from_array(np.asarray(0, np.int64), "axis")])
+    assert p.per_shape_compilation_reason() == ""
+    check_batches(p, path, "x", (3, 8, 8), [1, 5, 3])
+    assert p.specialisation_count() == 1
 
 
 def test_the_refusal_names_two_dynamic_dimensions(small_cnn):

@@ -171,10 +171,10 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
 // batch-1 kernel wants the same layout it reads them in place, so the
 // weights are held once; where it wants another (or the full kernel keeps
 // none) it packs its own copy from the plain values.
-const cpu_kernel& cpu_executable::batch_row_kernel(std::size_t s) const {
+const cpu_executable::batch_row_step& cpu_executable::batch_row_kernel(std::size_t s) const {
     const std::lock_guard<std::mutex> lock(batch_rows_mutex_);
     auto& rows = batch_rows_[s];
-    if (rows.kernel) return *rows.kernel;
+    if (rows.kernel) return rows;
     const auto& step = steps_[s];
     std::vector<shape> shapes;
     std::vector<argument> constants;
@@ -204,7 +204,14 @@ const cpu_kernel& cpu_executable::batch_row_kernel(std::size_t s) const {
     if (!all_taken)
         rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, constants, threads_,
                                             nullptr);
-    return *rows.kernel;
+    // A literal the full-batch kernel took over has no bytes at run time:
+    // a batch-1 kernel that reads it then (no copy of its own) gets the
+    // restored values.
+    rows.restored.resize(step.inputs.size());
+    for (std::size_t i = 0; i < step.inputs.size(); ++i)
+        if (roots_[step.inputs[i].root].handed_over_literal() && !rows.kernel->keeps_own_copy(i))
+            rows.restored[i] = constants[i];
+    return rows;
 }
 
 std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::vector<step_timing>* timings,
@@ -277,13 +284,16 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         try {
             if (shapes && s < batch_rows_.size() && batch_rows_[s].by_rows &&
                 step_output(s).get_shape().lens()[0] < step.output.value_shape.lens()[0]) {
-                const cpu_kernel& row_kernel = batch_row_kernel(s);
+                const batch_row_step& rows = batch_row_kernel(s);
                 // A batch-1 kernel may want more scratch than the full batch's (another blocking).
-                if (row_kernel.scratch_bytes() > ctx->scratch_size) {
-                    ctx->scratch = allocate_aligned(row_kernel.scratch_bytes());
-                    ctx->scratch_size = row_kernel.scratch_bytes();
+                if (rows.kernel->scratch_bytes() > ctx->scratch_size) {
+                    ctx->scratch = allocate_aligned(rows.kernel->scratch_bytes());
+                    ctx->scratch_size = rows.kernel->scratch_bytes();
                 }
-                run_batch_rows(row_kernel, step_output(s), step_inputs(s), batch_rows_[s].varies, ctx->scratch.get());
+                std::vector<argument> inputs = step_inputs(s);
+                for (std::size_t i = 0; i < inputs.size(); ++i)
+                    if (rows.restored[i].data() != nullptr) inputs[i] = rows.restored[i];
+                run_batch_rows(*rows.kernel, step_output(s), inputs, rows.varies, ctx->scratch.get());
             } else if (step.modules.empty())
                 step.kernel->run(step_output(s), step_inputs(s), ctx->scratch.get());
             else

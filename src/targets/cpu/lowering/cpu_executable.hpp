@@ -107,10 +107,14 @@ private:
         bool by_rows = false;
         std::vector<bool> varies;
         std::shared_ptr<const cpu_kernel> kernel;
+        // Per input: the values of a literal the full-batch kernel took over
+        // (it reads its own packed copy, so the run passes no bytes), restored
+        // for a batch-1 kernel that reads its weights at run time.
+        std::vector<argument> restored;
     };
     mutable std::vector<batch_row_step> batch_rows_;
     mutable std::mutex batch_rows_mutex_;
-    const cpu_kernel& batch_row_kernel(std::size_t step) const;
+    const batch_row_step& batch_row_kernel(std::size_t step) const;
 
     // Concurrent runs each take their own context; finished ones are reused.
     context_pool<context> contexts_;
