@@ -4,7 +4,10 @@ interleaved in one process, threads=1, CPU time per run; median ratio (generic /
 usage: PYTHONPATH=python .venv/bin/python bench/run_time_extents.py            # rows / projection programs
        PYTHONPATH=python .venv/bin/python bench/run_time_extents.py cnn [max] [rounds] [reps]
 the second: MobileNetV2 and ResNet-50 (build/models, made dynamic-batch by scripts/dynamic_batch_copy.py)
-compiled once for batch 1..max against a program compiled for exactly batch 1, max/2 and max."""
+compiled once for batch 1..max against a program compiled for exactly batch 1, max/2 and max.
+       PYTHONPATH=python .venv/bin/python bench/run_time_extents.py bert [max] [rounds] [reps]
+the third: BERT-base (bench/bert_ids_only.py; BERT_IDS_ONLY=file reuses an export) at sequence 128 compiled
+once for batch 1..max against a program compiled for exactly batch 1, max/2 and max."""
 import os, sys, tempfile, time, statistics, numpy as np, kiln
 OUT = tempfile.mkdtemp(prefix="kiln_extents_")
 from onnx import helper, numpy_helper, TensorProto
@@ -76,7 +79,36 @@ def compare_cnn(name, mx, rounds, reps):
     assert generic.specialisation_count() == 1
 
 
-if len(sys.argv) > 1 and sys.argv[1] == "cnn":
+def compare_bert(mx, rounds, reps):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bert_ids_only import one_input_model
+    path = one_input_model(OUT)
+    generic = kiln.parse_onnx(path, map_dyn_input_dims={"input_ids": [{"min": 1, "max": mx}, 128]})
+    generic.compile(CPU, threads=1)
+    assert generic.specialisation_count() == 1, generic.per_shape_compilation_reason()
+    for e in sorted({1, max(1, mx // 2), mx}):
+        exact = kiln.parse_onnx(path, map_input_dims={"input_ids": [e, 128]}); exact.compile(CPU, threads=1)
+        x = {"input_ids": np.random.default_rng(e).integers(0, 30522, (e, 128)).astype(np.int64)}
+        np.testing.assert_allclose(np.asarray(generic.run(x)[0]), np.asarray(exact.run(x)[0]), rtol=1e-4, atol=1e-4)
+        ratios = []
+        for r in range(rounds):
+            t = {}
+            for label, p in (("g", generic), ("e", exact)) if r % 2 else (("e", exact), ("g", generic)):
+                s = time.process_time()
+                for _r in range(reps): p.run(x)
+                t[label] = time.process_time() - s
+            ratios.append(t["g"] / t["e"])
+        q = statistics.quantiles(ratios, n=4) if rounds > 1 else [ratios[0]] * 3
+        print(f"bert_base batch 1..{mx} at {e}: generic/exact median {statistics.median(ratios):.3f} "
+              f"(quartiles {q[0]:.3f}..{q[2]:.3f}, {rounds} rounds x {reps} runs); load {os.getloadavg()}", flush=True)
+        del exact
+    assert generic.specialisation_count() == 1
+
+
+if len(sys.argv) > 1 and sys.argv[1] == "bert":
+    compare_bert(int(sys.argv[2]) if len(sys.argv) > 2 else 8, int(sys.argv[3]) if len(sys.argv) > 3 else 9,
+                 int(sys.argv[4]) if len(sys.argv) > 4 else 2)
+elif len(sys.argv) > 1 and sys.argv[1] == "cnn":
     mx = int(sys.argv[2]) if len(sys.argv) > 2 else 8
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 9
     reps = int(sys.argv[4]) if len(sys.argv) > 4 else 2

@@ -19,6 +19,9 @@ import time
 
 import kiln
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bert_ids_only import one_input_model  # noqa: E402
+
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 MAX = int(sys.argv[2]) if len(sys.argv) > 2 else 128
 MIN = int(sys.argv[3]) if len(sys.argv) > 3 else 1
@@ -27,37 +30,6 @@ AXIS = os.environ.get("AXIS", "sequence")  # or "batch" (1..MAX at sequence 128)
 RANGED = [1, {"min": MIN, "max": MAX}] if AXIS == "sequence" else [{"min": MIN, "max": MAX}, 128]
 STATIC = [1, MAX] if AXIS == "sequence" else [MAX, 128]
 CPU = kiln.get_target("cpu")
-
-
-def one_input_model(folder):
-    """BERT-base exported with a dynamic sequence (the TorchScript exporter, opset 17, dynamic_axes), taking
-    input_ids only."""
-    import io
-
-    import torch
-
-    sys.path.insert(0, "scripts")
-    from export_models import build
-
-    module, inputs = build("bert_base")
-
-    class IdsOnly(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = module
-
-        def forward(self, input_ids):
-            return self.model(input_ids=input_ids).last_hidden_state
-
-    buffer = io.BytesIO()
-    with torch.no_grad():
-        torch.onnx.export(IdsOnly().eval(), (torch.from_numpy(inputs["input_ids"]),), buffer, dynamo=False,
-                          opset_version=17, input_names=["input_ids"], output_names=["hidden"],
-                          dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}})
-    path = os.path.join(folder, "bert_dynamic_ids_only.onnx")
-    with open(path, "wb") as f:
-        f.write(buffer.getvalue())
-    return path
 
 
 def compile_time(path, **dims):

@@ -100,6 +100,12 @@ public:
     // so that a compiled program is reused only where it matches (the compile
     // cache keys on it). Empty where nothing does.
     virtual std::string identity() const { return {}; }
+    // Names of passes in get_passes that choose a value's layout from a
+    // length (a product's row count), which may be a dynamic extent: a
+    // program optimised at two extents may then differ in a layout only.
+    // Compiling once for a range retries without them (program::compile of
+    // a dynamic program; ir/run_time_extents.hpp). Empty where none does.
+    virtual std::vector<std::string> passes_choosing_layout_by_length() const { return {}; }
 
     virtual memory_location memory() const { return memory_location::host; }
     virtual argument allocate(const shape& s) const { return argument(s); }

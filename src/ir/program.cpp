@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "ir/extent_independence.hpp"
+#include "ir/reshape_lengths_from_input.hpp"
 #include "ir/run_time_extents.hpp"
 #include "ir/specialisation_cache.hpp"
 #include "kiln/pass.hpp"
@@ -249,6 +250,8 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
                     program p = source.imported_static_program(lens);
                     if (!p.get_main_module()->submodules().empty()) fail("submodules are not compared");
                     run_passes(*p.get_main_module(), passes, opts);
+                    // A reshape's lengths folded from the extent ([batch, seq, -1, 64]) copy the input's instead.
+                    write_reshape_lengths_copied_from_input(*p.get_main_module());
                     return keep.insert_or_assign(lens, std::move(p)).first->second;
                 };
                 const program& smallest = optimised_at(at_min);
@@ -283,20 +286,23 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
                 return std::make_shared<const program>(std::move(compiled));
             };
             if (auto generic = attempt(with, built)) return generic;
-            // A layout the cpu target picks by the row count (weights kept
-            // [N, K] for its few-row column loops, row-major for oneDNN) makes
-            // the ends differ in layout only, not in values: once more with
-            // one layout for every extent. The fallback keeps the first
+            // A layout the target picks by a length (the cpu target keeps
+            // product weights [N, K] for its few-row column loops, row-major
+            // for oneDNN) makes the ends differ in layout only, not in
+            // values: once more with one layout for every extent, without
+            // the passes that choose it. The fallback keeps the first
             // attempt's programs, optimised as a static compile would.
-            constexpr const char* layout_by_rows = "row_major_product_weights";
             const auto& disabled = with.disabled_passes;
-            if (compared_equal || std::find(disabled.begin(), disabled.end(), layout_by_rows) != disabled.end() ||
+            std::vector<std::string> by_length;
+            for (const auto& name : on.passes_choosing_layout_by_length())
+                if (std::find(disabled.begin(), disabled.end(), name) == disabled.end()) by_length.push_back(name);
+            if (compared_equal || by_length.empty() ||
                 !literal_lengths_match_up_to_order(*built.at(at_min).get_main_module(),
                                                    *built.at(at_max).get_main_module()))
                 return nullptr;
             const std::string first_reason = per_shape_reason;
             compile_options one_layout = with;
-            one_layout.disabled_passes.push_back(layout_by_rows);
+            one_layout.disabled_passes.insert(one_layout.disabled_passes.end(), by_length.begin(), by_length.end());
             std::map<parameter_lens, program> retried;
             compared_equal = true;
             if (auto generic = attempt(one_layout, retried)) return generic;

@@ -11,11 +11,19 @@
 // (folding would store the same data twice). Results with non-standard
 // strides stay too: a literal is standard, and users of a strided value
 // may depend on its strides.
+//
+// A constant (a literal, or a frontier) that repeats along a dimension its
+// pointwise readers broadcast anyway is stored once along it
+// (passes/repeated_constants.hpp), whether or not it would be worth storing
+// whole.
+#include <optional>
 #include <unordered_map>
+#include <utility>
 #include <unordered_set>
 
 #include "kiln/passes.hpp"
 #include "passes/matcher.hpp"
+#include "passes/repeated_constants.hpp"
 #include "passes/rewriter.hpp"
 
 namespace kiln {
@@ -63,8 +71,11 @@ public:
 
     void run() {
         choose_literals();
-        evaluate_needed();
+        std::vector<const instruction*> roots;
+        for (auto c : chosen_) roots.push_back(&*c);
+        evaluate(roots);
         replace_chosen();
+        replace_narrowed();
         remove_dead_instructions(m_);
     }
 
@@ -95,6 +106,10 @@ private:
         while (!candidates.empty()) {
             instruction_ref c = candidates.back();
             candidates.pop_back();
+            if (auto once = stored_once(*c)) {
+                narrowed_.emplace_back(c, std::move(*once));
+                continue;
+            }
             if (worth_storing(*c)) {
                 chosen_.push_back(c);
                 continue;
@@ -104,16 +119,33 @@ private:
         }
     }
 
-    void evaluate_needed() {
+    // `c`'s value with length 1 along the dimensions its readers broadcast
+    // and it repeats along, where it is worth storing so.
+    std::optional<argument> stored_once(const instruction& c) {
+        const auto dims = dims_its_readers_broadcast(c);
+        if (dims.empty() || c.get_shape().bytes() > options_.max_bytes) return std::nullopt;
+        evaluate({&c});
+        auto v = values_.find(&c);
+        if (v == values_.end()) return std::nullopt;
+        auto once = without_repeats(v->second, dims);
+        if (!once) return std::nullopt;
+        const std::size_t bytes = once->get_shape().bytes();
+        if (bytes > options_.small_bytes && bytes > source_literal_bytes(c)) return std::nullopt;
+        return once;
+    }
+
+    // Computes the values of `roots` and of what they are computed from
+    // (those already known are kept).
+    void evaluate(const std::vector<const instruction*>& roots) {
         instruction_set needed;
         std::vector<const instruction*> stack;
-        for (auto c : chosen_)
-            if (needed.insert(&*c).second) stack.push_back(&*c);
+        for (const instruction* r : roots)
+            if (!values_.count(r) && needed.insert(r).second) stack.push_back(r);
         while (!stack.empty()) {
             const instruction* cur = stack.back();
             stack.pop_back();
             for (const auto& in : cur->inputs())
-                if (needed.insert(&*in).second) stack.push_back(&*in);
+                if (!values_.count(&*in) && needed.insert(&*in).second) stack.push_back(&*in);
         }
         // Module order puts inputs first. An op that fails on its constant
         // inputs (say, an index out of range) is left for run time to report.
@@ -152,16 +184,40 @@ private:
         }
     }
 
+    void replace_narrowed() {
+        for (auto& [c, once] : narrowed_) {
+            auto folded = m_.insert_literal(c, literal(once));
+            const auto readers = c->outputs();
+            for (const auto& reader : readers) m_.replace_input(reader, c, folded);
+        }
+    }
+
     module& m_;
     const constant_propagation& options_;
     instruction_set constant_;
     std::vector<instruction_ref> chosen_;
+    std::vector<std::pair<instruction_ref, argument>> narrowed_;
     std::unordered_map<const instruction*, argument> values_;
 };
+
+// Literals that repeat along a dimension their readers broadcast.
+void store_repeated_literals_once(module& m) {
+    for (auto it = m.begin(); it != m.end(); ++it) {
+        if (!it->is_literal() || !it->get_literal().holds_bytes()) continue;
+        const auto dims = dims_its_readers_broadcast(*it);
+        if (dims.empty()) continue;
+        auto once = without_repeats(it->get_literal().get_argument(), dims);
+        if (!once) continue;
+        auto narrowed = m.insert_literal(it, literal(*once));
+        const auto readers = it->outputs();
+        for (const auto& reader : readers) m.replace_input(reader, it, narrowed);
+    }
+}
 
 }  // namespace
 
 void constant_propagation::apply(module& m) const {
+    store_repeated_literals_once(m);
     folder(m, *this).run();
 }
 

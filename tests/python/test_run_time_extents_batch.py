@@ -30,10 +30,9 @@ def save(path, graph):
     return str(path)
 
 
-@pytest.fixture(scope="module")
-def small_cnn(tmp_path_factory):
+def small_cnn_graph(path):
     """x [batch, 3, 16, 16] -> conv 3x3 + ReLU -> max pool 2 -> conv 3x3 + residual add + ReLU
-    -> global average pool -> flatten -> Gemm (transB) -> Softmax."""
+    -> global average pool -> flatten -> Gemm (transB) -> Softmax, saved at `path`."""
     rng = np.random.default_rng(0)
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
@@ -49,7 +48,12 @@ def small_cnn(tmp_path_factory):
              constant("wf", rng.standard_normal((10, 32))), constant("bf", rng.standard_normal(10))]
     graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 16, 16])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 10])], inits)
-    return save(tmp_path_factory.mktemp("cnn") / "cnn.onnx", graph)
+    return save(path, graph)
+
+
+@pytest.fixture(scope="module")
+def small_cnn(tmp_path_factory):
+    return small_cnn_graph(tmp_path_factory.mktemp("cnn") / "cnn.onnx")
 
 
 def check_batches(program, path, name, image, batches, rtol=1e-4, atol=1e-5, rms=None):
@@ -100,23 +104,38 @@ def test_16_bit_weights_taken_over_by_the_full_batch_kernel_run_by_rows(small_cn
     assert p.specialisation_count() == 1
 
 
-def test_an_op_that_mixes_batch_rows_is_compiled_per_batch_and_named(tmp_path):
-    """CumSum along the batch: row n of its result reads rows 0..n, so no row
-    loop may run it; each batch compiles on its own, outputs still exact."""
+def mixing_model(tmp_path, mixing_node, inits, y_batch="batch"):
     rng = np.random.default_rng(2)
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
-             helper.make_node("CumSum", ["c", "axis"], ["y"])]
-    inits = [constant("w", rng.standard_normal((4, 3, 3, 3))),
-             numpy_helper.from_array(np.asarray(0, np.int64), "axis")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), mixing_node]
+    inits = [constant("w", rng.standard_normal((4, 3, 3, 3)))] + inits
     graph = helper.make_graph(nodes, "mix", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 8, 8])], inits)
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [y_batch, 4, 8, 8])], inits)
     path = save(tmp_path / "mix.onnx", graph)
     p = kiln.parse_onnx(path, map_dyn_input_dims={"x": [{"min": 1, "max": 5}, 3, 8, 8]})
     p.compile(CPU)
+    return p, path
+
+
+def test_an_op_that_mixes_batch_rows_is_compiled_per_batch_and_named(tmp_path):
+    """A sum over the batch: its result reads every row, so no row loop may
+    run it, and its kernel is built for the full batch; each batch compiles
+    on its own, outputs still exact."""
+    p, path = mixing_model(tmp_path, helper.make_node("ReduceSum", ["c", "axes"], ["y"], keepdims=1),
+                           [numpy_helper.from_array(np.asarray([0], np.int64), "axes")], y_batch=1)
     reason = p.per_shape_compilation_reason()
-    assert "cumsum" in reason, reason
+    assert "reduce_sum" in reason, reason
     check_batches(p, path, "x", (3, 8, 8), [1, 5, 3])
     assert p.specialisation_count() == 3
+
+
+def test_a_reference_op_that_mixes_rows_runs_at_each_batch(tmp_path):
+    """CumSum along the batch runs the op's reference compute, which reads
+    every length from its arguments: no row loop, yet one program."""
+    p, path = mixing_model(tmp_path, helper.make_node("CumSum", ["c", "axis"], ["y"]),
+                           [numpy_helper.from_array(np.asarray(0, np.int64), "axis")])
+    assert p.per_shape_compilation_reason() == ""
+    check_batches(p, path, "x", (3, 8, 8), [1, 5, 3])
+    assert p.specialisation_count() == 1
 
 
 def test_the_refusal_names_two_dynamic_dimensions(small_cnn):

@@ -158,3 +158,59 @@ def test_a_saved_program_whose_values_follow_the_extent_loads_as_specialisations
         x = np.random.default_rng(n).standard_normal((1, n, WIDTH)).astype(np.float32)
         np.testing.assert_allclose(np.asarray(loaded.run({"x": x})[0]), session.run(None, {"x": x})[0], rtol=1e-5,
                                    atol=1e-6, err_msg=f"seq = {n}")
+
+
+# Over a dynamic batch (x [N, 8]): a constant broadcast from the batch's
+# shape repeats along the batch, and constant propagation stores it once
+# ([1, ...]), so its lengths no longer name the batch. Its value still must:
+# one that is the batch, or that changes only at batch 1 (the range's
+# minimum), differs between the ends and falls back; one that does not
+# (zeros of the input's shape) compiles once.
+
+def batch_value_model(tmp_path, nodes, inits):
+    nodes = [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "zero"], ["n"], axis=0)] + nodes
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero")] + inits
+    return save(tmp_path / "m.onnx", nodes, inits, ["N", WIDTH], x_dims=("N", WIDTH))
+
+
+def run_batches_against_onnxruntime(path, batches):
+    p = kiln.parse_onnx(path, map_dyn_input_dims={"x": [{"min": 1, "max": 64}, WIDTH]})
+    p.compile(CPU)
+    session = ort.InferenceSession(path)
+    for n in batches:
+        x = np.random.default_rng(n).standard_normal((n, WIDTH)).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(p.run({"x": x})[0]), session.run(None, {"x": x})[0], rtol=1e-5,
+                                   atol=1e-6, err_msg=f"batch = {n}")
+    return p
+
+
+def test_the_batch_expanded_to_the_input_shape_is_still_a_value(tmp_path):
+    # y = x + Expand(float(N), Shape(x)): [N, 8] of N, stored as [1, 1].
+    path = batch_value_model(tmp_path, [h.make_node("Cast", ["n"], ["nf"], to=T.FLOAT),
+                                        h.make_node("Expand", ["nf", "s"], ["c"]),
+                                        h.make_node("Add", ["x", "c"], ["y"])], [])
+    batches = [64, 1, 5, 2]
+    p = run_batches_against_onnxruntime(path, batches)
+    assert p.specialisation_count() == len(batches)
+
+
+def test_a_value_that_changes_only_at_batch_one_is_still_caught(tmp_path):
+    # y = x where N > 1, -x at N = 1: equal at every batch but the minimum.
+    path = batch_value_model(tmp_path, [h.make_node("Greater", ["n", "one_scalar"], ["many"]),
+                                        h.make_node("Neg", ["x"], ["neg"]),
+                                        h.make_node("Where", ["many", "x", "neg"], ["y"])],
+                             [numpy_helper.from_array(np.array(1, np.int64), "one_scalar")])
+    batches = [64, 1, 2, 7]
+    p = run_batches_against_onnxruntime(path, batches)
+    assert p.specialisation_count() == len(batches)
+
+
+def test_zeros_of_the_input_shape_compile_once(tmp_path):
+    # y = x * 2 + ConstantOfShape(Shape(x), 0.5): the constant does not depend on N.
+    path = batch_value_model(tmp_path, [h.make_node("ConstantOfShape", ["s"], ["c"],
+                                                    value=numpy_helper.from_array(np.array([0.5], np.float32))),
+                                        h.make_node("Mul", ["x", "two"], ["x2"]),
+                                        h.make_node("Add", ["x2", "c"], ["y"])],
+                             [numpy_helper.from_array(np.array(2.0, np.float32), "two")])
+    p = run_batches_against_onnxruntime(path, [64, 1, 5, 2])
+    assert p.specialisation_count() == 1, p.per_shape_compilation_reason()

@@ -14,6 +14,10 @@ public:
     // broadcast along it, is shorter at run time than when it was built (the
     // arguments' shapes say how long), all other extents as built.
     virtual bool follows_extent_of(std::size_t dim) const = 0;
+    // Whether the kernel computes from whatever shapes its arguments have
+    // (an op's reference compute), its inputs varying in any dimension as
+    // the result's shape follows from them.
+    virtual bool follows_any_extents() const { return false; }
 };
 
 }  // namespace kiln

@@ -52,14 +52,15 @@ bool runs_by_batch_rows(const operation& op, const std::optional<varying_dimensi
     return true;
 }
 
-std::shared_ptr<const cpu_kernel> make_batch_row_kernel(const operation& op, const std::vector<shape>& input_shapes,
-                                                        const shape& output_shape, const std::vector<bool>& varies,
-                                                        const std::vector<argument>& constants, int threads) {
+std::shared_ptr<const cpu_kernel> make_batch_row_kernel(
+    const operation& op, const std::vector<shape>& input_shapes, const shape& output_shape,
+    const std::vector<bool>& varies, const std::vector<argument>& constants, int threads,
+    const std::vector<std::shared_ptr<const packed_constant>>* packed) {
     std::vector<shape> row_inputs = input_shapes;
     for (std::size_t i = 0; i < row_inputs.size(); ++i)
         if (varies[i]) row_inputs[i] = with_one_row(row_inputs[i]);
     const shape row_output = with_one_row(output_shape);
-    const kernel_request request{op, row_inputs, row_output, constants, threads};
+    const kernel_request request{op, row_inputs, row_output, constants, threads, packed};
     // The algorithm a static compile at batch 1 picks (the full batch's may
     // not suit one row: MobileNetV2 ran 1.2x slower with it).
     return make_cpu_kernel(request).kernel;

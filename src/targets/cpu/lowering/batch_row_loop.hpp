@@ -7,7 +7,9 @@
 // result row n is computed from row n of each input that has the batch alone
 // qualify (convolutions, poolings, reductions over other axes, layout
 // reorders, products over rows): a row loop over any other op would be wrong.
-// Weights are packed once more for the batch-1 kernels (at most twice in all).
+// A batch-1 kernel reads the full batch's kernel's packed weights where it
+// wants the same layout (cpu_executable::batch_row_kernel); else it packs
+// its own copy (at most twice the weights in all).
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,10 +30,13 @@ bool runs_by_batch_rows(const operation& op, const std::optional<varying_dimensi
 // The kernel of `op` at batch 1: `input_shapes` and `output_shape` as built,
 // with dimension 0 of the result and of each input marked in `varies` set to
 // 1; `constants` the constant inputs' values (empty for the others), with
-// the algorithm a static compile at batch 1 picks.
-std::shared_ptr<const cpu_kernel> make_batch_row_kernel(const operation& op, const std::vector<shape>& input_shapes,
-                                                        const shape& output_shape, const std::vector<bool>& varies,
-                                                        const std::vector<argument>& constants, int threads);
+// the algorithm a static compile at batch 1 picks. `packed` (or null): the
+// packed form offered for each constant input, as kernel_request::packed
+// (its `constants` entry keeps its values for kernels that take no packed form).
+std::shared_ptr<const cpu_kernel> make_batch_row_kernel(
+    const operation& op, const std::vector<shape>& input_shapes, const shape& output_shape,
+    const std::vector<bool>& varies, const std::vector<argument>& constants, int threads,
+    const std::vector<std::shared_ptr<const packed_constant>>* packed);
 
 // Runs `row_kernel` once per row of `result` (its dimension 0, this run's
 // batch): on that row of the result and of each input marked in `varies`,

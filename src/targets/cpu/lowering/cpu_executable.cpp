@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -66,6 +67,11 @@ std::size_t cpu_executable::kernel_constant_bytes() const {
         bytes += step.kernel->own_copy_bytes();
         for (const auto& sub : step.modules) bytes += sub->kernel_constant_bytes();
     }
+    // Batch-1 kernels made so far that packed their own copies (those that
+    // read the full batch's kernel's copy hold nothing more).
+    const std::lock_guard<std::mutex> lock(batch_rows_mutex_);
+    for (const auto& rows : batch_rows_)
+        if (rows.kernel) bytes += rows.kernel->own_copy_bytes();
     return bytes;
 }
 
@@ -141,6 +147,7 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
         }
         if (!any) continue;
         const auto* follows = dynamic_cast<const follows_run_time_extents*>(step.kernel.get());
+        if (step.modules.empty() && follows != nullptr && follows->follows_any_extents()) continue;
         if (alike && step.modules.empty() && follows != nullptr && follows->follows_extent_of(out->dim)) continue;
         // A kernel made for a fixed batch: a smaller batch runs row by row
         // on a batch-1 kernel (batch_row_loop.hpp).
@@ -159,7 +166,11 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
 }
 
 // Made on the first run at a smaller batch, so that compiling for a range
-// packs the weights once, as a static compile does.
+// packs the weights once, as a static compile does. The full batch's kernel
+// offers its packed constants (as a loaded file's would be): where the
+// batch-1 kernel wants the same layout it reads them in place, so the
+// weights are held once; where it wants another (or the full kernel keeps
+// none) it packs its own copy from the plain values.
 const cpu_executable::batch_row_step& cpu_executable::batch_row_kernel(std::size_t s) const {
     const std::lock_guard<std::mutex> lock(batch_rows_mutex_);
     auto& rows = batch_rows_[s];
@@ -167,17 +178,39 @@ const cpu_executable::batch_row_step& cpu_executable::batch_row_kernel(std::size
     const auto& step = steps_[s];
     std::vector<shape> shapes;
     std::vector<argument> constants;
-    for (const auto& in : step.inputs) {
-        shapes.push_back(in.value_shape);
+    std::vector<std::shared_ptr<const packed_constant>> packed(step.inputs.size());
+    auto plain_value = [&](std::size_t i) {
+        const auto& in = step.inputs[i];
         const auto& root = roots_[in.root];
-        constants.push_back(root.kind == root_kind::literal
-                                ? root.literal_source.get_argument().reshaped(in.value_shape, in.byte_offset)
-                                : argument{});
+        return root.kind == root_kind::literal ? root.literal_source.get_argument().reshaped(in.value_shape, in.byte_offset)
+                                               : argument{};
+    };
+    for (std::size_t i = 0; i < step.inputs.size(); ++i) {
+        const auto& in = step.inputs[i];
+        shapes.push_back(in.value_shape);
+        if (roots_[in.root].kind == root_kind::literal && !rows.varies[i]) {
+            // The plain values come too: a kernel that takes no packed form
+            // (16-bit weights) reads them instead.
+            if (auto form = step.kernel->packed_copy(i); form != nullptr && form->adoptable) packed[i] = std::move(form);
+        }
+        constants.push_back(plain_value(i));
     }
-    rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, constants, threads_);
+    const bool offered = std::any_of(packed.begin(), packed.end(), [](const auto& f) { return f != nullptr; });
+    rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, constants, threads_,
+                                        offered ? &packed : nullptr);
+    bool all_taken = true;
+    for (std::size_t i = 0; i < packed.size(); ++i)
+        if (packed[i] != nullptr && !rows.kernel->keeps_own_copy(i)) all_taken = false;
+    if (!all_taken)
+        rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, constants, threads_,
+                                            nullptr);
+    // A literal the full-batch kernel took over has no bytes at run time:
+    // a batch-1 kernel that reads it then (no copy of its own) gets the
+    // restored values.
     rows.restored.resize(step.inputs.size());
     for (std::size_t i = 0; i < step.inputs.size(); ++i)
-        if (roots_[step.inputs[i].root].handed_over_literal()) rows.restored[i] = constants[i];
+        if (roots_[step.inputs[i].root].handed_over_literal() && !rows.kernel->keeps_own_copy(i))
+            rows.restored[i] = constants[i];
     return rows;
 }
 

@@ -14,6 +14,7 @@
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
+#include "targets/cpu/kernels/follows_run_time_extents.hpp"
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
 #include "targets/cpu/kernels/pooling/pooling_algorithms.hpp"
@@ -23,12 +24,16 @@ namespace kiln {
 
 namespace {
 
-class reference_kernel final : public cpu_kernel {
+// The op's compute reads every length from its arguments, so it runs at any
+// run-time extents (the program's shapes of that run).
+class reference_kernel final : public cpu_kernel, public follows_run_time_extents {
 public:
     explicit reference_kernel(operation op) : op_(std::move(op)) {}
     void run(const argument& result, const std::vector<argument>& inputs, std::byte*) const override {
         op_.compute(result, inputs);
     }
+    bool follows_extent_of(std::size_t) const override { return true; }
+    bool follows_any_extents() const override { return true; }
 
 private:
     operation op_;

@@ -9,6 +9,7 @@
 #include "targets/cpu/kernels/attention/attention_avx512.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
+#include "targets/cpu/kernels/follows_run_time_extents.hpp"
 
 namespace kiln {
 
@@ -31,12 +32,13 @@ struct attention_loops {
 constexpr attention_loops avx2_loops{avx2::attention_scratch_bytes, avx2::run_attention};
 constexpr attention_loops avx512_loops{avx512::attention_scratch_bytes, avx512::run_attention};
 
-class attention_kernel final : public cpu_kernel {
+class attention_kernel final : public cpu_kernel, public follows_run_time_extents {
 public:
     attention_kernel(const op::fused_attention& a, const kernel_request& r, attention_loops loops) : loops_(loops) {
         const auto& in = r.input_shapes;
         const shape& out = r.output_shape;
         const std::size_t rank = out.ndim();
+        outer_batch_ = rank > 2 ? out.lens()[0] : 0;
         const std::vector<std::size_t> batch_lens(out.lens().begin(), out.lens().end() - 2);
         std::vector<std::size_t> scores_lens = batch_lens;
         plan_.sq = out.lens()[rank - 2];
@@ -106,11 +108,23 @@ public:
     attention_kernel& operator=(const attention_kernel&) = delete;
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
-        loops_.run(
-            plan_, inputs[0].data_as<const float>(), inputs[1].data_as<const float>(), inputs[2].data_as<const float>(),
-            plan_.has_mask ? inputs[3].data_as<const float>() : nullptr, result.data_as<float>(), scratch);
+        const float* mask = plan_.has_mask ? inputs[3].data_as<const float>() : nullptr;
+        const std::size_t outer = outer_batch_ > 0 ? result.get_shape().lens()[0] : 0;
+        if (outer == outer_batch_) {
+            loops_.run(plan_, inputs[0].data_as<const float>(), inputs[1].data_as<const float>(),
+                       inputs[2].data_as<const float>(), mask, result.data_as<float>(), scratch);
+            return;
+        }
+        // A shorter outermost batch dimension (run-time extents): its batch
+        // entries come first, at the offsets worked out for the full one.
+        avx2::attention_plan shorter = plan_;
+        shorter.batches = plan_.batches / outer_batch_ * outer;
+        shorter.parallel = shorter.batches * plan_.sq * plan_.sk * (plan_.d + plan_.dv) >= parallel_flops;
+        loops_.run(shorter, inputs[0].data_as<const float>(), inputs[1].data_as<const float>(),
+                   inputs[2].data_as<const float>(), mask, result.data_as<float>(), scratch);
     }
     std::size_t scratch_bytes() const override { return loops_.scratch_bytes(plan_); }
+    bool follows_extent_of(std::size_t dim) const override { return dim == 0 && outer_batch_ > 0; }
 
 private:
     // With a constant mask, the key columns each (batch entry, tile) needs:
@@ -142,6 +156,7 @@ private:
 
     attention_loops loops_;
     avx2::attention_plan plan_;
+    std::size_t outer_batch_ = 0;  // the result's dimension 0 as built, when it is a batch dimension (else 0)
     std::vector<std::size_t> q_offsets_, kt_offsets_, v_offsets_, mask_offsets_, out_offsets_, item_columns_;
 };
 

@@ -1,0 +1,17 @@
+#pragma once
+// A reshape's target lengths are fixed numbers, often folded from the
+// input's own shape (ONNX Shape -> Concat -> Reshape: BERT's [batch, seq,
+// -1, 64]), so they name the extent the program was specialised at. Where a
+// target length equals the input's length at the same position it is
+// written 0 ("copy the input's length", which reshape already means by 0):
+// the same reshape then fits every extent, and the program specialised at
+// two extents is the same graph there (ir/extent_independence.hpp). The
+// result at this extent is unchanged.
+#include "kiln/module.hpp"
+
+namespace kiln {
+
+// Rewrites every reshape of `m` so; returns how many changed.
+std::size_t write_reshape_lengths_copied_from_input(module& m);
+
+}  // namespace kiln

@@ -1,0 +1,92 @@
+// constant_propagation stores a constant that repeats along a dimension its
+// pointwise readers broadcast once along it (passes/repeated_constants.hpp):
+// a literal, or a folded frontier too large to store whole (BERT's token-type
+// embeddings of all-zero token types, [batch, seq, width] rows of one
+// vector). Outputs stay those of the unoptimised module (ref).
+#include <gtest/gtest.h>
+
+#include "pass_test_helpers.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+std::vector<std::vector<std::size_t>> literal_lens(const module& m) {
+    std::vector<std::vector<std::size_t>> out;
+    for (const auto& ins : m)
+        if (ins.is_literal()) out.push_back(ins.get_shape().lens());
+    return out;
+}
+
+}  // namespace
+
+TEST(pass_repeated_constants, a_literal_with_equal_rows_added_to_rows_is_stored_once) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({4, 3}));
+    auto c = add_float_literal(m, {4, 3}, {1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3});
+    m.add_return({m.add_instruction(make_op("add"), {x, c})});
+    module out = after_pass<constant_propagation>(m);
+    EXPECT_EQ(literal_lens(out), (std::vector<std::vector<std::size_t>>{{1, 3}})) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_repeated_constants, every_repeated_dimension_the_readers_broadcast_goes) {
+    // c [2, 3, 4] is one value everywhere along dims 0 and 1; x gives both lengths.
+    module m;
+    auto x = m.add_parameter("x", float_shape({2, 3, 4}));
+    std::vector<float> values;
+    for (int i = 0; i < 6; ++i) values.insert(values.end(), {0.5f, -1.0f, 2.0f, 7.0f});
+    auto c = add_float_literal(m, {2, 3, 4}, values);
+    m.add_return({m.add_instruction(make_op("mul"), {x, c})});
+    module out = after_pass<constant_propagation>(m);
+    EXPECT_EQ(literal_lens(out), (std::vector<std::vector<std::size_t>>{{1, 1, 4}})) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_repeated_constants, rows_that_differ_stay) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({3, 2}));
+    auto c = add_float_literal(m, {3, 2}, {1, 2, 1, 2, 1, 2.5f});
+    m.add_return({m.add_instruction(make_op("add"), {x, c})});
+    module out = after_pass<constant_propagation>(m);
+    EXPECT_EQ(literal_lens(out), (std::vector<std::vector<std::size_t>>{{3, 2}})) << out;
+}
+
+TEST(pass_repeated_constants, a_dimension_no_other_input_gives_stays) {
+    // x [1, 3] + c [4, 3]: the result's 4 rows come from c alone.
+    module m;
+    auto x = m.add_parameter("x", float_shape({1, 3}));
+    auto c = add_float_literal(m, {4, 3}, {1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3});
+    m.add_return({m.add_instruction(make_op("add"), {x, c})});
+    module out = after_pass<constant_propagation>(m);
+    EXPECT_EQ(literal_lens(out), (std::vector<std::vector<std::size_t>>{{4, 3}})) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_repeated_constants, a_reader_that_is_not_pointwise_keeps_it_whole) {
+    // The same literal is a product's weights: a dot does not broadcast it.
+    module m;
+    auto x = m.add_parameter("x", float_shape({3, 3}));
+    auto c = add_float_literal(m, {3, 3}, {1, 2, 3, 1, 2, 3, 1, 2, 3});
+    auto sum = m.add_instruction(make_op("add"), {x, c});
+    m.add_return({m.add_instruction(make_op("dot"), {sum, c})});
+    module out = after_pass<constant_propagation>(m);
+    EXPECT_EQ(literal_lens(out), (std::vector<std::vector<std::size_t>>{{3, 3}})) << out;
+}
+
+TEST(pass_repeated_constants, a_frontier_too_large_to_store_whole_is_stored_once) {
+    // gather(table, zeros [64, 32]) is [64, 32, 64] floats (512 KiB), more
+    // than the table and indices it comes from: not worth storing whole, but
+    // every row is table row 0, so it folds to [1, 1, 64].
+    module m;
+    auto x = m.add_parameter("x", float_shape({64, 32, 64}));
+    auto table = add_random_literal(m, {2, 64}, 3);
+    auto zeros = m.add_literal(literal(shape{dtype::int64_type, {64, 32}}, std::vector<std::int64_t>(64 * 32, 0)));
+    auto rows = m.add_instruction(make_op("gather", value_map{{"axis", 0}}), {table, zeros});
+    m.add_return({m.add_instruction(make_op("add"), {x, rows})});
+    module out = after_pass<constant_propagation>(m);
+    EXPECT_EQ(op_names(out), std::vector<std::string>{"add"}) << out;
+    EXPECT_EQ(literal_lens(out), (std::vector<std::vector<std::size_t>>{{1, 1, 64}})) << out;
+    expect_same_outputs(m, out);
+}
