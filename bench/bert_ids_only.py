@@ -5,20 +5,10 @@ import os
 import sys
 
 
-def one_input_model(folder):
-    """BERT-base exported with a dynamic sequence (the TorchScript exporter, opset 17, dynamic_axes), taking
-    input_ids only. BERT_IDS_ONLY=path: that file, exported so before, instead."""
-    import io
-
-    if os.environ.get("BERT_IDS_ONLY"):
-        return os.environ["BERT_IDS_ONLY"]
-
+def export_ids_only(module, path, example_ids):
+    """Writes `module` (a transformers BERT) to `path` as ONNX taking input_ids only, with a dynamic batch and
+    sequence (the TorchScript exporter, opset 17, dynamic_axes), traced on `example_ids` (a torch int64 tensor)."""
     import torch
-
-    sys.path.insert(0, "scripts")
-    from export_models import build
-
-    module, inputs = build("bert_base")
 
     class IdsOnly(torch.nn.Module):
         def __init__(self):
@@ -28,12 +18,23 @@ def one_input_model(folder):
         def forward(self, input_ids):
             return self.model(input_ids=input_ids).last_hidden_state
 
-    buffer = io.BytesIO()
     with torch.no_grad():
-        torch.onnx.export(IdsOnly().eval(), (torch.from_numpy(inputs["input_ids"]),), buffer, dynamo=False,
-                          opset_version=17, input_names=["input_ids"], output_names=["hidden"],
+        torch.onnx.export(IdsOnly().eval(), (example_ids,), str(path), dynamo=False, opset_version=17,
+                          input_names=["input_ids"], output_names=["hidden"],
                           dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}})
-    path = os.path.join(folder, "bert_dynamic_ids_only.onnx")
-    with open(path, "wb") as f:
-        f.write(buffer.getvalue())
-    return path
+    return str(path)
+
+
+def one_input_model(folder):
+    """BERT-base exported by export_ids_only. BERT_IDS_ONLY=path: that file, exported so before, instead."""
+    if os.environ.get("BERT_IDS_ONLY"):
+        return os.environ["BERT_IDS_ONLY"]
+
+    import torch
+
+    sys.path.insert(0, "scripts")
+    from export_models import build
+
+    module, inputs = build("bert_base")
+    return export_ids_only(module, os.path.join(folder, "bert_dynamic_ids_only.onnx"),
+                           torch.from_numpy(inputs["input_ids"]))

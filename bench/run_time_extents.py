@@ -32,6 +32,20 @@ proj = save(OUT + "/proj.onnx", [helper.make_node("MatMul", ["x", "Wm"], ["m"]),
         helper.make_node("Tanh", ["n"], ["y"])],
         [c("Wm", rng.standard_normal((W, W)) * 0.03), c("b", rng.standard_normal(W)), c("g", rng.standard_normal(W)), c("be", rng.standard_normal(W))], W, W)
 
+def interleaved_ratios(generic, exact, x, rounds, reps):
+    """(median, first quartile, third quartile) of generic / exact CPU time over `rounds` rounds of `reps` runs
+    each, the two programs alternating which runs first."""
+    ratios = []
+    for r in range(rounds):
+        t = {}
+        for label, p in (("g", generic), ("e", exact)) if r % 2 else (("e", exact), ("g", generic)):
+            s = time.process_time()
+            for _r in range(reps): p.run(x)
+            t[label] = time.process_time() - s
+        ratios.append(t["g"] / t["e"])
+    q = statistics.quantiles(ratios, n=4) if rounds > 1 else [ratios[0]] * 3
+    return statistics.median(ratios), q[0], q[2]
+
 def compare(path, mx, extents, rounds, reps):
     generic = kiln.parse_onnx(path, map_dyn_input_dims={"x": [1, {"min": 1, "max": mx}, W]})
     generic.compile(CPU, threads=1)
@@ -40,17 +54,9 @@ def compare(path, mx, extents, rounds, reps):
         exact = kiln.parse_onnx(path, map_input_dims={"x": [1, e, W]}); exact.compile(CPU, threads=1)
         x = {"x": np.random.default_rng(e).standard_normal((1, e, W)).astype(np.float32)}
         np.testing.assert_allclose(np.asarray(generic.run(x)[0]), np.asarray(exact.run(x)[0]), rtol=1e-5, atol=1e-6)
-        ratios = []
-        for _ in range(rounds):
-            t = {}
-            for name, p in (("g", generic), ("e", exact)) if _ % 2 else (("e", exact), ("g", generic)):
-                s = time.process_time()
-                for _r in range(reps): p.run(x)
-                t[name] = time.process_time() - s
-            ratios.append(t["g"] / t["e"])
-        q = statistics.quantiles(ratios, n=4)
-        print(f"{path.split('/')[-1]} max {mx} extent {e}: generic/exact median {statistics.median(ratios):.3f} "
-              f"(quartiles {q[0]:.3f}..{q[2]:.3f}, {rounds} rounds x {reps} runs)", flush=True)
+        median, q1, q3 = interleaved_ratios(generic, exact, x, rounds, reps)
+        print(f"{path.split('/')[-1]} max {mx} extent {e}: generic/exact median {median:.3f} "
+              f"(quartiles {q1:.3f}..{q3:.3f}, {rounds} rounds x {reps} runs)", flush=True)
     assert generic.specialisation_count() == 1
 
 def compare_cnn(name, mx, rounds, reps):
@@ -65,17 +71,9 @@ def compare_cnn(name, mx, rounds, reps):
         exact = kiln.parse_onnx(path, map_input_dims={inp: [e, 3, 224, 224]}); exact.compile(CPU, threads=1)
         x = {inp: np.random.default_rng(e).standard_normal((e, 3, 224, 224)).astype(np.float32)}
         np.testing.assert_allclose(np.asarray(generic.run(x)[0]), np.asarray(exact.run(x)[0]), rtol=1e-3, atol=1e-4)
-        ratios = []
-        for r in range(rounds):
-            t = {}
-            for label, p in (("g", generic), ("e", exact)) if r % 2 else (("e", exact), ("g", generic)):
-                s = time.process_time()
-                for _r in range(reps): p.run(x)
-                t[label] = time.process_time() - s
-            ratios.append(t["g"] / t["e"])
-        q = statistics.quantiles(ratios, n=4) if rounds > 1 else [ratios[0]] * 3
-        print(f"{name} batch 1..{mx} at {e}: generic/exact median {statistics.median(ratios):.3f} "
-              f"(quartiles {q[0]:.3f}..{q[2]:.3f}, {rounds} rounds x {reps} runs); load {os.getloadavg()}", flush=True)
+        median, q1, q3 = interleaved_ratios(generic, exact, x, rounds, reps)
+        print(f"{name} batch 1..{mx} at {e}: generic/exact median {median:.3f} "
+              f"(quartiles {q1:.3f}..{q3:.3f}, {rounds} rounds x {reps} runs); load {os.getloadavg()}", flush=True)
     assert generic.specialisation_count() == 1
 
 
@@ -90,17 +88,9 @@ def compare_bert(mx, rounds, reps):
         exact = kiln.parse_onnx(path, map_input_dims={"input_ids": [e, 128]}); exact.compile(CPU, threads=1)
         x = {"input_ids": np.random.default_rng(e).integers(0, 30522, (e, 128)).astype(np.int64)}
         np.testing.assert_allclose(np.asarray(generic.run(x)[0]), np.asarray(exact.run(x)[0]), rtol=1e-4, atol=1e-4)
-        ratios = []
-        for r in range(rounds):
-            t = {}
-            for label, p in (("g", generic), ("e", exact)) if r % 2 else (("e", exact), ("g", generic)):
-                s = time.process_time()
-                for _r in range(reps): p.run(x)
-                t[label] = time.process_time() - s
-            ratios.append(t["g"] / t["e"])
-        q = statistics.quantiles(ratios, n=4) if rounds > 1 else [ratios[0]] * 3
-        print(f"bert_base batch 1..{mx} at {e}: generic/exact median {statistics.median(ratios):.3f} "
-              f"(quartiles {q[0]:.3f}..{q[2]:.3f}, {rounds} rounds x {reps} runs); load {os.getloadavg()}", flush=True)
+        median, q1, q3 = interleaved_ratios(generic, exact, x, rounds, reps)
+        print(f"bert_base batch 1..{mx} at {e}: generic/exact median {median:.3f} "
+              f"(quartiles {q1:.3f}..{q3:.3f}, {rounds} rounds x {reps} runs); load {os.getloadavg()}", flush=True)
         del exact
     assert generic.specialisation_count() == 1
 

@@ -22,6 +22,8 @@ import kiln
 
 CPU = kiln.get_target("cpu")
 REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+import bert_ids_only  # noqa: E402
 SEQUENCE = 16
 VOCAB = 300
 
@@ -29,19 +31,7 @@ VOCAB = 300
 def export_ids_only(module, path, sequence):
     import torch
 
-    class IdsOnly(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = module
-
-        def forward(self, input_ids):
-            return self.model(input_ids=input_ids).last_hidden_state
-
-    with torch.no_grad():
-        torch.onnx.export(IdsOnly().eval(), (torch.zeros(2, sequence, dtype=torch.int64),), str(path), dynamo=False,
-                          opset_version=17, input_names=["input_ids"], output_names=["hidden"],
-                          dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}})
-    return str(path)
+    return bert_ids_only.export_ids_only(module, path, torch.zeros(2, sequence, dtype=torch.int64))
 
 
 @pytest.fixture(scope="module")
