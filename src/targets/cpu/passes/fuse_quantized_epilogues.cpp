@@ -252,15 +252,16 @@ std::optional<instruction_ref> rounding_product(instruction_ref dequantize) {
 }
 
 bool is_product(instruction_ref ins) {
-    return epilogue_of(ins->get_operator()) != nullptr || ins->name() == "quant_convolution" || ins->name() == "quant_dot";
+    return epilogue_of(ins->get_operator()) != nullptr || ins->name() == "quant_convolution" ||
+           ins->name() == "quant_dot";
 }
 
 // A step an epilogue may take in (the rules run in any order, so a later
 // layer's quantize may still read its product through them): a dequantize,
 // an activation, a view, or an add / mul / div by a constant.
 std::optional<instruction_ref> epilogue_step_input(instruction_ref ins) {
-    static const std::set<std::string> one_input{"dequantize_linear", "relu", "clip", "gelu", "reshape",
-                                                 "squeeze", "unsqueeze", "transpose"};
+    static const std::set<std::string> one_input{"dequantize_linear", "relu",    "clip",      "gelu",
+                                                 "reshape",           "squeeze", "unsqueeze", "transpose"};
     const auto& in = ins->inputs();
     if (in.empty()) return std::nullopt;
     if (one_input.count(ins->name()) > 0) return in[0];

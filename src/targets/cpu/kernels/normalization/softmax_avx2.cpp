@@ -128,7 +128,8 @@ void dequantize_row(const C* codes, const row_quantize& in, float* out, std::siz
     std::size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i));
-        const __m256i wide = std::is_same_v<C, std::uint8_t> ? _mm256_cvtepu8_epi32(bytes) : _mm256_cvtepi8_epi32(bytes);
+        const __m256i wide =
+            std::is_same_v<C, std::uint8_t> ? _mm256_cvtepu8_epi32(bytes) : _mm256_cvtepi8_epi32(bytes);
         _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(wide), zero), scale));
     }
     for (; i < n; ++i) out[i] = (static_cast<float>(codes[i]) - in.zero_point) * in.scale;

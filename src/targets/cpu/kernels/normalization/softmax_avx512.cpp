@@ -9,8 +9,8 @@
 #include <type_traits>
 
 #include "targets/cpu/kernels/normalization/normalization_avx512.hpp"
-#include "targets/cpu/kernels/vector_math_avx512.hpp"
 #include "targets/cpu/kernels/quantize/quantize_codes_avx512.hpp"
+#include "targets/cpu/kernels/vector_math_avx512.hpp"
 
 namespace kiln::avx512 {
 
@@ -121,7 +121,8 @@ void dequantize_row(const C* codes, const avx2::row_quantize& in, float* out, st
     std::size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i));
-        const __m512i wide = std::is_same_v<C, std::uint8_t> ? _mm512_cvtepu8_epi32(bytes) : _mm512_cvtepi8_epi32(bytes);
+        const __m512i wide =
+            std::is_same_v<C, std::uint8_t> ? _mm512_cvtepu8_epi32(bytes) : _mm512_cvtepi8_epi32(bytes);
         _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(wide), zero), scale));
     }
     for (; i < n; ++i) out[i] = (static_cast<float>(codes[i]) - in.zero_point) * in.scale;
