@@ -1,5 +1,8 @@
 #include "ops/quantized_norm.hpp"
 
+#include <cmath>
+#include <utility>
+
 #include "ops/elementwise.hpp"
 #include "ops/norm.hpp"
 #include "ops/op_helpers.hpp"
@@ -37,7 +40,20 @@ void quantize_into(const argument& result, const argument& values, const argumen
 shape softmax_quantize::compute_shape(const std::vector<shape>& inputs) const {
     ops::expect_inputs(name(), inputs, has_mask ? 4 : 3);
     const shape& x = inputs[0];
-    ops::expect_type(name(), x, dtype::float_type, "x (input 0)");
+    if (!reads_codes()) {
+        ops::expect_type(name(), x, dtype::float_type, "x (input 0)");
+    } else {
+        if (!is_8bit_integer(x.type()))
+            fail(error_kind::type_error, name() + ": x (input 0) must be int8 or uint8 codes with input_scale " +
+                                             std::to_string(input_scale) + ", got " + to_string(x.type()));
+        if (!(input_scale > 0) || !std::isfinite(input_scale))
+            fail(name() + ": input_scale must be a finite positive number (or 0 for float32 x), got " +
+                 std::to_string(input_scale));
+        const auto [lo, hi] = x.type() == dtype::int8_type ? std::pair{-128, 127} : std::pair{0, 255};
+        if (input_zero_point < lo || input_zero_point > hi)
+            fail(name() + ": input_zero_point " + std::to_string(input_zero_point) + " is not a code of " +
+                 to_string(x.type()));
+    }
     if (x.ndim() == 0) fail(name() + ": x (input 0) must have at least one dimension");
     if (has_mask) {
         ops::expect_type(name(), inputs[1], dtype::float_type, "mask (input 1)");
@@ -55,10 +71,22 @@ shape softmax_quantize::compute_shape(const std::vector<shape>& inputs) const {
 
 void softmax_quantize::compute(const argument& result, const std::vector<argument>& inputs) const {
     const shape scores_shape{dtype::float_type, inputs[0].get_shape().lens()};
-    argument scores = inputs[0];
+    argument x = inputs[0];
+    if (reads_codes()) {
+        argument scale(shape{dtype::float_type, {}});
+        *scale.data_as<float>() = static_cast<float>(input_scale);
+        argument zero_point(shape{x.get_shape().type(), {}});
+        if (x.get_shape().type() == dtype::uint8_type)
+            *zero_point.data_as<std::uint8_t>() = static_cast<std::uint8_t>(input_zero_point);
+        else
+            *zero_point.data_as<std::int8_t>() = static_cast<std::int8_t>(input_zero_point);
+        x = argument(scores_shape);
+        dequantize_linear{}.compute(x, {inputs[0], scale, zero_point});
+    }
+    argument scores = x;
     if (has_mask) {
         scores = argument(scores_shape);
-        add{}.compute(scores, {inputs[0], inputs[1]});
+        add{}.compute(scores, {x, inputs[1]});
     }
     argument probabilities(scores_shape);
     softmax normalize;

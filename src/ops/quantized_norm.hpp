@@ -8,7 +8,11 @@
 // softmax_quantize(x [, mask], scale, zero_point):
 //   quantize_linear(softmax(x + mask, last axis), scale, zero_point)
 // with has_mask; the mask broadcasts to x (attention's [B, 1, 1, S] or
-// [B, 1, S, S] additive mask) and leaves x's shape as it is.
+// [B, 1, S, S] additive mask) and leaves x's shape as it is. With an
+// input_scale above 0, x is int8 or uint8 codes read as
+// dequantize_linear(x, input_scale, input_zero_point): ONNX Runtime's QDQ
+// files round the attention scores to codes (the q @ kt product's own
+// quantize -> dequantize), which the product then writes as they are.
 //
 // layer_norm_quantize(x, gamma, beta, scale, zero_point):
 //   quantize_linear(layer_norm(x, gamma, beta), scale, zero_point)
@@ -27,10 +31,15 @@ namespace kiln::op {
 
 struct softmax_quantize : op_base {
     bool has_mask = false;
+    double input_scale = 0;  // 0: x is float32
+    std::int64_t input_zero_point = 0;
     template <class Self, class F>
     static void reflect(Self& self, F&& f) {
         f(self.has_mask, "has_mask");
+        f(self.input_scale, "input_scale");
+        f(self.input_zero_point, "input_zero_point");
     }
+    bool reads_codes() const { return input_scale != 0; }
     std::string name() const { return "softmax_quantize"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     void compute(const argument& result, const std::vector<argument>& inputs) const;

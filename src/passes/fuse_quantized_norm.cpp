@@ -15,6 +15,10 @@
 // joins only when it is read by the softmax alone, keeps x's shape, and the
 // mask varies along the softmax's axis with unit stride (attention's [B, 1,
 // 1, S] or [B, 1, S, S]); another add stays as it is, before the fused op.
+// A per-tensor dequantize of 8-bit codes that only the softmax (or its mask
+// add) reads joins too: softmax_quantize then reads the codes (input_scale,
+// input_zero_point), and the int8 product before it writes them.
+#include <cmath>
 #include <iterator>
 #include <list>
 #include <optional>
@@ -141,6 +145,26 @@ std::optional<std::pair<instruction_ref, instruction_ref>> scores_and_mask(instr
     return std::nullopt;
 }
 
+// x = dequantize(codes) read by the fused op alone, per tensor: the fused op
+// reads the codes (ONNX Runtime's rounded attention scores, which the
+// product then writes as int8 codes instead of float32 values).
+void read_codes(op::softmax_quantize& fused, instruction_ref& x) {
+    const auto* d = x->get_operator().get_if<op::dequantize_linear>();
+    if (d == nullptr || d->block_size != 0 || x->outputs().size() != 1) return;
+    const auto& in = x->inputs();
+    if (!op::is_8bit_integer(in[0]->get_shape().type()) || in[1]->get_shape().type() != dtype::float_type ||
+        in[1]->get_shape().elements() != 1)
+        return;
+    const auto scale = scalar_constant(*in[1]);
+    const auto zero_point = in.size() == 3 ? scalar_constant(*in[2]) : std::optional<double>(0.0);
+    if (!scale || !(*scale > 0) || !std::isfinite(*scale) || !zero_point ||
+        (in.size() == 3 && in[2]->get_shape().elements() != 1))
+        return;
+    fused.input_scale = *scale;
+    fused.input_zero_point = static_cast<std::int64_t>(*zero_point);
+    x = in[0];
+}
+
 rewrite_rule fuse_softmax_quantize() {
     auto pattern = name("quantize_linear").where([](instruction_ref ins) {
         return views_above(ins->inputs()[0], "softmax").has_value();
@@ -164,6 +188,7 @@ rewrite_rule fuse_softmax_quantize() {
                         inputs = {sm->first, sm->second};
                     }
                 }
+                read_codes(fused, inputs[0]);
                 inputs.push_back(p->scale);
                 inputs.push_back(zero_point_input(m, r.root, *p));
                 return replace_readers(m, *readers, fused, inputs, views);

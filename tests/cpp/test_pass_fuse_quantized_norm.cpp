@@ -192,3 +192,39 @@ TEST(pass_fuse_quantized_norm, a_reshape_before_the_quantize_views_the_codes) {
     shared.add_return({add(shared, "quantize_linear", {flats, ss, zs}), ns});
     EXPECT_EQ(count_ops(after_pass<fuse_quantized_norm>(shared), "layer_norm_quantize"), 0u);
 }
+
+// softmax(dequantize(codes) + mask), quantized: ONNX Runtime's rounded
+// attention scores. The fused op reads the codes; a dequantize read by
+// anything else stays as it was.
+TEST(pass_fuse_quantized_norm, dequantized_scores_are_read_as_codes) {
+    auto scores = [](bool also_returned) {
+        module m;
+        auto x = m.add_parameter("x", float_shape({1, 2, 4, 8}));
+        auto mask = m.add_parameter("mask", float_shape({1, 1, 1, 8}));
+        auto scale = add_float_literal(m, {}, {0.0137f});
+        auto zero = m.add_literal(literal(shape{dtype::int8_type, {}}, std::vector<std::int8_t>{6}));
+        auto values = add(m, "dequantize_linear", {add(m, "quantize_linear", {x, scale, zero}), scale, zero});
+        auto p = add(m, "softmax", {add(m, "add", {values, mask})}, value_map{{"axis", -1}});
+        std::vector<instruction_ref> outputs{quantize_probabilities(m, p)};
+        if (also_returned) outputs.push_back(values);
+        m.add_return(outputs);
+        return module(m);
+    };
+    module m = scores(false);
+    module out = after_pass<fuse_quantized_norm>(m);
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"quantize_linear", "softmax_quantize"}));
+    for (const auto& ins : out) {
+        if (const auto* f = ins.get_operator().get_if<op::softmax_quantize>()) {
+            EXPECT_TRUE(f->has_mask);
+            EXPECT_EQ(f->input_scale, static_cast<double>(0.0137f));
+            EXPECT_EQ(f->input_zero_point, 6);
+            EXPECT_EQ(ins.inputs()[0]->name(), "quantize_linear");
+        }
+    }
+    expect_same_outputs(m, out);
+
+    module shared = scores(true);
+    module kept = after_pass<fuse_quantized_norm>(shared);
+    EXPECT_EQ(op_names(kept), (std::vector<std::string>{"quantize_linear", "dequantize_linear", "softmax_quantize"}));
+    expect_same_outputs(shared, kept);
+}

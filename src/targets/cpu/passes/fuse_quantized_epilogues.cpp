@@ -251,6 +251,41 @@ std::optional<instruction_ref> rounding_product(instruction_ref dequantize) {
     return f;
 }
 
+bool is_product(instruction_ref ins) {
+    return epilogue_of(ins->get_operator()) != nullptr || ins->name() == "quant_convolution" ||
+           ins->name() == "quant_dot";
+}
+
+// A step an epilogue may take in (the rules run in any order, so a later
+// layer's quantize may still read its product through them): a dequantize,
+// an activation, a view, or an add / mul / div by a constant.
+std::optional<instruction_ref> epilogue_step_input(instruction_ref ins) {
+    static const std::set<std::string> one_input{"dequantize_linear", "relu",    "clip",      "gelu",
+                                                 "reshape",           "squeeze", "unsqueeze", "transpose"};
+    const auto& in = ins->inputs();
+    if (in.empty()) return std::nullopt;
+    if (one_input.count(ins->name()) > 0) return in[0];
+    if ((ins->name() == "add" || ins->name() == "mul" || ins->name() == "div") && in.size() == 2) {
+        if (match::is_constant_instruction(*in[1])) return in[0];
+        if (match::is_constant_instruction(*in[0])) return in[1];
+    }
+    return std::nullopt;
+}
+
+// Codes an int8 product writes, now or once its epilogue takes the quantize:
+// the fused product itself, or a quantize of the product through epilogue steps.
+bool is_product_or_quantized_product(instruction_ref codes) {
+    if (is_product(codes)) return true;
+    if (codes->name() != "quantize_linear") return false;
+    auto x = codes->inputs()[0];
+    for (int steps = 0; steps < 8 && !is_product(x); ++steps) {
+        const auto next = epilogue_step_input(x);
+        if (!next) return false;
+        x = *next;
+    }
+    return is_product(x);
+}
+
 // dequantize(quantized product) -> the product rounded to those codes, as
 // float: a residual add can then join it. When the add's other operand is
 // a dequantize of a value computed later (another layer's output), or a
@@ -263,7 +298,10 @@ rewrite_rule fuse_rounding() {
                 auto user = r.root->outputs().front();
                 if (user->name() == "add" && user->inputs().size() == 2) {
                     auto other = user->inputs()[0] == r.root ? user->inputs()[1] : user->inputs()[0];
-                    if (other->name() == "dequantize_linear" && position(m, other->inputs()[0]) > position(m, f))
+                    // Only a product can take the add: codes a plain quantize writes later (a
+                    // residual branch quantized after this layer) leave it to this one.
+                    if (other->name() == "dequantize_linear" && position(m, other->inputs()[0]) > position(m, f) &&
+                        is_product_or_quantized_product(other->inputs()[0]))
                         return false;
                     // A float product that can still take a residual takes this
                     // one's int8 codes.

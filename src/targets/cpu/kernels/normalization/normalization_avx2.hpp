@@ -46,8 +46,11 @@ inline bool codes_unchanged_by_flushing(const row_quantize& q) { return q.scale 
 // floats at mask + mask_offsets[row], quantized into `codes` (int8 or
 // uint8, rows of `length`). The float probabilities are the ones
 // run_softmax gives for the sum: `work` holds `length` floats per thread.
-void run_softmax_quantize(const row_layout& layout, const float* x, const float* mask, const std::size_t* mask_offsets,
-                          const row_quantize& q, void* codes, float* work);
+// x is float32, or, when `input` is not null, 8-bit codes (int8 or uint8
+// as input->unsigned_codes says) read as (code - zero point) * scale, each
+// row into `work` first.
+void run_softmax_quantize(const row_layout& layout, const void* x, const row_quantize* input, const float* mask,
+                          const std::size_t* mask_offsets, const row_quantize& q, void* codes, float* work);
 
 // run_layer_norm's rows quantized into `codes`, each value as it is computed.
 void run_layer_norm_quantize(const row_layout& layout, double epsilon, const float* x, const float* scale,

@@ -17,8 +17,8 @@ void run_layer_norm(const row_layout& layout, double epsilon, const float* x, co
                     float* y);
 
 // As avx2::run_softmax_quantize.
-void run_softmax_quantize(const row_layout& layout, const float* x, const float* mask, const std::size_t* mask_offsets,
-                          const avx2::row_quantize& q, void* codes, float* work);
+void run_softmax_quantize(const row_layout& layout, const void* x, const avx2::row_quantize* input, const float* mask,
+                          const std::size_t* mask_offsets, const avx2::row_quantize& q, void* codes, float* work);
 
 // As avx2::run_layer_norm_quantize.
 void run_layer_norm_quantize(const row_layout& layout, double epsilon, const float* x, const float* scale,

@@ -3,7 +3,7 @@
 // rows (softmax_avx2.cpp, layer_norm_avx2.cpp, or their AVX-512 versions
 // softmax_avx512.cpp, layer_norm_avx512.cpp where avx512::enabled()); and for softmax_quantize /
 // layer_norm_quantize, the same rows written as 8-bit codes (on 8 or 16
-// lanes the same way). Other layouts,
+// lanes the same way; softmax_quantize may read 8-bit codes too). Other layouts,
 // dtypes or CPUs decline to the reference compute.
 #include <optional>
 
@@ -40,8 +40,8 @@ std::optional<avx2::row_layout> rows_from(const shape& x, std::size_t axis, cons
 // The row loops of one ISA.
 using softmax_rows = void (*)(const avx2::row_layout&, bool, const float*, float*);
 using layer_norm_rows = void (*)(const avx2::row_layout&, double, const float*, const float*, const float*, float*);
-using softmax_quantize_rows = void (*)(const avx2::row_layout&, const float*, const float*, const std::size_t*,
-                                       const avx2::row_quantize&, void*, float*);
+using softmax_quantize_rows = void (*)(const avx2::row_layout&, const void*, const avx2::row_quantize*, const float*,
+                                       const std::size_t*, const avx2::row_quantize&, void*, float*);
 using layer_norm_quantize_rows = void (*)(const avx2::row_layout&, double, const float*, const float*, const float*,
                                           const avx2::row_quantize&, void*);
 
@@ -149,19 +149,20 @@ std::optional<avx2::row_quantize> row_quantize_of(const kernel_request& r, std::
 
 class softmax_quantize_kernel final : public cpu_kernel {
 public:
-    softmax_quantize_kernel(avx2::row_layout layout, std::vector<std::size_t> mask_offsets, avx2::row_quantize q,
-                            softmax_quantize_rows rows)
-        : layout_(layout), mask_offsets_(std::move(mask_offsets)), q_(q), rows_(rows) {}
+    softmax_quantize_kernel(avx2::row_layout layout, std::vector<std::size_t> mask_offsets,
+                            std::optional<avx2::row_quantize> input, avx2::row_quantize q, softmax_quantize_rows rows)
+        : layout_(layout), mask_offsets_(std::move(mask_offsets)), input_(input), q_(q), rows_(rows) {}
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         const float* mask = mask_offsets_.empty() ? nullptr : inputs[1].data_as<const float>();
-        rows_(layout_, inputs[0].data_as<const float>(), mask, mask_offsets_.data(), q_, result.data_as<std::byte>(),
-              reinterpret_cast<float*>(scratch));
+        rows_(layout_, inputs[0].data(), input_ ? &*input_ : nullptr, mask, mask_offsets_.data(), q_,
+              result.data_as<std::byte>(), reinterpret_cast<float*>(scratch));
     }
     std::size_t scratch_bytes() const override { return work_bytes(layout_); }
 
 private:
     avx2::row_layout layout_;
     std::vector<std::size_t> mask_offsets_;  // per row; empty without a mask
+    std::optional<avx2::row_quantize> input_;  // x's codes' parameters; none for float32 x
     avx2::row_quantize q_;
     softmax_quantize_rows rows_;
 };
@@ -207,7 +208,13 @@ std::shared_ptr<const cpu_kernel> softmax_quantize_kernel_with(const kernel_requ
     if (f == nullptr) return nullptr;
     const shape& x = r.input_shapes.at(0);
     const std::size_t first = f->has_mask ? 2 : 1;
-    auto layout = rows_from(x, x.ndim() - 1, r, 24);
+    std::optional<avx2::row_quantize> input;
+    if (f->reads_codes()) {
+        input = avx2::row_quantize{static_cast<float>(f->input_scale), static_cast<float>(f->input_zero_point),
+                                   x.type() == dtype::uint8_type};
+    }
+    // Codes are laid out as the floats they stand for.
+    auto layout = rows_from(input ? shape{dtype::float_type, x.lens(), x.strides()} : x, x.ndim() - 1, r, 24);
     auto q = row_quantize_of(r, first);
     if (!layout || !q || !r.output_shape.standard()) return nullptr;
     std::vector<std::size_t> offsets;
@@ -216,7 +223,7 @@ std::shared_ptr<const cpu_kernel> softmax_quantize_kernel_with(const kernel_requ
         if (!o) return nullptr;
         offsets = std::move(*o);
     }
-    return std::make_shared<softmax_quantize_kernel>(*layout, std::move(offsets), *q, rows);
+    return std::make_shared<softmax_quantize_kernel>(*layout, std::move(offsets), input, *q, rows);
 }
 
 std::shared_ptr<const cpu_kernel> layer_norm_quantize_kernel_with(const kernel_request& r,

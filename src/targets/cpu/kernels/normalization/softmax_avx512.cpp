@@ -6,10 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "targets/cpu/kernels/normalization/normalization_avx512.hpp"
-#include "targets/cpu/kernels/vector_math_avx512.hpp"
 #include "targets/cpu/kernels/quantize/quantize_codes_avx512.hpp"
+#include "targets/cpu/kernels/vector_math_avx512.hpp"
 
 namespace kiln::avx512 {
 
@@ -112,17 +113,44 @@ void softmax_quantize_row(const float* x, const float* mask, const avx2::row_qua
     });
 }
 
+// As softmax_avx2.cpp's dequantize_row, on 16 lanes (AVX-512F has no
+// masked byte load: the tail goes one code at a time).
+template <class C>
+void dequantize_row(const C* codes, const avx2::row_quantize& in, float* out, std::size_t n) {
+    const __m512 zero = splat(in.zero_point), scale = splat(in.scale);
+    std::size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i));
+        const __m512i wide =
+            std::is_same_v<C, std::uint8_t> ? _mm512_cvtepu8_epi32(bytes) : _mm512_cvtepi8_epi32(bytes);
+        _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(wide), zero), scale));
+    }
+    for (; i < n; ++i) out[i] = (static_cast<float>(codes[i]) - in.zero_point) * in.scale;
+}
+
+// Row r of x as floats: x's own, or its codes dequantized into `work`.
+const float* row_values(const void* x, const avx2::row_quantize* input, std::size_t r, std::size_t n, float* work) {
+    if (input == nullptr) return static_cast<const float*>(x) + r * n;
+    if (input->unsigned_codes)
+        dequantize_row(static_cast<const std::uint8_t*>(x) + r * n, *input, work, n);
+    else
+        dequantize_row(static_cast<const std::int8_t*>(x) + r * n, *input, work, n);
+    return work;
+}
+
 }  // namespace
 
-void run_softmax_quantize(const row_layout& layout, const float* x, const float* mask, const std::size_t* mask_offsets,
-                          const avx2::row_quantize& q, void* codes, float* work) {
+void run_softmax_quantize(const row_layout& layout, const void* x, const avx2::row_quantize* input, const float* mask,
+                          const std::size_t* mask_offsets, const avx2::row_quantize& q, void* codes, float* work) {
     const std::size_t rows = layout.rows, n = layout.length;
     auto row = [&](std::size_t r, float* thread_work) {
         const float* m = mask ? mask + mask_offsets[r] : nullptr;
+        // The row's values may be the work row itself: each pass reads an element before it writes it.
+        const float* values = row_values(x, input, r, n, thread_work);
         if (q.unsigned_codes)
-            softmax_quantize_row<true>(x + r * n, m, q, static_cast<std::uint8_t*>(codes) + r * n, thread_work, n);
+            softmax_quantize_row<true>(values, m, q, static_cast<std::uint8_t*>(codes) + r * n, thread_work, n);
         else
-            softmax_quantize_row<false>(x + r * n, m, q, static_cast<std::int8_t*>(codes) + r * n, thread_work, n);
+            softmax_quantize_row<false>(values, m, q, static_cast<std::int8_t*>(codes) + r * n, thread_work, n);
     };
     if (layout.threads <= 1 || rows < layout.parallel_rows) {
         for (std::size_t r = 0; r < rows; ++r) row(r, work);
