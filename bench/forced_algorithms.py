@@ -8,6 +8,12 @@ copy of it naming one algorithm for all of them, read by a second compile,
 makes that compile run that algorithm there without timing anything.
 
     PYTHONPATH=python .venv/bin/python bench/forced_algorithms.py resnet50 onednn onednn_winograd --rounds 20
+    PYTHONPATH=python .venv/bin/python bench/forced_algorithms.py bert_base onednn onednn_gelu_erf_epilogue \
+        --threads 1 --cpu-time
+
+--threads sets every program's thread count (the tuning's too); --cpu-time times the runs in this
+process's CPU time instead of wall time (at one thread on a loaded host, time the host gave other
+processes is not counted).
 """
 import argparse
 import collections
@@ -25,8 +31,9 @@ import kiln
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
-def float_model(models_dir, model):
-    found = sorted(f for f in models_dir.glob(f"{model}-r*.onnx") if ".qdq-" not in f.name)
+def float_model(models_dir, model, batch=1):
+    pattern = f"{model}-r*.onnx" if batch == 1 else f"{model}-b{batch}-r*.onnx"
+    found = sorted(f for f in models_dir.glob(pattern) if ".qdq-" not in f.name)
     if not found:
         raise SystemExit(f"no {model}-*.onnx in {models_dir}: run scripts/export_models.py {model}")
     return found[-1]
@@ -45,21 +52,25 @@ def main():
     parser.add_argument("model", help="a model of scripts/model_zoo.py exported to build/models (resnet50 ...)")
     parser.add_argument("algorithms", nargs="+", help="kernel algorithm names as `kiln perf` shows them")
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=0, help="Kiln's threads (0: its default)")
+    parser.add_argument("--cpu-time", action="store_true", help="time in process CPU time, not wall time")
     parser.add_argument("--models-dir", type=pathlib.Path, default=REPO / "build" / "models")
     args = parser.parse_args()
-    path = float_model(args.models_dir, args.model)
+    path = float_model(args.models_dir, args.model, args.batch)
+    clock = time.process_time if args.cpu_time else time.perf_counter
     feeds = {f.stem: np.load(f) for f in path.with_suffix(".inputs").glob("*.npy")}
     cpu = kiln.get_target("cpu")
     with tempfile.TemporaryDirectory() as scratch:
         scratch = pathlib.Path(scratch)
         tuned = scratch / "tuned.json"
-        kiln.parse_onnx(str(path)).compile(cpu, exhaustive_tune=True, tuning_cache=str(tuned))
+        kiln.parse_onnx(str(path)).compile(cpu, threads=args.threads, exhaustive_tune=True, tuning_cache=str(tuned))
         programs = {}
         for algorithm in args.algorithms:
             cache = scratch / f"{algorithm}.json"
             forced_cache(tuned, algorithm, args.algorithms, cache)
             p = kiln.parse_onnx(str(path))
-            p.compile(cpu, exhaustive_tune=True, tuning_cache=str(cache))
+            p.compile(cpu, threads=args.threads, exhaustive_tune=True, tuning_cache=str(cache))
             programs[algorithm] = p
             used = collections.Counter(a for _, _, a in p.get_kernel_algorithms())
             print(f"compiled for {algorithm}: " + ", ".join(f"{n} {a}" for a, n in sorted(used.items()) if a in args.algorithms))
@@ -72,16 +83,17 @@ def main():
     for r in range(args.rounds):
         order = list(programs.items())
         for a, p in order if r % 2 == 0 else reversed(order):
-            start = time.perf_counter()
+            start = clock()
             p.run(feeds)
-            times[a].append(time.perf_counter() - start)
+            times[a].append(clock() - start)
     base = np.array(times[first])
     for a in args.algorithms:
         ratios = base / np.array(times[a])
         q1, q3 = np.percentile(ratios, [25, 75])
         print(f"{args.model} forced {a}: {statistics.median(times[a]) * 1e3:.2f} ms, {first} time / its time "
               f"{np.median(ratios):.3f} (quartiles {q1:.3f}-{q3:.3f})")
-    print(f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{'CPU' if args.cpu_time else 'wall'} time, threads {args.threads or 'default'}, "
+          f"load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 """A tanh-form GELU that ends a fused_dot's post-op chain runs on the cpu
-target as an AVX2 loop over the product (threaded in chunks) instead of
-oneDNN's eltwise post-op; the erf form stays a oneDNN post-op. Results against
-numpy in float64 and the ref target, for both GELU forms, with and without
-bias, binary operands before the GELU, constant and run-time weights, sizes
-that split into uneven chunks; weights copied by the product are still held
-once and saved as given."""
+target as Kiln's loop over the product (threaded in chunks; AVX-512 where the
+CPU has it, else AVX2) instead of oneDNN's eltwise post-op; the erf form stays
+a oneDNN post-op unless tuning picks the same loop for it
+(onednn_gelu_erf_epilogue). Results against numpy in float64 and the ref
+target, for both GELU forms, with and without bias, binary operands before the
+GELU, constant and run-time weights, sizes that split into uneven chunks, on
+both vector ISAs (the AVX-512 case skipped only on a CPU without AVX-512);
+weights copied by the product are still held once and saved as given."""
+import json
 from math import erf
 
 import numpy as np
@@ -50,6 +53,23 @@ def expected_of(a, w, bias, post, operands):
     return y
 
 
+def has_avx512f():
+    with open("/proc/cpuinfo") as f:
+        return any(line.startswith("flags") and " avx512f" in line for line in f)
+
+
+@pytest.fixture(params=["avx512", "avx2"])
+def isa(request, monkeypatch):
+    if request.param == "avx512" and not has_avx512f():
+        pytest.skip("no AVX-512 on this CPU")
+    monkeypatch.setenv("KILN_CPU_ISA", request.param)
+    return request.param
+
+
+def product_algorithms(p):
+    return [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"]
+
+
 def check(a, w, bias, post, operands, constant_weights=True):
     feeds = {"a": a, **{f"o{i}": o for i, o in enumerate(operands)}}
     if not constant_weights:
@@ -71,7 +91,7 @@ SHAPES = [((3, 16), 8), ((37, 48), 301), ((20, 64), 3072), ((2, 9, 32), 520), ((
 @pytest.mark.parametrize("a_shape, n", SHAPES, ids=str)
 @pytest.mark.parametrize("kind", ["gelu_tanh", "gelu_erf"])
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no_bias"])
-def test_gelu_epilogue_matches_numpy_and_ref(a_shape, n, kind, with_bias):
+def test_gelu_epilogue_matches_numpy_and_ref(a_shape, n, kind, with_bias, isa):
     rng = np.random.default_rng(n + len(a_shape))
     a, w = rand(rng, *a_shape, scale=2.0), rand(rng, a_shape[-1], n, scale=0.3)
     bias = rand(rng, n) if with_bias else None
@@ -125,3 +145,63 @@ def test_weights_held_once_and_saved_as_the_kernel_holds_them():
     assert loaded.kernel_constant_bytes() == 0 and loaded.adopted_constant_bytes() == p.kernel_constant_bytes()
     np.testing.assert_array_equal(np.asarray(loaded.run({"a": a})[0]), before)
     np.testing.assert_allclose(before, expected_of(a, w, bias, ["gelu_tanh"], []), **TOL)
+
+
+def compile_forcing(build, algorithm, tmp_path):
+    """build() compiled for cpu with a tuning cache naming `algorithm` for every product it timed."""
+    cache = tmp_path / "tuned.json"
+    build().compile(kiln.get_target("cpu"), exhaustive_tune=True, tuning_cache=str(cache))
+    data = json.loads(cache.read_text())
+    assert data["entries"], "no product had two algorithms to time"
+    data["entries"] = {k: dict(v, algorithm=algorithm) for k, v in data["entries"].items()}
+    forced = tmp_path / f"{algorithm}.json"
+    forced.write_text(json.dumps(data))
+    p = build()
+    p.compile(kiln.get_target("cpu"), exhaustive_tune=True, tuning_cache=str(forced))
+    return p
+
+
+# Products of more rows than the few-rows loops take (up to four): oneDNN's.
+MANY_ROWS = [(a_shape, n) for a_shape, n in SHAPES if np.prod(a_shape[:-1]) > 4]
+
+
+@pytest.mark.parametrize("a_shape, n", MANY_ROWS, ids=str)
+def test_erf_epilogue_when_tuned_matches_numpy_and_ref(a_shape, n, isa, tmp_path):
+    rng = np.random.default_rng(n + 100)
+    a, w, bias = rand(rng, *a_shape, scale=2.0), rand(rng, a_shape[-1], n, scale=0.3), rand(rng, n)
+    post, operands = ["add", "gelu_erf"], [rand(rng, *a_shape[:-1], n)]
+    feeds = {"a": a, "o0": operands[0]}
+    expected = expected_of(a, w, bias, post, operands)
+    by_default = program(a, w, bias, post, operands)
+    by_default.compile(kiln.get_target("cpu"))
+    assert product_algorithms(by_default) == ["onednn"]
+    p = compile_forcing(lambda: program(a, w, bias, post, operands), "onednn_gelu_erf_epilogue", tmp_path)
+    assert product_algorithms(p) == ["onednn_gelu_erf_epilogue"]
+    got = np.asarray(p.run(feeds)[0])
+    np.testing.assert_allclose(got, expected, **TOL)
+    ref = program(a, w, bias, post, operands)
+    ref.compile(kiln.get_target("ref"))
+    np.testing.assert_allclose(got, np.asarray(ref.run(feeds)[0]), **TOL)
+
+
+@pytest.mark.skipif(not has_avx512f(), reason="no AVX-512 on this CPU")
+@pytest.mark.parametrize("kind", ["gelu_tanh", "gelu_erf"])
+def test_both_isas_give_the_same_floats(kind, monkeypatch, tmp_path):
+    """The AVX-512 and AVX2 loops evaluate the same formulas lane for lane: a product's GELU epilogue
+    gives the same bits on both (the erf form forced through tuning); both near numpy in float64."""
+    rng = np.random.default_rng(21)
+    a, w, bias = rand(rng, 3, 45, 64, scale=3.0), rand(rng, 64, 1030, scale=0.5), rand(rng, 1030)
+    expected = expected_of(a, w, bias, [kind], [])
+    got = {}
+    for isa in ["avx2", "avx512"]:
+        monkeypatch.setenv("KILN_CPU_ISA", isa)
+        build = lambda: program(a, w, bias, [kind], [])  # noqa: E731
+        if kind == "gelu_erf":
+            p = compile_forcing(build, "onednn_gelu_erf_epilogue", tmp_path)
+        else:
+            p = build()
+            p.compile(kiln.get_target("cpu"))
+        assert product_algorithms(p) == [f"onednn_{kind}_epilogue"]
+        got[isa] = np.asarray(p.run({"a": a})[0])
+        np.testing.assert_allclose(got[isa], expected, **TOL)
+    np.testing.assert_array_equal(got["avx2"], got["avx512"])

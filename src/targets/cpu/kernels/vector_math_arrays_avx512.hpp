@@ -1,7 +1,8 @@
 #pragma once
-// vector_math_avx512.hpp's functions over arrays (vector_math_arrays_avx512.cpp),
-// for tests: the AVX-512 counterparts of pointwise_avx2.hpp's *_array
-// functions. Callers check avx512::supported() first.
+// vector_math_avx512.hpp's functions over arrays (vector_math_arrays_avx512.cpp):
+// the AVX-512 counterparts of pointwise_avx2.hpp's *_array functions, for
+// tests and for the product epilogues' GELU (gelu_arrays.hpp). Callers check
+// avx512::supported() first.
 #include <cstddef>
 
 namespace kiln::avx512 {

@@ -11,6 +11,7 @@
 #include "ops/op_helpers.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/dnnl_support.hpp"
+#include "targets/cpu/kernels/gelu_arrays.hpp"
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
 #include "targets/cpu/kernels/pointwise/pointwise_avx2.hpp"
@@ -86,15 +87,15 @@ std::optional<std::vector<std::size_t>> padded_rows(const strided& b) {
     return std::vector<std::size_t>{b.lens[1] + pad_floats, 1};
 }
 
-// A tanh-form GELU ending the post-op chain runs after the product as Kiln's
-// AVX2 loop over the result: oneDNN's gemm applies eltwise_gelu_tanh at about
-// 1 ms per 128 x 3072 result at two threads (GPT-2), a third of the product's
-// time. Its erf form is cheaper than Kiln's loop (BERT's 768 x 3072 layer
-// ~3% slower with the loop), so that one stays a oneDNN post-op.
+// A GELU ending the post-op chain runs after the product as Kiln's loop over
+// the result (gelu_arrays.hpp: AVX-512 where enabled, else AVX2).
+// Tanh form: oneDNN's gemm applies eltwise_gelu_tanh at about 1 ms per
+// 128 x 3072 result at two threads (GPT-2), a third of the product's time.
+// Erf form: see onednn_gelu_erf_epilogue below for where it runs.
 class gelu_epilogue_kernel final : public cpu_kernel {
 public:
-    gelu_epilogue_kernel(std::shared_ptr<const cpu_kernel> product, int threads)
-        : product_(std::move(product)), threads_(threads) {}
+    gelu_epilogue_kernel(std::shared_ptr<const cpu_kernel> product, float_array_function gelu, int threads)
+        : product_(std::move(product)), gelu_(gelu), threads_(threads) {}
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         product_->run(result, inputs, scratch);
@@ -107,7 +108,7 @@ public:
         for (std::int64_t c = 0; c < chunks; ++c) {
             const std::size_t begin = static_cast<std::size_t>(c) * chunk;
             const std::size_t count = std::min(chunk, n - begin);
-            avx2::gelu_tanh_array(y + begin, y + begin, count);
+            gelu_(y + begin, y + begin, count);
         }
     }
     std::size_t scratch_bytes() const override { return product_->scratch_bytes(); }
@@ -123,6 +124,7 @@ public:
 
 private:
     std::shared_ptr<const cpu_kernel> product_;
+    float_array_function gelu_;
     int threads_;
 };
 
@@ -310,16 +312,27 @@ op::fused_dot without_last_post_op(op::fused_dot product) {
     return product;
 }
 
-bool gelu_tanh_last(const kernel_request& r) {
+op::post_op_kind last_post_op(const kernel_request& r) {
     const auto& kinds = requested_product(r).post.kinds;
-    return !kinds.empty() && kinds.back() == op::post_op_kind::gelu_tanh && avx2::supported() &&
-           r.output_shape.standard();
+    return kinds.empty() ? op::post_op_kind::add : kinds.back();  // add: no GELU
+}
+
+bool gelu_last(const kernel_request& r, op::post_op_kind form) {
+    return last_post_op(r) == form && gelu_array(form) != nullptr && r.output_shape.standard();
+}
+
+bool gelu_tanh_last(const kernel_request& r) {
+    return gelu_last(r, op::post_op_kind::gelu_tanh);
+}
+
+bool gelu_erf_last(const kernel_request& r) {
+    return gelu_last(r, op::post_op_kind::gelu_erf);
 }
 
 // The product and the rest of its chain through oneDNN, then the gelu.
-std::shared_ptr<const cpu_kernel> build_with_gelu_tanh_epilogue(const kernel_request& r, const kernel_builder&) {
+std::shared_ptr<const cpu_kernel> build_with_gelu_epilogue(const kernel_request& r, const kernel_builder&) {
     auto k = build(without_last_post_op(requested_product(r)), r);
-    return k ? std::make_shared<gelu_epilogue_kernel>(std::move(k), r.threads) : nullptr;
+    return k ? std::make_shared<gelu_epilogue_kernel>(std::move(k), gelu_array(last_post_op(r)), r.threads) : nullptr;
 }
 
 bool one_row_then_add(const kernel_request& r) {
@@ -366,7 +379,8 @@ std::shared_ptr<const cpu_kernel> build_in_bf16(const kernel_request& r, const k
     constexpr auto bf16 = dnnl::memory::data_type::bf16;
     if (!gelu_tanh_last(r)) return build(requested_product(r), r, bf16);
     auto k = build(without_last_post_op(requested_product(r)), r, bf16);
-    return k ? std::make_shared<gelu_epilogue_kernel>(std::move(k), r.threads) : nullptr;
+    return k ? std::make_shared<gelu_epilogue_kernel>(std::move(k), gelu_array(op::post_op_kind::gelu_tanh), r.threads)
+             : nullptr;
 }
 
 }  // namespace
@@ -379,9 +393,14 @@ std::span<const kernel_algorithm> matmul_algorithms() {
         few_rows_float32_columns_matmul,
         few_rows_float32_avx512_matmul,
         few_rows_float32_avx2_matmul,
-        {"onednn_gelu_tanh_epilogue", gelu_tanh_last, build_with_gelu_tanh_epilogue},
+        {"onednn_gelu_tanh_epilogue", gelu_tanh_last, build_with_gelu_epilogue},
         {"onednn_add_epilogue", one_row_then_add, build_with_add_epilogue},
         {"onednn", any_product, build_onednn},
+        // Reached by exhaustive tuning only: the erf form stays a oneDNN post-op by default. On
+        // AMD Zen 4 at one thread this loop (AVX-512) and oneDNN's post-op took the same time
+        // (BERT-base, CPU time, 20 rounds interleaved: 0.997x); on an Intel host at two threads
+        // the AVX2 loop made BERT's 768 x 3072 layers ~3% slower.
+        {"onednn_gelu_erf_epilogue", gelu_erf_last, build_with_gelu_epilogue},
     };
     return algorithms;
 }

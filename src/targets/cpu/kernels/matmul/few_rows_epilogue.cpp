@@ -1,8 +1,7 @@
 #include "targets/cpu/kernels/matmul/few_rows_epilogue.hpp"
 
 #include "ops/op_helpers.hpp"
-#include "targets/cpu/kernels/cpu_features.hpp"
-#include "targets/cpu/kernels/pointwise/pointwise_avx2.hpp"
+#include "targets/cpu/kernels/gelu_arrays.hpp"
 
 namespace kiln {
 
@@ -76,11 +75,10 @@ void few_rows_epilogue::apply(const std::vector<argument>& inputs, float* y, std
 }
 
 // GELU (GPT-2's MLP) through the vector loops that the other product
-// kernels' epilogues use; the rest per element, in double.
+// kernels' epilogues use (gelu_arrays.hpp); the rest per element, in double.
 void few_rows_epilogue::apply_unary(std::size_t k, float* row, std::size_t width) const {
     const auto kind = post_.kinds[k];
-    if (avx2::supported() && kind == op::post_op_kind::gelu_tanh) return avx2::gelu_tanh_array(row, row, width);
-    if (avx2::supported() && kind == op::post_op_kind::gelu_erf) return avx2::gelu_erf_array(row, row, width);
+    if (const float_array_function gelu = gelu_array(kind)) return gelu(row, row, width);
     for (std::size_t c = 0; c < width; ++c)
         row[c] = static_cast<float>(op::apply_unary(kind, row[c], post_.alpha[k], post_.beta[k]));
 }

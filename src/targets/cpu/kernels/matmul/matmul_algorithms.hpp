@@ -1,7 +1,7 @@
 #pragma once
 // The cpu target's matrix product algorithms (dnnl_matmul.cpp): a product
 // whose post-op chain ends in tanh-approximated GELU runs the chain's rest in
-// oneDNN and the GELU in Kiln's AVX2 loop (faster than oneDNN's eltwise);
+// oneDNN and the GELU in Kiln's vector loop (faster than oneDNN's eltwise);
 // a product of up to four rows with constant weights stored transposed runs
 // Kiln's column loop (few_rows_columns_avx512 / _avx2), and with constant row-major
 // weights Kiln's streaming loop (few_rows_float32_avx512 / _avx2,
