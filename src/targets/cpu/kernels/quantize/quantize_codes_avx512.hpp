@@ -6,8 +6,11 @@
 // float32, saturated, NaN to the zero point), so both give the reference's
 // codes. A tail is a masked store, not a scalar loop. AVX-512 Foundation
 // only (the narrowing stores are vpmovdb); include only from *_avx512.cpp
-// translation units, after vector_math_avx512.hpp.
+// translation units. vector_math_avx512.hpp brings the intrinsics (with its
+// GCC diagnostic setting, which must come before them) and splat.
 #include <cstddef>
+
+#include "targets/cpu/kernels/vector_math_avx512.hpp"
 
 namespace kiln::avx512 {
 
