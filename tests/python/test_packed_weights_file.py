@@ -454,6 +454,44 @@ def test_bfloat16_products_read_their_packed_weights_in_place(tmp_path):
     assert "warning" not in stderr
 
 
+def small_cnn_onnx(rng):
+    """x [2, 16, 12, 12] through a 3 x 3 Conv + Relu and a 1 x 1 Conv: convolutions the cpu target runs in
+    bfloat16 on a CPU with bfloat16 dot products once the weights are bfloat16."""
+    inits = {"w1": rand(rng, 32, 16, 3, 3, scale=0.1), "b1": rand(rng, 32, scale=0.1),
+             "w2": rand(rng, 8, 32, 1, 1, scale=0.2)}
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "small_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 12, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 12, 12])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def test_bfloat16_convolutions_reload_their_packed_weights_bit_identical(tmp_path):
+    rng = np.random.default_rng(41)
+    onnx_path = tmp_path / "small_cnn.onnx"
+    onnx_path.write_bytes(small_cnn_onnx(rng))
+    p = kiln.parse_onnx(str(onnx_path))
+    kiln.quantize_bf16(p)
+    path = compiled_and_saved(p, tmp_path)
+    if "onednn_bf16" not in {algorithm for _, _, algorithm in p.get_kernel_algorithms()}:
+        pytest.skip("this CPU has no bfloat16 dot products: the convolutions widen their weights instead")
+    feeds = {"x": rand(rng, 2, 16, 12, 12)}
+    expected = [np.asarray(o) for o in p.run(feeds)]
+    meta = metadata(path)
+    assert packed_literals(meta), "the bfloat16 weights were not stored packed"
+    outputs, constants, stderr = run_fresh(path, feeds, tmp_path)
+    np.testing.assert_array_equal(outputs[0], expected[0])
+    assert constants["packed_on_load"] == 0
+    assert "warning" not in stderr
+
+
 def test_a_packed_literal_in_an_uncompiled_program_is_refused(tmp_path):
     rng = np.random.default_rng(29)
     p, _, _ = bert_like(rng)

@@ -2,11 +2,13 @@
 // reordered once into the layout the chosen implementation wants, bias and
 // post-ops applied by the same primitive. Weights given at run time (float16
 // weights widened per run, see half_weights/) are reordered into that layout
-// in the run's scratch before each run.
+// in the run's scratch before each run. On a CPU with bfloat16 dot products,
+// constant bfloat16 weights (quantize_bf16) run in bfloat16: onednn_bf16.
 #include "targets/cpu/kernels/convolution/dnnl_convolution.hpp"
 
 #include "ops/conv.hpp"
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
+#include "targets/cpu/kernels/cpu_features.hpp"
 
 namespace kiln {
 
@@ -20,13 +22,27 @@ dims to_dims(const std::vector<std::size_t>& v) {
 }
 
 // Weights [M, C/g, k...] as oneDNN sees them: grouped ones get a leading group dimension.
-dnnl::memory::desc weights_desc(const shape& w, std::size_t group, dnnl::memory::format_tag tag) {
+dnnl::memory::desc weights_desc(const shape& w, std::size_t group, dnnl::memory::format_tag tag,
+                                dnnl::memory::data_type type) {
     dims d = to_dims(w.lens());
     if (group > 1) {
         d[0] /= static_cast<dnnl::memory::dim>(group);
         d.insert(d.begin(), static_cast<dnnl::memory::dim>(group));
     }
-    return dnnl::memory::desc(d, dnnl::memory::data_type::f32, tag);
+    return dnnl::memory::desc(d, type, tag);
+}
+
+// The source as the primitive reads it: x's own layout in float32; in
+// another type a dense copy of x in that type (staged by the algorithm).
+dnnl::memory::desc source_desc(const shape& x, const shape& plain_x, op::tensor_layout layout,
+                               dnnl::memory::data_type type) {
+    if (ops::is_blocked(layout)) {
+        auto blocked = ds::blocked_desc(plain_x, ops::channel_block(layout));
+        blocked.data.data_type = dnnl::memory::convert_to_c(type);  // same blocks, elements of `type`
+        return blocked;
+    }
+    if (type == dnnl::memory::data_type::f32) return ds::plain_desc(x);
+    return ds::strided_desc(x.lens(), shape(x.type(), x.lens()).strides(), type);
 }
 
 dnnl::memory::format_tag plain_weights_tag(std::size_t spatial, bool grouped) {
@@ -94,6 +110,42 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_bu
     return ds::with_input_reordered(std::move(kernel), 1, plain_weights, pd.weights_desc(), w);
 }
 
+// A bfloat16 convolution (constant bfloat16 weights, float32 source) where
+// the CPU has bfloat16 dot products (AVX-512 BF16, AMX): oneDNN's bfloat16
+// kernel, the weights packed once in its layout, the source rounded to
+// bfloat16 into scratch on every run (as quantize_bf16 asks of activations),
+// sums, bias, post-ops and result in float32.
+bool bf16_weights_and_dot_products(const kernel_request& r) {
+    if (!bf16_dot_supported() || r.op.get_if<op::fused_convolution>() == nullptr || r.input_shapes.size() < 2)
+        return false;
+    const shape& x = r.input_shapes[0];
+    const shape& w = r.input_shapes[1];
+    if (x.type() != dtype::float_type || w.type() != dtype::bf16_type || !w.standard() || !r.is_constant(1))
+        return false;
+    const auto& conv = requested_convolution(r);
+    if (ops::is_blocked(conv.output_layout) && conv.post.binary_count() > 0)
+        for (std::size_t i = conv.first_post_operand(); i < r.input_shapes.size(); ++i)
+            if (!blocked_operand_readable(r.input_shapes[i], r.output_shape)) return false;
+    return true;
+}
+
+std::shared_ptr<const cpu_kernel> build_in_bf16(const kernel_request& r, const kernel_builder&) {
+    constexpr auto bf16 = dnnl::memory::data_type::bf16;
+    auto primitive = describe_convolution(r, dnnl::algorithm::convolution_direct, bf16);
+    if (!primitive) return nullptr;  // no bfloat16 implementation: the widening algorithm runs it
+    auto& [pd, plain_weights, descs, slots] = *primitive;
+    std::vector<ds::kept_constant> kept{ds::constant_in_layout(r, 1, plain_weights, pd.weights_desc())};
+    std::unordered_map<int, dnnl::memory> fixed{{DNNL_ARG_WEIGHTS, kept.back().copy}};
+    auto kernel =
+        std::make_shared<ds::primitive_kernel>(dnnl::convolution_forward(pd), std::move(descs), std::move(slots),
+                                               std::move(fixed), pd.scratchpad_desc().get_size(), std::move(kept));
+    const auto& conv = requested_convolution(r);
+    const shape& x = r.input_shapes[0];
+    const auto from = source_desc(x, conv.plain_input_shape(r.input_shapes), conv.input_layout,
+                                  dnnl::memory::data_type::f32);
+    return ds::with_input_reordered(std::move(kernel), 0, from, pd.src_desc(), shape(dtype::bf16_type, x.lens()));
+}
+
 }  // namespace
 
 bool onednn_convolution_eligible(const kernel_request& r) {
@@ -108,7 +160,8 @@ bool onednn_convolution_eligible(const kernel_request& r) {
     return true;
 }
 
-std::optional<convolution_primitive> describe_convolution(const kernel_request& r, dnnl::algorithm algorithm) {
+std::optional<convolution_primitive> describe_convolution(const kernel_request& r, dnnl::algorithm algorithm,
+                                                          dnnl::memory::data_type compute) {
     const auto& conv = requested_convolution(r);
     const shape& x = r.input_shapes[0];
     const shape& w = r.input_shapes[1];
@@ -127,11 +180,10 @@ std::optional<convolution_primitive> describe_convolution(const kernel_request& 
     }
 
     const auto group = static_cast<std::size_t>(conv.conv.group);
-    auto src = ops::is_blocked(conv.input_layout) ? ds::blocked_desc(plain_x, ops::channel_block(conv.input_layout))
-                                                  : ds::plain_desc(x);
+    auto src = source_desc(x, plain_x, conv.input_layout, compute);
     auto dst = ops::is_blocked(conv.output_layout) ? ds::blocked_desc(plain_y, ops::channel_block(conv.output_layout))
                                                    : ds::plain_desc(r.output_shape);
-    auto any_weights = weights_desc(w, group, dnnl::memory::format_tag::any);
+    auto any_weights = weights_desc(w, group, dnnl::memory::format_tag::any, compute);
     dnnl::memory::desc bias;
     if (conv.has_bias)
         bias = dnnl::memory::desc({static_cast<dnnl::memory::dim>(plain_y.lens()[1])}, dnnl::memory::data_type::f32,
@@ -151,7 +203,7 @@ std::optional<convolution_primitive> describe_convolution(const kernel_request& 
                                   : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algorithm, src,
                                                                     any_weights, dst, strides, dil, pad_l, pad_r);
         convolution_primitive out{dnnl::convolution_forward::primitive_desc(desc, attr, ds::cpu_engine()),
-                                  weights_desc(w, group, plain_weights_tag(spatial, group > 1)),
+                                  weights_desc(w, group, plain_weights_tag(spatial, group > 1), compute),
                                   {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}},
                                   {0, ds::primitive_kernel::result_slot}};
         if (conv.has_bias) {
@@ -173,5 +225,6 @@ std::optional<convolution_primitive> describe_convolution(const kernel_request& 
 // oneDNN's own choice of kernel for the shapes (its direct AVX2 kernel, or
 // its 1 x 1 kernel): every float32 convolution.
 const kernel_algorithm onednn_convolution{"onednn", onednn_convolution_eligible, build};
+const kernel_algorithm onednn_bf16_convolution{"onednn_bf16", bf16_weights_and_dot_products, build_in_bf16};
 
 }  // namespace kiln

@@ -23,7 +23,12 @@ struct convolution_primitive {
 bool onednn_convolution_eligible(const kernel_request& r);
 
 // The primitive running `algorithm` for an eligible request; nothing when
-// oneDNN has no implementation of it for the shapes, post-ops or CPU.
-std::optional<convolution_primitive> describe_convolution(const kernel_request& r, dnnl::algorithm algorithm);
+// oneDNN has no implementation of it for the shapes, post-ops or CPU. With
+// `compute` other than f32 (bf16) the source and weights are in that type,
+// the source a dense copy of x (in x's channel blocks, if blocked) that the
+// caller stages; the result, bias and post-op operands stay float32.
+std::optional<convolution_primitive> describe_convolution(
+    const kernel_request& r, dnnl::algorithm algorithm,
+    dnnl::memory::data_type compute = dnnl::memory::data_type::f32);
 
 }  // namespace kiln

@@ -4,7 +4,8 @@
 // programs): the weights stay 16-bit in memory, half the bytes of float32,
 // and are widened to float32 where they are used; the arithmetic is float32,
 // except where a CPU with bfloat16 dot products runs a bfloat16 product of
-// many rows in bfloat16 (onednn_bf16, matmul_algorithms.hpp).
+// many rows, or a bfloat16 convolution, in bfloat16 (onednn_bf16,
+// matmul_algorithms.hpp and convolution_algorithms.hpp).
 //   few_rows_16bit_avx2   (matmul) up to 4 rows times weights row-major or
 //                         stored transposed (a tied output layer), bias and
 //                         post-ops applied per block: AVX2 loops widen in

@@ -72,6 +72,7 @@ std::shared_ptr<const cpu_kernel> build_convolution(const kernel_request& r, con
 
 std::span<const kernel_algorithm> half_weights_convolution_algorithms() {
     static const kernel_algorithm algorithms[] = {
+        onednn_bf16_convolution,  // dnnl_convolution.cpp
         {"widen_weights_per_run", has_standard_16bit_weights, build_convolution}};
     return algorithms;
 }
