@@ -279,3 +279,21 @@ TEST(cpu_tuning, entries_from_another_cpu_do_not_match_and_are_reported_once) {
     // The foreign entries stay in the file for the machine they belong to.
     EXPECT_NE(read_text(cache).find("another cpu"), std::string::npos);
 }
+
+// The keep-or-replace rule on given medians (no timing): the default rule's pick (the first)
+// stays unless another candidate beats it by more than the margin.
+TEST(cpu_tuning, a_candidate_within_the_margin_does_not_replace_the_default) {
+    const std::vector<double> close{100.0, 98.0, 99.5};
+    EXPECT_EQ(kept_candidate(close, 0.03), 0U);
+    const std::vector<double> clear{100.0, 98.0, 90.0};
+    EXPECT_EQ(kept_candidate(clear, 0.03), 2U);
+    const std::vector<double> default_fastest{80.0, 98.0, 90.0};
+    EXPECT_EQ(kept_candidate(default_fastest, 0.03), 0U);
+    const std::vector<double> just_past{100.0, 96.9};
+    EXPECT_EQ(kept_candidate(just_past, 0.03), 1U);
+    const std::vector<double> no_margin{100.0, 99.9};
+    EXPECT_EQ(kept_candidate(no_margin, 0.0), 1U);
+    const std::vector<double> one{5.0};
+    EXPECT_EQ(kept_candidate(one, 0.03), 0U);
+    EXPECT_THROW(kept_candidate(std::vector<double>{}, 0.03), std::exception);
+}

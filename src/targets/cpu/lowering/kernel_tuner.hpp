@@ -4,7 +4,8 @@
 // and timed on the instruction's real shapes (its own random inputs, output
 // and scratch; constant inputs are the real weights), in interleaved rounds
 // so that a burst of noise hits every candidate alike, and the fastest by
-// median is kept. When the default rule's pick sums for accuracy
+// median is kept if it beats the default rule's pick by more than the
+// noise (kept_candidate). When the default rule's pick sums for accuracy
 // (convolution_algorithms.hpp), only algorithms that do too compete.
 // Results go to and come from the tuning cache.
 #include <chrono>
@@ -16,6 +17,11 @@
 #include "targets/cpu/lowering/tuning_cache.hpp"
 
 namespace kiln {
+
+// The candidate tuning keeps, given each one's median time, the first being
+// the default rule's pick: the fastest, unless it is within `margin` (a
+// fraction) of the first, which then stays.
+std::size_t kept_candidate(std::span<const double> medians, double margin);
 
 class kernel_tuner {
 public:
