@@ -220,20 +220,14 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     auto compiled_for_run_time_extents = [&](const program& source, const target& on,
                                              const compile_options& with) -> std::shared_ptr<const program> {
         const auto parameters = source.get_parameter_shapes();
-        std::size_t dynamic_dims = 0;
         parameter_lens at_max;
         parameter_lens at_min;
         for (const auto& [name, s] : parameters) {
             if (!s.dynamic()) continue;
-            for (const auto& d : s.dyn_dims()) dynamic_dims += d.is_fixed() ? 0 : 1;
             at_max.emplace(name, s.max_lens());
             at_min.emplace(name, s.min_lens());
         }
-        if (dynamic_dims != 1) {
-            per_shape_reason = "the program has " + std::to_string(dynamic_dims) +
-                               " dynamic dimensions (run-time extents follow one)";
-            return nullptr;
-        }
+        if (one_extent_dimensions(parameters, per_shape_reason).empty()) return nullptr;
         try {
             // Values must not depend on the extent (ir/extent_independence.hpp):
             // the program optimised at the range's two ends must be the same
@@ -326,7 +320,8 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     constexpr std::size_t kept_besides_optimals = 8;
     auto cache = std::make_shared<specialisation_cache>(make, kept_besides_optimals);
     if (auto generic = compiled_for_run_time_extents(*source, t, options)) {
-        cache->set_generic(std::move(generic));
+        const auto& plan = dynamic_cast<const run_time_extent_executable&>(*generic->executable_).plan();
+        cache->set_generic(std::move(generic), [plan](const parameter_lens& lens) { return plan.one_extent_in(lens); });
     } else {
         cache->set_per_shape_reason(per_shape_reason);
         // Compiling the optimal profiles now reports lowering errors at compile

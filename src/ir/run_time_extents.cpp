@@ -23,29 +23,58 @@ bool same_strides_where_it_matters(const shape& a, const shape& b) {
     return true;
 }
 
+std::string dimension_name(const input_dimension& d) {
+    return "'" + d.name + "' dimension " + std::to_string(d.dim);
+}
+
 }  // namespace
+
+std::vector<input_dimension> one_extent_dimensions(const std::map<std::string, shape>& parameters,
+                                                   std::string& why) {
+    std::vector<input_dimension> out;
+    std::vector<dynamic_dimension> ranges;
+    for (const auto& [name, s] : parameters) {
+        if (!s.dynamic()) continue;
+        const auto dims = s.dyn_dims();
+        for (std::size_t d = 0; d < dims.size(); ++d) {
+            if (dims[d].is_fixed()) continue;
+            out.push_back({name, d});
+            ranges.push_back(dims[d]);
+        }
+    }
+    if (out.empty()) {
+        why = "the program has no dynamic dimension";
+        return {};
+    }
+    // Dimensions of one range are taken as one extent; a run where they
+    // differ compiles on its own (extent_plan::one_extent_in), so dimensions
+    // that only share a range by chance lose nothing but the single compile.
+    for (std::size_t i = 1; i < out.size(); ++i)
+        if (ranges[i].min != ranges[0].min || ranges[i].max != ranges[0].max) {
+            why = "the program has " + std::to_string(out.size()) + " dynamic dimensions with different ranges (" +
+                  dimension_name(out[0]) + " and " + dimension_name(out[i]) +
+                  "; run-time extents follow one, or several of one range)";
+            return {};
+        }
+    return out;
+}
 
 std::optional<extent_plan> extent_plan::derive(const module& compiled,
                                                const std::map<std::string, shape>& dynamic_parameters,
                                                std::string& why) {
     extent_plan plan;
-    std::size_t dynamic_dims = 0;
-    for (const auto& [name, s] : dynamic_parameters) {
-        if (!s.dynamic()) continue;
-        const auto dims = s.dyn_dims();
-        for (std::size_t d = 0; d < dims.size(); ++d) {
-            if (dims[d].is_fixed()) continue;
-            ++dynamic_dims;
-            plan.parameter_ = name;
-            plan.parameter_dim_ = d;
-            plan.min_ = dims[d].min;
-            plan.max_ = dims[d].max;
-        }
-    }
-    if (dynamic_dims != 1) {
-        why = "the program has " + std::to_string(dynamic_dims) + " dynamic dimensions (run-time extents follow one)";
-        return std::nullopt;
-    }
+    plan.dims_ = one_extent_dimensions(dynamic_parameters, why);
+    if (plan.dims_.empty()) return std::nullopt;
+    const auto range = dynamic_parameters.at(plan.dims_[0].name).dyn_dims()[plan.dims_[0].dim];
+    plan.min_ = range.min;
+    plan.max_ = range.max;
+    // The extent's dimensions of parameter `name`.
+    auto extent_dims_of = [&](const std::string& name) {
+        std::vector<std::size_t> out;
+        for (const auto& d : plan.dims_)
+            if (d.name == name) out.push_back(d.dim);
+        return out;
+    };
     const auto names = compiled.instruction_names();
     const auto probes = probe_extents(plan.min_, plan.max_);
     // shapes[k][i]: instruction i's shape at probe k.
@@ -54,13 +83,16 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
         std::unordered_map<const instruction*, std::size_t> index;
         for (const auto& ins : compiled) {
             shape s = ins.get_shape();
-            if (ins.is_param() && ins.param_name() == plan.parameter_) {
+            const auto extent_dims = ins.is_param() ? extent_dims_of(ins.param_name()) : std::vector<std::size_t>{};
+            if (!extent_dims.empty()) {
                 auto lens = s.lens();
-                if (plan.parameter_dim_ >= lens.size() || lens[plan.parameter_dim_] != plan.max_ || !s.standard()) {
-                    why = "input '" + plan.parameter_ + "' is " + to_string(s) + " in the compiled program";
-                    return std::nullopt;
+                for (const auto d : extent_dims) {
+                    if (d >= lens.size() || lens[d] != plan.max_ || !s.standard()) {
+                        why = "input '" + ins.param_name() + "' is " + to_string(s) + " in the compiled program";
+                        return std::nullopt;
+                    }
+                    lens[d] = probes[k];
                 }
-                lens[plan.parameter_dim_] = probes[k];
                 s = shape(s.type(), lens);
             } else if (!ins.is_param() && !ins.is_literal() && !ins.is_return()) {
                 std::vector<shape> inputs;
@@ -127,7 +159,24 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
 }
 
 std::size_t extent_plan::extent_of(const parameter_map& inputs) const {
-    return inputs.at(parameter_).get_shape().lens().at(parameter_dim_);
+    auto length = [&](const input_dimension& d) { return inputs.at(d.name).get_shape().lens().at(d.dim); };
+    const std::size_t e = length(dims_[0]);
+    for (const auto& d : dims_)
+        if (length(d) != e)
+            fail("input " + dimension_name(dims_[0]) + " is " + std::to_string(e) + " and input " + dimension_name(d) +
+                 " is " + std::to_string(length(d)) +
+                 ": the program was compiled for them being one length (one dynamic range)");
+    return e;
+}
+
+bool extent_plan::one_extent_in(const parameter_lens& lens) const {
+    auto length = [&](const input_dimension& d) {
+        auto it = lens.find(d.name);
+        return it == lens.end() || d.dim >= it->second.size() ? std::size_t{0} : it->second[d.dim];
+    };
+    for (const auto& d : dims_)
+        if (length(d) != length(dims_[0])) return false;
+    return true;
 }
 
 std::vector<shape> extent_plan::shapes_at(std::size_t e) const {

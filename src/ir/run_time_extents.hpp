@@ -4,7 +4,10 @@
 // packed once), and each run hands every instruction its actual shape.
 //
 // extent_plan says how each instruction's shape follows the run-time extent
-// e of the program's one dynamic dimension: each length is a * e + b, found
+// e of the program's one dynamic dimension (or of several with one range,
+// such as the batch of BERT's input_ids and attention_mask, which the model
+// needs equal: they are taken as one extent, and a run where they differ is
+// not this plan's): each length is a * e + b, found
 // by running compute_shape over the compiled module at the range's minimum,
 // middle and maximum. It refuses (and the program keeps its cache of static
 // specialisations) wherever that would not be exact: an op whose shape
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "kiln/module.hpp"
+#include "kiln/program.hpp"
 #include "kiln/target.hpp"
 
 namespace kiln {
@@ -34,26 +38,39 @@ struct varying_dimension {
     std::int64_t offset = 0;
 };
 
+// A dynamic dimension of an input: parameter `name`'s dimension `dim`.
+struct input_dimension {
+    std::string name;
+    std::size_t dim = 0;
+};
+
+// The dynamic dimensions of `parameters` when they can be one run-time
+// extent (one, or several with the same range); empty with the reason in
+// `why` otherwise.
+std::vector<input_dimension> one_extent_dimensions(const std::map<std::string, shape>& parameters,
+                                                   std::string& why);
+
 class extent_plan {
 public:
     // The plan for `compiled` (the main module compiled at the maximum of the
-    // one dynamic dimension of `dynamic_parameters`), or nullopt with the
-    // reason in `why`.
+    // one extent of `dynamic_parameters`), or nullopt with the reason in `why`.
     static std::optional<extent_plan> derive(const module& compiled,
                                              const std::map<std::string, shape>& dynamic_parameters, std::string& why);
 
     // Per instruction of the compiled module, in order: how it varies, if it does.
     const std::vector<std::optional<varying_dimension>>& varying() const { return varying_; }
-    // The run-time extent given by `inputs` (checked against the ranges by the caller).
+    // The run-time extent given by `inputs` (checked against the ranges by
+    // the caller); an error naming the inputs when the dimensions that are
+    // one extent differ.
     std::size_t extent_of(const parameter_map& inputs) const;
+    // Whether the dimensions that are one extent have one length in `lens`.
+    bool one_extent_in(const parameter_lens& lens) const;
     // The shape of every instruction at extent `e`.
     std::vector<shape> shapes_at(std::size_t e) const;
-    const std::string& parameter() const { return parameter_; }
     std::size_t max_extent() const { return max_; }
 
 private:
-    std::string parameter_;  // the input with the dynamic dimension
-    std::size_t parameter_dim_ = 0;
+    std::vector<input_dimension> dims_;  // the inputs' dimensions that are the extent
     std::size_t min_ = 0, max_ = 0;
     std::vector<shape> at_max_;
     std::vector<std::optional<varying_dimension>> varying_;
@@ -89,6 +106,7 @@ public:
     std::vector<kernel_choice> kernel_choices() const override { return inner_->kernel_choices(); }
     // The parameters with their ranges, which run() accepts.
     const std::map<std::string, shape>& parameter_shapes() const { return parameters_; }
+    const extent_plan& plan() const { return plan_; }
 
 private:
     std::vector<argument> run_at(const parameter_map& inputs, std::vector<step_timing>* timings,

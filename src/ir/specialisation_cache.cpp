@@ -22,7 +22,7 @@ std::shared_ptr<const program> specialisation_cache::get(const parameter_lens& l
             it->second.last_use = ++clock_;
             return it->second.compiled;
         }
-        if (generic_) return generic_;
+        if (generic_ && (!generic_accepts_ || generic_accepts_(lens))) return generic_;
     }
     auto compiled = make_(lens);
     std::lock_guard lock(mutex_);

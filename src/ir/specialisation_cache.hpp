@@ -30,9 +30,14 @@ public:
     // Compiled programs held now (the generic one counts once).
     std::size_t size() const;
     // A program compiled once that runs every extent of the range
-    // (ir/run_time_extents.hpp): get() returns it for any extents not pinned,
-    // compiling nothing more.
-    void set_generic(std::shared_ptr<const program> compiled) { generic_ = std::move(compiled); }
+    // (ir/run_time_extents.hpp): get() returns it for any extents not pinned
+    // that `accepts` (all of them when it is empty), compiling nothing more;
+    // others compile on their own.
+    using extents_test = std::function<bool(const parameter_lens&)>;
+    void set_generic(std::shared_ptr<const program> compiled, extents_test accepts = {}) {
+        generic_ = std::move(compiled);
+        generic_accepts_ = std::move(accepts);
+    }
     // Why there is no generic program (each set of extents compiles on its
     // own), naming the instruction or property that forced it; empty with one.
     void set_per_shape_reason(std::string why) { per_shape_reason_ = std::move(why); }
@@ -52,6 +57,7 @@ private:
     std::map<parameter_lens, entry> entries_;
     std::uint64_t clock_ = 0;
     std::shared_ptr<const program> generic_;
+    extents_test generic_accepts_;
     std::string per_shape_reason_;
 };
 

@@ -19,7 +19,12 @@
 //    [B, S, 3 * H * D] cut into three [B, S, H, D]), and a transpose
 //    between a reshape that merges dims and one that splits them back
 //    becomes one transpose. The readers then read the strided view
-//    (replace_value_restrided).
+//    (replace_value_restrided);
+//  - a gather along axis 0 whose constant indices are 0, 1, ..., N - 1 in
+//    order (N the axis's length) reads every row once, in order: a reshape
+//    of its input to the indices' lens followed by the rows' (Hugging Face's
+//    attention masks index the flattened mask with batch * S + position,
+//    which is then no constant that depends on the batch).
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -27,7 +32,9 @@
 
 #include "kiln/op_registry.hpp"
 #include "kiln/passes.hpp"
+#include "ops/index.hpp"
 #include "ops/shape_ops.hpp"
+#include "passes/constant_value.hpp"
 #include "passes/rewriter.hpp"
 
 namespace kiln {
@@ -317,13 +324,41 @@ rewrite_rule transposes_between_merge_and_split_as_views() {
         }};
 }
 
+// Whether `indices` (an integer constant) holds 0, 1, ..., n - 1 in order.
+bool counts_up_to(const instruction& indices, std::size_t n) {
+    const shape& s = indices.get_shape();
+    if (s.elements() != n || (s.type() != dtype::int64_type && s.type() != dtype::int32_type)) return false;
+    const auto values = constant_value(indices);
+    if (!values || !values->get_shape().standard()) return false;
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::int64_t v = s.type() == dtype::int64_type ? values->data_as<std::int64_t>()[i]
+                                                             : values->data_as<std::int32_t>()[i];
+        if (v != static_cast<std::int64_t>(i)) return false;
+    }
+    return true;
+}
+
+rewrite_rule gathers_of_every_row_in_order_as_reshapes() {
+    auto pattern = name("gather").args(standard_shape().bind("x"), any().bind("indices"));
+    return {"gathers_of_every_row_in_order_as_reshapes", pattern, [](module& m, const match_result& r) {
+                const auto* g = r.root->get_operator().get_if<op::gather>();
+                const shape& x = r.at("x")->get_shape();
+                if (g == nullptr || g->axis != 0 || x.ndim() == 0 || x.lens()[0] == 0) return false;
+                if (!counts_up_to(*r.at("indices"), x.lens()[0])) return false;
+                const shape& out = r.root->get_shape();
+                return replace_with_new(m, r.root, make_op("reshape", value_map{{"dims", dims_value(out.lens())}}),
+                                        {r.at("x")});
+            }};
+}
+
 }  // namespace
 
 void simplify_reshapes::apply(module& m) const {
     rewrite_to_fixed_point(
         m, {remove_noop_views(), merge_transposes(), merge_reshapes(), merge_broadcasts(), converts_before_broadcasts(),
             unit_dim_reshapes_as_views(),
-            reshapes_of_pieces_as_views(), transposes_between_merge_and_split_as_views()});
+            reshapes_of_pieces_as_views(), transposes_between_merge_and_split_as_views(),
+            gathers_of_every_row_in_order_as_reshapes()});
 }
 
 }  // namespace kiln
