@@ -7,7 +7,8 @@ the second: MobileNetV2 and ResNet-50 (build/models, made dynamic-batch by scrip
 compiled once for batch 1..max against a program compiled for exactly batch 1, max/2 and max.
        PYTHONPATH=python .venv/bin/python bench/run_time_extents.py bert [max] [rounds] [reps]
 the third: BERT-base (bench/bert_ids_only.py; BERT_IDS_ONLY=file reuses an export) at sequence 128 compiled
-once for batch 1..max against a program compiled for exactly batch 1, max/2 and max."""
+once for batch 1..max against a program compiled for exactly batch 1, max/2 and max; bert_mask: the same
+with input_ids, attention_mask and token_type_ids sharing the dynamic batch (BERT_MASKED=file reuses one)."""
 import os, sys, tempfile, time, statistics, numpy as np, kiln
 OUT = tempfile.mkdtemp(prefix="kiln_extents_")
 from onnx import helper, numpy_helper, TensorProto
@@ -77,27 +78,37 @@ def compare_cnn(name, mx, rounds, reps):
     assert generic.specialisation_count() == 1
 
 
-def compare_bert(mx, rounds, reps):
+def bert_feeds(names, e):
+    """Token ids, a mask whose rows keep 96 of 128 tokens and zero token types, at batch e."""
+    mask = np.ones((e, 128), np.int64)
+    mask[:, 96:] = 0
+    feeds = {"input_ids": np.random.default_rng(e).integers(0, 30522, (e, 128)).astype(np.int64),
+             "attention_mask": mask, "token_type_ids": np.zeros((e, 128), np.int64)}
+    return {n: feeds[n] for n in names}
+
+
+def compare_bert(mx, rounds, reps, masked=False):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bert_ids_only import one_input_model
-    path = one_input_model(OUT)
-    generic = kiln.parse_onnx(path, map_dyn_input_dims={"input_ids": [{"min": 1, "max": mx}, 128]})
+    from bert_ids_only import masked_model, one_input_model
+    path = masked_model(OUT) if masked else one_input_model(OUT)
+    names = ["input_ids", "attention_mask", "token_type_ids"] if masked else ["input_ids"]
+    generic = kiln.parse_onnx(path, map_dyn_input_dims={n: [{"min": 1, "max": mx}, 128] for n in names})
     generic.compile(CPU, threads=1)
     assert generic.specialisation_count() == 1, generic.per_shape_compilation_reason()
     for e in sorted({1, max(1, mx // 2), mx}):
-        exact = kiln.parse_onnx(path, map_input_dims={"input_ids": [e, 128]}); exact.compile(CPU, threads=1)
-        x = {"input_ids": np.random.default_rng(e).integers(0, 30522, (e, 128)).astype(np.int64)}
+        exact = kiln.parse_onnx(path, map_input_dims={n: [e, 128] for n in names}); exact.compile(CPU, threads=1)
+        x = bert_feeds(names, e)
         np.testing.assert_allclose(np.asarray(generic.run(x)[0]), np.asarray(exact.run(x)[0]), rtol=1e-4, atol=1e-4)
         median, q1, q3 = interleaved_ratios(generic, exact, x, rounds, reps)
-        print(f"bert_base batch 1..{mx} at {e}: generic/exact median {median:.3f} "
+        print(f"bert_base{' with mask' if masked else ''} batch 1..{mx} at {e}: generic/exact median {median:.3f} "
               f"(quartiles {q1:.3f}..{q3:.3f}, {rounds} rounds x {reps} runs); load {os.getloadavg()}", flush=True)
         del exact
     assert generic.specialisation_count() == 1
 
 
-if len(sys.argv) > 1 and sys.argv[1] == "bert":
+if len(sys.argv) > 1 and sys.argv[1] in ("bert", "bert_mask"):
     compare_bert(int(sys.argv[2]) if len(sys.argv) > 2 else 8, int(sys.argv[3]) if len(sys.argv) > 3 else 9,
-                 int(sys.argv[4]) if len(sys.argv) > 4 else 2)
+                 int(sys.argv[4]) if len(sys.argv) > 4 else 2, masked=sys.argv[1] == "bert_mask")
 elif len(sys.argv) > 1 and sys.argv[1] == "cnn":
     mx = int(sys.argv[2]) if len(sys.argv) > 2 else 8
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 9

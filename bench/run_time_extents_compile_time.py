@@ -10,7 +10,8 @@ input (the mask and token types are the model's defaults, computed from the ids'
 
 usage: PYTHONPATH=python .venv/bin/python bench/run_time_extents_compile_time.py [rounds] [max] [min]
 MODEL=mobilenet_v2 or MODEL=resnet50: that CNN with a dynamic batch MIN..MAX (scripts/dynamic_batch_copy.py)
-against a static compile at batch MAX, instead of BERT-base."""
+against a static compile at batch MAX, instead of BERT-base. MODEL=bert_mask: BERT-base with input_ids,
+attention_mask and token_type_ids sharing a dynamic batch (bench/bert_ids_only.masked_model; AXIS=batch)."""
 import os
 import statistics
 import sys
@@ -20,7 +21,7 @@ import time
 import kiln
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bert_ids_only import one_input_model  # noqa: E402
+from bert_ids_only import masked_model, one_input_model  # noqa: E402
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 MAX = int(sys.argv[2]) if len(sys.argv) > 2 else 128
@@ -44,6 +45,11 @@ with tempfile.TemporaryDirectory(prefix="kiln_ranged_compile_") as folder:
         path = one_input_model(folder)
         variants = {"static": {"map_input_dims": {"input_ids": STATIC}},
                     "ranged": {"map_dyn_input_dims": {"input_ids": RANGED}}}
+    elif MODEL == "bert_mask":
+        path = masked_model(folder)
+        names = ("input_ids", "attention_mask", "token_type_ids")
+        variants = {"static": {"map_input_dims": {n: STATIC for n in names}},
+                    "ranged": {"map_dyn_input_dims": {n: RANGED for n in names}}}
     else:
         sys.path.insert(0, "scripts")
         from dynamic_batch_copy import dynamic_batch_copy
