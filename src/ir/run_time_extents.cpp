@@ -29,8 +29,7 @@ std::string dimension_name(const input_dimension& d) {
 
 }  // namespace
 
-std::vector<input_dimension> one_extent_dimensions(const std::map<std::string, shape>& parameters,
-                                                   std::string& why) {
+std::vector<input_dimension> one_extent_dimensions(const std::map<std::string, shape>& parameters, std::string& why) {
     std::vector<input_dimension> out;
     std::vector<dynamic_dimension> ranges;
     for (const auto& [name, s] : parameters) {

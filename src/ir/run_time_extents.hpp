@@ -47,8 +47,7 @@ struct input_dimension {
 // The dynamic dimensions of `parameters` when they can be one run-time
 // extent (one, or several with the same range); empty with the reason in
 // `why` otherwise.
-std::vector<input_dimension> one_extent_dimensions(const std::map<std::string, shape>& parameters,
-                                                   std::string& why);
+std::vector<input_dimension> one_extent_dimensions(const std::map<std::string, shape>& parameters, std::string& why);
 
 class extent_plan {
 public:

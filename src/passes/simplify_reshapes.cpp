@@ -331,8 +331,8 @@ bool counts_up_to(const instruction& indices, std::size_t n) {
     const auto values = constant_value(indices);
     if (!values || !values->get_shape().standard()) return false;
     for (std::size_t i = 0; i < n; ++i) {
-        const std::int64_t v = s.type() == dtype::int64_type ? values->data_as<std::int64_t>()[i]
-                                                             : values->data_as<std::int32_t>()[i];
+        const std::int64_t v =
+            s.type() == dtype::int64_type ? values->data_as<std::int64_t>()[i] : values->data_as<std::int32_t>()[i];
         if (v != static_cast<std::int64_t>(i)) return false;
     }
     return true;
@@ -356,8 +356,7 @@ rewrite_rule gathers_of_every_row_in_order_as_reshapes() {
 void simplify_reshapes::apply(module& m) const {
     rewrite_to_fixed_point(
         m, {remove_noop_views(), merge_transposes(), merge_reshapes(), merge_broadcasts(), converts_before_broadcasts(),
-            unit_dim_reshapes_as_views(),
-            reshapes_of_pieces_as_views(), transposes_between_merge_and_split_as_views(),
+            unit_dim_reshapes_as_views(), reshapes_of_pieces_as_views(), transposes_between_merge_and_split_as_views(),
             gathers_of_every_row_in_order_as_reshapes()});
 }
 

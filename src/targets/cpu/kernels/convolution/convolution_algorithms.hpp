@@ -17,7 +17,7 @@ extern const kernel_algorithm im2col_convolution;                      // im2col
 extern const kernel_algorithm channel_split_convolution;               // channel_split_convolution.cpp
 extern const kernel_algorithm onednn_convolution;                      // dnnl_convolution.cpp
 // Constant bfloat16 weights on a CPU with bfloat16 dot products (the 16-bit weights' list).
-extern const kernel_algorithm onednn_bf16_convolution;  // dnnl_convolution.cpp
+extern const kernel_algorithm onednn_bf16_convolution;                 // dnnl_convolution.cpp
 extern const kernel_algorithm onednn_winograd_convolution;             // onednn_winograd_convolution.cpp
 extern const kernel_algorithm onednn_int8_convolution;                 // onednn_int8_convolution.cpp
 

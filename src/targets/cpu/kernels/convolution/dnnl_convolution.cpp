@@ -141,8 +141,8 @@ std::shared_ptr<const cpu_kernel> build_in_bf16(const kernel_request& r, const k
                                                std::move(fixed), pd.scratchpad_desc().get_size(), std::move(kept));
     const auto& conv = requested_convolution(r);
     const shape& x = r.input_shapes[0];
-    const auto from = source_desc(x, conv.plain_input_shape(r.input_shapes), conv.input_layout,
-                                  dnnl::memory::data_type::f32);
+    const auto from =
+        source_desc(x, conv.plain_input_shape(r.input_shapes), conv.input_layout, dnnl::memory::data_type::f32);
     return ds::with_input_reordered(std::move(kernel), 0, from, pd.src_desc(), shape(dtype::bf16_type, x.lens()));
 }
 

@@ -28,7 +28,6 @@ bool onednn_convolution_eligible(const kernel_request& r);
 // the source a dense copy of x (in x's channel blocks, if blocked) that the
 // caller stages; the result, bias and post-op operands stay float32.
 std::optional<convolution_primitive> describe_convolution(
-    const kernel_request& r, dnnl::algorithm algorithm,
-    dnnl::memory::data_type compute = dnnl::memory::data_type::f32);
+    const kernel_request& r, dnnl::algorithm algorithm, dnnl::memory::data_type compute = dnnl::memory::data_type::f32);
 
 }  // namespace kiln
