@@ -126,7 +126,7 @@ def test_a_gather_of_every_row_in_order_is_a_reshape():
 @pytest.fixture(scope="module")
 def tiny_bert_with_mask(tmp_path_factory):
     """A 2-layer BERT (transformers, random weights) taking input_ids and attention_mask, dynamic batch."""
-    transformers = pytest.importorskip("transformers")
+    import transformers  # a dependency (requirements-dev.txt): its absence must fail, not skip
     config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                      intermediate_size=128, vocab_size=1000)
     torch.manual_seed(0)
