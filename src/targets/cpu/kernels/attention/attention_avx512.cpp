@@ -309,6 +309,149 @@ void run_items(const attention_plan& p, const float* q, const float* kt, const f
     }
 }
 
+// One query row per batch entry (a decode step): nothing is packed. The
+// panels of the tiled path cost a copy of every key and value for one row of
+// scores (a transposed read of the keys, 5-10x the products' time); here each
+// key's D floats are read where they lie (kt's D stride 1: a cache read
+// transposed), dotted with q on 16 lanes, and the probabilities then weight
+// the value rows (v's Dv stride 1), each streamed once.
+bool reads_one_row_in_place(const attention_plan& p) {
+    return p.sq == 1 && (p.kt_strides[0] == 1 || p.d == 1) && (p.v_strides[1] == 1 || p.dv == 1);
+}
+
+// scores[c] = q . key[c] for `Keys` keys, q and each key d contiguous floats.
+template <std::size_t Keys>
+void key_dots(const float* q, const float* const* key, std::size_t d, float* scores) {
+    const std::size_t vector_end = d / 16 * 16;
+    __m512 sum[Keys];
+    for (std::size_t c = 0; c < Keys; ++c) sum[c] = _mm512_setzero_ps();
+    auto step = [&](std::size_t k, __mmask16 lanes) {
+        const __m512 a = _mm512_maskz_loadu_ps(lanes, q + k);
+        for (std::size_t c = 0; c < Keys; ++c) sum[c] = _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(lanes, key[c] + k), sum[c]);
+    };
+    for (std::size_t k = 0; k < vector_end; k += 16) step(k, 0xffff);
+    if (vector_end < d) step(vector_end, tail_mask(d - vector_end));
+    for (std::size_t c = 0; c < Keys; ++c) scores[c] = hsum_ps(sum[c]);
+}
+
+// out[0, n) (n <= 64 floats, `Vectors` of 16 lanes) = inv_sum * sum_j e[j] *
+// value row j from `values` (rows at `stride`), over `keys` rows.
+template <std::size_t Vectors>
+void weighted_values(const float* e, std::size_t keys, const float* values, std::size_t stride, std::size_t n,
+                     float inv_sum, float* out) {
+    const __mmask16 last = tail_mask(n - (Vectors - 1) * 16);
+    __m512 acc[Vectors];
+    for (std::size_t c = 0; c < Vectors; ++c) acc[c] = _mm512_setzero_ps();
+    for (std::size_t j = 0; j < keys; ++j) {
+        const __m512 w = splat(e[j]);
+        const float* row = values + j * stride;
+        for (std::size_t c = 0; c + 1 < Vectors; ++c) acc[c] = _mm512_fmadd_ps(w, _mm512_loadu_ps(row + c * 16), acc[c]);
+        acc[Vectors - 1] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(last, row + (Vectors - 1) * 16), acc[Vectors - 1]);
+    }
+    const __m512 scale = splat(inv_sum);
+    for (std::size_t c = 0; c + 1 < Vectors; ++c) _mm512_storeu_ps(out + c * 16, _mm512_mul_ps(acc[c], scale));
+    _mm512_mask_storeu_ps(out + (Vectors - 1) * 16, last, _mm512_mul_ps(acc[Vectors - 1], scale));
+}
+
+void weighted_value_columns(const float* e, std::size_t keys, const float* values, std::size_t stride,
+                            std::size_t n, float inv_sum, float* out) {
+    for (std::size_t c0 = 0; c0 < n; c0 += 64) {
+        const std::size_t width = n - c0 < 64 ? n - c0 : 64;
+        switch ((width + 15) / 16) {
+            case 1:
+                weighted_values<1>(e, keys, values + c0, stride, width, inv_sum, out + c0);
+                break;
+            case 2:
+                weighted_values<2>(e, keys, values + c0, stride, width, inv_sum, out + c0);
+                break;
+            case 3:
+                weighted_values<3>(e, keys, values + c0, stride, width, inv_sum, out + c0);
+                break;
+            default:
+                weighted_values<4>(e, keys, values + c0, stride, width, inv_sum, out + c0);
+                break;
+        }
+    }
+}
+
+// Batch entries [first, last) of a one-row plan (reads_one_row_in_place).
+void run_one_row_entries(const attention_plan& p, const float* q, const float* kt, const float* v, const float* mask,
+                         float* out, thread_buffers buf, std::size_t first, std::size_t last) {
+    constexpr std::size_t group = 4;  // keys dotted side by side
+    for (std::size_t b = first; b < last; ++b) {
+        std::size_t columns = p.sk;
+        if (p.item_columns != nullptr)
+            columns = p.item_columns[b];  // one tile per entry
+        else if (p.skip_masked_tails)
+            columns = avx2::attention_unmasked_columns(p, mask, b, 0, 1);
+        const float* q_row = q + p.q_offsets[b];
+        if (p.q_strides[1] != 1) {
+            pack(q_row, p.q_strides, 1, p.d, buf.q, p.d);
+            q_row = buf.q;
+        }
+        const float* keys = kt + p.kt_offsets[b];
+        float* s = buf.scores;
+        std::size_t j = 0;
+        for (; j + group <= columns; j += group) {
+            const float* key[group];
+            for (std::size_t c = 0; c < group; ++c) key[c] = keys + (j + c) * p.kt_strides[1];
+            key_dots<group>(q_row, key, p.d, s + j);
+        }
+        for (; j < columns; ++j) {
+            const float* key = keys + j * p.kt_strides[1];
+            key_dots<1>(q_row, &key, p.d, s + j);
+        }
+        // Scaled, masked, padded with -inf to whole vectors; the maximum skips NaN as the tiled path's does.
+        const float* mask_row = p.has_mask ? mask + p.mask_offsets[b] : nullptr;
+        const std::size_t padded = (columns + 15) / 16 * 16;
+        __m512 row_max = splat(-std::numeric_limits<float>::infinity());
+        const __m512 scale = splat(p.scale);
+        for (std::size_t c0 = 0; c0 < padded; c0 += 16) {
+            const std::size_t width = columns - c0 < 16 ? columns - c0 : 16;
+            const __mmask16 m = width == 16 ? static_cast<__mmask16>(0xffff) : tail_mask(width);
+            __m512 x = _mm512_maskz_loadu_ps(m, s + c0);
+            if (mask_row == nullptr) {
+                x = _mm512_mul_ps(x, scale);
+            } else {
+                __m512 added;
+                if (p.mask_strides[1] == 1) {
+                    added = _mm512_maskz_loadu_ps(m, mask_row + c0);
+                } else {
+                    alignas(64) float gathered[16] = {};
+                    for (std::size_t c = 0; c < width; ++c) gathered[c] = mask_row[(c0 + c) * p.mask_strides[1]];
+                    added = _mm512_load_ps(gathered);
+                }
+                x = _mm512_fmadd_ps(x, scale, added);
+            }
+            x = _mm512_mask_mov_ps(splat(-std::numeric_limits<float>::infinity()), m, x);
+            _mm512_storeu_ps(s + c0, x);
+            row_max = _mm512_max_ps(x, row_max);
+        }
+        _mm512_store_ps(buf.row_max, row_max);
+        exponentiate_row(s, padded, buf.row_max, p, buf.inv_sum);
+        weighted_value_columns(s, columns, v + p.v_offsets[b], p.v_strides[0], p.dv, *buf.inv_sum,
+                               out + p.out_offsets[b]);
+    }
+}
+
+// Below this many key and value floats in all, a second thread does not pay for waking.
+constexpr std::size_t one_row_parallel_floats = std::size_t{1} << 14;
+
+void run_one_row(const attention_plan& p, const float* q, const float* kt, const float* v, const float* mask,
+                 float* out, float* base) {
+    if (p.threads <= 1 || p.batches < 2 || p.batches * p.sk * (p.d + p.dv) < one_row_parallel_floats) {
+        run_one_row_entries(p, q, kt, v, mask, out, buffers_of(p, base), 0, p.batches);
+        return;
+    }
+#pragma omp parallel num_threads(p.threads)
+    {
+        const auto t = static_cast<std::size_t>(omp_get_thread_num());
+        const auto nt = static_cast<std::size_t>(omp_get_num_threads());
+        run_one_row_entries(p, q, kt, v, mask, out, buffers_of(p, base + t * thread_floats(p)), p.batches * t / nt,
+                            p.batches * (t + 1) / nt);
+    }
+}
+
 }  // namespace
 
 std::size_t attention_scratch_bytes(const attention_plan& p) {
@@ -319,6 +462,7 @@ void run_attention(const attention_plan& p, const float* q, const float* kt, con
                    float* out, std::byte* scratch) {
     const std::size_t items = p.batches * ((p.sq + p.tile_rows - 1) / p.tile_rows);
     float* base = reinterpret_cast<float*>(scratch);
+    if (reads_one_row_in_place(p)) return run_one_row(p, q, kt, v, mask, out, base);
     if (!p.parallel || p.threads <= 1) {
         run_items(p, q, kt, v, mask, out, buffers_of(p, base), 0, items);
         return;
