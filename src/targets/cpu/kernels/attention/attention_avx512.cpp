@@ -327,7 +327,8 @@ void key_dots(const float* q, const float* const* key, std::size_t d, float* sco
     for (std::size_t c = 0; c < Keys; ++c) sum[c] = _mm512_setzero_ps();
     auto step = [&](std::size_t k, __mmask16 lanes) {
         const __m512 a = _mm512_maskz_loadu_ps(lanes, q + k);
-        for (std::size_t c = 0; c < Keys; ++c) sum[c] = _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(lanes, key[c] + k), sum[c]);
+        for (std::size_t c = 0; c < Keys; ++c)
+            sum[c] = _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(lanes, key[c] + k), sum[c]);
     };
     for (std::size_t k = 0; k < vector_end; k += 16) step(k, 0xffff);
     if (vector_end < d) step(vector_end, tail_mask(d - vector_end));
@@ -345,7 +346,8 @@ void weighted_values(const float* e, std::size_t keys, const float* values, std:
     for (std::size_t j = 0; j < keys; ++j) {
         const __m512 w = splat(e[j]);
         const float* row = values + j * stride;
-        for (std::size_t c = 0; c + 1 < Vectors; ++c) acc[c] = _mm512_fmadd_ps(w, _mm512_loadu_ps(row + c * 16), acc[c]);
+        for (std::size_t c = 0; c + 1 < Vectors; ++c)
+            acc[c] = _mm512_fmadd_ps(w, _mm512_loadu_ps(row + c * 16), acc[c]);
         acc[Vectors - 1] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(last, row + (Vectors - 1) * 16), acc[Vectors - 1]);
     }
     const __m512 scale = splat(inv_sum);
@@ -353,8 +355,8 @@ void weighted_values(const float* e, std::size_t keys, const float* values, std:
     _mm512_mask_storeu_ps(out + (Vectors - 1) * 16, last, _mm512_mul_ps(acc[Vectors - 1], scale));
 }
 
-void weighted_value_columns(const float* e, std::size_t keys, const float* values, std::size_t stride,
-                            std::size_t n, float inv_sum, float* out) {
+void weighted_value_columns(const float* e, std::size_t keys, const float* values, std::size_t stride, std::size_t n,
+                            float inv_sum, float* out) {
     for (std::size_t c0 = 0; c0 < n; c0 += 64) {
         const std::size_t width = n - c0 < 64 ? n - c0 : 64;
         switch ((width + 15) / 16) {
