@@ -74,7 +74,7 @@ def test_transposed_float32_weights_few_rows(rows, residual, bias):
 @pytest.mark.parametrize("rows", [1, 2, 3, 4])
 @pytest.mark.parametrize("k", [2, 15, 16, 17, 33, 250])
 def test_transposed_float32_weights_inner_tails(rows, k):
-    # k below, at and past one 16-lane vector (the masked tail), n not a multiple of the 4-column group
+    # k below, at and past one 16-lane vector (the masked tail), n not a multiple of the column group (8 for one row, 4 for more)
     build, inputs, expected = tied_output_layer(rows, k, 23, residual=True, bias=True, seed=100 * rows + k)
     p = build()
     got = run_on(p, "cpu", inputs, disabled_passes=["constant_propagation"])[0]
