@@ -31,6 +31,7 @@ def parse_args(argv):
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--top", type=int, default=12, help="slowest instructions of the decode program shown")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"], help="the backend's precision")
     return parser.parse_args(argv)
 
 
@@ -96,7 +97,7 @@ def main(argv=None):
     graphs = []
 
     def backend(gm, example_inputs, **kwargs):
-        graphs.append(kiln_backend(gm, example_inputs))
+        graphs.append(kiln_backend(gm, example_inputs, options={"precision": args.precision}))
         return graphs[-1]
 
     model.forward = torch.compile(model.forward, backend=backend)

@@ -140,6 +140,42 @@ def test_static_cache_is_written_in_place_inside_the_kiln_programs(name):
         assert report.subgraphs == 1, report.summary()
 
 
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_fp16_compute_writes_the_float32_cache_in_place(name):
+    """With the backend's precision="fp16" the keys and values are computed
+    in 16 bits and written, widened, into the caller's float32 cache inside
+    the one Kiln program (no write falls back to PyTorch and splits the
+    step). Tokens may differ from eager's in 16 bits, so the cache is checked
+    against eager's forward over the tokens Kiln generated."""
+    model = MODELS[name]()
+    eager_forward = model.forward
+    length = PROMPT_LENGTH + NEW_TOKENS
+    graphs = []
+
+    def backend(gm, example_inputs, **kwargs):
+        graphs.append(kiln.torch.dynamo_backend.kiln_backend(gm, example_inputs, options={"precision": "fp16"}))
+        return graphs[-1]
+
+    model.forward = torch.compile(model.forward, backend=backend)
+    kiln_cache = transformers.StaticCache(config=model.config, max_cache_len=length)
+    watcher = CachePointers(kiln_cache)
+    actual = generate_into(model, kiln_cache, NEW_TOKENS, watcher)
+    assert len(watcher.seen) == NEW_TOKENS and len(set(watcher.seen)) == 1
+    assert all(layer.keys.dtype == torch.float32 for layer in kiln_cache.layers)
+    eager_cache = transformers.StaticCache(config=model.config, max_cache_len=length)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # transformers' deprecation notes
+        eager_forward(actual[:, :-1], past_key_values=eager_cache, use_cache=True)
+    for kiln_layer, eager_layer in zip(kiln_cache.layers, eager_cache.layers):
+        torch.testing.assert_close(kiln_layer.keys, eager_layer.keys, rtol=2e-2, atol=2e-2)
+        torch.testing.assert_close(kiln_layer.values, eager_layer.values, rtol=2e-2, atol=2e-2)
+    reports = [r for g in graphs for r in g.reports.values()]
+    assert 1 <= len(reports) <= 2 and None not in reports
+    for report in reports:
+        assert not report.fallback_nodes, report.summary()
+        assert report.subgraphs == 1, report.summary()
+
+
 @pytest.mark.slow  # one Kiln compilation per new token (each from the decode graph's one export)
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_dynamic_cache_generates_eager_tokens(name, record_property):

@@ -152,10 +152,12 @@ class _SubgraphBuilder:
         module = program.get_main_module()
         ctx = ConversionContext(module, self.float_dtype, self.devices, graph_module=self.gm)
         values = {}
+        # An input written in place has that write as its only reader: no cast to the compute dtype.
+        written = {n.args[0] for n in self.in_place_writes()}
         for p in inputs:
             meta = p.meta["val"]
             param = module.add_parameter(p.name, kiln.shape(to_kiln_type(meta.dtype), [int(d) for d in meta.shape]))
-            values[p] = ctx.cast(KilnValue(param), ctx.compute_dtype(meta.dtype))
+            values[p] = KilnValue(param) if p in written else ctx.read_input(param)
         for node in self.group:
             for p in node.all_input_nodes:
                 if p not in values and p.op == "get_attr":

@@ -53,6 +53,9 @@ class _StandIns:
         if not static_tensor_meta(val, ("cpu", "cuda") if constant is not None else self.ctx.devices):
             return RuntimeValue(node)
         self.count += 1
+        if constant is None:  # an input of the subgraph, as build() reads it
+            s = kiln.shape(to_kiln_type(val.dtype), [int(d) for d in val.shape])
+            return self.ctx.read_input(self.ctx.module.add_parameter(f"stand_in_{self.count}", s))
         dtype = self.ctx.compute_dtype(val.dtype)
         s = kiln.shape(to_kiln_type(dtype), [int(d) for d in val.shape])
         return KilnValue(self.ctx.module.add_parameter(f"stand_in_{self.count}", s), constant=constant)

@@ -35,7 +35,7 @@ _TORCH_FLOAT8_ROUNDING = {
 class KilnValue:
     """One tensor of the Kiln graph: instruction, dtype, shape (and value if constant)."""
 
-    __slots__ = ("instruction", "dtype", "shape", "constant")
+    __slots__ = ("instruction", "dtype", "shape", "constant", "parameter")
 
     def __init__(self, instruction, constant=None):
         s = instruction.shape()
@@ -43,6 +43,8 @@ class KilnValue:
         self.dtype = to_torch_dtype(s.type)
         self.shape = tuple(s.lens)
         self.constant = constant
+        # For a subgraph input cast to the compute dtype (ConversionContext.read_input): the parameter itself.
+        self.parameter = None
 
     @property
     def ndim(self):
@@ -154,6 +156,17 @@ class ConversionContext:
         if isinstance(x, (bool, int, float)):
             return self.scalar(x, dtype)
         raise ConversionRefused(f"expected a tensor or a number, got {type(x).__name__}")
+
+    def read_input(self, parameter):
+        """Subgraph input `parameter` (an instruction, in the input's torch
+        dtype) as Kiln computes with it: cast to the compute dtype. The cast
+        remembers the parameter, which an in-place write takes instead, so
+        that the caller's tensor is written in its own dtype."""
+        raw = KilnValue(parameter)
+        value = self.cast(raw, self.compute_dtype(raw.dtype))
+        if value is not raw:
+            value.parameter = raw
+        return value
 
     def cast(self, value, dtype):
         if value.dtype == dtype:

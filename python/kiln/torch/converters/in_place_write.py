@@ -10,9 +10,11 @@ position written: the dims before the first indexed one are enumerated
 (aranges), so each update slice is the contiguous run of the dims after the
 last indexed one (a head's row of the cache).
 
-A write is taken only when its target is the subgraph's parameter itself,
-in the dtype Kiln computes in (no cast between) and read by nothing else;
-otherwise the node stays in PyTorch, which writes it as before.
+A write is taken only when its target is the subgraph's parameter itself
+and read by nothing else; otherwise the node stays in PyTorch, which writes
+it as before. Under reduced precision (``precision="fp16"``) the parameter
+keeps the caller's dtype: the updates are cast to it, and what later nodes
+read of the written cache is cast back to the compute dtype.
 """
 
 import sys
@@ -30,7 +32,9 @@ IN_PLACE_TARGETS = frozenset((aten.index_put_.default, aten.index_copy_.default,
 
 
 def _written_parameter(ctx, x):
-    """`x` when Kiln can write it in place, else refuses the node."""
+    """The parameter `x` reads when Kiln can write it in place, else refuses the node."""
+    if isinstance(x, KilnValue) and x.parameter is not None:
+        x = x.parameter  # the input in its own dtype, not the compute dtype's cast
     if not isinstance(x, KilnValue) or x.instruction.name() != "@param":
         ctx.refuse("an in-place write into a value computed inside Kiln (only graph inputs are written in place)")
     if any(d != "cpu" for d in ctx.devices):
@@ -64,7 +68,12 @@ def _scatter_in_place(ctx, x, first, index_values, index_shape, updates):
     index = ctx.concat(stacked, len(grid))
     depth = first + len(index_values)
     updates = ctx.broadcast(ctx.operand(updates, x.dtype), grid + list(x.shape[depth:]))
-    return ctx.add("scatter_nd_in_place", [x, index, updates])
+    return _as_computed(ctx, ctx.add("scatter_nd_in_place", [x, index, updates]))
+
+
+def _as_computed(ctx, written):
+    """The written parameter as the nodes after the write read it: in the compute dtype."""
+    return ctx.cast(written, ctx.compute_dtype(written.dtype))
 
 
 @converter(aten.index_put_.default)
@@ -103,5 +112,5 @@ def write_slice(ctx, base, src, dim=0, start=None, end=None, step=1):
     )
     positions = torch.arange(first, last, step, dtype=torch.int64)
     if positions.numel() == 0:
-        return x
+        return _as_computed(ctx, x)
     return _scatter_in_place(ctx, x, axis, [ctx.constant(positions)], tuple(positions.shape), src)
