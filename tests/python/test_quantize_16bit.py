@@ -14,6 +14,7 @@ import torch
 import kiln
 from kiln.compat import migraphx
 from kiln_testing import run_on
+from test_cpu_few_rows_products import COLUMNS
 
 QUANTIZE = {"half_type": kiln.quantize_fp16, "bf16_type": kiln.quantize_bf16}
 # Relative error of one rounding: 2^-11 for float16, 2^-8 for bfloat16; the
@@ -269,6 +270,56 @@ def test_cpu_few_rows_16bit_product(dtype, rows):
     else:  # round to nearest even
         rounded = w.astype(ml_dtypes.bfloat16).astype(np.float32)
     np.testing.assert_allclose(got, x.astype(np.float64) @ rounded.astype(np.float64) + bias, rtol=1e-4, atol=1e-4)
+
+
+def last_positions_times_table(rows, k, n, seed, broadcast=False):
+    """Each sequence's last position (a strided slice of [rows, 9, k]) times
+    the transpose of a constant [n, k] table that rows are also gathered
+    from: a decoder's tied output layer at the prompt; with `broadcast`, the
+    weights are broadcast to [rows, k, n], as PyTorch's batched matmul is
+    lowered. Returns (program, inputs, table); the program's second output is
+    the gathered rows."""
+    rng = np.random.default_rng(seed)
+    table = rng.standard_normal((n, k), dtype=np.float32)
+    x = rng.standard_normal((rows, 9, k), dtype=np.float32)
+    p = kiln.program()
+    m = p.get_main_module()
+    last = m.add_instruction(kiln.op("slice", axes=[1], starts=[8], ends=[9]),
+                             [m.add_parameter("x", kiln.shape("float", [rows, 9, k]))])
+    literal = m.add_literal(table)
+    transposed = m.add_instruction(kiln.op("transpose", permutation=[1, 0]), [literal])
+    if broadcast:
+        transposed = m.add_instruction(kiln.op("broadcast", out_lens=[rows, k, n]), [transposed])
+    ids = m.add_parameter("ids", kiln.shape("int64", [rows]))
+    m.add_return([m.add_instruction(kiln.op("dot"), [last, transposed]),
+                  m.add_instruction(kiln.op("gather", axis=0), [literal, ids])])
+    return p, {"x": x, "ids": np.arange(rows, dtype=np.int64) * 7}, table
+
+
+@pytest.mark.parametrize("broadcast", [False, True])
+@pytest.mark.parametrize("dtype", ["half_type", "bf16_type", None])
+@pytest.mark.parametrize("rows", [3, 4, 5, 20])  # (two rows' broadcast weights are folded to a literal)
+def test_cpu_strided_rows_times_transposed_16bit_table(dtype, rows, broadcast):
+    """The rows are read at their stride by the few-rows loops (up to four
+    rows), weights broadcast over the batch are read as one matrix, and
+    16-bit weights in any layout are widened in that layout for oneDNN
+    (more rows): no product falls to the reference compute."""
+    p, inputs, table = last_positions_times_table(rows, 77, 1031, seed=rows, broadcast=broadcast)
+    if dtype is not None:
+        QUANTIZE[dtype](p, ins_names=["dot"])
+    got = run_on(p, "cpu", inputs)[0]
+    (algorithm,) = [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"]
+    if rows <= 4:
+        assert algorithm == ("few_rows_16bit_avx2" if dtype else COLUMNS), algorithm
+    else:
+        assert algorithm != "reference", algorithm
+    rounded = {"half_type": lambda w: w.astype(np.float16), "bf16_type": lambda w: w.astype(ml_dtypes.bfloat16),
+               None: lambda w: w}[dtype](table).astype(np.float64)
+    x = inputs["x"][:, 8:9]
+    if algorithm == "onednn_bf16":  # computes in bfloat16: the rows are rounded too
+        x = x.astype(ml_dtypes.bfloat16)
+    want = x.astype(np.float64) @ rounded.T
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def cpu_has_bf16_dot_products():

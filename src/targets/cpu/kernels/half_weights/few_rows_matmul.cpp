@@ -13,6 +13,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "ops/fused_dot.hpp"
@@ -45,6 +46,39 @@ std::size_t transposed_block_columns(std::size_t cols, int threads) {
     return std::clamp<std::size_t>(spread, 16, 1024);
 }
 
+// The distance in elements between the rows of a (its last dimension
+// contiguous, the others collapsing to one stride, as a slice of each
+// sequence's last position is), or nullopt.
+std::optional<std::size_t> row_stride(const shape& a) {
+    const auto& lens = a.lens();
+    const auto& strides = a.strides();
+    if (lens.empty()) return std::nullopt;
+    if (a.standard()) return lens.back();
+    if (lens.back() > 1 && strides.back() != 1) return std::nullopt;
+    std::optional<std::size_t> stride;  // of the innermost leading dimension longer than one
+    std::size_t rows = 1;               // that the leading dimensions seen so far span
+    for (std::size_t d = lens.size() - 1; d-- > 0;) {
+        if (lens[d] == 1) continue;
+        if (!stride) {
+            stride = strides[d];
+        } else if (strides[d] != *stride * rows) {
+            return std::nullopt;
+        }
+        rows *= lens[d];
+    }
+    return stride.value_or(lens.back());
+}
+
+// The weights as one [K, N] matrix: 2-D, or broadcast over leading
+// dimensions (a batched product's weights); else nullopt.
+std::optional<shape> weight_matrix(const shape& b) {
+    if (b.ndim() < 2) return std::nullopt;
+    const std::size_t lead = b.ndim() - 2;
+    for (std::size_t d = 0; d < lead; ++d)
+        if (b.lens()[d] > 1 && b.strides()[d] != 0) return std::nullopt;
+    return shape(b.type(), {b.lens()[lead], b.lens()[lead + 1]}, {b.strides()[lead], b.strides()[lead + 1]});
+}
+
 // Whether 2-D weights [K, N] are stored transposed: [N, K] row-major.
 bool transposed_weights(const shape& b) {
     return !b.standard() && b.strides()[0] == 1 && b.strides()[1] == b.lens()[0];
@@ -60,9 +94,10 @@ multiply_function multiply_for(dtype stored, bool transposed) {
 
 class few_rows_kernel final : public cpu_kernel {
 public:
-    few_rows_kernel(std::size_t rows, std::size_t inner, std::size_t cols, few_rows_epilogue epilogue, dtype stored,
-                    bool transposed, multiply_function multiply, int threads)
+    few_rows_kernel(std::size_t rows, std::size_t a_row_stride, std::size_t inner, std::size_t cols,
+                    few_rows_epilogue epilogue, dtype stored, bool transposed, multiply_function multiply, int threads)
         : rows_(rows),
+          a_row_stride_(a_row_stride),
           inner_(inner),
           cols_(cols),
           epilogue_(std::move(epilogue)),
@@ -83,15 +118,15 @@ public:
             const std::size_t first = static_cast<std::size_t>(j) * block_;
             const std::size_t width = std::min(block_, cols_ - first);
             if (transposed_)
-                multiply_({a, inner_, rows_, inner_, b + first * inner_ * element_size_, inner_, width, y + first, cols_});
+                multiply_({a, a_row_stride_, rows_, inner_, b + first * inner_ * element_size_, inner_, width, y + first, cols_});
             else
-                multiply_({a, inner_, rows_, inner_, b + first * element_size_, cols_, width, y + first, cols_});
+                multiply_({a, a_row_stride_, rows_, inner_, b + first * element_size_, cols_, width, y + first, cols_});
             epilogue_.apply(inputs, y, rows_, cols_, first, width);
         }
     }
 
 private:
-    std::size_t rows_, inner_, cols_;
+    std::size_t rows_, a_row_stride_, inner_, cols_;
     few_rows_epilogue epilogue_;
     bool transposed_;
     std::size_t block_;
@@ -106,8 +141,10 @@ bool fits(const kernel_request& r) {
     const auto* fused = r.op.get_if<op::fused_dot>();
     if (fused == nullptr || !avx2::supported()) return false;
     const shape& a = r.input_shapes[0];
-    const shape& b = r.input_shapes[1];
-    if (a.type() != dtype::float_type || !a.standard() || !r.output_shape.standard() || b.ndim() != 2 ||
+    const auto matrix = weight_matrix(r.input_shapes[1]);
+    if (!matrix) return false;
+    const shape& b = *matrix;
+    if (a.type() != dtype::float_type || !row_stride(a) || !r.output_shape.standard() ||
         !(b.standard() || transposed_weights(b)) || b.lens()[0] == 0 || a.lens().back() != b.lens()[0])
         return false;
     if (fused->has_bias && r.input_shapes[2].type() != dtype::float_type) return false;
@@ -125,7 +162,7 @@ bool eligible(const kernel_request& r) {
 // float32 weights stored transposed (a tied output layer), constant.
 bool eligible_float32_columns(const kernel_request& r) {
     return r.input_shapes.size() > 1 && r.input_shapes[1].type() == dtype::float_type &&
-           !r.constant_inputs[1].empty() && transposed_weights(r.input_shapes[1]) && fits(r);
+           !r.constant_inputs[1].empty() && fits(r) && transposed_weights(*weight_matrix(r.input_shapes[1]));
 }
 
 // The same where AVX-512 loops are enabled (the CPU has them, KILN_CPU_ISA allows them).
@@ -134,16 +171,16 @@ bool eligible_float32_columns_avx512(const kernel_request& r) {
 }
 
 std::shared_ptr<const cpu_kernel> build_with(const kernel_request& r, multiply_function multiply) {
-    const shape& b = r.input_shapes[1];
+    const shape b = *weight_matrix(r.input_shapes[1]);
     const std::size_t rows = r.input_shapes[0].elements() / b.lens()[0];
     const auto& fused = *r.op.get_if<op::fused_dot>();
     few_rows_epilogue epilogue(fused, *few_rows_operand_strides(fused, r, b.lens()[1]));
-    return std::make_shared<few_rows_kernel>(rows, b.lens()[0], b.lens()[1], std::move(epilogue), b.type(),
-                                             transposed_weights(b), multiply, r.threads);
+    return std::make_shared<few_rows_kernel>(rows, *row_stride(r.input_shapes[0]), b.lens()[0], b.lens()[1],
+                                             std::move(epilogue), b.type(), transposed_weights(b), multiply, r.threads);
 }
 
 std::shared_ptr<const cpu_kernel> build(const kernel_request& r, const kernel_builder&) {
-    const shape& b = r.input_shapes[1];
+    const shape b = *weight_matrix(r.input_shapes[1]);
     return build_with(r, multiply_for(b.type(), transposed_weights(b)));
 }
 

@@ -19,9 +19,10 @@ public:
         : inner_(std::move(inner)), widened_(std::move(widened)), widen_(widen_16bit_function(stored)) {}
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
-        // The literal is standard-strided (literals are), so one flat widen.
+        // All the memory the weights' view spans, widened flat: the float32
+        // view keeps its strides (transposed or broadcast views of a literal too).
         auto* weights = reinterpret_cast<float*>(scratch);
-        widen_(inputs[1].data(), weights, widened_.elements());
+        widen_(inputs[1].data(), weights, widened_.element_space());
         std::vector<argument> with_widened = inputs;
         with_widened[1] = argument(widened_, weights);
         inner_->run(result, with_widened, scratch + scratch_aligned(widened_.bytes()));
@@ -40,18 +41,11 @@ bool has_16bit_weights(const kernel_request& r) {
     return r.input_shapes.size() > 1 && ops::is_16bit_float(r.input_shapes[1].type()) && !r.constant_inputs[1].empty();
 }
 
-namespace {
-
-bool has_standard_16bit_weights(const kernel_request& r) {
-    return has_16bit_weights(r) && r.input_shapes[1].standard();
-}
-
-}  // namespace
-
 std::shared_ptr<const cpu_kernel> build_widen_weights_per_run(std::span<const kernel_algorithm> float32_algorithms,
                                                               const kernel_request& r) {
-    if (!has_standard_16bit_weights(r)) return nullptr;  // the widening reads them as one flat run
-    const shape widened{dtype::float_type, r.input_shapes[1].lens()};
+    if (!has_16bit_weights(r)) return nullptr;
+    const shape& stored = r.input_shapes[1];
+    const shape widened{dtype::float_type, stored.lens(), stored.strides()};
     std::vector<shape> shapes = r.input_shapes;
     shapes[1] = widened;
     std::vector<argument> constants = r.constant_inputs;
@@ -73,7 +67,7 @@ std::shared_ptr<const cpu_kernel> build_convolution(const kernel_request& r, con
 std::span<const kernel_algorithm> half_weights_convolution_algorithms() {
     static const kernel_algorithm algorithms[] = {
         onednn_bf16_convolution,  // dnnl_convolution.cpp
-        {"widen_weights_per_run", has_standard_16bit_weights, build_convolution}};
+        {"widen_weights_per_run", has_16bit_weights, build_convolution}};
     return algorithms;
 }
 

@@ -61,12 +61,19 @@ std::optional<strided> fold_rows(const strided& t) {
     bool all_zero = true;
     for (std::size_t i = 0; i + 1 < r; ++i) all_zero = all_zero && (t.strides[i] == 0 || t.lens[i] == 1);
     if (!all_zero) {
-        std::size_t expected = t.strides[r - 2];
+        // The innermost leading dimension longer than one gives the stride
+        // (one of length one, as a slice of each sequence's last position
+        // leaves, has none that matters); the outer ones must continue it.
+        std::optional<std::size_t> expected;
         for (std::size_t i = r - 1; i-- > 0;) {
-            if (t.lens[i] != 1 && t.strides[i] != expected) return std::nullopt;
-            expected *= t.lens[i];
+            if (t.lens[i] == 1) continue;
+            if (!expected) {
+                row_stride = t.strides[i];
+                expected = row_stride;
+            }
+            if (t.strides[i] != *expected) return std::nullopt;
+            *expected *= t.lens[i];
         }
-        row_stride = t.strides[r - 2];
     }
     return strided{{rows, t.lens[r - 1]}, {row_stride, t.strides[r - 1]}};
 }
@@ -160,9 +167,14 @@ std::shared_ptr<const cpu_kernel> build(const op::fused_dot& fused, const kernel
     bias.lens.back() = out_lens.back();
     bias.strides.back() = 1;
 
-    // Constant 2-D weights: fold the source's batch into rows, one big product.
+    // Constant 2-D weights, or weights broadcast over the batch (a batched
+    // product of one matrix, constant or widened per run): fold the source's
+    // batch into rows, one big product.
     const bool constant_weights = r.is_constant(1);
-    if (constant_weights && rank > 2 && sb.ndim() <= 2) {
+    bool broadcast_batch = sb.ndim() > 2;
+    for (std::size_t i = 0; i + 2 < sb.ndim(); ++i)
+        if (sb.lens()[i] > 1 && sb.strides()[i] != 0) broadcast_batch = false;
+    if (rank > 2 && ((constant_weights && sb.ndim() <= 2) || broadcast_batch)) {
         auto fa = fold_rows(a), fd = fold_rows(dst);
         std::vector<std::optional<strided>> fo;
         bool ok = fa && fd;
