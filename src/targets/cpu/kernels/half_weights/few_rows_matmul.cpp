@@ -118,7 +118,8 @@ public:
             const std::size_t first = static_cast<std::size_t>(j) * block_;
             const std::size_t width = std::min(block_, cols_ - first);
             if (transposed_)
-                multiply_({a, a_row_stride_, rows_, inner_, b + first * inner_ * element_size_, inner_, width, y + first, cols_});
+                multiply_({a, a_row_stride_, rows_, inner_, b + first * inner_ * element_size_, inner_, width,
+                           y + first, cols_});
             else
                 multiply_({a, a_row_stride_, rows_, inner_, b + first * element_size_, cols_, width, y + first, cols_});
             epilogue_.apply(inputs, y, rows_, cols_, first, width);

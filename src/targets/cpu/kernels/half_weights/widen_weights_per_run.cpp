@@ -65,9 +65,8 @@ std::shared_ptr<const cpu_kernel> build_convolution(const kernel_request& r, con
 }  // namespace
 
 std::span<const kernel_algorithm> half_weights_convolution_algorithms() {
-    static const kernel_algorithm algorithms[] = {
-        onednn_bf16_convolution,  // dnnl_convolution.cpp
-        {"widen_weights_per_run", has_16bit_weights, build_convolution}};
+    static const kernel_algorithm algorithms[] = {onednn_bf16_convolution,  // dnnl_convolution.cpp
+                                                  {"widen_weights_per_run", has_16bit_weights, build_convolution}};
     return algorithms;
 }
 
