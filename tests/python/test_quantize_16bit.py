@@ -14,7 +14,11 @@ import torch
 import kiln
 from kiln.compat import migraphx
 from kiln_testing import run_on
-from test_cpu_few_rows_products import COLUMNS
+from test_cpu_avx512_transformer_kernels import isa  # noqa: F401 (fixture: each ISA's loops)
+from test_cpu_few_rows_products import COLUMNS, cpu_flags
+
+# The few-rows 16-bit loops this CPU runs by default (AVX-512 F has the 16-lane widening).
+FEW_ROWS_16BIT = "few_rows_16bit_avx512" if "avx512f" in cpu_flags() else "few_rows_16bit_avx2"
 
 QUANTIZE = {"half_type": kiln.quantize_fp16, "bf16_type": kiln.quantize_bf16}
 # Relative error of one rounding: 2^-11 for float16, 2^-8 for bfloat16; the
@@ -198,7 +202,7 @@ def test_cpu_keeps_weights_16bit_and_widens_them_in_its_kernels(dtype):
     assert weight_bytes(q) == w.size * 2
     assert weight_bytes(q) <= weight_bytes(f32) / 2
     # 3 rows: the few-rows loop, the relu applied to each block it computes
-    assert [a for _, op, a in q.get_kernel_algorithms() if op == "fused_dot"] == ["few_rows_16bit_avx2"]
+    assert [a for _, op, a in q.get_kernel_algorithms() if op == "fused_dot"] == [FEW_ROWS_16BIT]
     # float32 arithmetic on the rounded weights: numpy on those weights
     if dtype == "half_type":
         rounded = w.astype(np.float16)
@@ -215,7 +219,7 @@ def test_cpu_keeps_weights_16bit_and_widens_them_in_its_kernels(dtype):
 def test_cpu_16bit_weight_products_with_bias_and_post_ops(rows, post):
     """fused_dot with float16 weights as the cpu target runs it (bias, a
     residual add, GELU): up to 4 rows (a decoder's token step) by
-    few_rows_16bit_avx2, more by widened_panel_matmul; against numpy on the
+    few_rows_16bit_avx512 or _avx2, more by widened_panel_matmul; against numpy on the
     same float16 weights."""
     rng = np.random.default_rng(rows)
     k, n = 96, 333
@@ -241,14 +245,14 @@ def test_cpu_16bit_weight_products_with_bias_and_post_ops(rows, post):
         if target == "cpu":
             few_rows = 2 * rows <= 4
             assert [al for _, _, al in p.get_kernel_algorithms()] == [
-                "few_rows_16bit_avx2" if few_rows else "widened_panel_matmul"]
+                FEW_ROWS_16BIT if few_rows else "widened_panel_matmul"]
     for got in outs.values():
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
 @pytest.mark.parametrize("rows", [1, 2, 3, 4])
-def test_cpu_few_rows_16bit_product(dtype, rows):
+def test_cpu_few_rows_16bit_product(dtype, rows, isa):
     """A batch-1 product (up to four rows) with a bias: the AVX2 loop that
     widens the weights in registers, with column blocks of 1024 and a tail
     that is not a multiple of 8, against numpy on the same rounded weights."""
@@ -264,12 +268,41 @@ def test_cpu_few_rows_16bit_product(dtype, rows):
     m.add_return([m.add_instruction(kiln.op("add"), [product, m.add_literal(bias)])])
     QUANTIZE[dtype](p, ins_names=["dot"])
     got = run_on(p, "cpu", {"x": x})[0]
-    assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == ["few_rows_16bit_avx2"]
+    assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == ["few_rows_16bit_" + isa]
     if dtype == "half_type":
         rounded = w.astype(np.float16).astype(np.float64)
     else:  # round to nearest even
         rounded = w.astype(ml_dtypes.bfloat16).astype(np.float32)
     np.testing.assert_allclose(got, x.astype(np.float64) @ rounded.astype(np.float64) + bias, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
+@pytest.mark.parametrize("rows", [1, 2, 4])
+@pytest.mark.parametrize("k", [130, 301, 3072])
+def test_cpu_few_rows_16bit_product_split_over_weight_rows(dtype, rows, k, isa):
+    """Enough weight rows (at least 64 a thread) and the threads split them:
+    each sums a slice of the rows into a partial result, the partials are
+    added in thread order after a barrier and the bias and ReLU applied
+    then. Against numpy on the same rounded weights, and the same bits on
+    every run."""
+    rng = np.random.default_rng(rows + k)
+    n = 777
+    w = rng.standard_normal((k, n), dtype=np.float32)
+    bias = rng.standard_normal((n,), dtype=np.float32)
+    x = rng.standard_normal((rows, k), dtype=np.float32)
+    p = kiln.program()
+    m = p.get_main_module()
+    y = m.add_instruction(kiln.op("dot"), [m.add_parameter("x", kiln.shape("float", [rows, k])), m.add_literal(w)])
+    y = m.add_instruction(kiln.op("add"), [y, m.add_literal(bias)])
+    m.add_return([m.add_instruction(kiln.op("relu"), [y])])
+    QUANTIZE[dtype](p, ins_names=["dot"])
+    p.compile(kiln.get_target("cpu"), threads=2)
+    assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == ["few_rows_16bit_" + isa]
+    runs = [np.asarray(p.run({"x": x})[0]) for _ in range(3)]
+    rounded = (w.astype(np.float16) if dtype == "half_type" else w.astype(ml_dtypes.bfloat16)).astype(np.float64)
+    want = np.maximum(x.astype(np.float64) @ rounded + bias, 0)
+    np.testing.assert_allclose(runs[0], want, rtol=1e-4, atol=5e-4)  # float32 sums of up to 3072 terms near 50
+    assert all(np.array_equal(r, runs[0]) for r in runs[1:])
 
 
 def last_positions_times_table(rows, k, n, seed, broadcast=False):
@@ -310,7 +343,7 @@ def test_cpu_strided_rows_times_transposed_16bit_table(dtype, rows, broadcast):
     got = run_on(p, "cpu", inputs)[0]
     (algorithm,) = [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"]
     if rows <= 4:
-        assert algorithm == ("few_rows_16bit_avx2" if dtype else COLUMNS), algorithm
+        assert algorithm == (FEW_ROWS_16BIT if dtype else COLUMNS), algorithm
     else:
         assert algorithm != "reference", algorithm
     rounded = {"half_type": lambda w: w.astype(np.float16), "bf16_type": lambda w: w.astype(ml_dtypes.bfloat16),
@@ -399,7 +432,7 @@ def test_cpu_bf16_product_of_many_rows_computes_in_bf16_where_the_cpu_can(case):
 
 @pytest.mark.parametrize("dtype", ["half_type", "bf16_type"])
 @pytest.mark.parametrize("rows", [1, 2, 3, 4])
-def test_cpu_few_rows_16bit_product_with_transposed_weights(dtype, rows):
+def test_cpu_few_rows_16bit_product_with_transposed_weights(dtype, rows, isa):
     """Up to four rows times 16-bit weights stored [N, K] and read
     transposed, with a residual add: the column loop (groups of columns, a
     K that is not a multiple of 8, a column count that is not a multiple of
@@ -417,7 +450,7 @@ def test_cpu_few_rows_16bit_product_with_transposed_weights(dtype, rows):
     m.add_return([m.add_instruction(kiln.op("add"), [m.add_instruction(kiln.op("dot"), [xi, wt]), ri])])
     QUANTIZE[dtype](p)  # the literal itself 16-bit, read through the transpose
     got = run_on(p, "cpu", {"x": x, "r": residual}, disabled_passes=["constant_propagation"])[0]
-    assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == ["few_rows_16bit_avx2"]
+    assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == ["few_rows_16bit_" + isa]
     if dtype == "half_type":
         rounded = w.astype(np.float16).astype(np.float64)
     else:  # round to nearest even
@@ -445,7 +478,7 @@ def test_cpu_rows_gathered_from_a_16bit_table_compute_in_float32(dtype, rows):
     got = run_on(p, "cpu", {"ids": tokens})[0]
     algorithms = {op: a for _, op, a in p.get_kernel_algorithms()}
     assert "dot" not in algorithms
-    assert algorithms["fused_dot"] == ("few_rows_16bit_avx2" if rows <= 4 else "widened_panel_matmul")
+    assert algorithms["fused_dot"] == (FEW_ROWS_16BIT if rows <= 4 else "widened_panel_matmul")
     rounded = lambda x: (x.astype(np.float16) if dtype == "half_type" else x.astype(ml_dtypes.bfloat16)).astype(  # noqa: E731
         np.float64)
     # float32 arithmetic on the rounded table and weights, no rounding of the product
@@ -457,7 +490,7 @@ def test_cpu_rows_gathered_from_a_16bit_table_compute_in_float32(dtype, rows):
 def test_cpu_transposed_16bit_weights_tied_embedding(dtype, rows):
     """GPT-2's output layer reads its token embedding [vocab, width]
     transposed: the cpu kernel reads the 16-bit literal through the view
-    (up to 4 rows, a token step, a column at a time by few_rows_16bit_avx2).
+    (up to 4 rows, a token step, a column at a time by few_rows_16bit_avx512 or _avx2).
     (Constant propagation would fold a transpose this small into a new
     literal; GPT-2's, 77 MB, is past its limit. It is disabled here.)"""
     rng = np.random.default_rng(rows)
@@ -479,7 +512,7 @@ def test_cpu_transposed_16bit_weights_tied_embedding(dtype, rows):
         got = run_on(p, target, {"x": x}, disabled_passes=["constant_propagation"])[0]
         np.testing.assert_allclose(got, want, rtol=RTOL[dtype], atol=RTOL[dtype] * np.abs(want).max())
         if target == "cpu":
-            expected = "few_rows_16bit_avx2" if rows <= 4 else "widened_panel_matmul"
+            expected = FEW_ROWS_16BIT if rows <= 4 else "widened_panel_matmul"
             assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == [expected]
             assert "transpose" in str(p)
             assert p.held_literal_bytes() + p.kernel_constant_bytes() == embedding.size * 2

@@ -6,6 +6,8 @@
 // except where a CPU with bfloat16 dot products runs a bfloat16 product of
 // many rows, or a bfloat16 convolution, in bfloat16 (onednn_bf16,
 // matmul_algorithms.hpp and convolution_algorithms.hpp).
+//   few_rows_16bit_avx512 (matmul) the same loops on 16 lanes, four weight
+//                         rows a step (rows_times_16bit_avx512.cpp).
 //   few_rows_16bit_avx2   (matmul) up to 4 rows times weights row-major or
 //                         stored transposed (a tied output layer), bias and
 //                         post-ops applied per block: AVX2 loops widen in
@@ -16,7 +18,7 @@
 //                         cache, each panel's product and post-ops by oneDNN:
 //                         the weights are read from memory once, at 2 bytes
 //                         a value (what bounds a batch-1 product).
-//   widen_weights_per_run (both) standard weights widened into scratch on every
+//   widen_weights_per_run (both) weights (any view of a literal) widened into scratch on every
 //                         run, then the float32 algorithm list's choice for
 //                         the same instruction with those weights.
 #include <span>
@@ -30,6 +32,8 @@ namespace kiln {
 bool has_16bit_weights(const kernel_request& r);
 std::span<const kernel_algorithm> half_weights_matmul_algorithms();
 extern const kernel_algorithm few_rows_16bit_matmul;  // few_rows_matmul.cpp
+// The same on AVX-512 (rows_times_16bit_avx512.cpp), listed before it.
+extern const kernel_algorithm few_rows_16bit_avx512_matmul;
 // Up to four rows times constant float32 weights stored transposed (few_rows_matmul.cpp),
 // first in the float32 matmul list.
 extern const kernel_algorithm few_rows_float32_columns_matmul;

@@ -292,6 +292,7 @@ std::shared_ptr<const cpu_kernel> build_matmul_per_run(const kernel_request& r, 
 std::span<const kernel_algorithm> half_weights_matmul_algorithms() {
     static const kernel_algorithm algorithms[] = {
         onednn_bf16_matmul,
+        few_rows_16bit_avx512_matmul,
         few_rows_16bit_matmul,
         {"widened_panel_matmul", panel_eligible, build_panels},
         {"widen_weights_per_run", has_16bit_weights, build_matmul_per_run},

@@ -1,0 +1,161 @@
+// The few-rows products of 16-bit weights on 16 lanes (rows_times_16bit_avx512.hpp).
+// Row-major weights: four weight rows a step, widened in registers, so the
+// result block in L1 is loaded and stored once per four rows (the AVX2 loop
+// does so for every row, which bounds it well below the memory's speed).
+// Transposed weights: eight columns side by side for one row, as
+// rows_times_float_columns_avx512.cpp does for float32.
+#include "targets/cpu/kernels/half_weights/rows_times_16bit_avx512.hpp"
+
+#include <cstring>
+
+#include "targets/cpu/kernels/vector_math_avx512.hpp"
+
+namespace kiln::avx512 {
+
+namespace {
+
+// Up to 16 values from p (n of them; the rest zero), widened to float32.
+// Without AVX-512 BW there is no masked 16-bit load: a short run is copied first.
+template <class Widen>
+inline __m512 load16(const std::uint16_t* p, std::size_t n) {
+    if (n >= 16) return Widen::widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    alignas(32) std::uint16_t part[16] = {};
+    std::memcpy(part, p, n * sizeof(std::uint16_t));
+    return Widen::widen(_mm256_load_si256(reinterpret_cast<const __m256i*>(part)));
+}
+
+struct half_widen {
+    static __m512 widen(__m256i h) { return _mm512_cvtph_ps(h); }
+};
+
+struct bfloat16_widen {
+    static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+};
+
+inline __mmask16 lanes_of(std::size_t n) {
+    return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// y[m, c:c+n] += a[m, k0:k0+4] . b[k0:k0+4, c:c+n] (n <= 16); the four
+// widened weight vectors serve every row.
+template <int M, class Widen>
+inline void four_weight_rows(const avx2::rows_times_16bit_args& g, std::size_t k0, std::size_t c, std::size_t n) {
+    const auto* b = static_cast<const std::uint16_t*>(g.b) + k0 * g.b_row_stride + c;
+    // The next four rows' same columns, into L2: four short streams a row
+    // apart leave the hardware prefetcher behind (as rows_times_float_avx512.cpp).
+    const std::uint16_t* next = b + 4 * g.b_row_stride;
+    for (int r = 0; r < 4; ++r) _mm_prefetch(reinterpret_cast<const char*>(next + r * g.b_row_stride), _MM_HINT_T1);
+    const __m512 w0 = load16<Widen>(b, n);
+    const __m512 w1 = load16<Widen>(b + g.b_row_stride, n);
+    const __m512 w2 = load16<Widen>(b + 2 * g.b_row_stride, n);
+    const __m512 w3 = load16<Widen>(b + 3 * g.b_row_stride, n);
+    const __mmask16 lanes = lanes_of(n);
+    for (int m = 0; m < M; ++m) {
+        const float* a = g.a + m * g.a_row_stride + k0;
+        float* y = g.y + m * g.y_row_stride + c;
+        __m512 acc = _mm512_maskz_loadu_ps(lanes, y);
+        acc = _mm512_fmadd_ps(w0, _mm512_set1_ps(a[0]), acc);
+        acc = _mm512_fmadd_ps(w1, _mm512_set1_ps(a[1]), acc);
+        acc = _mm512_fmadd_ps(w2, _mm512_set1_ps(a[2]), acc);
+        acc = _mm512_fmadd_ps(w3, _mm512_set1_ps(a[3]), acc);
+        _mm512_mask_storeu_ps(y, lanes, acc);
+    }
+}
+
+template <int M, class Widen>
+void rows(const avx2::rows_times_16bit_args& g) {
+    for (int m = 0; m < M; ++m) std::memset(g.y + m * g.y_row_stride, 0, g.width * sizeof(float));
+    std::size_t k = 0;
+    for (; k + 4 <= g.inner; k += 4)
+        for (std::size_t c = 0; c < g.width; c += 16) four_weight_rows<M, Widen>(g, k, c, g.width - c);
+    for (; k < g.inner; ++k) {  // the last inner % 4 weight rows, one at a time
+        const auto* b = static_cast<const std::uint16_t*>(g.b) + k * g.b_row_stride;
+        for (std::size_t c = 0; c < g.width; c += 16) {
+            const std::size_t n = g.width - c;
+            const __m512 w = load16<Widen>(b + c, n);
+            const __mmask16 lanes = lanes_of(n);
+            for (int m = 0; m < M; ++m) {
+                float* y = g.y + m * g.y_row_stride + c;
+                const __m512 av = _mm512_set1_ps(g.a[m * g.a_row_stride + k]);
+                _mm512_mask_storeu_ps(y, lanes, _mm512_fmadd_ps(w, av, _mm512_maskz_loadu_ps(lanes, y)));
+            }
+        }
+    }
+}
+
+// `Columns` outputs of each of `Rows` rows from transposed weights (column
+// j's `inner` values contiguous at b + j * b_row_stride).
+template <std::size_t Rows, std::size_t Columns, class Widen>
+void column_group(const avx2::rows_times_16bit_args& g, std::size_t first) {
+    const std::uint16_t* column[Columns];
+    for (std::size_t c = 0; c < Columns; ++c)
+        column[c] = static_cast<const std::uint16_t*>(g.b) + (first + c) * g.b_row_stride;
+    __m512 sum[Rows][Columns];
+    for (std::size_t m = 0; m < Rows; ++m)
+        for (std::size_t c = 0; c < Columns; ++c) sum[m][c] = _mm512_setzero_ps();
+    for (std::size_t k = 0; k < g.inner; k += 16) {
+        const std::size_t n = g.inner - k;
+        const __mmask16 lanes = lanes_of(n);
+        __m512 a[Rows];
+        for (std::size_t m = 0; m < Rows; ++m) a[m] = _mm512_maskz_loadu_ps(lanes, g.a + m * g.a_row_stride + k);
+        for (std::size_t c = 0; c < Columns; ++c) {
+            const __m512 w = load16<Widen>(column[c] + k, n);
+            for (std::size_t m = 0; m < Rows; ++m) sum[m][c] = _mm512_fmadd_ps(a[m], w, sum[m][c]);
+        }
+    }
+    for (std::size_t m = 0; m < Rows; ++m)
+        for (std::size_t c = 0; c < Columns; ++c) g.y[m * g.y_row_stride + first + c] = hsum_ps(sum[m][c]);
+}
+
+template <std::size_t Rows, class Widen>
+void columns(const avx2::rows_times_16bit_args& g) {
+    constexpr std::size_t group = Rows == 1 ? 8 : 4;  // sums, a's and a weight vector fit the 32 registers
+    std::size_t j = 0;
+    for (; j + group <= g.width; j += group) column_group<Rows, group, Widen>(g, j);
+    for (; j < g.width; ++j) column_group<Rows, 1, Widen>(g, j);
+}
+
+template <class Widen>
+void dispatch_rows(const avx2::rows_times_16bit_args& g) {
+    switch (g.rows) {
+        case 1:
+            return rows<1, Widen>(g);
+        case 2:
+            return rows<2, Widen>(g);
+        case 3:
+            return rows<3, Widen>(g);
+        default:
+            return rows<4, Widen>(g);
+    }
+}
+
+template <class Widen>
+void dispatch_columns(const avx2::rows_times_16bit_args& g) {
+    switch (g.rows) {
+        case 1:
+            return columns<1, Widen>(g);
+        case 2:
+            return columns<2, Widen>(g);
+        case 3:
+            return columns<3, Widen>(g);
+        default:
+            return columns<4, Widen>(g);
+    }
+}
+
+}  // namespace
+
+void rows_times_half(const avx2::rows_times_16bit_args& args) {
+    dispatch_rows<half_widen>(args);
+}
+void rows_times_bfloat16(const avx2::rows_times_16bit_args& args) {
+    dispatch_rows<bfloat16_widen>(args);
+}
+void rows_times_half_columns(const avx2::rows_times_16bit_args& args) {
+    dispatch_columns<half_widen>(args);
+}
+void rows_times_bfloat16_columns(const avx2::rows_times_16bit_args& args) {
+    dispatch_columns<bfloat16_widen>(args);
+}
+
+}  // namespace kiln::avx512

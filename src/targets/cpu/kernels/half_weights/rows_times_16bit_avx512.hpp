@@ -1,0 +1,14 @@
+#pragma once
+// The AVX-512 loops of the few-rows 16-bit products (rows_times_16bit_avx512.cpp):
+// the same arguments and results as the AVX2 ones (rows_times_16bit_avx2.hpp),
+// sixteen lanes a vector. Plain data and function pointers only: see cpu_features.hpp.
+#include "targets/cpu/kernels/half_weights/rows_times_16bit_avx2.hpp"
+
+namespace kiln::avx512 {
+
+void rows_times_half(const avx2::rows_times_16bit_args& args);
+void rows_times_bfloat16(const avx2::rows_times_16bit_args& args);
+void rows_times_half_columns(const avx2::rows_times_16bit_args& args);
+void rows_times_bfloat16_columns(const avx2::rows_times_16bit_args& args);
+
+}  // namespace kiln::avx512
