@@ -125,7 +125,8 @@ public:
           element_size_(shape{stored}.element_size()),
           multiply_(multiply),
           threads_(threads),
-          split_inner_(!transposed && threads > 1 && inner >= min_weight_rows_per_thread * static_cast<std::size_t>(threads)) {}
+          split_inner_(!transposed && threads > 1 &&
+                       inner >= min_weight_rows_per_thread * static_cast<std::size_t>(threads)) {}
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         if (split_inner_) return run_split_inner(result, inputs, reinterpret_cast<float*>(scratch));
