@@ -99,6 +99,7 @@ void column_group(const avx2::rows_times_16bit_args& g, std::size_t first) {
         __m512 a[Rows];
         for (std::size_t m = 0; m < Rows; ++m) a[m] = _mm512_maskz_loadu_ps(lanes, g.a + m * g.a_row_stride + k);
         for (std::size_t c = 0; c < Columns; ++c) {
+            _mm_prefetch(reinterpret_cast<const char*>(column[c] + Columns * g.b_row_stride + k), _MM_HINT_T0);
             const __m512 w = load16<Widen>(column[c] + k, n);
             for (std::size_t m = 0; m < Rows; ++m) sum[m][c] = _mm512_fmadd_ps(a[m], w, sum[m][c]);
         }
