@@ -2,8 +2,7 @@
 // Row-major weights: four weight rows a step, widened in registers, so the
 // result block in L1 is loaded and stored once per four rows (the AVX2 loop
 // does so for every row, which bounds it well below the memory's speed).
-// Transposed weights: eight columns side by side for one row, as
-// rows_times_float_columns_avx512.cpp does for float32.
+// Transposed weights: each column streamed whole (rows_times_float_columns_avx512.cpp).
 #include "targets/cpu/kernels/half_weights/rows_times_16bit_avx512.hpp"
 
 #include <cstring>
@@ -83,37 +82,42 @@ void rows(const avx2::rows_times_16bit_args& g) {
     }
 }
 
-// `Columns` outputs of each of `Rows` rows from transposed weights (column
-// j's `inner` values contiguous at b + j * b_row_stride).
-template <std::size_t Rows, std::size_t Columns, class Widen>
-void column_group(const avx2::rows_times_16bit_args& g, std::size_t first) {
-    const std::uint16_t* column[Columns];
-    for (std::size_t c = 0; c < Columns; ++c)
-        column[c] = static_cast<const std::uint16_t*>(g.b) + (first + c) * g.b_row_stride;
-    __m512 sum[Rows][Columns];
+// Column j of transposed weights (its `inner` values contiguous at
+// b + j * b_row_stride) dotted with each row of a, read as one sequential
+// stream, as rows_times_float_columns_avx512.cpp does for float32 (several
+// columns side by side ran below the memory's speed there).
+template <std::size_t Rows, class Widen>
+void column(const avx2::rows_times_16bit_args& g, std::size_t j) {
+    constexpr std::size_t unroll = Rows == 1 ? 4 : 2;  // independent sums hide the FMA latency
+    const auto* w = static_cast<const std::uint16_t*>(g.b) + j * g.b_row_stride;
+    _mm_prefetch(reinterpret_cast<const char*>(w + 2 * g.b_row_stride), _MM_HINT_T0);
+    __m512 sum[Rows][unroll];
     for (std::size_t m = 0; m < Rows; ++m)
-        for (std::size_t c = 0; c < Columns; ++c) sum[m][c] = _mm512_setzero_ps();
-    for (std::size_t k = 0; k < g.inner; k += 16) {
-        const std::size_t n = g.inner - k;
-        const __mmask16 lanes = lanes_of(n);
-        __m512 a[Rows];
-        for (std::size_t m = 0; m < Rows; ++m) a[m] = _mm512_maskz_loadu_ps(lanes, g.a + m * g.a_row_stride + k);
-        for (std::size_t c = 0; c < Columns; ++c) {
-            _mm_prefetch(reinterpret_cast<const char*>(column[c] + Columns * g.b_row_stride + k), _MM_HINT_T0);
-            const __m512 w = load16<Widen>(column[c] + k, n);
-            for (std::size_t m = 0; m < Rows; ++m) sum[m][c] = _mm512_fmadd_ps(a[m], w, sum[m][c]);
+        for (std::size_t u = 0; u < unroll; ++u) sum[m][u] = _mm512_setzero_ps();
+    const std::size_t block_end = g.inner / (16 * unroll) * (16 * unroll);
+    std::size_t k = 0;
+    for (; k < block_end; k += 16 * unroll)
+        for (std::size_t u = 0; u < unroll; ++u) {
+            const __m512 wv = load16<Widen>(w + k + 16 * u, 16);
+            for (std::size_t m = 0; m < Rows; ++m)
+                sum[m][u] = _mm512_fmadd_ps(_mm512_loadu_ps(g.a + m * g.a_row_stride + k + 16 * u), wv, sum[m][u]);
         }
+    for (; k < g.inner; k += 16) {
+        const std::size_t n = g.inner - k;
+        const __m512 wv = load16<Widen>(w + k, n);
+        for (std::size_t m = 0; m < Rows; ++m)
+            sum[m][0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes_of(n), g.a + m * g.a_row_stride + k), wv, sum[m][0]);
     }
-    for (std::size_t m = 0; m < Rows; ++m)
-        for (std::size_t c = 0; c < Columns; ++c) g.y[m * g.y_row_stride + first + c] = hsum_ps(sum[m][c]);
+    for (std::size_t m = 0; m < Rows; ++m) {
+        __m512 total = sum[m][0];
+        for (std::size_t u = 1; u < unroll; ++u) total = _mm512_add_ps(total, sum[m][u]);
+        g.y[m * g.y_row_stride + j] = hsum_ps(total);
+    }
 }
 
 template <std::size_t Rows, class Widen>
 void columns(const avx2::rows_times_16bit_args& g) {
-    constexpr std::size_t group = Rows == 1 ? 8 : 4;  // sums, a's and a weight vector fit the 32 registers
-    std::size_t j = 0;
-    for (; j + group <= g.width; j += group) column_group<Rows, group, Widen>(g, j);
-    for (; j < g.width; ++j) column_group<Rows, 1, Widen>(g, j);
+    for (std::size_t j = 0; j < g.width; ++j) column<Rows, Widen>(g, j);
 }
 
 template <class Widen>
