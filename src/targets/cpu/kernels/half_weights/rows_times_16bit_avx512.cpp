@@ -106,7 +106,8 @@ void column(const avx2::rows_times_16bit_args& g, std::size_t j) {
         const std::size_t n = g.inner - k;
         const __m512 wv = load16<Widen>(w + k, n);
         for (std::size_t m = 0; m < Rows; ++m)
-            sum[m][0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes_of(n), g.a + m * g.a_row_stride + k), wv, sum[m][0]);
+            sum[m][0] =
+                _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes_of(n), g.a + m * g.a_row_stride + k), wv, sum[m][0]);
     }
     for (std::size_t m = 0; m < Rows; ++m) {
         __m512 total = sum[m][0];
