@@ -77,40 +77,38 @@ float horizontal_sum(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(twos, _mm_shuffle_ps(twos, twos, 1)));
 }
 
-// `Columns` outputs of each row at once: the rows of a are loaded once for
-// all of them, and the columns' streams run side by side.
-template <std::size_t Rows, std::size_t Columns, class Values>
-void run_column_group(const rows_times_16bit_args& g, std::size_t first) {
-    const std::size_t vector_end = g.inner / 8 * 8;
+// Column j (its `inner` values contiguous) dotted with each row of a, read
+// as one sequential stream into `unroll` accumulators a row (a's rows stay
+// in L1): several columns side by side (interleaved streams sharing a's
+// loads) ran below the memory's speed (rows_times_float_columns_avx512.cpp).
+template <std::size_t Rows, class Values>
+void run_column(const rows_times_16bit_args& g, std::size_t j) {
+    constexpr std::size_t unroll = Rows <= 2 ? 4 / Rows : 1;  // accumulators stay in the 16 registers
     using element = typename Values::element;
-    const element* column[Columns];
-    for (std::size_t c = 0; c < Columns; ++c) column[c] = static_cast<const element*>(g.b) + (first + c) * g.b_row_stride;
-    __m256 sum[Rows][Columns];
+    const element* w = static_cast<const element*>(g.b) + j * g.b_row_stride;
+    _mm_prefetch(reinterpret_cast<const char*>(w + 2 * g.b_row_stride), _MM_HINT_T0);
+    __m256 sum[Rows][unroll];
     for (std::size_t m = 0; m < Rows; ++m)
-        for (std::size_t c = 0; c < Columns; ++c) sum[m][c] = _mm256_setzero_ps();
-    for (std::size_t k = 0; k < vector_end; k += 8) {
-        __m256 a[Rows];
-        for (std::size_t m = 0; m < Rows; ++m) a[m] = _mm256_loadu_ps(g.a + m * g.a_row_stride + k);
-        for (std::size_t c = 0; c < Columns; ++c) {
-            const __m256 w = Values::widen8(column[c] + k);
-            for (std::size_t m = 0; m < Rows; ++m) sum[m][c] = _mm256_fmadd_ps(a[m], w, sum[m][c]);
+        for (std::size_t u = 0; u < unroll; ++u) sum[m][u] = _mm256_setzero_ps();
+    const std::size_t block_end = g.inner / (8 * unroll) * (8 * unroll);
+    for (std::size_t k = 0; k < block_end; k += 8 * unroll)
+        for (std::size_t u = 0; u < unroll; ++u) {
+            const __m256 wv = Values::widen8(w + k + 8 * u);
+            for (std::size_t m = 0; m < Rows; ++m)
+                sum[m][u] = _mm256_fmadd_ps(_mm256_loadu_ps(g.a + m * g.a_row_stride + k + 8 * u), wv, sum[m][u]);
         }
+    for (std::size_t m = 0; m < Rows; ++m) {
+        __m256 total = sum[m][0];
+        for (std::size_t u = 1; u < unroll; ++u) total = _mm256_add_ps(total, sum[m][u]);
+        float out = horizontal_sum(total);
+        for (std::size_t k = block_end; k < g.inner; ++k) out += g.a[m * g.a_row_stride + k] * Values::widen1(w[k]);
+        g.y[m * g.y_row_stride + j] = out;
     }
-    for (std::size_t m = 0; m < Rows; ++m)
-        for (std::size_t c = 0; c < Columns; ++c) {
-            float total = horizontal_sum(sum[m][c]);
-            for (std::size_t k = vector_end; k < g.inner; ++k)
-                total += g.a[m * g.a_row_stride + k] * Values::widen1(column[c][k]);
-            g.y[m * g.y_row_stride + first + c] = total;
-        }
 }
 
 template <std::size_t Rows, class Values>
 void run_columns(const rows_times_16bit_args& g) {
-    constexpr std::size_t group = Rows <= 2 ? 4 : 2;  // accumulators stay in the 16 registers
-    std::size_t j = 0;
-    for (; j + group <= g.width; j += group) run_column_group<Rows, group, Values>(g, j);
-    for (; j < g.width; ++j) run_column_group<Rows, 1, Values>(g, j);
+    for (std::size_t j = 0; j < g.width; ++j) run_column<Rows, Values>(g, j);
 }
 
 template <class Values>

@@ -88,7 +88,7 @@ void rows(const avx2::rows_times_16bit_args& g) {
 // columns side by side ran below the memory's speed there).
 template <std::size_t Rows, class Widen>
 void column(const avx2::rows_times_16bit_args& g, std::size_t j) {
-    constexpr std::size_t unroll = Rows == 1 ? 4 : 2;  // independent sums hide the FMA latency
+    constexpr std::size_t unroll = 2;  // independent sums hide the FMA latency
     const auto* w = static_cast<const std::uint16_t*>(g.b) + j * g.b_row_stride;
     _mm_prefetch(reinterpret_cast<const char*>(w + 2 * g.b_row_stride), _MM_HINT_T0);
     __m512 sum[Rows][unroll];

@@ -37,7 +37,7 @@ inline float lane_sum(__m512 v) {
 // at two (a cold 50257 x 768 table, Zen 4).
 template <std::size_t Rows>
 void column(const avx2::rows_times_16bit_args& g, std::size_t j) {
-    constexpr std::size_t unroll = Rows == 1 ? 4 : 2;  // independent sums hide the FMA latency
+    constexpr std::size_t unroll = 2;  // independent sums hide the FMA latency
     const float* w = static_cast<const float*>(g.b) + j * g.b_row_stride;
     // The column after next: its stream starts while this one runs. A hint never faults past the end.
     _mm_prefetch(reinterpret_cast<const char*>(w + 2 * g.b_row_stride), _MM_HINT_T0);
