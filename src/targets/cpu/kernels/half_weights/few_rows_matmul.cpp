@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include "ops/fused_dot.hpp"
@@ -24,7 +23,7 @@
 #include "targets/cpu/kernels/half_weights/rows_times_16bit_avx2.hpp"
 #include "targets/cpu/kernels/half_weights/rows_times_16bit_avx512.hpp"
 #include "targets/cpu/kernels/matmul/few_rows_epilogue.hpp"
-#include "targets/cpu/kernels/matmul/rows_times_float_columns_avx512.hpp"
+#include "targets/cpu/kernels/matmul/weight_row_split.hpp"
 
 namespace kiln {
 
@@ -79,18 +78,6 @@ std::optional<shape> weight_matrix(const shape& b) {
     for (std::size_t d = 0; d < lead; ++d)
         if (b.lens()[d] > 1 && b.strides()[d] != 0) return std::nullopt;
     return shape(b.type(), {b.lens()[lead], b.lens()[lead + 1]}, {b.strides()[lead], b.strides()[lead + 1]});
-}
-
-// Weight rows a thread needs before splitting them pays for a partial
-// result of its own (summed once more, after a barrier).
-constexpr std::size_t min_weight_rows_per_thread = 64;
-
-// [first, last) of `count` items split into `parts`, in multiples of `align`.
-std::pair<std::size_t, std::size_t> share(std::size_t count, std::size_t parts, std::size_t part, std::size_t align) {
-    const std::size_t units = (count + align - 1) / align;
-    const std::size_t first = std::min(count, units * part / parts * align);
-    const std::size_t last = std::min(count, units * (part + 1) / parts * align);
-    return {first, last};
 }
 
 // Whether 2-D weights [K, N] are stored transposed: [N, K] row-major.

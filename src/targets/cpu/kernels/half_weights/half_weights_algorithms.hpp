@@ -37,7 +37,7 @@ extern const kernel_algorithm few_rows_16bit_avx512_matmul;
 // Up to four rows times constant float32 weights stored transposed (few_rows_matmul.cpp),
 // first in the float32 matmul list.
 extern const kernel_algorithm few_rows_float32_columns_matmul;
-// The same loop with AVX-512 (rows_times_float_columns_avx512.cpp), listed before it.
+// The same loop with AVX-512 (rows_times_16bit_avx512.cpp), listed before it.
 extern const kernel_algorithm few_rows_float32_columns_avx512_matmul;
 std::span<const kernel_algorithm> half_weights_convolution_algorithms();
 // widen_weights_per_run over `float32_algorithms`.

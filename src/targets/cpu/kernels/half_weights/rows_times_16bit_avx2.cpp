@@ -80,7 +80,7 @@ float horizontal_sum(__m256 v) {
 // Column j (its `inner` values contiguous) dotted with each row of a, read
 // as one sequential stream into `unroll` accumulators a row (a's rows stay
 // in L1): several columns side by side (interleaved streams sharing a's
-// loads) ran below the memory's speed (rows_times_float_columns_avx512.cpp).
+// loads) ran below the memory's speed (rows_times_16bit_avx512.cpp).
 template <std::size_t Rows, class Values>
 void run_column(const rows_times_16bit_args& g, std::size_t j) {
     constexpr std::size_t unroll = Rows <= 2 ? 4 / Rows : 1;  // accumulators stay in the 16 registers

@@ -18,6 +18,7 @@
 #include "targets/cpu/kernels/matmul/few_rows_epilogue.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/rows_times_float.hpp"
+#include "targets/cpu/kernels/matmul/weight_row_split.hpp"
 
 namespace kiln {
 
@@ -31,17 +32,6 @@ std::size_t l1_block_columns(std::size_t rows) {
     return 4096 / rows;
 }
 
-// Weight rows a thread needs before splitting them pays for a partial
-// result of its own (summed once more, after a barrier).
-constexpr std::size_t min_rows_per_thread = 64;
-// [first, last) of `count` items split into `parts`, in multiples of `align`.
-std::pair<std::size_t, std::size_t> share(std::size_t count, std::size_t parts, std::size_t part, std::size_t align) {
-    const std::size_t units = (count + align - 1) / align;
-    const std::size_t first = std::min(count, units * part / parts * align);
-    const std::size_t last = std::min(count, units * (part + 1) / parts * align);
-    return {first, last};
-}
-
 class few_rows_float32_kernel final : public cpu_kernel, public follows_run_time_extents {
 public:
     few_rows_float32_kernel(std::size_t rows, std::size_t inner, std::size_t cols, few_rows_epilogue epilogue,
@@ -53,7 +43,7 @@ public:
           epilogue_(std::move(epilogue)),
           multiply_(multiply),
           threads_(threads),
-          split_inner_(threads > 1 && inner >= min_rows_per_thread * static_cast<std::size_t>(threads)) {}
+          split_inner_(threads > 1 && inner >= min_weight_rows_per_thread * static_cast<std::size_t>(threads)) {}
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         const auto* a = inputs[0].data_as<float>();
