@@ -169,12 +169,7 @@ private:
             }
 #pragma omp barrier
             const auto [first, last] = share(cols_, parts, part, 16);
-            for (std::size_t p = 1; p < parts; ++p)
-                for (std::size_t m = 0; m < rows_; ++m) {
-                    const float* from = partials + (p - 1) * partial_floats + m * cols_;
-                    float* to = y + m * cols_;
-                    for (std::size_t c = first; c < last; ++c) to[c] += from[c];
-                }
+            add_partials(y, partials, parts, rows_, cols_, first, last);
             if (last > first) epilogue_.apply(inputs, y, rows_, cols_, first, last - first);
         }
     }

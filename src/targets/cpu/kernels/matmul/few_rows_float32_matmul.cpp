@@ -109,12 +109,7 @@ private:
             multiply_slab(a, b, k0, k1, own, 0, cols_, rows);
 #pragma omp barrier
             const auto [first, last] = share(cols_, parts, part, 16);
-            for (std::size_t p = 1; p < parts; ++p)
-                for (std::size_t m = 0; m < rows; ++m) {
-                    const float* from = partials + (p - 1) * partial_floats + m * cols_;
-                    float* to = y + m * cols_;
-                    for (std::size_t c = first; c < last; ++c) to[c] += from[c];
-                }
+            add_partials(y, partials, parts, rows, cols_, first, last);
             if (!epilogue_.empty() && last > first) epilogue_.apply(inputs, y, rows, cols_, first, last - first);
         }
     }

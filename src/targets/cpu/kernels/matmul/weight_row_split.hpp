@@ -22,4 +22,17 @@ inline std::pair<std::size_t, std::size_t> share(std::size_t count, std::size_t 
     return {first, last};
 }
 
+// After the barrier: the partial results of threads 1..parts-1 (each rows x
+// cols, one after another from `partials`) added into y (thread 0's) over
+// columns [first, last), in thread order, so that every run sums alike.
+inline void add_partials(float* y, const float* partials, std::size_t parts, std::size_t rows, std::size_t cols,
+                         std::size_t first, std::size_t last) {
+    for (std::size_t p = 1; p < parts; ++p)
+        for (std::size_t m = 0; m < rows; ++m) {
+            const float* from = partials + ((p - 1) * rows + m) * cols;
+            float* to = y + m * cols;
+            for (std::size_t c = first; c < last; ++c) to[c] += from[c];
+        }
+}
+
 }  // namespace kiln
