@@ -410,7 +410,7 @@ void run_one_row_entries(const attention_plan& p, const float* q, const float* k
         const __m512 scale = splat(p.scale);
         for (std::size_t c0 = 0; c0 < padded; c0 += 16) {
             const std::size_t width = columns - c0 < 16 ? columns - c0 : 16;
-            const __mmask16 m = width == 16 ? static_cast<__mmask16>(0xffff) : tail_mask(width);
+            const __mmask16 m = tail_mask(width);
             __m512 x = _mm512_maskz_loadu_ps(m, s + c0);
             if (mask_row == nullptr) {
                 x = _mm512_mul_ps(x, scale);

@@ -32,8 +32,9 @@ struct bfloat16_widen {
     static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 };
 
+// The lanes of a run of n values from here: all 16 when the run goes on past them.
 inline __mmask16 lanes_of(std::size_t n) {
-    return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+    return tail_mask(n < 16 ? n : 16);
 }
 
 // How each kind of stored weights becomes 16 float32 lanes (n of them, n <= 16 counted).
