@@ -236,6 +236,11 @@ void bind_program(nb::module_& m) {
              nb::arg("batch") = 1,
              "Profiles the compiled program: per-instruction and per-op times, rate, latency percentiles, "
              "overhead outside kernels; 'text' holds the report as `kiln perf` prints it.")
+        .def("set_specialiser", &set_python_specialiser, nb::arg("build"), nb::arg("ranges"),
+             "Gives parameters ranges ({name: kiln.shape with dyn_dims}) and the callable that builds this "
+             "program, uncompiled and static, at any extents in them (build({name: lens}) -> kiln.program), so "
+             "that compile() compiles one program for the ranges where it can (per_shape_compilation_reason "
+             "says why not). The program itself must be the build at the ranges' first optimals.")
         .def("is_compiled", &program::is_compiled)
         .def("is_dynamic", &program::is_dynamic, "Some parameter has a dimension that is a range.")
         .def("compiled_from_cache", &program::compiled_from_cache,

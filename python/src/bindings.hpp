@@ -3,6 +3,7 @@
 // file and the conversions several bindings need.
 #include <nanobind/nanobind.h>
 
+#include <map>
 #include <string>
 
 #include "kiln/kiln.hpp"
@@ -27,6 +28,9 @@ void bind_quantize_16bit(nb::module_& m);
 // Keyword arguments of compile() (offload_copy, threads, trace_passes,
 // disabled_passes, verify_passes) as compile_options.
 compile_options to_compile_options(const nb::kwargs& kwargs);
+// program.set_specialiser: `build` ({name: lens} -> kiln.program) makes the
+// static program at any extents of `ranges` (python_specialiser.cpp).
+void set_python_specialiser(program& p, nb::object build, const std::map<std::string, shape>& ranges);
 // A kiln.target or a target name.
 const target& to_target(nb::handle t);
 // {name: array} as a parameter_map of zero-copy arguments.

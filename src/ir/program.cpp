@@ -311,7 +311,7 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     // long as the process, so looking one up again by name is safe later.
     auto source = std::make_shared<const program>(*this);
     auto make = [source, name = t.name(), options](const parameter_lens& lens) {
-        program p = source->static_program(lens);
+        program p = source->imported_static_program(lens);
         // The public compile: with cache_dir, each specialisation is a static
         // program that the compile cache keeps.
         p.compile(get_target(name), options);

@@ -6,7 +6,10 @@
 // written 0 ("copy the input's length", which reshape already means by 0):
 // the same reshape then fits every extent, and the program specialised at
 // two extents is the same graph there (ir/extent_independence.hpp). The
-// result at this extent is unchanged.
+// first length then left that is not copied ([batch * seq, 768] from
+// [batch, seq, 768]) is written -1, the length the others leave, unless one
+// is -1 already. The result at this extent is unchanged (a rewrite that
+// would change it is not made).
 #include "kiln/module.hpp"
 
 namespace kiln {

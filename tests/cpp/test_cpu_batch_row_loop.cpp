@@ -1,7 +1,9 @@
-// runs_by_batch_rows: only ops whose result row n is computed from row n of
-// each input that has the batch may run a smaller batch row by row on a
-// batch-1 kernel; any other op, or a batch that is not dimension 0 with one
-// row per unit of the extent, is refused (the program then compiles per batch).
+// rows_per_batch_entry: only ops whose result row n is computed from row n
+// of each input that has the batch may run a smaller batch entry by entry on
+// a batch-1 kernel, an entry being the rows of dimension 0 one unit of the
+// extent adds (one, or seq where the batch is folded into the rows); any
+// other op, a batch that is not dimension 0, or inputs with other rows per
+// entry than the result's, are refused (0: the program then compiles per batch).
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -21,29 +23,38 @@ const std::optional<varying_dimension> fixed{};
 }  // namespace
 
 TEST(CpuBatchRowLoop, ConvolutionPoolingReductionAndReordersRunByRows) {
-    EXPECT_TRUE(runs_by_batch_rows(make_op("convolution"), batch, {batch, fixed}));
-    EXPECT_TRUE(runs_by_batch_rows(make_op("pooling"), batch, {batch}));
-    EXPECT_TRUE(runs_by_batch_rows(make_op("reduce_mean", value_map{{"axes", ints({2, 3})}}), batch, {batch}));
+    EXPECT_EQ(1u, rows_per_batch_entry(make_op("convolution"), batch, {batch, fixed}));
+    EXPECT_EQ(1u, rows_per_batch_entry(make_op("pooling"), batch, {batch}));
+    EXPECT_EQ(1u, rows_per_batch_entry(make_op("reduce_mean", value_map{{"axes", ints({2, 3})}}), batch, {batch}));
 }
 
 TEST(CpuBatchRowLoop, ProductsRunByRowsOfTheirFirstInputOnly) {
-    EXPECT_TRUE(runs_by_batch_rows(make_op("dot"), batch, {batch, fixed}));
-    EXPECT_TRUE(runs_by_batch_rows(make_op("dot"), batch, {batch, batch}));  // a batch of matrices
-    EXPECT_FALSE(runs_by_batch_rows(make_op("dot"), batch, {fixed, batch}));
+    EXPECT_EQ(1u, rows_per_batch_entry(make_op("dot"), batch, {batch, fixed}));
+    EXPECT_EQ(1u, rows_per_batch_entry(make_op("dot"), batch, {batch, batch}));  // a batch of matrices
+    EXPECT_EQ(0u, rows_per_batch_entry(make_op("dot"), batch, {fixed, batch}));
 }
 
 TEST(CpuBatchRowLoop, OpsThatMixRowsAreRefused) {
-    EXPECT_FALSE(runs_by_batch_rows(make_op("transpose", value_map{{"permutation", ints({1, 0})}}), batch, {batch}));
-    EXPECT_FALSE(runs_by_batch_rows(make_op("softmax", value_map{{"axis", 0}}), batch, {batch}));
-    EXPECT_FALSE(runs_by_batch_rows(make_op("concat", value_map{{"axis", 0}}), batch, {batch, fixed}));
+    EXPECT_EQ(0u, rows_per_batch_entry(make_op("transpose", value_map{{"permutation", ints({1, 0})}}), batch, {batch}));
+    EXPECT_EQ(0u, rows_per_batch_entry(make_op("softmax", value_map{{"axis", 0}}), batch, {batch}));
+    EXPECT_EQ(0u, rows_per_batch_entry(make_op("concat", value_map{{"axis", 0}}), batch, {batch, fixed}));
 }
 
-TEST(CpuBatchRowLoop, ABatchThatIsNotOneRowPerUnitOfDimensionZeroIsRefused) {
+TEST(CpuBatchRowLoop, ABatchFoldedIntoTheRowsRunsByBlocksOfItsRows) {
+    // [batch * 16, 768] by [768, 768]: 16 rows per batch entry.
+    const std::optional<varying_dimension> folded{varying_dimension{0, 16, 0}};
+    EXPECT_EQ(16u, rows_per_batch_entry(make_op("dot"), folded, {folded, fixed}));
+    EXPECT_EQ(16u, rows_per_batch_entry(make_op("pooling"), folded, {folded}));
+    // Weights that vary as the rows of one matrix, or inputs with other rows per entry, are not blocks of entries.
+    EXPECT_EQ(0u, rows_per_batch_entry(make_op("dot"), folded, {folded, folded}));
+    EXPECT_EQ(0u, rows_per_batch_entry(make_op("dot"), folded, {batch, fixed}));
+    EXPECT_EQ(0u, rows_per_batch_entry(make_op("convolution"), batch, {folded, fixed}));
+}
+
+TEST(CpuBatchRowLoop, ABatchThatIsNotDimensionZeroOrIsShiftedIsRefused) {
     const std::optional<varying_dimension> second{varying_dimension{1, 1, 0}};
-    const std::optional<varying_dimension> doubled{varying_dimension{0, 2, 0}};
     const std::optional<varying_dimension> shifted{varying_dimension{0, 1, 1}};
-    EXPECT_FALSE(runs_by_batch_rows(make_op("pooling"), second, {second}));
-    EXPECT_FALSE(runs_by_batch_rows(make_op("pooling"), doubled, {doubled}));
-    EXPECT_FALSE(runs_by_batch_rows(make_op("convolution"), batch, {shifted, fixed}));
-    EXPECT_FALSE(runs_by_batch_rows(make_op("convolution"), fixed, {batch, fixed}));
+    EXPECT_EQ(0u, rows_per_batch_entry(make_op("pooling"), second, {second}));
+    EXPECT_EQ(0u, rows_per_batch_entry(make_op("convolution"), batch, {shifted, fixed}));
+    EXPECT_EQ(0u, rows_per_batch_entry(make_op("convolution"), fixed, {batch, fixed}));
 }

@@ -272,6 +272,13 @@ class DynamicCompiledModule(CompiledModule):
         self._specialize_lock = threading.Lock()  # held while compiling
         self._order_lock = threading.Lock()  # held while the cache changes (never while compiling)
         self._checked_calls = {}  # _call_key of inputs known to pass the checks -> CompiledModule
+        # CompiledModules that run every size of a range (generic_program.py),
+        # with where the inputs give that size: (flat position, axis).
+        self._generic = []
+        self._size_at = None
+        # Why the graph is compiled per size, once a compilation for a range was refused.
+        self.generic_refusal = None
+        self._note_generic(first)
 
     @property
     def compilations(self):
@@ -304,15 +311,43 @@ class DynamicCompiledModule(CompiledModule):
             spec.check(value)
         check_shared_sizes(self.input_specs, flat)
 
+    def _note_generic(self, compiled):
+        self.generic_refusal = self.generic_refusal or getattr(compiled, "generic_refusal", None)
+        serves = getattr(compiled, "serves_sizes", None)
+        if serves is None:
+            return
+        if self._size_at is None:
+            self._size_at = next(
+                (i, axis)
+                for i, spec in enumerate(self.input_specs)
+                if isinstance(spec, DynamicInputSpec)
+                for axis, d in enumerate(spec.dims)
+                if d == serves.symbol
+            )
+        self._generic.append((serves, compiled))
+
+    def _generic_for(self, flat):
+        """The CompiledModule compiled once for a range holding these inputs' size, or None."""
+        if not self._generic:
+            return None
+        position, axis = self._size_at
+        size = flat[position].shape[axis]
+        return next((compiled for serves, compiled in self._generic if size in serves), None)
+
     def compile_for(self, flat):
-        """A new CompiledModule for flat inputs (checked here), not cached by
-        this module: for a caller with its own cache (the torch.compile
-        backend). Counted in ``compilations``."""
+        """A CompiledModule for flat inputs (checked here), not cached by this
+        module: for a caller with its own cache (the torch.compile backend).
+        A new compilation, counted in ``compilations``, unless a program
+        compiled for a range of sizes runs these."""
         self.check_inputs(flat)
+        compiled = self._generic_for(flat)
+        if compiled is not None:
+            return compiled
         args, kwargs = pytree.tree_unflatten(list(flat), self.in_spec)
-        compiled = self._specialize(args, kwargs)
+        compiled = self._specialize(args, kwargs, generic=self.generic_refusal is None)
         with self._order_lock:
             self._compilations += 1
+            self._note_generic(compiled)
         return compiled
 
     def specialization_for(self, flat):
@@ -326,13 +361,14 @@ class DynamicCompiledModule(CompiledModule):
                     self._specializations.move_to_end(key)
             return compiled
         with self._specialize_lock:
-            compiled = self._specializations.get(key)
+            compiled = self._specializations.get(key) or self._generic_for(flat)
             if compiled is None:
                 args, kwargs = pytree.tree_unflatten(list(flat), self.in_spec)
-                compiled = self._specialize(args, kwargs)
+                compiled = self._specialize(args, kwargs, generic=self.generic_refusal is None)
                 with self._order_lock:
                     self._specializations[key] = compiled
                     self._compilations += 1
+                    self._note_generic(compiled)
                     self._evict_beyond_capacity()
         return compiled
 

@@ -33,10 +33,12 @@ from .dynamic_module import (
     DynamicInputSpec,
     SymbolicIntSpec,
     dim_names,
+    dim_ranges,
     dynamic_input_specs,
     shape_key,
 )
 from .fx_reference import decomposed_reference, is_fx_reference
+from .generic_program import only_symbol, serves_every_size, size_range, specialiser_for
 from .graph_lowering import lower_graph_module
 from .graph_specialisation import bind_sizes, specialise_graph
 from .input_mutation import mutated_user_inputs, write_inputs_in_place
@@ -491,7 +493,18 @@ def _watched_and_verified(compiled, model, args, kwargs, precision, verify, call
 
 
 def _compile_graph(
-    gm, ep, args, kwargs, target, precision, lowering_precision, min_subgraph_size, compile_options, caller, hook=None
+    gm,
+    ep,
+    args,
+    kwargs,
+    target,
+    precision,
+    lowering_precision,
+    min_subgraph_size,
+    compile_options,
+    caller,
+    hook=None,
+    specialiser_for=None,
 ):
     """A CompiledModule of the static graph `gm` of ExportedProgram `ep`
     (inputs `args`, `kwargs`): lowered, compiled and counted."""
@@ -502,6 +515,7 @@ def _compile_graph(
         min_subgraph_size=min_subgraph_size,
         compile_options=compile_options,
         program_hook=hook,
+        specialiser_for=specialiser_for,
     )
     logger.info("%s: %s", caller, report.summary())
     global _compilations
@@ -520,19 +534,51 @@ def _compile_graph(
 
 
 def compile_specialisation(
-    symbolic_gm, ep, args, kwargs, *, target, precision, min_subgraph_size, compile_options, caller, calibration=None
+    symbolic_gm,
+    ep,
+    args,
+    kwargs,
+    *,
+    target,
+    precision,
+    min_subgraph_size,
+    compile_options,
+    caller,
+    calibration=None,
+    ranges=None,
 ):
     """A CompiledModule for the sizes of `args` / `kwargs` from the graph
     `symbolic_gm` of ExportedProgram `ep`, exported once with symbolic sizes
     (and decomposed): the graph is made static at those sizes
     (graph_specialisation.py) and lowered, without exporting again. Sizes
     the export does not allow are an InvalidArgumentError. `calibration` is
-    accepted with compile_dynamic's options and unused (int8 refuses dynamic shapes)."""
+    accepted with compile_dynamic's options and unused (int8 refuses dynamic shapes).
+    With `ranges` ({symbol: DimRange}), a graph whose sizes are one symbol
+    is compiled, where Kiln can, as one program for a range of it
+    (generic_program.py): the result's ``serves_sizes`` is then that SizeRange."""
     flat = pytree.tree_leaves((args, kwargs))
-    gm = specialise_graph(symbolic_gm, bind_sizes(symbolic_gm, flat))
-    return _compile_graph(
-        gm, ep, args, kwargs, target, precision, precision, min_subgraph_size, compile_options, caller
+    sizes = bind_sizes(symbolic_gm, flat)
+    gm = specialise_graph(symbolic_gm, sizes)
+    symbol = only_symbol(symbolic_gm) if ranges is not None else None
+    specialiser = None
+    if symbol is not None:
+        size = sizes.value(symbol)
+        bounds = ranges.get(symbol)
+        serves = size_range(symbol, size, bounds.min if bounds else None, bounds.max if bounds else None)
+        specialiser = specialiser_for(symbolic_gm, symbol, size, serves, target, precision)
+    compiled = _compile_graph(
+        gm, ep, args, kwargs, target, precision, precision, min_subgraph_size, compile_options, caller,
+        specialiser_for=specialiser,
     )
+    if specialiser is not None:
+        why = serves_every_size(compiled.lowered)
+        if why:
+            compiled.generic_refusal = why
+            logger.info("%s: compiled for this size only (%s)", caller, why)
+        else:
+            compiled.serves_sizes = serves
+            logger.info("%s: one program for %s in [%d, %d]", caller, symbol, serves.low, serves.high)
+    return compiled
 
 
 def compile_dynamic(model, example_inputs, example_kwargs, dynamic_shapes, *, verify, **options):
@@ -563,12 +609,19 @@ def compile_dynamic(model, example_inputs, example_kwargs, dynamic_shapes, *, ve
     with _export_lock:
         decomposed = ep.run_decompositions(decomposition_table())
         symbolic_gm = exported_graph_module(decomposed)
+    symbol_ranges = dim_ranges(decomposed)
 
-    def specialize(args, kwargs):
+    def specialize(args, kwargs, generic=True):
         values = pytree.tree_leaves((args, kwargs))
         shapes = ", ".join(str(list(v.shape)) if isinstance(v, torch.Tensor) else repr(v) for v in values)
         return compile_specialisation(
-            symbolic_gm, decomposed, args, kwargs, caller=f"kiln.torch.compile({name}) at {shapes}", **options
+            symbolic_gm,
+            decomposed,
+            args,
+            kwargs,
+            caller=f"kiln.torch.compile({name}) at {shapes}",
+            ranges=symbol_ranges if generic else None,
+            **options,
         )
 
     first = specialize(args, kwargs)

@@ -234,6 +234,35 @@ def _devices_taken(gm, kiln_target):
     return ("cpu",)
 
 
+def _check_precision(precision):
+    if precision not in PRECISIONS:
+        raise kiln.InvalidArgumentError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+    return PRECISIONS[precision]
+
+
+def whole_graph_program(gm, *, target="cpu", precision="fp32"):
+    """(program, input names): the uncompiled Kiln program of all of static
+    ATen graph `gm` (with its metadata), for a graph that lowers to one Kiln
+    subgraph with nothing left to PyTorch; UnsupportedError naming what
+    stays out otherwise."""
+    float_dtype = _check_precision(precision)
+    kiln_target = kiln.get_target(target) if isinstance(target, str) else target
+    gm = _without_dead_code(gm)
+    devices = _devices_taken(gm, kiln_target)
+    unsupported = analyze_support(gm, float_dtype, devices)
+    if unsupported:
+        node, reason = next(iter(unsupported.items()))
+        raise kiln.UnsupportedError(
+            f"{len(unsupported)} op(s) of the graph stay in PyTorch, the first '{node.name}' ({op_name(node)}): {reason}"
+        )
+    groups = partition(gm, unsupported, 1)
+    if len(groups) != 1:
+        raise kiln.UnsupportedError(f"the graph lowers to {len(groups)} Kiln subgraphs, not one")
+    builder = _SubgraphBuilder(gm, groups[0], float_dtype, devices)
+    inputs, outputs = builder.io()
+    return builder.build(inputs, outputs), [p.name for p in inputs]
+
+
 def lower_graph_module(
     gm,
     *,
@@ -243,24 +272,27 @@ def lower_graph_module(
     compile_options=None,
     example_inputs=None,
     program_hook=None,
+    specialiser_for=None,
 ):
     """Compiles what Kiln supports in ATen graph `gm`; returns (GraphModule, LoweringReport).
 
     program_hook(program, input_names), when given, runs on each subgraph's
     program before it is compiled (kiln.torch.compile's precision="int8"
-    quantizes there)."""
-    if precision not in PRECISIONS:
-        raise kiln.InvalidArgumentError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+    quantizes there). specialiser_for(input_names), when given and the
+    graph is one Kiln subgraph with nothing left to PyTorch, returns the
+    (build, ranges) that program.set_specialiser takes, or None: the
+    program is then compiled for those ranges (generic_program.py)."""
+    float_dtype = _check_precision(precision)
     if not isinstance(min_subgraph_size, int) or min_subgraph_size < 1:
         raise kiln.InvalidArgumentError(f"min_subgraph_size must be a positive int, got {min_subgraph_size!r}")
     kiln_target = kiln.get_target(target) if isinstance(target, str) else target
-    float_dtype = PRECISIONS[precision]
     _ensure_metadata(gm, example_inputs)
     gm = _without_dead_code(gm)
 
     devices = _devices_taken(gm, kiln_target)
     unsupported = analyze_support(gm, float_dtype, devices)
     groups = partition(gm, unsupported, min_subgraph_size)
+    whole_graph = len(groups) == 1 and not unsupported
     report = LoweringReport()
     for node in gm.graph.nodes:
         if node in unsupported:
@@ -288,6 +320,10 @@ def lower_graph_module(
         program = builder.build(inputs, outputs)
         if program_hook is not None:
             program_hook(program, [p.name for p in inputs])
+        if specialiser_for is not None and whole_graph:
+            dynamic = specialiser_for([p.name for p in inputs])
+            if dynamic is not None:
+                program.set_specialiser(*dynamic)
         options = dict(compile_options or {})
         if kiln_target.name() == "gpu":
             # Tensors stay on the GPU: CUDA tensors go in and come out as they are.

@@ -77,6 +77,11 @@ class _Sizes:
         return value if expr is None else self.value(expr)
 
 
+def sizes_of(binding):
+    """The sizes a {symbol: int} binding gives, as bind_sizes returns them."""
+    return _Sizes(binding)
+
+
 def bind_sizes(gm, inputs):
     """{symbol: size} from the graph's placeholders (symbolic tensor sizes
     and symbolic ints) and the concrete `inputs` in placeholder order.

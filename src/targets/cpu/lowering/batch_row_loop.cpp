@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <string_view>
 
 #include "targets/cpu/lowering/kernel_registry.hpp"
@@ -10,8 +11,10 @@ namespace kiln {
 
 namespace {
 
-bool is_batch_row(const std::optional<varying_dimension>& v) {
-    return v && v->dim == 0 && v->scale == 1 && v->offset == 0;
+// Dimension 0, `rows` rows per unit of the extent (a batch, or a batch
+// folded with the rows of each of its entries: [batch * seq, 768]).
+bool is_batch_row(const std::optional<varying_dimension>& v, std::int64_t rows) {
+    return v && v->dim == 0 && v->scale == rows && v->offset == 0;
 }
 
 // Ops that compute each image (row of dimension 0) of their result from the
@@ -25,41 +28,45 @@ bool image_by_image(std::string_view name) {
     return std::find(ops.begin(), ops.end(), name) != ops.end() || name == "dot";
 }
 
-shape with_one_row(const shape& s) {
+shape with_rows(const shape& s, std::size_t rows) {
     auto lens = s.lens();
-    lens.at(0) = 1;
+    lens.at(0) = rows;
     return shape(s.type(), std::move(lens), s.strides());
 }
 
-argument row_of(const argument& a, std::size_t row) {
+// Block `n` of `rows` rows of `a`.
+argument rows_of(const argument& a, std::size_t n, std::size_t rows) {
     const shape& s = a.get_shape();
-    return argument(with_one_row(s), a.data() + row * s.strides().at(0) * s.element_size());
+    return argument(with_rows(s, rows), a.data() + n * rows * s.strides().at(0) * s.element_size());
 }
 
 }  // namespace
 
-bool runs_by_batch_rows(const operation& op, const std::optional<varying_dimension>& out,
-                        const std::vector<std::optional<varying_dimension>>& ins) {
-    if (!image_by_image(op.name()) || !is_batch_row(out)) return false;
+std::size_t rows_per_batch_entry(const operation& op, const std::optional<varying_dimension>& out,
+                                 const std::vector<std::optional<varying_dimension>>& ins) {
+    if (!image_by_image(op.name()) || !out || out->scale < 1) return 0;
+    const std::int64_t rows = out->scale;
+    if (!is_batch_row(out, rows)) return 0;
+    const bool product = op.name() == "fused_dot" || op.name() == "dot";
     for (std::size_t i = 0; i < ins.size(); ++i) {
         if (!ins[i]) continue;
-        if (!is_batch_row(ins[i])) return false;
+        if (!is_batch_row(ins[i], rows)) return 0;
         // A product's weights (input 1) may vary with the batch only as a
         // batch of matrices, not as the rows of one.
-        if ((op.name() == "fused_dot" || op.name() == "dot") && i == 1 && !is_batch_row(ins[0])) return false;
+        if (product && i == 1 && (rows != 1 || !is_batch_row(ins[0], rows))) return 0;
     }
-    if ((op.name() == "fused_dot" || op.name() == "dot") && !is_batch_row(ins.at(0))) return false;
-    return true;
+    if (product && !is_batch_row(ins.at(0), rows)) return 0;
+    return static_cast<std::size_t>(rows);
 }
 
 std::shared_ptr<const cpu_kernel> make_batch_row_kernel(
     const operation& op, const std::vector<shape>& input_shapes, const shape& output_shape,
-    const std::vector<bool>& varies, const std::vector<argument>& constants, int threads,
+    const std::vector<bool>& varies, std::size_t rows, const std::vector<argument>& constants, int threads,
     const std::vector<std::shared_ptr<const packed_constant>>* packed) {
     std::vector<shape> row_inputs = input_shapes;
     for (std::size_t i = 0; i < row_inputs.size(); ++i)
-        if (varies[i]) row_inputs[i] = with_one_row(row_inputs[i]);
-    const shape row_output = with_one_row(output_shape);
+        if (varies[i]) row_inputs[i] = with_rows(row_inputs[i], rows);
+    const shape row_output = with_rows(output_shape, rows);
     const kernel_request request{op, row_inputs, row_output, constants, threads, packed};
     // The algorithm a static compile at batch 1 picks (the full batch's may
     // not suit one row: MobileNetV2 ran 1.2x slower with it).
@@ -67,13 +74,13 @@ std::shared_ptr<const cpu_kernel> make_batch_row_kernel(
 }
 
 void run_batch_rows(const cpu_kernel& row_kernel, const argument& result, const std::vector<argument>& inputs,
-                    const std::vector<bool>& varies, std::byte* scratch) {
+                    const std::vector<bool>& varies, std::size_t rows, std::byte* scratch) {
     std::vector<argument> row_inputs = inputs;
-    const std::size_t rows = result.get_shape().lens().at(0);
-    for (std::size_t n = 0; n < rows; ++n) {
+    const std::size_t entries = result.get_shape().lens().at(0) / rows;
+    for (std::size_t n = 0; n < entries; ++n) {
         for (std::size_t i = 0; i < inputs.size(); ++i)
-            if (varies[i]) row_inputs[i] = row_of(inputs[i], n);
-        row_kernel.run(row_of(result, n), row_inputs, scratch);
+            if (varies[i]) row_inputs[i] = rows_of(inputs[i], n, rows);
+        row_kernel.run(rows_of(result, n, rows), row_inputs, scratch);
     }
 }
 

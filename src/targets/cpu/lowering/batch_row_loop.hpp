@@ -3,8 +3,9 @@
 // smaller batch than it was built for, when its kernel (a oneDNN convolution
 // or pooling primitive, a product, a layout reorder) is made for a fixed
 // batch: a kernel built once more at batch 1 (on the first such run), from
-// the same constants, runs once per batch row of this run. Only ops whose
-// result row n is computed from row n of each input that has the batch alone
+// the same constants, runs once per batch entry of this run (a row of
+// dimension 0, or a block of rows where the batch is folded into them). Only
+// ops whose result row n is computed from row n of each input that has the batch alone
 // qualify (convolutions, poolings, reductions over other axes, layout
 // reorders, products over rows): a row loop over any other op would be wrong.
 // A batch-1 kernel reads the full batch's kernel's packed weights where it
@@ -20,28 +21,31 @@
 
 namespace kiln {
 
-// Whether the result's row n of `op` depends only on row n (dimension 0) of
-// each input that varies with the batch, given how its result (`out`) and
-// inputs (`ins`, nullopt for one that does not vary) follow the extent: the
-// batch is dimension 0 of each of them, one row per unit of the extent.
-bool runs_by_batch_rows(const operation& op, const std::optional<varying_dimension>& out,
-                        const std::vector<std::optional<varying_dimension>>& ins);
+// How many rows of dimension 0 make one batch entry when the result's
+// rows in each block of them depend only on the same block of each input
+// that varies with the batch, given how its result (`out`) and inputs
+// (`ins`, nullopt for one that does not vary) follow the extent: the batch
+// is dimension 0 of each of them, the same number of rows per unit of the
+// extent (1 for a batch; seq for [batch * seq, 768]). 0 when not so.
+std::size_t rows_per_batch_entry(const operation& op, const std::optional<varying_dimension>& out,
+                                 const std::vector<std::optional<varying_dimension>>& ins);
 
 // The kernel of `op` at batch 1: `input_shapes` and `output_shape` as built,
 // with dimension 0 of the result and of each input marked in `varies` set to
-// 1; `constants` the constant inputs' values (empty for the others), with
-// the algorithm a static compile at batch 1 picks. `packed` (or null): the
-// packed form offered for each constant input, as kernel_request::packed
-// (its `constants` entry keeps its values for kernels that take no packed form).
+// `rows` (one batch entry); `constants` the constant inputs' values (empty
+// for the others), with the algorithm a static compile at batch 1 picks.
+// `packed` (or null): the packed form offered for each constant input, as
+// kernel_request::packed (its `constants` entry keeps its values for kernels
+// that take no packed form).
 std::shared_ptr<const cpu_kernel> make_batch_row_kernel(
     const operation& op, const std::vector<shape>& input_shapes, const shape& output_shape,
-    const std::vector<bool>& varies, const std::vector<argument>& constants, int threads,
+    const std::vector<bool>& varies, std::size_t rows, const std::vector<argument>& constants, int threads,
     const std::vector<std::shared_ptr<const packed_constant>>* packed);
 
-// Runs `row_kernel` once per row of `result` (its dimension 0, this run's
-// batch): on that row of the result and of each input marked in `varies`,
-// the other inputs whole.
+// Runs `row_kernel` once per batch entry of `result` (each block of `rows`
+// rows of its dimension 0): on that block of the result and of each input
+// marked in `varies`, the other inputs whole.
 void run_batch_rows(const cpu_kernel& row_kernel, const argument& result, const std::vector<argument>& inputs,
-                    const std::vector<bool>& varies, std::byte* scratch);
+                    const std::vector<bool>& varies, std::size_t rows, std::byte* scratch);
 
 }  // namespace kiln

@@ -151,9 +151,11 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
         if (alike && step.modules.empty() && follows != nullptr && follows->follows_extent_of(out->dim)) continue;
         // A kernel made for a fixed batch: a smaller batch runs row by row
         // on a batch-1 kernel (batch_row_loop.hpp).
-        if (step.modules.empty() && runs_by_batch_rows(step.op, out, ins)) {
+        if (const std::size_t per_entry = step.modules.empty() ? rows_per_batch_entry(step.op, out, ins) : 0;
+            per_entry > 0) {
             auto& rows = by_rows[s];
             rows.by_rows = true;
+            rows.rows = per_entry;
             for (const auto& in : step.inputs) rows.varies.push_back(varying.at(in.instruction).has_value());
             continue;
         }
@@ -196,13 +198,15 @@ const cpu_executable::batch_row_step& cpu_executable::batch_row_kernel(std::size
         constants.push_back(plain_value(i));
     }
     const bool offered = std::any_of(packed.begin(), packed.end(), [](const auto& f) { return f != nullptr; });
-    rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, constants, threads_,
+    rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, rows.rows, constants,
+                                        threads_,
                                         offered ? &packed : nullptr);
     bool all_taken = true;
     for (std::size_t i = 0; i < packed.size(); ++i)
         if (packed[i] != nullptr && !rows.kernel->keeps_own_copy(i)) all_taken = false;
     if (!all_taken)
-        rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, constants, threads_,
+        rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, rows.rows, constants,
+                                        threads_,
                                             nullptr);
     // A literal the full-batch kernel took over has no bytes at run time:
     // a batch-1 kernel that reads it then (no copy of its own) gets the
@@ -293,7 +297,7 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
                 std::vector<argument> inputs = step_inputs(s);
                 for (std::size_t i = 0; i < inputs.size(); ++i)
                     if (rows.restored[i].data() != nullptr) inputs[i] = rows.restored[i];
-                run_batch_rows(*rows.kernel, step_output(s), inputs, rows.varies, ctx->scratch.get());
+                run_batch_rows(*rows.kernel, step_output(s), inputs, rows.varies, rows.rows, ctx->scratch.get());
             } else if (step.modules.empty())
                 step.kernel->run(step_output(s), step_inputs(s), ctx->scratch.get());
             else

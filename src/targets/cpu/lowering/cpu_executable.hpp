@@ -105,6 +105,7 @@ private:
     // that kernel once a run needed it (batch_row_kernel).
     struct batch_row_step {
         bool by_rows = false;
+        std::size_t rows = 1;  // rows of dimension 0 per batch entry
         std::vector<bool> varies;
         std::shared_ptr<const cpu_kernel> kernel;
         // Per input: the values of a literal the full-batch kernel took over
