@@ -275,7 +275,6 @@ class DynamicCompiledModule(CompiledModule):
         # CompiledModules that run every size of a range (generic_program.py),
         # with where the inputs give that size: (flat position, axis).
         self._generic = []
-        self._size_at = None
         # Why the graph is compiled per size, once a compilation for a range was refused.
         self.generic_refusal = None
         self._note_generic(first)
@@ -314,25 +313,27 @@ class DynamicCompiledModule(CompiledModule):
     def _note_generic(self, compiled):
         self.generic_refusal = self.generic_refusal or getattr(compiled, "generic_refusal", None)
         serves = getattr(compiled, "serves_sizes", None)
-        if serves is None:
-            return
-        if self._size_at is None:
-            self._size_at = next(
-                (i, axis)
-                for i, spec in enumerate(self.input_specs)
-                if isinstance(spec, DynamicInputSpec)
-                for axis, d in enumerate(spec.dims)
-                if d == serves.symbol
-            )
-        self._generic.append((serves, compiled))
+        if serves is not None:
+            self._generic.append((serves, compiled))
+
+    def _symbol_values(self, flat):
+        """{symbol: size} of the inputs' sizes that are a symbol."""
+        values = {}
+        for spec, value in zip(self.input_specs, flat):
+            if isinstance(spec, DynamicInputSpec):
+                for d, size in zip(spec.dims, value.shape):
+                    if isinstance(d, sympy.Symbol):
+                        values[d] = size
+            elif isinstance(spec, SymbolicIntSpec) and isinstance(spec.expr, sympy.Symbol):
+                values[spec.expr] = value
+        return values
 
     def _generic_for(self, flat):
-        """The CompiledModule compiled once for a range holding these inputs' size, or None."""
+        """The CompiledModule compiled once for a range holding these inputs' sizes, or None."""
         if not self._generic:
             return None
-        position, axis = self._size_at
-        size = flat[position].shape[axis]
-        return next((compiled for serves, compiled in self._generic if size in serves), None)
+        values = self._symbol_values(flat)
+        return next((compiled for serves, compiled in self._generic if serves.serves(values)), None)
 
     def compile_for(self, flat):
         """A CompiledModule for flat inputs (checked here), not cached by this

@@ -38,7 +38,7 @@ from .dynamic_module import (
     shape_key,
 )
 from .fx_reference import decomposed_reference, is_fx_reference
-from .generic_program import only_symbol, serves_every_size, size_range, specialiser_for
+from .generic_program import serves_every_size, size_range, specialiser_for
 from .graph_lowering import lower_graph_module
 from .graph_specialisation import bind_sizes, specialise_graph
 from .input_mutation import mutated_user_inputs, write_inputs_in_place
@@ -559,13 +559,10 @@ def compile_specialisation(
     flat = pytree.tree_leaves((args, kwargs))
     sizes = bind_sizes(symbolic_gm, flat)
     gm = specialise_graph(symbolic_gm, sizes)
-    symbol = only_symbol(symbolic_gm) if ranges is not None else None
+    serves = size_range(symbolic_gm, sizes, ranges) if ranges is not None else None
     specialiser = None
-    if symbol is not None:
-        size = sizes.value(symbol)
-        bounds = ranges.get(symbol)
-        serves = size_range(symbol, size, bounds.min if bounds else None, bounds.max if bounds else None)
-        specialiser = specialiser_for(symbolic_gm, symbol, size, serves, target, precision)
+    if serves is not None:
+        specialiser = specialiser_for(symbolic_gm, sizes.value(serves.symbol), serves, target, precision)
     compiled = _compile_graph(
         gm, ep, args, kwargs, target, precision, precision, min_subgraph_size, compile_options, caller,
         specialiser_for=specialiser,
@@ -577,7 +574,7 @@ def compile_specialisation(
             logger.info("%s: compiled for this size only (%s)", caller, why)
         else:
             compiled.serves_sizes = serves
-            logger.info("%s: one program for %s in [%d, %d]", caller, symbol, serves.low, serves.high)
+            logger.info("%s: one program for %s in [%d, %d]", caller, serves.symbol, serves.low, serves.high)
     return compiled
 
 

@@ -3,11 +3,12 @@
 A graph torch.export gave symbolic sizes (``kiln.torch.compile`` with
 ``dynamic_shapes``, or a dynamo graph with symbolic sizes in the
 ``torch.compile`` backend) is made static and lowered per size
-(graph_specialisation.py). Where the whole graph is one Kiln program and its
-sizes are all one symbol (a batch, say), the program lowered at the first
-size is instead handed to Kiln with a range on the inputs that carry the
-symbol and a :class:`GraphSpecialiser` that lowers the graph at any other
-size: Kiln's compile then compiles one program at the range's maximum that
+(graph_specialisation.py). Where the whole graph is one Kiln program, the
+program lowered at the first size is instead handed to Kiln with a range on
+the inputs' dimensions of one symbol (the first symbolic dimension of the
+inputs: a batch, as a rule; symbols of the same size are taken as equal to
+it, others stay at their sizes) and a :class:`GraphSpecialiser` that lowers
+the graph at any other size: Kiln's compile then compiles one program at the range's maximum that
 runs every size in it (src/ir/program.cpp, compile_dynamic), or says why it
 cannot (``per_shape_compilation_reason``), and the graph goes on compiling
 per size.
@@ -42,110 +43,138 @@ SMALLEST_BUCKET_TOP = 8
 
 @dataclasses.dataclass(frozen=True)
 class SizeRange:
-    """The sizes `low`..`high` (inclusive) of `symbol` one compiled program runs."""
+    """The sizes one compiled program runs: `symbol` from `low` to `high`
+    (inclusive), each symbol of `tied` equal to it, each (symbol, value) of
+    `fixed` at that value."""
 
     symbol: sympy.Symbol
     low: int
     high: int
+    tied: frozenset = frozenset()
+    fixed: tuple = ()
 
-    def __contains__(self, size):
-        return self.low <= size <= self.high
+    def serves(self, values):
+        """Whether the sizes {symbol: int} of a call are ones this program runs."""
+        size = values.get(self.symbol)
+        if size is None or not self.low <= size <= self.high:
+            return False
+        return all(values.get(t) == size for t in self.tied) and all(values.get(f) == v for f, v in self.fixed)
 
-
-def size_range(symbol, size, low=None, high=None):
-    """The SizeRange a program compiled for `symbol` at `size` serves: the
-    symbol's range low..high when bounded, else the power-of-two bucket
-    holding `size`, within low."""
-    low = 1 if low is None else low
-    if high is not None:
-        return SizeRange(symbol, low, high)
-    top = SMALLEST_BUCKET_TOP
-    while top < size:
-        top *= 2
-    return SizeRange(symbol, low if top == SMALLEST_BUCKET_TOP else max(low, top // 2 + 1), top)
+    def binding(self, size):
+        """{symbol: int} of every symbol at `size` of the range's own."""
+        return {self.symbol: size, **{t: size for t in self.tied}, **dict(self.fixed)}
 
 
-def only_symbol(gm):
-    """The one symbol the sizes of `gm`'s inputs are made of, when every
-    dynamic input dimension is that symbol itself (not an expression of it,
-    such as ``s0 + 1``); else None."""
-    symbols, derived = set(), False
+def _placeholder_sizes(gm):
+    """(placeholder, [its sizes as sympy expressions, or ints]) of each tensor or int input."""
+    out = []
     for node in gm.graph.nodes:
         if node.op != "placeholder":
             continue
         val = node.meta.get("val")
         sizes = val.shape if isinstance(val, torch.Tensor) else [val]
-        for d in sizes:
-            if not isinstance(d, torch.SymInt):
-                continue
-            expr = d.node.expr
-            symbols |= expr.free_symbols
-            derived |= not isinstance(expr, sympy.Symbol)
-    return next(iter(symbols)) if len(symbols) == 1 and not derived else None
-
-
-def _symbol_dims(gm, symbol):
-    """{placeholder name: (val, [axes whose size is `symbol`])} of the tensor inputs that carry it."""
-    out = {}
-    for node in gm.graph.nodes:
-        val = node.meta.get("val")
-        if node.op != "placeholder" or not isinstance(val, torch.Tensor):
-            continue
-        axes = [a for a, d in enumerate(val.shape) if isinstance(d, torch.SymInt) and d.node.expr == symbol]
-        if axes:
-            out[node.name] = (val, axes)
+        out.append((node, [d.node.expr if isinstance(d, (torch.SymInt, torch.SymFloat, torch.SymBool)) else d for d in sizes]))
     return out
+
+
+def size_range(gm, sizes, ranges):
+    """The SizeRange a program compiled for graph `gm` at `sizes` (its
+    symbols bound) serves, or None where the graph has no symbol for one:
+    the symbol of the first symbolic dimension of its inputs (a batch, as a
+    rule), in its range (`ranges`: {symbol: DimRange}) when bounded, else
+    the power-of-two bucket holding its size; symbols of equal size tied to
+    it (dynamo's size passed as an int input), the others fixed. None too
+    where an input's dimension is an expression of the range's symbols
+    (``s0 + 1``), which a program's range cannot state."""
+    symbols = []
+    for _, dims in _placeholder_sizes(gm):
+        for d in dims:
+            if isinstance(d, sympy.Expr) and not d.is_Number:
+                symbols.extend(x for x in sorted(d.free_symbols, key=str) if x not in symbols)
+    if not symbols:
+        return None
+    symbol = next(
+        (d for _, dims in _placeholder_sizes(gm) for d in dims if isinstance(d, sympy.Symbol)), None
+    )
+    if symbol is None:
+        return None
+    size = sizes.value(symbol)
+    tied = frozenset(x for x in symbols if x != symbol and sizes.value(x) == size)
+    fixed = tuple((x, sizes.value(x)) for x in symbols if x != symbol and x not in tied)
+    varying = {symbol} | tied
+    for _, dims in _placeholder_sizes(gm):
+        for d in dims:
+            if isinstance(d, sympy.Expr) and not isinstance(d, sympy.Symbol) and d.free_symbols & varying:
+                return None
+    low, high = 1, None
+    for x in varying:
+        bounds = ranges.get(x)
+        if bounds is not None and bounds.min is not None:
+            low = max(low, bounds.min)
+        if bounds is not None and bounds.max is not None:
+            high = bounds.max if high is None else min(high, bounds.max)
+    if high is None:
+        top = SMALLEST_BUCKET_TOP
+        while top < size:
+            top *= 2
+        low, high = (low if top == SMALLEST_BUCKET_TOP else max(low, top // 2 + 1)), top
+    return SizeRange(symbol, low, high, tied, fixed)
 
 
 class GraphSpecialiser:
     """What Kiln calls with {parameter: lens} for the uncompiled program of
-    graph `symbolic_gm` at those sizes (program.set_specialiser)."""
+    graph `symbolic_gm` at those sizes of `sizes` (a SizeRange): program.set_specialiser."""
 
-    def __init__(self, symbolic_gm, symbol, input_names, target, precision):
+    def __init__(self, symbolic_gm, sizes, input_names, target, precision):
         self.symbolic_gm = symbolic_gm
-        self.symbol = symbol
+        self.sizes = sizes
         self.input_names = list(input_names)
         self.target = target
         self.precision = precision
-        self.dims = {n: axes for n, (_, axes) in _symbol_dims(symbolic_gm, symbol).items() if n in input_names}
+        varying = {sizes.symbol} | sizes.tied
+        # {parameter: (placeholder, [axes of a varying size])}
+        self.dims = {}
+        for node, dims in _placeholder_sizes(symbolic_gm):
+            axes = [a for a, d in enumerate(dims) if d in varying]
+            if axes and node.name in self.input_names and isinstance(node.meta.get("val"), torch.Tensor):
+                self.dims[node.name] = (node, axes)
 
     def __call__(self, lens):
-        sizes = {lens[name][a] for name, axes in self.dims.items() if name in lens for a in axes}
-        if len(sizes) != 1:
-            raise kiln.InvalidArgumentError(f"the inputs' sizes of {self.symbol} differ: {lens}")
-        size = sizes.pop()
-        gm = specialise_graph(self.symbolic_gm, sizes_of({self.symbol: size}))
+        found = {lens[name][a] for name, (_, axes) in self.dims.items() if name in lens for a in axes}
+        if len(found) != 1:
+            raise kiln.InvalidArgumentError(f"the inputs' sizes of {self.sizes.symbol} differ: {lens}")
+        size = found.pop()
+        gm = specialise_graph(self.symbolic_gm, sizes_of(self.sizes.binding(size)))
         program, names = whole_graph_program(gm, target=self.target, precision=self.precision)
         if names != self.input_names:
             raise kiln.UnsupportedError(
-                f"at {self.symbol} = {size} the graph's program takes inputs {names}, not {self.input_names}"
+                f"at {self.sizes.symbol} = {size} the graph's program takes inputs {names}, not {self.input_names}"
             )
         return program
 
-    def ranges(self, sizes, optimal):
-        """{parameter: kiln.shape with `sizes` (a SizeRange) on the symbol's
-        axes, `optimal` its optimal} for program.set_specialiser."""
+    def ranges(self, size):
+        """{parameter: kiln.shape with the range on its varying axes, `size` optimal}."""
+        bound = sizes_of(self.sizes.binding(size))
         out = {}
-        for name, (val, axes) in _symbol_dims(self.symbolic_gm, self.symbol).items():
-            if name not in self.dims:
-                continue
-            dims = [int(d) if not isinstance(d, torch.SymInt) else None for d in val.shape]
+        for name, (node, axes) in self.dims.items():
+            val = node.meta["val"]
+            dims = [bound.concrete(d) for d in val.shape]
             for a in axes:
-                dims[a] = {"min": sizes.low, "max": sizes.high, "optimals": [optimal]}
+                dims[a] = {"min": self.sizes.low, "max": self.sizes.high, "optimals": [size]}
             out[name] = kiln.shape(to_kiln_type(val.dtype), dyn_dims=dims)
         return out
 
 
-def specialiser_for(symbolic_gm, symbol, size, sizes, target, precision):
+def specialiser_for(symbolic_gm, size, sizes, target, precision):
     """The specialiser_for that lower_graph_module takes: the graph's program
-    lowered at `size` gets a range `sizes` (a SizeRange) on the inputs that
-    carry `symbol`; None where none of its inputs does."""
+    lowered at `size` of `sizes` (a SizeRange) gets that range on the
+    inputs whose sizes vary with it; None where none of its inputs does."""
 
     def make(input_names):
-        specialiser = GraphSpecialiser(symbolic_gm, symbol, input_names, target, precision)
+        specialiser = GraphSpecialiser(symbolic_gm, sizes, input_names, target, precision)
         if not specialiser.dims:
             return None
-        return specialiser, specialiser.ranges(sizes, size)
+        return specialiser, specialiser.ranges(size)
 
     return make
 
