@@ -240,4 +240,6 @@ def test_symbolic_int_input_of_compile_with_dynamic_shapes():
         x = randn(rows, 4, seed=rows + n)
         torch.testing.assert_close(compiled(x, n), model(x, n))
     assert kiln.torch.export_count() - exports == 1
-    assert compiled.compilations == 3
+    # rows 3 and 6 at n = 5 are one program compiled for a range of rows (n held
+    # at 5); n = 7 is another.
+    assert compiled.compilations == 2

@@ -88,7 +88,13 @@ def randn(*shape, seed=0):
 # --- kiln.torch.compile(..., dynamic_shapes=...) ---------------------------------------------------------------
 
 
-def test_mlp_dynamic_batch_matches_eager_and_compiles_once_per_shape():
+def the_program(compiled):
+    """The one Kiln program of a CompiledModule lowered to one subgraph."""
+    (subgraph,) = [m for m in compiled.lowered.modules() if isinstance(m, kiln.torch.kiln_subgraph.KilnSubgraph)]
+    return subgraph.program
+
+
+def test_mlp_dynamic_batch_matches_eager_and_compiles_once():
     model = mlp()
     batch = Dim("batch", min=1, max=64)
     compiled = kiln.torch.compile(model, (randn(3, 8),), dynamic_shapes=({0: batch},))
@@ -97,22 +103,35 @@ def test_mlp_dynamic_batch_matches_eager_and_compiles_once_per_shape():
     assert compiled.dynamic_inputs == {"input": "[batch in [1, 64], 8]"}
     for n in (1, 3, 7, 64, 7, 1):
         assert_matches_eager(compiled, model, randn(n, 8, seed=n))
-    assert compiled.compilations == 4  # 3 (the example), 1, 7, 64
-    assert sorted(key[0][0] for key in compiled.specializations) == [1, 3, 7, 64]
+    # One Kiln program compiled at batch 64 runs every batch: no static
+    # specialisation was added to it.
+    assert compiled.compilations == 1 and compiled.generic_refusal is None
+    (first,) = compiled.specializations.values()
+    program = the_program(first)
+    assert program.is_dynamic() and program.per_shape_compilation_reason() == ""
+    assert program.specialisation_count() == 1
+    (shape,) = program.get_parameter_shapes().values()
+    assert shape.dyn_dims[0] == {"min": 1, "max": 64, "optimals": [3]}
     with pytest.raises(AttributeError):
         compiled.compilations = 0  # read-only
 
 
 def test_only_recent_shapes_stay_compiled():
+    """A size held fixed in each compiled program (the second dynamic
+    dimension: the range is the first's) compiles per size, and only the
+    most recent sizes stay compiled."""
     model = mlp()
-    compiled = kiln.torch.compile(model, (randn(3, 8),), dynamic_shapes=({0: Dim("batch", min=1, max=64)},))
+    dims = {0: Dim("batch", min=1, max=64), 1: Dim("seq", min=1, max=64)}
+    compiled = kiln.torch.compile(model, (randn(3, 3, 8),), dynamic_shapes=(dims,))
     kept = kiln.torch.dynamic_module.KEPT_SPECIALIZATIONS
     for n in range(4, 4 + kept + 3):
-        compiled(randn(n, 8))
+        compiled(randn(3, n, 8))
     # The example's shape and the most recent others; the oldest others were dropped.
-    batches = sorted(key[0][0] for key in compiled.specializations)
-    assert batches == [3] + list(range(7, 4 + kept + 3))
-    assert_matches_eager(compiled, model, randn(4, 8, seed=4))  # dropped earlier: compiled again
+    lengths = sorted(key[0][1] for key in compiled.specializations)
+    assert lengths == [3] + list(range(7, 4 + kept + 3))
+    assert_matches_eager(compiled, model, randn(5, 4, 8, seed=4))  # dropped earlier: compiled again
+    assert compiled.compilations == kept + 3 + 2
+    assert_matches_eager(compiled, model, randn(9, 4, 8, seed=5))  # the batch of that program's range
     assert compiled.compilations == kept + 3 + 2
 
 
@@ -121,9 +140,9 @@ def test_conv_net_dynamic_batch_matches_eager():
     compiled = kiln.torch.compile(
         model, (randn(2, 3, 16, 16),), dynamic_shapes={"x": {0: Dim("batch", min=1, max=16)}}
     )
-    for n in (1, 3, 7):
+    for n in (1, 3, 7, 16):
         assert_matches_eager(compiled, model, randn(n, 3, 16, 16, seed=n))
-    assert compiled.compilations == 4
+    assert compiled.compilations == 1
     with pytest.raises(ValueError, match=r"input 'x': dimension 2 is static and must be 16"):
         compiled(randn(2, 3, 18, 16))
 
@@ -136,7 +155,8 @@ def test_encoder_layer_dynamic_batch_and_sequence_matches_eager():
     shapes = [(1, 5), (3, 5), (7, 5), (3, 1), (3, 17), (8, 128), (3, 17)]
     for b, s in shapes:
         assert_matches_eager(compiled, model, randn(b, s, 16, seed=b * 1000 + s))
-    assert compiled.compilations == 1 + len(set(shapes) - {(2, 5)})
+    # One program per sequence length, each compiled once for every batch.
+    assert compiled.compilations == len({s for _, s in shapes}) == 4
     assert compiled.report.subgraphs >= 1 and not compiled.fallback_ops
 
 
@@ -277,13 +297,14 @@ def test_int8_with_dynamic_shapes_is_refused():
 
 def test_concurrent_first_calls_at_new_sizes():
     model = mlp()
-    compiled = kiln.torch.compile(model, (randn(3, 8),), dynamic_shapes=({0: Dim("batch", max=16)},))
-    inputs = [randn(n, 8, seed=n) for n in (5, 6, 5, 6, 5, 6)]
+    dims = {0: Dim("batch", max=16), 1: Dim("seq", max=16)}
+    compiled = kiln.torch.compile(model, (randn(3, 3, 8),), dynamic_shapes=(dims,))
+    inputs = [randn(n % 4 + 2, n, 8, seed=n) for n in (5, 6, 5, 6, 5, 6)]
     with concurrent.futures.ThreadPoolExecutor(3) as pool, torch.no_grad():
         results = list(pool.map(compiled, inputs))
     for x, y in zip(inputs, results):
         torch.testing.assert_close(y, model(x), rtol=RTOL, atol=ATOL)
-    assert compiled.compilations == 3  # 3, 5, 6: each compiled once despite the race
+    assert compiled.compilations == 3  # seq 3, 5, 6: each compiled once despite the race
 
 
 def test_save_refuses_a_dynamic_module(tmp_path):

@@ -91,7 +91,10 @@ def test_graph_breaks_and_data_dependent_control_flow():
     assert all(r.subgraphs >= 1 for r in reports)
 
 
-def test_compiles_once_per_shape_signature(monkeypatch):
+def test_compiles_once_per_bucket_of_batches(monkeypatch):
+    """dynamic=True: the symbolic batch's graph is exported once and compiled
+    once for each power-of-two bucket of batches (memory is planned for the
+    bucket's largest): 2..8, then 9..16."""
     calls = []
     real = kiln.torch.export_compiler._compile_graph
 
@@ -106,11 +109,16 @@ def test_compiles_once_per_shape_signature(monkeypatch):
     graphs = []
     compiled = torch.compile(model, backend=spying_backend(graphs), dynamic=True)
     with torch.no_grad():
-        for n in [2, 3, 2, 5, 3, 3]:
+        for n in [2, 3, 2, 5, 3, 3, 9, 16, 8]:
             x = torch.randn(n, 4)
             torch.testing.assert_close(compiled(x), model(x), rtol=1e-3, atol=1e-4)
-    assert [s[0] for s in calls] == [2, 3, 5]
-    assert len(graphs) == 1 and len(graphs[0].compiled) == 3
+    assert [s[0] for s in calls] == [2, 9]
+    assert len(graphs) == 1 and len(graphs[0].compiled) == 6  # the backend's cache, by shape
+    def batch(key):  # of the one tensor input's (shape, dtype, device, requires_grad) in the cache's key
+        return next(k[0][0] for k in key if isinstance(k, tuple) and k and isinstance(k[0], torch.Size))
+
+    by_batch = {batch(key): module for key, module in graphs[0].compiled.items()}
+    assert by_batch[2] is by_batch[3] is by_batch[5] is by_batch[8] and by_batch[9] is by_batch[16]
     assert graphs[0].exports == 1  # the batch is symbolic: one export serves every size
 
 

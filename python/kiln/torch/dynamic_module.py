@@ -315,6 +315,9 @@ class DynamicCompiledModule(CompiledModule):
         serves = getattr(compiled, "serves_sizes", None)
         if serves is not None:
             self._generic.append((serves, compiled))
+            # Each holds its own weights: the first and the most recent others stay.
+            while len(self._generic) > KEPT_SPECIALIZATIONS + 1:
+                del self._generic[1]
 
     def _symbol_values(self, flat):
         """{symbol: size} of the inputs' sizes that are a symbol."""
@@ -380,6 +383,7 @@ class DynamicCompiledModule(CompiledModule):
             oldest = next(k for k in self._specializations if k != self._first_key)
             dropped = self._specializations.pop(oldest)
             self._checked_calls = {k: v for k, v in self._checked_calls.items() if v is not dropped}
+            self._generic = [(serves, c) for serves, c in self._generic if c is not dropped]
 
     def forward(self, *args, **kwargs):
         self._check_weights()

@@ -6,8 +6,8 @@ A graph torch.export gave symbolic sizes (``kiln.torch.compile`` with
 (graph_specialisation.py). Where the whole graph is one Kiln program, the
 program lowered at the first size is instead handed to Kiln with a range on
 the inputs' dimensions of one symbol (the first symbolic dimension of the
-inputs: a batch, as a rule; symbols of the same size are taken as equal to
-it, others stay at their sizes) and a :class:`GraphSpecialiser` that lowers
+inputs: a batch, as a rule; an int input of the same size is taken as equal
+to it, other sizes stay as they are) and a :class:`GraphSpecialiser` that lowers
 the graph at any other size: Kiln's compile then compiles one program at the range's maximum that
 runs every size in it (src/ir/program.cpp, compile_dynamic), or says why it
 cannot (``per_shape_compilation_reason``), and the graph goes on compiling
@@ -80,10 +80,10 @@ def _placeholder_sizes(gm):
 def size_range(gm, sizes, ranges):
     """The SizeRange a program compiled for graph `gm` at `sizes` (its
     symbols bound) serves, or None where the graph has no symbol for one:
-    the symbol of the first symbolic dimension of its inputs (a batch, as a
-    rule), in its range (`ranges`: {symbol: DimRange}) when bounded, else
-    the power-of-two bucket holding its size; symbols of equal size tied to
-    it (dynamo's size passed as an int input), the others fixed. None too
+    the symbol of the first symbolic dimension of its tensor inputs (a
+    batch, as a rule), in its range (`ranges`: {symbol: DimRange}) when bounded, else
+    the power-of-two bucket holding its size; int inputs of equal size tied
+    to it (dynamo passes a size it uses as an int), the others fixed. None too
     where an input's dimension is an expression of the range's symbols
     (``s0 + 1``), which a program's range cannot state."""
     symbols = []
@@ -94,12 +94,25 @@ def size_range(gm, sizes, ranges):
     if not symbols:
         return None
     symbol = next(
-        (d for _, dims in _placeholder_sizes(gm) for d in dims if isinstance(d, sympy.Symbol)), None
+        (
+            d
+            for node, dims in _placeholder_sizes(gm)
+            if isinstance(node.meta.get("val"), torch.Tensor)
+            for d in dims
+            if isinstance(d, sympy.Symbol)
+        ),
+        None,
     )
     if symbol is None:
         return None
     size = sizes.value(symbol)
-    tied = frozenset(x for x in symbols if x != symbol and sizes.value(x) == size)
+    # An int input of the same size is taken as that size passed on (dynamo
+    # passes sizes it uses as ints); a tensor's other dimension is not.
+    in_tensors = set()
+    for node, dims in _placeholder_sizes(gm):
+        if isinstance(node.meta.get("val"), torch.Tensor):
+            in_tensors.update(x for d in dims if isinstance(d, sympy.Expr) for x in d.free_symbols)
+    tied = frozenset(x for x in symbols if x != symbol and x not in in_tensors and sizes.value(x) == size)
     fixed = tuple((x, sizes.value(x)) for x in symbols if x != symbol and x not in tied)
     varying = {symbol} | tied
     for _, dims in _placeholder_sizes(gm):
