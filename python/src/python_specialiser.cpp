@@ -39,8 +39,11 @@ public:
             return nb::cast<program>(built);
         } catch (const nb::python_error& e) {
             // A Kiln error, so that compile() treats a failure here like any
-            // other front end's (the range is then compiled per shape).
-            fail(error_kind::not_implemented, std::string("the program's specialiser raised ") + e.what());
+            // other front end's (the range is then compiled per shape); its
+            // type and message, not the traceback.
+            const std::string type = nb::cast<std::string>(nb::handle(e.type()).attr("__name__"));
+            const std::string message = nb::cast<std::string>(nb::str(e.value()));
+            fail(error_kind::not_implemented, "the program's specialiser raised " + type + ": " + message);
         }
     }
 
