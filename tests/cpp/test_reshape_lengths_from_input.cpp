@@ -1,6 +1,7 @@
 // write_reshape_lengths_copied_from_input: a reshape target length equal to
-// the input's at the same position becomes 0 (copy it), so that the same
-// reshape fits every extent of a dynamic dimension; the result is unchanged.
+// the input's at the same position becomes 0 (copy it), and the first length
+// then left -1 (what the others leave) unless one is -1 already, so that the
+// same reshape fits every extent of a dynamic dimension; the result is unchanged.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -42,17 +43,30 @@ TEST(reshape_lengths_from_input, the_batch_and_sequence_are_copied_at_every_batc
     }
 }
 
-TEST(reshape_lengths_from_input, a_length_that_matches_another_position_stays) {
-    // [2, 16, 64] -> [16, 2, 64]: 16 and 2 are the input's lengths at other positions; 64 is copied.
+TEST(reshape_lengths_from_input, a_batch_folded_into_the_rows_is_what_the_others_leave) {
+    // GPT-2's [batch * seq, 64] before a product: the same reshape at every batch.
+    for (std::size_t n : {1, 3, 8}) {
+        auto owned = reshaped(n, {static_cast<std::int64_t>(n * 16), 64});
+        module& m = *owned;
+        const module before(m);
+        EXPECT_EQ(write_reshape_lengths_copied_from_input(m), 1u);
+        EXPECT_EQ(reshape_of(m), "reshape[dims={-1, 64}]") << n;
+        EXPECT_EQ(m.get_output_shapes(), before.get_output_shapes());
+        expect_same_outputs(before, m);
+    }
+}
+
+TEST(reshape_lengths_from_input, the_first_length_not_copied_becomes_the_rest) {
+    // [2, 16, 64] -> [16, 2, 64]: 64 is copied, 16 is what 2 and 64 leave.
     auto owned = reshaped(2, {16, 2, 64});
     module& m = *owned;
     EXPECT_EQ(write_reshape_lengths_copied_from_input(m), 1u);
-    EXPECT_EQ(reshape_of(m), "reshape[dims={16, 2, 0}]");
+    EXPECT_EQ(reshape_of(m), "reshape[dims={-1, 2, 0}]");
 }
 
-TEST(reshape_lengths_from_input, merged_lengths_stay) {
-    auto owned = reshaped(4, {64, 64});
+TEST(reshape_lengths_from_input, a_reshape_with_a_rest_and_nothing_copied_stays) {
+    auto owned = reshaped(4, {-1, 1024});
     module& m = *owned;
     EXPECT_EQ(write_reshape_lengths_copied_from_input(m), 0u);
-    EXPECT_EQ(reshape_of(m), "reshape[dims={64, 64}]");
+    EXPECT_EQ(reshape_of(m), "reshape[dims={-1, 1024}]");
 }
