@@ -4,6 +4,7 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -155,6 +156,14 @@ private:
     std::shared_ptr<const executable> executable_;
     std::shared_ptr<const specialiser> specialiser_;
     std::map<std::string, shape> dynamic_parameters_;  // set with specialiser_
+    // get_output_shapes of a program with a specialiser, found once; copies
+    // share it (they have the same specialiser), set_specialiser starts anew.
+    struct range_output_shapes {
+        std::mutex mutex;
+        bool found = false;
+        std::vector<shape> shapes;
+    };
+    std::shared_ptr<range_output_shapes> range_outputs_ = std::make_shared<range_output_shapes>();
     std::shared_ptr<specialisation_cache> specialisations_;  // a compiled dynamic program's
     bool compiled_from_cache_ = false;
 };

@@ -33,6 +33,7 @@ program& program::operator=(const program& other) {
     options_ = other.options_;
     executable_ = other.executable_;
     specialiser_ = other.specialiser_;
+    range_outputs_ = other.range_outputs_;
     dynamic_parameters_ = other.dynamic_parameters_;
     specialisations_ = other.specialisations_;
     compiled_from_cache_ = other.compiled_from_cache_;
@@ -92,6 +93,26 @@ namespace {
 // the order of their dimensions (a weight laid out [N, K] at one end and
 // [K, N] at the other): a literal whose lengths follow the extent (positions,
 // a mask) differs anyway, whatever layout passes run.
+// The ranges that cover both static shapes (the results at the smallest and
+// at the largest extents).
+shape covering_shape(const shape& smallest, const shape& largest) {
+    if (smallest.type() != largest.type() || smallest.ndim() != largest.ndim() || smallest.is_tuple())
+        return largest;
+    std::vector<dynamic_dimension> dims;
+    for (std::size_t i = 0; i < smallest.ndim(); ++i) {
+        auto [lo, hi] = std::minmax(smallest.lens()[i], largest.lens()[i]);
+        dims.emplace_back(lo, hi);
+    }
+    return shape::from_dyn_dims(largest.type(), dims);
+}
+
+// covering_shape of each output.
+std::vector<shape> covering_shapes(const std::vector<shape>& smallest, const std::vector<shape>& largest) {
+    std::vector<shape> out;
+    for (std::size_t i = 0; i < largest.size(); ++i) out.push_back(covering_shape(smallest.at(i), largest[i]));
+    return out;
+}
+
 bool literal_lengths_match_up_to_order(const module& a, const module& b) {
     auto lengths = [](const module& m) {
         std::vector<std::pair<dtype, std::vector<std::size_t>>> out;
@@ -237,11 +258,25 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
             // One attempt with these options, keeping the optimised static
             // programs in `keep`; false in compared_equal when the ends differ.
             bool compared_equal = true;
+            // The front end's imports at the ends, kept for a second attempt
+            // (an import from PyTorch lowers the graph again; copies share
+            // the constants' bytes).
+            std::map<parameter_lens, program> imported;
+            // What get_output_shapes would import them for again.
+            auto note_range_outputs = [this](const program& low, const program& high) {
+                const std::lock_guard<std::mutex> lock(range_outputs_->mutex);
+                if (range_outputs_->found || !specialiser_) return;
+                range_outputs_->shapes = covering_shapes(low.get_output_shapes(), high.get_output_shapes());
+                range_outputs_->found = true;
+            };
             auto attempt = [&](const compile_options& opts,
                                std::map<parameter_lens, program>& keep) -> std::shared_ptr<const program> {
                 const pass_list passes = on.get_passes(opts);
                 auto optimised_at = [&](const parameter_lens& lens) -> program& {
-                    program p = source.imported_static_program(lens);
+                    auto found = imported.find(lens);
+                    if (found == imported.end())
+                        found = imported.emplace(lens, source.imported_static_program(lens)).first;
+                    program p = found->second;
                     if (!p.get_main_module()->submodules().empty()) fail("submodules are not compared");
                     run_passes(*p.get_main_module(), passes, opts);
                     // A reshape's lengths folded from the extent ([batch, seq, -1, 64]) copy the input's instead.
@@ -250,6 +285,7 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
                 };
                 const program& smallest = optimised_at(at_min);
                 program& largest = optimised_at(at_max);
+                note_range_outputs(imported.at(at_min), imported.at(at_max));
                 const std::string difference =
                     first_difference_besides_extents(*largest.get_main_module(), *smallest.get_main_module());
                 if (!difference.empty()) {
@@ -403,6 +439,7 @@ void program::set_specialiser(std::shared_ptr<const specialiser> s, std::map<std
                  to_string(dyn));
     }
     specialiser_ = std::move(s);
+    range_outputs_ = std::make_shared<range_output_shapes>();
     dynamic_parameters_ = std::move(dynamic_parameters);
 }
 
@@ -577,36 +614,23 @@ std::map<std::string, shape> program::get_parameter_shapes() const {
     return shapes;
 }
 
-namespace {
-
-// The ranges that cover both static shapes (the results at the smallest and
-// at the largest extents).
-shape covering_shape(const shape& smallest, const shape& largest) {
-    if (smallest.type() != largest.type() || smallest.ndim() != largest.ndim() || smallest.is_tuple())
-        return largest;
-    std::vector<dynamic_dimension> dims;
-    for (std::size_t i = 0; i < smallest.ndim(); ++i) {
-        auto [lo, hi] = std::minmax(smallest.lens()[i], largest.lens()[i]);
-        dims.emplace_back(lo, hi);
-    }
-    return shape::from_dyn_dims(largest.type(), dims);
-}
-
-}  // namespace
 
 std::vector<shape> program::get_output_shapes() const {
     if (!specialiser_) return get_main_module()->get_output_shapes();
+    // A front end's import at the range's ends (PyTorch's lowers its graph
+    // again), once per specialiser: its main module is not edited after.
+    const std::lock_guard<std::mutex> lock(range_outputs_->mutex);
+    if (range_outputs_->found) return range_outputs_->shapes;
     parameter_lens smallest;
     parameter_lens largest;
     for (const auto& [name, s] : dynamic_parameters_) {
         smallest[name] = s.min_lens();
         largest[name] = s.max_lens();
     }
-    auto low = static_program(smallest).get_output_shapes();
-    auto high = static_program(largest).get_output_shapes();
-    std::vector<shape> out;
-    for (std::size_t i = 0; i < high.size(); ++i) out.push_back(covering_shape(low.at(i), high[i]));
-    return out;
+    range_outputs_->shapes =
+        covering_shapes(static_program(smallest).get_output_shapes(), static_program(largest).get_output_shapes());
+    range_outputs_->found = true;
+    return range_outputs_->shapes;
 }
 
 const program& program::representative() const {
