@@ -50,15 +50,16 @@ ENGINE_TITLES = {
     "inductor": "Inductor (static cache)",
     "kiln": 'backend="kiln" (static cache)',
     "kiln_fp16": 'backend="kiln" fp16 (static cache)',
+    "ort_genai": "ONNX Runtime GenAI (shared past/present buffer)",
 }
 REFERENCE_ENGINE = "eager"
 MODEL_TITLES = {"gpt2_small": "GPT-2 small", "llama_0p5b": "Llama-arch 0.5B"}
 # What the issue asks for that this runner does not run, and why (listed in the report).
 NOT_RUN = {
-    "ONNX Runtime": "needs an ONNX export of the decoder with past key values; optimum and onnxruntime-genai "
-                    "are not installed, and torch.onnx.export of transformers' Cache objects is not done here",
-    "OpenVINO": "openvino (core) is installed but neither openvino-genai nor optimum-intel, which convert an HF "
-                "decoder with its KV cache as stateful model",
+    "ONNX Runtime GenAI on GPT-2": "onnxruntime-genai's model builder does not take GPT-2 (NotImplementedError); "
+                                   "it runs the Llama-architecture model",
+    "OpenVINO": "openvino-genai installs, but its LLMPipeline reads a stateful OpenVINO model that optimum-intel "
+                "converts, and optimum-intel pins transformers 5.5 and a CUDA build of torch 2.14",
     "Kiln int8 weights": 'torch.compile(backend="kiln") has no int8 option (options precision: fp32, fp16, bf16)',
 }
 FULL = {"prompt": 128, "new_tokens": 128, "batches": [1, 4], "repeats": 3}
@@ -164,6 +165,7 @@ class Engine:
 
     cache = None  # transformers' default (dynamic) cache
     stored_weight_fraction = 1.0  # of the model's weight bytes, as this engine holds them
+    models = None  # the models it runs (None: all); the others are listed under "Not run"
 
     def __init__(self, name):
         self.name = name
@@ -243,8 +245,73 @@ class KilnFp16Engine(KilnEngine):
     stored_weight_fraction = 0.5
 
 
+class OrtGenAIEngine(Engine):
+    """onnxruntime-genai: the model (with a word-level tokenizer of its vocabulary, which the builder wants)
+    saved as a Hugging Face checkpoint, converted by onnxruntime-genai's model builder (float32, CPU: an ONNX
+    decoder with GroupQueryAttention whose past and present key/value buffers are shared), and generated
+    greedily with its Generator, on the same threads. A token's time is stamped after generate_next_token,
+    which picks it and runs the decoder on it: the time to first token includes one decode step."""
+
+    models = {"llama_0p5b"}
+
+    def prepare(self, model):
+        import json
+        import subprocess
+        import tempfile
+
+        from tokenizers import Tokenizer, models, pre_tokenizers
+        from transformers import PreTrainedTokenizerFast
+
+        import onnxruntime_genai as og
+
+        self.workdir = tempfile.TemporaryDirectory(prefix="kiln_ort_genai_")
+        checkpoint, converted = Path(self.workdir.name) / "hf", Path(self.workdir.name) / "onnx"
+        model.save_pretrained(checkpoint)
+        vocab = model.config.vocab_size
+        tokenizer = Tokenizer(models.WordLevel({f"t{i}": i for i in range(vocab)}, unk_token="t0"))
+        tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+        PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="t0").save_pretrained(checkpoint)
+        built = subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(checkpoint),
+                                "-o", str(converted), "-p", "fp32", "-e", "cpu", "-c", str(Path(self.workdir.name) / "c")],
+                               capture_output=True, text=True)
+        if built.returncode != 0:
+            raise RuntimeError(f"onnxruntime-genai's model builder: {built.stderr.strip().splitlines()[-1]}")
+        config_path = converted / "genai_config.json"
+        config = json.loads(config_path.read_text())
+        config["model"]["decoder"]["session_options"]["intra_op_num_threads"] = torch_threads()
+        config_path.write_text(json.dumps(config))
+        self.og = og
+        self.model = og.Model(str(converted))
+        return self.model
+
+    def generate(self, input_ids, new_tokens, stop_after=None):
+        import numpy as np
+        import torch
+
+        batch, prompt = input_ids.shape
+        steps = min(new_tokens, stop_after) if stop_after else new_tokens
+        params = self.og.GeneratorParams(self.model)
+        params.set_search_options(max_length=prompt + steps, min_length=prompt + steps, do_sample=False,
+                                  batch_size=batch)
+        generator = self.og.Generator(self.model, params)
+        times = []
+        start = time.perf_counter()
+        generator.append_tokens(input_ids.numpy().astype(np.int32))
+        while not generator.is_done():
+            generator.generate_next_token()
+            times.append(time.perf_counter())
+        tokens = [list(generator.get_sequence(b))[prompt:] for b in range(batch)]
+        return torch.tensor(tokens, dtype=torch.long), start, times
+
+
+def torch_threads():
+    import torch
+
+    return torch.get_num_threads()
+
+
 ENGINE_CLASSES = {"eager": Engine, "eager_static": StaticCacheEngine, "inductor": InductorEngine,
-                  "kiln": KilnEngine, "kiln_fp16": KilnFp16Engine}
+                  "kiln": KilnEngine, "kiln_fp16": KilnFp16Engine, "ort_genai": OrtGenAIEngine}
 REDUCED_PRECISION = {"kiln_fp16"}  # tokens compared with eager's but not required to match
 
 
@@ -279,8 +346,9 @@ def run_case(model_name, batch, args, progress):
     prompt = torch.randint(0, vocab, (batch, args.prompt), generator=generator)
     new_tokens = args.new_tokens_for[model_name]
     weight_bytes = streamed_weight_bytes(model)
+    engines = [n for n in args.engines if ENGINE_CLASSES[n].models is None or model_name in ENGINE_CLASSES[n].models]
     cases = {}
-    for name in args.engines:
+    for name in engines:
         case = {"model": model_name, "batch": batch, "engine": name, "prompt": args.prompt, "new_tokens": new_tokens,
                 "parameters": parameter_count(model),
                 "weight_bytes": int(weight_bytes * ENGINE_CLASSES[name].stored_weight_fraction),
@@ -303,7 +371,7 @@ def run_case(model_name, batch, args, progress):
         if case["status"] != "ok":
             progress(f"  {name} {case['status']}")
     for r in range(args.repeats):
-        for name in args.engines:
+        for name in engines:
             case = cases[name]
             if case["status"] != "ok":
                 continue
