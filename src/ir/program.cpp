@@ -96,8 +96,7 @@ namespace {
 // The ranges that cover both static shapes (the results at the smallest and
 // at the largest extents).
 shape covering_shape(const shape& smallest, const shape& largest) {
-    if (smallest.type() != largest.type() || smallest.ndim() != largest.ndim() || smallest.is_tuple())
-        return largest;
+    if (smallest.type() != largest.type() || smallest.ndim() != largest.ndim() || smallest.is_tuple()) return largest;
     std::vector<dynamic_dimension> dims;
     for (std::size_t i = 0; i < smallest.ndim(); ++i) {
         auto [lo, hi] = std::minmax(smallest.lens()[i], largest.lens()[i]);
@@ -613,7 +612,6 @@ std::map<std::string, shape> program::get_parameter_shapes() const {
     for (const auto& [name, s] : dynamic_parameters_) shapes.insert_or_assign(name, s);
     return shapes;
 }
-
 
 std::vector<shape> program::get_output_shapes() const {
     if (!specialiser_) return get_main_module()->get_output_shapes();

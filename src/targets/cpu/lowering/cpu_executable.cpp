@@ -199,15 +199,13 @@ const cpu_executable::batch_row_step& cpu_executable::batch_row_kernel(std::size
     }
     const bool offered = std::any_of(packed.begin(), packed.end(), [](const auto& f) { return f != nullptr; });
     rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, rows.rows, constants,
-                                        threads_,
-                                        offered ? &packed : nullptr);
+                                        threads_, offered ? &packed : nullptr);
     bool all_taken = true;
     for (std::size_t i = 0; i < packed.size(); ++i)
         if (packed[i] != nullptr && !rows.kernel->keeps_own_copy(i)) all_taken = false;
     if (!all_taken)
         rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, rows.rows, constants,
-                                        threads_,
-                                            nullptr);
+                                            threads_, nullptr);
     // A literal the full-batch kernel took over has no bytes at run time:
     // a batch-1 kernel that reads it then (no copy of its own) gets the
     // restored values.
