@@ -271,9 +271,9 @@ class OrtGenAIEngine(Engine):
         tokenizer = Tokenizer(models.WordLevel({f"t{i}": i for i in range(vocab)}, unk_token="t0"))
         tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
         PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="t0").save_pretrained(checkpoint)
-        built = subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(checkpoint),
-                                "-o", str(converted), "-p", "fp32", "-e", "cpu", "-c", str(Path(self.workdir.name) / "c")],
-                               capture_output=True, text=True)
+        builder = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(checkpoint),
+                   "-o", str(converted), "-p", "fp32", "-e", "cpu", "-c", str(Path(self.workdir.name) / "cache")]
+        built = subprocess.run(builder, capture_output=True, text=True)
         if built.returncode != 0:
             raise RuntimeError(f"onnxruntime-genai's model builder: {built.stderr.strip().splitlines()[-1]}")
         config_path = converted / "genai_config.json"

@@ -161,6 +161,10 @@ class CompiledModule(torch.nn.Module):
         self.target = target
         self.precision = precision
         self.verification = None
+        # Set when compiled for a range of sizes (generic_program.py): the
+        # SizeRange it runs, or why it runs only the sizes it was compiled at.
+        self.serves_sizes = None
+        self.generic_refusal = None
         self._watched = None
         self._warned_about_grad = False
         self._set_fast_paths()

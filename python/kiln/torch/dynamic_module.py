@@ -6,11 +6,13 @@
 
 The model is exported once with torch.export's ``dynamic_shapes`` and
 decomposed once; the ranges of its symbolic sizes (the ExportedProgram's
-``range_constraints``) are the contract a call is checked against. Kiln
-programs are still static, so each distinct set of input shapes (and value
-of a symbolic int input) is lowered and compiled once, from that one graph
-made static at those sizes (graph_specialisation.py: no export again), and
-cached: a call never runs a program compiled for other sizes. A size outside its range, a wrong rank,
+``range_constraints``) are the contract a call is checked against. Where
+the graph is one Kiln program, it is compiled once for a range of its first
+symbolic size (generic_program.py) and runs every size in it; otherwise each
+distinct set of input shapes (and value of a symbolic int input) is lowered
+and compiled once, from that one graph made static at those sizes
+(graph_specialisation.py: no export again), and cached: a call never runs a
+program compiled for sizes that do not include its own. A size outside its range, a wrong rank,
 or a static dimension of another size is a ``ValueError``
 (:class:`kiln.InvalidArgumentError`) naming the input, the dimension and the
 range. ``compilations`` counts the programs compiled so far.
@@ -272,8 +274,8 @@ class DynamicCompiledModule(CompiledModule):
         self._specialize_lock = threading.Lock()  # held while compiling
         self._order_lock = threading.Lock()  # held while the cache changes (never while compiling)
         self._checked_calls = {}  # _call_key of inputs known to pass the checks -> CompiledModule
-        # CompiledModules that run every size of a range (generic_program.py),
-        # with where the inputs give that size: (flat position, axis).
+        # (SizeRange, CompiledModule) of the programs that run every size of
+        # a range (generic_program.py), oldest first.
         self._generic = []
         # Why the graph is compiled per size, once a compilation for a range was refused.
         self.generic_refusal = None
@@ -281,7 +283,7 @@ class DynamicCompiledModule(CompiledModule):
 
     @property
     def compilations(self):
-        """How many static Kiln compilations (one per distinct input shapes) this module has made."""
+        """How many Kiln compilations (one per range of sizes, or per distinct input shapes) this module has made."""
         return self._compilations
 
     @property
@@ -311,10 +313,9 @@ class DynamicCompiledModule(CompiledModule):
         check_shared_sizes(self.input_specs, flat)
 
     def _note_generic(self, compiled):
-        self.generic_refusal = self.generic_refusal or getattr(compiled, "generic_refusal", None)
-        serves = getattr(compiled, "serves_sizes", None)
-        if serves is not None:
-            self._generic.append((serves, compiled))
+        self.generic_refusal = self.generic_refusal or compiled.generic_refusal
+        if compiled.serves_sizes is not None:
+            self._generic.append((compiled.serves_sizes, compiled))
             # Each holds its own weights: the first and the most recent others stay.
             while len(self._generic) > KEPT_SPECIALIZATIONS + 1:
                 del self._generic[1]

@@ -73,7 +73,8 @@ def _placeholder_sizes(gm):
             continue
         val = node.meta.get("val")
         sizes = val.shape if isinstance(val, torch.Tensor) else [val]
-        out.append((node, [d.node.expr if isinstance(d, (torch.SymInt, torch.SymFloat, torch.SymBool)) else d for d in sizes]))
+        symbolic = (torch.SymInt, torch.SymFloat, torch.SymBool)
+        out.append((node, [d.node.expr if isinstance(d, symbolic) else d for d in sizes]))
     return out
 
 
@@ -131,6 +132,8 @@ def size_range(gm, sizes, ranges):
         while top < size:
             top *= 2
         low, high = (low if top == SMALLEST_BUCKET_TOP else max(low, top // 2 + 1)), top
+    if not low <= size <= high or low == high:
+        return None  # one size: nothing to compile once for
     return SizeRange(symbol, low, high, tied, fixed)
 
 

@@ -253,7 +253,8 @@ def whole_graph_program(gm, *, target="cpu", precision="fp32"):
     if unsupported:
         node, reason = next(iter(unsupported.items()))
         raise kiln.UnsupportedError(
-            f"{len(unsupported)} op(s) of the graph stay in PyTorch, the first '{node.name}' ({op_name(node)}): {reason}"
+            f"{len(unsupported)} op(s) of the graph stay in PyTorch, the first '{node.name}' ({op_name(node)}): "
+            f"{reason}"
         )
     groups = partition(gm, unsupported, 1)
     if len(groups) != 1:

@@ -9,12 +9,14 @@ so :class:`SymbolicExport` exports it once with ``dynamic_shapes`` made from
 dynamo's symbols (one ``torch.export.Dim`` per symbol, shared where dynamo
 shares it, in the range dynamo's guards give it, from 2 up: dynamo
 specialises sizes 0 and 1 itself; ``Dim.AUTO`` for an int) through
-``kiln.torch.compile``'s dynamic path (:func:`compile_dynamic`). Each new
-size is then a Kiln compilation of that export made static at the size
+``kiln.torch.compile``'s dynamic path (:func:`compile_dynamic`). A graph
+that is one Kiln program is then compiled once per power-of-two bucket of
+its first symbolic size (generic_program.py); otherwise each new size is a
+Kiln compilation of that export made static at the size
 (DynamicCompiledModule.compile_for). Dynamo only calls the graph with inputs
 its guards accept; sizes that the export does not allow (its own guards,
 a size it specialised) are checked first and exported at their own sizes,
-as before, so no size runs a program made for another.
+as before, so no size runs a program made for sizes that do not include it.
 """
 
 import logging

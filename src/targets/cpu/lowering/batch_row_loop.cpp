@@ -34,10 +34,10 @@ shape with_rows(const shape& s, std::size_t rows) {
     return shape(s.type(), std::move(lens), s.strides());
 }
 
-// Block `n` of `rows` rows of `a`.
-argument rows_of(const argument& a, std::size_t n, std::size_t rows) {
+// Rows [first, first + count) of dimension 0 of `a`.
+argument rows_of(const argument& a, std::size_t first, std::size_t count) {
     const shape& s = a.get_shape();
-    return argument(with_rows(s, rows), a.data() + n * rows * s.strides().at(0) * s.element_size());
+    return argument(with_rows(s, count), a.data() + first * s.strides().at(0) * s.element_size());
 }
 
 }  // namespace
@@ -73,15 +73,12 @@ std::shared_ptr<const cpu_kernel> make_batch_row_kernel(
     return make_cpu_kernel(request).kernel;
 }
 
-void run_batch_rows(const cpu_kernel& row_kernel, const argument& result, const std::vector<argument>& inputs,
-                    const std::vector<bool>& varies, std::size_t rows, std::byte* scratch) {
-    std::vector<argument> row_inputs = inputs;
-    const std::size_t entries = result.get_shape().lens().at(0) / rows;
-    for (std::size_t n = 0; n < entries; ++n) {
-        for (std::size_t i = 0; i < inputs.size(); ++i)
-            if (varies[i]) row_inputs[i] = rows_of(inputs[i], n, rows);
-        row_kernel.run(rows_of(result, n, rows), row_inputs, scratch);
-    }
+void run_rows(const cpu_kernel& kernel, const argument& result, const std::vector<argument>& inputs,
+              const std::vector<bool>& varies, std::size_t first, std::size_t count, std::byte* scratch) {
+    std::vector<argument> block_inputs = inputs;
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        if (varies[i]) block_inputs[i] = rows_of(inputs[i], first, count);
+    kernel.run(rows_of(result, first, count), block_inputs, scratch);
 }
 
 }  // namespace kiln

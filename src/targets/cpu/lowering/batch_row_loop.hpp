@@ -2,15 +2,16 @@
 // A step that a program compiled once for a range of batch sizes runs at a
 // smaller batch than it was built for, when its kernel (a oneDNN convolution
 // or pooling primitive, a product, a layout reorder) is made for a fixed
-// batch: a kernel built once more at batch 1 (on the first such run), from
-// the same constants, runs once per batch entry of this run (a row of
-// dimension 0, or a block of rows where the batch is folded into them). Only
-// ops whose result row n is computed from row n of each input that has the batch alone
-// qualify (convolutions, poolings, reductions over other axes, layout
-// reorders, products over rows): a row loop over any other op would be wrong.
-// A batch-1 kernel reads the full batch's kernel's packed weights where it
-// wants the same layout (cpu_executable::batch_row_kernel); else it packs
-// its own copy (at most twice the weights in all).
+// batch: kernels built once more for 1, 2, 4, ... batch entries (each on the
+// first run that needs it), from the same constants, run the entries in
+// blocks of the largest power of two left (an entry is a row of dimension
+// 0, or a block of rows where the batch is folded into them). Only ops
+// whose result row n is computed from row n of each input that has the
+// batch alone qualify (convolutions, poolings, reductions over other axes,
+// layout reorders, products over rows): a row loop over any other op would
+// be wrong. A smaller kernel reads the full batch's kernel's packed weights
+// where it wants the same layout (cpu_executable::batch_row_kernel); else it
+// packs its own copy.
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,10 +31,11 @@ namespace kiln {
 std::size_t rows_per_batch_entry(const operation& op, const std::optional<varying_dimension>& out,
                                  const std::vector<std::optional<varying_dimension>>& ins);
 
-// The kernel of `op` at batch 1: `input_shapes` and `output_shape` as built,
-// with dimension 0 of the result and of each input marked in `varies` set to
-// `rows` (one batch entry); `constants` the constant inputs' values (empty
-// for the others), with the algorithm a static compile at batch 1 picks.
+// The kernel of `op` for fewer batch entries: `input_shapes` and
+// `output_shape` as built, with dimension 0 of the result and of each input
+// marked in `varies` set to `rows` (a number of whole entries); `constants`
+// the constant inputs' values (empty for the others), with the algorithm a
+// static compile at that batch picks.
 // `packed` (or null): the packed form offered for each constant input, as
 // kernel_request::packed (its `constants` entry keeps its values for kernels
 // that take no packed form).
@@ -42,10 +44,10 @@ std::shared_ptr<const cpu_kernel> make_batch_row_kernel(
     const std::vector<bool>& varies, std::size_t rows, const std::vector<argument>& constants, int threads,
     const std::vector<std::shared_ptr<const packed_constant>>* packed);
 
-// Runs `row_kernel` once per batch entry of `result` (each block of `rows`
-// rows of its dimension 0): on that block of the result and of each input
-// marked in `varies`, the other inputs whole.
-void run_batch_rows(const cpu_kernel& row_kernel, const argument& result, const std::vector<argument>& inputs,
-                    const std::vector<bool>& varies, std::size_t rows, std::byte* scratch);
+// Runs `kernel` (made for `count` rows) on rows [first, first + count) of
+// dimension 0 of `result` and of each input marked in `varies`, the other
+// inputs whole.
+void run_rows(const cpu_kernel& kernel, const argument& result, const std::vector<argument>& inputs,
+              const std::vector<bool>& varies, std::size_t first, std::size_t count, std::byte* scratch);
 
 }  // namespace kiln

@@ -71,7 +71,7 @@ std::size_t cpu_executable::kernel_constant_bytes() const {
     // read the full batch's kernel's copy hold nothing more).
     const std::lock_guard<std::mutex> lock(batch_rows_mutex_);
     for (const auto& rows : batch_rows_)
-        if (rows.kernel) bytes += rows.kernel->own_copy_bytes();
+        for (const auto& [entries, k] : rows.by_entries) bytes += k.kernel->own_copy_bytes();
     return bytes;
 }
 
@@ -167,16 +167,17 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
     return {};
 }
 
-// Made on the first run at a smaller batch, so that compiling for a range
-// packs the weights once, as a static compile does. The full batch's kernel
+// Made on the first run that needs it, so that compiling for a range packs
+// the weights once, as a static compile does. The full batch's kernel
 // offers its packed constants (as a loaded file's would be): where the
-// batch-1 kernel wants the same layout it reads them in place, so the
+// smaller kernel wants the same layout it reads them in place, so the
 // weights are held once; where it wants another (or the full kernel keeps
 // none) it packs its own copy from the plain values.
-const cpu_executable::batch_row_step& cpu_executable::batch_row_kernel(std::size_t s) const {
+const cpu_executable::entries_kernel& cpu_executable::batch_row_kernel(std::size_t s, std::size_t entries) const {
     const std::lock_guard<std::mutex> lock(batch_rows_mutex_);
-    auto& rows = batch_rows_[s];
-    if (rows.kernel) return rows;
+    const auto& rows = batch_rows_[s];
+    if (auto found = rows.by_entries.find(entries); found != rows.by_entries.end()) return found->second;
+    auto& made = batch_rows_[s].by_entries[entries];
     const auto& step = steps_[s];
     std::vector<shape> shapes;
     std::vector<argument> constants;
@@ -198,22 +199,23 @@ const cpu_executable::batch_row_step& cpu_executable::batch_row_kernel(std::size
         constants.push_back(plain_value(i));
     }
     const bool offered = std::any_of(packed.begin(), packed.end(), [](const auto& f) { return f != nullptr; });
-    rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, rows.rows, constants,
+    const std::size_t block = rows.rows * entries;
+    made.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, block, constants,
                                         threads_, offered ? &packed : nullptr);
     bool all_taken = true;
     for (std::size_t i = 0; i < packed.size(); ++i)
-        if (packed[i] != nullptr && !rows.kernel->keeps_own_copy(i)) all_taken = false;
+        if (packed[i] != nullptr && !made.kernel->keeps_own_copy(i)) all_taken = false;
     if (!all_taken)
-        rows.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, rows.rows, constants,
+        made.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, block, constants,
                                             threads_, nullptr);
     // A literal the full-batch kernel took over has no bytes at run time:
-    // a batch-1 kernel that reads it then (no copy of its own) gets the
+    // a smaller kernel that reads it then (no copy of its own) gets the
     // restored values.
-    rows.restored.resize(step.inputs.size());
+    made.restored.resize(step.inputs.size());
     for (std::size_t i = 0; i < step.inputs.size(); ++i)
-        if (roots_[step.inputs[i].root].handed_over_literal() && !rows.kernel->keeps_own_copy(i))
-            rows.restored[i] = constants[i];
-    return rows;
+        if (roots_[step.inputs[i].root].handed_over_literal() && !made.kernel->keeps_own_copy(i))
+            made.restored[i] = constants[i];
+    return made;
 }
 
 std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::vector<step_timing>* timings,
@@ -286,16 +288,27 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         try {
             if (shapes && s < batch_rows_.size() && batch_rows_[s].by_rows &&
                 step_output(s).get_shape().lens()[0] < step.output.value_shape.lens()[0]) {
-                const batch_row_step& rows = batch_row_kernel(s);
-                // A batch-1 kernel may want more scratch than the full batch's (another blocking).
-                if (rows.kernel->scratch_bytes() > ctx->scratch_size) {
-                    ctx->scratch = allocate_aligned(rows.kernel->scratch_bytes());
-                    ctx->scratch_size = rows.kernel->scratch_bytes();
+                // The run's entries in blocks of the largest power of two
+                // left (a batch of 4: one block, one product as a static
+                // program at 4 runs; 5: blocks of 4 and 1).
+                const batch_row_step& rows = batch_rows_[s];
+                const std::size_t entries = step_output(s).get_shape().lens()[0] / rows.rows;
+                for (std::size_t done = 0; done < entries;) {
+                    std::size_t block = 1;
+                    while (block * 2 <= entries - done) block *= 2;
+                    const entries_kernel& made = batch_row_kernel(s, block);
+                    // A smaller kernel may want more scratch than the full batch's (another blocking).
+                    if (made.kernel->scratch_bytes() > ctx->scratch_size) {
+                        ctx->scratch = allocate_aligned(made.kernel->scratch_bytes());
+                        ctx->scratch_size = made.kernel->scratch_bytes();
+                    }
+                    std::vector<argument> inputs = step_inputs(s);
+                    for (std::size_t i = 0; i < inputs.size(); ++i)
+                        if (made.restored[i].data() != nullptr) inputs[i] = made.restored[i];
+                    run_rows(*made.kernel, step_output(s), inputs, rows.varies, done * rows.rows, block * rows.rows,
+                             ctx->scratch.get());
+                    done += block;
                 }
-                std::vector<argument> inputs = step_inputs(s);
-                for (std::size_t i = 0; i < inputs.size(); ++i)
-                    if (rows.restored[i].data() != nullptr) inputs[i] = rows.restored[i];
-                run_batch_rows(*rows.kernel, step_output(s), inputs, rows.varies, rows.rows, ctx->scratch.get());
             } else if (step.modules.empty())
                 step.kernel->run(step_output(s), step_inputs(s), ctx->scratch.get());
             else

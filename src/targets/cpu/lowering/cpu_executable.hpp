@@ -6,6 +6,7 @@
 // root plus a byte offset, fixed at compile time. A run binds the parameter
 // and output roots, then calls each step's kernel on prebuilt arguments.
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -99,23 +100,28 @@ private:
     std::size_t arena_bytes_;
     std::size_t scratch_bytes_ = 0;  // the largest any step needs
     int threads_;                    // resolved, >= 1
+    // A kernel for a fixed number of batch entries, and per input the
+    // values of a literal the full-batch kernel took over (it reads its own
+    // packed copy, so the run passes no bytes), restored for a kernel that
+    // reads its weights at run time.
+    struct entries_kernel {
+        std::shared_ptr<const cpu_kernel> kernel;
+        std::vector<argument> restored;
+    };
     // Per step, for a run at run-time extents (set by cannot_vary): whether
-    // a smaller batch runs row by row on a batch-1 kernel (not for a step
-    // whose own kernel follows the extent), which inputs have the batch, and
-    // that kernel once a run needed it (batch_row_kernel).
+    // a smaller batch runs in blocks of entries on kernels made for 1, 2, 4,
+    // ... entries (not for a step whose own kernel follows the extent),
+    // which inputs have the batch, and those kernels once a run needed them
+    // (batch_row_kernel).
     struct batch_row_step {
         bool by_rows = false;
         std::size_t rows = 1;  // rows of dimension 0 per batch entry
         std::vector<bool> varies;
-        std::shared_ptr<const cpu_kernel> kernel;
-        // Per input: the values of a literal the full-batch kernel took over
-        // (it reads its own packed copy, so the run passes no bytes), restored
-        // for a batch-1 kernel that reads its weights at run time.
-        std::vector<argument> restored;
+        std::map<std::size_t, entries_kernel> by_entries;
     };
     mutable std::vector<batch_row_step> batch_rows_;
     mutable std::mutex batch_rows_mutex_;
-    const batch_row_step& batch_row_kernel(std::size_t step) const;
+    const entries_kernel& batch_row_kernel(std::size_t step, std::size_t entries) const;
 
     // Concurrent runs each take their own context; finished ones are reused.
     context_pool<context> contexts_;
