@@ -1,7 +1,7 @@
 """kiln.torch.compile with a dynamic batch (one Kiln program compiled for batch 1..max,
 kiln/torch/generic_program.py) against kiln.torch.compile at exactly each batch: compile time, and
-run time at batch 1, max/2 and max, the two interleaved in one process (the order alternating per round), at batch 1, 3, max/2 and max; median ratio of the rounds (dynamic / exact) with its quartiles.
-Outputs are checked equal.
+run time at batch 1, 3, max/2 and max, the two interleaved in one process (the order alternating per
+round); median ratio of the rounds (dynamic / exact) with its quartiles. Outputs are checked equal.
 
 usage: PYTHONPATH=python .venv/bin/python bench/torch_dynamic_batch.py [--models bert,gpt2,resnet50]
            [--max 8] [--rounds 7] [--reps 1]
