@@ -28,6 +28,7 @@ def parse_args(argv):
     parser.add_argument("--model", default="gpt2_small", choices=["gpt2_small", "llama_0p5b"])
     parser.add_argument("--quick", action="store_true", help="the tiny configuration of the model")
     parser.add_argument("--prompt", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=1, help="prompts generated together")
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--top", type=int, default=12, help="slowest instructions of the decode program shown")
@@ -93,7 +94,7 @@ def main(argv=None):
 
     torch.set_num_threads(args.threads)
     model = build_model(args.model, args.quick)
-    ids = torch.randint(0, model.config.vocab_size, (1, args.prompt), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(0, model.config.vocab_size, (args.batch, args.prompt), generator=torch.Generator().manual_seed(0))
     graphs = []
 
     def backend(gm, example_inputs, **kwargs):
