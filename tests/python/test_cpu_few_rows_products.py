@@ -3,8 +3,12 @@ transposed ([N, K], a language model's output layer tied to its token
 embedding, or nn.Linear's [out, in] weights): up to four rows run Kiln's
 column loop (few_rows_columns_avx512, or _avx2 on a CPU without AVX-512),
 which streams each column once, instead of oneDNN, whose one-row product
-reads such weights far below the memory's speed. Checked against numpy in
-float64, against the ref target and against PyTorch eager."""
+reads such weights far below the memory's speed. At four rows the weights
+become row-major where nothing else needs them as stored, for the streaming
+loop (few_rows_float32_*; test_cpu_row_major_product_weights.py): the column
+loop at four rows is checked with that layout pass off, as for a tied
+embedding's weights. Checked against numpy in float64, against the ref
+target and against PyTorch eager."""
 import numpy as np
 import pytest
 
@@ -20,8 +24,12 @@ def cpu_flags():
     return set()
 
 
-# The column loop this CPU runs (the AVX-512 one needs only AVX-512 F).
+# The column loop this CPU runs (the AVX-512 one needs only AVX-512 F), and the row-major streaming loop.
 COLUMNS = "few_rows_columns_avx512" if "avx512f" in cpu_flags() else "few_rows_columns_avx2"
+ROW_MAJOR = "few_rows_float32_avx512" if "avx512f" in cpu_flags() else "few_rows_float32_avx2"
+# Constant propagation would fold a small transpose into a row-major literal, and the layout pass gives four
+# rows row-major weights: off, the weights stay [N, K] as a tied embedding's must.
+KEEP_TRANSPOSED = ["constant_propagation", "row_major_product_weights"]
 
 
 def tied_output_layer(rows, k, n, residual, bias, seed):
@@ -62,8 +70,7 @@ def test_transposed_float32_weights_few_rows(rows, residual, bias):
     got = {}
     for target in ("ref", "cpu"):
         p = build()
-        # Constant propagation would fold a transpose this small into a row-major literal.
-        got[target] = run_on(p, target, inputs, disabled_passes=["constant_propagation"])[0]
+        got[target] = run_on(p, target, inputs, disabled_passes=KEEP_TRANSPOSED)[0]
         if target == "cpu":
             algorithm = [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"]
             assert algorithm == [COLUMNS if rows <= 4 else "onednn"]
@@ -77,7 +84,7 @@ def test_transposed_float32_weights_inner_tails(rows, k):
     # k below, at and past one 16-lane vector (the masked tail), n not a multiple of the column group (8 for one row, 4 for more)
     build, inputs, expected = tied_output_layer(rows, k, 23, residual=True, bias=True, seed=100 * rows + k)
     p = build()
-    got = run_on(p, "cpu", inputs, disabled_passes=["constant_propagation"])[0]
+    got = run_on(p, "cpu", inputs, disabled_passes=KEEP_TRANSPOSED)[0]
     assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == [COLUMNS]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
 
@@ -87,7 +94,7 @@ def test_kiln_cpu_isa_avx2_runs_the_avx2_column_loop(monkeypatch):
     monkeypatch.setenv("KILN_CPU_ISA", "avx2")
     build, inputs, expected = tied_output_layer(3, 77, 131, residual=True, bias=True, seed=11)
     p = build()
-    got = run_on(p, "cpu", inputs, disabled_passes=["constant_propagation"])[0]
+    got = run_on(p, "cpu", inputs, disabled_passes=KEEP_TRANSPOSED)[0]
     assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == ["few_rows_columns_avx2"]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
 
@@ -96,7 +103,7 @@ def test_kiln_cpu_isa_avx2_runs_the_avx2_column_loop(monkeypatch):
 def test_transposed_float32_weights_same_result_on_any_thread_count(rows):
     # Each output is one thread's dot product in a fixed order: bit-identical across thread counts and runs.
     build, inputs, expected = tied_output_layer(rows, 1000, 517, residual=False, bias=False, seed=7)
-    runs = [run_on(build(), "cpu", inputs, threads=t, disabled_passes=["constant_propagation"])[0]
+    runs = [run_on(build(), "cpu", inputs, threads=t, disabled_passes=KEEP_TRANSPOSED)[0]
             for t in (1, 2, 2)]
     np.testing.assert_allclose(runs[0], expected, rtol=1e-5, atol=1e-4)
     for other in runs[1:]:
@@ -105,7 +112,7 @@ def test_transposed_float32_weights_same_result_on_any_thread_count(rows):
 
 def test_llama_mlp_through_torch_compile_matches_eager():
     # Llama's MLP at one and four tokens: nn.Linear weights [out, in] used transposed, down(silu(gate(x)) * up(x)),
-    # plus a biased projection, against PyTorch eager.
+    # plus a biased projection, against PyTorch eager: the column loop at one token, row-major weights at four.
     import torch
 
     import kiln.torch
@@ -130,7 +137,7 @@ def test_llama_mlp_through_torch_compile_matches_eager():
         compiled = kiln.torch.compile(model, (x,))
         (program,) = [m.program for m in compiled.modules() if isinstance(m, KilnSubgraph)]
         products = [a for _, op, a in program.get_kernel_algorithms() if op == "fused_dot"]
-        assert products == [COLUMNS] * 4, products
+        assert products == [COLUMNS if rows == 1 else ROW_MAJOR] * 4, products
         with torch.no_grad():
             want = model(x)
         np.testing.assert_allclose(compiled(x).numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
@@ -143,6 +150,6 @@ def test_decoder_sized_tied_output_layer_against_numpy(rows, k, n):
     # step, past the table's end in the last group and the single-column tail.
     build, inputs, expected = tied_output_layer(rows, k, n, residual=True, bias=True, seed=1000 + rows + k)
     p = build()
-    got = run_on(p, "cpu", inputs, threads=2, disabled_passes=["constant_propagation"])[0]
+    got = run_on(p, "cpu", inputs, threads=2, disabled_passes=KEEP_TRANSPOSED)[0]
     assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == [COLUMNS]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)

@@ -1,7 +1,8 @@
 """The cpu target lays out constant weights read through a transpose (nn.Linear's [N, K] weight used as
 x . W^T) for the algorithm of the product that reads them: products with more rows than the few-row column
 loops take (oneDNN) read a row-major [K, N] literal made once at compile time, as from an ONNX MatMul
-initializer; one to four rows keep reading the [N, K] literal (few_rows_columns_*); weights another reader
+initializer; one to three rows keep reading the [N, K] literal (few_rows_columns_*), four read a row-major one
+with the streaming loop (few_rows_float32_*, which shares each weight load between the rows); weights another reader
 needs as they are (a tied embedding's gather) stay one [N, K] literal. Results against numpy in float64 and
 PyTorch eager."""
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 import kiln
 from kiln_testing import run_on
-from test_cpu_few_rows_products import COLUMNS
+from test_cpu_few_rows_products import COLUMNS, ROW_MAJOR
 
 
 def products(p):
@@ -58,7 +59,19 @@ def test_many_rows_read_a_row_major_literal(x_lens):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("rows", [1, 4])
+def test_four_rows_read_a_row_major_literal_in_the_streaming_loop():
+    rng = np.random.default_rng(4)
+    table = rng.standard_normal((131, 77), dtype=np.float32)
+    x = rng.standard_normal((4, 77), dtype=np.float32)
+    p = linear_program([4, 77], table)
+    got = run_on(p, "cpu", {"x": x}, disabled_passes=["constant_propagation"])[0]
+    (product,) = products(p)
+    assert weights_of(product) == ("@literal", [77, 131], True)
+    assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == [ROW_MAJOR]
+    np.testing.assert_allclose(got, x.astype(np.float64) @ table.T.astype(np.float64), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows", [1, 3])
 def test_few_rows_keep_the_stored_layout_for_the_column_loop(rows):
     rng = np.random.default_rng(rows)
     table = rng.standard_normal((131, 77), dtype=np.float32)

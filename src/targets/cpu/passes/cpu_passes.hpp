@@ -116,7 +116,7 @@ namespace kiln {
 // used as x . W^T) by products that run in oneDNN (more rows than the few-row
 // column loops take) becomes its transposed values, row-major [K, N], made
 // once: oneDNN then reads weights as from an ONNX MatMul initializer. Weights
-// a column loop reads (one to four rows), or that another reader needs as
+// a column loop reads (one to three rows), or that another reader needs as
 // they are (a tied embedding's gather), keep their [N, K] layout and are
 // stored once (row_major_product_weights.cpp).
 class row_major_product_weights final : public pass {
