@@ -21,7 +21,6 @@ for 8), and sizes up to n compile about log2(n / 4) programs.
 """
 
 import dataclasses
-import logging
 import operator
 
 import sympy
@@ -33,9 +32,6 @@ from .dtypes import to_kiln_type
 from .graph_lowering import whole_graph_program
 from .graph_specialisation import sizes_of, specialise_graph
 from .kiln_subgraph import KilnSubgraph
-
-logger = logging.getLogger("kiln.torch")
-
 
 # The first bucket of an unbounded range runs every size up to this.
 SMALLEST_BUCKET_TOP = 8
@@ -196,10 +192,10 @@ def specialiser_for(symbolic_gm, size, sizes, target, precision):
 
 
 def serves_every_size(lowered):
-    """Whether GraphModule `lowered` (lower_graph_module's) is one Kiln
+    """'' when GraphModule `lowered` (lower_graph_module's) is one Kiln
     program compiled once for its ranges, with no other computation that
     holds sizes (a PyTorch op with the sizes of the graph it was lowered
-    at): then it runs any size in those ranges. The reason when not."""
+    at), so that it runs any size in those ranges; else why not."""
     subgraphs = []
     for node in lowered.graph.nodes:
         if node.op in ("placeholder", "output", "get_attr"):
