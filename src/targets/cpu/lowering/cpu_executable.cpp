@@ -149,8 +149,8 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
         const auto* follows = dynamic_cast<const follows_run_time_extents*>(step.kernel.get());
         if (step.modules.empty() && follows != nullptr && follows->follows_any_extents()) continue;
         if (alike && step.modules.empty() && follows != nullptr && follows->follows_extent_of(out->dim)) continue;
-        // A kernel made for a fixed batch: a smaller batch runs row by row
-        // on a batch-1 kernel (batch_row_loop.hpp).
+        // A kernel made for a fixed batch: a smaller batch runs in blocks of
+        // entries on kernels made for fewer (batch_row_loop.hpp).
         if (const std::size_t per_entry = step.modules.empty() ? rows_per_batch_entry(step.op, out, ins) : 0;
             per_entry > 0) {
             auto& rows = by_rows[s];
