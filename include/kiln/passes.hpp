@@ -150,6 +150,10 @@ public:
     // Whether 16-bit attention whose softmax runs in float32 between two
     // converts (what quantize_fp16 / quantize_bf16 write) fuses too.
     bool fuse_16bit_floats = false;
+    // Whether attention over key/value heads repeated by a copy (grouped-
+    // query attention) reads the unrepeated heads instead, over one more
+    // batch dimension (passes/attention_repeated_heads.cpp).
+    bool read_repeated_heads_in_place = false;
 
     std::string name() const override { return "fuse_attention"; }
     void apply(module& m) const override;

@@ -36,6 +36,7 @@
 #include "ops/op_helpers.hpp"
 #include "ops/reduce.hpp"
 #include "ops/shape_ops.hpp"
+#include "passes/attention_repeated_heads.hpp"
 #include "passes/constant_value.hpp"
 #include "passes/rewriter.hpp"
 
@@ -255,6 +256,8 @@ rewrite_rule output_order_rule() {
 
 void fuse_attention::apply(module& m) const {
     rewrite_to_fixed_point(m, {attention_rule(fuse_16bit_floats), output_order_rule()});
+    // After the output orders are set: the rule carries them over.
+    if (read_repeated_heads_in_place) rewrite_to_fixed_point(m, {repeated_heads_rule()});
 }
 
 }  // namespace kiln

@@ -318,3 +318,88 @@ TEST(pass_fuse_attention, keeps_a_finite_where_mask_or_a_guard_over_other_values
     module out = after_pass<fuse_attention>(m);
     EXPECT_EQ(count_ops(out, "fused_attention"), 0u) << out;
 }
+
+namespace {
+
+// Llama's grouped-query attention: 2 key/value heads [1, 2, 5, 8], each
+// repeated for 2 of the 4 query heads by reshape(broadcast(unsqueeze(.)))
+// (repeat_kv), a mask of `mask_heads` heads (0: none), and the result read
+// through the head-merging transpose when `merged`, else by a relu.
+module repeated_heads(std::size_t mask_heads, bool merged) {
+    module m;
+    auto q = m.add_parameter("q", float_shape({1, 4, 3, 8}));
+    auto repeat = [&](instruction_ref x) {
+        auto wide = add(m, "broadcast", {add(m, "unsqueeze", {x}, value_map{{"axes", ints({2})}})},
+                        value_map{{"out_lens", ints({1, 2, 2, 5, 8})}});
+        return add(m, "reshape", {wide}, value_map{{"dims", ints({1, 4, 5, 8})}});
+    };
+    auto k = repeat(m.add_parameter("k", float_shape({1, 2, 5, 8})));
+    auto v = repeat(m.add_parameter("v", float_shape({1, 2, 5, 8})));
+    auto kt = add(m, "transpose", {k}, value_map{{"permutation", ints({0, 1, 3, 2})}});
+    auto scores = add(m, "mul", {add(m, "dot", {q, kt}), scalar(m, 0.35f)});
+    if (mask_heads > 0) scores = add(m, "add", {scores, m.add_parameter("mask", float_shape({1, mask_heads, 3, 5}))});
+    auto attended = add(m, "dot", {add(m, "softmax", {scores}, value_map{{"axis", -1}}), v});
+    if (merged) {
+        auto t = add(m, "transpose", {attended}, value_map{{"permutation", ints({0, 2, 1, 3})}});
+        m.add_return({add(m, "neg", {add(m, "reshape", {t}, value_map{{"dims", ints({1, 3, 32})}})})});
+    } else {
+        m.add_return({add(m, "relu", {attended})});
+    }
+    return module(m);
+}
+
+}  // namespace
+
+// The cpu target's fuse_attention reads the two unrepeated heads over a
+// split batch dimension: no reshape copies a repeated head any more, and
+// the results are the same whatever the mask and the readers.
+TEST(pass_fuse_attention, repeated_key_value_heads_are_read_in_place) {
+    for (std::size_t mask_heads : {0u, 1u, 4u}) {
+        for (bool merged : {false, true}) {
+            SCOPED_TRACE("mask heads " + std::to_string(mask_heads) + (merged ? ", merged" : ", relu"));
+            module m = repeated_heads(mask_heads, merged);
+            fuse_attention grouped;
+            grouped.read_repeated_heads_in_place = true;
+            module out = after_pass(m, grouped);
+            ASSERT_EQ(count_ops(out, "fused_attention"), 1u) << out;
+            EXPECT_EQ(count_ops(out, "broadcast"), 0u) << out;
+            for (const auto& ins : out) {
+                if (ins.name() == "fused_attention") {
+                    EXPECT_EQ(ins.get_shape().lens(), (std::vector<std::size_t>{1, 2, 2, 3, 8})) << out;
+                    EXPECT_EQ(ins.inputs()[1]->get_shape().lens(), (std::vector<std::size_t>{1, 2, 1, 8, 5})) << out;
+                }
+                // Every reshape left is a view: of a standard input.
+                if (ins.name() == "reshape" && mask_heads != 4) {
+                    EXPECT_TRUE(ins.inputs()[0]->get_shape().standard()) << out;
+                }
+            }
+            expect_same_outputs(m, out, 1e-5);
+            expect_cpu_matches_ref(as_program(m), 1e-5);
+            // Without the option (the gpu target) the repeated copies stay.
+            EXPECT_EQ(count_ops(after_pass<fuse_attention>(m), "broadcast"), 2u);
+        }
+    }
+}
+
+// Heads repeated other than by kv-major groups, or keys that are not
+// repeated the same way as the values, are left to the copies.
+TEST(pass_fuse_attention, other_repetitions_keep_their_copies) {
+    module m;
+    auto q = m.add_parameter("q", float_shape({1, 4, 3, 8}));
+    // [1, 2, 5, 8] repeated head-minor (rep outermost): heads h and h + 2 share a key head.
+    auto k = add(m, "reshape",
+                 {add(m, "broadcast", {add(m, "unsqueeze", {m.add_parameter("k", float_shape({1, 2, 5, 8}))},
+                                           value_map{{"axes", ints({1})}})},
+                      value_map{{"out_lens", ints({1, 2, 2, 5, 8})}})},
+                 value_map{{"dims", ints({1, 4, 5, 8})}});
+    auto v = m.add_parameter("v", float_shape({1, 4, 5, 8}));
+    auto kt = add(m, "transpose", {k}, value_map{{"permutation", ints({0, 1, 3, 2})}});
+    auto attended = add(m, "dot", {add(m, "softmax", {add(m, "dot", {q, kt})}, value_map{{"axis", -1}}), v});
+    m.add_return({attended});
+    fuse_attention grouped;
+    grouped.read_repeated_heads_in_place = true;
+    module out = after_pass(m, grouped);
+    EXPECT_EQ(count_ops(out, "fused_attention"), 1u) << out;
+    EXPECT_EQ(count_ops(out, "broadcast"), 1u) << out;
+    expect_same_outputs(m, out, 1e-5);
+}

@@ -45,6 +45,10 @@ std::string cpu_target::identity() const {
 pass_list cpu_target::get_passes(const compile_options&) const {
     auto keep_dequantize = std::make_shared<constant_propagation>();
     keep_dequantize->fold_dequantize = false;
+    // The attention kernel broadcasts any operand over the batch: grouped-
+    // query attention's key/value heads need no repeated copy.
+    auto attention = std::make_shared<fuse_attention>();
+    attention->read_repeated_heads_in_place = true;
     return {std::make_shared<compute_16bit_in_float32>(), std::make_shared<dead_code_elimination>(), keep_dequantize,
             std::make_shared<unsigned_activation_codes>(), std::make_shared<unsigned_product_source_codes>(),
             std::make_shared<fuse_quantized_ops>(),
@@ -52,7 +56,7 @@ pass_list cpu_target::get_passes(const compile_options&) const {
             std::make_shared<simplify_reshapes>(), std::make_shared<simplify_algebra>(),
             std::make_shared<constant_propagation>(),
             // Recognizers of composite ops, before post-op fusion can split them up.
-            std::make_shared<fuse_gelu>(), std::make_shared<fuse_layer_norm>(), std::make_shared<fuse_attention>(),
+            std::make_shared<fuse_gelu>(), std::make_shared<fuse_layer_norm>(), attention,
             std::make_shared<fuse_quantized_norm>(), std::make_shared<fuse_quantized_epilogues>(), std::make_shared<fuse_post_ops>(),
             std::make_shared<constant_propagation>(),
             std::make_shared<propagate_blocked_layout>(dnnl_support::preferred_channel_block()),
