@@ -43,6 +43,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import generation_report  # noqa: E402
+from generation_ort_decoder import OpenVinoDecoderEngine, OrtDecoderEngine  # noqa: E402
 
 ENGINE_TITLES = {
     "eager": "PyTorch eager (dynamic cache)",
@@ -51,6 +52,8 @@ ENGINE_TITLES = {
     "kiln": 'backend="kiln" (static cache)',
     "kiln_fp16": 'backend="kiln" fp16 (static cache)',
     "ort_genai": "ONNX Runtime GenAI (shared past/present buffer)",
+    "ort": "ONNX Runtime (exported decoder, past/present inputs, Python loop)",
+    "openvino": "OpenVINO (the same exported decoder and loop)",
 }
 REFERENCE_ENGINE = "eager"
 MODEL_TITLES = {"gpt2_small": "GPT-2 small", "llama_0p5b": "Llama-arch 0.5B"}
@@ -58,7 +61,9 @@ MODEL_TITLES = {"gpt2_small": "GPT-2 small", "llama_0p5b": "Llama-arch 0.5B"}
 NOT_RUN = {
     "ONNX Runtime GenAI on GPT-2": "onnxruntime-genai's model builder does not take GPT-2 (NotImplementedError); "
                                    "it runs the Llama-architecture model",
-    "OpenVINO": "openvino-genai installs, but its LLMPipeline reads a stateful OpenVINO model that optimum-intel "
+    "ONNX Runtime and OpenVINO on the exported Llama-arch 0.5B decoder": "its float32 weights (1.96 GB) reach "
+        "protobuf's 2 GiB limit of one ONNX file; ONNX Runtime GenAI runs it",
+    "OpenVINO GenAI": "openvino-genai installs, but its LLMPipeline reads a stateful OpenVINO model that optimum-intel "
                 "converts, and optimum-intel pins transformers 5.5 and a CUDA build of torch 2.14",
     "Kiln int8 weights": 'torch.compile(backend="kiln") has no int8 option (options precision: fp32, fp16, bf16)',
 }
@@ -311,7 +316,8 @@ def torch_threads():
 
 
 ENGINE_CLASSES = {"eager": Engine, "eager_static": StaticCacheEngine, "inductor": InductorEngine,
-                  "kiln": KilnEngine, "kiln_fp16": KilnFp16Engine, "ort_genai": OrtGenAIEngine}
+                  "kiln": KilnEngine, "kiln_fp16": KilnFp16Engine, "ort_genai": OrtGenAIEngine,
+                  "ort": OrtDecoderEngine, "openvino": OpenVinoDecoderEngine}
 REDUCED_PRECISION = {"kiln_fp16"}  # tokens compared with eager's but not required to match
 
 
