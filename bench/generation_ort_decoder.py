@@ -16,7 +16,9 @@ from pathlib import Path
 
 
 def decoder_step(model):
-    """A module for the exporter: (input_ids, attention_mask, past...) -> (last position's logits, present...)."""
+    """A module for the exporter: (input_ids, attention_mask, position_ids, past...) -> (last position's logits,
+    present...). The positions are an input, not worked out from the past's length, which the exporter's trace
+    could keep as the constant it had when traced."""
     import torch
     import transformers
 
@@ -25,11 +27,12 @@ def decoder_step(model):
             super().__init__()
             self.model = model
 
-        def forward(self, input_ids, attention_mask, *past):
+        def forward(self, input_ids, attention_mask, position_ids, *past):
             cache = transformers.DynamicCache(config=model.config)
             for layer in range(len(past) // 2):
                 cache.update(past[2 * layer], past[2 * layer + 1], layer)
-            out = self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, use_cache=True)
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                             cache=cache, use_cache=True)
             present = [t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)]
             return (out.logits[:, -1, :], *present)
 
@@ -65,15 +68,16 @@ class OrtDecoderEngine:
         path = Path(self.workdir.name) / "decoder.onnx"
         pasts = [f"past_{i}" for i in range(2 * self.layers)]
         presents = [f"present_{i}" for i in range(2 * self.layers)]
-        axes = {"input_ids": {0: "batch", 1: "new"}, "attention_mask": {0: "batch", 1: "total"}}
+        axes = {"input_ids": {0: "batch", 1: "new"}, "attention_mask": {0: "batch", 1: "total"},
+                "position_ids": {0: "batch", 1: "new"}}
         axes.update({p: {0: "batch", 2: "past"} for p in pasts})
         axes.update({p: {0: "batch", 2: "total"} for p in presents})
         example = (torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 2, dtype=torch.long),
-                   *self._empty_cache(1, torch))
+                   torch.arange(2).reshape(1, 2), *self._empty_cache(1, torch))
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.onnx.export(decoder_step(model), example, str(path), input_names=["input_ids", "attention_mask",
-                              *pasts], output_names=["logits", *presents], dynamic_axes=axes, opset_version=17,
+                              "position_ids", *pasts], output_names=["logits", *presents], dynamic_axes=axes, opset_version=17,
                               dynamo=False)
         self.np = np
         self.run = self.load(path, torch.get_num_threads())
@@ -103,7 +107,8 @@ class OrtDecoderEngine:
         np = self.np
         batch, prompt = input_ids.shape
         steps = min(new_tokens, stop_after) if stop_after else new_tokens
-        feeds = {"input_ids": input_ids.numpy(), "attention_mask": np.ones((batch, prompt), np.int64)}
+        feeds = {"input_ids": input_ids.numpy(), "attention_mask": np.ones((batch, prompt), np.int64),
+                 "position_ids": np.tile(np.arange(prompt, dtype=np.int64), (batch, 1))}
         feeds.update({f"past_{i}": t for i, t in enumerate(self._empty_cache(batch, np))})
         tokens, times = [], []
         start = time.perf_counter()
@@ -113,7 +118,8 @@ class OrtDecoderEngine:
             times.append(time.perf_counter())
             tokens.append(token)
             total = feeds["attention_mask"].shape[1] + 1
-            feeds = {"input_ids": token.reshape(batch, 1), "attention_mask": np.ones((batch, total), np.int64)}
+            feeds = {"input_ids": token.reshape(batch, 1), "attention_mask": np.ones((batch, total), np.int64),
+                     "position_ids": np.full((batch, 1), total - 1, np.int64)}
             feeds.update({f"past_{i}": t for i, t in enumerate(present)})
         return torch.from_numpy(np.stack(tokens, axis=1)), start, times
 

@@ -47,6 +47,14 @@ def test_quick_run_eager_and_kiln(tmp_path):
     _check(doc, table, engines, models, [1])
 
 
+def test_quick_run_exported_decoder_engines(tmp_path):
+    """ONNX Runtime and OpenVINO run GPT-2 exported with past/present inputs, and generate eager's tokens."""
+    engines, models = ["eager", "ort", "openvino"], ["gpt2_small"]
+    doc, table = _run(tmp_path, "--engines", ",".join(engines), "--models", ",".join(models), "--batches", "1")
+    _check(doc, table, engines, models, [1])
+    assert all(c["status"] == "ok" and c.get("check", {"match": True})["match"] for c in doc["cases"]), doc["cases"]
+
+
 @pytest.mark.slow
 def test_quick_run_every_engine(tmp_path):
     doc, table = _run(tmp_path)
@@ -93,3 +101,34 @@ def test_decode_ratios_pair_the_engines_round_by_round():
     other = {"step_s": [1.25, 2.5, 2.5]}
     assert generation_report.paired_speed_ratio(kiln_case, other) == pytest.approx(1.25)
     assert generation_report.paired_speed_ratio({"step_s": []}, other) is None
+
+
+@pytest.mark.parametrize("architecture", ["gpt2", "llama"])
+def test_exported_decoder_engines_generate_eager_tokens(architecture):
+    """The exported decoder's positions and cache are the run's, not the trace's: ONNX Runtime and OpenVINO give
+    eager generate()'s 20 greedy tokens for a batch of 3 (a model initialized widely enough that its tokens vary)."""
+    import torch
+    import transformers
+
+    from generation_ort_decoder import OpenVinoDecoderEngine, OrtDecoderEngine
+
+    torch.manual_seed(0)
+    if architecture == "gpt2":
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000,
+                                                                     initializer_range=0.1))
+    else:
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            vocab_size=1000, initializer_range=0.1))
+    model.eval()
+    ids = torch.randint(0, 1000, (3, 8), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=20, min_new_tokens=20,
+                                  do_sample=False, pad_token_id=0)[:, 8:]
+    assert len(set(expected[0].tolist())) > 3  # tokens that vary say more
+    for engine_class in (OrtDecoderEngine, OpenVinoDecoderEngine):
+        engine = engine_class(engine_class.__name__)
+        engine.prepare(model)
+        tokens, start, times = engine.generate(ids, 20)
+        assert tokens.tolist() == expected.tolist(), engine_class.__name__
+        assert len(times) == 20 and start <= times[0]
