@@ -61,8 +61,6 @@ MODEL_TITLES = {"gpt2_small": "GPT-2 small", "llama_0p5b": "Llama-arch 0.5B"}
 NOT_RUN = {
     "ONNX Runtime GenAI on GPT-2": "onnxruntime-genai's model builder does not take GPT-2 (NotImplementedError); "
                                    "it runs the Llama-architecture model",
-    "ONNX Runtime and OpenVINO on the exported Llama-arch 0.5B decoder": "its float32 weights (1.96 GB) reach "
-        "protobuf's 2 GiB limit of one ONNX file; ONNX Runtime GenAI runs it",
     "OpenVINO GenAI": "openvino-genai installs, but its LLMPipeline reads a stateful OpenVINO model that optimum-intel "
                 "converts, and optimum-intel pins transformers 5.5 and a CUDA build of torch 2.14",
     "Kiln int8 weights": 'torch.compile(backend="kiln") has no int8 option (options precision: fp32, fp16, bf16)',

@@ -50,8 +50,8 @@ std::optional<instruction_ref> unrepeated_heads(instruction_ref repeated) {
     const std::size_t rank = merged.size();
     if (rank < 3 || lens.size() != rank + 1 || lens[rank - 2] != 1) return std::nullopt;
     const std::size_t h = rank - 3;  // the heads' dim
-    if (wide->get_shape().lens() != split_dim(merged, h, lens[h]) || merged[h] % lens[h] != 0 ||
-        merged[h] == lens[h])
+    if (lens[h] == 0 || merged[h] % lens[h] != 0 || merged[h] == lens[h] ||
+        wide->get_shape().lens() != split_dim(merged, h, lens[h]))
         return std::nullopt;
     return x;
 }
@@ -101,7 +101,9 @@ bool apply_rule(module& m, const match::match_result& r) {
     const auto& a = *attention->get_operator().get_if<op::fused_attention>();
     const auto& in = attention->inputs();
     const std::size_t rank = attention->get_shape().ndim();
-    if (rank < 3 || in[0]->get_shape().ndim() != rank || !swaps_last_two(in[1])) return false;
+    for (std::size_t i = 0; i < 3; ++i)
+        if (in[i]->get_shape().ndim() != rank) return false;
+    if (rank < 3 || !swaps_last_two(in[1])) return false;
     const auto keys = unrepeated_heads(in[1]->inputs()[0]);
     const auto values = unrepeated_heads(in[2]);
     if (!keys || !values) return false;
