@@ -24,7 +24,8 @@ enum class memory_location { host, device };
 // The machine's physical memory in bytes.
 std::size_t physical_memory_bytes();
 
-// Shared owner of a 64-byte aligned, zero-initialised allocation.
+// Shared owner of a 64-byte aligned, zero-initialised allocation (2 MiB
+// aligned, on transparent huge pages where the system grants them, from 2 MiB).
 std::shared_ptr<std::byte> allocate_aligned(std::size_t bytes);
 
 class argument {

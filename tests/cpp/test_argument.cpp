@@ -4,6 +4,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include "kiln/kiln.hpp"
 
@@ -29,6 +32,54 @@ TEST(argument, owned_buffers_are_aligned_and_zeroed_at_every_size) {
     }
     argument big(shape{dtype::float_type, {1024, 1024}});
     EXPECT_TRUE(all_zero(big.data(), big.get_shape().bytes()));
+}
+
+namespace {
+
+// The kernel's "THPeligible" flag of the mapping that holds `address`: 1
+// when transparent huge pages may back it (the system allows them and,
+// under THP's madvise mode, the mapping was advised), 0 if not, -1 if unknown.
+int huge_page_eligible(const void* address) {
+    std::ifstream maps("/proc/self/smaps");
+    const auto at = reinterpret_cast<std::uintptr_t>(address);
+    bool inside = false;
+    for (std::string line; std::getline(maps, line);) {
+        std::uintptr_t first = 0, last = 0;
+        char dash = 0;
+        std::istringstream range(line);
+        if (range >> std::hex >> first >> dash >> last && dash == '-') {
+            inside = first <= at && at < last;
+        } else if (inside && line.rfind("THPeligible:", 0) == 0) {
+            return std::stoi(line.substr(12));
+        }
+    }
+    return -1;
+}
+
+std::string transparent_huge_pages_mode() {
+    std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string text;
+    std::getline(mode, text);
+    return text;
+}
+
+}  // namespace
+
+// From 2 MiB, buffers start on a 2 MiB boundary and are advised for
+// transparent huge pages: a TLB entry then covers 2 MiB of weights instead
+// of 4 KiB (a decode step's products read 1.04-1.95x faster on a Zen 4 VM).
+TEST(argument, large_buffers_start_on_a_huge_page_that_may_back_them) {
+    for (std::size_t bytes : {std::size_t{2} << 20, (std::size_t{5} << 20) + 3}) {
+        SCOPED_TRACE(bytes);
+        auto buffer = allocate_aligned(bytes);
+        EXPECT_EQ(reinterpret_cast<std::uintptr_t>(buffer.get()) % (std::size_t{2} << 20), 0u);
+        EXPECT_TRUE(all_zero(buffer.get(), bytes));
+        std::memset(buffer.get(), 0xcd, bytes);
+        // Where the system offers huge pages at all (THP "always" or "madvise").
+        if (transparent_huge_pages_mode().find("[never]") == std::string::npos) {
+            EXPECT_EQ(huge_page_eligible(buffer.get()), 1) << transparent_huge_pages_mode();
+        }
+    }
 }
 
 TEST(literal, built_in_place_holds_what_fill_wrote) {
