@@ -1,14 +1,14 @@
 #include "kiln/argument.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <sstream>
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 namespace kiln {
 
@@ -34,8 +34,8 @@ std::shared_ptr<std::byte> map_on_huge_pages(std::size_t bytes) {
     void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) return nullptr;
     auto* base = static_cast<std::byte*>(raw);
-    const std::size_t head = (huge_page_bytes - reinterpret_cast<std::uintptr_t>(base) % huge_page_bytes) %
-                             huge_page_bytes;
+    const std::size_t head =
+        (huge_page_bytes - reinterpret_cast<std::uintptr_t>(base) % huge_page_bytes) % huge_page_bytes;
     std::byte* start = base + head;
     if (head > 0) munmap(base, head);
     munmap(start + length, span - head - length);

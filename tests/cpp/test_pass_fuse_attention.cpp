@@ -387,11 +387,12 @@ TEST(pass_fuse_attention, other_repetitions_keep_their_copies) {
     module m;
     auto q = m.add_parameter("q", float_shape({1, 4, 3, 8}));
     // [1, 2, 5, 8] repeated head-minor (rep outermost): heads h and h + 2 share a key head.
-    auto k = add(m, "reshape",
-                 {add(m, "broadcast", {add(m, "unsqueeze", {m.add_parameter("k", float_shape({1, 2, 5, 8}))},
-                                           value_map{{"axes", ints({1})}})},
-                      value_map{{"out_lens", ints({1, 2, 2, 5, 8})}})},
-                 value_map{{"dims", ints({1, 4, 5, 8})}});
+    auto k = add(
+        m, "reshape",
+        {add(m, "broadcast",
+             {add(m, "unsqueeze", {m.add_parameter("k", float_shape({1, 2, 5, 8}))}, value_map{{"axes", ints({1})}})},
+             value_map{{"out_lens", ints({1, 2, 2, 5, 8})}})},
+        value_map{{"dims", ints({1, 4, 5, 8})}});
     auto v = m.add_parameter("v", float_shape({1, 4, 5, 8}));
     auto kt = add(m, "transpose", {k}, value_map{{"permutation", ints({0, 1, 3, 2})}});
     auto attended = add(m, "dot", {add(m, "softmax", {add(m, "dot", {q, kt})}, value_map{{"axis", -1}}), v});

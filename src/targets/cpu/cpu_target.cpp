@@ -51,20 +51,18 @@ pass_list cpu_target::get_passes(const compile_options&) const {
     attention->read_repeated_heads_in_place = true;
     return {std::make_shared<compute_16bit_in_float32>(), std::make_shared<dead_code_elimination>(), keep_dequantize,
             std::make_shared<unsigned_activation_codes>(), std::make_shared<unsigned_product_source_codes>(),
-            std::make_shared<fuse_quantized_ops>(),
-            std::make_shared<patch_convolutions_as_products>(),
+            std::make_shared<fuse_quantized_ops>(), std::make_shared<patch_convolutions_as_products>(),
             std::make_shared<simplify_reshapes>(), std::make_shared<simplify_algebra>(),
             std::make_shared<constant_propagation>(),
             // Recognizers of composite ops, before post-op fusion can split them up.
             std::make_shared<fuse_gelu>(), std::make_shared<fuse_layer_norm>(), attention,
-            std::make_shared<fuse_quantized_norm>(), std::make_shared<fuse_quantized_epilogues>(), std::make_shared<fuse_post_ops>(),
-            std::make_shared<constant_propagation>(),
+            std::make_shared<fuse_quantized_norm>(), std::make_shared<fuse_quantized_epilogues>(),
+            std::make_shared<fuse_post_ops>(), std::make_shared<constant_propagation>(),
             std::make_shared<propagate_blocked_layout>(dnnl_support::preferred_channel_block()),
             std::make_shared<common_subexpression_elimination>(), std::make_shared<row_major_product_weights>(),
-            std::make_shared<fuse_quantized_norm>(),
-            std::make_shared<fuse_pointwise>(), std::make_shared<fuse_concat_pointwise>(),
-            std::make_shared<channels_last_spatial_reductions>(), std::make_shared<channels_last_average_pools>(),
-            std::make_shared<channels_last_concat_pieces>(),
+            std::make_shared<fuse_quantized_norm>(), std::make_shared<fuse_pointwise>(),
+            std::make_shared<fuse_concat_pointwise>(), std::make_shared<channels_last_spatial_reductions>(),
+            std::make_shared<channels_last_average_pools>(), std::make_shared<channels_last_concat_pieces>(),
             std::make_shared<dead_code_elimination>()};
 }
 
