@@ -140,21 +140,6 @@ def test_static_cache_is_written_in_place_inside_the_kiln_programs(name):
         assert report.subgraphs == 1, report.summary()
 
 
-def instruction_ops(program):
-    """{instruction name: (op name, [input names], result rank)} from a program's printed form."""
-    ops = {}
-    for line in str(program).splitlines():
-        if " = " not in line or "->" not in line:
-            continue
-        name, rest = line.split(" = ", 1)
-        op = rest.split("[", 1)[0].split("(", 1)[0]
-        arguments = rest.rsplit("->", 1)[0]
-        inputs = arguments[arguments.rfind("(") + 1 : arguments.rfind(")")].split(",")
-        lens = rest.rsplit("->", 1)[1].split("{", 1)[1].split("}", 1)[0]
-        ops[name.strip()] = (op, [i.strip() for i in inputs if i.strip()], len([d for d in lens.split(",") if d.strip()]))
-    return ops
-
-
 def test_grouped_query_attention_reads_the_cache_without_repeating_it():
     """Llama's repeat_kv (each key/value head broadcast to its query heads,
     then reshaped) would copy the whole cache twice a layer every step; the
@@ -179,11 +164,11 @@ def test_grouped_query_attention_reads_the_cache_without_repeating_it():
     ]
     assert len(programs) == 2  # the prompt's and the decode step's
     for program in programs:
-        ops = instruction_ops(program)
-        attentions = [v for v in ops.values() if v[0] == "fused_attention"]
+        instructions = program.get_main_module().instructions()
+        attentions = [i for i in instructions if i.name() == "fused_attention"]
         assert len(attentions) == 2, program  # one a layer
-        assert all(rank == 5 for _, _, rank in attentions), program
-        repeated = [k for k, (op, inputs, _) in ops.items() if op == "reshape" and ops.get(inputs[0], ("",))[0] == "broadcast"]
+        assert all(len(i.shape().lens) == 5 for i in attentions), program
+        repeated = [i for i in instructions if i.name() == "reshape" and i.inputs()[0].name() == "broadcast"]
         assert not repeated, program
 
 
