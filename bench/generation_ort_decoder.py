@@ -14,6 +14,8 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
+
 
 def decoder_step(model):
     """A module for the exporter: (input_ids, attention_mask, position_ids, past...) -> (last position's logits,
@@ -59,7 +61,6 @@ class OrtDecoderEngine:
         self.name = name
 
     def prepare(self, model):
-        import numpy as np
         import torch
 
         self.layers, self.kv_heads, self.head_size = cache_geometry(model.config)
@@ -72,13 +73,12 @@ class OrtDecoderEngine:
         axes.update({p: {0: "batch", 2: "past"} for p in pasts})
         axes.update({p: {0: "batch", 2: "total"} for p in presents})
         example = (torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 2, dtype=torch.long),
-                   torch.arange(2).reshape(1, 2), *self._empty_cache(1, torch))
+                   torch.arange(2).reshape(1, 2), *map(torch.from_numpy, self._empty_cache(1)))
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.onnx.export(decoder_step(model), example, str(path), input_names=["input_ids", "attention_mask",
                               "position_ids", *pasts], output_names=["logits", *presents], dynamic_axes=axes, opset_version=17,
                               dynamo=False)
-        self.np = np
         self.run = self.load(path, torch.get_num_threads())
         return self.run
 
@@ -92,10 +92,8 @@ class OrtDecoderEngine:
         session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         return lambda feeds: session.run(None, feeds)
 
-    def _empty_cache(self, batch, lib):
-        shape = (batch, self.kv_heads, 0, self.head_size)
-        zeros = lib.zeros if lib.__name__ == "torch" else lambda s: lib.zeros(s, lib.float32)
-        return [zeros(shape) for _ in range(2 * self.layers)]
+    def _empty_cache(self, batch):
+        return [np.zeros((batch, self.kv_heads, 0, self.head_size), np.float32) for _ in range(2 * self.layers)]
 
     def info(self):
         return {}
@@ -103,12 +101,11 @@ class OrtDecoderEngine:
     def generate(self, input_ids, new_tokens, stop_after=None):
         import torch
 
-        np = self.np
         batch, prompt = input_ids.shape
         steps = min(new_tokens, stop_after) if stop_after else new_tokens
         feeds = {"input_ids": input_ids.numpy(), "attention_mask": np.ones((batch, prompt), np.int64),
                  "position_ids": np.tile(np.arange(prompt, dtype=np.int64), (batch, 1))}
-        feeds.update({f"past_{i}": t for i, t in enumerate(self._empty_cache(batch, np))})
+        feeds.update({f"past_{i}": t for i, t in enumerate(self._empty_cache(batch))})
         tokens, times = [], []
         start = time.perf_counter()
         for _ in range(steps):
