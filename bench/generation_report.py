@@ -162,7 +162,7 @@ def render(doc, engine_titles, model_titles):
     out += ["Time to first token: from the generate() call to the first token (prefill of the prompt). Decode "
             "tokens/s: batch / median time per step between the first and last token. Weight GB/s: weight bytes per "
             "step / time per step (an fp16 engine's weights counted at 2 bytes); % of measured: of the triad bandwidth. Decode vs eager and vs fastest non-Kiln (the "
-            "fastest by median of eager, Inductor and ONNX Runtime GenAI): the median over the interleaved rounds of the "
+            "fastest by median of the engines that are not Kiln's): the median over the interleaved rounds of the "
             "ratio of the two engines' step times in that round (the machine's bandwidth drifts between rounds). Tokens = eager: every generated token equal to eager PyTorch's "
             "(dynamic cache). Warm-up: the first generate() call (4 tokens), compilation included.", ""]
     out += ["## Results", "", *results_table(doc, engine_titles, model_titles), ""]
