@@ -19,6 +19,16 @@ namespace kiln {
 // dtype, rank and layout (standard or not), their lengths free to differ.
 // Otherwise the first difference, naming the instruction (of `a`). A module
 // that takes submodules (if, loop) is refused: its bodies are not compared.
-std::string first_difference_besides_extents(const module& a, const module& b);
+//
+// A literal of `b` that is the leading part of `a`'s along one dimension
+// (BERT's position embeddings gathered at positions 0..seq-1 and folded) is
+// no difference when `literals_may_vary` is given: it is set, and the
+// literal follows the extent as any value does (extent_plan::derive).
+std::string first_difference_besides_extents(const module& a, const module& b, bool* literals_may_vary = nullptr);
+
+// Whether `part` is `whole` cut short along one dimension: both standard,
+// of one dtype and rank, all lengths equal but one, shorter in `part`, and
+// `part`'s elements those of `whole`'s leading part in that dimension.
+bool is_leading_part_of(const literal& part, const literal& whole);
 
 }  // namespace kiln

@@ -285,15 +285,44 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
                 const program& smallest = optimised_at(at_min);
                 program& largest = optimised_at(at_max);
                 note_range_outputs(imported.at(at_min), imported.at(at_max));
-                const std::string difference =
-                    first_difference_besides_extents(*largest.get_main_module(), *smallest.get_main_module());
+                bool literals_vary = false;
+                const std::string difference = first_difference_besides_extents(
+                    *largest.get_main_module(), *smallest.get_main_module(), &literals_vary);
                 if (!difference.empty()) {
                     per_shape_reason = "the program optimised at the range's two ends differs: " + difference;
                     compared_equal = false;
                     return nullptr;
                 }
+                // A constant cut short at the minimum (positions 0..e-1
+                // folded) must be the same cut at the middle extent too, so
+                // that it follows e as a * e + b there as well.
+                std::vector<const module*> literals_at_probes;
+                if (literals_vary) {
+                    std::string unused;
+                    const auto dims = one_extent_dimensions(parameters, unused);
+                    const auto range = parameters.at(dims.front().name).dyn_dims()[dims.front().dim];
+                    for (const std::size_t e : extent_plan::probe_extents(range.min, range.max)) {
+                        if (e == range.min || e == range.max) {
+                            literals_at_probes.push_back((e == range.min ? smallest : largest).get_main_module());
+                            continue;
+                        }
+                        parameter_lens at_e = at_max;
+                        for (const auto& d : dims) at_e.at(d.name).at(d.dim) = e;
+                        const program& middle = optimised_at(at_e);
+                        bool unused_flag = false;
+                        const std::string at_middle = first_difference_besides_extents(
+                            *largest.get_main_module(), *middle.get_main_module(), &unused_flag);
+                        if (!at_middle.empty()) {
+                            per_shape_reason = "the program optimised at extent " + std::to_string(e) +
+                                               " differs from the one at the maximum: " + at_middle;
+                            compared_equal = false;
+                            return nullptr;
+                        }
+                        literals_at_probes.push_back(middle.get_main_module());
+                    }
+                }
                 std::string why;
-                auto plan = extent_plan::derive(*largest.get_main_module(), parameters, why);
+                auto plan = extent_plan::derive(*largest.get_main_module(), parameters, why, literals_at_probes);
                 if (!plan) {
                     per_shape_reason = why;
                     return nullptr;

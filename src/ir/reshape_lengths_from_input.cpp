@@ -29,9 +29,13 @@ std::size_t write_reshape_lengths_copied_from_input(module& m) {
         }
         // The first length not copied ([batch * seq, 768] from [batch, seq,
         // 768]) is what the others leave, -1, where no length is -1 yet:
-        // it takes the outer dimensions, where an extent usually is.
+        // it takes the outer dimensions, where an extent usually is. A unit
+        // length is passed over ([1, 1, 1, seq] from [1, seq] is
+        // [0, 1, 1, -1]): an inserted dimension holds no extent.
         if (std::find(lengths.begin(), lengths.end(), -1) == lengths.end()) {
-            auto first = std::find_if(lengths.begin(), lengths.end(), [](std::int64_t l) { return l > 0; });
+            auto first = std::find_if(lengths.begin(), lengths.end(), [](std::int64_t l) { return l > 1; });
+            if (first == lengths.end())
+                first = std::find_if(lengths.begin(), lengths.end(), [](std::int64_t l) { return l > 0; });
             if (first != lengths.end()) {
                 *first = -1;
                 differs = true;

@@ -8,7 +8,8 @@
 // two extents is the same graph there (ir/extent_independence.hpp). The
 // first length then left that is not copied ([batch * seq, 768] from
 // [batch, seq, 768]) is written -1, the length the others leave, unless one
-// is -1 already. The result at this extent is unchanged (a rewrite that
+// is -1 already (a length of 1, an inserted dimension, only when no other
+// is left). The result at this extent is unchanged (a rewrite that
 // would change it is not made).
 #include "kiln/module.hpp"
 

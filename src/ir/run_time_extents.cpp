@@ -7,14 +7,6 @@ namespace kiln {
 
 namespace {
 
-// The extents compute_shape is tried at: the range's ends and its middle
-// (a length that is a * e + b at two of them and not at the third is not).
-std::vector<std::size_t> probe_extents(std::size_t min, std::size_t max) {
-    std::vector<std::size_t> out{min, min + (max - min) / 2, max};
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
-}
-
 // Strides that matter: those of dimensions longer than one.
 bool same_strides_where_it_matters(const shape& a, const shape& b) {
     if (a.ndim() != b.ndim()) return false;
@@ -28,6 +20,12 @@ std::string dimension_name(const input_dimension& d) {
 }
 
 }  // namespace
+
+std::vector<std::size_t> extent_plan::probe_extents(std::size_t min, std::size_t max) {
+    std::vector<std::size_t> out{min, min + (max - min) / 2, max};
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
 
 std::vector<input_dimension> one_extent_dimensions(const std::map<std::string, shape>& parameters, std::string& why) {
     std::vector<input_dimension> out;
@@ -60,7 +58,8 @@ std::vector<input_dimension> one_extent_dimensions(const std::map<std::string, s
 
 std::optional<extent_plan> extent_plan::derive(const module& compiled,
                                                const std::map<std::string, shape>& dynamic_parameters,
-                                               std::string& why) {
+                                               std::string& why,
+                                               const std::vector<const module*>& literals_at_probes) {
     extent_plan plan;
     plan.dims_ = one_extent_dimensions(dynamic_parameters, why);
     if (plan.dims_.empty()) return std::nullopt;
@@ -76,11 +75,19 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
     };
     const auto names = compiled.instruction_names();
     const auto probes = probe_extents(plan.min_, plan.max_);
+    if (!literals_at_probes.empty() && literals_at_probes.size() != probes.size())
+        fail("extent_plan::derive: " + std::to_string(literals_at_probes.size()) + " modules for " +
+             std::to_string(probes.size()) + " probes");
     // shapes[k][i]: instruction i's shape at probe k.
     std::vector<std::vector<shape>> shapes(probes.size());
     for (std::size_t k = 0; k < probes.size(); ++k) {
         std::unordered_map<const instruction*, std::size_t> index;
+        const module* literals = literals_at_probes.empty() ? nullptr : literals_at_probes[k];
+        if (literals != nullptr && literals->size() != compiled.size())
+            fail("extent_plan::derive: the module at extent " + std::to_string(probes[k]) + " is another graph");
+        auto at_probe = literals != nullptr ? literals->begin() : compiled.end();
         for (const auto& ins : compiled) {
+            const auto& same_at_probe = literals != nullptr ? *at_probe++ : ins;
             shape s = ins.get_shape();
             const auto extent_dims = ins.is_param() ? extent_dims_of(ins.param_name()) : std::vector<std::size_t>{};
             if (!extent_dims.empty()) {
@@ -93,7 +100,9 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
                     lens[d] = probes[k];
                 }
                 s = shape(s.type(), lens);
-            } else if (!ins.is_param() && !ins.is_literal() && !ins.is_return()) {
+            } else if (ins.is_literal()) {
+                s = same_at_probe.get_shape();
+            } else if (!ins.is_param() && !ins.is_return()) {
                 std::vector<shape> inputs;
                 for (const auto& in : ins.inputs()) inputs.push_back(shapes[k][index.at(&*in)]);
                 try {

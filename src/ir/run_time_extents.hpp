@@ -53,8 +53,15 @@ class extent_plan {
 public:
     // The plan for `compiled` (the main module compiled at the maximum of the
     // one extent of `dynamic_parameters`), or nullopt with the reason in `why`.
+    // A literal follows the extent only where `literals_at_probes` holds the
+    // module optimised at each of probe_extents (instruction for instruction
+    // the same graph as `compiled`): its lengths there are the literal's.
     static std::optional<extent_plan> derive(const module& compiled,
-                                             const std::map<std::string, shape>& dynamic_parameters, std::string& why);
+                                             const std::map<std::string, shape>& dynamic_parameters, std::string& why,
+                                             const std::vector<const module*>& literals_at_probes = {});
+    // The extents a plan is derived at: the range's ends and its middle (a
+    // length that is a * e + b at two of them and not at the third is not).
+    static std::vector<std::size_t> probe_extents(std::size_t min, std::size_t max);
 
     // Per instruction of the compiled module, in order: how it varies, if it does.
     const std::vector<std::optional<varying_dimension>>& varying() const { return varying_; }

@@ -222,6 +222,13 @@ rewrite_rule attention_rule(bool sixteen_bit) {
                 for (const auto& in : inputs)
                     if (in->get_shape().type() != r.root->get_shape().type()) return false;
                 if (where_kept) inputs.back() = insert_additive_mask(m, r.root, s, *where_kept);
+                // The op broadcasts its mask itself: a padding mask [batch, 1, 1, seq] is read
+                // as it is, not as a broadcast [batch, heads, seq, seq] view.
+                if (mask)
+                    while (inputs.back()->name() == "broadcast" &&
+                           ops::broadcast_lens("fused_attention", {s->get_shape(), inputs.back()->inputs()[0]->get_shape()}) ==
+                               s->get_shape().lens())
+                        inputs.back() = inputs.back()->inputs()[0];
                 return replace_with_new(m, r.root, a, inputs);
             }};
 }

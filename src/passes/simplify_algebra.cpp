@@ -38,7 +38,11 @@
 // additive mask; without the where, add_zero drops the mask add, and the
 // attention reads no mask (ViT's quantize_int8 program; ONNX Runtime's
 // quantizer folds the same where when it writes the QDQ file). A broadcast
-// of a constant counts as that constant for these identities.
+// of a constant counts as that constant for these identities. Likewise
+// and(x, true) and or(x, false) are x, broadcast to the result's shape:
+// transformers' encoder mask ANDs the padding mask [1, 1, 1, seq] with a
+// constant [1, 1, seq, 1] of true (its causal part, absent for an encoder);
+// without it the mask stays [1, 1, 1, seq], not [1, 1, seq, seq].
 #include <cmath>
 #include <optional>
 #include <unordered_map>
@@ -48,6 +52,7 @@
 #include "kiln/passes.hpp"
 #include "ops/pool.hpp"
 #include "passes/constant_value.hpp"
+#include "passes/pointwise_before_broadcasts.hpp"
 #include "passes/rewriter.hpp"
 #include "passes/spatial_padding.hpp"
 
@@ -152,6 +157,21 @@ rewrite_rule where_uniform_condition() {
                     chosen = m.insert_instruction(r.root, make_op("broadcast", value_map{{"out_lens", lens_value(out.lens())}}),
                                                   {chosen});
                 return replace_value(m, r.root, chosen);
+            }};
+}
+
+// and(x, true) or or(x, false), the constant on either side: x, broadcast to
+// the result's shape when it is smaller.
+rewrite_rule boolean_identity(const std::string& op_name, double neutral) {
+    auto pattern = name(op_name).args_any_order(any().bind("x"), constant_equal_to(neutral).bind("c"));
+    return {op_name + "_identity", pattern, [](module& m, const match_result& r) {
+                instruction_ref x = r.at("x");
+                const shape& out = r.root->get_shape();
+                if (x == r.at("c") || x->get_shape().type() != out.type()) return false;
+                if (x->get_shape().lens() != out.lens())
+                    x = m.insert_instruction(r.root, make_op("broadcast", value_map{{"out_lens", lens_value(out.lens())}}),
+                                             {x});
+                return replace_value(m, r.root, x);
             }};
 }
 
@@ -424,6 +444,9 @@ void simplify_algebra::apply(module& m) const {
     auto rules = identity_rules();
     rules.push_back(integer_mul_zero());
     rules.push_back(where_uniform_condition());
+    rules.push_back(boolean_identity("and", 1));
+    rules.push_back(boolean_identity("or", 0));
+    rules.push_back(pointwise_before_broadcasts());
     rules.push_back(reassociate_add_chain());
     rules.push_back(reassociate_mul_chain());
     rules.push_back(scale_after_dot());

@@ -8,10 +8,13 @@
 //    become one reshape (on a strided value they stay: one of them copies,
 //    and merging could turn a free view into a copy);
 //  - broadcast(broadcast(x)) becomes one broadcast;
-//  - convert(broadcast(x)) becomes broadcast(convert(x)): each distinct value
-//    is converted once, and a 16-bit program's bias (a broadcast 16-bit
-//    constant converted to float32) stays a broadcast constant that products
-//    take as their bias, not a converted copy the size of their result;
+//  - a pointwise op whose inputs are all broadcasts (or smaller than its
+//    result) is computed at the shape they broadcast from, then broadcast:
+//    convert(broadcast(x)) becomes broadcast(convert(x)), so that each
+//    distinct value is converted once and a 16-bit program's bias (a
+//    broadcast 16-bit constant converted to float32) stays a broadcast
+//    constant that products take as their bias; where(broadcast(m), 0, -max)
+//    computes an attention mask per key, not per (query, key);
 //  - a reshape of a strided value that would copy becomes views where the
 //    strides allow: one that only adds or removes dims of extent 1 becomes
 //    squeeze / unsqueeze, and one of a slice or split piece of a standard
@@ -24,7 +27,10 @@
 //    order (N the axis's length) reads every row once, in order: a reshape
 //    of its input to the indices' lens followed by the rows' (Hugging Face's
 //    attention masks index the flattened mask with batch * S + position,
-//    which is then no constant that depends on the batch).
+//    which is then no constant that depends on the batch); likewise a
+//    gather_nd whose constant indices address every element of its input
+//    in order (transformers' padding mask, read at [batch, position] for
+//    every position).
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -33,8 +39,11 @@
 #include "kiln/op_registry.hpp"
 #include "kiln/passes.hpp"
 #include "ops/index.hpp"
+#include "ops/index_scatter.hpp"
+#include "ops/op_helpers.hpp"
 #include "ops/shape_ops.hpp"
 #include "passes/constant_value.hpp"
+#include "passes/pointwise_before_broadcasts.hpp"
 #include "passes/rewriter.hpp"
 
 namespace kiln {
@@ -133,20 +142,6 @@ rewrite_rule merge_broadcasts() {
                 auto merged = make_op("broadcast", value_map{{"out_lens", dims_value(out.lens())}});
                 auto merged_ins = insert_if_shape(m, r.root, merged, {r.at("x")}, out);
                 return merged_ins != m.end() && replace_value(m, r.root, merged_ins);
-            }};
-}
-
-rewrite_rule converts_before_broadcasts() {
-    auto pattern = name("convert").args(name("broadcast").args(any().bind("x")));
-    return {"converts_before_broadcasts", pattern, [](module& m, const match_result& r) {
-                auto converted = m.insert_instruction(r.root, r.root->get_operator(), {r.at("x")});
-                auto spread = m.insert_instruction(
-                    r.root, make_op("broadcast", value_map{{"out_lens", dims_value(r.root->get_shape().lens())}}),
-                    {converted});
-                if (replace_value_restrided(m, r.root, spread)) return true;
-                m.remove_instruction(spread);
-                m.remove_instruction(converted);
-                return false;
             }};
 }
 
@@ -351,13 +346,52 @@ rewrite_rule gathers_of_every_row_in_order_as_reshapes() {
             }};
 }
 
+// Whether `indices` (an integer constant [..., n]) holds the index of every
+// element of a standard `data` of rank n, in row-major order.
+bool addresses_every_element_in_order(const instruction& indices, const shape& data) {
+    const shape& s = indices.get_shape();
+    const std::size_t rank = data.ndim();
+    if (rank == 0 || s.ndim() == 0 || s.lens().back() != rank || s.elements() != data.elements() * rank ||
+        (s.type() != dtype::int64_type && s.type() != dtype::int32_type))
+        return false;
+    const auto values = constant_value(indices);
+    if (!values || !values->get_shape().standard()) return false;
+    std::vector<std::size_t> position(rank, 0);
+    for (std::size_t e = 0; e < data.elements(); ++e) {
+        for (std::size_t d = 0; d < rank; ++d) {
+            const std::size_t at = e * rank + d;
+            const std::int64_t v = s.type() == dtype::int64_type ? values->data_as<std::int64_t>()[at]
+                                                                : values->data_as<std::int32_t>()[at];
+            if (v != static_cast<std::int64_t>(position[d])) return false;
+        }
+        for (std::size_t d = rank; d-- > 0;) {
+            if (++position[d] < data.lens()[d]) break;
+            position[d] = 0;
+        }
+    }
+    return true;
+}
+
+rewrite_rule gather_nd_of_every_element_in_order_as_reshape() {
+    auto pattern = name("gather_nd").args(standard_shape().bind("x"), match::is_constant().bind("indices"));
+    return {"gather_nd_of_every_element_in_order_as_reshape", pattern, [](module& m, const match_result& r) {
+                const auto* g = r.root->get_operator().get_if<op::gather_nd>();
+                const shape& x = r.at("x")->get_shape();
+                if (g == nullptr || g->batch_dims != 0 || x.elements() == 0) return false;
+                if (!addresses_every_element_in_order(*r.at("indices"), x)) return false;
+                const shape& out = r.root->get_shape();
+                return replace_with_new(m, r.root, make_op("reshape", value_map{{"dims", dims_value(out.lens())}}),
+                                        {r.at("x")});
+            }};
+}
+
 }  // namespace
 
 void simplify_reshapes::apply(module& m) const {
     rewrite_to_fixed_point(
-        m, {remove_noop_views(), merge_transposes(), merge_reshapes(), merge_broadcasts(), converts_before_broadcasts(),
+        m, {remove_noop_views(), merge_transposes(), merge_reshapes(), merge_broadcasts(), pointwise_before_broadcasts(),
             unit_dim_reshapes_as_views(), reshapes_of_pieces_as_views(), transposes_between_merge_and_split_as_views(),
-            gathers_of_every_row_in_order_as_reshapes()});
+            gathers_of_every_row_in_order_as_reshapes(), gather_nd_of_every_element_in_order_as_reshape()});
 }
 
 }  // namespace kiln

@@ -146,17 +146,33 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
             if (!out || in.value_shape.ndim() != step.output.value_shape.ndim() || v->dim != out->dim) alike = false;
         }
         if (!any) continue;
+        // A constant that follows the extent is read where it lies; a
+        // kernel that took it over would read its own copy at full length.
+        for (std::size_t i = 0; i < step.inputs.size(); ++i)
+            if (ins[i] && roots_[step.inputs[i].root].handed_over_literal())
+                return step.instruction + " = " + step.op.name() + ": its kernel '" + step.algorithm +
+                       "' holds its own copy of a constant that follows the extent";
         const auto* follows = dynamic_cast<const follows_run_time_extents*>(step.kernel.get());
         if (step.modules.empty() && follows != nullptr && follows->follows_any_extents()) continue;
         if (alike && step.modules.empty() && follows != nullptr && follows->follows_extent_of(out->dim)) continue;
+        if (!alike && step.modules.empty() && follows != nullptr) {
+            std::vector<std::optional<std::size_t>> in_dims;
+            for (const auto& v : ins) in_dims.push_back(v ? std::optional<std::size_t>{v->dim} : std::nullopt);
+            if (follows->follows_extents_in(out ? std::optional<std::size_t>{out->dim} : std::nullopt, in_dims))
+                continue;
+        }
         // A kernel made for a fixed batch: a smaller batch runs in blocks of
         // entries on kernels made for fewer (batch_row_loop.hpp).
-        if (const std::size_t per_entry = step.modules.empty() ? rows_per_batch_entry(step.op, out, ins) : 0;
+        std::vector<shape> in_shapes;
+        for (const auto& in : step.inputs) in_shapes.push_back(in.value_shape);
+        if (const std::size_t per_entry =
+                step.modules.empty() ? rows_per_batch_entry(step.op, out, ins, step.output.value_shape, in_shapes) : 0;
             per_entry > 0) {
             auto& rows = by_rows[s];
             rows.by_rows = true;
             rows.rows = per_entry;
-            for (const auto& in : step.inputs) rows.varies.push_back(varying.at(in.instruction).has_value());
+            rows.output_rows = out->dim;
+            for (const auto& v : ins) rows.input_rows.push_back(v ? row_dimension{v->dim} : std::nullopt);
             continue;
         }
         if (!alike) return step.instruction + " = " + step.op.name() + ": an input varies unlike its result";
@@ -191,7 +207,7 @@ const cpu_executable::entries_kernel& cpu_executable::batch_row_kernel(std::size
     for (std::size_t i = 0; i < step.inputs.size(); ++i) {
         const auto& in = step.inputs[i];
         shapes.push_back(in.value_shape);
-        if (roots_[in.root].kind == root_kind::literal && !rows.varies[i]) {
+        if (roots_[in.root].kind == root_kind::literal && !rows.input_rows[i]) {
             // The plain values come too: a kernel that takes no packed form
             // (16-bit weights) reads them instead.
             if (auto form = step.kernel->packed_copy(i); form != nullptr && form->adoptable) packed[i] = std::move(form);
@@ -200,14 +216,14 @@ const cpu_executable::entries_kernel& cpu_executable::batch_row_kernel(std::size
     }
     const bool offered = std::any_of(packed.begin(), packed.end(), [](const auto& f) { return f != nullptr; });
     const std::size_t block = rows.rows * entries;
-    made.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, block, constants,
-                                        threads_, offered ? &packed : nullptr);
+    made.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.input_rows, rows.output_rows,
+                                        block, constants, threads_, offered ? &packed : nullptr);
     bool all_taken = true;
     for (std::size_t i = 0; i < packed.size(); ++i)
         if (packed[i] != nullptr && !made.kernel->keeps_own_copy(i)) all_taken = false;
     if (!all_taken)
-        made.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.varies, block, constants,
-                                            threads_, nullptr);
+        made.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.input_rows,
+                                            rows.output_rows, block, constants, threads_, nullptr);
     // A literal the full-batch kernel took over has no bytes at run time:
     // a smaller kernel that reads it then (no copy of its own) gets the
     // restored values.
@@ -287,12 +303,13 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         }
         try {
             if (shapes && s < batch_rows_.size() && batch_rows_[s].by_rows &&
-                step_output(s).get_shape().lens()[0] < step.output.value_shape.lens()[0]) {
+                step_output(s).get_shape().lens()[batch_rows_[s].output_rows] <
+                    step.output.value_shape.lens()[batch_rows_[s].output_rows]) {
                 // The run's entries in blocks of the largest power of two
                 // left (a batch of 4: one block, one product as a static
                 // program at 4 runs; 5: blocks of 4 and 1).
                 const batch_row_step& rows = batch_rows_[s];
-                const std::size_t entries = step_output(s).get_shape().lens()[0] / rows.rows;
+                const std::size_t entries = step_output(s).get_shape().lens()[rows.output_rows] / rows.rows;
                 for (std::size_t done = 0; done < entries;) {
                     std::size_t block = 1;
                     while (block * 2 <= entries - done) block *= 2;
@@ -305,7 +322,8 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
                     std::vector<argument> inputs = step_inputs(s);
                     for (std::size_t i = 0; i < inputs.size(); ++i)
                         if (made.restored[i].data() != nullptr) inputs[i] = made.restored[i];
-                    run_rows(*made.kernel, step_output(s), inputs, rows.varies, done * rows.rows, block * rows.rows,
+                    run_rows(*made.kernel, step_output(s), inputs, rows.input_rows, rows.output_rows, done * rows.rows,
+                             block * rows.rows,
                              ctx->scratch.get());
                     done += block;
                 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,8 +116,9 @@ private:
     // (batch_row_kernel).
     struct batch_row_step {
         bool by_rows = false;
-        std::size_t rows = 1;  // rows of dimension 0 per batch entry
-        std::vector<bool> varies;
+        std::size_t rows = 1;  // rows of the row dimension per batch entry
+        std::size_t output_rows = 0;  // the result's row dimension
+        std::vector<std::optional<std::size_t>> input_rows;  // each input's, if it has the batch
         std::map<std::size_t, entries_kernel> by_entries;
     };
     mutable std::vector<batch_row_step> batch_rows_;

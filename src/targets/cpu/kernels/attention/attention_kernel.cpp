@@ -39,6 +39,8 @@ public:
         const shape& out = r.output_shape;
         const std::size_t rank = out.ndim();
         outer_batch_ = rank > 2 ? out.lens()[0] : 0;
+        rank_ = rank;
+        mask_rank_ = a.has_mask ? in[3].ndim() : 0;
         const std::vector<std::size_t> batch_lens(out.lens().begin(), out.lens().end() - 2);
         std::vector<std::size_t> scores_lens = batch_lens;
         plan_.sq = out.lens()[rank - 2];
@@ -109,22 +111,48 @@ public:
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         const float* mask = plan_.has_mask ? inputs[3].data_as<const float>() : nullptr;
-        const std::size_t outer = outer_batch_ > 0 ? result.get_shape().lens()[0] : 0;
-        if (outer == outer_batch_) {
+        const auto& out_lens = result.get_shape().lens();
+        const std::size_t outer = outer_batch_ > 0 ? out_lens[0] : 0;
+        const std::size_t sq = out_lens[out_lens.size() - 2];
+        const std::size_t sk = inputs[1].get_shape().lens().back();
+        if (outer == outer_batch_ && sq == plan_.sq && sk == plan_.sk) {
             loops_.run(plan_, inputs[0].data_as<const float>(), inputs[1].data_as<const float>(),
                        inputs[2].data_as<const float>(), mask, result.data_as<float>(), scratch);
             return;
         }
-        // A shorter outermost batch dimension (run-time extents): its batch
-        // entries come first, at the offsets worked out for the full one.
+        // A shorter outermost batch dimension, or fewer query rows or keys
+        // (run-time extents): the batch entries come first, at the offsets
+        // worked out for the full one; rows and keys at the strides built.
         avx2::attention_plan shorter = plan_;
-        shorter.batches = plan_.batches / outer_batch_ * outer;
-        shorter.parallel = shorter.batches * plan_.sq * plan_.sk * (plan_.d + plan_.dv) >= parallel_flops;
+        if (outer_batch_ > 0) shorter.batches = plan_.batches / outer_batch_ * outer;
+        shorter.sq = sq;
+        shorter.sk = sk;
+        shorter.parallel = shorter.batches * sq * sk * (plan_.d + plan_.dv) >= parallel_flops;
         loops_.run(shorter, inputs[0].data_as<const float>(), inputs[1].data_as<const float>(),
                    inputs[2].data_as<const float>(), mask, result.data_as<float>(), scratch);
     }
     std::size_t scratch_bytes() const override { return loops_.scratch_bytes(plan_); }
     bool follows_extent_of(std::size_t dim) const override { return dim == 0 && outer_batch_ > 0; }
+    // A sequence: the query rows of q, the result and the mask, the keys of
+    // kt, v and the mask, either or both (their batch entries as built).
+    // Not with a constant mask, whose columns were planned at full length.
+    bool follows_extents_in(const std::optional<std::size_t>& out,
+                            const std::vector<std::optional<std::size_t>>& ins) const override {
+        if (item_columns_.size() > 0 || ins.size() < 3) return false;
+        const std::size_t rank = rank_;
+        auto is = [](const std::optional<std::size_t>& v, std::size_t dim) { return !v || *v == dim; };
+        const bool rows = out.has_value();
+        if (!is(out, rank - 2) || ins[0].has_value() != rows || !is(ins[0], rank - 2)) return false;
+        const bool keys = ins[1].has_value();
+        if (!is(ins[1], rank - 1) || ins[2].has_value() != keys || !is(ins[2], rank - 2)) return false;
+        if (ins.size() > 3 && ins[3]) {
+            const std::size_t mask_rank = mask_rank_;
+            if (*ins[3] == mask_rank - 1) return keys;
+            if (*ins[3] == mask_rank - 2) return rows;
+            return false;
+        }
+        return true;
+    }
 
 private:
     // With a constant mask, the key columns each (batch entry, tile) needs:
@@ -157,6 +185,8 @@ private:
     attention_loops loops_;
     avx2::attention_plan plan_;
     std::size_t outer_batch_ = 0;  // the result's dimension 0 as built, when it is a batch dimension (else 0)
+    std::size_t rank_ = 0;       // of the result
+    std::size_t mask_rank_ = 0;  // of the mask, when there is one
     std::vector<std::size_t> q_offsets_, kt_offsets_, v_offsets_, mask_offsets_, out_offsets_, item_columns_;
 };
 
