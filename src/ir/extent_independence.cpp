@@ -27,7 +27,46 @@ bool same_strides_where_both_are_longer_than_one(const shape& a, const shape& b)
     return true;
 }
 
+bool is_reshape_like(const instruction& ins) {
+    const std::string n = ins.name();
+    return n == "reshape" || n == "squeeze" || n == "unsqueeze" || n == "flatten";
+}
+
+// Two reshapes (or squeezes, unsqueezes, flattens) written differently,
+// where `a`'s gives `b`'s lengths from `b`'s input: [0, 1, 1, -1] and
+// [0, 0, -1, 1] both turn [1, 1] into [1, 1, 1, 1] (a padding mask at a
+// sequence of one), and a reshape that only drops unit dimensions is a
+// squeeze there. Each keeps the elements in row-major order, so equal
+// lengths are equal values.
+bool same_reshape_at_both(const instruction& a, const instruction& b) {
+    if (!is_reshape_like(a) || !is_reshape_like(b) || a.inputs().size() != 1 || b.inputs().size() != 1) return false;
+    try {
+        return a.get_operator().compute_shape({b.inputs()[0]->get_shape()}).lens() == b.get_shape().lens();
+    } catch (const error&) {
+        return false;
+    }
+}
+
 }  // namespace
+
+std::size_t adopt_reshapes_that_fit_both(module& a, const module& b) {
+    if (a.size() != b.size()) return 0;
+    std::size_t changed = 0;
+    auto ib = b.begin();
+    for (auto ia = a.begin(); ia != a.end(); ++ia, ++ib) {
+        if (ia->name() != "reshape" || ib->name() != "reshape" || ia->get_operator() == ib->get_operator() ||
+            ia->inputs().size() != 1 || ib->inputs().size() != 1 || same_reshape_at_both(*ia, *ib))
+            continue;
+        try {
+            if (ib->get_operator().compute_shape({ia->inputs()[0]->get_shape()}) != ia->get_shape()) continue;
+        } catch (const error&) {
+            continue;
+        }
+        a.replace_instruction(ia, ib->get_operator(), {ia->inputs()[0]});
+        ++changed;
+    }
+    return changed;
+}
 
 bool is_leading_part_of(const literal& part, const literal& whole) {
     const shape& p = part.get_shape();
@@ -72,9 +111,11 @@ std::string first_difference_besides_extents(const module& a, const module& b, b
         const std::string at = names.at(&*ia) + " = " + ia->name();
         if (!ia->module_inputs().empty() || !ib->module_inputs().empty())
             return at + ": takes submodules, which are not compared";
-        if (ia->name() != ib->name()) return at + ": another op (" + ib->name() + ") at the other extent";
+        if (ia->name() != ib->name() && !same_reshape_at_both(*ia, *ib))
+            return at + ": another op (" + ib->name() + ") at the other extent";
         // A parameter's op holds its shape; its name and its result's dtype and rank are compared below.
-        if (!ia->is_param() && !ia->is_literal() && ia->get_operator() != ib->get_operator())
+        if (!ia->is_param() && !ia->is_literal() && ia->get_operator() != ib->get_operator() &&
+            !same_reshape_at_both(*ia, *ib))
             return at + ": its op or attributes differ (" + to_string(ia->get_operator()) + " against " +
                    to_string(ib->get_operator()) + ")";
         if (ia->inputs().size() != ib->inputs().size()) return at + ": its number of inputs differs";

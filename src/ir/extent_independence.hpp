@@ -26,6 +26,13 @@ namespace kiln {
 // literal follows the extent as any value does (extent_plan::derive).
 std::string first_difference_besides_extents(const module& a, const module& b, bool* literals_may_vary = nullptr);
 
+// Where a reshape of `a` is written so that it does not fit `b`'s extent
+// while `b`'s fits both ([s, 64] -> [1, s, 64] written [1, 0, -1] at s = 64
+// and [1, -1, 64] at s = 2), `a` takes `b`'s: the reshape writer copies a
+// length that equals the input's by chance. Modules aligned instruction for
+// instruction; returns how many changed.
+std::size_t adopt_reshapes_that_fit_both(module& a, const module& b);
+
 // Whether `part` is `whole` cut short along one dimension: both standard,
 // of one dtype and rank, all lengths equal but one, shorter in `part`, and
 // `part`'s elements those of `whole`'s leading part in that dimension.

@@ -1,6 +1,7 @@
 #include "kiln/program.hpp"
 
 #include <algorithm>
+#include <map>
 #include <ostream>
 #include <sstream>
 #include <unordered_map>
@@ -89,10 +90,6 @@ void program::remove_modules(const std::vector<const module*>& modules) {
 
 namespace {
 
-// Whether the literals of `a` and `b` have the same dtypes and lengths up to
-// the order of their dimensions (a weight laid out [N, K] at one end and
-// [K, N] at the other): a literal whose lengths follow the extent (positions,
-// a mask) differs anyway, whatever layout passes run.
 // The ranges that cover both static shapes (the results at the smallest and
 // at the largest extents).
 shape covering_shape(const shape& smallest, const shape& largest) {
@@ -112,19 +109,40 @@ std::vector<shape> covering_shapes(const std::vector<shape>& smallest, const std
     return out;
 }
 
-bool literal_lengths_match_up_to_order(const module& a, const module& b) {
-    auto lengths = [](const module& m) {
-        std::vector<std::pair<dtype, std::vector<std::size_t>>> out;
-        for (const auto& ins : m) {
-            if (!ins.is_literal()) continue;
-            auto lens = ins.get_shape().lens();
-            std::sort(lens.begin(), lens.end());
-            out.emplace_back(ins.get_shape().type(), std::move(lens));
-        }
-        std::sort(out.begin(), out.end());
-        return out;
+// Whether the literals of `larger` and `smaller` (the module at the larger
+// and at the smaller extent) have the same dtypes and lengths up to the
+// order of their dimensions (a weight laid out [N, K] at one end and [K, N]
+// at the other), but for literals of `smaller` that are the leading part of
+// one of `larger`'s (positions folded at each length, which follow the
+// extent): a literal whose values depend on the extent otherwise (a scale
+// 1 / n) differs anyway, whatever layout passes run.
+bool literal_lengths_match_up_to_order(const module& larger, const module& smaller) {
+    using lengths = std::pair<dtype, std::vector<std::size_t>>;
+    auto sorted_lengths = [](const instruction& ins) {
+        auto lens = ins.get_shape().lens();
+        std::sort(lens.begin(), lens.end());
+        return lengths{ins.get_shape().type(), std::move(lens)};
     };
-    return lengths(a) == lengths(b);
+    std::multimap<lengths, const instruction*> unmatched;
+    for (const auto& ins : larger)
+        if (ins.is_literal()) unmatched.emplace(sorted_lengths(ins), &ins);
+    std::vector<const instruction*> cut_short;
+    for (const auto& ins : smaller) {
+        if (!ins.is_literal()) continue;
+        auto found = unmatched.find(sorted_lengths(ins));
+        if (found != unmatched.end())
+            unmatched.erase(found);
+        else
+            cut_short.push_back(&ins);
+    }
+    for (const instruction* part : cut_short) {
+        auto whole = std::find_if(unmatched.begin(), unmatched.end(), [&](const auto& entry) {
+            return is_leading_part_of(part->get_literal(), entry.second->get_literal());
+        });
+        if (whole == unmatched.end()) return false;
+        unmatched.erase(whole);
+    }
+    return unmatched.empty();
 }
 
 // A model of a few hundred bytes can ask for any amount of memory (an 18 GB
@@ -285,6 +303,7 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
                 const program& smallest = optimised_at(at_min);
                 program& largest = optimised_at(at_max);
                 note_range_outputs(imported.at(at_min), imported.at(at_max));
+                adopt_reshapes_that_fit_both(*largest.get_main_module(), *smallest.get_main_module());
                 bool literals_vary = false;
                 const std::string difference = first_difference_besides_extents(
                     *largest.get_main_module(), *smallest.get_main_module(), &literals_vary);
@@ -355,8 +374,8 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
             for (const auto& name : on.passes_choosing_layout_by_length())
                 if (std::find(disabled.begin(), disabled.end(), name) == disabled.end()) by_length.push_back(name);
             if (compared_equal || by_length.empty() ||
-                !literal_lengths_match_up_to_order(*built.at(at_min).get_main_module(),
-                                                   *built.at(at_max).get_main_module()))
+                !literal_lengths_match_up_to_order(*built.at(at_max).get_main_module(),
+                                                   *built.at(at_min).get_main_module()))
                 return nullptr;
             const std::string first_reason = per_shape_reason;
             compile_options one_layout = with;

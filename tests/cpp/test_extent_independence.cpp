@@ -84,3 +84,63 @@ TEST(extent_independence, a_view_standard_only_at_batch_one_is_the_same_layout) 
     EXPECT_EQ(first_difference_besides_extents(*first_rows(64), *first_rows(1)), "");
     EXPECT_EQ(first_difference_besides_extents(*first_rows(64, true), *first_rows(1, true)), "");
 }
+
+namespace {
+
+// x [1, n, 4] + positions: the rows 0..n-1 of a [16, 4] table, folded into
+// a [1, n, 4] constant as BERT's position embeddings are. `shift` reads the
+// table from row `shift` on instead.
+std::unique_ptr<module> with_positions(std::size_t n, std::size_t shift = 0) {
+    std::vector<float> table;
+    for (std::size_t i = shift; i < shift + n; ++i)
+        for (std::size_t j = 0; j < 4; ++j) table.push_back(static_cast<float>(i * 10 + j));
+    auto m = std::make_unique<module>();
+    auto x = m->add_parameter("x", shape{dtype::float_type, {1, n, 4}});
+    auto positions = m->add_literal(literal(shape{dtype::float_type, {1, n, 4}}, table));
+    m->add_return({m->add_instruction(make_op("add"), {x, positions})});
+    return m;
+}
+
+}  // namespace
+
+TEST(extent_independence, a_constant_cut_short_at_the_smaller_extent_follows_it_when_allowed) {
+    bool literals_vary = false;
+    EXPECT_EQ(first_difference_besides_extents(*with_positions(16), *with_positions(3), &literals_vary), "");
+    EXPECT_TRUE(literals_vary);
+    // Without the flag it is a constant that depends on the extent, as before.
+    EXPECT_NE(first_difference_besides_extents(*with_positions(16), *with_positions(3)).find("depends on the extent"),
+              std::string::npos);
+    // Values that are not the leading part (positions from 1 on) are named.
+    literals_vary = false;
+    EXPECT_NE(first_difference_besides_extents(*with_positions(16), *with_positions(3, 1), &literals_vary)
+                  .find("depends on the extent"),
+              std::string::npos);
+}
+
+TEST(extent_independence, a_leading_part_is_shorter_in_one_dimension_and_equal_there) {
+    auto values = [](std::vector<std::size_t> lens, std::vector<float> v) {
+        return literal(shape{dtype::float_type, std::move(lens)}, std::move(v));
+    };
+    const literal whole = values({2, 3}, {1, 2, 3, 4, 5, 6});
+    EXPECT_TRUE(is_leading_part_of(values({2, 2}, {1, 2, 4, 5}), whole));  // the first two of each row
+    EXPECT_TRUE(is_leading_part_of(values({1, 3}, {1, 2, 3}), whole));     // the first row
+    EXPECT_FALSE(is_leading_part_of(values({2, 2}, {2, 3, 5, 6}), whole));  // the last two
+    EXPECT_FALSE(is_leading_part_of(values({1, 2}, {1, 2}), whole));        // shorter in two dimensions
+    EXPECT_FALSE(is_leading_part_of(whole, whole));                           // not shorter
+    EXPECT_FALSE(is_leading_part_of(values({2, 3}, {1, 2, 3, 4, 5, 6}), values({3, 2}, {1, 2, 3, 4, 5, 6})));
+}
+
+TEST(extent_independence, reshapes_written_differently_that_agree_at_the_smaller_extent_are_the_same) {
+    auto unsqueezed = [](std::size_t seq, std::vector<std::int64_t> dims) {
+        auto m = std::make_unique<module>();
+        auto x = m->add_parameter("x", shape{dtype::float_type, {1, seq}});
+        m->add_return({m->add_instruction(make_op("reshape", value_map{{"dims", ints(std::move(dims))}}), {x})});
+        return m;
+    };
+    // At a sequence of one, [0, 0, -1, 1] is what [0, 1, 1, -1] does.
+    EXPECT_EQ(first_difference_besides_extents(*unsqueezed(64, {0, 1, 1, -1}), *unsqueezed(1, {0, 0, -1, 1})), "");
+    // Not at two: the lengths would land elsewhere.
+    EXPECT_NE(first_difference_besides_extents(*unsqueezed(64, {0, 1, 1, -1}), *unsqueezed(2, {0, 0, -1, 1}))
+                  .find("attributes differ"),
+              std::string::npos);
+}

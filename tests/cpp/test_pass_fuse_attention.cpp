@@ -404,3 +404,22 @@ TEST(pass_fuse_attention, other_repetitions_keep_their_copies) {
     EXPECT_EQ(count_ops(out, "broadcast"), 1u) << out;
     expect_same_outputs(m, out, 1e-5);
 }
+
+TEST(pass_fuse_attention, a_broadcast_mask_is_read_from_its_source) {
+    // A padding mask per key [1, 1, 1, 9], broadcast to [1, 1, 7, 9] before the add.
+    module m;
+    auto q = m.add_parameter("q", float_shape({1, 2, 7, 8}));
+    auto kt = m.add_parameter("kt", float_shape({1, 2, 8, 9}));
+    auto v = m.add_parameter("v", float_shape({1, 2, 9, 5}));
+    auto keys = m.add_parameter("keys", float_shape({1, 1, 1, 9}));
+    auto mask = add(m, "broadcast", {keys}, value_map{{"out_lens", ints({1, 1, 7, 9})}});
+    auto scores = add(m, "add", {add(m, "dot", {q, kt}), mask});
+    m.add_return({add(m, "dot", {add(m, "softmax", {scores}, value_map{{"axis", -1}}), v})});
+    module out = after_pass<fuse_attention>(m);
+    const auto attention = std::find_if(out.begin(), out.end(), [](const instruction& i) { return i.name() == "fused_attention"; });
+    ASSERT_NE(attention, out.end()) << out;
+    EXPECT_EQ(attention->inputs().at(3)->name(), "@param") << out;
+    EXPECT_EQ(attention->inputs().at(3)->get_shape().lens(), (std::vector<std::size_t>{1, 1, 1, 9})) << out;
+    expect_same_outputs(m, out, 1e-5);
+    expect_cpu_matches_ref(as_program(m), 1e-5);
+}

@@ -393,3 +393,53 @@ TEST(pass_simplify_algebra, keeps_a_where_whose_constant_condition_varies) {
     EXPECT_EQ(count_ops(out, "add"), 1u) << out;
     expect_same_outputs(m, out);
 }
+
+namespace {
+
+// transformers' encoder mask: and(padding [2, 1, 1, 4] of a parameter,
+// a constant [1, 1, 4, 1] of `causal`) -> where(., 0, lowest), added to the
+// scores [2, 3, 4, 4] before their softmax.
+module padding_and_constant_mask(const std::vector<int>& causal) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({2, 3, 4, 4}));
+    auto padding = m.add_parameter("padding", shape{dtype::bool_type, {2, 1, 1, 4}});
+    auto c = m.add_literal(literal(shape{dtype::bool_type, {1, 1, 4, 1}}, causal));
+    auto both = m.add_instruction(make_op("and"), {padding, c});
+    auto mask = m.add_instruction(make_op("where"),
+                                  {both, add_float_literal(m, {1}, {0.0f}), add_float_literal(m, {1}, {-3.4e38f})});
+    auto scores = m.add_instruction(make_op("add"), {x, mask});
+    m.add_return({m.add_instruction(make_op("softmax", value_map{{"axis", -1}}), {scores})});
+    return module(m);
+}
+
+}  // namespace
+
+TEST(pass_simplify_algebra, an_and_with_true_keeps_the_padding_mask_per_key) {
+    module m = padding_and_constant_mask({1, 1, 1, 1});
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(count_ops(out, "and"), 0u) << out;
+    // The where is computed per key ([2, 1, 1, 4]) and broadcast, not per (query, key).
+    bool per_key = false;
+    for (const auto& ins : out)
+        if (ins.name() == "where") per_key = ins.get_shape().lens() == std::vector<std::size_t>{2, 1, 1, 4};
+    EXPECT_TRUE(per_key) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_simplify_algebra, an_and_with_a_constant_that_is_not_all_true_stays) {
+    module m = padding_and_constant_mask({1, 1, 0, 1});
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(count_ops(out, "and"), 1u) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_simplify_algebra, an_or_with_false_is_its_other_operand) {
+    module m;
+    auto a = m.add_parameter("a", shape{dtype::bool_type, {3, 4}});
+    auto f = m.add_literal(literal(shape{dtype::bool_type, {4}}, std::vector<int>{0, 0, 0, 0}));
+    auto either = m.add_instruction(make_op("or"), {f, a});
+    m.add_return({m.add_instruction(make_op("not"), {either})});
+    module out = after_pass<simplify_algebra>(m);
+    EXPECT_EQ(count_ops(out, "or"), 0u) << out;
+    expect_same_outputs(m, out);
+}

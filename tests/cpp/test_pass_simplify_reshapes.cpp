@@ -344,3 +344,56 @@ TEST(pass_simplify_reshapes, a_declined_view_leaves_nothing_behind) {
         << out;
     expect_same_outputs(m, out);
 }
+
+TEST(pass_simplify_reshapes, a_pointwise_op_of_broadcasts_is_computed_before_them) {
+    // where(broadcast(m), 0, lowest): the mask per key, then broadcast over the queries.
+    module m;
+    auto keys = m.add_parameter("keys", shape{dtype::bool_type, {1, 1, 1, 6}});
+    auto x = m.add_parameter("x", float_shape({1, 2, 6, 6}));
+    auto spread = m.add_instruction(make_op("broadcast", value_map{{"out_lens", ints({1, 1, 6, 6})}}), {keys});
+    auto mask = m.add_instruction(make_op("where"),
+                                  {spread, add_float_literal(m, {1}, {0.0f}), add_float_literal(m, {1}, {-3.4e38f})});
+    m.add_return({m.add_instruction(make_op("add"), {x, mask})});
+    module out = after_pass<simplify_reshapes>(m);
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"where", "broadcast", "add"})) << out;
+    EXPECT_NE(to_string(out).find("where(keys,"), std::string::npos) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_simplify_reshapes, a_pointwise_op_with_a_full_size_input_stays_after_the_broadcast) {
+    module m;
+    auto bias = m.add_parameter("bias", float_shape({3}));
+    auto x = m.add_parameter("x", float_shape({2, 3}));
+    auto spread = m.add_instruction(make_op("broadcast", value_map{{"out_lens", ints({2, 3})}}), {bias});
+    m.add_return({m.add_instruction(make_op("relu"), {m.add_instruction(make_op("add"), {x, spread})})});
+    module out = after_pass<simplify_reshapes>(m);
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"broadcast", "add", "relu"})) << out;
+    expect_same_outputs(m, out);
+}
+
+namespace {
+
+// gather_nd(data [2, 3], indices [1, 6, 2]) with the indices given.
+module gather_every_element(const std::vector<std::int64_t>& indices) {
+    module m;
+    auto data = m.add_parameter("data", float_shape({2, 3}));
+    auto where = m.add_literal(literal(shape{dtype::int64_type, {1, 6, 2}}, indices));
+    m.add_return({m.add_instruction(make_op("relu"), {m.add_instruction(make_op("gather_nd"), {data, where})})});
+    return module(m);
+}
+
+}  // namespace
+
+TEST(pass_simplify_reshapes, a_gather_nd_of_every_element_in_order_is_a_reshape) {
+    module m = gather_every_element({0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 1, 2});
+    module out = after_pass<simplify_reshapes>(m);
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"reshape", "relu"})) << out;
+    expect_same_outputs(m, out);
+}
+
+TEST(pass_simplify_reshapes, a_gather_nd_out_of_order_stays) {
+    module m = gather_every_element({0, 0, 0, 1, 0, 2, 1, 0, 1, 2, 1, 1});
+    module out = after_pass<simplify_reshapes>(m);
+    EXPECT_EQ(count_ops(out, "gather_nd"), 1u) << out;
+    expect_same_outputs(m, out);
+}

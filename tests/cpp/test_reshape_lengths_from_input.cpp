@@ -70,3 +70,17 @@ TEST(reshape_lengths_from_input, a_reshape_with_a_rest_and_nothing_copied_stays)
     EXPECT_EQ(write_reshape_lengths_copied_from_input(m), 0u);
     EXPECT_EQ(reshape_of(m), "reshape[dims={-1, 1024}]");
 }
+
+TEST(reshape_lengths_from_input, inserted_unit_dimensions_are_not_the_rest) {
+    // transformers' padding mask [1, seq] -> [1, 1, 1, seq]: the same reshape at every seq.
+    for (std::size_t seq : {2u, 7u, 512u}) {
+        module m;
+        auto x = m.add_parameter("x", float_shape({1, seq}));
+        m.add_return({m.add_instruction(
+            make_op("reshape", value_map{{"dims", ints({1, 1, 1, static_cast<std::int64_t>(seq)})}}), {x})});
+        const module before = m;
+        EXPECT_EQ(write_reshape_lengths_copied_from_input(m), 1u);
+        EXPECT_EQ(reshape_of(m), "reshape[dims={0, 1, 1, -1}]") << seq;
+        expect_same_outputs(before, m);
+    }
+}

@@ -66,6 +66,25 @@ def encoder_model(tmp_path_factory):
                   {"x": {0: batch, 1: seq}})
 
 
+@pytest.fixture(scope="module")
+def bert_sequence_model(tmp_path_factory):
+    """A small BERT (transformers, random weights) whose sequence length is
+    symbolic: position embeddings folded at each length, a padding mask."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.BertModel(config).eval()
+    example = {"input_ids": torch.randint(0, 100, (1, 8)), "attention_mask": torch.ones(1, 8, dtype=torch.long)}
+    seq = torch.export.Dim("seq", min=2, max=64)
+    path = tmp_path_factory.mktemp("bert") / "bert.onnx"
+    with torch.no_grad():
+        program = torch.onnx.export(model, (), kwargs=example, input_names=list(example), dynamo=True,
+                                     dynamic_shapes={k: {1: seq} for k in example}, external_data=False)
+    program.save(str(path), external_data=False)
+    return str(path)
+
+
 def check_against_onnxruntime(program, path, shapes, rtol=1e-4, atol=1e-5):
     session = ort.InferenceSession(path)
     rng = np.random.default_rng(1)
@@ -111,6 +130,30 @@ def test_dynamic_batch_and_sequence_of_a_transformer_layer(encoder_model):
     p.compile(CPU)
     check_against_onnxruntime(p, encoder_model, [(1, 16, 16), (2, 5, 16), (8, 64, 16), (3, 2, 16)],
                               rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("shortest", [1, 2])
+def test_a_sequence_range_at_batch_one_compiles_once_and_runs_every_length(bert_sequence_model, shortest):
+    """Kernels take the sequence length at run time: no compilation per
+    length (the folded position embeddings are cut to the run's length, the
+    padding mask stays one row per key, the attention reads fewer rows and
+    keys, products run their rows in blocks)."""
+    names = ("input_ids", "attention_mask")
+    p = kiln.parse_onnx(bert_sequence_model, map_dyn_input_dims={k: [1, {"min": shortest, "max": 64}] for k in names})
+    p.compile(CPU)
+    assert p.per_shape_compilation_reason() == ""
+    session = ort.InferenceSession(bert_sequence_model)
+    rng = np.random.default_rng(0)
+    for length in [shortest, 3, 17, 64, 40]:
+        feeds = {"input_ids": rng.integers(0, 100, (1, length)), "attention_mask": np.ones((1, length), np.int64)}
+        if length > 4:
+            feeds["attention_mask"][0, length // 2:] = 0  # padding at the end
+        for got, want in zip(p.run(feeds), session.run(None, feeds)):
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-5, err_msg=str(length))
+    assert p.specialisation_count() == 1
+    with pytest.raises(ValueError, match=r"parameter 'attention_mask': extents \{1, 65\} are outside the range "
+                                         r"\{1, [12]\.\.64\}"):
+        p.run({"input_ids": np.zeros((1, 65), np.int64), "attention_mask": np.ones((1, 65), np.int64)})
 
 
 def test_default_dyn_dim_value_gives_every_symbolic_dim_the_range(encoder_model):

@@ -45,6 +45,19 @@ def projection_model(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def row_sums_model(tmp_path_factory):
+    """x [1, seq, 16] -> MatMul -> ReduceSum over the last axis (keepdims) -> Tanh: the reduction's kernel is
+    built for its row count and does not run blocks of rows of a dimension after a unit one."""
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("ReduceSum", ["m", "axes"], ["r"]),
+             helper.make_node("Tanh", ["r"], ["y"])]
+    inits = [constant("W", rng.standard_normal((HIDDEN, 24))),
+             numpy_helper.from_array(np.asarray([2], np.int64), "axes")]
+    return save_model(tmp_path_factory.mktemp("sums") / "sums.onnx", nodes, inits, [1, "seq", HIDDEN],
+                      [1, "seq", 1])
+
+
+@pytest.fixture(scope="module")
 def rows_model(tmp_path_factory):
     """x [1, seq, 32] -> x * s + t (broadcast constants) -> Sigmoid -> LayerNormalization -> Softmax (last axis)."""
     rng = np.random.default_rng(1)
@@ -82,12 +95,23 @@ def test_rows_of_pointwise_layer_norm_and_softmax_compile_once(rows_model):
     assert p.specialisation_count() == 1
 
 
-def test_a_product_whose_kernel_needs_its_extents_falls_back_to_specialisations(projection_model):
-    # 64 rows run in oneDNN, whose primitive is built for its row count.
+def test_a_product_of_many_rows_runs_them_in_blocks_on_one_program(projection_model):
+    # 64 rows run in oneDNN, whose primitive is built for its row count: a
+    # shorter sequence runs in blocks of rows on primitives made for 32, 16, ...
     p = kiln.parse_onnx(projection_model, map_dyn_input_dims={"x": [1, {"min": 1, "max": 64}, HIDDEN]})
     p.compile(CPU)
+    assert p.per_shape_compilation_reason() == ""
+    check(p, projection_model, [1, 9, 64, 37], HIDDEN)
+    assert p.specialisation_count() == 1
+
+
+def test_a_kernel_that_needs_its_extents_falls_back_to_specialisations(row_sums_model):
+    p = kiln.parse_onnx(row_sums_model, map_dyn_input_dims={"x": [1, {"min": 1, "max": 64}, HIDDEN]})
+    p.compile(CPU)
+    assert "reduce_sum: its kernel 'reduce' runs only at the extents it was built for" in \
+        p.per_shape_compilation_reason()
     assert p.specialisation_count() == 1  # the minimum, compiled ahead
-    check(p, projection_model, [1, 9, 64], HIDDEN)
+    check(p, row_sums_model, [1, 9, 64], HIDDEN)
     assert p.specialisation_count() == 3
 
 
@@ -176,12 +200,12 @@ def test_two_outputs_compile_once(tmp_path):
     assert p.specialisation_count() == 1
 
 
-def test_a_product_that_falls_back_with_the_maximum_as_optimal_profile(projection_model):
-    # The attempt lowered the maximum before finding the oneDNN product cannot
+def test_a_kernel_that_falls_back_with_the_maximum_as_optimal_profile(row_sums_model):
+    # The attempt lowered the maximum before finding the reduction cannot
     # vary; that program is the pinned profile, and the others compile on use.
-    p = kiln.parse_onnx(projection_model,
+    p = kiln.parse_onnx(row_sums_model,
                         map_dyn_input_dims={"x": [1, {"min": 1, "max": 64, "optimals": [64]}, HIDDEN]})
     p.compile(CPU)
     assert p.specialisation_count() == 1
-    check(p, projection_model, [64, 1, 9, 64], HIDDEN)
+    check(p, row_sums_model, [64, 1, 9, 64], HIDDEN)
     assert p.specialisation_count() == 3

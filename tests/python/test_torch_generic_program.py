@@ -80,6 +80,28 @@ def test_compile_with_a_dynamic_batch_compiles_one_program_for_the_range(name):
     assert first.serves_sizes.low == 1 and first.serves_sizes.high == 16
 
 
+def test_compile_with_a_dynamic_sequence_compiles_one_program_for_the_range():
+    """BERT at batch 1 over sequences 2..64: the position embeddings (folded
+    at each length) follow the length, the padding mask stays per key."""
+    model, _ = tiny_bert()
+
+    def inputs(n, padded=0):
+        mask = torch.ones(1, n, dtype=torch.long)
+        mask[0, n - padded:] = 0
+        return torch.randint(0, 500, (1, n)), mask
+
+    seq = Dim("seq", min=2, max=64)
+    compiled = kiln.torch.compile(model, inputs(12), dynamic_shapes=({1: seq}, {1: seq}))
+    with torch.no_grad():
+        for n, padded in ((2, 0), (64, 10), (17, 5), (33, 0)):
+            x = inputs(n, padded)
+            torch.testing.assert_close(compiled(*x)[0], model(*x)[0], rtol=1e-4, atol=1e-4)
+    assert compiled.compilations == 1 and compiled.generic_refusal is None
+    (first,) = compiled.specializations.values()
+    (program,) = programs(first)
+    assert program.per_shape_compilation_reason() == ""
+
+
 def test_backend_compiles_a_symbolic_batch_once_per_bucket():
     """Dynamo's automatic dynamic shapes give the batch a symbol after it
     changes (batch 1 is its own static graph): the symbolic graph compiles
@@ -98,14 +120,35 @@ def test_backend_compiles_a_symbolic_batch_once_per_bucket():
 
 class SizeScaled(nn.Module):
     """A value that depends on the batch: the program at two batches
-    differs in a constant, so each batch compiles on its own."""
+    differs in a constant (positions counted down from the batch, which the
+    smaller batch's are no leading part of), so each batch compiles on its own."""
 
     def __init__(self):
         super().__init__()
         self.linear = nn.Linear(8, 8)
 
     def forward(self, x):
+        return self.linear(x) * torch.arange(x.shape[0], 0, -1, dtype=x.dtype).unsqueeze(1)
+
+
+class PositionScaled(SizeScaled):
+    """Positions 0..batch-1: the smaller batch's are the leading part of the
+    larger's, so the constant follows the batch at run time."""
+
+    def forward(self, x):
         return self.linear(x) * torch.arange(x.shape[0], dtype=x.dtype).unsqueeze(1)
+
+
+def test_positions_folded_at_each_size_follow_it_on_one_program():
+    torch.manual_seed(0)
+    model = PositionScaled().eval()
+    compiled = kiln.torch.compile(model, (torch.randn(3, 8),), dynamic_shapes=({0: Dim("batch", min=1, max=16)},))
+    with torch.no_grad():
+        for n in (3, 5, 16, 1, 5):
+            x = torch.randn(n, 8)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+    assert compiled.compilations == 1
+    assert compiled.generic_refusal is None
 
 
 def test_a_value_that_depends_on_the_size_compiles_per_size():
