@@ -76,7 +76,8 @@ namespace {
 
 class file_source : public specialiser {
 public:
-    file_source(std::string path, onnx_options options) : path_(std::move(path)), options_(std::move(options)) {
+    file_source(std::string path, onnx_options options, std::shared_ptr<initializer_cache> initializers)
+        : path_(std::move(path)), options_(std::move(options)), initializers_(std::move(initializers)) {
         std::error_code ec;
         size_ = std::filesystem::file_size(path_, ec);
         modified_ = std::filesystem::last_write_time(path_, ec);
@@ -84,7 +85,7 @@ public:
     std::string kind() const override { return "onnx"; }
     program specialise(const parameter_lens& lens) const override {
         check_unchanged();
-        return parse_onnx(path_, at_extents(options_, lens));
+        return parse_onnx_file(path_, at_extents(options_, lens), initializers_);
     }
     source_image image() const {
         check_unchanged();
@@ -104,33 +105,40 @@ private:
 
     std::string path_;
     onnx_options options_;
+    std::shared_ptr<initializer_cache> initializers_;
     std::uintmax_t size_ = 0;
     std::filesystem::file_time_type modified_;
 };
 
 class buffer_source : public specialiser {
 public:
-    explicit buffer_source(source_image image) : image_(std::move(image)) {}
+    buffer_source(source_image image, std::shared_ptr<initializer_cache> initializers)
+        : image_(std::move(image)), initializers_(std::move(initializers)) {}
     std::string kind() const override { return "onnx"; }
     program specialise(const parameter_lens& lens) const override {
         return parse_model_bytes(image_.model.data(), image_.model.size(), at_extents(image_.options, lens),
-                                 image_.model_dir, "ONNX model kept by a dynamic program");
+                                 image_.model_dir, "ONNX model kept by a dynamic program", initializers_);
     }
     const source_image& image() const { return image_; }
 
 private:
     source_image image_;
+    std::shared_ptr<initializer_cache> initializers_;
 };
 
 }  // namespace
 
-std::shared_ptr<const specialiser> file_specialiser(const std::string& path, const onnx_options& options) {
-    return std::make_shared<file_source>(path, options);
+std::shared_ptr<const specialiser> file_specialiser(const std::string& path, const onnx_options& options,
+                                                    std::shared_ptr<initializer_cache> initializers) {
+    if (initializers == nullptr) initializers = std::make_shared<initializer_cache>();
+    return std::make_shared<file_source>(path, options, std::move(initializers));
 }
 
 std::shared_ptr<const specialiser> buffer_specialiser(const void* data, std::size_t size, const onnx_options& options,
-                                                      const std::filesystem::path& model_dir) {
-    return specialiser_from_image({std::string(static_cast<const char*>(data), size), options, model_dir});
+                                                      const std::filesystem::path& model_dir,
+                                                      std::shared_ptr<initializer_cache> initializers) {
+    return specialiser_from_image({std::string(static_cast<const char*>(data), size), options, model_dir},
+                                  std::move(initializers));
 }
 
 std::optional<source_image> image_of(const specialiser& s) {
@@ -139,8 +147,10 @@ std::optional<source_image> image_of(const specialiser& s) {
     return std::nullopt;
 }
 
-std::shared_ptr<const specialiser> specialiser_from_image(source_image image) {
-    return std::make_shared<buffer_source>(std::move(image));
+std::shared_ptr<const specialiser> specialiser_from_image(source_image image,
+                                                          std::shared_ptr<initializer_cache> initializers) {
+    if (initializers == nullptr) initializers = std::make_shared<initializer_cache>();
+    return std::make_shared<buffer_source>(std::move(image), std::move(initializers));
 }
 
 }  // namespace kiln::onnx_import

@@ -10,6 +10,7 @@
 
 #include "kiln/onnx.hpp"
 #include "onnx.pb.h"
+#include "onnx/initializer_cache.hpp"
 
 namespace kiln::onnx_import {
 
@@ -26,10 +27,13 @@ onnx_options without_ranges(const onnx_options& options);
 onnx_options at_extents(const onnx_options& options, const parameter_lens& lens);
 
 // Imports the model again from where it came: the file (which must not have
-// changed since) or a copy of the buffer.
-std::shared_ptr<const specialiser> file_specialiser(const std::string& path, const onnx_options& options);
+// changed since) or a copy of the buffer, each import's initializers shared
+// through `initializers` (one is made when null).
+std::shared_ptr<const specialiser> file_specialiser(const std::string& path, const onnx_options& options,
+                                                    std::shared_ptr<initializer_cache> initializers = nullptr);
 std::shared_ptr<const specialiser> buffer_specialiser(const void* data, std::size_t size, const onnx_options& options,
-                                                      const std::filesystem::path& model_dir = {});
+                                                      const std::filesystem::path& model_dir = {},
+                                                      std::shared_ptr<initializer_cache> initializers = nullptr);
 
 // What a saved dynamic program keeps of its ONNX import: the model's bytes,
 // the options (without ranges) and the folder external data resolves in.
@@ -41,6 +45,7 @@ struct source_image {
 // The image of an ONNX specialiser (a file is read again, and must not have
 // changed); nullopt for a specialiser of another front end.
 std::optional<source_image> image_of(const specialiser& s);
-std::shared_ptr<const specialiser> specialiser_from_image(source_image image);
+std::shared_ptr<const specialiser> specialiser_from_image(source_image image,
+                                                          std::shared_ptr<initializer_cache> initializers = nullptr);
 
 }  // namespace kiln::onnx_import

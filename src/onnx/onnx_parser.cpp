@@ -120,7 +120,10 @@ void onnx_parser::add_initializers(const onnx::GraphProto& graph,
         auto k = static_cast<std::size_t>(i);
         try {
             auto raw = k < raw_data.size() ? raw_data[k] : std::nullopt;
-            scope_->values[init.name()] = mod().add_literal(tensor_to_literal(init, model_dir_, raw, bytes));
+            auto make = [&] { return tensor_to_literal(init, model_dir_, raw, bytes); };
+            // Only the main graph's: a subgraph's initializers are found by scope, not by index.
+            const bool shared = initializers_ != nullptr && scope_ == &main_scope_;
+            scope_->values[init.name()] = mod().add_literal(shared ? initializers_->get(k, init.name(), make) : make());
         } catch (const error& e) {
             throw error(e.kind(), source_ + ": initializer: " + e.what());
         }
@@ -388,7 +391,8 @@ program onnx_parser::parse(const onnx::ModelProto& model,
 }
 
 program parse_model(const model_bytes& bytes, const onnx_options& options, const std::filesystem::path& model_dir,
-                    const std::string& source, const specialiser_factory& again) {
+                    const std::string& source, const specialiser_factory& again,
+                    std::shared_ptr<initializer_cache> initializers) {
     if (bytes.size() == 0) fail(error_kind::parse_error, source + ": empty input, not an ONNX model");
     if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
         fail(error_kind::parse_error, source + ": larger than the 2 GiB protobuf limit; store weights as external data");
@@ -401,17 +405,23 @@ program parse_model(const model_bytes& bytes, const onnx_options& options, const
     onnx_options statics = without_ranges(options);
     // A dynamic program's main module is its import at the first optimal profile.
     if (!dynamic.empty()) statics = at_extents(statics, optimal_profiles(dynamic).front());
+    if (!dynamic.empty() && initializers == nullptr) initializers = std::make_shared<initializer_cache>();
     onnx_parser parser(statics, model_dir, source);
+    parser.share_initializers(initializers);
     program p = parser.parse(loaded.model, loaded.initializer_raw_data, &bytes);
-    if (!dynamic.empty()) p.set_specialiser(again(without_ranges(options)), std::move(dynamic));
+    if (!dynamic.empty()) p.set_specialiser(again(without_ranges(options), initializers), std::move(dynamic));
     return p;
 }
 
 program parse_model_bytes(const void* data, std::size_t size, const onnx_options& options,
-                          const std::filesystem::path& model_dir, const std::string& source) {
-    return parse_model(memory_model_bytes(data, size), options, model_dir, source, [&](const onnx_options& o) {
-        return buffer_specialiser(data, size, o, model_dir);
-    });
+                          const std::filesystem::path& model_dir, const std::string& source,
+                          std::shared_ptr<initializer_cache> initializers) {
+    return parse_model(
+        memory_model_bytes(data, size), options, model_dir, source,
+        [&](const onnx_options& o, std::shared_ptr<initializer_cache> shared) {
+            return buffer_specialiser(data, size, o, model_dir, std::move(shared));
+        },
+        std::move(initializers));
 }
 
 }  // namespace kiln::onnx_import
@@ -419,6 +429,13 @@ program parse_model_bytes(const void* data, std::size_t size, const onnx_options
 namespace kiln {
 
 program parse_onnx(const std::string& path, const onnx_options& options) {
+    return onnx_import::parse_onnx_file(path, options, nullptr);
+}
+
+namespace onnx_import {
+
+program parse_onnx_file(const std::string& path, const onnx_options& options,
+                        std::shared_ptr<initializer_cache> initializers) {
     std::error_code ec;
     const auto status = std::filesystem::status(path, ec);
     if (!std::filesystem::exists(status)) fail(error_kind::file_not_found, "parse_onnx: no such file: " + path);
@@ -432,12 +449,17 @@ program parse_onnx(const std::string& path, const onnx_options& options) {
     // Checked before reading so that a huge file is never loaded.
     if (size > static_cast<std::uintmax_t>(std::numeric_limits<int>::max()))
         fail(error_kind::parse_error, path + ": larger than the 2 GiB protobuf limit; store weights as external data");
-    onnx_import::file_model_bytes bytes(path);
+    file_model_bytes bytes(path);
     auto dir = std::filesystem::absolute(std::filesystem::path(path)).parent_path();
-    return onnx_import::parse_model(bytes, options, dir, path, [&](const onnx_options& o) {
-        return onnx_import::file_specialiser(path, o);
-    });
+    return parse_model(
+        bytes, options, dir, path,
+        [&](const onnx_options& o, std::shared_ptr<initializer_cache> shared) {
+            return file_specialiser(path, o, std::move(shared));
+        },
+        std::move(initializers));
 }
+
+}  // namespace onnx_import
 
 program parse_onnx_buffer(const void* data, std::size_t size, const onnx_options& options) {
     if (data == nullptr && size != 0) fail("parse_onnx_buffer: null data");

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 #include "kiln/onnx.hpp"
 #include "kiln/program.hpp"
 #include "onnx.pb.h"
+#include "onnx/initializer_cache.hpp"
 #include "onnx/onnx_tensor.hpp"
 
 namespace kiln::onnx_import {
@@ -134,6 +136,9 @@ public:
     // main graph's initializer i lies in `bytes` (see read_model).
     program parse(const onnx::ModelProto& model, const std::vector<std::optional<byte_range>>& initializer_raw_data = {},
                   const model_bytes* bytes = nullptr);
+    // The main graph's initializers come from (and go into) `cache`, shared
+    // by the imports of one model at other extents.
+    void share_initializers(std::shared_ptr<initializer_cache> cache) { initializers_ = std::move(cache); }
 
     // The module of the graph being parsed.
     module& mod() { return *scope_->mod; }
@@ -179,6 +184,7 @@ private:
     graph_scope* scope_ = &main_scope_;
     // Outputs of nodes dropped by skip_unknown_operators, with the node that made them.
     std::unordered_map<std::string, std::string> skipped_values_;
+    std::shared_ptr<initializer_cache> initializers_;  // or null
 };
 
 // Names a graph (or a graph nested in it) uses but does not define: the
@@ -192,13 +198,22 @@ std::string node_origin(const onnx::NodeProto& node, std::size_t index);
 
 // Imports the serialized ModelProto in `bytes`. External data resolves in
 // `model_dir`; `source` names the model in errors; `again` gives a dynamic
-// program the means to import the model again at other extents.
-using specialiser_factory = std::function<std::shared_ptr<const specialiser>(const onnx_options&)>;
+// program the means to import the model again at other extents, sharing
+// the initializers of `initializers` (made here for a dynamic program when
+// null).
+using specialiser_factory =
+    std::function<std::shared_ptr<const specialiser>(const onnx_options&, std::shared_ptr<initializer_cache>)>;
 program parse_model(const model_bytes& bytes, const onnx_options& options, const std::filesystem::path& model_dir,
-                    const std::string& source, const specialiser_factory& again);
+                    const std::string& source, const specialiser_factory& again,
+                    std::shared_ptr<initializer_cache> initializers = nullptr);
 
 // parse_model of `size` bytes at `data`, which a dynamic program keeps a copy of.
 program parse_model_bytes(const void* data, std::size_t size, const onnx_options& options,
-                          const std::filesystem::path& model_dir, const std::string& source);
+                          const std::filesystem::path& model_dir, const std::string& source,
+                          std::shared_ptr<initializer_cache> initializers = nullptr);
+
+// parse_onnx of a file, sharing `initializers` (a dynamic program's import at other extents).
+program parse_onnx_file(const std::string& path, const onnx_options& options,
+                        std::shared_ptr<initializer_cache> initializers);
 
 }  // namespace kiln::onnx_import

@@ -142,7 +142,7 @@ TEST_F(onnx_files, a_model_file_cut_short_after_it_was_opened_is_an_error_not_si
         onnx_import::file_model_bytes file(path);
         std::filesystem::resize_file(path, keep);
         auto e = error_from(
-            [&] { onnx_import::parse_model(file, {}, dir_, path, [](const onnx_options&) { return nullptr; }); });
+            [&] { onnx_import::parse_model(file, {}, dir_, path, [](const onnx_options&, auto) { return nullptr; }); });
         EXPECT_EQ(e.kind(), error_kind::parse_error);
         expect_mentions(e, {"cut_short.onnx", "changed while it was read"});
     }
