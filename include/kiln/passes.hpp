@@ -2,6 +2,7 @@
 // The target-independent passes. Targets list the ones they want in
 // get_passes(); each is also usable on its own through run_passes.
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "kiln/pass.hpp"
@@ -39,6 +40,19 @@ public:
 
     std::string name() const override { return "constant_propagation"; }
     void apply(module& m) const override;
+
+    // Values folded by this pass object, by what they are computed from (the
+    // ops and the literals' bytes): a dynamic program optimises its model at
+    // several extents with one pass list, and the imports share their
+    // weights, so a weight folded at one extent (scaled, transposed) is not
+    // computed and copied again at the next.
+    struct folded_values;
+
+    constant_propagation();
+    folded_values& folded() const { return *folded_; }
+
+private:
+    std::shared_ptr<folded_values> folded_;
 };
 
 // Cancels and merges transpose, reshape and broadcast chains and removes

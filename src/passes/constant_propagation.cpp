@@ -12,11 +12,20 @@
 // strides stay too: a literal is standard, and users of a strided value
 // may depend on its strides.
 //
+// A frontier computed by this pass object before, from the same literals'
+// bytes by the same ops, takes that value instead of computing it again
+// (constant_propagation::folded_values).
+//
 // A constant (a literal, or a frontier) that repeats along a dimension its
 // pointwise readers broadcast anyway is stored once along it
 // (passes/repeated_constants.hpp), whether or not it would be worth storing
 // whole.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <unordered_set>
@@ -27,6 +36,23 @@
 #include "passes/rewriter.hpp"
 
 namespace kiln {
+
+// Held weakly: an entry serves while the folded value and the literals'
+// bytes its key names by address are alive (a program still holds them), so
+// that nothing is kept from being freed (a literal handed over to its
+// kernels) and no other value can have taken one of those addresses.
+struct constant_propagation::folded_values {
+    struct entry {
+        std::weak_ptr<void> value_owner;
+        shape value_shape;
+        std::byte* value_data = nullptr;
+        std::vector<std::weak_ptr<void>> sources;
+    };
+    std::mutex mutex;
+    std::map<std::string, entry> by_source;
+};
+
+constant_propagation::constant_propagation() : folded_(std::make_shared<folded_values>()) {}
 
 namespace {
 
@@ -72,8 +98,10 @@ public:
     void run() {
         choose_literals();
         std::vector<const instruction*> roots;
-        for (auto c : chosen_) roots.push_back(&*c);
+        for (auto c : chosen_)
+            if (!folded_before(*c)) roots.push_back(&*c);
         evaluate(roots);
+        remember_folded();
         replace_chosen();
         replace_narrowed();
         remove_dead_instructions(m_);
@@ -173,11 +201,101 @@ private:
         }
     }
 
+    // What `ins` is computed from, as text: its op and attributes, its
+    // shape, and its inputs' (a literal by the address and shape of its
+    // bytes). Empty where a literal has no bytes to name (handed over).
+    const std::string& source_key(const instruction& ins) {
+        if (auto found = keys_.find(&ins); found != keys_.end()) return found->second;
+        std::string key;
+        if (ins.is_literal()) {
+            const argument bytes = ins.get_literal().holds_bytes() ? ins.get_literal().get_argument() : argument{};
+            constexpr std::size_t named_by_value = 256;  // bytes: a scale, a shape, an axis
+            if (bytes.data() != nullptr && bytes.get_shape().bytes() <= named_by_value) {
+                // Small constants (ONNX Constant nodes) are made anew by every import: named by value.
+                key = "V" + to_string(ins.get_shape()) + ":";
+                constexpr char hex[] = "0123456789abcdef";
+                for (std::size_t b = 0; b < bytes.get_shape().bytes(); ++b) {
+                    const auto v = static_cast<unsigned>(bytes.data()[b]);
+                    key += hex[v >> 4];
+                    key += hex[v & 15];
+                }
+            } else if (bytes.data() != nullptr && bytes.owns_memory()) {
+                key = "L" + std::to_string(reinterpret_cast<std::uintptr_t>(bytes.data())) + to_string(ins.get_shape());
+                sources_[&ins] = bytes;
+            }
+        } else {
+            key = to_string(ins.get_operator()) + to_string(ins.get_shape()) + "(";
+            for (const auto& in : ins.inputs()) {
+                const std::string& input_key = source_key(*in);
+                if (input_key.empty()) {
+                    key.clear();
+                    break;
+                }
+                key += input_key + ",";
+            }
+            if (!key.empty()) key += ")";
+        }
+        return keys_.emplace(&ins, std::move(key)).first->second;
+    }
+
+    // The owners of the literals' bytes `ins` is computed from.
+    std::vector<std::weak_ptr<void>> source_literals(const instruction& ins) const {
+        std::vector<std::weak_ptr<void>> out;
+        std::vector<const instruction*> stack{&ins};
+        instruction_set seen{&ins};
+        while (!stack.empty()) {
+            const instruction* cur = stack.back();
+            stack.pop_back();
+            if (auto found = sources_.find(cur); found != sources_.end()) out.push_back(found->second.owner());
+            for (const auto& in : cur->inputs())
+                if (seen.insert(&*in).second) stack.push_back(&*in);
+        }
+        return out;
+    }
+
+    bool folded_before(const instruction& c) {
+        const std::string& key = source_key(c);
+        if (key.empty()) return false;
+        auto& folded = options_.folded();
+        const std::lock_guard<std::mutex> lock(folded.mutex);
+        auto found = folded.by_source.find(key);
+        if (found == folded.by_source.end()) return false;
+        const auto& e = found->second;
+        auto owner = e.value_owner.lock();
+        const bool sources_alive = std::none_of(e.sources.begin(), e.sources.end(),
+                                                [](const std::weak_ptr<void>& w) { return w.expired(); });
+        if (owner == nullptr || !sources_alive) {
+            folded.by_source.erase(found);
+            return false;
+        }
+        values_.emplace(&c, argument(e.value_shape, std::move(owner), e.value_data));
+        return true;
+    }
+
+    void remember_folded() {
+        auto& folded = options_.folded();
+        for (auto c : chosen_) {
+            const std::string& key = source_key(*c);
+            auto v = values_.find(&*c);
+            if (key.empty() || v == values_.end() || !v->second.owns_memory()) continue;
+            const std::lock_guard<std::mutex> lock(folded.mutex);
+            folded.by_source.insert_or_assign(
+                key, constant_propagation::folded_values::entry{v->second.owner(), v->second.get_shape(),
+                                                                v->second.data(), source_literals(*c)});
+        }
+    }
+
     void replace_chosen() {
         for (auto c : chosen_) {
             auto v = values_.find(&*c);
             if (v == values_.end()) continue;
-            literal lit(v->second);
+            // A standard value computed here is nobody else's to write: the
+            // literal keeps it rather than a copy.
+            const argument& value = v->second;
+            literal lit = value.get_shape().standard() && value.owns_memory() &&
+                                  value.location() == memory_location::host
+                              ? literal::sharing(value)
+                              : literal(value);
             if (lit.get_shape() != c->get_shape()) continue;
             auto folded = m_.insert_literal(c, std::move(lit));
             m_.replace_all_uses(c, folded);
@@ -198,6 +316,8 @@ private:
     std::vector<instruction_ref> chosen_;
     std::vector<std::pair<instruction_ref, argument>> narrowed_;
     std::unordered_map<const instruction*, argument> values_;
+    std::unordered_map<const instruction*, std::string> keys_;
+    std::unordered_map<const instruction*, argument> sources_;  // literals named in keys_, by address
 };
 
 // Literals that repeat along a dimension their readers broadcast.

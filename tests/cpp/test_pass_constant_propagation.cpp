@@ -123,3 +123,61 @@ TEST(pass_constant_propagation, cpu_pipeline_matches_ref) {
     m->add_return({d});
     expect_cpu_matches_ref(p);
 }
+
+namespace {
+
+// x [n, 64] times (W * 0.5): W a [64, 64] literal shared by every copy made
+// with the same `weights` (as the imports of one model at several extents
+// share them), 0.5 a scalar literal made anew for each.
+module scaled_product(std::size_t n, const literal& weights) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({n, 64}));
+    auto w = m.add_literal(weights);
+    auto half = add_float_literal(m, {}, {0.5f});
+    auto scaled = m.add_instruction(make_op("mul"), {w, half});
+    m.add_return({m.add_instruction(make_op("dot"), {x, scaled})});
+    return module(m);
+}
+
+const std::byte* folded_weights(const module& m) {
+    for (const auto& ins : m)
+        if (ins.is_literal() && ins.get_shape().elements() == 64 * 64) return ins.get_literal().get_argument().data();
+    return nullptr;
+}
+
+}  // namespace
+
+TEST(pass_constant_propagation, one_pass_object_folds_shared_weights_once) {
+    const literal weights(generate_argument(float_shape({64, 64}), 3));
+    const constant_propagation pass;
+    module at_2 = scaled_product(2, weights);
+    module at_64 = scaled_product(64, weights);
+    const module before = at_64;
+    pass.apply(at_2);
+    pass.apply(at_64);
+    ASSERT_NE(folded_weights(at_2), nullptr);
+    EXPECT_EQ(folded_weights(at_2), folded_weights(at_64));  // computed once, held once
+    expect_same_outputs(before, at_64);
+    // Another pass object, or other weights, fold again.
+    module again = scaled_product(2, weights);
+    constant_propagation().apply(again);
+    EXPECT_NE(folded_weights(again), folded_weights(at_2));
+    module other = scaled_product(2, literal(generate_argument(float_shape({64, 64}), 4)));
+    pass.apply(other);
+    EXPECT_NE(folded_weights(other), folded_weights(at_2));
+    expect_same_outputs(scaled_product(2, literal(generate_argument(float_shape({64, 64}), 4))), other);
+}
+
+TEST(pass_constant_propagation, a_folded_value_no_program_holds_is_computed_again) {
+    const literal weights(generate_argument(float_shape({64, 64}), 3));
+    const constant_propagation pass;
+    {
+        module gone = scaled_product(2, weights);
+        pass.apply(gone);
+    }
+    module at_8 = scaled_product(8, weights);
+    const module before = at_8;
+    pass.apply(at_8);
+    EXPECT_NE(folded_weights(at_8), nullptr);
+    expect_same_outputs(before, at_8);
+}
