@@ -71,8 +71,7 @@ std::size_t adopt_reshapes_that_fit_both(module& a, const module& b) {
 bool is_leading_part_of(const literal& part, const literal& whole) {
     const shape& p = part.get_shape();
     const shape& w = whole.get_shape();
-    if (p.is_tuple() || w.is_tuple() || p.type() != w.type() || p.ndim() != w.ndim() || !p.standard() ||
-        !w.standard())
+    if (p.is_tuple() || w.is_tuple() || p.type() != w.type() || p.ndim() != w.ndim() || !p.standard() || !w.standard())
         return false;
     std::optional<std::size_t> cut;
     for (std::size_t d = 0; d < p.ndim(); ++d) {

@@ -57,8 +57,7 @@ std::vector<input_dimension> one_extent_dimensions(const std::map<std::string, s
 }
 
 std::optional<extent_plan> extent_plan::derive(const module& compiled,
-                                               const std::map<std::string, shape>& dynamic_parameters,
-                                               std::string& why,
+                                               const std::map<std::string, shape>& dynamic_parameters, std::string& why,
                                                const std::vector<const module*>& literals_at_probes) {
     extent_plan plan;
     plan.dims_ = one_extent_dimensions(dynamic_parameters, why);

@@ -27,8 +27,8 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
-#include <utility>
 #include <unordered_set>
+#include <utility>
 
 #include "kiln/passes.hpp"
 #include "passes/matcher.hpp"
@@ -262,8 +262,8 @@ private:
         if (found == folded.by_source.end()) return false;
         const auto& e = found->second;
         auto owner = e.value_owner.lock();
-        const bool sources_alive = std::none_of(e.sources.begin(), e.sources.end(),
-                                                [](const std::weak_ptr<void>& w) { return w.expired(); });
+        const bool sources_alive =
+            std::none_of(e.sources.begin(), e.sources.end(), [](const std::weak_ptr<void>& w) { return w.expired(); });
         if (owner == nullptr || !sources_alive) {
             folded.by_source.erase(found);
             return false;
@@ -292,10 +292,10 @@ private:
             // A standard value computed here is nobody else's to write: the
             // literal keeps it rather than a copy.
             const argument& value = v->second;
-            literal lit = value.get_shape().standard() && value.owns_memory() &&
-                                  value.location() == memory_location::host
-                              ? literal::sharing(value)
-                              : literal(value);
+            literal lit =
+                value.get_shape().standard() && value.owns_memory() && value.location() == memory_location::host
+                    ? literal::sharing(value)
+                    : literal(value);
             if (lit.get_shape() != c->get_shape()) continue;
             auto folded = m_.insert_literal(c, std::move(lit));
             m_.replace_all_uses(c, folded);

@@ -226,7 +226,8 @@ rewrite_rule attention_rule(bool sixteen_bit) {
                 // as it is, not as a broadcast [batch, heads, seq, seq] view.
                 if (mask)
                     while (inputs.back()->name() == "broadcast" &&
-                           ops::broadcast_lens("fused_attention", {s->get_shape(), inputs.back()->inputs()[0]->get_shape()}) ==
+                           ops::broadcast_lens("fused_attention",
+                                               {s->get_shape(), inputs.back()->inputs()[0]->get_shape()}) ==
                                s->get_shape().lens())
                         inputs.back() = inputs.back()->inputs()[0];
                 return replace_with_new(m, r.root, a, inputs);

@@ -169,8 +169,8 @@ rewrite_rule boolean_identity(const std::string& op_name, double neutral) {
                 const shape& out = r.root->get_shape();
                 if (x == r.at("c") || x->get_shape().type() != out.type()) return false;
                 if (x->get_shape().lens() != out.lens())
-                    x = m.insert_instruction(r.root, make_op("broadcast", value_map{{"out_lens", lens_value(out.lens())}}),
-                                             {x});
+                    x = m.insert_instruction(
+                        r.root, make_op("broadcast", value_map{{"out_lens", lens_value(out.lens())}}), {x});
                 return replace_value(m, r.root, x);
             }};
 }

@@ -361,7 +361,7 @@ bool addresses_every_element_in_order(const instruction& indices, const shape& d
         for (std::size_t d = 0; d < rank; ++d) {
             const std::size_t at = e * rank + d;
             const std::int64_t v = s.type() == dtype::int64_type ? values->data_as<std::int64_t>()[at]
-                                                                : values->data_as<std::int32_t>()[at];
+                                                                 : values->data_as<std::int32_t>()[at];
             if (v != static_cast<std::int64_t>(position[d])) return false;
         }
         for (std::size_t d = rank; d-- > 0;) {
@@ -389,9 +389,10 @@ rewrite_rule gather_nd_of_every_element_in_order_as_reshape() {
 
 void simplify_reshapes::apply(module& m) const {
     rewrite_to_fixed_point(
-        m, {remove_noop_views(), merge_transposes(), merge_reshapes(), merge_broadcasts(), pointwise_before_broadcasts(),
-            unit_dim_reshapes_as_views(), reshapes_of_pieces_as_views(), transposes_between_merge_and_split_as_views(),
-            gathers_of_every_row_in_order_as_reshapes(), gather_nd_of_every_element_in_order_as_reshape()});
+        m,
+        {remove_noop_views(), merge_transposes(), merge_reshapes(), merge_broadcasts(), pointwise_before_broadcasts(),
+         unit_dim_reshapes_as_views(), reshapes_of_pieces_as_views(), transposes_between_merge_and_split_as_views(),
+         gathers_of_every_row_in_order_as_reshapes(), gather_nd_of_every_element_in_order_as_reshape()});
 }
 
 }  // namespace kiln

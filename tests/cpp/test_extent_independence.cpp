@@ -122,11 +122,11 @@ TEST(extent_independence, a_leading_part_is_shorter_in_one_dimension_and_equal_t
         return literal(shape{dtype::float_type, std::move(lens)}, std::move(v));
     };
     const literal whole = values({2, 3}, {1, 2, 3, 4, 5, 6});
-    EXPECT_TRUE(is_leading_part_of(values({2, 2}, {1, 2, 4, 5}), whole));  // the first two of each row
-    EXPECT_TRUE(is_leading_part_of(values({1, 3}, {1, 2, 3}), whole));     // the first row
+    EXPECT_TRUE(is_leading_part_of(values({2, 2}, {1, 2, 4, 5}), whole));   // the first two of each row
+    EXPECT_TRUE(is_leading_part_of(values({1, 3}, {1, 2, 3}), whole));      // the first row
     EXPECT_FALSE(is_leading_part_of(values({2, 2}, {2, 3, 5, 6}), whole));  // the last two
     EXPECT_FALSE(is_leading_part_of(values({1, 2}, {1, 2}), whole));        // shorter in two dimensions
-    EXPECT_FALSE(is_leading_part_of(whole, whole));                           // not shorter
+    EXPECT_FALSE(is_leading_part_of(whole, whole));                         // not shorter
     EXPECT_FALSE(is_leading_part_of(values({2, 3}, {1, 2, 3, 4, 5, 6}), values({3, 2}, {1, 2, 3, 4, 5, 6})));
 }
 

@@ -416,7 +416,8 @@ TEST(pass_fuse_attention, a_broadcast_mask_is_read_from_its_source) {
     auto scores = add(m, "add", {add(m, "dot", {q, kt}), mask});
     m.add_return({add(m, "dot", {add(m, "softmax", {scores}, value_map{{"axis", -1}}), v})});
     module out = after_pass<fuse_attention>(m);
-    const auto attention = std::find_if(out.begin(), out.end(), [](const instruction& i) { return i.name() == "fused_attention"; });
+    const auto attention =
+        std::find_if(out.begin(), out.end(), [](const instruction& i) { return i.name() == "fused_attention"; });
     ASSERT_NE(attention, out.end()) << out;
     EXPECT_EQ(attention->inputs().at(3)->name(), "@param") << out;
     EXPECT_EQ(attention->inputs().at(3)->get_shape().lens(), (std::vector<std::size_t>{1, 1, 1, 9})) << out;

@@ -222,8 +222,8 @@ const cpu_executable::entries_kernel& cpu_executable::batch_row_kernel(std::size
     for (std::size_t i = 0; i < packed.size(); ++i)
         if (packed[i] != nullptr && !made.kernel->keeps_own_copy(i)) all_taken = false;
     if (!all_taken)
-        made.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.input_rows,
-                                            rows.output_rows, block, constants, threads_, nullptr);
+        made.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.input_rows, rows.output_rows,
+                                            block, constants, threads_, nullptr);
     // A literal the full-batch kernel took over has no bytes at run time:
     // a smaller kernel that reads it then (no copy of its own) gets the
     // restored values.
@@ -323,8 +323,7 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
                     for (std::size_t i = 0; i < inputs.size(); ++i)
                         if (made.restored[i].data() != nullptr) inputs[i] = made.restored[i];
                     run_rows(*made.kernel, step_output(s), inputs, rows.input_rows, rows.output_rows, done * rows.rows,
-                             block * rows.rows,
-                             ctx->scratch.get());
+                             block * rows.rows, ctx->scratch.get());
                     done += block;
                 }
             } else if (step.modules.empty())

@@ -116,8 +116,8 @@ private:
     // (batch_row_kernel).
     struct batch_row_step {
         bool by_rows = false;
-        std::size_t rows = 1;  // rows of the row dimension per batch entry
-        std::size_t output_rows = 0;  // the result's row dimension
+        std::size_t rows = 1;                                // rows of the row dimension per batch entry
+        std::size_t output_rows = 0;                         // the result's row dimension
         std::vector<std::optional<std::size_t>> input_rows;  // each input's, if it has the batch
         std::map<std::size_t, entries_kernel> by_entries;
     };

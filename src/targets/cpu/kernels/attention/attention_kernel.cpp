@@ -185,8 +185,8 @@ private:
     attention_loops loops_;
     avx2::attention_plan plan_;
     std::size_t outer_batch_ = 0;  // the result's dimension 0 as built, when it is a batch dimension (else 0)
-    std::size_t rank_ = 0;       // of the result
-    std::size_t mask_rank_ = 0;  // of the mask, when there is one
+    std::size_t rank_ = 0;         // of the result
+    std::size_t mask_rank_ = 0;    // of the mask, when there is one
     std::vector<std::size_t> q_offsets_, kt_offsets_, v_offsets_, mask_offsets_, out_offsets_, item_columns_;
 };
 
