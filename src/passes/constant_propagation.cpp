@@ -203,8 +203,10 @@ private:
 
     // What `ins` is computed from, as text: its op and attributes, its
     // shape, and its inputs' (a literal by the address and shape of its
-    // bytes). Empty where a literal has no bytes to name (handed over).
+    // bytes). Empty where a literal has no bytes to name (handed over), and
+    // for a subgraph too deep to name in a bounded text.
     const std::string& source_key(const instruction& ins) {
+        constexpr std::size_t longest_key = std::size_t{1} << 16;
         if (auto found = keys_.find(&ins); found != keys_.end()) return found->second;
         std::string key;
         if (ins.is_literal()) {
@@ -234,6 +236,7 @@ private:
                 key += input_key + ",";
             }
             if (!key.empty()) key += ")";
+            if (key.size() > longest_key) key.clear();
         }
         return keys_.emplace(&ins, std::move(key)).first->second;
     }
