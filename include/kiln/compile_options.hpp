@@ -43,6 +43,11 @@ struct compile_options {
     // instead of compiled, and a new one is stored. Dynamic programs compile
     // as usual. Only compile reads it.
     std::string cache_dir;
+    // Passes that choose a layout by a length (target::
+    // passes_choosing_layout_by_length) choose the one that serves every
+    // length instead: set by the compile of a dynamic program whose ends
+    // differed in such a layout only, so that one program serves the range.
+    bool layouts_for_every_extent = false;
 };
 
 }  // namespace kiln

@@ -103,8 +103,10 @@ public:
     // Names of passes in get_passes that choose a value's layout from a
     // length (a product's row count), which may be a dynamic extent: a
     // program optimised at two extents may then differ in a layout only.
-    // Compiling once for a range retries without them (program::compile of
-    // a dynamic program; ir/run_time_extents.hpp). Empty where none does.
+    // Compiling once for a range retries with
+    // compile_options::layouts_for_every_extent, which these passes honour
+    // (program::compile of a dynamic program; ir/run_time_extents.hpp).
+    // Empty where none does.
     virtual std::vector<std::string> passes_choosing_layout_by_length() const { return {}; }
 
     virtual memory_location memory() const { return memory_location::host; }

@@ -366,9 +366,10 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
             // A layout the target picks by a length (the cpu target keeps
             // product weights [N, K] for its few-row column loops, row-major
             // for oneDNN) makes the ends differ in layout only, not in
-            // values: once more with one layout for every extent, without
-            // the passes that choose it. The fallback keeps the first
-            // attempt's programs, optimised as a static compile would.
+            // values: once more with the passes that choose it choosing one
+            // layout for every extent (the largest extents'). The fallback
+            // keeps the first attempt's programs, optimised as a static
+            // compile would.
             const auto& disabled = with.disabled_passes;
             std::vector<std::string> by_length;
             for (const auto& name : on.passes_choosing_layout_by_length())
@@ -379,7 +380,7 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
                 return nullptr;
             const std::string first_reason = per_shape_reason;
             compile_options one_layout = with;
-            one_layout.disabled_passes.insert(one_layout.disabled_passes.end(), by_length.begin(), by_length.end());
+            one_layout.layouts_for_every_extent = true;
             std::map<parameter_lens, program> retried;
             compared_equal = true;
             if (auto generic = attempt(one_layout, retried)) return generic;

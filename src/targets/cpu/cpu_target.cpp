@@ -42,13 +42,15 @@ std::string cpu_target::identity() const {
 // layer norm's output (ViT's QDQ file) into one that can then fuse.
 // Last, an int8 convolution's float result that only a global pooling
 // (reduction) reads is stored channels-last, when nothing else moves it.
-pass_list cpu_target::get_passes(const compile_options&) const {
+pass_list cpu_target::get_passes(const compile_options& options) const {
     auto keep_dequantize = std::make_shared<constant_propagation>();
     keep_dequantize->fold_dequantize = false;
     // The attention kernel broadcasts any operand over the batch: grouped-
     // query attention's key/value heads need no repeated copy.
     auto attention = std::make_shared<fuse_attention>();
     attention->read_repeated_heads_in_place = true;
+    auto weights_layout = std::make_shared<row_major_product_weights>();
+    weights_layout->for_every_extent = options.layouts_for_every_extent;
     return {std::make_shared<compute_16bit_in_float32>(), std::make_shared<dead_code_elimination>(), keep_dequantize,
             std::make_shared<unsigned_activation_codes>(), std::make_shared<unsigned_product_source_codes>(),
             std::make_shared<fuse_quantized_ops>(), std::make_shared<patch_convolutions_as_products>(),
@@ -59,7 +61,7 @@ pass_list cpu_target::get_passes(const compile_options&) const {
             std::make_shared<fuse_quantized_norm>(), std::make_shared<fuse_quantized_epilogues>(),
             std::make_shared<fuse_post_ops>(), std::make_shared<constant_propagation>(),
             std::make_shared<propagate_blocked_layout>(dnnl_support::preferred_channel_block()),
-            std::make_shared<common_subexpression_elimination>(), std::make_shared<row_major_product_weights>(),
+            std::make_shared<common_subexpression_elimination>(), weights_layout,
             std::make_shared<fuse_quantized_norm>(), std::make_shared<fuse_pointwise>(),
             std::make_shared<fuse_concat_pointwise>(), std::make_shared<channels_last_spatial_reductions>(),
             std::make_shared<channels_last_average_pools>(), std::make_shared<channels_last_concat_pieces>(),

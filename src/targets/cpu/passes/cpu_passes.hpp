@@ -121,6 +121,12 @@ namespace kiln {
 // stored once (row_major_product_weights.cpp).
 class row_major_product_weights final : public pass {
 public:
+    // Every transposed weight view that products alone read becomes
+    // row-major, also where a column loop would read it as stored (one
+    // layout for every extent of a dynamic program: its few-row extents then
+    // run the row-major streaming loop).
+    bool for_every_extent = false;
+
     std::string name() const override { return "row_major_product_weights"; }
     void apply(module& m) const override;
 };

@@ -63,14 +63,14 @@ bool column_loop_reads(const instruction& product, instruction_ref weights, cons
 // Readers of a transposed view that want it row-major: products that read
 // it as their weights (input 1) only, run by an algorithm other than the
 // column loops.
-bool read_row_major_only(instruction_ref view, const argument& view_values) {
+bool read_row_major_only(instruction_ref view, const argument& view_values, bool for_every_extent) {
     if (view->outputs().empty()) return false;
     for (auto reader : view->outputs()) {
         if (!is_product(*reader)) return false;
         const auto& inputs = reader->inputs();
         for (std::size_t i = 0; i < inputs.size(); ++i)
             if (inputs[i] == view && i != 1) return false;
-        if (column_loop_reads(*reader, view, view_values)) return false;
+        if (!for_every_extent && column_loop_reads(*reader, view, view_values)) return false;
     }
     return true;
 }
@@ -80,7 +80,7 @@ bool read_row_major_only(instruction_ref view, const argument& view_values) {
 // transposed values, row-major. A literal any other reader needs as it is (a
 // few-row product's column loop, a gather reading a tied embedding's rows)
 // keeps its layout, and no second copy is made: such weights are stored once.
-void lay_out_row_major(module& m, instruction_ref lit) {
+void lay_out_row_major(module& m, instruction_ref lit, bool for_every_extent) {
     const shape& s = lit->get_shape();
     if (s.type() != dtype::float_type || s.ndim() < 2 || s.elements() == 0 || lit->outputs().empty()) return;
     std::vector<instruction_ref> views;
@@ -93,7 +93,7 @@ void lay_out_row_major(module& m, instruction_ref lit) {
     const argument transposed = first.evaluate(views.front()->get_shape(), {stored});
     for (auto view : views) {
         if (view->get_operator() != first || view->inputs().size() != 1) return;
-        if (!read_row_major_only(view, transposed)) return;
+        if (!read_row_major_only(view, transposed, for_every_extent)) return;
     }
     auto row_major = m.insert_literal(lit, literal(transposed));
     for (auto view : views) {
@@ -109,7 +109,7 @@ void row_major_product_weights::apply(module& m) const {
     std::vector<instruction_ref> literals;
     for (auto ins = m.begin(); ins != m.end(); ++ins)
         if (ins->is_literal()) literals.push_back(ins);
-    for (auto lit : literals) lay_out_row_major(m, lit);
+    for (auto lit : literals) lay_out_row_major(m, lit, for_every_extent);
 }
 
 }  // namespace kiln
