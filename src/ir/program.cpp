@@ -265,7 +265,9 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
             at_max.emplace(name, s.max_lens());
             at_min.emplace(name, s.min_lens());
         }
-        if (one_extent_dimensions(parameters, per_shape_reason).empty()) return nullptr;
+        const auto extent_dims = one_extent_dimensions(parameters, per_shape_reason);
+        if (extent_dims.empty()) return nullptr;
+        const auto range = parameters.at(extent_dims.front().name).dyn_dims()[extent_dims.front().dim];
         try {
             // Values must not depend on the extent (ir/extent_independence.hpp):
             // the program optimised at the range's two ends must be the same
@@ -317,16 +319,13 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
                 // that it follows e as a * e + b there as well.
                 std::vector<const module*> literals_at_probes;
                 if (literals_vary) {
-                    std::string unused;
-                    const auto dims = one_extent_dimensions(parameters, unused);
-                    const auto range = parameters.at(dims.front().name).dyn_dims()[dims.front().dim];
                     for (const std::size_t e : extent_plan::probe_extents(range.min, range.max)) {
                         if (e == range.min || e == range.max) {
                             literals_at_probes.push_back((e == range.min ? smallest : largest).get_main_module());
                             continue;
                         }
                         parameter_lens at_e = at_max;
-                        for (const auto& d : dims) at_e.at(d.name).at(d.dim) = e;
+                        for (const auto& d : extent_dims) at_e.at(d.name).at(d.dim) = e;
                         const program& middle = optimised_at(at_e);
                         bool unused_flag = false;
                         const std::string at_middle = first_difference_besides_extents(

@@ -7,16 +7,6 @@
 
 namespace kiln {
 
-namespace {
-
-value lens_value(const std::vector<std::size_t>& lens) {
-    value_list dims;
-    for (auto l : lens) dims.emplace_back(static_cast<std::int64_t>(l));
-    return dims;
-}
-
-}  // namespace
-
 rewrite_rule pointwise_before_broadcasts() {
     auto pattern = match::any().where([](instruction_ref ins) {
         if (ins->is_param() || ins->is_literal() || ins->is_return() || !ins->module_inputs().empty() ||

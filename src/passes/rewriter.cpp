@@ -273,4 +273,10 @@ rewrite_stats rewrite_to_fixed_point(module& m, const std::vector<rewrite_rule>&
     return stats;
 }
 
+value lens_value(const std::vector<std::size_t>& lens) {
+    value_list dims;
+    for (auto l : lens) dims.emplace_back(static_cast<std::int64_t>(l));
+    return dims;
+}
+
 }  // namespace kiln

@@ -64,6 +64,9 @@ bool replace_with_new(module& m, instruction_ref old, const operation& op, const
 
 // Inserts `op` before `pos` if its result would have exactly shape `expected`
 // (lens, type and strides); returns m.end() otherwise, inserting nothing.
+// Lengths as an op attribute (a broadcast's out_lens, a reshape's dims).
+value lens_value(const std::vector<std::size_t>& lens);
+
 instruction_ref insert_if_shape(module& m, instruction_ref pos, const operation& op,
                                 const std::vector<instruction_ref>& inputs, const shape& expected);
 

@@ -132,12 +132,6 @@ rewrite_rule integer_mul_zero() {
             }};
 }
 
-value lens_value(const std::vector<std::size_t>& lens) {
-    value_list dims;
-    for (auto l : lens) dims.emplace_back(static_cast<std::int64_t>(l));
-    return dims;
-}
-
 // where(c, x, y) with c a constant of one truth value: the chosen branch,
 // broadcast to the result's shape when it is smaller.
 rewrite_rule where_uniform_condition() {

@@ -81,12 +81,6 @@ bool slice_steps_are_one(const instruction& ins) {
     return true;
 }
 
-value dims_value(const std::vector<std::size_t>& lens) {
-    value_list dims;
-    for (auto l : lens) dims.emplace_back(static_cast<std::int64_t>(l));
-    return dims;
-}
-
 value axes_value(const std::vector<std::int64_t>& axes) {
     return value_list(axes.begin(), axes.end());
 }
@@ -130,7 +124,7 @@ rewrite_rule merge_reshapes() {
                 // A 0 in reshape's dims means "copy the input's extent", so
                 // empty tensors keep their chain.
                 if (out.elements() == 0) return false;
-                return replace_with_new(m, r.root, make_op("reshape", value_map{{"dims", dims_value(out.lens())}}),
+                return replace_with_new(m, r.root, make_op("reshape", value_map{{"dims", lens_value(out.lens())}}),
                                         {r.at("x")});
             }};
 }
@@ -139,7 +133,7 @@ rewrite_rule merge_broadcasts() {
     auto pattern = name("broadcast").args(name("broadcast").args(any().bind("x")));
     return {"merge_broadcasts", pattern, [](module& m, const match_result& r) {
                 const shape& out = r.root->get_shape();
-                auto merged = make_op("broadcast", value_map{{"out_lens", dims_value(out.lens())}});
+                auto merged = make_op("broadcast", value_map{{"out_lens", lens_value(out.lens())}});
                 auto merged_ins = insert_if_shape(m, r.root, merged, {r.at("x")}, out);
                 return merged_ins != m.end() && replace_value(m, r.root, merged_ins);
             }};
@@ -250,7 +244,7 @@ rewrite_rule reshapes_of_pieces_as_views() {
             if (extent % q != 0 || c->start % q != 0) return false;
             const std::size_t first = c->start / q, count = out[j0];
             out[j0] = extent / q;
-            auto whole = m.insert_instruction(r.root, make_op("reshape", value_map{{"dims", dims_value(out)}}), {x});
+            auto whole = m.insert_instruction(r.root, make_op("reshape", value_map{{"dims", lens_value(out)}}), {x});
             auto sliced = m.insert_instruction(
                 r.root,
                 make_op("slice", value_map{{"axes", axes_value({static_cast<std::int64_t>(j0)})},
@@ -341,7 +335,7 @@ rewrite_rule gathers_of_every_row_in_order_as_reshapes() {
                 if (g == nullptr || g->axis != 0 || x.ndim() == 0 || x.lens()[0] == 0) return false;
                 if (!counts_up_to(*r.at("indices"), x.lens()[0])) return false;
                 const shape& out = r.root->get_shape();
-                return replace_with_new(m, r.root, make_op("reshape", value_map{{"dims", dims_value(out.lens())}}),
+                return replace_with_new(m, r.root, make_op("reshape", value_map{{"dims", lens_value(out.lens())}}),
                                         {r.at("x")});
             }};
 }
@@ -380,7 +374,7 @@ rewrite_rule gather_nd_of_every_element_in_order_as_reshape() {
                 if (g == nullptr || g->batch_dims != 0 || x.elements() == 0) return false;
                 if (!addresses_every_element_in_order(*r.at("indices"), x)) return false;
                 const shape& out = r.root->get_shape();
-                return replace_with_new(m, r.root, make_op("reshape", value_map{{"dims", dims_value(out.lens())}}),
+                return replace_with_new(m, r.root, make_op("reshape", value_map{{"dims", lens_value(out.lens())}}),
                                         {r.at("x")});
             }};
 }

@@ -138,17 +138,15 @@ public:
     // Not with a constant mask, whose columns were planned at full length.
     bool follows_extents_in(const std::optional<std::size_t>& out,
                             const std::vector<std::optional<std::size_t>>& ins) const override {
-        if (item_columns_.size() > 0 || ins.size() < 3) return false;
-        const std::size_t rank = rank_;
+        if (!item_columns_.empty() || ins.size() < 3) return false;
         auto is = [](const std::optional<std::size_t>& v, std::size_t dim) { return !v || *v == dim; };
         const bool rows = out.has_value();
-        if (!is(out, rank - 2) || ins[0].has_value() != rows || !is(ins[0], rank - 2)) return false;
+        if (!is(out, rank_ - 2) || ins[0].has_value() != rows || !is(ins[0], rank_ - 2)) return false;
         const bool keys = ins[1].has_value();
-        if (!is(ins[1], rank - 1) || ins[2].has_value() != keys || !is(ins[2], rank - 2)) return false;
+        if (!is(ins[1], rank_ - 1) || ins[2].has_value() != keys || !is(ins[2], rank_ - 2)) return false;
         if (ins.size() > 3 && ins[3]) {
-            const std::size_t mask_rank = mask_rank_;
-            if (*ins[3] == mask_rank - 1) return keys;
-            if (*ins[3] == mask_rank - 2) return rows;
+            if (*ins[3] + 1 == mask_rank_) return keys;
+            if (*ins[3] + 2 == mask_rank_) return rows;
             return false;
         }
         return true;
