@@ -1,6 +1,7 @@
 #include "ir/run_time_extents.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <unordered_map>
 
 namespace kiln {
@@ -13,6 +14,28 @@ bool same_strides_where_it_matters(const shape& a, const shape& b) {
     for (std::size_t j = 0; j < a.ndim(); ++j)
         if (a.lens()[j] > 1 && b.lens()[j] > 1 && a.strides()[j] != b.strides()[j]) return false;
     return true;
+}
+
+// Where a view (output_alias) of `ins` lies in its source at these shapes:
+// the distance of compute_alias's result from the source's data.
+std::optional<std::ptrdiff_t> view_offset(const instruction& ins, const std::vector<shape>& inputs, const shape& out) {
+    const int alias = ins.get_operator().output_alias(inputs);
+    if (alias < 0) return std::nullopt;
+    std::byte* const fake_base = reinterpret_cast<std::byte*>(std::uintptr_t{1} << 40);
+    std::vector<argument> fake;
+    for (const auto& s : inputs) fake.emplace_back(s, fake_base);
+    return ins.get_operator().compute_alias(out, fake).data() - fake_base;
+}
+
+// The strides of `at_max` `shorter` extents below the maximum, each
+// stride_steps[d] shorter per unit of the extent (none: as at the maximum).
+std::vector<std::size_t> strides_at(const shape& at_max, const std::vector<std::int64_t>& stride_steps,
+                                    std::size_t shorter) {
+    std::vector<std::size_t> out = at_max.strides();
+    for (std::size_t d = 0; d < stride_steps.size(); ++d)
+        out[d] = static_cast<std::size_t>(static_cast<std::int64_t>(out[d]) -
+                                          stride_steps[d] * static_cast<std::int64_t>(shorter));
+    return out;
 }
 
 std::string dimension_name(const input_dimension& d) {
@@ -79,6 +102,8 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
              std::to_string(probes.size()) + " probes");
     // shapes[k][i]: instruction i's shape at probe k.
     std::vector<std::vector<shape>> shapes(probes.size());
+    // view_offsets[k][v]: view v's byte offset in its source at probe k.
+    std::vector<std::unordered_map<const instruction*, std::ptrdiff_t>> view_offsets(probes.size());
     for (std::size_t k = 0; k < probes.size(); ++k) {
         std::unordered_map<const instruction*, std::size_t> index;
         const module* literals = literals_at_probes.empty() ? nullptr : literals_at_probes[k];
@@ -106,6 +131,7 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
                 for (const auto& in : ins.inputs()) inputs.push_back(shapes[k][index.at(&*in)]);
                 try {
                     s = ins.get_operator().compute_shape(inputs, ins.module_inputs());
+                    if (auto offset = view_offset(ins, inputs, s)) view_offsets[k][&ins] = *offset;
                 } catch (const error& e) {
                     why = names.at(&ins) + " = " + ins.name() + " has no shape at extent " +
                           std::to_string(probes[k]) + ": " + e.what();
@@ -121,6 +147,7 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
     for (const auto& ins : compiled) {
         const shape& at_max = shapes[last][i];
         if (ins.is_return()) {  // its shape (the outputs', as a tuple when several) is not a value
+            plan.stride_steps_.emplace_back();
             plan.varying_.push_back(std::nullopt);
             plan.at_max_.push_back(at_max);
             ++i;
@@ -153,11 +180,37 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
                                                : at_max.lens()[d];
                 if (s.lens()[d] != expected) return refuse("its dimension " + std::to_string(d) + " is not a * extent + b");
             }
-            // The value at a smaller extent must lie where the reader of the
-            // buffer planned for the maximum looks for it.
-            if (!same_strides_where_it_matters(s, at_max) || (at_max.standard() && !s.standard()))
-                return refuse("its strides change with the extent");
+            // The value at a smaller extent lies in the buffer planned for
+            // the maximum, laid out alike; a view where the reader finds it.
+            if ((at_max.standard() && !s.standard()) || s.element_space() > at_max.element_space())
+                return refuse("its layout changes with the extent");
+            const auto view_at = view_offsets[k].find(&ins);
+            const auto view_at_max = view_offsets[last].find(&ins);
+            if ((view_at == view_offsets[k].end()) != (view_at_max == view_offsets[last].end()) ||
+                (view_at != view_offsets[k].end() && view_at->second != view_at_max->second))
+                return refuse("its place in the value it views changes with the extent");
+            if (same_strides_where_it_matters(s, at_max)) continue;
+            // A constant is read where it lies at the maximum; any other
+            // value is written at each extent as laid out there.
+            if (!varies || ins.is_literal()) return refuse("its strides change with the extent");
+            varies->moves_strides = true;
         }
+        // Strides that change follow e as a * e + b too (a dense layout's
+        // are products of lengths, one of which varies).
+        std::vector<std::int64_t> stride_steps;
+        if (varies && varies->moves_strides && !at_max.standard()) {
+            const auto span = static_cast<std::int64_t>(probes[last] - probes[0]);
+            for (std::size_t d = 0; d < at_max.ndim(); ++d) {
+                const auto grow = static_cast<std::int64_t>(at_max.strides()[d]) -
+                                  static_cast<std::int64_t>(shapes[0][i].strides()[d]);
+                if (grow % span != 0) return refuse("its stride " + std::to_string(d) + " is not a * extent + b");
+                stride_steps.push_back(grow / span);
+            }
+            for (std::size_t k = 0; k < probes.size(); ++k)
+                if (strides_at(at_max, stride_steps, probes[last] - probes[k]) != shapes[k][i].strides())
+                    return refuse("its strides are not a * extent + b");
+        }
+        plan.stride_steps_.push_back(std::move(stride_steps));
         plan.varying_.push_back(varies);
         plan.at_max_.push_back(at_max);
         ++i;
@@ -198,7 +251,11 @@ std::vector<shape> extent_plan::shapes_at(std::size_t e) const {
         auto lens = s.lens();
         lens[varying_[i]->dim] =
             static_cast<std::size_t>(varying_[i]->scale * static_cast<std::int64_t>(e) + varying_[i]->offset);
-        out.push_back(s.standard() ? shape(s.type(), std::move(lens)) : shape(s.type(), std::move(lens), s.strides()));
+        if (s.standard()) {
+            out.emplace_back(s.type(), std::move(lens));
+            continue;
+        }
+        out.emplace_back(s.type(), std::move(lens), strides_at(s, stride_steps_[i], max_ - e));
     }
     return out;
 }

@@ -12,9 +12,16 @@
 // middle and maximum. It refuses (and the program keeps its cache of static
 // specialisations) wherever that would not be exact: an op whose shape
 // cannot follow e (an attribute fixed at the maximum), a value that varies
-// in more than one dimension, or whose strides or layout change with e (it
-// must read and write a prefix-compatible part of the buffer planned for the
-// maximum).
+// in more than one dimension or whose layout changes kind with e, a view
+// whose place in its source moves with e, a constant whose strides do.
+//
+// At each extent a value is laid out as compute_shape gives it there, in
+// the buffer planned for the maximum: where every dimension before the
+// varying one has length 1 that is a leading part of the maximum's layout
+// (a kernel may skip rows); where one is longer (a sequence at batch 4,
+// the keys of a cache behind its heads) the strides change with e
+// (varying_dimension::moves_strides) and a kernel must take them from its
+// arguments.
 //
 // An executable that can run this way implements runs_at_extents; a target
 // that cannot says why for each instruction it would have to vary.
@@ -36,6 +43,9 @@ struct varying_dimension {
     std::size_t dim = 0;
     std::int64_t scale = 0;
     std::int64_t offset = 0;
+    // Whether the stride of a dimension longer than one changes with e (the
+    // value is then no leading part of its layout at the maximum).
+    bool moves_strides = false;
 };
 
 // A dynamic dimension of an input: parameter `name`'s dimension `dim`.
@@ -80,6 +90,9 @@ private:
     std::size_t min_ = 0, max_ = 0;
     std::vector<shape> at_max_;
     std::vector<std::optional<varying_dimension>> varying_;
+    // Per instruction whose strides change with e and which is not
+    // standard: how much each stride grows per unit of e (else empty).
+    std::vector<std::vector<std::int64_t>> stride_steps_;
 };
 
 // An executable that runs its module at the shapes of one run (extent_plan::shapes_at).

@@ -268,11 +268,13 @@ class KilnDynamoGraph:
 
     @property
     def compilations(self):
-        """How many Kiln compilations this graph made: once per shape
+        """How many shape signatures this graph compiled for: once per
         signature seen, again for one dropped from the cache and seen anew
         (a graph that runs eagerly counts its attempt). A signature of a
         graph with symbolic sizes is compiled from the graph's one export
-        when the export allows its sizes; ``exports`` counts the exports."""
+        when the export allows its sizes, or is served by a program compiled
+        from it once for a range of sizes (kiln.torch.compilation_count()
+        counts only real compilations); ``exports`` counts the exports."""
         return self._compilations
 
     @property

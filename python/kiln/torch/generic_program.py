@@ -79,8 +79,9 @@ def size_range(gm, sizes, ranges):
     symbols bound) serves, or None where the graph has no symbol for one:
     the symbol of the first symbolic dimension of its tensor inputs (a
     batch, as a rule), in its range (`ranges`: {symbol: DimRange}) when bounded, else
-    the power-of-two bucket holding its size; int inputs of equal size tied
-    to it (dynamo passes a size it uses as an int), the others fixed. None too
+    the power-of-two bucket holding its size; int inputs of equal size, and
+    tensor sizes of equal size where the symbol's are, tied to it, the others
+    fixed. None too
     where an input's dimension is an expression of the range's symbols
     (``s0 + 1``), which a program's range cannot state."""
     symbols = []
@@ -104,12 +105,23 @@ def size_range(gm, sizes, ranges):
         return None
     size = sizes.value(symbol)
     # An int input of the same size is taken as that size passed on (dynamo
-    # passes sizes it uses as ints); a tensor's other dimension is not.
-    in_tensors = set()
+    # passes sizes it uses as ints), and so is a tensor's size of the same
+    # value found only where the symbol's are (each layer's cache length has
+    # its own symbol, the keys' and values' alike): a call where they differ
+    # is not this program's (SizeRange.serves). A tensor's size elsewhere
+    # (a batch equal to a sequence by chance) is not.
+    places = {}  # {symbol: {(rank, axis) of a tensor input where it is a size}}
     for node, dims in _placeholder_sizes(gm):
         if isinstance(node.meta.get("val"), torch.Tensor):
-            in_tensors.update(x for d in dims if isinstance(d, sympy.Expr) for x in d.free_symbols)
-    tied = frozenset(x for x in symbols if x != symbol and x not in in_tensors and sizes.value(x) == size)
+            for axis, d in enumerate(dims):
+                if isinstance(d, sympy.Expr):
+                    for x in d.free_symbols:
+                        places.setdefault(x, set()).add((len(dims), axis))
+    tied = frozenset(
+        x
+        for x in symbols
+        if x != symbol and sizes.value(x) == size and places.get(x, set()) <= places[symbol]
+    )
     fixed = tuple((x, sizes.value(x)) for x in symbols if x != symbol and x not in tied)
     varying = {symbol} | tied
     for _, dims in _placeholder_sizes(gm):

@@ -6,6 +6,7 @@
 #include "targets/cpu/kernels/follows_run_time_extents.hpp"
 #include "targets/cpu/lowering/batch_row_loop.hpp"
 #include "targets/cpu/lowering/cpu_executable.hpp"
+#include "targets/cpu/lowering/kernel_registry.hpp"
 #include "targets/cpu/lowering/openmp_threads.hpp"
 
 namespace kiln {
@@ -69,9 +70,11 @@ std::size_t cpu_executable::kernel_constant_bytes() const {
     }
     // Batch-1 kernels made so far that packed their own copies (those that
     // read the full batch's kernel's copy hold nothing more).
-    const std::lock_guard<std::mutex> lock(batch_rows_mutex_);
+    const std::lock_guard<std::mutex> lock(made_kernels_mutex_);
     for (const auto& rows : batch_rows_)
         for (const auto& [entries, k] : rows.by_entries) bytes += k.kernel->own_copy_bytes();
+    for (const auto& step : per_shapes_)
+        for (const auto& [lens, k] : step.recent) bytes += k->kernel->own_copy_bytes();
     return bytes;
 }
 
@@ -130,6 +133,7 @@ argument cpu_executable::output_buffer(context& c, std::size_t r, const shape& s
 
 std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_dimension>>& varying) const {
     std::vector<batch_row_step> by_rows(steps_.size());
+    std::vector<per_shapes_step> per_shapes(steps_.size());
     for (std::size_t s = 0; s < steps_.size(); ++s) {
         const auto& step = steps_[s];
         const auto& out = varying.at(step.output.instruction);
@@ -154,6 +158,14 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
                        "' holds its own copy of a constant that follows the extent";
         const auto* follows = dynamic_cast<const follows_run_time_extents*>(step.kernel.get());
         if (step.modules.empty() && follows != nullptr && follows->follows_any_extents()) continue;
+        // Strides that change with the extent: the kernels that skip rows
+        // cannot tell; one made for the run's shapes can.
+        const bool moves = (out && out->moves_strides) ||
+                           std::any_of(ins.begin(), ins.end(), [](const auto& v) { return v && v->moves_strides; });
+        if (moves && step.modules.empty()) {
+            per_shapes[s].per_shapes = true;
+            continue;
+        }
         if (alike && step.modules.empty() && follows != nullptr && follows->follows_extent_of(out->dim)) continue;
         if (!alike && step.modules.empty() && follows != nullptr) {
             std::vector<std::optional<std::size_t>> in_dims;
@@ -175,12 +187,51 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
             for (const auto& v : ins) rows.input_rows.push_back(v ? row_dimension{v->dim} : std::nullopt);
             continue;
         }
-        if (!alike) return step.instruction + " = " + step.op.name() + ": an input varies unlike its result";
-        return step.instruction + " = " + step.op.name() + ": its kernel '" + step.algorithm +
-               "' runs only at the extents it was built for";
+        // Any other kernel is made again at each run's shapes.
+        if (step.modules.empty()) {
+            per_shapes[s].per_shapes = true;
+            continue;
+        }
+        return step.instruction + " = " + step.op.name() + ": its modules run only at the extents they were built for";
     }
     batch_rows_ = std::move(by_rows);
+    per_shapes_ = std::move(per_shapes);
     return {};
+}
+
+cpu_executable::entries_kernel cpu_executable::remade_kernel(std::size_t s, const std::vector<shape>& input_shapes,
+                                                            const std::vector<bool>& offer,
+                                                            const kernel_maker& make) const {
+    const auto& step = steps_[s];
+    std::vector<argument> constants;
+    std::vector<std::shared_ptr<const packed_constant>> packed(step.inputs.size());
+    for (std::size_t i = 0; i < step.inputs.size(); ++i) {
+        const auto& in = step.inputs[i];
+        const auto& root = roots_[in.root];
+        if (root.kind != root_kind::literal) {
+            constants.emplace_back();
+            continue;
+        }
+        // The plain values come too: a kernel that takes no packed form
+        // (16-bit weights) reads them instead.
+        if (offer[i])
+            if (auto form = step.kernel->packed_copy(i); form != nullptr && form->adoptable) packed[i] = std::move(form);
+        constants.push_back(root.literal_source.get_argument().reshaped(input_shapes[i], in.byte_offset));
+    }
+    const bool offered = std::any_of(packed.begin(), packed.end(), [](const auto& f) { return f != nullptr; });
+    entries_kernel made;
+    made.kernel = make(constants, offered ? &packed : nullptr);
+    bool all_taken = true;
+    for (std::size_t i = 0; i < packed.size(); ++i)
+        if (packed[i] != nullptr && !made.kernel->keeps_own_copy(i)) all_taken = false;
+    if (!all_taken) made.kernel = make(constants, nullptr);
+    // A literal the step's kernel took over has no bytes at run time: a
+    // kernel that reads it then (no copy of its own) gets the restored values.
+    made.restored.resize(step.inputs.size());
+    for (std::size_t i = 0; i < step.inputs.size(); ++i)
+        if (roots_[step.inputs[i].root].handed_over_literal() && !made.kernel->keeps_own_copy(i))
+            made.restored[i] = constants[i];
+    return made;
 }
 
 // Made on the first run that needs it, so that compiling for a range packs
@@ -190,47 +241,58 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
 // weights are held once; where it wants another (or the full kernel keeps
 // none) it packs its own copy from the plain values.
 const cpu_executable::entries_kernel& cpu_executable::batch_row_kernel(std::size_t s, std::size_t entries) const {
-    const std::lock_guard<std::mutex> lock(batch_rows_mutex_);
-    const auto& rows = batch_rows_[s];
+    const std::lock_guard<std::mutex> lock(made_kernels_mutex_);
+    auto& rows = batch_rows_[s];
     if (auto found = rows.by_entries.find(entries); found != rows.by_entries.end()) return found->second;
-    auto& made = batch_rows_[s].by_entries[entries];
     const auto& step = steps_[s];
     std::vector<shape> shapes;
-    std::vector<argument> constants;
-    std::vector<std::shared_ptr<const packed_constant>> packed(step.inputs.size());
-    auto plain_value = [&](std::size_t i) {
-        const auto& in = step.inputs[i];
-        const auto& root = roots_[in.root];
-        return root.kind == root_kind::literal ? root.literal_source.get_argument().reshaped(in.value_shape, in.byte_offset)
-                                               : argument{};
-    };
+    std::vector<bool> offer;
     for (std::size_t i = 0; i < step.inputs.size(); ++i) {
-        const auto& in = step.inputs[i];
-        shapes.push_back(in.value_shape);
-        if (roots_[in.root].kind == root_kind::literal && !rows.input_rows[i]) {
-            // The plain values come too: a kernel that takes no packed form
-            // (16-bit weights) reads them instead.
-            if (auto form = step.kernel->packed_copy(i); form != nullptr && form->adoptable) packed[i] = std::move(form);
-        }
-        constants.push_back(plain_value(i));
+        shapes.push_back(step.inputs[i].value_shape);
+        offer.push_back(!rows.input_rows[i]);
     }
-    const bool offered = std::any_of(packed.begin(), packed.end(), [](const auto& f) { return f != nullptr; });
     const std::size_t block = rows.rows * entries;
-    made.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.input_rows, rows.output_rows,
-                                        block, constants, threads_, offered ? &packed : nullptr);
-    bool all_taken = true;
-    for (std::size_t i = 0; i < packed.size(); ++i)
-        if (packed[i] != nullptr && !made.kernel->keeps_own_copy(i)) all_taken = false;
-    if (!all_taken)
-        made.kernel = make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.input_rows, rows.output_rows,
-                                            block, constants, threads_, nullptr);
-    // A literal the full-batch kernel took over has no bytes at run time:
-    // a smaller kernel that reads it then (no copy of its own) gets the
-    // restored values.
-    made.restored.resize(step.inputs.size());
-    for (std::size_t i = 0; i < step.inputs.size(); ++i)
-        if (roots_[step.inputs[i].root].handed_over_literal() && !made.kernel->keeps_own_copy(i))
-            made.restored[i] = constants[i];
+    return rows.by_entries[entries] = remade_kernel(s, shapes, offer, [&](const auto& constants, const auto* packed) {
+               return make_batch_row_kernel(step.op, shapes, step.output.value_shape, rows.input_rows, rows.output_rows,
+                                            block, constants, threads_, packed);
+           });
+}
+
+// Made on the first run at these shapes, with the algorithm a static
+// compile at them picks; a constant that keeps its shape offers the step's
+// packed form, as for batch_row_kernel.
+std::shared_ptr<const cpu_executable::entries_kernel> cpu_executable::kernel_for_shapes(
+    std::size_t s, const argument& output, const std::vector<argument>& inputs) const {
+    constexpr std::size_t kept = 8;
+    std::vector<std::size_t> key = output.get_shape().lens();
+    for (const auto& in : inputs) key.insert(key.end(), in.get_shape().lens().begin(), in.get_shape().lens().end());
+    const std::lock_guard<std::mutex> lock(made_kernels_mutex_);
+    auto& recent = per_shapes_[s].recent;
+    for (std::size_t k = 0; k < recent.size(); ++k)
+        if (recent[k].first == key) {
+            std::rotate(recent.begin(), recent.begin() + static_cast<std::ptrdiff_t>(k),
+                        recent.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+            return recent.front().second;
+        }
+    const auto& step = steps_[s];
+    std::vector<shape> shapes;
+    std::vector<bool> offer;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        shapes.push_back(inputs[i].get_shape());
+        offer.push_back(shapes.back() == step.inputs[i].value_shape);
+    }
+    auto made = std::make_shared<const entries_kernel>(
+        remade_kernel(s, shapes, offer, [&](const auto& constants, const auto* packed) {
+            const kernel_request request{step.op, shapes, output.get_shape(), constants, threads_, packed};
+            return make_cpu_kernel(request).kernel;
+        }));
+    // The plan let the result take an input's memory for the step's kernel.
+    if (step.overwritten_input >= 0 && made->kernel->result_may_take_input() != step.overwritten_input)
+        fail(error_kind::runtime, "its kernel at shapes " + to_string(output.get_shape()) +
+                                      " cannot write over its input " + std::to_string(step.overwritten_input) +
+                                      " as the compiled one does");
+    recent.insert(recent.begin(), {std::move(key), made});
+    if (recent.size() > kept) recent.pop_back();
     return made;
 }
 
@@ -287,6 +349,14 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         return shapes ? run_inputs[s] : ctx->step_inputs[s];
     };
     auto step_output = [&](std::size_t s) -> const argument& { return shapes ? run_outputs[s] : ctx->step_outputs[s]; };
+    // Whether step s's values have the shapes its kernel was built for.
+    auto runs_as_built = [&](std::size_t s) {
+        const auto& step = steps_[s];
+        if (step_output(s).get_shape() != step.output.value_shape) return false;
+        for (std::size_t i = 0; i < step.inputs.size(); ++i)
+            if (step_inputs(s)[i].get_shape() != step.inputs[i].value_shape) return false;
+        return true;
+    };
 
     // OpenMP's thread count is per calling thread, so concurrent runs with
     // different programs do not disturb each other.
@@ -326,6 +396,16 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
                              block * rows.rows, ctx->scratch.get());
                     done += block;
                 }
+            } else if (shapes && s < per_shapes_.size() && per_shapes_[s].per_shapes && !runs_as_built(s)) {
+                const auto made = kernel_for_shapes(s, step_output(s), step_inputs(s));
+                if (made->kernel->scratch_bytes() > ctx->scratch_size) {
+                    ctx->scratch = allocate_aligned(made->kernel->scratch_bytes());
+                    ctx->scratch_size = made->kernel->scratch_bytes();
+                }
+                std::vector<argument> inputs = step_inputs(s);
+                for (std::size_t i = 0; i < inputs.size(); ++i)
+                    if (made->restored[i].data() != nullptr) inputs[i] = made->restored[i];
+                made->kernel->run(step_output(s), inputs, ctx->scratch.get());
             } else if (step.modules.empty())
                 step.kernel->run(step_output(s), step_inputs(s), ctx->scratch.get());
             else

@@ -6,6 +6,7 @@
 // root plus a byte offset, fixed at compile time. A run binds the parameter
 // and output roots, then calls each step's kernel on prebuilt arguments.
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -122,8 +123,30 @@ private:
         std::map<std::size_t, entries_kernel> by_entries;
     };
     mutable std::vector<batch_row_step> batch_rows_;
-    mutable std::mutex batch_rows_mutex_;
+    mutable std::mutex made_kernels_mutex_;  // guards the kernels made at run time
     const entries_kernel& batch_row_kernel(std::size_t step, std::size_t entries) const;
+
+    // Per step, for a run at run-time extents (set by cannot_vary): whether
+    // its kernel is made again for each run's shapes (one whose values'
+    // strides change with the extent, or that cannot skip rows), and those
+    // kernels, keyed by the lengths of the step's values, the most recently
+    // made kept (a decode loop meets a new length every token).
+    struct per_shapes_step {
+        bool per_shapes = false;
+        std::vector<std::pair<std::vector<std::size_t>, std::shared_ptr<const entries_kernel>>> recent;
+    };
+    mutable std::vector<per_shapes_step> per_shapes_;
+    std::shared_ptr<const entries_kernel> kernel_for_shapes(std::size_t step, const argument& output,
+                                                            const std::vector<argument>& inputs) const;
+    // The kernel of step `s` made again by `make` from its constants: the
+    // packed forms of the inputs `offer` marks (the step's own kernel's, read
+    // in place where the new kernel wants the same layout) and the plain
+    // values of every literal input at `input_shapes` (the shapes it is made
+    // for), restored where the step's kernel took them over.
+    using kernel_maker = std::function<std::shared_ptr<const cpu_kernel>(
+        const std::vector<argument>& constants, const std::vector<std::shared_ptr<const packed_constant>>* packed)>;
+    entries_kernel remade_kernel(std::size_t s, const std::vector<shape>& input_shapes, const std::vector<bool>& offer,
+                                 const kernel_maker& make) const;
 
     // Concurrent runs each take their own context; finished ones are reused.
     context_pool<context> contexts_;
