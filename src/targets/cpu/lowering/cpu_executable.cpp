@@ -1,3 +1,5 @@
+#include "targets/cpu/lowering/cpu_executable.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -5,7 +7,6 @@
 #include "targets/cpu/kernels/copy/strided_copy.hpp"
 #include "targets/cpu/kernels/follows_run_time_extents.hpp"
 #include "targets/cpu/lowering/batch_row_loop.hpp"
-#include "targets/cpu/lowering/cpu_executable.hpp"
 #include "targets/cpu/lowering/kernel_registry.hpp"
 #include "targets/cpu/lowering/openmp_threads.hpp"
 
@@ -200,8 +201,8 @@ std::string cpu_executable::cannot_vary(const std::vector<std::optional<varying_
 }
 
 cpu_executable::entries_kernel cpu_executable::remade_kernel(std::size_t s, const std::vector<shape>& input_shapes,
-                                                            const std::vector<bool>& offer,
-                                                            const kernel_maker& make) const {
+                                                             const std::vector<bool>& offer,
+                                                             const kernel_maker& make) const {
     const auto& step = steps_[s];
     std::vector<argument> constants;
     std::vector<std::shared_ptr<const packed_constant>> packed(step.inputs.size());
@@ -215,7 +216,8 @@ cpu_executable::entries_kernel cpu_executable::remade_kernel(std::size_t s, cons
         // The plain values come too: a kernel that takes no packed form
         // (16-bit weights) reads them instead.
         if (offer[i])
-            if (auto form = step.kernel->packed_copy(i); form != nullptr && form->adoptable) packed[i] = std::move(form);
+            if (auto form = step.kernel->packed_copy(i); form != nullptr && form->adoptable)
+                packed[i] = std::move(form);
         constants.push_back(root.literal_source.get_argument().reshaped(input_shapes[i], in.byte_offset));
     }
     const bool offered = std::any_of(packed.begin(), packed.end(), [](const auto& f) { return f != nullptr; });
