@@ -1,8 +1,9 @@
 """One compiled dynamic program against a program compiled for each exact
 shape, and ONNX Runtime on the same file (issue "Dynamic shapes"): ResNet-50
 with a dynamic batch, BERT-base with a dynamic batch and sequence, and the
-same BERT file at batch 1 with a sequence 1..512 (one program for every
-length), exported by torch.onnx (dynamo) with symbolic dims, random weights.
+same BERT file at batch 1 and at batch 4 with a sequence 1..512 (one program
+for every length), exported by torch.onnx (dynamo) with symbolic dims, random
+weights.
 
 For each model it reports compile time of the dynamic program (ranges as
 below, optimals compiled ahead) against one static compile, the first run at
@@ -54,6 +55,18 @@ CASES = {
                    {k: (1, 64) for k in ("input_ids", "attention_mask", "token_type_ids")},
                    {k: (1, 200) for k in ("input_ids", "attention_mask", "token_type_ids")},
                    {k: (1, 384) for k in ("input_ids", "attention_mask", "token_type_ids")}],
+    },
+    # The same file at batch 4: the sequence lies behind a longer dimension, so
+    # every value's strides change with it (kernels made for each run's shapes).
+    "bert_base_sequence_batch4": {
+        "export_as": "bert_base",
+        "dims": {k: {0: ("batch", 1, 64), 1: ("seq", 2, 512)} for k in ("input_ids", "attention_mask",
+                                                                           "token_type_ids")},
+        "ranges": {k: [4, {"min": 1, "max": 512, "optimals": [128]}]
+                   for k in ("input_ids", "attention_mask", "token_type_ids")},
+        "shapes": [{k: (4, 128) for k in ("input_ids", "attention_mask", "token_type_ids")},
+                   {k: (4, 64) for k in ("input_ids", "attention_mask", "token_type_ids")},
+                   {k: (4, 200) for k in ("input_ids", "attention_mask", "token_type_ids")}],
     },
 }
 

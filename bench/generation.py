@@ -50,6 +50,7 @@ ENGINE_TITLES = {
     "eager_static": "PyTorch eager (static cache)",
     "inductor": "Inductor (static cache)",
     "kiln": 'backend="kiln" (static cache)',
+    "kiln_dynamic": 'backend="kiln" (dynamic cache)',
     "kiln_fp16": 'backend="kiln" fp16 (static cache)',
     "ort_genai": "ONNX Runtime GenAI (shared past/present buffer)",
     "ort": "ONNX Runtime (exported decoder, past/present inputs, Python loop)",
@@ -234,12 +235,21 @@ class KilnEngine(StaticCacheEngine):
         return clone
 
     def info(self):
-        """Dynamo graphs, Kiln compilations (shape signatures compiled), and those that ran eagerly instead."""
+        """Dynamo graphs, Kiln compilations (a program serving several shape signatures, one compiled for a
+        range of sizes, counts once), and shape signatures that ran eagerly instead."""
         reports = [rep for g in self.graphs for rep in getattr(g, "reports", {}).values()]
         eager = sum(1 for rep in reports if rep is None)
-        fallback_ops = sum(len(rep.fallback_nodes) for rep in reports if rep is not None)
-        return {"graphs": len(self.graphs), "kiln_compilations": len(reports) - eager, "eager_graphs": eager,
+        compiled = list({id(rep): rep for rep in reports if rep is not None}.values())
+        fallback_ops = sum(len(rep.fallback_nodes) for rep in compiled)
+        return {"graphs": len(self.graphs), "kiln_compilations": len(compiled), "eager_graphs": eager,
                 "fallback_ops": fallback_ops}
+
+
+class KilnDynamicCacheEngine(KilnEngine):
+    """The same backend with transformers' default (dynamic) cache: a cache that grows by one position per
+    token, run on one program per power-of-two bucket of lengths (issue 15)."""
+
+    cache = None
 
 
 class KilnFp16Engine(KilnEngine):
@@ -314,7 +324,8 @@ def torch_threads():
 
 
 ENGINE_CLASSES = {"eager": Engine, "eager_static": StaticCacheEngine, "inductor": InductorEngine,
-                  "kiln": KilnEngine, "kiln_fp16": KilnFp16Engine, "ort_genai": OrtGenAIEngine,
+                  "kiln": KilnEngine, "kiln_dynamic": KilnDynamicCacheEngine, "kiln_fp16": KilnFp16Engine,
+                  "ort_genai": OrtGenAIEngine,
                   "ort": OrtDecoderEngine, "openvino": OpenVinoDecoderEngine}
 REDUCED_PRECISION = {"kiln_fp16"}  # tokens compared with eager's but not required to match
 
