@@ -1,7 +1,9 @@
 #include "kiln/program.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <unordered_map>
@@ -100,6 +102,29 @@ shape covering_shape(const shape& smallest, const shape& largest) {
         dims.emplace_back(lo, hi);
     }
     return shape::from_dyn_dims(largest.type(), dims);
+}
+
+// The parameters with each dynamic dimension whose range starts at 1
+// starting at 2 instead (its optimals at 1 dropped), or nothing where none
+// does or a range would be one length.
+std::optional<std::map<std::string, shape>> ranges_from_two(std::map<std::string, shape> parameters) {
+    bool raised = false;
+    for (auto& [name, s] : parameters) {
+        if (!s.dynamic()) continue;
+        auto dims = s.dyn_dims();
+        for (auto& d : dims) {
+            if (d.is_fixed() || d.min != 1) continue;
+            if (d.max < 3) return std::nullopt;
+            std::vector<std::size_t> optimals;
+            std::copy_if(d.optimals.begin(), d.optimals.end(), std::back_inserter(optimals),
+                         [](std::size_t o) { return o >= 2; });
+            d = dynamic_dimension(2, d.max, std::move(optimals));
+            raised = true;
+        }
+        s = shape::from_dyn_dims(s.type(), dims);
+    }
+    if (!raised) return std::nullopt;
+    return parameters;
 }
 
 // covering_shape of each output.
@@ -255,9 +280,13 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     // then each set of extents is a static specialisation, as before.
     // (A lambda: it sets the compiled program's executable.)
     std::string per_shape_reason;
-    auto compiled_for_run_time_extents = [&](const program& source, const target& on,
-                                             const compile_options& with) -> std::shared_ptr<const program> {
-        const auto parameters = source.get_parameter_shapes();
+    // Whether the last attempt found the program optimised at the range's
+    // ends to be different graphs.
+    bool ends_differ = false;
+    auto compiled_for_run_time_extents = [&](const program& source, const target& on, const compile_options& with,
+                                             const std::map<std::string, shape>& parameters)
+        -> std::shared_ptr<const program> {
+        ends_differ = false;
         parameter_lens at_max;
         parameter_lens at_min;
         for (const auto& [name, s] : parameters) {
@@ -373,6 +402,7 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
             std::vector<std::string> by_length;
             for (const auto& name : on.passes_choosing_layout_by_length())
                 if (std::find(disabled.begin(), disabled.end(), name) == disabled.end()) by_length.push_back(name);
+            ends_differ = !compared_equal;
             if (compared_equal || by_length.empty() ||
                 !literal_lengths_match_up_to_order(*built.at(at_max).get_main_module(),
                                                    *built.at(at_min).get_main_module()))
@@ -384,6 +414,7 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
             compared_equal = true;
             if (auto generic = attempt(one_layout, retried)) return generic;
             if (!compared_equal) per_shape_reason = first_reason;
+            ends_differ = !compared_equal;
             return nullptr;
         } catch (const error& e) {
             per_shape_reason = e.what();
@@ -402,9 +433,19 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     };
     constexpr std::size_t kept_besides_optimals = 8;
     auto cache = std::make_shared<specialisation_cache>(make, kept_besides_optimals);
-    if (auto generic = compiled_for_run_time_extents(*source, t, options)) {
+    auto generic = compiled_for_run_time_extents(*source, t, options, source->get_parameter_shapes());
+    // Length 1 is special to the passes (a transpose that moves only it is
+    // a reshape, and at a batch of 4 [4, 12, 1, 64] keeps the reshapes that
+    // the longer lengths merge): where the ends differ, the range from 2
+    // is one program and length 1 compiles on its own.
+    if (const auto from_two = ranges_from_two(source->get_parameter_shapes()); !generic && ends_differ && from_two) {
+        const std::string whole_range_reason = per_shape_reason;
+        generic = compiled_for_run_time_extents(*source, t, options, *from_two);
+        if (!generic) per_shape_reason = whole_range_reason;
+    }
+    if (generic) {
         const auto& plan = dynamic_cast<const run_time_extent_executable&>(*generic->executable_).plan();
-        cache->set_generic(std::move(generic), [plan](const parameter_lens& lens) { return plan.one_extent_in(lens); });
+        cache->set_generic(std::move(generic), [plan](const parameter_lens& lens) { return plan.serves(lens); });
     } else {
         cache->set_per_shape_reason(per_shape_reason);
         // Compiling the optimal profiles now reports lowering errors at compile

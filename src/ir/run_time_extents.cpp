@@ -67,7 +67,7 @@ std::vector<input_dimension> one_extent_dimensions(const std::map<std::string, s
         return {};
     }
     // Dimensions of one range are taken as one extent; a run where they
-    // differ compiles on its own (extent_plan::one_extent_in), so dimensions
+    // differ compiles on its own (extent_plan::serves), so dimensions
     // that only share a range by chance lose nothing but the single compile.
     for (std::size_t i = 1; i < out.size(); ++i)
         if (ranges[i].min != ranges[0].min || ranges[i].max != ranges[0].max) {
@@ -196,19 +196,30 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
             varies->moves_strides = true;
         }
         // Strides that change follow e as a * e + b too (a dense layout's
-        // are products of lengths, one of which varies).
+        // are products of lengths, one of which varies). A dimension of
+        // length 1 has no stride that matters.
         std::vector<std::int64_t> stride_steps;
         if (varies && varies->moves_strides && !at_max.standard()) {
-            const auto span = static_cast<std::int64_t>(probes[last] - probes[0]);
             for (std::size_t d = 0; d < at_max.ndim(); ++d) {
-                const auto grow = static_cast<std::int64_t>(at_max.strides()[d]) -
-                                  static_cast<std::int64_t>(shapes[0][i].strides()[d]);
-                if (grow % span != 0) return refuse("its stride " + std::to_string(d) + " is not a * extent + b");
-                stride_steps.push_back(grow / span);
+                std::vector<std::size_t> longer;  // the probes where dimension d is longer than 1
+                for (std::size_t k = 0; k < probes.size(); ++k)
+                    if (shapes[k][i].lens()[d] > 1) longer.push_back(k);
+                std::int64_t step = 0;
+                if (longer.size() >= 2) {
+                    const auto span = static_cast<std::int64_t>(probes[longer.back()] - probes[longer.front()]);
+                    const auto grow = static_cast<std::int64_t>(shapes[longer.back()][i].strides()[d]) -
+                                      static_cast<std::int64_t>(shapes[longer.front()][i].strides()[d]);
+                    if (grow % span != 0) return refuse("its stride " + std::to_string(d) + " is not a * extent + b");
+                    step = grow / span;
+                }
+                stride_steps.push_back(step);
             }
-            for (std::size_t k = 0; k < probes.size(); ++k)
-                if (strides_at(at_max, stride_steps, probes[last] - probes[k]) != shapes[k][i].strides())
-                    return refuse("its strides are not a * extent + b");
+            for (std::size_t k = 0; k < probes.size(); ++k) {
+                const auto expected = strides_at(at_max, stride_steps, probes[last] - probes[k]);
+                for (std::size_t d = 0; d < at_max.ndim(); ++d)
+                    if (shapes[k][i].lens()[d] > 1 && expected[d] != shapes[k][i].strides()[d])
+                        return refuse("its strides are not a * extent + b");
+            }
         }
         plan.stride_steps_.push_back(std::move(stride_steps));
         plan.varying_.push_back(varies);
@@ -226,17 +237,20 @@ std::size_t extent_plan::extent_of(const parameter_map& inputs) const {
             fail("input " + dimension_name(dims_[0]) + " is " + std::to_string(e) + " and input " + dimension_name(d) +
                  " is " + std::to_string(length(d)) +
                  ": the program was compiled for them being one length (one dynamic range)");
+    if (e < min_ || e > max_)
+        fail("input " + dimension_name(dims_[0]) + " is " + std::to_string(e) + ", outside the range " +
+             std::to_string(min_) + ".." + std::to_string(max_) + " the program was compiled for");
     return e;
 }
 
-bool extent_plan::one_extent_in(const parameter_lens& lens) const {
+bool extent_plan::serves(const parameter_lens& lens) const {
     auto length = [&](const input_dimension& d) {
         auto it = lens.find(d.name);
         return it == lens.end() || d.dim >= it->second.size() ? std::size_t{0} : it->second[d.dim];
     };
     for (const auto& d : dims_)
         if (length(d) != length(dims_[0])) return false;
-    return true;
+    return length(dims_[0]) >= min_ && length(dims_[0]) <= max_;
 }
 
 std::vector<shape> extent_plan::shapes_at(std::size_t e) const {

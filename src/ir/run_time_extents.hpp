@@ -79,8 +79,9 @@ public:
     // the caller); an error naming the inputs when the dimensions that are
     // one extent differ.
     std::size_t extent_of(const parameter_map& inputs) const;
-    // Whether the dimensions that are one extent have one length in `lens`.
-    bool one_extent_in(const parameter_lens& lens) const;
+    // Whether the dimensions that are one extent have one length in `lens`,
+    // inside the plan's range.
+    bool serves(const parameter_lens& lens) const;
     // The shape of every instruction at extent `e`.
     std::vector<shape> shapes_at(std::size_t e) const;
     std::size_t max_extent() const { return max_; }

@@ -85,6 +85,25 @@ def bert_sequence_model(tmp_path_factory):
     return str(path)
 
 
+@pytest.fixture(scope="module")
+def bert_batch_sequence_model(tmp_path_factory):
+    """The small BERT with a symbolic batch and sequence."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.BertModel(config).eval()
+    example = {"input_ids": torch.randint(0, 100, (2, 8)), "attention_mask": torch.ones(2, 8, dtype=torch.long)}
+    dims = {"batch": torch.export.Dim("batch", min=1, max=8), "seq": torch.export.Dim("seq", min=2, max=64)}
+    path = tmp_path_factory.mktemp("bert_bs") / "bert.onnx"
+    with torch.no_grad():
+        program = torch.onnx.export(model, (), kwargs=example, input_names=list(example), dynamo=True,
+                                     dynamic_shapes={k: {0: dims["batch"], 1: dims["seq"]} for k in example},
+                                     external_data=False)
+    program.save(str(path), external_data=False)
+    return str(path)
+
+
 def check_against_onnxruntime(program, path, shapes, rtol=1e-4, atol=1e-5):
     session = ort.InferenceSession(path)
     rng = np.random.default_rng(1)
@@ -154,6 +173,35 @@ def test_a_sequence_range_at_batch_one_compiles_once_and_runs_every_length(bert_
     with pytest.raises(ValueError, match=r"parameter 'attention_mask': extents \{1, 65\} are outside the range "
                                          r"\{1, [12]\.\.64\}"):
         p.run({"input_ids": np.zeros((1, 65), np.int64), "attention_mask": np.ones((1, 65), np.int64)})
+
+
+@pytest.mark.parametrize("shortest", [1, 2])
+def test_a_sequence_range_at_batch_four_compiles_once(bert_batch_sequence_model, shortest):
+    """The sequence lies behind a batch of 4: every value's strides change
+    with it, and the kernels are made for each run's shapes on the one
+    program. Length 1 optimises to another graph at this batch (transposes
+    that move only it are reshapes): from 1, lengths 2..64 are the one
+    program and length 1 compiles on its own."""
+    names = ("input_ids", "attention_mask")
+    p = kiln.parse_onnx(bert_batch_sequence_model,
+                        map_dyn_input_dims={k: [4, {"min": shortest, "max": 64}] for k in names})
+    p.compile(CPU)
+    assert p.per_shape_compilation_reason() == ""
+    session = ort.InferenceSession(bert_batch_sequence_model)
+    rng = np.random.default_rng(0)
+    lengths = [2, 3, 17, 64, 40, 3]
+    for length in lengths:
+        feeds = {"input_ids": rng.integers(0, 100, (4, length)), "attention_mask": np.ones((4, length), np.int64)}
+        if length > 4:
+            feeds["attention_mask"][1, length // 2:] = 0  # one entry padded at the end
+        for got, want in zip(p.run(feeds), session.run(None, feeds)):
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-5, err_msg=str(length))
+    assert p.specialisation_count() == 1
+    if shortest == 1:
+        feeds = {"input_ids": rng.integers(0, 100, (4, 1)), "attention_mask": np.ones((4, 1), np.int64)}
+        for got, want in zip(p.run(feeds), session.run(None, feeds)):
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-5)
+        assert p.specialisation_count() == 2
 
 
 def test_default_dyn_dim_value_gives_every_symbolic_dim_the_range(encoder_model):

@@ -113,7 +113,13 @@ def test_a_value_derived_from_the_extent_follows_each_run(tmp_path, model):
     path = save(tmp_path / "m.onnx", nodes, inits, y_dims)
     extents = [64, 3, 17, 32, 1]
     p = run_against_onnxruntime(path, extents, {"min": 1, "max": 64})
-    assert p.specialisation_count() == len(extents)  # one static program per extent, none generic
+    if model is positions_added:
+        # Positions 0..seq-1 folded are the leading part of the longest's
+        # from length 2 (length 1 optimises to another graph): one program
+        # for 2..64, and length 1 on its own.
+        assert p.specialisation_count() == 2
+    else:
+        assert p.specialisation_count() == len(extents)  # one static program per extent, none generic
 
 
 def test_a_reshape_target_from_shape_that_fits_every_extent_compiles_once(tmp_path):
@@ -221,7 +227,9 @@ def test_a_value_that_changes_only_at_batch_one_is_still_caught(tmp_path):
                              [numpy_helper.from_array(np.array(1, np.int64), "one_scalar")])
     batches = [64, 1, 2, 7]
     p = run_batches_against_onnxruntime(path, batches)
-    assert p.specialisation_count() == len(batches)
+    # The range from 2 is one program (the ends differ, and from 2 they do
+    # not); batch 1 compiles on its own.
+    assert p.specialisation_count() == 2
 
 
 def test_zeros_of_the_input_shape_compile_once(tmp_path):

@@ -1,0 +1,97 @@
+// extent_plan::derive over values whose strides change with the extent (a
+// sequence behind a batch of 3): each value's shape at a run's extent is
+// what compute_shape gives there, and a view whose place in its source
+// moves with the extent, or a value whose strides move while its lengths
+// stay, is refused with its name.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "ir/run_time_extents.hpp"
+#include "pass_test_helpers.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+constexpr std::size_t longest = 16;
+
+std::map<std::string, shape> sequence_behind_a_batch() {
+    return {{"x", shape::from_dyn_dims(dtype::float_type, {dynamic_dimension(3), dynamic_dimension(1, longest),
+                                                            dynamic_dimension(8)})}};
+}
+
+// x [3, n, 8] at n = `n`, then `build` adds the rest and returns the result.
+template <class F>
+std::unique_ptr<module> at_length(std::size_t n, F build) {
+    auto m = std::make_unique<module>();
+    auto x = m->add_parameter("x", shape{dtype::float_type, {3, n, 8}});
+    m->add_return({build(*m, x)});
+    return m;
+}
+
+instruction_ref transposed_tanh(module& m, instruction_ref x) {
+    auto t = m.add_instruction(make_op("transpose", value_map{{"permutation", ints({1, 0, 2})}}), {x});
+    return m.add_instruction(make_op("tanh"), {t});
+}
+
+}  // namespace
+
+TEST(extent_plan, strides_behind_a_longer_dimension_follow_the_extent) {
+    auto m = at_length(longest, transposed_tanh);
+    std::string why;
+    auto plan = extent_plan::derive(*m, sequence_behind_a_batch(), why);
+    ASSERT_TRUE(plan) << why;
+    auto small = at_length(5, transposed_tanh);
+    const auto shapes = plan->shapes_at(5);
+    std::size_t i = 0;
+    for (const auto& ins : *small) {
+        if (!ins.is_return()) {
+            EXPECT_EQ(shapes.at(i), ins.get_shape()) << ins.name();
+        }
+        ++i;
+    }
+    // x and its transposed view vary in the sequence, their strides with it;
+    // the tanh, written [n, 3, 8], has the sequence outermost.
+    const auto& varying = plan->varying();
+    ASSERT_TRUE(varying.at(0) && varying.at(1) && varying.at(2));
+    EXPECT_TRUE(varying[0]->moves_strides && varying[1]->moves_strides);
+    EXPECT_FALSE(varying[2]->moves_strides);
+    EXPECT_EQ(varying[1]->dim, 0u);
+}
+
+TEST(extent_plan, a_view_whose_place_moves_with_the_extent_is_refused) {
+    // The second batch entry starts n * 8 floats in.
+    auto second_entry = [](module& m, instruction_ref x) {
+        return m.add_instruction(
+            make_op("slice", value_map{{"axes", ints({0})}, {"starts", ints({1})}, {"ends", ints({2})}}), {x});
+    };
+    auto m = at_length(longest, second_entry);
+    std::string why;
+    EXPECT_FALSE(extent_plan::derive(*m, sequence_behind_a_batch(), why));
+    EXPECT_NE(why.find("its place in the value it views changes with the extent"), std::string::npos) << why;
+}
+
+TEST(extent_plan, strides_that_move_under_fixed_lengths_are_refused) {
+    // The first row of each entry: [3, 1, 8] at every n, its batch stride n * 8.
+    auto first_rows = [](module& m, instruction_ref x) {
+        return m.add_instruction(
+            make_op("slice", value_map{{"axes", ints({1})}, {"starts", ints({0})}, {"ends", ints({1})}}), {x});
+    };
+    auto m = at_length(longest, first_rows);
+    std::string why;
+    EXPECT_FALSE(extent_plan::derive(*m, sequence_behind_a_batch(), why));
+    EXPECT_NE(why.find("its strides change with the extent"), std::string::npos) << why;
+}
+
+TEST(extent_plan, a_run_outside_the_plans_range_is_an_error) {
+    auto m = at_length(longest, transposed_tanh);
+    std::string why;
+    auto plan = extent_plan::derive(*m, sequence_behind_a_batch(), why);
+    ASSERT_TRUE(plan) << why;
+    EXPECT_TRUE(plan->serves({{"x", {3, 7, 8}}}));
+    EXPECT_FALSE(plan->serves({{"x", {3, 17, 8}}}));
+    parameter_map inputs{{"x", argument(shape{dtype::float_type, {3, 17, 8}})}};
+    EXPECT_THROW(plan->extent_of(inputs), error);
+}
