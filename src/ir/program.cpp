@@ -283,9 +283,9 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     // Whether the last attempt found the program optimised at the range's
     // ends to be different graphs.
     bool ends_differ = false;
-    auto compiled_for_run_time_extents = [&](const program& source, const target& on, const compile_options& with,
-                                             const std::map<std::string, shape>& parameters)
-        -> std::shared_ptr<const program> {
+    auto compiled_for_run_time_extents =
+        [&](const program& source, const target& on, const compile_options& with,
+            const std::map<std::string, shape>& parameters) -> std::shared_ptr<const program> {
         ends_differ = false;
         parameter_lens at_max;
         parameter_lens at_min;

@@ -18,8 +18,8 @@ namespace {
 constexpr std::size_t longest = 16;
 
 std::map<std::string, shape> sequence_behind_a_batch() {
-    return {{"x", shape::from_dyn_dims(dtype::float_type, {dynamic_dimension(3), dynamic_dimension(1, longest),
-                                                            dynamic_dimension(8)})}};
+    return {{"x", shape::from_dyn_dims(dtype::float_type,
+                                       {dynamic_dimension(3), dynamic_dimension(1, longest), dynamic_dimension(8)})}};
 }
 
 // x [3, n, 8] at n = `n`, then `build` adds the rest and returns the result.
