@@ -115,11 +115,15 @@ void bind_module(nb::module_& m) {
             "instruction's captured inputs in module order).")
         .def(
             "add_literal",
-            [](module& self, nb::handle data) {
-                // The literal copies the values: later changes to `data` do not affect the graph.
-                return instruction_handle(&self, self.add_literal(literal(to_argument(data, "add_literal"))));
+            [](module& self, nb::handle data, bool share) {
+                // The literal copies the values, so that later changes to `data` do not affect
+                // the graph, unless the caller promises none (share): then it keeps `data`'s memory.
+                const argument values = to_argument(data, "add_literal");
+                return instruction_handle(&self, self.add_literal(share ? literal::sharing(values) : literal(values)));
             },
-            nb::arg("data"))
+            nb::arg("data"), nb::arg("share") = false,
+            "Adds a constant holding a copy of `data`; with share=True it keeps `data`'s memory instead (standard "
+            "strides, an owner), which nobody may write while the graph lives.")
         .def(
             "add_instruction",
             [](module& self, const operation& op, nb::handle inputs, const std::vector<module*>& modules) {

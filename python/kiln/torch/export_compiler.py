@@ -28,6 +28,7 @@ import kiln
 
 from .batch_norm_folding import fold_batch_norms
 from .compiled_module import CompiledModule, InputSpec, VerificationReport
+from .constant_copies import shared_constants
 from .dynamic_module import (
     DynamicCompiledModule,
     DynamicInputSpec,
@@ -621,7 +622,10 @@ def compile_dynamic(model, example_inputs, example_kwargs, dynamic_shapes, *, ve
             **options,
         )
 
-    first = specialize(args, kwargs)
+    # The example size's build and the builds at the range's ends and middle
+    # that compiling it for a range asks for share their weights' copies.
+    with shared_constants():
+        first = specialize(args, kwargs)
     if not any(isinstance(s, (DynamicInputSpec, SymbolicIntSpec)) and s.is_dynamic() for s in specs):
         logger.info("kiln.torch.compile(%s): no dimension stays dynamic; compiled statically", name)
         return _watched_and_verified(first, model, args, kwargs, options["precision"], verify, caller)

@@ -15,6 +15,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 
 import kiln
 
+from ..constant_copies import add_constant
 from ..dtypes import to_kiln_type, to_torch_dtype
 from ..input_free_values import input_free_value
 from .registry import ConversionRefused
@@ -135,8 +136,7 @@ class ConversionContext:
         dtype = dtype or self.compute_dtype(tensor.dtype)
         if to_kiln_type(dtype) is None:
             raise ConversionRefused(f"Kiln has no element type for {dtype}")
-        data = tensor.to(device="cpu", dtype=dtype).contiguous()
-        return KilnValue(self.module.add_literal(data), constant=tensor)
+        return KilnValue(add_constant(self.module, tensor, dtype), constant=tensor)
 
     def scalar(self, value, dtype):
         """A 0-d literal `value` of `dtype`."""
