@@ -266,8 +266,13 @@ const cpu_executable::entries_kernel& cpu_executable::batch_row_kernel(std::size
 std::shared_ptr<const cpu_executable::entries_kernel> cpu_executable::kernel_for_shapes(
     std::size_t s, const argument& output, const std::vector<argument>& inputs) const {
     constexpr std::size_t kept = 8;
-    std::vector<std::size_t> key = output.get_shape().lens();
-    for (const auto& in : inputs) key.insert(key.end(), in.get_shape().lens().begin(), in.get_shape().lens().end());
+    std::vector<std::size_t> key;  // every value's lengths and strides
+    auto add_to_key = [&key](const shape& value) {
+        key.insert(key.end(), value.lens().begin(), value.lens().end());
+        key.insert(key.end(), value.strides().begin(), value.strides().end());
+    };
+    add_to_key(output.get_shape());
+    for (const auto& in : inputs) add_to_key(in.get_shape());
     const std::lock_guard<std::mutex> lock(made_kernels_mutex_);
     auto& recent = per_shapes_[s].recent;
     for (std::size_t k = 0; k < recent.size(); ++k)
@@ -351,6 +356,18 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
         return shapes ? run_inputs[s] : ctx->step_inputs[s];
     };
     auto step_output = [&](std::size_t s) -> const argument& { return shapes ? run_outputs[s] : ctx->step_outputs[s]; };
+    // Step s's inputs for `made` (a kernel made at run time), the scratch
+    // grown to what it wants (another blocking may want more).
+    auto inputs_for = [&](const entries_kernel& made, std::size_t s) {
+        if (made.kernel->scratch_bytes() > ctx->scratch_size) {
+            ctx->scratch = allocate_aligned(made.kernel->scratch_bytes());
+            ctx->scratch_size = made.kernel->scratch_bytes();
+        }
+        std::vector<argument> inputs = step_inputs(s);
+        for (std::size_t i = 0; i < inputs.size(); ++i)
+            if (made.restored[i].data() != nullptr) inputs[i] = made.restored[i];
+        return inputs;
+    };
     // Whether step s's values have the shapes its kernel was built for.
     auto runs_as_built = [&](std::size_t s) {
         const auto& step = steps_[s];
@@ -386,28 +403,13 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
                     std::size_t block = 1;
                     while (block * 2 <= entries - done) block *= 2;
                     const entries_kernel& made = batch_row_kernel(s, block);
-                    // A smaller kernel may want more scratch than the full batch's (another blocking).
-                    if (made.kernel->scratch_bytes() > ctx->scratch_size) {
-                        ctx->scratch = allocate_aligned(made.kernel->scratch_bytes());
-                        ctx->scratch_size = made.kernel->scratch_bytes();
-                    }
-                    std::vector<argument> inputs = step_inputs(s);
-                    for (std::size_t i = 0; i < inputs.size(); ++i)
-                        if (made.restored[i].data() != nullptr) inputs[i] = made.restored[i];
-                    run_rows(*made.kernel, step_output(s), inputs, rows.input_rows, rows.output_rows, done * rows.rows,
-                             block * rows.rows, ctx->scratch.get());
+                    run_rows(*made.kernel, step_output(s), inputs_for(made, s), rows.input_rows, rows.output_rows,
+                             done * rows.rows, block * rows.rows, ctx->scratch.get());
                     done += block;
                 }
             } else if (shapes && s < per_shapes_.size() && per_shapes_[s].per_shapes && !runs_as_built(s)) {
                 const auto made = kernel_for_shapes(s, step_output(s), step_inputs(s));
-                if (made->kernel->scratch_bytes() > ctx->scratch_size) {
-                    ctx->scratch = allocate_aligned(made->kernel->scratch_bytes());
-                    ctx->scratch_size = made->kernel->scratch_bytes();
-                }
-                std::vector<argument> inputs = step_inputs(s);
-                for (std::size_t i = 0; i < inputs.size(); ++i)
-                    if (made->restored[i].data() != nullptr) inputs[i] = made->restored[i];
-                made->kernel->run(step_output(s), inputs, ctx->scratch.get());
+                made->kernel->run(step_output(s), inputs_for(*made, s), ctx->scratch.get());
             } else if (step.modules.empty())
                 step.kernel->run(step_output(s), step_inputs(s), ctx->scratch.get());
             else
