@@ -66,42 +66,36 @@ def encoder_model(tmp_path_factory):
                   {"x": {0: batch, 1: seq}})
 
 
-@pytest.fixture(scope="module")
-def bert_sequence_model(tmp_path_factory):
-    """A small BERT (transformers, random weights) whose sequence length is
-    symbolic: position embeddings folded at each length, a padding mask."""
+def export_small_bert(path, batch, dims):
+    """A small BERT (transformers, random weights) exported with input_ids and
+    attention_mask of `batch` rows, dynamic as `dims` ({axis: Dim}) says:
+    position embeddings folded at each length, a padding mask."""
     transformers = pytest.importorskip("transformers")
     config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                      intermediate_size=64, max_position_embeddings=64)
     torch.manual_seed(0)
     model = transformers.BertModel(config).eval()
-    example = {"input_ids": torch.randint(0, 100, (1, 8)), "attention_mask": torch.ones(1, 8, dtype=torch.long)}
-    seq = torch.export.Dim("seq", min=2, max=64)
-    path = tmp_path_factory.mktemp("bert") / "bert.onnx"
+    example = {"input_ids": torch.randint(0, 100, (batch, 8)),
+               "attention_mask": torch.ones(batch, 8, dtype=torch.long)}
     with torch.no_grad():
         program = torch.onnx.export(model, (), kwargs=example, input_names=list(example), dynamo=True,
-                                     dynamic_shapes={k: {1: seq} for k in example}, external_data=False)
+                                     dynamic_shapes={k: dims for k in example}, external_data=False)
     program.save(str(path), external_data=False)
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def bert_sequence_model(tmp_path_factory):
+    """The small BERT whose sequence length is symbolic."""
+    return export_small_bert(tmp_path_factory.mktemp("bert") / "bert.onnx", 1,
+                             {1: torch.export.Dim("seq", min=2, max=64)})
 
 
 @pytest.fixture(scope="module")
 def bert_batch_sequence_model(tmp_path_factory):
     """The small BERT with a symbolic batch and sequence."""
-    transformers = pytest.importorskip("transformers")
-    config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=64, max_position_embeddings=64)
-    torch.manual_seed(0)
-    model = transformers.BertModel(config).eval()
-    example = {"input_ids": torch.randint(0, 100, (2, 8)), "attention_mask": torch.ones(2, 8, dtype=torch.long)}
-    dims = {"batch": torch.export.Dim("batch", min=1, max=8), "seq": torch.export.Dim("seq", min=2, max=64)}
-    path = tmp_path_factory.mktemp("bert_bs") / "bert.onnx"
-    with torch.no_grad():
-        program = torch.onnx.export(model, (), kwargs=example, input_names=list(example), dynamo=True,
-                                     dynamic_shapes={k: {0: dims["batch"], 1: dims["seq"]} for k in example},
-                                     external_data=False)
-    program.save(str(path), external_data=False)
-    return str(path)
+    return export_small_bert(tmp_path_factory.mktemp("bert_bs") / "bert.onnx", 2,
+                             {0: torch.export.Dim("batch", min=1, max=8), 1: torch.export.Dim("seq", min=2, max=64)})
 
 
 def check_against_onnxruntime(program, path, shapes, rtol=1e-4, atol=1e-5):
