@@ -106,14 +106,17 @@ shape covering_shape(const shape& smallest, const shape& largest) {
 
 // The parameters with each dynamic dimension whose range starts at 1
 // starting at 2 instead (its optimals at 1 dropped), or nothing where none
-// does or a range would be one length.
-std::optional<std::map<std::string, shape>> ranges_from_two(std::map<std::string, shape> parameters) {
+// does or a range would be one length. `inner_only`: only dimensions after
+// the first (a sequence, not a batch).
+std::optional<std::map<std::string, shape>> ranges_from_two(std::map<std::string, shape> parameters,
+                                                            bool inner_only) {
     bool raised = false;
     for (auto& [name, s] : parameters) {
         if (!s.dynamic()) continue;
         auto dims = s.dyn_dims();
-        for (auto& d : dims) {
-            if (d.is_fixed() || d.min != 1) continue;
+        for (std::size_t i = 0; i < dims.size(); ++i) {
+            auto& d = dims[i];
+            if (d.is_fixed() || d.min != 1 || (inner_only && i == 0)) continue;
             if (d.max < 3) return std::nullopt;
             std::vector<std::size_t> optimals;
             std::copy_if(d.optimals.begin(), d.optimals.end(), std::back_inserter(optimals),
@@ -294,9 +297,9 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
             at_max.emplace(name, s.max_lens());
             at_min.emplace(name, s.min_lens());
         }
-        const auto extent_dims = one_extent_dimensions(parameters, per_shape_reason);
+        std::vector<extent_range> ranges;
+        const auto extent_dims = extent_dimensions(parameters, ranges, per_shape_reason);
         if (extent_dims.empty()) return nullptr;
-        const auto range = parameters.at(extent_dims.front().name).dyn_dims()[extent_dims.front().dim];
         try {
             // Values must not depend on the extent (ir/extent_independence.hpp):
             // the program optimised at the range's two ends must be the same
@@ -344,24 +347,34 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
                     return nullptr;
                 }
                 // A constant cut short at the minimum (positions 0..e-1
-                // folded) must be the same cut at the middle extent too, so
-                // that it follows e as a * e + b there as well.
+                // folded) must be the same cut at each extent's middle too,
+                // so that it follows that extent as a * e + b there as well;
+                // where one extent is at its minimum and the others at their
+                // maxima, its lengths follow from those (extent_plan::derive).
                 std::vector<const module*> literals_at_probes;
                 if (literals_vary) {
-                    for (const std::size_t e : extent_plan::probe_extents(range.min, range.max)) {
-                        if (e == range.min || e == range.max) {
-                            literals_at_probes.push_back((e == range.min ? smallest : largest).get_main_module());
+                    const auto probes = extent_plan::probe_extents(ranges);
+                    for (std::size_t k = 0; k < probes.size(); ++k) {
+                        if (k == 0 || k + 1 == probes.size()) {
+                            literals_at_probes.push_back((k == 0 ? smallest : largest).get_main_module());
+                            continue;
+                        }
+                        const extent_lengths& e = probes[k];
+                        std::size_t below = 0;
+                        while (e[below] == ranges[below].max) ++below;
+                        if (e[below] == ranges[below].min) {
+                            literals_at_probes.push_back(nullptr);
                             continue;
                         }
                         parameter_lens at_e = at_max;
-                        for (const auto& d : extent_dims) at_e.at(d.name).at(d.dim) = e;
+                        for (const auto& d : extent_dims) at_e.at(d.name).at(d.dim) = e[d.extent];
                         const program& middle = optimised_at(at_e);
                         bool unused_flag = false;
                         const std::string at_middle = first_difference_besides_extents(
                             *largest.get_main_module(), *middle.get_main_module(), &unused_flag);
                         if (!at_middle.empty()) {
-                            per_shape_reason = "the program optimised at extent " + std::to_string(e) +
-                                               " differs from the one at the maximum: " + at_middle;
+                            per_shape_reason = "the program optimised at extents " + to_string(e) +
+                                               " differs from the one at the maxima: " + at_middle;
                             compared_equal = false;
                             return nullptr;
                         }
@@ -380,7 +393,7 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
                     per_shape_reason = "target '" + on.name() + "' runs no program at run-time extents";
                     return nullptr;
                 }
-                const std::string cannot = runner->cannot_vary(plan->varying());
+                const std::string cannot = runner->cannot_vary(plan->varying_by_value());
                 if (!cannot.empty()) {
                     per_shape_reason = cannot;
                     return nullptr;
@@ -437,12 +450,16 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     // Length 1 is special to the passes (a transpose that moves only it is
     // a reshape, and at a batch of 4 [4, 12, 1, 64] keeps the reshapes that
     // the longer lengths merge): where the ends differ, the range from 2
-    // is one program and length 1 compiles on its own.
-    if (const auto from_two = ranges_from_two(source->get_parameter_shapes()); !generic && ends_differ && from_two) {
-        const std::string whole_range_reason = per_shape_reason;
+    // is one program and length 1 compiles on its own. A sequence's (a
+    // dimension after the first) is tried first, so that a batch of 1
+    // stays the one program's.
+    const std::string whole_range_reason = per_shape_reason;
+    for (const bool inner_only : {true, false}) {
+        const auto from_two = ranges_from_two(source->get_parameter_shapes(), inner_only);
+        if (generic || !ends_differ || !from_two) continue;
         generic = compiled_for_run_time_extents(*source, t, options, *from_two);
-        if (!generic) per_shape_reason = whole_range_reason;
     }
+    if (!generic) per_shape_reason = whole_range_reason;
     if (generic) {
         const auto& plan = dynamic_cast<const run_time_extent_executable&>(*generic->executable_).plan();
         cache->set_generic(std::move(generic), [plan](const parameter_lens& lens) { return plan.serves(lens); });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <unordered_map>
 
 namespace kiln {
@@ -28,14 +29,17 @@ std::optional<std::ptrdiff_t> view_offset(const instruction& ins, const std::vec
     return ins.get_operator().compute_alias(out, fake).data() - fake_base;
 }
 
-// The strides of `at_max` `shorter` extents below the maximum, each
-// stride_steps[d] shorter per unit of the extent (none: as at the maximum).
-std::vector<std::size_t> strides_at(const shape& at_max, const std::vector<std::int64_t>& stride_steps,
-                                    std::size_t shorter) {
+// The strides of `at_max` at `extents`, each stride stride_steps[d][j]
+// shorter per unit extent j is below its maximum (none: as at the maximum).
+std::vector<std::size_t> strides_at(const shape& at_max, const std::vector<std::vector<std::int64_t>>& stride_steps,
+                                    const extent_lengths& extents, const std::vector<extent_range>& ranges) {
     std::vector<std::size_t> out = at_max.strides();
-    for (std::size_t d = 0; d < stride_steps.size(); ++d)
-        out[d] = static_cast<std::size_t>(static_cast<std::int64_t>(out[d]) -
-                                          stride_steps[d] * static_cast<std::int64_t>(shorter));
+    for (std::size_t d = 0; d < stride_steps.size(); ++d) {
+        auto stride = static_cast<std::int64_t>(out[d]);
+        for (std::size_t j = 0; j < stride_steps[d].size(); ++j)
+            stride -= stride_steps[d][j] * static_cast<std::int64_t>(ranges[j].max - extents[j]);
+        out[d] = static_cast<std::size_t>(stride);
+    }
     return out;
 }
 
@@ -43,40 +47,94 @@ std::string dimension_name(const input_dimension& d) {
     return "'" + d.name + "' dimension " + std::to_string(d.dim);
 }
 
+std::string extents_text(const extent_lengths& e) {
+    return e.size() == 1 ? std::to_string(e[0]) : to_string(e);
+}
+
+// The one extent `probe` sets below its maximum, if exactly one.
+std::optional<std::size_t> the_extent_below_max(const extent_lengths& probe, const std::vector<extent_range>& ranges) {
+    std::optional<std::size_t> below;
+    for (std::size_t j = 0; j < probe.size(); ++j) {
+        if (probe[j] == ranges[j].max) continue;
+        if (below) return std::nullopt;
+        below = j;
+    }
+    return below;
+}
+
 }  // namespace
 
-std::vector<std::size_t> extent_plan::probe_extents(std::size_t min, std::size_t max) {
-    std::vector<std::size_t> out{min, min + (max - min) / 2, max};
-    out.erase(std::unique(out.begin(), out.end()), out.end());
+std::vector<extent_lengths> extent_plan::probe_extents(const std::vector<extent_range>& ranges) {
+    extent_lengths all_min, all_max;
+    for (const auto& r : ranges) {
+        all_min.push_back(r.min);
+        all_max.push_back(r.max);
+    }
+    std::vector<extent_lengths> out{all_min};
+    for (std::size_t j = 0; j < ranges.size(); ++j)
+        for (const std::size_t e : {ranges[j].min, ranges[j].min + (ranges[j].max - ranges[j].min) / 2}) {
+            extent_lengths probe = all_max;
+            probe[j] = e;
+            if (std::find(out.begin(), out.end(), probe) == out.end() && probe != all_max) out.push_back(probe);
+        }
+    out.push_back(all_max);
+    if (out.front() == out.back()) out.pop_back();
     return out;
 }
 
-std::vector<input_dimension> one_extent_dimensions(const std::map<std::string, shape>& parameters, std::string& why) {
-    std::vector<input_dimension> out;
-    std::vector<dynamic_dimension> ranges;
+std::vector<input_dimension> extent_dimensions(const std::map<std::string, shape>& parameters,
+                                               std::vector<extent_range>& ranges, std::string& why) {
+    struct found {
+        input_dimension dim;
+        dynamic_dimension range;
+    };
+    std::vector<found> all;
     for (const auto& [name, s] : parameters) {
         if (!s.dynamic()) continue;
         const auto dims = s.dyn_dims();
-        for (std::size_t d = 0; d < dims.size(); ++d) {
-            if (dims[d].is_fixed()) continue;
-            out.push_back({name, d});
-            ranges.push_back(dims[d]);
-        }
+        for (std::size_t d = 0; d < dims.size(); ++d)
+            if (!dims[d].is_fixed()) {
+                found f;
+                f.dim.name = name;
+                f.dim.dim = d;
+                f.range = dims[d];
+                all.push_back(std::move(f));
+            }
     }
-    if (out.empty()) {
+    if (all.empty()) {
         why = "the program has no dynamic dimension";
         return {};
     }
-    // Dimensions of one range are taken as one extent; a run where they
-    // differ compiles on its own (extent_plan::serves), so dimensions
-    // that only share a range by chance lose nothing but the single compile.
-    for (std::size_t i = 1; i < out.size(); ++i)
-        if (ranges[i].min != ranges[0].min || ranges[i].max != ranges[0].max) {
-            why = "the program has " + std::to_string(out.size()) + " dynamic dimensions with different ranges (" +
-                  dimension_name(out[0]) + " and " + dimension_name(out[i]) +
-                  "; run-time extents follow one, or several of one range)";
-            return {};
+    // Dimensions of one range are one extent; a run where they differ
+    // compiles on its own (extent_plan::serves), so dimensions that only
+    // share a range by chance lose nothing but the single compile. Two of
+    // one input are two extents, told apart (in every input) by position.
+    auto same_range = [](const dynamic_dimension& a, const dynamic_dimension& b) {
+        return a.min == b.min && a.max == b.max;
+    };
+    auto by_position = [&](const dynamic_dimension& range) {
+        for (const auto& a : all)
+            for (const auto& b : all)
+                if (&a != &b && a.dim.name == b.dim.name && same_range(a.range, range) && same_range(b.range, range))
+                    return true;
+        return false;
+    };
+    std::vector<std::pair<found, bool>> extents;  // each extent's first dimension, and whether position tells it
+    std::vector<input_dimension> out;
+    ranges.clear();
+    for (auto f : all) {
+        const bool positional = by_position(f.range);
+        std::size_t e = 0;
+        while (e < extents.size() &&
+               !(same_range(extents[e].first.range, f.range) && (!positional || extents[e].first.dim.dim == f.dim.dim)))
+            ++e;
+        if (e == extents.size()) {
+            extents.push_back({f, positional});
+            ranges.push_back({f.range.min, f.range.max});
         }
+        f.dim.extent = e;
+        out.push_back(f.dim);
+    }
     return out;
 }
 
@@ -84,23 +142,50 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
                                                const std::map<std::string, shape>& dynamic_parameters, std::string& why,
                                                const std::vector<const module*>& literals_at_probes) {
     extent_plan plan;
-    plan.dims_ = one_extent_dimensions(dynamic_parameters, why);
+    plan.dims_ = extent_dimensions(dynamic_parameters, plan.ranges_, why);
     if (plan.dims_.empty()) return std::nullopt;
-    const auto range = dynamic_parameters.at(plan.dims_[0].name).dyn_dims()[plan.dims_[0].dim];
-    plan.min_ = range.min;
-    plan.max_ = range.max;
-    // The extent's dimensions of parameter `name`.
+    const auto& ranges = plan.ranges_;
+    // The extent dimensions of parameter `name`.
     auto extent_dims_of = [&](const std::string& name) {
-        std::vector<std::size_t> out;
+        std::vector<input_dimension> out;
         for (const auto& d : plan.dims_)
-            if (d.name == name) out.push_back(d.dim);
+            if (d.name == name) out.push_back(d);
         return out;
     };
     const auto names = compiled.instruction_names();
-    const auto probes = probe_extents(plan.min_, plan.max_);
+    const auto probes = probe_extents(ranges);
+    const std::size_t last = probes.size() - 1;  // every extent at its maximum
     if (!literals_at_probes.empty() && literals_at_probes.size() != probes.size())
         fail("extent_plan::derive: " + std::to_string(literals_at_probes.size()) + " modules for " +
              std::to_string(probes.size()) + " probes");
+    const module* at_all_min = literals_at_probes.empty() ? nullptr : literals_at_probes.front();
+    // The module optimised at extent j's middle (the others at their maxima), if given.
+    auto middle_module = [&](std::size_t j) -> const module* {
+        for (std::size_t k = 0; k < probes.size() && !literals_at_probes.empty(); ++k)
+            if (the_extent_below_max(probes[k], ranges) == j && probes[k][j] != ranges[j].min)
+                return literals_at_probes[k];
+        return nullptr;
+    };
+    // A literal's lengths at probe k where no module was optimised there:
+    // each length that varies follows the one extent whose middle module
+    // shows it, and is the all-minimum module's where the probe sets that
+    // extent to its minimum.
+    auto literal_lens_at = [&](std::size_t k, std::size_t position, const instruction& literal) {
+        const auto& largest = literal.get_shape().lens();
+        auto lens = largest;
+        if (at_all_min == nullptr) return lens;
+        const auto& smallest = std::next(at_all_min->begin(), static_cast<std::ptrdiff_t>(position))->get_shape();
+        for (std::size_t d = 0; d < lens.size(); ++d) {
+            if (smallest.lens()[d] == largest[d]) continue;
+            for (std::size_t j = 0; j < ranges.size(); ++j) {
+                const module* middle = middle_module(j);
+                if (middle == nullptr || probes[k][j] != ranges[j].min) continue;
+                const auto& at_middle = std::next(middle->begin(), static_cast<std::ptrdiff_t>(position))->get_shape();
+                if (at_middle.lens()[d] != largest[d]) lens[d] = smallest.lens()[d];
+            }
+        }
+        return lens;
+    };
     // shapes[k][i]: instruction i's shape at probe k.
     std::vector<std::vector<shape>> shapes(probes.size());
     // view_offsets[k][v]: view v's byte offset in its source at probe k.
@@ -109,24 +194,26 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
         std::unordered_map<const instruction*, std::size_t> index;
         const module* literals = literals_at_probes.empty() ? nullptr : literals_at_probes[k];
         if (literals != nullptr && literals->size() != compiled.size())
-            fail("extent_plan::derive: the module at extent " + std::to_string(probes[k]) + " is another graph");
+            fail("extent_plan::derive: the module at extents " + extents_text(probes[k]) + " is another graph");
         auto at_probe = literals != nullptr ? literals->begin() : compiled.end();
+        std::size_t position = 0;
         for (const auto& ins : compiled) {
-            const auto& same_at_probe = literals != nullptr ? *at_probe++ : ins;
+            const auto* same_at_probe = literals != nullptr ? &*at_probe++ : nullptr;
             shape s = ins.get_shape();
-            const auto extent_dims = ins.is_param() ? extent_dims_of(ins.param_name()) : std::vector<std::size_t>{};
+            const auto extent_dims = ins.is_param() ? extent_dims_of(ins.param_name()) : std::vector<input_dimension>{};
             if (!extent_dims.empty()) {
                 auto lens = s.lens();
-                for (const auto d : extent_dims) {
-                    if (d >= lens.size() || lens[d] != plan.max_ || !s.standard()) {
+                for (const auto& d : extent_dims) {
+                    if (d.dim >= lens.size() || lens[d.dim] != ranges[d.extent].max || !s.standard()) {
                         why = "input '" + ins.param_name() + "' is " + to_string(s) + " in the compiled program";
                         return std::nullopt;
                     }
-                    lens[d] = probes[k];
+                    lens[d.dim] = probes[k][d.extent];
                 }
                 s = shape(s.type(), lens);
             } else if (ins.is_literal()) {
-                s = same_at_probe.get_shape();
+                s = same_at_probe != nullptr ? same_at_probe->get_shape()
+                                             : shape(s.type(), literal_lens_at(k, position, ins));
             } else if (!ins.is_param() && !ins.is_return()) {
                 std::vector<shape> inputs;
                 for (const auto& in : ins.inputs()) inputs.push_back(shapes[k][index.at(&*in)]);
@@ -134,22 +221,22 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
                     s = ins.get_operator().compute_shape(inputs, ins.module_inputs());
                     if (auto offset = view_offset(ins, inputs, s)) view_offsets[k][&ins] = *offset;
                 } catch (const error& e) {
-                    why = names.at(&ins) + " = " + ins.name() + " has no shape at extent " +
-                          std::to_string(probes[k]) + ": " + e.what();
+                    why = names.at(&ins) + " = " + ins.name() + " has no shape at extents " +
+                          extents_text(probes[k]) + ": " + e.what();
                     return std::nullopt;
                 }
             }
             index[&ins] = shapes[k].size();
             shapes[k].push_back(std::move(s));
+            ++position;
         }
     }
-    const std::size_t last = probes.size() - 1;
     std::size_t i = 0;
     for (const auto& ins : compiled) {
         const shape& at_max = shapes[last][i];
         if (ins.is_return()) {  // its shape (the outputs', as a tuple when several) is not a value
             plan.stride_steps_.emplace_back();
-            plan.varying_.push_back(std::nullopt);
+            plan.varying_.emplace_back();
             plan.at_max_.push_back(at_max);
             ++i;
             continue;
@@ -161,28 +248,41 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
         };
         if (at_max != ins.get_shape()) return refuse("compute_shape at the maximum gives another shape");
         if (at_max.is_tuple()) return refuse("several results");
-        std::optional<varying_dimension> varies;
+        for (std::size_t k = 0; k < probes.size(); ++k)
+            if (shapes[k][i].type() != at_max.type() || shapes[k][i].ndim() != at_max.ndim())
+                return refuse("its dtype or rank changes");
+        // Each length is fixed or follows one extent: the probes that set
+        // one extent below its maximum say which, and every probe checks a * e + b.
+        std::vector<varying_dimension> varies;
         for (std::size_t d = 0; d < at_max.ndim(); ++d) {
-            if (shapes[0][i].lens()[d] == at_max.lens()[d]) continue;
-            if (varies) return refuse("it varies in more than one dimension");
-            const auto grow = static_cast<std::int64_t>(at_max.lens()[d]) - static_cast<std::int64_t>(shapes[0][i].lens()[d]);
-            const auto span = static_cast<std::int64_t>(probes[last] - probes[0]);
-            if (grow <= 0 || grow % span != 0) return refuse("its dimension " + std::to_string(d) + " does not grow in steps of the extent");
-            varying_dimension v{d, grow / span, 0};
-            v.offset = static_cast<std::int64_t>(at_max.lens()[d]) - v.scale * static_cast<std::int64_t>(probes[last]);
-            varies = v;
+            std::optional<std::size_t> follows;
+            for (std::size_t k = 0; k < last; ++k) {
+                const auto j = the_extent_below_max(probes[k], ranges);
+                if (!j || shapes[k][i].lens()[d] == at_max.lens()[d]) continue;
+                if (follows && *follows != *j) return refuse("its dimension " + std::to_string(d) + " follows two extents");
+                follows = j;
+            }
+            if (!follows) continue;
+            const std::size_t j = *follows;
+            std::size_t lowest = 0;  // the probe that sets extent j to its minimum, the others at their maxima
+            while (the_extent_below_max(probes[lowest], ranges) != j || probes[lowest][j] != ranges[j].min) ++lowest;
+            const auto grow = static_cast<std::int64_t>(at_max.lens()[d]) -
+                              static_cast<std::int64_t>(shapes[lowest][i].lens()[d]);
+            const auto span = static_cast<std::int64_t>(ranges[j].max - ranges[j].min);
+            if (grow <= 0 || grow % span != 0)
+                return refuse("its dimension " + std::to_string(d) + " does not grow in steps of the extent");
+            varying_dimension v{d, grow / span, 0, j, false};
+            v.offset = static_cast<std::int64_t>(at_max.lens()[d]) - v.scale * static_cast<std::int64_t>(ranges[j].max);
+            varies.push_back(v);
         }
         for (std::size_t k = 0; k < probes.size(); ++k) {
             const shape& s = shapes[k][i];
-            if (s.type() != at_max.type() || s.ndim() != at_max.ndim()) return refuse("its dtype or rank changes");
-            for (std::size_t d = 0; d < s.ndim(); ++d) {
-                const bool this_one = varies && varies->dim == d;
-                const auto expected = this_one ? static_cast<std::size_t>(varies->scale * static_cast<std::int64_t>(probes[k]) + varies->offset)
-                                               : at_max.lens()[d];
-                if (s.lens()[d] != expected) return refuse("its dimension " + std::to_string(d) + " is not a * extent + b");
-            }
-            // The value at a smaller extent lies in the buffer planned for
-            // the maximum, laid out alike; a view where the reader finds it.
+            auto expected = at_max.lens();
+            for (const auto& v : varies)
+                expected[v.dim] = static_cast<std::size_t>(v.scale * static_cast<std::int64_t>(probes[k][v.extent]) + v.offset);
+            if (s.lens() != expected) return refuse("its lengths are not a * extent + b at extents " + extents_text(probes[k]));
+            // The value at smaller extents lies in the buffer planned for the
+            // maximum, laid out alike; a view where the reader finds it.
             if ((at_max.standard() && !s.standard()) || s.element_space() > at_max.element_space())
                 return refuse("its layout changes with the extent");
             const auto view_at = view_offsets[k].find(&ins);
@@ -193,55 +293,76 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
             if (same_strides_where_it_matters(s, at_max)) continue;
             // A constant is read where it lies at the maximum; any other
             // value is written at each extent as laid out there.
-            if (!varies || ins.is_literal()) return refuse("its strides change with the extent");
-            varies->moves_strides = true;
+            if (varies.empty() || ins.is_literal()) return refuse("its strides change with the extent");
+            for (auto& v : varies) v.moves_strides = true;
         }
-        // Strides that change follow e as a * e + b too (a dense layout's
-        // are products of lengths, one of which varies). A dimension of
-        // length 1 has no stride that matters.
-        std::vector<std::int64_t> stride_steps;
-        if (varies && varies->moves_strides && !at_max.standard()) {
+        // Strides that change follow each extent as a * e + b too (a dense
+        // layout's are products of lengths). A dimension of length 1 has no
+        // stride that matters.
+        std::vector<std::vector<std::int64_t>> stride_steps;
+        if (!varies.empty() && varies.front().moves_strides && !at_max.standard()) {
+            stride_steps.assign(at_max.ndim(), std::vector<std::int64_t>(ranges.size(), 0));
             for (std::size_t d = 0; d < at_max.ndim(); ++d) {
-                std::vector<std::size_t> longer;  // the probes where dimension d is longer than 1
-                for (std::size_t k = 0; k < probes.size(); ++k)
-                    if (shapes[k][i].lens()[d] > 1) longer.push_back(k);
-                std::int64_t step = 0;
-                if (longer.size() >= 2) {
-                    const auto span = static_cast<std::int64_t>(probes[longer.back()] - probes[longer.front()]);
-                    const auto grow = static_cast<std::int64_t>(shapes[longer.back()][i].strides()[d]) -
-                                      static_cast<std::int64_t>(shapes[longer.front()][i].strides()[d]);
+                if (at_max.lens()[d] <= 1) continue;
+                for (std::size_t k = 0; k < last; ++k) {
+                    const auto j = the_extent_below_max(probes[k], ranges);
+                    if (!j || shapes[k][i].lens()[d] <= 1) continue;
+                    const auto span = static_cast<std::int64_t>(ranges[*j].max - probes[k][*j]);
+                    const auto grow = static_cast<std::int64_t>(at_max.strides()[d]) -
+                                      static_cast<std::int64_t>(shapes[k][i].strides()[d]);
                     if (grow % span != 0) return refuse("its stride " + std::to_string(d) + " is not a * extent + b");
-                    step = grow / span;
+                    stride_steps[d][*j] = grow / span;
                 }
-                stride_steps.push_back(step);
             }
             for (std::size_t k = 0; k < probes.size(); ++k) {
-                const auto expected = strides_at(at_max, stride_steps, probes[last] - probes[k]);
+                const auto expected = strides_at(at_max, stride_steps, probes[k], ranges);
                 for (std::size_t d = 0; d < at_max.ndim(); ++d)
                     if (shapes[k][i].lens()[d] > 1 && expected[d] != shapes[k][i].strides()[d])
                         return refuse("its strides are not a * extent + b");
             }
         }
         plan.stride_steps_.push_back(std::move(stride_steps));
-        plan.varying_.push_back(varies);
+        plan.varying_.push_back(std::move(varies));
         plan.at_max_.push_back(at_max);
         ++i;
     }
     return plan;
 }
 
-std::size_t extent_plan::extent_of(const parameter_map& inputs) const {
+std::vector<std::optional<varying_dimension>> extent_plan::varying_by_value() const {
+    std::vector<std::optional<varying_dimension>> out;
+    for (const auto& v : varying_) {
+        if (v.empty()) {
+            out.emplace_back();
+            continue;
+        }
+        varying_dimension first = v.front();
+        if (v.size() > 1 || ranges_.size() > 1) first.moves_strides = true;
+        out.push_back(first);
+    }
+    return out;
+}
+
+extent_lengths extent_plan::extents_of(const parameter_map& inputs) const {
     auto length = [&](const input_dimension& d) { return inputs.at(d.name).get_shape().lens().at(d.dim); };
-    const std::size_t e = length(dims_[0]);
-    for (const auto& d : dims_)
-        if (length(d) != e)
-            fail("input " + dimension_name(dims_[0]) + " is " + std::to_string(e) + " and input " + dimension_name(d) +
-                 " is " + std::to_string(length(d)) +
+    extent_lengths out(ranges_.size(), 0);
+    std::vector<const input_dimension*> first(ranges_.size(), nullptr);
+    for (const auto& d : dims_) {
+        const std::size_t e = length(d);
+        if (first[d.extent] == nullptr) {
+            first[d.extent] = &d;
+            out[d.extent] = e;
+            const auto& range = ranges_[d.extent];
+            if (e < range.min || e > range.max)
+                fail("input " + dimension_name(d) + " is " + std::to_string(e) + ", outside the range " +
+                     std::to_string(range.min) + ".." + std::to_string(range.max) + " the program was compiled for");
+        } else if (e != out[d.extent]) {
+            fail("input " + dimension_name(*first[d.extent]) + " is " + std::to_string(out[d.extent]) + " and input " +
+                 dimension_name(d) + " is " + std::to_string(e) +
                  ": the program was compiled for them being one length (one dynamic range)");
-    if (e < min_ || e > max_)
-        fail("input " + dimension_name(dims_[0]) + " is " + std::to_string(e) + ", outside the range " +
-             std::to_string(min_) + ".." + std::to_string(max_) + " the program was compiled for");
-    return e;
+        }
+    }
+    return out;
 }
 
 bool extent_plan::serves(const parameter_lens& lens) const {
@@ -249,28 +370,33 @@ bool extent_plan::serves(const parameter_lens& lens) const {
         auto it = lens.find(d.name);
         return it == lens.end() || d.dim >= it->second.size() ? std::size_t{0} : it->second[d.dim];
     };
-    for (const auto& d : dims_)
-        if (length(d) != length(dims_[0])) return false;
-    return length(dims_[0]) >= min_ && length(dims_[0]) <= max_;
+    std::vector<std::optional<std::size_t>> seen(ranges_.size());
+    for (const auto& d : dims_) {
+        const std::size_t e = length(d);
+        if (seen[d.extent] && *seen[d.extent] != e) return false;
+        seen[d.extent] = e;
+        if (e < ranges_[d.extent].min || e > ranges_[d.extent].max) return false;
+    }
+    return true;
 }
 
-std::vector<shape> extent_plan::shapes_at(std::size_t e) const {
+std::vector<shape> extent_plan::shapes_at(const extent_lengths& extents) const {
     std::vector<shape> out;
     out.reserve(at_max_.size());
     for (std::size_t i = 0; i < at_max_.size(); ++i) {
         const shape& s = at_max_[i];
-        if (!varying_[i]) {
+        if (varying_[i].empty()) {
             out.push_back(s);
             continue;
         }
         auto lens = s.lens();
-        lens[varying_[i]->dim] =
-            static_cast<std::size_t>(varying_[i]->scale * static_cast<std::int64_t>(e) + varying_[i]->offset);
+        for (const auto& v : varying_[i])
+            lens[v.dim] = static_cast<std::size_t>(v.scale * static_cast<std::int64_t>(extents[v.extent]) + v.offset);
         if (s.standard()) {
             out.emplace_back(s.type(), std::move(lens));
             continue;
         }
-        out.emplace_back(s.type(), std::move(lens), strides_at(s, stride_steps_[i], max_ - e));
+        out.emplace_back(s.type(), std::move(lens), strides_at(s, stride_steps_[i], extents, ranges_));
     }
     return out;
 }
@@ -286,7 +412,7 @@ run_time_extent_executable::run_time_extent_executable(std::shared_ptr<const exe
 
 std::vector<argument> run_time_extent_executable::run_at(const parameter_map& inputs, std::vector<step_timing>* timings,
                                                          const step_observer* observe) const {
-    return runner_->run_with_shapes(inputs, plan_.shapes_at(plan_.extent_of(inputs)), timings, observe);
+    return runner_->run_with_shapes(inputs, plan_.shapes_at(plan_.extents_of(inputs)), timings, observe);
 }
 
 std::vector<argument> run_time_extent_executable::run(const parameter_map& inputs) const {

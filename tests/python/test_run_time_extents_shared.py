@@ -99,12 +99,15 @@ def test_unequal_lengths_of_one_range_compile_on_their_own(tmp_path):
     assert p.specialisation_count() == 3  # each unequal pair compiled on its own
 
 
-def test_different_ranges_fall_back_and_say_why(tmp_path):
+def test_different_ranges_are_two_extents_of_one_program(tmp_path):
     path = independent_rows_graph(tmp_path / "stack.onnx")
     p = kiln.parse_onnx(path, map_dyn_input_dims={"a": [{"min": 1, "max": 6}, 4], "b": [{"min": 1, "max": 3}, 4]})
     p.compile(CPU)
-    assert "different ranges" in p.per_shape_compilation_reason()
-    check_rows(p, 4, 2, np.random.default_rng(3))
+    assert p.per_shape_compilation_reason() == ""
+    rng = np.random.default_rng(3)
+    for n, m in [(4, 2), (6, 3), (1, 1), (1, 3), (6, 1), (4, 2)]:
+        check_rows(p, n, m, rng)
+    assert p.specialisation_count() == 1
 
 
 def test_a_gather_of_every_row_in_order_is_a_reshape():

@@ -357,7 +357,8 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
     };
     auto step_output = [&](std::size_t s) -> const argument& { return shapes ? run_outputs[s] : ctx->step_outputs[s]; };
     // Step s's inputs for `made` (a kernel made at run time), the scratch
-    // grown to what it wants (another blocking may want more).
+    // grown to what it wants (another blocking may want more): read
+    // ctx->scratch only after this.
     auto inputs_for = [&](const entries_kernel& made, std::size_t s) {
         if (made.kernel->scratch_bytes() > ctx->scratch_size) {
             ctx->scratch = allocate_aligned(made.kernel->scratch_bytes());
@@ -403,13 +404,15 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
                     std::size_t block = 1;
                     while (block * 2 <= entries - done) block *= 2;
                     const entries_kernel& made = batch_row_kernel(s, block);
-                    run_rows(*made.kernel, step_output(s), inputs_for(made, s), rows.input_rows, rows.output_rows,
-                             done * rows.rows, block * rows.rows, ctx->scratch.get());
+                    const auto inputs = inputs_for(made, s);  // before reading the scratch it may grow
+                    run_rows(*made.kernel, step_output(s), inputs, rows.input_rows, rows.output_rows, done * rows.rows,
+                             block * rows.rows, ctx->scratch.get());
                     done += block;
                 }
             } else if (shapes && s < per_shapes_.size() && per_shapes_[s].per_shapes && !runs_as_built(s)) {
                 const auto made = kernel_for_shapes(s, step_output(s), step_inputs(s));
-                made->kernel->run(step_output(s), inputs_for(*made, s), ctx->scratch.get());
+                const auto inputs = inputs_for(*made, s);  // before reading the scratch it may grow
+                made->kernel->run(step_output(s), inputs, ctx->scratch.get());
             } else if (step.modules.empty())
                 step.kernel->run(step_output(s), step_inputs(s), ctx->scratch.get());
             else
