@@ -108,8 +108,7 @@ shape covering_shape(const shape& smallest, const shape& largest) {
 // starting at 2 instead (its optimals at 1 dropped), or nothing where none
 // does or a range would be one length. `inner_only`: only dimensions after
 // the first (a sequence, not a batch).
-std::optional<std::map<std::string, shape>> ranges_from_two(std::map<std::string, shape> parameters,
-                                                            bool inner_only) {
+std::optional<std::map<std::string, shape>> ranges_from_two(std::map<std::string, shape> parameters, bool inner_only) {
     bool raised = false;
     for (auto& [name, s] : parameters) {
         if (!s.dynamic()) continue;

@@ -221,8 +221,8 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
                     s = ins.get_operator().compute_shape(inputs, ins.module_inputs());
                     if (auto offset = view_offset(ins, inputs, s)) view_offsets[k][&ins] = *offset;
                 } catch (const error& e) {
-                    why = names.at(&ins) + " = " + ins.name() + " has no shape at extents " +
-                          extents_text(probes[k]) + ": " + e.what();
+                    why = names.at(&ins) + " = " + ins.name() + " has no shape at extents " + extents_text(probes[k]) +
+                          ": " + e.what();
                     return std::nullopt;
                 }
             }
@@ -259,15 +259,16 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
             for (std::size_t k = 0; k < last; ++k) {
                 const auto j = the_extent_below_max(probes[k], ranges);
                 if (!j || shapes[k][i].lens()[d] == at_max.lens()[d]) continue;
-                if (follows && *follows != *j) return refuse("its dimension " + std::to_string(d) + " follows two extents");
+                if (follows && *follows != *j)
+                    return refuse("its dimension " + std::to_string(d) + " follows two extents");
                 follows = j;
             }
             if (!follows) continue;
             const std::size_t j = *follows;
             std::size_t lowest = 0;  // the probe that sets extent j to its minimum, the others at their maxima
             while (the_extent_below_max(probes[lowest], ranges) != j || probes[lowest][j] != ranges[j].min) ++lowest;
-            const auto grow = static_cast<std::int64_t>(at_max.lens()[d]) -
-                              static_cast<std::int64_t>(shapes[lowest][i].lens()[d]);
+            const auto grow =
+                static_cast<std::int64_t>(at_max.lens()[d]) - static_cast<std::int64_t>(shapes[lowest][i].lens()[d]);
             const auto span = static_cast<std::int64_t>(ranges[j].max - ranges[j].min);
             if (grow <= 0 || grow % span != 0)
                 return refuse("its dimension " + std::to_string(d) + " does not grow in steps of the extent");
@@ -279,8 +280,10 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
             const shape& s = shapes[k][i];
             auto expected = at_max.lens();
             for (const auto& v : varies)
-                expected[v.dim] = static_cast<std::size_t>(v.scale * static_cast<std::int64_t>(probes[k][v.extent]) + v.offset);
-            if (s.lens() != expected) return refuse("its lengths are not a * extent + b at extents " + extents_text(probes[k]));
+                expected[v.dim] =
+                    static_cast<std::size_t>(v.scale * static_cast<std::int64_t>(probes[k][v.extent]) + v.offset);
+            if (s.lens() != expected)
+                return refuse("its lengths are not a * extent + b at extents " + extents_text(probes[k]));
             // The value at smaller extents lies in the buffer planned for the
             // maximum, laid out alike; a view where the reader finds it.
             if ((at_max.standard() && !s.standard()) || s.element_space() > at_max.element_space())

@@ -101,7 +101,7 @@ namespace {
 
 std::map<std::string, shape> batch_and_sequence() {
     return {{"x", shape::from_dyn_dims(dtype::float_type, {dynamic_dimension(1, 4), dynamic_dimension(1, longest),
-                                                            dynamic_dimension(8)})}};
+                                                           dynamic_dimension(8)})}};
 }
 
 // x [b, n, 8] at b = `b`, n = `n`, then `build` adds the rest.
