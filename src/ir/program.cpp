@@ -129,6 +129,26 @@ std::optional<std::map<std::string, shape>> ranges_from_two(std::map<std::string
     return parameters;
 }
 
+// The parameters with every dimension ranges_from_two raised (in `raised`)
+// fixed at 1, when that leaves a range: the slice the raised ranges left out.
+std::optional<std::map<std::string, shape>> lengths_of_one_left_out(const std::map<std::string, shape>& parameters,
+                                                                    const std::map<std::string, shape>& raised) {
+    auto out = parameters;
+    bool ranged = false;
+    for (auto& [name, s] : out) {
+        if (!s.dynamic()) continue;
+        auto dims = s.dyn_dims();
+        const auto raised_dims = raised.at(name).dyn_dims();
+        for (std::size_t i = 0; i < dims.size(); ++i) {
+            if (raised_dims[i].min != dims[i].min) dims[i] = dynamic_dimension(1);
+            ranged = ranged || !dims[i].is_fixed();
+        }
+        s = shape::from_dyn_dims(s.type(), dims);
+    }
+    if (!ranged) return std::nullopt;
+    return out;
+}
+
 // covering_shape of each output.
 std::vector<shape> covering_shapes(const std::vector<shape>& smallest, const std::vector<shape>& largest) {
     std::vector<shape> out;
@@ -285,6 +305,12 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     // Whether the last attempt found the program optimised at the range's
     // ends to be different graphs.
     bool ends_differ = false;
+    // The front end's imports, and the programs optimised from them (by
+    // whether layouts serve every extent), kept for later attempts (an
+    // import from PyTorch lowers the graph again; copies share the
+    // constants' bytes).
+    std::map<parameter_lens, program> imported;
+    std::map<std::pair<bool, parameter_lens>, program> optimised;
     auto compiled_for_run_time_extents =
         [&](const program& source, const target& on, const compile_options& with,
             const std::map<std::string, shape>& parameters) -> std::shared_ptr<const program> {
@@ -308,10 +334,6 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
             // One attempt with these options, keeping the optimised static
             // programs in `keep`; false in compared_equal when the ends differ.
             bool compared_equal = true;
-            // The front end's imports at the ends, kept for a second attempt
-            // (an import from PyTorch lowers the graph again; copies share
-            // the constants' bytes).
-            std::map<parameter_lens, program> imported;
             // What get_output_shapes would import them for again.
             auto note_range_outputs = [this](const program& low, const program& high) {
                 const std::lock_guard<std::mutex> lock(range_outputs_->mutex);
@@ -326,12 +348,17 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
                     auto found = imported.find(lens);
                     if (found == imported.end())
                         found = imported.emplace(lens, source.imported_static_program(lens)).first;
-                    program p = found->second;
-                    if (!p.get_main_module()->submodules().empty()) fail("submodules are not compared");
-                    run_passes(*p.get_main_module(), passes, opts);
-                    // A reshape's lengths folded from the extent ([batch, seq, -1, 64]) copy the input's instead.
-                    write_reshape_lengths_copied_from_input(*p.get_main_module());
-                    return keep.insert_or_assign(lens, std::move(p)).first->second;
+                    const std::pair<bool, parameter_lens> key{opts.layouts_for_every_extent, lens};
+                    auto done = optimised.find(key);
+                    if (done == optimised.end()) {
+                        program p = found->second;
+                        if (!p.get_main_module()->submodules().empty()) fail("submodules are not compared");
+                        run_passes(*p.get_main_module(), passes, opts);
+                        // A reshape's lengths folded from the extent ([batch, seq, -1, 64]) copy the input's instead.
+                        write_reshape_lengths_copied_from_input(*p.get_main_module());
+                        done = optimised.emplace(key, std::move(p)).first;
+                    }
+                    return keep.insert_or_assign(lens, program(done->second)).first->second;
                 };
                 const program& smallest = optimised_at(at_min);
                 program& largest = optimised_at(at_max);
@@ -453,16 +480,23 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     // dimension after the first) is tried first, so that a batch of 1
     // stays the one program's.
     const std::string whole_range_reason = per_shape_reason;
+    std::shared_ptr<const program> at_one;  // the lengths of 1 left out, where they are a range of their own
     for (const bool inner_only : {true, false}) {
         const auto from_two = ranges_from_two(source->get_parameter_shapes(), inner_only);
         if (generic || !ends_differ || !from_two) continue;
         generic = compiled_for_run_time_extents(*source, t, options, *from_two);
+        // At a batch of 1 BERT is another graph, and is one program for
+        // its sequences: batch 1 x sequence 2..512 beside 2..64 x 2..512.
+        const auto slice = lengths_of_one_left_out(source->get_parameter_shapes(), *from_two);
+        if (generic && slice) at_one = compiled_for_run_time_extents(*source, t, options, *slice);
     }
-    if (!generic) per_shape_reason = whole_range_reason;
-    if (generic) {
-        const auto& plan = dynamic_cast<const run_time_extent_executable&>(*generic->executable_).plan();
-        cache->set_generic(std::move(generic), [plan](const parameter_lens& lens) { return plan.serves(lens); });
-    } else {
+    per_shape_reason = generic ? "" : whole_range_reason;
+    for (auto& one : {generic, at_one}) {
+        if (!one) continue;
+        const auto& plan = dynamic_cast<const run_time_extent_executable&>(*one->executable_).plan();
+        cache->add_generic(one, [plan](const parameter_lens& lens) { return plan.serves(lens); });
+    }
+    if (!generic) {
         cache->set_per_shape_reason(per_shape_reason);
         // Compiling the optimal profiles now reports lowering errors at compile
         // time. One the generic attempt optimised already is lowered, not

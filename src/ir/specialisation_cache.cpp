@@ -22,7 +22,8 @@ std::shared_ptr<const program> specialisation_cache::get(const parameter_lens& l
             it->second.last_use = ++clock_;
             return it->second.compiled;
         }
-        if (generic_ && (!generic_accepts_ || generic_accepts_(lens))) return generic_;
+        for (const auto& g : generics_)
+            if (!g.accepts || g.accepts(lens)) return g.compiled;
     }
     auto compiled = make_(lens);
     std::lock_guard lock(mutex_);
@@ -36,7 +37,7 @@ std::shared_ptr<const program> specialisation_cache::get(const parameter_lens& l
 
 std::size_t specialisation_cache::size() const {
     std::lock_guard lock(mutex_);
-    return entries_.size() + (generic_ ? 1 : 0);
+    return entries_.size() + generics_.size();
 }
 
 void specialisation_cache::evict_beyond_capacity() {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "kiln/program.hpp"
 
@@ -27,16 +28,15 @@ public:
     // The compiled program for `lens`, compiled on first use. Threads running
     // other extents are not held up while one compiles.
     std::shared_ptr<const program> get(const parameter_lens& lens);
-    // Compiled programs held now (the generic one counts once).
+    // Compiled programs held now (each generic one counts once).
     std::size_t size() const;
-    // A program compiled once that runs every extent of the range
-    // (ir/run_time_extents.hpp): get() returns it for any extents not pinned
-    // that `accepts` (all of them when it is empty), compiling nothing more;
-    // others compile on their own.
+    // A program compiled once that runs every extent of a range
+    // (ir/run_time_extents.hpp): get() returns the first added that
+    // `accepts` the extents (all of them when it is empty) where none is
+    // pinned, compiling nothing more; others compile on their own.
     using extents_test = std::function<bool(const parameter_lens&)>;
-    void set_generic(std::shared_ptr<const program> compiled, extents_test accepts = {}) {
-        generic_ = std::move(compiled);
-        generic_accepts_ = std::move(accepts);
+    void add_generic(std::shared_ptr<const program> compiled, extents_test accepts = {}) {
+        generics_.push_back({std::move(compiled), std::move(accepts)});
     }
     // Why there is no generic program (each set of extents compiles on its
     // own), naming the instruction or property that forced it; empty with one.
@@ -56,8 +56,11 @@ private:
     mutable std::mutex mutex_;
     std::map<parameter_lens, entry> entries_;
     std::uint64_t clock_ = 0;
-    std::shared_ptr<const program> generic_;
-    extents_test generic_accepts_;
+    struct generic {
+        std::shared_ptr<const program> compiled;
+        extents_test accepts;
+    };
+    std::vector<generic> generics_;
     std::string per_shape_reason_;
 };
 
