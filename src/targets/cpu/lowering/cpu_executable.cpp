@@ -415,8 +415,8 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
                     }
                     const entries_kernel& made = batch_row_kernel(s, block);
                     const auto inputs = inputs_for(made, s);  // before reading the scratch it may grow
-                    run_rows(*made.kernel, step_output(s), inputs, rows.input_rows, rows.output_rows,
-                             first * rows.rows, block * rows.rows, ctx->scratch.get());
+                    run_rows(*made.kernel, step_output(s), inputs, rows.input_rows, rows.output_rows, first * rows.rows,
+                             block * rows.rows, ctx->scratch.get());
                     done = first + block;
                 }
             } else if (shapes && s < per_shapes_.size() && per_shapes_[s].per_shapes && !runs_as_built(s)) {
