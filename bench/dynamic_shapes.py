@@ -42,7 +42,8 @@ CASES = {
                    for k in ("input_ids", "attention_mask", "token_type_ids")},
         "shapes": [{k: (1, 128) for k in ("input_ids", "attention_mask", "token_type_ids")},
                    {k: (2, 64) for k in ("input_ids", "attention_mask", "token_type_ids")},
-                   {k: (4, 200) for k in ("input_ids", "attention_mask", "token_type_ids")}],
+                   {k: (4, 200) for k in ("input_ids", "attention_mask", "token_type_ids")},
+                   {k: (1, 200) for k in ("input_ids", "attention_mask", "token_type_ids")}],
     },
     # The same file, its batch fixed at 1: one program for every sequence length.
     "bert_base_sequence": {
@@ -54,7 +55,8 @@ CASES = {
         "shapes": [{k: (1, 128) for k in ("input_ids", "attention_mask", "token_type_ids")},
                    {k: (1, 64) for k in ("input_ids", "attention_mask", "token_type_ids")},
                    {k: (1, 200) for k in ("input_ids", "attention_mask", "token_type_ids")},
-                   {k: (1, 384) for k in ("input_ids", "attention_mask", "token_type_ids")}],
+                   {k: (1, 384) for k in ("input_ids", "attention_mask", "token_type_ids")},
+                   {k: (1, 129) for k in ("input_ids", "attention_mask", "token_type_ids")}],
     },
     # The same file at batch 4: the sequence lies behind a longer dimension, so
     # every value's strides change with it (kernels made for each run's shapes).

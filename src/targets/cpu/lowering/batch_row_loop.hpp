@@ -4,8 +4,8 @@
 // or pooling primitive, a product, a layout reorder) is made for a fixed
 // batch: kernels built once more for 1, 2, 4, ... batch entries (each on the
 // first run that needs it), from the same constants, run the entries in
-// blocks of the largest power of two left, a last single entry after others
-// as two that repeat the one before (an entry is a row of dimension
+// blocks of the largest power of two left, a product's last single row
+// after others as two that repeat the one before (an entry is a row of dimension
 // 0, or a block of rows where the batch is folded into them, or a row of a
 // product's sequence at batch 1). Only ops
 // whose result row n is computed from row n of each input that has the

@@ -403,13 +403,15 @@ std::vector<argument> cpu_executable::execute(const parameter_map& inputs, std::
                 for (std::size_t done = 0; done < entries;) {
                     std::size_t block = 1;
                     while (block * 2 <= entries - done) block *= 2;
-                    // A last entry after others runs as two, the one before it
-                    // again (the same values written again): one-entry kernels
-                    // can be far slower (oneDNN's reference matmul at one row:
-                    // BERT-base at a sequence of 129 = 128 + 1 took 718 ms
-                    // against 107). Not where the result overwrote an input.
+                    // A product's last row after others runs as two, the one
+                    // before it again (the same values written again): its
+                    // one-row kernel can be far slower (oneDNN's reference
+                    // matmul: BERT-base at a sequence of 129 = 128 + 1 took
+                    // 718 ms against 107). Not where the result overwrote an
+                    // input, nor for images (a batch of 3 would compute 4).
                     std::size_t first = done;
-                    if (block == 1 && done > 0 && step.overwritten_input < 0) {
+                    const bool product = step.op.name() == "dot" || step.op.name() == "fused_dot";
+                    if (product && block == 1 && done > 0 && step.overwritten_input < 0) {
                         block = 2;
                         first = done - 1;
                     }
