@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <unordered_map>
+
+#include "ir/view_offset.hpp"
 
 namespace kiln {
 
@@ -16,17 +17,6 @@ bool same_strides_where_it_matters(const shape& a, const shape& b) {
     for (std::size_t j = 0; j < a.ndim(); ++j)
         if (a.lens()[j] > 1 && b.lens()[j] > 1 && a.strides()[j] != b.strides()[j]) return false;
     return true;
-}
-
-// Where a view (output_alias) of `ins` lies in its source at these shapes:
-// the distance of compute_alias's result from the source's data.
-std::optional<std::ptrdiff_t> view_offset(const instruction& ins, const std::vector<shape>& inputs, const shape& out) {
-    const int alias = ins.get_operator().output_alias(inputs);
-    if (alias < 0) return std::nullopt;
-    std::byte* const fake_base = reinterpret_cast<std::byte*>(std::uintptr_t{1} << 40);
-    std::vector<argument> fake;
-    for (const auto& s : inputs) fake.emplace_back(s, fake_base);
-    return ins.get_operator().compute_alias(out, fake).data() - fake_base;
 }
 
 // The strides of `at_max` at `extents`, each stride stride_steps[d][j]
@@ -119,17 +109,17 @@ std::vector<input_dimension> extent_dimensions(const std::map<std::string, shape
                     return true;
         return false;
     };
-    std::vector<std::pair<found, bool>> extents;  // each extent's first dimension, and whether position tells it
+    std::vector<found> extents;  // each extent's first dimension
     std::vector<input_dimension> out;
     ranges.clear();
     for (auto f : all) {
         const bool positional = by_position(f.range);
         std::size_t e = 0;
         while (e < extents.size() &&
-               !(same_range(extents[e].first.range, f.range) && (!positional || extents[e].first.dim.dim == f.dim.dim)))
+               !(same_range(extents[e].range, f.range) && (!positional || extents[e].dim.dim == f.dim.dim)))
             ++e;
         if (e == extents.size()) {
-            extents.push_back({f, positional});
+            extents.push_back(f);
             ranges.push_back({f.range.min, f.range.max});
         }
         f.dim.extent = e;
@@ -158,14 +148,19 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
     if (!literals_at_probes.empty() && literals_at_probes.size() != probes.size())
         fail("extent_plan::derive: " + std::to_string(literals_at_probes.size()) + " modules for " +
              std::to_string(probes.size()) + " probes");
-    const module* at_all_min = literals_at_probes.empty() ? nullptr : literals_at_probes.front();
-    // The module optimised at extent j's middle (the others at their maxima), if given.
-    auto middle_module = [&](std::size_t j) -> const module* {
-        for (std::size_t k = 0; k < probes.size() && !literals_at_probes.empty(); ++k)
-            if (the_extent_below_max(probes[k], ranges) == j && probes[k][j] != ranges[j].min)
-                return literals_at_probes[k];
-        return nullptr;
+    // Each instruction's shape, by position, in the module optimised at all
+    // minima and at each extent's middle (the others at their maxima), where given.
+    auto shapes_in = [](const module* m) {
+        std::vector<shape> out;
+        if (m != nullptr)
+            for (const auto& ins : *m) out.push_back(ins.get_shape());
+        return out;
     };
+    const auto at_all_min = shapes_in(literals_at_probes.empty() ? nullptr : literals_at_probes.front());
+    std::vector<std::vector<shape>> at_middle(ranges.size());
+    for (std::size_t k = 0; k < probes.size() && !literals_at_probes.empty(); ++k)
+        if (const auto j = the_extent_below_max(probes[k], ranges); j && probes[k][*j] != ranges[*j].min)
+            at_middle[*j] = shapes_in(literals_at_probes[k]);
     // A literal's lengths at probe k where no module was optimised there:
     // each length that varies follows the one extent whose middle module
     // shows it, and is the all-minimum module's where the probe sets that
@@ -173,16 +168,14 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
     auto literal_lens_at = [&](std::size_t k, std::size_t position, const instruction& literal) {
         const auto& largest = literal.get_shape().lens();
         auto lens = largest;
-        if (at_all_min == nullptr) return lens;
-        const auto& smallest = std::next(at_all_min->begin(), static_cast<std::ptrdiff_t>(position))->get_shape();
+        if (at_all_min.empty()) return lens;
+        const auto& smallest = at_all_min[position].lens();
         for (std::size_t d = 0; d < lens.size(); ++d) {
-            if (smallest.lens()[d] == largest[d]) continue;
-            for (std::size_t j = 0; j < ranges.size(); ++j) {
-                const module* middle = middle_module(j);
-                if (middle == nullptr || probes[k][j] != ranges[j].min) continue;
-                const auto& at_middle = std::next(middle->begin(), static_cast<std::ptrdiff_t>(position))->get_shape();
-                if (at_middle.lens()[d] != largest[d]) lens[d] = smallest.lens()[d];
-            }
+            if (smallest[d] == largest[d]) continue;
+            for (std::size_t j = 0; j < ranges.size(); ++j)
+                if (!at_middle[j].empty() && probes[k][j] == ranges[j].min &&
+                    at_middle[j][position].lens()[d] != largest[d])
+                    lens[d] = smallest[d];
         }
         return lens;
     };
@@ -219,7 +212,7 @@ std::optional<extent_plan> extent_plan::derive(const module& compiled,
                 for (const auto& in : ins.inputs()) inputs.push_back(shapes[k][index.at(&*in)]);
                 try {
                     s = ins.get_operator().compute_shape(inputs, ins.module_inputs());
-                    if (auto offset = view_offset(ins, inputs, s)) view_offsets[k][&ins] = *offset;
+                    if (auto offset = view_byte_offset(ins.get_operator(), inputs, s)) view_offsets[k][&ins] = *offset;
                 } catch (const error& e) {
                     why = names.at(&ins) + " = " + ins.name() + " has no shape at extents " + extents_text(probes[k]) +
                           ": " + e.what();

@@ -23,18 +23,48 @@ std::map<std::string, shape> sequence_behind_a_batch() {
                                        {dynamic_dimension(3), dynamic_dimension(1, longest), dynamic_dimension(8)})}};
 }
 
-// x [3, n, 8] at n = `n`, then `build` adds the rest and returns the result.
+// x [b, n, 8], then `build` adds the rest and returns the result.
 template <class F>
-std::unique_ptr<module> at_length(std::size_t n, F build) {
+std::unique_ptr<module> at_lengths(std::size_t b, std::size_t n, F build) {
     auto m = std::make_unique<module>();
-    auto x = m->add_parameter("x", shape{dtype::float_type, {3, n, 8}});
+    auto x = m->add_parameter("x", shape{dtype::float_type, {b, n, 8}});
     m->add_return({build(*m, x)});
     return m;
+}
+
+// x [3, n, 8], the sequence behind a batch of 3.
+template <class F>
+std::unique_ptr<module> at_length(std::size_t n, F build) {
+    return at_lengths(3, n, build);
 }
 
 instruction_ref transposed_tanh(module& m, instruction_ref x) {
     auto t = m.add_instruction(make_op("transpose", value_map{{"permutation", ints({1, 0, 2})}}), {x});
     return m.add_instruction(make_op("tanh"), {t});
+}
+
+std::map<std::string, shape> batch_and_sequence() {
+    return {{"x", shape::from_dyn_dims(dtype::float_type, {dynamic_dimension(1, 4), dynamic_dimension(1, longest),
+                                                           dynamic_dimension(8)})}};
+}
+
+// Why derive refuses `m` over `parameters` (empty: it does not).
+std::string refusal(const module& m, const std::map<std::string, shape>& parameters) {
+    std::string why;
+    return extent_plan::derive(m, parameters, why) ? std::string{} : why;
+}
+
+// Every value of `plan`'s shapes at `extents` is `small`'s (the same graph
+// built at those lengths), as compute_shape gives it.
+void expect_shapes_of(const extent_plan& plan, const extent_lengths& extents, const module& small) {
+    const auto shapes = plan.shapes_at(extents);
+    std::size_t i = 0;
+    for (const auto& ins : small) {
+        if (!ins.is_return()) {
+            EXPECT_EQ(shapes.at(i), ins.get_shape()) << ins.name() << " at " << to_string(extents);
+        }
+        ++i;
+    }
 }
 
 }  // namespace
@@ -44,15 +74,7 @@ TEST(extent_plan, strides_behind_a_longer_dimension_follow_the_extent) {
     std::string why;
     auto plan = extent_plan::derive(*m, sequence_behind_a_batch(), why);
     ASSERT_TRUE(plan) << why;
-    auto small = at_length(5, transposed_tanh);
-    const auto shapes = plan->shapes_at({5});
-    std::size_t i = 0;
-    for (const auto& ins : *small) {
-        if (!ins.is_return()) {
-            EXPECT_EQ(shapes.at(i), ins.get_shape()) << ins.name();
-        }
-        ++i;
-    }
+    expect_shapes_of(*plan, {5}, *at_length(5, transposed_tanh));
     // x and its transposed view vary in the sequence, their strides with it;
     // the tanh, written [n, 3, 8], has the sequence outermost.
     const auto& varying = plan->varying();
@@ -68,9 +90,7 @@ TEST(extent_plan, a_view_whose_place_moves_with_the_extent_is_refused) {
         return m.add_instruction(
             make_op("slice", value_map{{"axes", ints({0})}, {"starts", ints({1})}, {"ends", ints({2})}}), {x});
     };
-    auto m = at_length(longest, second_entry);
-    std::string why;
-    EXPECT_FALSE(extent_plan::derive(*m, sequence_behind_a_batch(), why));
+    const std::string why = refusal(*at_length(longest, second_entry), sequence_behind_a_batch());
     EXPECT_NE(why.find("its place in the value it views changes with the extent"), std::string::npos) << why;
 }
 
@@ -80,9 +100,7 @@ TEST(extent_plan, strides_that_move_under_fixed_lengths_are_refused) {
         return m.add_instruction(
             make_op("slice", value_map{{"axes", ints({1})}, {"starts", ints({0})}, {"ends", ints({1})}}), {x});
     };
-    auto m = at_length(longest, first_rows);
-    std::string why;
-    EXPECT_FALSE(extent_plan::derive(*m, sequence_behind_a_batch(), why));
+    const std::string why = refusal(*at_length(longest, first_rows), sequence_behind_a_batch());
     EXPECT_NE(why.find("its strides change with the extent"), std::string::npos) << why;
 }
 
@@ -97,40 +115,13 @@ TEST(extent_plan, a_run_outside_the_plans_range_is_an_error) {
     EXPECT_THROW(plan->extents_of(inputs), error);
 }
 
-namespace {
-
-std::map<std::string, shape> batch_and_sequence() {
-    return {{"x", shape::from_dyn_dims(dtype::float_type, {dynamic_dimension(1, 4), dynamic_dimension(1, longest),
-                                                           dynamic_dimension(8)})}};
-}
-
-// x [b, n, 8] at b = `b`, n = `n`, then `build` adds the rest.
-template <class F>
-std::unique_ptr<module> at_lengths(std::size_t b, std::size_t n, F build) {
-    auto m = std::make_unique<module>();
-    auto x = m->add_parameter("x", shape{dtype::float_type, {b, n, 8}});
-    m->add_return({build(*m, x)});
-    return m;
-}
-
-}  // namespace
-
 TEST(extent_plan, two_extents_each_length_following_one) {
     auto m = at_lengths(4, longest, transposed_tanh);
     std::string why;
     auto plan = extent_plan::derive(*m, batch_and_sequence(), why);
     ASSERT_TRUE(plan) << why;
-    for (const auto& [b, n] : std::vector<std::pair<std::size_t, std::size_t>>{{3, 5}, {1, 1}, {4, 2}, {2, longest}}) {
-        auto small = at_lengths(b, n, transposed_tanh);
-        const auto shapes = plan->shapes_at({b, n});
-        std::size_t i = 0;
-        for (const auto& ins : *small) {
-            if (!ins.is_return()) {
-                EXPECT_EQ(shapes.at(i), ins.get_shape()) << ins.name() << " at " << b << " x " << n;
-            }
-            ++i;
-        }
-    }
+    for (const auto& [b, n] : std::vector<std::pair<std::size_t, std::size_t>>{{3, 5}, {1, 1}, {4, 2}, {2, longest}})
+        expect_shapes_of(*plan, {b, n}, *at_lengths(b, n, transposed_tanh));
     // The input varies in both its dimensions, each with its own extent.
     const auto& x = plan->varying().at(0);
     ASSERT_EQ(x.size(), 2u);
@@ -147,9 +138,7 @@ TEST(extent_plan, a_length_that_follows_two_extents_is_refused) {
     auto folded = [](module& m, instruction_ref x) {
         return m.add_instruction(make_op("reshape", value_map{{"dims", ints({-1, 8})}}), {x});
     };
-    auto m = at_lengths(4, longest, folded);
-    std::string why;
-    EXPECT_FALSE(extent_plan::derive(*m, batch_and_sequence(), why));
+    const std::string why = refusal(*at_lengths(4, longest, folded), batch_and_sequence());
     EXPECT_NE(why.find("follows two extents"), std::string::npos) << why;
 }
 
