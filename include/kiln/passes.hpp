@@ -41,11 +41,12 @@ public:
     std::string name() const override { return "constant_propagation"; }
     void apply(module& m) const override;
 
-    // Values folded by this pass object, by what they are computed from (the
+    // Values folded in this process, by what they are computed from (the
     // ops and the literals' bytes): a dynamic program optimises its model at
-    // several extents with one pass list, and the imports share their
-    // weights, so a weight folded at one extent (scaled, transposed) is not
-    // computed and copied again at the next.
+    // several extents, in several attempts with their own pass lists, and
+    // the imports share their weights, so a weight folded at one extent
+    // (scaled, transposed) is not computed and copied again at the next;
+    // a per-shape compile of the same model reuses them too.
     struct folded_values;
 
     constant_propagation();

@@ -50,9 +50,23 @@ struct constant_propagation::folded_values {
     };
     std::mutex mutex;
     std::map<std::string, entry> by_source;
+    // Expired entries are dropped when the table outgrows this.
+    std::size_t prune_above = 256;
 };
 
-constant_propagation::constant_propagation() : folded_(std::make_shared<folded_values>()) {}
+namespace {
+
+// One table for the process. Its entries hold nothing alive (weak
+// pointers), so sharing it only saves work: an entry serves exactly while
+// what it names exists.
+std::shared_ptr<constant_propagation::folded_values> folded_in_this_process() {
+    static const auto table = std::make_shared<constant_propagation::folded_values>();
+    return table;
+}
+
+}  // namespace
+
+constant_propagation::constant_propagation() : folded_(folded_in_this_process()) {}
 
 namespace {
 
@@ -256,6 +270,19 @@ private:
         return out;
     }
 
+    // Drops the entries whose value or sources are gone (the programs that
+    // held them were freed), under the caller's lock.
+    static void prune_expired(constant_propagation::folded_values& folded) {
+        for (auto it = folded.by_source.begin(); it != folded.by_source.end();) {
+            const auto& e = it->second;
+            const bool gone = e.value_owner.expired() ||
+                              std::any_of(e.sources.begin(), e.sources.end(),
+                                          [](const std::weak_ptr<void>& w) { return w.expired(); });
+            it = gone ? folded.by_source.erase(it) : std::next(it);
+        }
+        folded.prune_above = 2 * folded.by_source.size() + 256;
+    }
+
     bool folded_before(const instruction& c) {
         const std::string& key = source_key(c);
         if (key.empty()) return false;
@@ -285,6 +312,7 @@ private:
             folded.by_source.insert_or_assign(
                 key, constant_propagation::folded_values::entry{v->second.owner(), v->second.get_shape(),
                                                                 v->second.data(), source_literals(*c)});
+            if (folded.by_source.size() > folded.prune_above) prune_expired(folded);
         }
     }
 

@@ -272,43 +272,73 @@ std::optional<std::vector<std::pair<std::size_t, std::size_t>>> merged_groups(co
     return groups;
 }
 
-bool has_unit_dim(const shape& s) {
-    const auto& l = s.lens();
-    return std::find(l.begin(), l.end(), std::size_t{1}) != l.end();
+// The dims of `lens` longer than 1, in order: the ones a reshape can merge
+// or split (a dim of 1 never moves an address).
+std::vector<std::size_t> long_dims(const std::vector<std::size_t>& lens) {
+    std::vector<std::size_t> dims;
+    for (std::size_t d = 0; d < lens.size(); ++d)
+        if (lens[d] > 1) dims.push_back(d);
+    return dims;
+}
+
+std::vector<std::size_t> dims_of_one(const std::vector<std::size_t>& lens) {
+    std::vector<std::size_t> dims;
+    for (std::size_t d = 0; d < lens.size(); ++d)
+        if (lens[d] == 1) dims.push_back(d);
+    return dims;
+}
+
+std::vector<std::size_t> lens_at(const std::vector<std::size_t>& lens, const std::vector<std::size_t>& dims) {
+    std::vector<std::size_t> out;
+    for (auto d : dims) out.push_back(lens[d]);
+    return out;
 }
 
 // reshape(transpose(reshape(y))) where the first reshape merges groups of
 // y's dims, the transpose moves the merged dims and the last reshape splits
 // each back into its group: one transpose of y. The keys' path of
-// transformers' exports at batch > 1: [B, H, S, D] merged to [B * H, S, D],
-// transposed to [B * H, D, S], split to [B, H, D, S].
+// transformers' exports: [B, H, S, D] merged to [B * H, S, D], transposed
+// to [B * H, D, S], split to [B, H, D, S]. Dims of 1 are left out of the
+// groups and keep their order, so that a batch or a sequence of 1 (where
+// the reshapes are squeeze / unsqueeze, or merge a 1) gives the same
+// transpose as longer ones: a program optimised at both ends of a range
+// is then one graph (ir/extent_independence.hpp).
 rewrite_rule transposes_between_merge_and_split_as_views() {
-    auto pattern = copying_reshape().args(
-        name("transpose").args(name("reshape").args(any().bind("y")).bind("merge")).bind("transpose"));
+    auto pattern = any_of_names(reshape_like).args(
+        name("transpose").args(any_of_names(reshape_like).args(any().bind("y")).bind("merge")).bind("transpose"));
     return {
         "transpose_of_merged_dims_as_view", pattern, [](module& m, const match_result& r) {
             const instruction_ref y = r.at("y"), merge = r.at("merge"), t = r.at("transpose");
-            if (has_unit_dim(y->get_shape()) || has_unit_dim(merge->get_shape()) || has_unit_dim(r.root->get_shape()))
-                return false;
+            if (r.root->get_shape().elements() == 0) return false;
             const auto& y_lens = y->get_shape().lens();
+            const auto& merge_lens = merge->get_shape().lens();
+            const auto& t_lens = t->get_shape().lens();
             const auto& out_lens = r.root->get_shape().lens();
-            const auto merged = merged_groups(y_lens, merge->get_shape().lens());
-            const auto split = merged_groups(out_lens, t->get_shape().lens());
-            if (!merged || !split) return false;
+            const auto y_long = long_dims(y_lens), merge_long = long_dims(merge_lens);
+            const auto t_long = long_dims(t_lens), out_long = long_dims(out_lens);
+            const auto merged = merged_groups(lens_at(y_lens, y_long), lens_at(merge_lens, merge_long));
+            const auto split = merged_groups(lens_at(out_lens, out_long), lens_at(t_lens, t_long));
+            const auto y_ones = dims_of_one(y_lens), out_ones = dims_of_one(out_lens);
+            if (!merged || !split || y_ones.size() != out_ones.size()) return false;
+            // Output dim d is dim `from[d]` of y.
+            std::vector<std::int64_t> from(out_lens.size(), -1);
             const auto perm = resolved_permutation(*t);
-            std::vector<std::int64_t> combined;
-            for (std::size_t j = 0; j < perm.size(); ++j) {
-                const auto [begin, end] = (*merged)[static_cast<std::size_t>(perm[j])];
-                const auto [out_begin, out_end] = (*split)[j];
-                if (!std::equal(y_lens.begin() + static_cast<std::ptrdiff_t>(begin),
-                                y_lens.begin() + static_cast<std::ptrdiff_t>(end),
-                                out_lens.begin() + static_cast<std::ptrdiff_t>(out_begin),
-                                out_lens.begin() + static_cast<std::ptrdiff_t>(out_end)))
-                    return false;
-                for (std::size_t d = begin; d < end; ++d) combined.push_back(static_cast<std::int64_t>(d));
+            for (std::size_t k = 0; k < t_long.size(); ++k) {
+                const auto merged_dim = static_cast<std::size_t>(perm[t_long[k]]);
+                const auto at = std::find(merge_long.begin(), merge_long.end(), merged_dim);
+                if (at == merge_long.end()) return false;
+                const auto [begin, end] = (*merged)[static_cast<std::size_t>(at - merge_long.begin())];
+                const auto [out_begin, out_end] = (*split)[k];
+                if (end - begin != out_end - out_begin) return false;
+                for (std::size_t i = 0; i < end - begin; ++i) {
+                    const std::size_t yd = y_long[begin + i], od = out_long[out_begin + i];
+                    if (y_lens[yd] != out_lens[od]) return false;
+                    from[od] = static_cast<std::int64_t>(yd);
+                }
             }
-            auto view = m.insert_instruction(
-                r.root, make_op("transpose", value_map{{"permutation", axes_value(combined)}}), {y});
+            for (std::size_t i = 0; i < out_ones.size(); ++i) from[out_ones[i]] = static_cast<std::int64_t>(y_ones[i]);
+            auto view =
+                m.insert_instruction(r.root, make_op("transpose", value_map{{"permutation", axes_value(from)}}), {y});
             return replace_value_restrided(m, r.root, view);
         }};
 }

@@ -202,8 +202,8 @@ def test_a_sequence_range_at_batch_four_compiles_once(bert_batch_sequence_model,
 
 def test_a_batch_and_a_sequence_of_different_ranges_compile_once(bert_batch_sequence_model):
     """Two extents, each length following one of them: one program for
-    batch 2..8 x sequence 2..64 (this export optimises to another graph at
-    batch 1 and at length 1, which compile on their own), its kernels made
+    batch 1..8 x sequence 1..64 (at batch 1 and at length 1 the keys' path
+    simplifies to the same transpose as at longer ones), its kernels made
     for each run's shapes, the position embeddings cut to each length."""
     names = ("input_ids", "attention_mask")
     p = kiln.parse_onnx(bert_batch_sequence_model, map_dyn_input_dims={
@@ -223,10 +223,10 @@ def test_a_batch_and_a_sequence_of_different_ranges_compile_once(bert_batch_sequ
 
     for batch, length in [(2, 2), (3, 17), (8, 64), (5, 40), (2, 64), (8, 3)]:
         check(batch, length)
-    assert p.specialisation_count() == 1
     check(1, 17)
     check(4, 1)
-    assert p.specialisation_count() == 3
+    check(1, 1)
+    assert p.specialisation_count() == 1
 
 
 def test_default_dyn_dim_value_gives_every_symbolic_dim_the_range(encoder_model):
