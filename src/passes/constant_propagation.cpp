@@ -275,9 +275,9 @@ private:
     static void prune_expired(constant_propagation::folded_values& folded) {
         for (auto it = folded.by_source.begin(); it != folded.by_source.end();) {
             const auto& e = it->second;
-            const bool gone = e.value_owner.expired() ||
-                              std::any_of(e.sources.begin(), e.sources.end(),
-                                          [](const std::weak_ptr<void>& w) { return w.expired(); });
+            const bool gone =
+                e.value_owner.expired() || std::any_of(e.sources.begin(), e.sources.end(),
+                                                       [](const std::weak_ptr<void>& w) { return w.expired(); });
             it = gone ? folded.by_source.erase(it) : std::next(it);
         }
         folded.prune_above = 2 * folded.by_source.size() + 256;

@@ -304,8 +304,10 @@ std::vector<std::size_t> lens_at(const std::vector<std::size_t>& lens, const std
 // transpose as longer ones: a program optimised at both ends of a range
 // is then one graph (ir/extent_independence.hpp).
 rewrite_rule transposes_between_merge_and_split_as_views() {
-    auto pattern = any_of_names(reshape_like).args(
-        name("transpose").args(any_of_names(reshape_like).args(any().bind("y")).bind("merge")).bind("transpose"));
+    auto pattern = any_of_names(reshape_like)
+                       .args(name("transpose")
+                                 .args(any_of_names(reshape_like).args(any().bind("y")).bind("merge"))
+                                 .bind("transpose"));
     return {
         "transpose_of_merged_dims_as_view", pattern, [](module& m, const match_result& r) {
             const instruction_ref y = r.at("y"), merge = r.at("merge"), t = r.at("transpose");

@@ -154,7 +154,8 @@ program keys_path(std::size_t batch, std::size_t queries, std::size_t seq = 5) {
     auto heads = m.add_instruction(transpose({0, 2, 1, 3}), {k});
     auto k3 = m.add_instruction(reshape({-1, static_cast<std::int64_t>(seq), 4}), {heads});
     auto kt3 = m.add_instruction(transpose({0, 2, 1}), {k3});
-    auto kt = m.add_instruction(reshape({static_cast<std::int64_t>(batch), 3, 4, static_cast<std::int64_t>(seq)}), {kt3});
+    auto kt =
+        m.add_instruction(reshape({static_cast<std::int64_t>(batch), 3, 4, static_cast<std::int64_t>(seq)}), {kt3});
     m.add_return({m.add_instruction(make_op("dot"), {q, kt})});
     return p;
 }
