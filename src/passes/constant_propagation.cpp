@@ -31,6 +31,8 @@
 #include <utility>
 
 #include "kiln/passes.hpp"
+#include "ops/index.hpp"
+#include "ops/op_helpers.hpp"
 #include "passes/matcher.hpp"
 #include "passes/repeated_constants.hpp"
 #include "passes/rewriter.hpp"
@@ -162,18 +164,96 @@ private:
     }
 
     // `c`'s value with length 1 along the dimensions its readers broadcast
-    // and it repeats along, where it is worth storing so.
+    // and it repeats along, where it is worth storing so. It is computed
+    // narrowed where its inputs allow (narrowed_value), so that the size
+    // limit does not decide what a constant becomes: BERT's token-type
+    // embeddings, gathered for [batch, seq] zeros, are one row at any batch
+    // (100 MB whole at 64 x 512), and the program optimised at a range's two
+    // ends is then one graph.
     std::optional<argument> stored_once(const instruction& c) {
         const auto dims = dims_its_readers_broadcast(c);
-        if (dims.empty() || c.get_shape().bytes() > options_.max_bytes) return std::nullopt;
-        evaluate({&c});
-        auto v = values_.find(&c);
-        if (v == values_.end()) return std::nullopt;
-        auto once = without_repeats(v->second, dims);
+        if (dims.empty()) return std::nullopt;
+        std::optional<argument> value = narrowed_value(c, dims);
+        if (!value) {
+            if (c.get_shape().bytes() > options_.max_bytes) return std::nullopt;
+            evaluate({&c});
+            auto v = values_.find(&c);
+            if (v == values_.end()) return std::nullopt;
+            value = v->second;
+        }
+        auto once = without_repeats(*value, dims);
+        if (!once && value->get_shape() != c.get_shape()) once = value;
         if (!once) return std::nullopt;
         const std::size_t bytes = once->get_shape().bytes();
         if (bytes > options_.small_bytes && bytes > source_literal_bytes(c)) return std::nullopt;
         return once;
+    }
+
+    // The value of constant `ins` with length 1 along those of `dims` (its
+    // dimensions) along which it repeats by construction, computed without
+    // its whole value: a literal whose bytes repeat, a pointwise op of
+    // inputs so narrowed (numpy broadcasting restores the rest), a gather
+    // of indices or data so narrowed. nullopt where it narrows along none.
+    std::optional<argument> narrowed_value(const instruction& ins, const std::vector<std::size_t>& dims) {
+        const shape& s = ins.get_shape();
+        if (dims.empty() || s.is_tuple() || !constant_.count(&ins)) return std::nullopt;
+        if (ins.is_literal()) {
+            if (!ins.get_literal().holds_bytes()) return std::nullopt;
+            return without_repeats(ins.get_literal().get_argument(), dims);
+        }
+        const operation& op = ins.get_operator();
+        // Which of `dims` each input's dimension is, or none.
+        std::vector<std::vector<std::size_t>> input_dims(ins.inputs().size());
+        if (op.is_pointwise() && ins.module_inputs().empty()) {
+            for (std::size_t k = 0; k < ins.inputs().size(); ++k) {
+                const auto& lens = ins.inputs()[k]->get_shape().lens();
+                for (std::size_t d : dims)
+                    if (d + lens.size() >= s.ndim() && lens[d + lens.size() - s.ndim()] > 1)
+                        input_dims[k].push_back(d + lens.size() - s.ndim());
+            }
+        } else if (const auto* g = op.get_if<op::gather>(); g != nullptr && ins.inputs().size() == 2) {
+            const std::size_t data_rank = ins.inputs()[0]->get_shape().ndim();
+            const std::size_t index_rank = ins.inputs()[1]->get_shape().ndim();
+            const std::size_t axis = ops::normalize_axis("gather", g->axis, data_rank);
+            for (std::size_t d : dims) {
+                if (d >= axis && d < axis + index_rank)
+                    input_dims[1].push_back(d - axis);
+                else
+                    input_dims[0].push_back(d < axis ? d : d - index_rank + 1);
+            }
+        } else {
+            return std::nullopt;
+        }
+        std::vector<argument> args;
+        std::vector<shape> arg_shapes;
+        bool narrowed = false;
+        for (std::size_t k = 0; k < ins.inputs().size(); ++k) {
+            const instruction& in = *ins.inputs()[k];
+            std::optional<argument> v = narrowed_value(in, input_dims[k]);
+            narrowed = narrowed || v.has_value();
+            if (!v) v = whole_value(in);
+            if (!v) return std::nullopt;
+            arg_shapes.push_back(v->get_shape());
+            args.push_back(std::move(*v));
+        }
+        if (!narrowed) return std::nullopt;
+        try {
+            const shape out = op.compute_shape(arg_shapes);
+            if (out.ndim() != s.ndim() || out.type() != s.type() || out.bytes() > options_.max_bytes)
+                return std::nullopt;
+            return op.evaluate(out, args);
+        } catch (const error&) {
+            return std::nullopt;
+        }
+    }
+
+    // The whole value of constant `ins`, within the size limit.
+    std::optional<argument> whole_value(const instruction& ins) {
+        if (ins.get_shape().is_tuple() || ins.get_shape().bytes() > options_.max_bytes) return std::nullopt;
+        evaluate({&ins});
+        auto v = values_.find(&ins);
+        if (v == values_.end()) return std::nullopt;
+        return v->second;
     }
 
     // Computes the values of `roots` and of what they are computed from

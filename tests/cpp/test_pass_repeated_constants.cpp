@@ -90,3 +90,56 @@ TEST(pass_repeated_constants, a_frontier_too_large_to_store_whole_is_stored_once
     EXPECT_EQ(literal_lens(out), (std::vector<std::vector<std::size_t>>{{1, 1, 64}})) << out;
     expect_same_outputs(m, out);
 }
+
+namespace {
+
+// x [batch, 32, 16] + (gather(table, token types [batch, 32]) + positions
+// [1, 32, 16]): BERT's embeddings with token types folded from the ids' shape.
+module embeddings(std::size_t batch, std::int64_t token_type) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({batch, 32, 16}));
+    auto table = add_random_literal(m, {2, 16}, 3);
+    auto types = m.add_literal(
+        literal(shape{dtype::int64_type, {batch, 32}}, std::vector<std::int64_t>(batch * 32, token_type)));
+    auto rows = m.add_instruction(make_op("gather", value_map{{"axis", 0}}), {table, types});
+    auto positions = add_random_literal(m, {1, 32, 16}, 4);
+    auto both = m.add_instruction(make_op("add"), {rows, positions});
+    m.add_return({m.add_instruction(make_op("add"), {x, both})});
+    return module(m);
+}
+
+}  // namespace
+
+TEST(pass_repeated_constants, a_frontier_above_the_size_limit_is_computed_narrowed) {
+    // Whole, the folded embeddings are [batch, 32, 16] (16 KiB at batch 8),
+    // above the limit: they are computed from the one table row the token
+    // types pick, [1, 32, 16] (2 KiB), at a batch under the limit and above
+    // it alike, so that both fold to the same literal.
+    constant_propagation limited;
+    limited.max_bytes = 4096;
+    for (std::size_t batch : {1, 8}) {
+        module m = embeddings(batch, 1);
+        module out = after_pass(m, limited);
+        EXPECT_EQ(op_names(out), std::vector<std::string>{"add"}) << out;
+        EXPECT_EQ(literal_lens(out), (std::vector<std::vector<std::size_t>>{{1, 32, 16}})) << out;
+        expect_same_outputs(m, out);
+    }
+}
+
+TEST(pass_repeated_constants, above_the_size_limit_indices_that_differ_keep_their_gather) {
+    // Token types that differ along both the batch and the sequence repeat
+    // along nothing the readers broadcast: above the limit nothing folds.
+    constant_propagation limited;
+    limited.max_bytes = 4096;
+    module m;
+    auto x = m.add_parameter("x", float_shape({8, 32, 16}));
+    auto table = add_random_literal(m, {2, 16}, 3);
+    std::vector<std::int64_t> types(8 * 32, 0);
+    for (std::size_t i = 0; i < types.size(); i += 3) types[i] = 1;  // rows of 32 start at other phases
+    auto ids = m.add_literal(literal(shape{dtype::int64_type, {8, 32}}, types));
+    auto rows = m.add_instruction(make_op("gather", value_map{{"axis", 0}}), {table, ids});
+    m.add_return({m.add_instruction(make_op("add"), {x, rows})});
+    module out = after_pass(m, limited);
+    EXPECT_EQ(count_ops(out, "gather"), 1u) << out;
+    expect_same_outputs(m, out);
+}
