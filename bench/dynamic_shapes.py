@@ -38,12 +38,13 @@ CASES = {
     "bert_base": {
         "dims": {k: {0: ("batch", 1, 64), 1: ("seq", 2, 512)} for k in ("input_ids", "attention_mask",
                                                                            "token_type_ids")},
-        "ranges": {k: [{"min": 1, "max": 64, "optimals": [1]}, {"min": 2, "max": 512, "optimals": [128]}]
+        "ranges": {k: [{"min": 1, "max": 64, "optimals": [1]}, {"min": 1, "max": 512, "optimals": [128]}]
                    for k in ("input_ids", "attention_mask", "token_type_ids")},
         "shapes": [{k: (1, 128) for k in ("input_ids", "attention_mask", "token_type_ids")},
                    {k: (2, 64) for k in ("input_ids", "attention_mask", "token_type_ids")},
                    {k: (4, 200) for k in ("input_ids", "attention_mask", "token_type_ids")},
-                   {k: (1, 200) for k in ("input_ids", "attention_mask", "token_type_ids")}],
+                   {k: (1, 200) for k in ("input_ids", "attention_mask", "token_type_ids")},
+                   {k: (8, 1) for k in ("input_ids", "attention_mask", "token_type_ids")}],
     },
     # The same file, its batch fixed at 1: one program for every sequence length.
     "bert_base_sequence": {

@@ -11,7 +11,10 @@ input (the mask and token types are the model's defaults, computed from the ids'
 usage: PYTHONPATH=python .venv/bin/python bench/run_time_extents_compile_time.py [rounds] [max] [min]
 MODEL=mobilenet_v2 or MODEL=resnet50: that CNN with a dynamic batch MIN..MAX (scripts/dynamic_batch_copy.py)
 against a static compile at batch MAX, instead of BERT-base. MODEL=bert_mask: BERT-base with input_ids,
-attention_mask and token_type_ids sharing a dynamic batch (bench/bert_ids_only.masked_model; AXIS=batch)."""
+attention_mask and token_type_ids sharing a dynamic batch (bench/bert_ids_only.masked_model; AXIS=batch).
+AXIS=both: batch 1..64 and sequence MIN..MAX together, against a static compile at [64, MAX]; with
+MODEL=bert_three, the file bench/dynamic_shapes.py exports (input_ids, attention_mask and token_type_ids,
+batch and sequence dynamic; BERT_DYNAMIC=path, default build/models/bert_base-dynamic.onnx)."""
 import os
 import statistics
 import sys
@@ -28,8 +31,9 @@ MAX = int(sys.argv[2]) if len(sys.argv) > 2 else 128
 MIN = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 MODEL = os.environ.get("MODEL", "bert_base")
 AXIS = os.environ.get("AXIS", "sequence")  # or "batch" (1..MAX at sequence 128)
-RANGED = [1, {"min": MIN, "max": MAX}] if AXIS == "sequence" else [{"min": MIN, "max": MAX}, 128]
-STATIC = [1, MAX] if AXIS == "sequence" else [MAX, 128]
+RANGED = {"sequence": [1, {"min": MIN, "max": MAX}], "batch": [{"min": MIN, "max": MAX}, 128],
+          "both": [{"min": 1, "max": 64}, {"min": MIN, "max": MAX}]}[AXIS]
+STATIC = {"sequence": [1, MAX], "batch": [MAX, 128], "both": [64, MAX]}[AXIS]
 CPU = kiln.get_target("cpu")
 
 
@@ -45,8 +49,9 @@ with tempfile.TemporaryDirectory(prefix="kiln_ranged_compile_") as folder:
         path = one_input_model(folder)
         variants = {"static": {"map_input_dims": {"input_ids": STATIC}},
                     "ranged": {"map_dyn_input_dims": {"input_ids": RANGED}}}
-    elif MODEL == "bert_mask":
-        path = masked_model(folder)
+    elif MODEL in ("bert_mask", "bert_three"):
+        path = masked_model(folder) if MODEL == "bert_mask" else os.environ.get(
+            "BERT_DYNAMIC", "build/models/bert_base-dynamic.onnx")
         names = ("input_ids", "attention_mask", "token_type_ids")
         variants = {"static": {"map_input_dims": {n: STATIC for n in names}},
                     "ranged": {"map_dyn_input_dims": {n: RANGED for n in names}}}
