@@ -146,6 +146,18 @@ match::matcher copying_reshape() {
     });
 }
 
+// A reshape that copies, or whose input has a dim of 1: a slice of a dim
+// after it is then standard (the batch's stride no longer counts) where at
+// longer lengths it is strided, and reads as the same view at both.
+match::matcher reshape_of_strided_or_unit_dims() {
+    return any_of_names({"reshape", "flatten"}).where([](instruction_ref ins) {
+        const shape& in = ins->inputs()[0]->get_shape();
+        const auto& lens = in.lens();
+        return (!in.standard() || std::find(lens.begin(), lens.end(), std::size_t{1}) != lens.end()) &&
+               ins->get_shape().elements() > 0;
+    });
+}
+
 // A reshape that only removes and adds dims of extent 1 (which never move
 // an address) is squeeze / unsqueeze of any strides.
 rewrite_rule unit_dim_reshapes_as_views() {
@@ -217,7 +229,8 @@ std::optional<cut> cut_of(const instruction& piece, const shape& input) {
 // full axis and the start: reshape' has the full axis / q at j0.
 rewrite_rule reshapes_of_pieces_as_views() {
     auto pattern =
-        copying_reshape().args(any_of_names({"slice", "split"}).args(standard_shape().bind("x")).bind("piece"));
+        reshape_of_strided_or_unit_dims().args(
+            any_of_names({"slice", "split"}).args(standard_shape().bind("x")).bind("piece"));
     return {
         "reshape_of_piece_as_view", pattern, [](module& m, const match_result& r) {
             const instruction_ref x = r.at("x");

@@ -155,9 +155,41 @@ def test_encoder_layer_dynamic_batch_and_sequence_matches_eager():
     shapes = [(1, 5), (3, 5), (7, 5), (3, 1), (3, 17), (8, 128), (3, 17)]
     for b, s in shapes:
         assert_matches_eager(compiled, model, randn(b, s, 16, seed=b * 1000 + s))
-    # One program per sequence length, each compiled once for every batch.
+    # Kiln refuses the batch and the sequence together (the products' rows
+    # are batch x sequence), so the batch alone: one program per sequence
+    # length, each compiled once for every batch.
     assert compiled.compilations == len({s for _, s in shapes}) == 4
+    assert compiled.specializations[((2, 5, 16),)].several_symbols_refused
     assert compiled.report.subgraphs >= 1 and not compiled.fallback_ops
+
+
+class NormAndSequenceMean(nn.Module):
+    """Rows normalised and scaled, plus each batch entry's mean over the
+    sequence: nothing folds the batch and the sequence into one dimension."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(16)
+        self.scale = nn.Parameter(torch.linspace(0.5, 1.5, 16))
+
+    def forward(self, x):
+        return torch.softmax(self.norm(x) * self.scale, -1) + x.mean(1, keepdim=True)
+
+
+def test_a_batch_and_a_sequence_together_compile_once():
+    """Two symbols that Kiln takes as two extents of one program: every
+    batch and sequence, lengths of 1 included, without another compilation."""
+    torch.manual_seed(0)
+    model = NormAndSequenceMean().eval()
+    batch, seq = Dim("batch", min=1, max=8), Dim("seq", min=1, max=64)
+    compiled = kiln.torch.compile(model, (randn(2, 5, 16),), dynamic_shapes={"x": (batch, seq, None)})
+    for b, s in [(2, 5), (1, 1), (8, 64), (3, 17), (1, 40), (7, 1)]:
+        assert_matches_eager(compiled, model, randn(b, s, 16, seed=b * 100 + s))
+    assert compiled.compilations == 1 and compiled.generic_refusal is None
+    (first,) = compiled.specializations.values()
+    assert str(first.serves_sizes).count(" in [") == 2 and not first.several_symbols_refused
+    (shape,) = the_program(first).get_parameter_shapes().values()
+    assert shape.dyn_dims[:2] == [{"min": 1, "max": 8, "optimals": [2]}, {"min": 1, "max": 64, "optimals": [5]}]
 
 
 def test_out_of_range_size_names_input_dimension_and_range():

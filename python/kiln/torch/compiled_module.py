@@ -165,6 +165,7 @@ class CompiledModule(torch.nn.Module):
         # SizeRange it runs, or why it runs only the sizes it was compiled at.
         self.serves_sizes = None
         self.generic_refusal = None
+        self.several_symbols_refused = False
         self._watched = None
         self._warned_about_grad = False
         self._set_fast_paths()

@@ -547,6 +547,7 @@ def compile_specialisation(
     caller,
     calibration=None,
     ranges=None,
+    several_symbols=True,
 ):
     """A CompiledModule for the sizes of `args` / `kwargs` from the graph
     `symbolic_gm` of ExportedProgram `ep`, exported once with symbolic sizes
@@ -554,28 +555,43 @@ def compile_specialisation(
     (graph_specialisation.py) and lowered, without exporting again. Sizes
     the export does not allow are an InvalidArgumentError. `calibration` is
     accepted with compile_dynamic's options and unused (int8 refuses dynamic shapes).
-    With `ranges` ({symbol: DimRange}), a graph whose sizes are one symbol
-    is compiled, where Kiln can, as one program for a range of it
-    (generic_program.py): the result's ``serves_sizes`` is then that SizeRange."""
+    With `ranges` ({symbol: DimRange}), the graph is compiled, where Kiln
+    can, as one program for ranges of its symbols (generic_program.py; the
+    first symbol alone where Kiln refuses several together, or where
+    `several_symbols` is false): the result's ``serves_sizes`` is then that
+    SizeRange, and its ``several_symbols_refused`` says whether several were
+    tried and refused."""
     flat = pytree.tree_leaves((args, kwargs))
     sizes = bind_sizes(symbolic_gm, flat)
     gm = specialise_graph(symbolic_gm, sizes)
-    serves = size_range(symbolic_gm, sizes, ranges) if ranges is not None else None
-    specialiser = None
-    if serves is not None:
-        specialiser = specialiser_for(symbolic_gm, sizes.value(serves.symbol), serves, target, precision)
-    compiled = _compile_graph(
-        gm, ep, args, kwargs, target, precision, precision, min_subgraph_size, compile_options, caller,
-        specialiser_for=specialiser,
-    )
-    if specialiser is not None:
-        why = serves_every_size(compiled.lowered)
-        if why:
-            compiled.generic_refusal = why
-            logger.info("%s: compiled for this size only (%s)", caller, why)
-        else:
-            compiled.serves_sizes = serves
-            logger.info("%s: one program for %s in [%d, %d]", caller, serves.symbol, serves.low, serves.high)
+
+    def compiled_for(serves):
+        specialiser = specialiser_for(symbolic_gm, sizes, serves, target, precision) if serves else None
+        compiled = _compile_graph(
+            gm, ep, args, kwargs, target, precision, precision, min_subgraph_size, compile_options, caller,
+            specialiser_for=specialiser,
+        )
+        if specialiser is not None:
+            why = serves_every_size(compiled.lowered)
+            if why:
+                compiled.generic_refusal = why
+                logger.info("%s: compiled for this size only (%s)", caller, why)
+            else:
+                compiled.serves_sizes = serves
+                logger.info("%s: one program for %s", caller, serves)
+        return compiled
+
+    serves = size_range(symbolic_gm, sizes, ranges, one_symbol=not several_symbols) if ranges is not None else None
+    compiled = compiled_for(serves)
+    if compiled.generic_refusal and len(serves.ranges) > 1:
+        # Refused for several symbols together (a product's rows that are
+        # the batch times the sequence, a value that differs at some batch
+        # and sequence): the first alone, a batch, can still serve every
+        # batch at this sequence.
+        first = size_range(symbolic_gm, sizes, ranges, one_symbol=True)
+        if first is not None:
+            compiled = compiled_for(first)
+        compiled.several_symbols_refused = True
     return compiled
 
 
@@ -609,18 +625,25 @@ def compile_dynamic(model, example_inputs, example_kwargs, dynamic_shapes, *, ve
         symbolic_gm = exported_graph_module(decomposed)
     symbol_ranges = dim_ranges(decomposed)
 
+    # Set once Kiln refuses several symbols together: later sizes try the first alone at once.
+    several_refused = []
+
     def specialize(args, kwargs, generic=True):
         values = pytree.tree_leaves((args, kwargs))
         shapes = ", ".join(str(list(v.shape)) if isinstance(v, torch.Tensor) else repr(v) for v in values)
-        return compile_specialisation(
+        compiled = compile_specialisation(
             symbolic_gm,
             decomposed,
             args,
             kwargs,
             caller=f"kiln.torch.compile({name}) at {shapes}",
             ranges=symbol_ranges if generic else None,
+            several_symbols=not several_refused,
             **options,
         )
+        if compiled.several_symbols_refused:
+            several_refused.append(True)
+        return compiled
 
     # The example size's build and the builds at the range's ends and middle
     # that compiling it for a range asks for share their weights' copies.
