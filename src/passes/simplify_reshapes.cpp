@@ -228,9 +228,8 @@ std::optional<cut> cut_of(const instruction& piece, const shape& input) {
 // (whose product q counts the elements of one step along j0) divide the
 // full axis and the start: reshape' has the full axis / q at j0.
 rewrite_rule reshapes_of_pieces_as_views() {
-    auto pattern =
-        reshape_of_strided_or_unit_dims().args(
-            any_of_names({"slice", "split"}).args(standard_shape().bind("x")).bind("piece"));
+    auto pattern = reshape_of_strided_or_unit_dims().args(
+        any_of_names({"slice", "split"}).args(standard_shape().bind("x")).bind("piece"));
     return {
         "reshape_of_piece_as_view", pattern, [](module& m, const match_result& r) {
             const instruction_ref x = r.at("x");
