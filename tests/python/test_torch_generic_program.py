@@ -77,7 +77,8 @@ def test_compile_with_a_dynamic_batch_compiles_one_program_for_the_range(name):
     (first,) = compiled.specializations.values()
     (program,) = programs(first)
     assert program.is_dynamic() and program.per_shape_compilation_reason() == ""
-    assert first.serves_sizes.low == 1 and first.serves_sizes.high == 16
+    (batch,) = first.serves_sizes.ranges
+    assert batch.low == 1 and batch.high == 16
 
 
 def test_compile_with_a_dynamic_sequence_compiles_one_program_for_the_range():
