@@ -87,6 +87,16 @@ public:
     void apply(module& m) const override;
 };
 
+// A product over rows that a reshape merged from leading dims ([b, s, K]
+// viewed as [b * s, K], torch's linear) takes the leading dims themselves,
+// and its readers reshape its [b, s, N] result as they reshaped the rows'
+// (see products_keep_leading_dims.cpp).
+class products_keep_leading_dims final : public pass {
+public:
+    std::string name() const override { return "products_keep_leading_dims"; }
+    void apply(module& m) const override;
+};
+
 // Turns int8 quantize -> dequantize pairs with zero point -128 (a
 // non-negative range, what ONNX Runtime's S8S8 files write after each ReLU)
 // into uint8 pairs with zero point 0: the same levels, every code plus 128,

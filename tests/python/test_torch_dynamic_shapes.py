@@ -155,11 +155,10 @@ def test_encoder_layer_dynamic_batch_and_sequence_matches_eager():
     shapes = [(1, 5), (3, 5), (7, 5), (3, 1), (3, 17), (8, 128), (3, 17)]
     for b, s in shapes:
         assert_matches_eager(compiled, model, randn(b, s, 16, seed=b * 1000 + s))
-    # Kiln refuses the batch and the sequence together (the products' rows
-    # are batch x sequence), so the batch alone: one program per sequence
-    # length, each compiled once for every batch.
-    assert compiled.compilations == len({s for _, s in shapes}) == 4
-    assert compiled.specializations[((2, 5, 16),)].several_symbols_refused
+    # torch's linear layers are products over [batch * seq, 16] rows, which
+    # keep the batch and the sequence as two dims in Kiln: one program for both.
+    assert compiled.compilations == 1 and compiled.generic_refusal is None
+    assert not compiled.specializations[((2, 5, 16),)].several_symbols_refused
     assert compiled.report.subgraphs >= 1 and not compiled.fallback_ops
 
 
@@ -190,6 +189,28 @@ def test_a_batch_and_a_sequence_together_compile_once():
     assert str(first.serves_sizes).count(" in [") == 2 and not first.several_symbols_refused
     (shape,) = the_program(first).get_parameter_shapes().values()
     assert shape.dyn_dims[:2] == [{"min": 1, "max": 8, "optimals": [2]}, {"min": 1, "max": 64, "optimals": [5]}]
+
+
+class SoftmaxOverMergedRows(nn.Module):
+    """A softmax over [batch * seq, 16] rows: a length that is the batch
+    times the sequence, which one Kiln program cannot follow for both."""
+
+    def forward(self, x):
+        batch, seq, width = x.shape
+        return torch.softmax(x.reshape(-1, width), -1).reshape(batch, seq, width) * 2
+
+
+def test_a_batch_and_a_sequence_refused_together_compile_per_sequence():
+    model = SoftmaxOverMergedRows().eval()
+    batch, seq = Dim("batch", min=1, max=8), Dim("seq", min=1, max=64)
+    compiled = kiln.torch.compile(model, (randn(2, 5, 16),), dynamic_shapes={"x": (batch, seq, None)})
+    shapes = [(2, 5), (7, 5), (1, 5), (3, 9), (8, 9), (3, 5)]
+    for b, s in shapes:
+        assert_matches_eager(compiled, model, randn(b, s, 16, seed=b * 100 + s))
+    # Refused for the two symbols, the batch alone serves every batch at a sequence.
+    assert compiled.compilations == len({s for _, s in shapes}) == 2
+    first = compiled.specializations[((2, 5, 16),)]
+    assert first.several_symbols_refused and str(first.serves_sizes).count(" in [") == 1
 
 
 def test_out_of_range_size_names_input_dimension_and_range():

@@ -21,7 +21,10 @@ std::string cpu_target::identity() const {
 // simplifiers then create small constant expressions (merged scales and
 // offsets, folded batch norms), which a second constant propagation folds.
 // Post-op fusion runs on the simplified graph and makes bias reshapes that
-// a third constant propagation folds into the literals the kernels prepack.
+// a third constant propagation folds into the literals the kernels prepack;
+// before that, products over rows merged from leading dims (torch's linear)
+// take those dims back, so that one program can follow a batch and a
+// sequence.
 // The layout pass runs on fused convolutions, after which nothing changes
 // their inputs any more. CSE comes after everything that creates
 // instructions; after it, constant weights read through transposes take the
@@ -59,7 +62,8 @@ pass_list cpu_target::get_passes(const compile_options& options) const {
             // Recognizers of composite ops, before post-op fusion can split them up.
             std::make_shared<fuse_gelu>(), std::make_shared<fuse_layer_norm>(), attention,
             std::make_shared<fuse_quantized_norm>(), std::make_shared<fuse_quantized_epilogues>(),
-            std::make_shared<fuse_post_ops>(), std::make_shared<constant_propagation>(),
+            std::make_shared<fuse_post_ops>(), std::make_shared<products_keep_leading_dims>(),
+            std::make_shared<constant_propagation>(),
             std::make_shared<propagate_blocked_layout>(dnnl_support::preferred_channel_block()),
             std::make_shared<common_subexpression_elimination>(), weights_layout,
             std::make_shared<fuse_quantized_norm>(), std::make_shared<fuse_pointwise>(),
