@@ -22,7 +22,9 @@ namespace kiln {
 
 namespace {
 
-bool is_reshape(const instruction& ins) { return ins.name() == "reshape" || ins.name() == "flatten"; }
+bool is_reshape(const instruction& ins) {
+    return ins.name() == "reshape" || ins.name() == "flatten";
+}
 
 bool reshapes_only(const instruction& ins) {
     static const std::vector<std::string> names = {"reshape", "flatten", "squeeze", "unsqueeze"};
@@ -105,6 +107,8 @@ rewrite_rule product_over_merged_rows() {
 
 }  // namespace
 
-void products_keep_leading_dims::apply(module& m) const { rewrite_to_fixed_point(m, {product_over_merged_rows()}); }
+void products_keep_leading_dims::apply(module& m) const {
+    rewrite_to_fixed_point(m, {product_over_merged_rows()});
+}
 
 }  // namespace kiln

@@ -27,7 +27,9 @@ program linear_layer() {
     auto w = add_random_literal(m, {4, 5}, 1);
     auto bias = add_random_literal(m, {5}, 2);
     auto product = m.add_instruction(make_op("dot"), {rows, w});
-    auto biased = m.add_instruction(make_op("add"), {product, m.add_instruction(make_op("broadcast", value_map{{"out_lens", ints({6, 5})}}), {bias})});
+    auto biased = m.add_instruction(
+        make_op("add"),
+        {product, m.add_instruction(make_op("broadcast", value_map{{"out_lens", ints({6, 5})}}), {bias})});
     auto sum = m.add_instruction(make_op("add"), {biased, reshape_to(m, r, {6, 5})});
     auto back = reshape_to(m, sum, {2, 3, 5});
     auto column = reshape_to(m, sum, {2, 3, 5, 1});
