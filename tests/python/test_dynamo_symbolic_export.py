@@ -220,7 +220,7 @@ def test_compile_with_dynamic_shapes_exports_once():
             x = randn(b, s, 16, seed=b * s)
             torch.testing.assert_close(compiled(x), model(x), rtol=RTOL, atol=ATOL)
     assert kiln.torch.export_count() - exports == 1
-    assert compiled.compilations == 4
+    assert compiled.compilations == 1  # one program for the batch and the length
     with pytest.raises(ValueError, match=r"input 'x': dimension 1 is 65, outside its range \[2, 64\]"):
         compiled(randn(2, 65, 16))
 
