@@ -202,6 +202,7 @@ private:
             return without_repeats(ins.get_literal().get_argument(), dims);
         }
         const operation& op = ins.get_operator();
+        if (op.name() == "broadcast" && ins.inputs().size() == 1) return narrowed_broadcast(ins, dims);
         // Which of `dims` each input's dimension is, or none.
         std::vector<std::vector<std::size_t>> input_dims(ins.inputs().size());
         if (op.is_pointwise() && ins.module_inputs().empty()) {
@@ -242,6 +243,37 @@ private:
             if (out.ndim() != s.ndim() || out.type() != s.type() || out.bytes() > options_.max_bytes)
                 return std::nullopt;
             return op.evaluate(out, args);
+        } catch (const error&) {
+            return std::nullopt;
+        }
+    }
+
+    // A broadcast of a constant narrowed along those of `dims` it spreads
+    // its input over (a dim of 1, or one numpy's alignment adds) and along
+    // those its input narrows along: a token-type index of zeros broadcast
+    // to [batch, seq]. Standard, or nullopt where it narrows along none.
+    std::optional<argument> narrowed_broadcast(const instruction& ins, const std::vector<std::size_t>& dims) {
+        const instruction& in = *ins.inputs()[0];
+        const std::size_t offset = ins.get_shape().ndim() - std::min(ins.get_shape().ndim(), in.get_shape().ndim());
+        std::vector<std::size_t> input_dims;
+        for (std::size_t d : dims)
+            if (d >= offset && in.get_shape().lens()[d - offset] > 1) input_dims.push_back(d - offset);
+        std::optional<argument> source = narrowed_value(in, input_dims);
+        if (!source) source = whole_value(in);
+        if (!source) return std::nullopt;
+        std::vector<std::size_t> lens = ins.get_shape().lens();
+        bool narrowed = false;
+        for (std::size_t d : dims) {
+            if (d < offset || source->get_shape().lens()[d - offset] == 1) {
+                narrowed = narrowed || lens[d] > 1;
+                lens[d] = 1;
+            }
+        }
+        if (!narrowed) return std::nullopt;
+        try {
+            const operation spread = ins.get_operator().with_attributes(value_map{{"out_lens", lens_value(lens)}});
+            const shape out = spread.compute_shape({source->get_shape()});
+            return spread.evaluate(out, {*source}).contiguous();
         } catch (const error&) {
             return std::nullopt;
         }

@@ -143,3 +143,22 @@ TEST(pass_repeated_constants, above_the_size_limit_indices_that_differ_keep_thei
     EXPECT_EQ(count_ops(out, "gather"), 1u) << out;
     expect_same_outputs(m, out);
 }
+
+TEST(pass_repeated_constants, indices_broadcast_over_the_batch_are_narrowed_too) {
+    // torch's exports keep BERT's token types as a [1, 32] buffer of zeros
+    // broadcast to [batch, 32]: above the limit the embeddings still fold
+    // to the one row they repeat.
+    constant_propagation limited;
+    limited.max_bytes = 4096;
+    module m;
+    auto x = m.add_parameter("x", float_shape({8, 32, 16}));
+    auto table = add_random_literal(m, {2, 16}, 3);
+    auto zeros = m.add_literal(literal(shape{dtype::int64_type, {1, 32}}, std::vector<std::int64_t>(32, 0)));
+    auto types = m.add_instruction(make_op("broadcast", value_map{{"out_lens", ints({8, 32})}}), {zeros});
+    auto rows = m.add_instruction(make_op("gather", value_map{{"axis", 0}}), {table, types});
+    m.add_return({m.add_instruction(make_op("add"), {x, rows})});
+    module out = after_pass(m, limited);
+    EXPECT_EQ(op_names(out), std::vector<std::string>{"add"}) << out;
+    EXPECT_EQ(literal_lens(out), (std::vector<std::vector<std::size_t>>{{1, 1, 16}})) << out;
+    expect_same_outputs(m, out);
+}
