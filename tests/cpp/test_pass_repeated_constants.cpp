@@ -5,6 +5,8 @@
 // vector). Outputs stay those of the unoptimised module (ref).
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "pass_test_helpers.hpp"
 
 using namespace kiln;
@@ -126,19 +128,30 @@ TEST(pass_repeated_constants, a_frontier_above_the_size_limit_is_computed_narrow
     }
 }
 
+namespace {
+
+// x [8, 32, 16] + gather(table [2, 16], the token types `types(m)` make).
+module rows_of_types(const std::function<instruction_ref(module&)>& types) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({8, 32, 16}));
+    auto table = add_random_literal(m, {2, 16}, 3);
+    auto rows = m.add_instruction(make_op("gather", value_map{{"axis", 0}}), {table, types(m)});
+    m.add_return({m.add_instruction(make_op("add"), {x, rows})});
+    return module(m);
+}
+
+}  // namespace
+
 TEST(pass_repeated_constants, above_the_size_limit_indices_that_differ_keep_their_gather) {
     // Token types that differ along both the batch and the sequence repeat
     // along nothing the readers broadcast: above the limit nothing folds.
     constant_propagation limited;
     limited.max_bytes = 4096;
-    module m;
-    auto x = m.add_parameter("x", float_shape({8, 32, 16}));
-    auto table = add_random_literal(m, {2, 16}, 3);
-    std::vector<std::int64_t> types(8 * 32, 0);
-    for (std::size_t i = 0; i < types.size(); i += 3) types[i] = 1;  // rows of 32 start at other phases
-    auto ids = m.add_literal(literal(shape{dtype::int64_type, {8, 32}}, types));
-    auto rows = m.add_instruction(make_op("gather", value_map{{"axis", 0}}), {table, ids});
-    m.add_return({m.add_instruction(make_op("add"), {x, rows})});
+    module m = rows_of_types([](module& mm) {
+        std::vector<std::int64_t> types(8 * 32, 0);
+        for (std::size_t i = 0; i < types.size(); i += 3) types[i] = 1;  // rows of 32 start at other phases
+        return mm.add_literal(literal(shape{dtype::int64_type, {8, 32}}, types));
+    });
     module out = after_pass(m, limited);
     EXPECT_EQ(count_ops(out, "gather"), 1u) << out;
     expect_same_outputs(m, out);
@@ -150,13 +163,10 @@ TEST(pass_repeated_constants, indices_broadcast_over_the_batch_are_narrowed_too)
     // to the one row they repeat.
     constant_propagation limited;
     limited.max_bytes = 4096;
-    module m;
-    auto x = m.add_parameter("x", float_shape({8, 32, 16}));
-    auto table = add_random_literal(m, {2, 16}, 3);
-    auto zeros = m.add_literal(literal(shape{dtype::int64_type, {1, 32}}, std::vector<std::int64_t>(32, 0)));
-    auto types = m.add_instruction(make_op("broadcast", value_map{{"out_lens", ints({8, 32})}}), {zeros});
-    auto rows = m.add_instruction(make_op("gather", value_map{{"axis", 0}}), {table, types});
-    m.add_return({m.add_instruction(make_op("add"), {x, rows})});
+    module m = rows_of_types([](module& mm) {
+        auto zeros = mm.add_literal(literal(shape{dtype::int64_type, {1, 32}}, std::vector<std::int64_t>(32, 0)));
+        return mm.add_instruction(make_op("broadcast", value_map{{"out_lens", ints({8, 32})}}), {zeros});
+    });
     module out = after_pass(m, limited);
     EXPECT_EQ(op_names(out), std::vector<std::string>{"add"}) << out;
     EXPECT_EQ(literal_lens(out), (std::vector<std::vector<std::size_t>>{{1, 1, 16}})) << out;
