@@ -626,9 +626,10 @@ def compile_dynamic(model, example_inputs, example_kwargs, dynamic_shapes, *, ve
     symbol_ranges = dim_ranges(decomposed)
 
     # Set once Kiln refuses several symbols together: later sizes try the first alone at once.
-    several_refused = []
+    several_refused = False
 
     def specialize(args, kwargs, generic=True):
+        nonlocal several_refused
         values = pytree.tree_leaves((args, kwargs))
         shapes = ", ".join(str(list(v.shape)) if isinstance(v, torch.Tensor) else repr(v) for v in values)
         compiled = compile_specialisation(
@@ -641,8 +642,7 @@ def compile_dynamic(model, example_inputs, example_kwargs, dynamic_shapes, *, ve
             several_symbols=not several_refused,
             **options,
         )
-        if compiled.several_symbols_refused:
-            several_refused.append(True)
+        several_refused = several_refused or compiled.several_symbols_refused
         return compiled
 
     # The example size's build and the builds at the range's ends and middle
