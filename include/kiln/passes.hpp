@@ -179,6 +179,9 @@ public:
     // query attention) reads the unrepeated heads instead, over one more
     // batch dimension (passes/attention_repeated_heads.cpp).
     bool read_repeated_heads_in_place = false;
+    // Whether a constant causal mask becomes the causal flag, for targets
+    // whose kernel masks by position (passes/causal_attention_masks.cpp).
+    bool causal_flag_for_constant_masks = false;
 
     std::string name() const override { return "fuse_attention"; }
     void apply(module& m) const override;

@@ -33,6 +33,24 @@ void zero_masked_rows(const argument& scores, const argument& probabilities) {
     });
 }
 
+// Scores [.., Sq, Sk] (standard layout, float32 or float64) with the key
+// columns past i + Sk - Sq of row i set to -inf.
+void mask_causally(const argument& scores) {
+    const auto& lens = scores.get_shape().lens();
+    const std::size_t sq = lens[lens.size() - 2], sk = lens.back();
+    const std::size_t matrices = sq * sk == 0 ? 0 : scores.get_shape().elements() / (sq * sk);
+    visit_type(scores.get_shape().type(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_floating_point_v<T>) {
+            T* s = scores.data_as<T>();
+            for (std::size_t b = 0; b < matrices; ++b)
+                for (std::size_t i = 0; i < sq; ++i)
+                    for (std::size_t j = i + sk - sq + 1; j < sk; ++j)
+                        s[(b * sq + i) * sk + j] = -std::numeric_limits<T>::infinity();
+        }
+    });
+}
+
 }  // namespace
 
 shape fused_attention::scores_shape(const std::vector<shape>& inputs) const {
@@ -47,11 +65,16 @@ shape fused_attention::scores_shape(const std::vector<shape>& inputs) const {
     for (std::size_t i = 0; i < 3; ++i)
         if (inputs[i].ndim() < 2)
             fail(name() + ": " + names[i] + " must have at least 2 dimensions, got " + to_string(inputs[i].lens()));
+    shape scores;
     try {
-        return dot{}.compute_shape({inputs[0], inputs[1]});
+        scores = dot{}.compute_shape({inputs[0], inputs[1]});
     } catch (const error& e) {
         throw error(e.kind(), name() + ": q @ kt: " + e.what());
     }
+    const auto& lens = scores.lens();
+    if (causal && lens[lens.size() - 1] < lens[lens.size() - 2])
+        fail(name() + ": causal attention needs at least as many keys as queries, got scores " + to_string(lens));
+    return scores;
 }
 
 shape fused_attention::compute_shape(const std::vector<shape>& inputs) const {
@@ -108,6 +131,7 @@ void fused_attention::compute_unwidened(const argument& result, const std::vecto
         scores = apply(mul{}, {scores, factor.get_argument()});
     }
     if (has_mask) scores = apply(add{}, {scores, inputs[3]});
+    if (causal) mask_causally(scores);
     softmax normalize;
     normalize.axis = -1;
     argument probabilities = apply(normalize, {scores});

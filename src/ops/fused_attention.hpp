@@ -13,6 +13,10 @@
 // all -inf, say) are 0: the guard exporters put after the softmax. With
 // masked_rows_to_zero, a row whose scores (mask added) are all -inf has
 // probabilities 0: PyTorch's guard, which leaves other NaN as they are.
+// With causal, query row i sees key columns j <= i + Sk - Sq only (the
+// others are masked out as by -inf; the last query sees every key, as in a
+// decode step over a cache), Sk >= Sq: a mask by position that follows any
+// Sq and Sk, where a constant mask would have fixed them.
 // output_order, when not empty, is the order in which the result's dims lie
 // in memory, outermost first (a permutation of them): with {0, 2, 1, 3} a
 // [B, H, Sq, Dv] result is laid out as [B, Sq, H, Dv], so that the
@@ -34,6 +38,7 @@ struct fused_attention : op_base {
     bool has_mask = false;
     bool nan_to_zero = false;
     bool masked_rows_to_zero = false;
+    bool causal = false;
     std::vector<std::int64_t> output_order;
     template <class Self, class F>
     static void reflect(Self& self, F&& f) {
@@ -41,6 +46,7 @@ struct fused_attention : op_base {
         f(self.has_mask, "has_mask");
         f(self.nan_to_zero, "nan_to_zero");
         f(self.masked_rows_to_zero, "masked_rows_to_zero");
+        f(self.causal, "causal");
         f(self.output_order, "output_order");
     }
     std::string name() const { return "fused_attention"; }

@@ -7,7 +7,8 @@
 // run (ir/run_time_extents.hpp). ONNX exports keep [b, s, K] x [K, N]. This
 // pass gives the product the merged input itself: dot / fused_dot(reshape(x
 // [..., K] -> [M, K]), w, bias, post operands) becomes the same op on x,
-// [..., N]; a post operand of the product's shape reads the value it was
+// [..., N] (x [..., H, D] with H * D = K, attention's heads before the
+// output projection, is viewed as [..., K]); a post operand of the product's shape reads the value it was
 // reshaped from (or a view of itself at the leading dims), and the
 // product's readers that reshape it read the new result reshaped, the others
 // its [M, N] view. The products compute the same rows in the same order.
@@ -36,6 +37,18 @@ instruction_ref reshaped(module& m, instruction_ref pos, instruction_ref value, 
     return m.insert_instruction(pos, make_op("reshape", value_map{{"dims", lens_value(lens)}}), {value});
 }
 
+// How many leading dims of `lens` make the rows when the rest merge into
+// columns of `k` (the most such dims: heads [.., 12, 64] merge into 768).
+std::size_t leading_dims_of_rows(const std::vector<std::size_t>& lens, std::size_t k) {
+    std::size_t columns = 1;
+    for (std::size_t d = lens.size(); d-- > 0;) {
+        columns *= lens[d];
+        if (columns == k) return d;
+        if (columns > k) break;
+    }
+    return 0;
+}
+
 rewrite_rule product_over_merged_rows() {
     auto pattern = match::any_of_names({"dot", "fused_dot"}).where([](instruction_ref ins) {
         const auto& in = ins->inputs();
@@ -46,17 +59,20 @@ rewrite_rule product_over_merged_rows() {
                in[0]->get_shape().ndim() == 2;
     });
     return {"product_over_merged_rows", pattern, [](module& m, const match::match_result& r) {
-                const instruction_ref x = r.root->inputs()[0]->inputs()[0];
+                instruction_ref x = r.root->inputs()[0]->inputs()[0];
                 const shape& xs = x->get_shape();
                 const shape& out = r.root->get_shape();  // [M, N]
-                if (xs.ndim() < 3 || !xs.standard() || xs.lens().back() != r.root->inputs()[0]->get_shape().lens()[1])
-                    return false;
-                std::vector<std::size_t> lens(xs.lens().begin(), xs.lens().end() - 1);
+                const std::size_t k_len = r.root->inputs()[0]->get_shape().lens()[1];
+                const auto leading = leading_dims_of_rows(xs.lens(), k_len);
+                if (leading < 2 || !xs.standard()) return false;
+                std::vector<std::size_t> lens(xs.lens().begin(), xs.lens().begin() + static_cast<std::ptrdiff_t>(leading));
+                std::vector<std::size_t> x_lens = lens;
+                x_lens.push_back(k_len);
                 lens.push_back(out.lens()[1]);
                 const auto* fused = r.root->get_operator().get_if<op::fused_dot>();
                 const std::size_t first_post = fused != nullptr ? fused->first_post_operand() : 2;
                 std::vector<instruction_ref> inputs = r.root->inputs();
-                inputs[0] = x;
+                inputs[0] = x;  // viewed at [..., K] below, once the product is sure to be replaced
                 for (std::size_t k = first_post; k < inputs.size(); ++k) {
                     // A per-column operand broadcast over the rows is that operand.
                     if (inputs[k]->name() == "broadcast") {
@@ -81,12 +97,14 @@ rewrite_rule product_over_merged_rows() {
                 for (auto in : inputs)
                     input_shapes.push_back(in->get_shape().lens() == out.lens() ? shape(in->get_shape().type(), lens)
                                                                                 : in->get_shape());
+                input_shapes[0] = shape(xs.type(), x_lens);
                 try {
                     const shape kept = r.root->get_operator().compute_shape(input_shapes);
                     if (kept.lens() != lens || kept.type() != out.type() || !kept.standard()) return false;
                 } catch (const error&) {
                     return false;
                 }
+                inputs[0] = reshaped(m, r.root, x, x_lens);
                 for (std::size_t k = first_post; k < inputs.size(); ++k)
                     if (inputs[k]->get_shape().lens() == out.lens()) inputs[k] = reshaped(m, r.root, inputs[k], lens);
                 const instruction_ref product = m.insert_instruction(r.root, r.root->get_operator(), inputs);

@@ -49,9 +49,11 @@ pass_list cpu_target::get_passes(const compile_options& options) const {
     auto keep_dequantize = std::make_shared<constant_propagation>();
     keep_dequantize->fold_dequantize = false;
     // The attention kernel broadcasts any operand over the batch: grouped-
-    // query attention's key/value heads need no repeated copy.
+    // query attention's key/value heads need no repeated copy. It masks
+    // causally by position, so a constant causal mask need not be stored.
     auto attention = std::make_shared<fuse_attention>();
     attention->read_repeated_heads_in_place = true;
+    attention->causal_flag_for_constant_masks = true;
     auto weights_layout = std::make_shared<row_major_product_weights>();
     weights_layout->for_every_extent = options.layouts_for_every_extent;
     return {std::make_shared<compute_16bit_in_float32>(), std::make_shared<dead_code_elimination>(), keep_dequantize,

@@ -1,7 +1,11 @@
 // The cpu kernel for fused_attention (attention_avx2.cpp, or
 // attention_avx512.cpp where avx512::enabled()), float32: batch entries and
-// the strides of every operand are worked out here, once.
+// the strides of every operand are worked out here, once. A causal op's
+// mask is written into the scratch at each run, at the run's lengths, with
+// the key columns each tile of query rows needs: the loops then take it as
+// a constant mask's.
 #include <algorithm>
+#include <limits>
 
 #include "ops/fused_attention.hpp"
 #include "ops/op_helpers.hpp"
@@ -22,6 +26,11 @@ constexpr std::size_t parallel_flops = std::size_t{1} << 20;
 // Tiles of query rows when a constant mask removes trailing key columns:
 // small tiles skip more of a causal mask's upper triangle.
 constexpr std::size_t causal_tile_rows = 16;
+
+std::size_t cache_lines_for(std::size_t bytes) {
+    constexpr std::size_t line = 64;
+    return (bytes + line - 1) / line * line;
+}
 
 // The loops of one ISA over the plan.
 struct attention_loops {
@@ -95,11 +104,17 @@ public:
         last_two(ks, plan_.kt_strides);
         last_two(vs, plan_.v_strides);
         last_two(ms, plan_.mask_strides);
+        causal_ = a.causal;
         if (a.has_mask && r.constant_inputs.size() > 3 && !r.constant_inputs[3].empty())
             plan_columns(r.constant_inputs[3].data_as<const float>());
         else
             plan_.skip_masked_tails = a.has_mask;  // known only when it runs
-        plan_.has_mask = a.has_mask;
+        if (causal_) {
+            plan_.tile_rows = causal_tile_rows;
+            plan_.mask_strides[0] = plan_.sk;  // row-major in the scratch
+            plan_.mask_strides[1] = 1;
+        }
+        plan_.has_mask = a.has_mask || causal_;
         plan_.nan_to_zero = a.nan_to_zero;
         plan_.masked_rows_to_zero = a.masked_rows_to_zero;
         plan_.scale = static_cast<float>(a.scale);
@@ -110,28 +125,29 @@ public:
     attention_kernel& operator=(const attention_kernel&) = delete;
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
-        const float* mask = plan_.has_mask ? inputs[3].data_as<const float>() : nullptr;
+        const float* mask = plan_.has_mask && !causal_ ? inputs[3].data_as<const float>() : nullptr;
         const auto& out_lens = result.get_shape().lens();
         const std::size_t outer = outer_batch_ > 0 ? out_lens[0] : 0;
         const std::size_t sq = out_lens[out_lens.size() - 2];
         const std::size_t sk = inputs[1].get_shape().lens().back();
-        if (outer == outer_batch_ && sq == plan_.sq && sk == plan_.sk) {
-            loops_.run(plan_, inputs[0].data_as<const float>(), inputs[1].data_as<const float>(),
-                       inputs[2].data_as<const float>(), mask, result.data_as<float>(), scratch);
-            return;
+        avx2::attention_plan at = plan_;
+        if (outer != outer_batch_ || sq != plan_.sq || sk != plan_.sk) {
+            // A shorter outermost batch dimension, or fewer query rows or keys
+            // (run-time extents): the batch entries come first, at the offsets
+            // worked out for the full one; rows and keys at the strides built.
+            if (outer_batch_ > 0) at.batches = plan_.batches / outer_batch_ * outer;
+            at.sq = sq;
+            at.sk = sk;
+            at.parallel = at.batches * sq * sk * (plan_.d + plan_.dv) >= parallel_flops;
         }
-        // A shorter outermost batch dimension, or fewer query rows or keys
-        // (run-time extents): the batch entries come first, at the offsets
-        // worked out for the full one; rows and keys at the strides built.
-        avx2::attention_plan shorter = plan_;
-        if (outer_batch_ > 0) shorter.batches = plan_.batches / outer_batch_ * outer;
-        shorter.sq = sq;
-        shorter.sk = sk;
-        shorter.parallel = shorter.batches * sq * sk * (plan_.d + plan_.dv) >= parallel_flops;
-        loops_.run(shorter, inputs[0].data_as<const float>(), inputs[1].data_as<const float>(),
+        if (causal_) {
+            mask = write_causal_mask(at, scratch);
+            scratch += causal_scratch_bytes();
+        }
+        loops_.run(at, inputs[0].data_as<const float>(), inputs[1].data_as<const float>(),
                    inputs[2].data_as<const float>(), mask, result.data_as<float>(), scratch);
     }
-    std::size_t scratch_bytes() const override { return loops_.scratch_bytes(plan_); }
+    std::size_t scratch_bytes() const override { return causal_scratch_bytes() + loops_.scratch_bytes(plan_); }
     bool follows_extent_of(std::size_t dim) const override { return dim == 0 && outer_batch_ > 0; }
     // A sequence: the query rows of q, the result and the mask, the keys of
     // kt, v and the mask, either or both (their batch entries as built).
@@ -153,6 +169,36 @@ public:
     }
 
 private:
+    // The causal mask [sq, sk] (row-major, every batch entry reads it) and
+    // the key columns of each work item, for the largest plan.
+    std::size_t causal_scratch_bytes() const {
+        if (!causal_) return 0;
+        const std::size_t tiles = (plan_.sq + causal_tile_rows - 1) / causal_tile_rows;
+        return cache_lines_for(plan_.sq * plan_.sk * sizeof(float)) +
+               cache_lines_for(plan_.batches * tiles * sizeof(std::size_t));
+    }
+    // Writes the causal mask of `at`'s lengths at `scratch` and points `at`
+    // at it: row i keeps the columns up to i + sk - sq (sk >= sq, as the op
+    // requires), and a tile of rows the columns its last row keeps.
+    const float* write_causal_mask(avx2::attention_plan& at, std::byte* scratch) const {
+        const std::size_t sq = at.sq, sk = at.sk;
+        auto* mask = reinterpret_cast<float*>(scratch);
+        for (std::size_t i = 0; i < sq; ++i) {
+            const std::size_t seen = i + sk - sq + 1;
+            std::fill(mask + i * sk, mask + i * sk + seen, 0.0f);
+            std::fill(mask + i * sk + seen, mask + (i + 1) * sk, -std::numeric_limits<float>::infinity());
+        }
+        auto* columns = reinterpret_cast<std::size_t*>(scratch + cache_lines_for(plan_.sq * plan_.sk * sizeof(float)));
+        const std::size_t tiles = (sq + causal_tile_rows - 1) / causal_tile_rows;
+        for (std::size_t t = 0; t < tiles; ++t) columns[t] = std::min(sk, (t + 1) * causal_tile_rows + sk - sq);
+        for (std::size_t b = 1; b < at.batches; ++b) std::copy(columns, columns + tiles, columns + b * tiles);
+        at.mask_strides[0] = sk;
+        at.mask_strides[1] = 1;
+        at.item_columns = columns;
+        at.skip_masked_tails = false;
+        return mask;
+    }
+
     // With a constant mask, the key columns each (batch entry, tile) needs:
     // up to the last column some row of the tile does not mask out. A tile
     // with a row masked out entirely keeps all columns, so that row's
@@ -185,12 +231,14 @@ private:
     std::size_t outer_batch_ = 0;  // the result's dimension 0 as built, when it is a batch dimension (else 0)
     std::size_t rank_ = 0;         // of the result
     std::size_t mask_rank_ = 0;    // of the mask, when there is one
+    bool causal_ = false;          // the mask is written at each run (write_causal_mask)
     std::vector<std::size_t> q_offsets_, kt_offsets_, v_offsets_, mask_offsets_, out_offsets_, item_columns_;
 };
 
 std::shared_ptr<const cpu_kernel> attention_kernel_with(const kernel_request& r, attention_loops loops) {
     const auto* a = r.op.get_if<op::fused_attention>();
     if (a == nullptr || !avx2::supported() || r.output_shape.elements() == 0) return nullptr;
+    if (a->causal && a->has_mask) return nullptr;  // one mask is read or written, not both
     for (const auto& s : r.input_shapes)
         if (s.type() != dtype::float_type || s.elements() == 0) return nullptr;
     // q, kt and v take part in the batch broadcast with at least their two matrix dimensions.
