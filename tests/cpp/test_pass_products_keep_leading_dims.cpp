@@ -65,3 +65,25 @@ TEST(pass_products_keep_leading_dims, rows_merged_with_the_columns_stay) {
     EXPECT_EQ(count_ops(out, "reshape"), 1u) << out;
     expect_same_outputs(m, out);
 }
+
+TEST(pass_products_keep_leading_dims, heads_merged_into_the_columns_are_viewed_at_the_leading_dims) {
+    // Attention's heads x [2, 3, 4, 2] merged into rows [6, 8] before the
+    // output projection (ONNX exports of GPT-2): x viewed as [2, 3, 8].
+    program p;
+    module& m = *p.get_main_module();
+    auto x = m.add_parameter("x", float_shape({2, 3, 4, 2}));
+    auto product = m.add_instruction(make_op("dot"), {reshape_to(m, x, {-1, 8}), add_random_literal(m, {8, 5}, 1)});
+    m.add_return({m.add_instruction(make_op("neg"), {reshape_to(m, product, {2, 3, 5})})});
+    module out = after_pass<products_keep_leading_dims>(*p.get_main_module());
+    std::size_t products = 0;
+    for (const auto& ins : out) {
+        if (ins.name() != "dot") continue;
+        ++products;
+        EXPECT_EQ(ins.get_shape().lens(), (std::vector<std::size_t>{2, 3, 5})) << out;
+        EXPECT_EQ(ins.inputs()[0]->get_shape().lens(), (std::vector<std::size_t>{2, 3, 8})) << out;
+        EXPECT_EQ(ins.inputs()[0]->inputs()[0]->name(), "@param") << out;
+    }
+    EXPECT_EQ(products, 1u) << out;
+    expect_same_outputs(*p.get_main_module(), out);
+    expect_cpu_matches_ref(p);
+}
