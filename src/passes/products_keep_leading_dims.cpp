@@ -93,10 +93,13 @@ rewrite_rule product_over_merged_rows() {
                     else if (!s.standard())
                         return false;
                 }
-                std::vector<shape> input_shapes;  // with the operands of the product's shape at the leading dims
-                for (auto in : inputs)
-                    input_shapes.push_back(in->get_shape().lens() == out.lens() ? shape(in->get_shape().type(), lens)
-                                                                                : in->get_shape());
+                // With the post operands of the product's shape at the leading
+                // dims (the weight [K, N] may have the product's lengths too).
+                std::vector<shape> input_shapes;
+                for (std::size_t k = 0; k < inputs.size(); ++k) {
+                    const shape& s = inputs[k]->get_shape();
+                    input_shapes.push_back(k >= first_post && s.lens() == out.lens() ? shape(s.type(), lens) : s);
+                }
                 input_shapes[0] = shape(xs.type(), x_lens);
                 try {
                     const shape kept = r.root->get_operator().compute_shape(input_shapes);

@@ -203,7 +203,10 @@ struct cut {
 
 std::optional<cut> cut_of(const instruction& piece, const shape& input) {
     const shape& s = piece.get_shape();
-    if (s.strides() != input.strides() || s.ndim() != input.ndim()) return std::nullopt;
+    if (s.ndim() != input.ndim()) return std::nullopt;
+    // (A dim of 1 moves no address: its stride may be anything.)
+    for (std::size_t d = 0; d < s.ndim(); ++d)
+        if (s.lens()[d] > 1 && s.strides()[d] != input.strides()[d]) return std::nullopt;
     std::optional<std::size_t> axis;
     for (std::size_t d = 0; d < s.ndim(); ++d) {
         if (s.lens()[d] == input.lens()[d]) continue;

@@ -87,3 +87,27 @@ TEST(pass_products_keep_leading_dims, heads_merged_into_the_columns_are_viewed_a
     expect_same_outputs(*p.get_main_module(), out);
     expect_cpu_matches_ref(p);
 }
+
+TEST(pass_products_keep_leading_dims, a_weight_of_the_products_lengths_is_not_a_post_operand) {
+    // Rows [2, 4] merged to 8 times a weight [8, 8], plus a residual [8, 8]:
+    // the weight has the product's lengths and stays as it is.
+    program p;
+    module& m = *p.get_main_module();
+    auto x = m.add_parameter("x", float_shape({2, 4, 8}));
+    auto r = m.add_parameter("r", float_shape({2, 4, 8}));
+    auto product = m.add_instruction(make_op("dot"), {reshape_to(m, x, {8, 8}), add_random_literal(m, {8, 8}, 1)});
+    auto sum = m.add_instruction(make_op("add"), {product, reshape_to(m, r, {8, 8})});
+    m.add_return({reshape_to(m, sum, {2, 4, 8})});
+    module fused = after_passes(*p.get_main_module(), {std::make_shared<fuse_post_ops>()});
+    module out = after_pass<products_keep_leading_dims>(fused);
+    std::size_t products = 0;
+    for (const auto& ins : out) {
+        if (ins.name() != "fused_dot") continue;
+        ++products;
+        EXPECT_EQ(ins.get_shape().lens(), (std::vector<std::size_t>{2, 4, 8})) << out;
+        EXPECT_EQ(ins.inputs()[1]->get_shape().lens(), (std::vector<std::size_t>{8, 8})) << out;
+    }
+    EXPECT_EQ(products, 1u) << out;
+    expect_same_outputs(*p.get_main_module(), out);
+    expect_cpu_matches_ref(p);
+}

@@ -184,16 +184,18 @@ TEST(pass_simplify_reshapes, at_a_batch_or_sequence_of_1_the_keys_path_is_one_tr
 
 namespace {
 
-// x [2, 5, 36] cut into q, k, v of [2, 5, 12] (3 heads of 4), each split
-// into heads and transposed, as GPT-2's fused QKV projection is exported;
-// `piece(m, x, i)` makes the i-th cut. The three are added (a reader that
-// takes any strides).
-module qkv_heads(const std::function<instruction_ref(module&, instruction_ref, std::int64_t)>& piece) {
+// x [2, sequence, 36] cut into q, k, v of [2, sequence, 12] (3 heads of 4),
+// each split into heads and transposed, as GPT-2's fused QKV projection is
+// exported; `piece(m, x, i)` makes the i-th cut. The three are added (a
+// reader that takes any strides).
+module qkv_heads(const std::function<instruction_ref(module&, instruction_ref, std::int64_t)>& piece,
+                 std::size_t sequence = 5) {
     module m;
-    auto x = m.add_parameter("x", float_shape({2, 5, 36}));
+    auto x = m.add_parameter("x", float_shape({2, sequence, 36}));
     std::vector<instruction_ref> parts;
     for (std::int64_t i = 0; i < 3; ++i) {
-        auto heads = m.add_instruction(reshape({2, 5, 3, 4}), {piece(m, x, i)});
+        auto heads =
+            m.add_instruction(reshape({2, static_cast<std::int64_t>(sequence), 3, 4}), {piece(m, x, i)});
         parts.push_back(m.add_instruction(transpose({0, 2, 1, 3}), {heads}));
     }
     auto sum = m.add_instruction(make_op("add"), {parts[0], parts[1]});
@@ -202,6 +204,27 @@ module qkv_heads(const std::function<instruction_ref(module&, instruction_ref, s
 }
 
 }  // namespace
+
+TEST(pass_simplify_reshapes, at_a_sequence_of_1_split_pieces_become_slices_too) {
+    // The pieces' dim of 1 has another stride than x's (any stride serves a
+    // dim of 1): the cut is the same, so the reshape is a slice's view as at
+    // longer sequences, not a copy at a batch above 1 and a view at 1.
+    module m = qkv_heads(
+        [](module& mm, instruction_ref x, std::int64_t i) {
+            return mm.add_instruction(
+                make_op("split", value_map{{"axis", 2}, {"num_outputs", 3}, {"output", i}, {"sizes", ints({})}}),
+                {x});
+        },
+        1);
+    module out = after_pass<simplify_reshapes>(m);
+    EXPECT_EQ(count_ops(out, "split"), 0u) << out;
+    EXPECT_EQ(count_ops(out, "slice"), 3u) << out;
+    EXPECT_NE(to_string(out).find("slice[axes={2},starts={6},ends={9},steps={}]"), std::string::npos) << out;
+    expect_same_outputs(m, out);
+    program p;
+    *p.get_main_module() = m;
+    expect_cpu_matches_ref(p);
+}
 
 TEST(pass_simplify_reshapes, reshapes_of_split_pieces_become_slices_of_one_reshape) {
     module m = qkv_heads([](module& mm, instruction_ref x, std::int64_t i) {

@@ -98,6 +98,25 @@ def bert_batch_sequence_model(tmp_path_factory):
                              {0: torch.export.Dim("batch", min=1, max=8), 1: torch.export.Dim("seq", min=2, max=64)})
 
 
+@pytest.fixture(scope="module")
+def gpt2_batch_sequence_model(tmp_path_factory):
+    """A small GPT-2 language model (transformers, random weights) exported
+    with a symbolic batch and sequence: its causal mask is computed from
+    positions (Range, comparisons, And, Where) and folds at each length."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=4, n_positions=64, use_cache=False)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    example = {"input_ids": torch.randint(0, 100, (2, 8))}
+    dims = {0: torch.export.Dim("batch", min=1, max=4), 1: torch.export.Dim("seq", min=2, max=64)}
+    path = tmp_path_factory.mktemp("gpt2") / "gpt2.onnx"
+    with torch.no_grad():
+        program = torch.onnx.export(model, (), kwargs=example, input_names=["input_ids"], dynamo=True,
+                                     dynamic_shapes={"input_ids": dims}, external_data=False)
+    program.save(str(path), external_data=False)
+    return str(path)
+
+
 def check_against_onnxruntime(program, path, shapes, rtol=1e-4, atol=1e-5):
     session = ort.InferenceSession(path)
     rng = np.random.default_rng(1)
@@ -227,6 +246,24 @@ def test_a_batch_and_a_sequence_of_different_ranges_compile_once(bert_batch_sequ
     check(4, 1)
     check(1, 1)
     assert p.specialisation_count() == 1
+
+
+def test_a_causal_decoder_over_a_batch_and_a_sequence_compiles_once(gpt2_batch_sequence_model):
+    """GPT-2's causal mask, a constant at each length (stored at short ones,
+    computed at long ones), becomes the attention's causal flag: one program
+    for batch 1..4 x sequence 2..64, and one for the sequence of 1 (where the
+    mask masks nothing and goes), against ONNX Runtime at every shape."""
+    p = kiln.parse_onnx(gpt2_batch_sequence_model,
+                        map_dyn_input_dims={"input_ids": [{"min": 1, "max": 4}, {"min": 1, "max": 64}]})
+    p.compile(CPU)
+    assert p.per_shape_compilation_reason() == ""
+    session = ort.InferenceSession(gpt2_batch_sequence_model)
+    rng = np.random.default_rng(0)
+    for batch, length in [(1, 2), (4, 64), (3, 17), (2, 33), (1, 50), (4, 1), (1, 1), (2, 16)]:
+        feeds = {"input_ids": rng.integers(0, 100, (batch, length))}
+        for got, want in zip(p.run(feeds), session.run(None, feeds)):
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-5, err_msg=f"{batch} x {length}")
+    assert p.specialisation_count() == 2
 
 
 def test_default_dyn_dim_value_gives_every_symbolic_dim_the_range(encoder_model):
