@@ -1,8 +1,9 @@
 """One compiled dynamic program against a program compiled for each exact
 shape, and ONNX Runtime on the same file (issue "Dynamic shapes"): ResNet-50
-with a dynamic batch, BERT-base with a dynamic batch and sequence, and the
-same BERT file at batch 1 and at batch 4 with a sequence 1..512 (one program
-for every length), exported by torch.onnx (dynamo) with symbolic dims, random
+with a dynamic batch, BERT-base with a dynamic batch and sequence, the same
+BERT file at batch 1 and at batch 4 with a sequence 1..512 (one program for
+every length), and GPT-2 small (with its language-model head) with a batch
+1..8 and a sequence 1..1024, exported by torch.onnx (dynamo) with symbolic dims, random
 weights.
 
 For each model it reports compile time of the dynamic program (ranges as
@@ -70,6 +71,15 @@ CASES = {
         "shapes": [{k: (4, 128) for k in ("input_ids", "attention_mask", "token_type_ids")},
                    {k: (4, 64) for k in ("input_ids", "attention_mask", "token_type_ids")},
                    {k: (4, 200) for k in ("input_ids", "attention_mask", "token_type_ids")}],
+    },
+    # A decoder: its causal mask, computed from positions in the export, is
+    # the attention's causal flag (passes/causal_attention_masks.cpp), so one
+    # program follows the batch and the sequence (length 1 is one of its own).
+    "gpt2_small": {
+        "dims": {"input_ids": {0: ("batch", 1, 8), 1: ("seq", 2, 1024)}},
+        "ranges": {"input_ids": [{"min": 1, "max": 8, "optimals": [1]}, {"min": 1, "max": 1024, "optimals": [128]}]},
+        "shapes": [{"input_ids": (1, 128)}, {"input_ids": (1, 200)}, {"input_ids": (4, 64)},
+                   {"input_ids": (2, 333)}, {"input_ids": (8, 1)}],
     },
 }
 

@@ -14,7 +14,10 @@ against a static compile at batch MAX, instead of BERT-base. MODEL=bert_mask: BE
 attention_mask and token_type_ids sharing a dynamic batch (bench/bert_ids_only.masked_model; AXIS=batch).
 AXIS=both: batch 1..64 and sequence MIN..MAX together, against a static compile at [64, MAX]; with
 MODEL=bert_three, the file bench/dynamic_shapes.py exports (input_ids, attention_mask and token_type_ids,
-batch and sequence dynamic; BERT_DYNAMIC=path, default build/models/bert_base-dynamic.onnx)."""
+batch and sequence dynamic; BERT_DYNAMIC=path, default build/models/bert_base-dynamic.onnx); with MODEL=gpt2,
+GPT-2 small's decoder (transformers' GPT2Model, random weights, its positions as many as MAX, no language-model
+head: its logits at [64, MAX, 50257] would not fit in memory) exported here with input_ids only, its causal
+mask computed from positions (GPT2_DYNAMIC=path: that file, exported so before)."""
 import os
 import statistics
 import sys
@@ -37,6 +40,34 @@ STATIC = {"sequence": [1, MAX], "batch": [MAX, 128], "both": [64, MAX]}[AXIS]
 CPU = kiln.get_target("cpu")
 
 
+def gpt2_model(folder, positions):
+    """GPT-2 small's decoder with `positions` positions, input_ids [batch, sequence] dynamic (torch.onnx, dynamo)."""
+    if os.environ.get("GPT2_DYNAMIC"):
+        return os.environ["GPT2_DYNAMIC"]
+    import torch
+    import transformers
+
+    config = transformers.GPT2Config(n_positions=max(positions, 1024), use_cache=False)
+    torch.manual_seed(0)
+    model = transformers.GPT2Model(config).eval()
+
+    class HiddenStates(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids):
+            return self.model(input_ids=input_ids).last_hidden_state
+
+    dims = {0: torch.export.Dim("batch", min=1, max=64), 1: torch.export.Dim("seq", min=2, max=positions)}
+    path = os.path.join(folder, "gpt2_dynamic.onnx")
+    with torch.no_grad():
+        program = torch.onnx.export(HiddenStates(), (torch.randint(0, 50257, (2, 8)),), input_names=["input_ids"],
+                                    dynamo=True, dynamic_shapes={"input_ids": dims}, external_data=False)
+    program.save(path, external_data=False)
+    return path
+
+
 def compile_time(path, **dims):
     wall, cpu = time.perf_counter(), time.process_time()
     p = kiln.parse_onnx(path, **dims)
@@ -47,6 +78,10 @@ def compile_time(path, **dims):
 with tempfile.TemporaryDirectory(prefix="kiln_ranged_compile_") as folder:
     if MODEL == "bert_base":
         path = one_input_model(folder)
+        variants = {"static": {"map_input_dims": {"input_ids": STATIC}},
+                    "ranged": {"map_dyn_input_dims": {"input_ids": RANGED}}}
+    elif MODEL == "gpt2":
+        path = gpt2_model(folder, MAX)
         variants = {"static": {"map_input_dims": {"input_ids": STATIC}},
                     "ranged": {"map_dyn_input_dims": {"input_ids": RANGED}}}
     elif MODEL in ("bert_mask", "bert_three"):

@@ -179,11 +179,18 @@ public:
     // query attention) reads the unrepeated heads instead, over one more
     // batch dimension (passes/attention_repeated_heads.cpp).
     bool read_repeated_heads_in_place = false;
-    // Whether a constant causal mask becomes the causal flag, for targets
-    // whose kernel masks by position (passes/causal_attention_masks.cpp).
-    bool causal_flag_for_constant_masks = false;
 
     std::string name() const override { return "fuse_attention"; }
+    void apply(module& m) const override;
+};
+
+// fused_attention whose mask is a constant that masks out exactly the key
+// columns past i + Sk - Sq of each query row i (and adds 0 elsewhere) gets
+// the causal flag instead, for targets whose kernel masks by position (see
+// causal_attention_masks.cpp).
+class causal_attention_masks final : public pass {
+public:
+    std::string name() const override { return "causal_attention_masks"; }
     void apply(module& m) const override;
 };
 

@@ -12,10 +12,11 @@
 // probability is exactly 0 either way. Masks of -1e4 or -1e9 stay masks,
 // and so does anything with a mask over the batch or heads that is not the
 // same causal matrix in each.
-#include "passes/causal_attention_masks.hpp"
+#include "kiln/passes.hpp"
 
 #include "ops/fused_attention.hpp"
 #include "passes/constant_value.hpp"
+#include "passes/rewriter.hpp"
 
 namespace kiln {
 
@@ -65,8 +66,8 @@ bool apply_rule(module& m, const match::match_result& r) {
 
 }  // namespace
 
-rewrite_rule causal_mask_rule() {
-    return {"causal_attention_masks", match::name("fused_attention"), apply_rule};
+void causal_attention_masks::apply(module& m) const {
+    rewrite_to_fixed_point(m, {{"causal_mask", match::name("fused_attention"), apply_rule}});
 }
 
 }  // namespace kiln

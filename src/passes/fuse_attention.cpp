@@ -25,9 +25,6 @@
 // quantize_bf16 left in float32, convert(softmax(convert(s, float32)), t)
 // with s of 16-bit type t, fuses too: fused_attention computes its softmax
 // in float32 anyway (ops/fused_attention.hpp).
-//
-// With causal_flag_for_constant_masks, a constant causal mask becomes the
-// op's causal flag (passes/causal_attention_masks.cpp).
 #include <cmath>
 #include <optional>
 #include <unordered_set>
@@ -40,7 +37,6 @@
 #include "ops/reduce.hpp"
 #include "ops/shape_ops.hpp"
 #include "passes/attention_repeated_heads.hpp"
-#include "passes/causal_attention_masks.hpp"
 #include "passes/constant_value.hpp"
 #include "passes/rewriter.hpp"
 
@@ -270,7 +266,6 @@ void fuse_attention::apply(module& m) const {
     rewrite_to_fixed_point(m, {attention_rule(fuse_16bit_floats), output_order_rule()});
     // After the output orders are set: the rule carries them over.
     if (read_repeated_heads_in_place) rewrite_to_fixed_point(m, {repeated_heads_rule()});
-    if (causal_flag_for_constant_masks) rewrite_to_fixed_point(m, {causal_mask_rule()});
 }
 
 }  // namespace kiln

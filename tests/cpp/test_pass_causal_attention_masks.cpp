@@ -15,10 +15,8 @@ instruction_ref add(module& m, const std::string& op, std::vector<instruction_re
     return m.add_instruction(make_op(op, attrs), inputs);
 }
 
-fuse_attention with_causal_flag() {
-    fuse_attention pass;
-    pass.causal_flag_for_constant_masks = true;
-    return pass;
+module fused_with_causal_flags(const module& m) {
+    return after_passes(m, {std::make_shared<fuse_attention>(), std::make_shared<causal_attention_masks>()});
 }
 
 // Key j visible from query i of sq when j <= i + sk - sq.
@@ -72,7 +70,7 @@ TEST(pass_causal_attention_masks, a_constant_causal_mask_becomes_the_flag) {
             const program p = with_constant_mask(1, sq, sk, additive_mask(1, sq, sk, masked, [&](auto, auto i, auto j) {
                                                      return visible(i, j, sq, sk);
                                                  }));
-            const module out = after_pass(*p.get_main_module(), with_causal_flag());
+            const module out = fused_with_causal_flags(*p.get_main_module());
             EXPECT_EQ(op_names(out), std::vector<std::string>{"fused_attention"}) << out;
             EXPECT_TRUE(only_attention(out).causal) << out;
             EXPECT_FALSE(only_attention(out).has_mask) << out;
@@ -94,7 +92,7 @@ TEST(pass_causal_attention_masks, the_where_of_a_boolean_mask_exporters_write_is
         return add(m, "where", {allowed, add_float_literal(m, {}, {0.0f}),
                                 add_float_literal(m, {}, {std::numeric_limits<float>::lowest()})});
     });
-    const module out = after_pass(*p.get_main_module(), with_causal_flag());
+    const module out = fused_with_causal_flags(*p.get_main_module());
     EXPECT_EQ(op_names(out), std::vector<std::string>{"fused_attention"}) << out;
     EXPECT_TRUE(only_attention(out).causal) << out;
     expect_same_outputs(*p.get_main_module(), out, 1e-5);
@@ -124,13 +122,13 @@ TEST(pass_causal_attention_masks, other_masks_stay_masks) {
     for (const auto& v : variants) {
         SCOPED_TRACE(v.what);
         const program p = with_constant_mask(v.batch, sq, sk, v.mask);
-        const module out = after_pass(*p.get_main_module(), with_causal_flag());
+        const module out = fused_with_causal_flags(*p.get_main_module());
         EXPECT_EQ(op_names(out), std::vector<std::string>{"fused_attention"}) << out;
         EXPECT_FALSE(only_attention(out).causal) << out;
         EXPECT_TRUE(only_attention(out).has_mask) << out;
         expect_same_outputs(*p.get_main_module(), out, 1e-5);
     }
-    // Without the option (the gpu target's attention reads masks only).
+    // Attention fusion alone keeps the mask (the gpu target's kernel reads masks only).
     const program p = with_constant_mask(1, sq, sk, additive_mask(1, sq, sk, lowest, [&](auto, auto i, auto j) {
                                              return causal(i, j);
                                          }));

@@ -20,6 +20,9 @@ std::string cpu_target::identity() const {
 // turns computed constants into literals the simplifiers can read; the
 // simplifiers then create small constant expressions (merged scales and
 // offsets, folded batch norms), which a second constant propagation folds.
+// A constant causal mask that attention fusion leaves becomes the fused
+// attention's causal flag: the kernel masks by position at any length, so a
+// program can follow the sequence at run time.
 // Post-op fusion runs on the simplified graph and makes bias reshapes that
 // a third constant propagation folds into the literals the kernels prepack;
 // before that, products over rows merged from leading dims (torch's linear)
@@ -49,11 +52,9 @@ pass_list cpu_target::get_passes(const compile_options& options) const {
     auto keep_dequantize = std::make_shared<constant_propagation>();
     keep_dequantize->fold_dequantize = false;
     // The attention kernel broadcasts any operand over the batch: grouped-
-    // query attention's key/value heads need no repeated copy. It masks
-    // causally by position, so a constant causal mask need not be stored.
+    // query attention's key/value heads need no repeated copy.
     auto attention = std::make_shared<fuse_attention>();
     attention->read_repeated_heads_in_place = true;
-    attention->causal_flag_for_constant_masks = true;
     auto weights_layout = std::make_shared<row_major_product_weights>();
     weights_layout->for_every_extent = options.layouts_for_every_extent;
     return {std::make_shared<compute_16bit_in_float32>(), std::make_shared<dead_code_elimination>(), keep_dequantize,
@@ -63,6 +64,7 @@ pass_list cpu_target::get_passes(const compile_options& options) const {
             std::make_shared<constant_propagation>(),
             // Recognizers of composite ops, before post-op fusion can split them up.
             std::make_shared<fuse_gelu>(), std::make_shared<fuse_layer_norm>(), attention,
+            std::make_shared<causal_attention_masks>(),
             std::make_shared<fuse_quantized_norm>(), std::make_shared<fuse_quantized_epilogues>(),
             std::make_shared<fuse_post_ops>(), std::make_shared<products_keep_leading_dims>(),
             std::make_shared<constant_propagation>(),

@@ -1,10 +1,12 @@
-"""kiln.torch.compile with and without products_keep_leading_dims (products over torch's merged
-[batch * seq, K] rows given their leading dims back), timed in ONE process: each round runs both
-programs a few times in turn (the order turning every round); the report is the median over rounds of
-the time with the pass relative to without it. The pass is switched off through KILN_DISABLE_PASSES
-while the second program compiles. Outputs of the two are compared first.
+"""kiln.torch.compile with and without one pass of the cpu pipeline (--pass, by default
+products_keep_leading_dims: products over torch's merged [batch * seq, K] rows given their leading dims
+back; causal_attention_masks: a constant causal mask as the attention's causal flag), timed in ONE
+process: each round runs both programs a few times in turn (the order turning every round); the report
+is the median over rounds of the time with the pass relative to without it. The pass is switched off
+through KILN_DISABLE_PASSES while the second program compiles. Outputs of the two are compared first.
 
-    PYTHONPATH=python .venv/bin/python bench/products_leading_dims.py bert_base gpt2_small vit_b16 --rounds 9
+    PYTHONPATH=python .venv/bin/python bench/with_and_without_pass.py bert_base gpt2_small vit_b16 --rounds 9
+    PYTHONPATH=python .venv/bin/python bench/with_and_without_pass.py gpt2_small --pass causal_attention_masks
 """
 import argparse
 import os
@@ -24,9 +26,9 @@ import model_zoo  # noqa: E402
 from torch_same_process import first_tensor  # noqa: E402
 
 
-def compiled_pair(module, feeds):
+def compiled_pair(module, feeds, pass_name):
     with_pass = kiln.torch.compile(module, (), example_kwargs=feeds)
-    os.environ["KILN_DISABLE_PASSES"] = "products_keep_leading_dims"
+    os.environ["KILN_DISABLE_PASSES"] = pass_name
     try:
         without = kiln.torch.compile(module, (), example_kwargs=feeds)
     finally:
@@ -37,6 +39,7 @@ def compiled_pair(module, feeds):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="+", choices=sorted(model_zoo.MODELS))
+    parser.add_argument("--pass", dest="pass_name", default="products_keep_leading_dims")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--runs", type=int, default=3, help="calls of each program per round")
@@ -49,7 +52,7 @@ def main():
         module.eval()
         feeds = {k: torch.from_numpy(v) for k, v in make_inputs(np.random.default_rng(0), args.batch).items()}
         with torch.no_grad():
-            with_pass, without = compiled_pair(module, feeds)
+            with_pass, without = compiled_pair(module, feeds, args.pass_name)
             a, b = first_tensor(with_pass(**feeds)), first_tensor(without(**feeds))
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
             ratios = []
@@ -62,7 +65,7 @@ def main():
                         program(**feeds)
                     times[label] = (time.perf_counter() - start) / args.runs
                 ratios.append(times["with"] / times["without"])
-        print(f"{name} batch {args.batch}: with / without the pass {statistics.median(ratios):.3f} "
+        print(f"{name} batch {args.batch}: with / without {args.pass_name} {statistics.median(ratios):.3f} "
               f"(min {min(ratios):.3f}, max {max(ratios):.3f}, {args.rounds} rounds); "
               f"{times['with'] * 1e3:.1f} ms with it in the last round", flush=True)
 
