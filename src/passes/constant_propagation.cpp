@@ -30,6 +30,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "kiln/op_registry.hpp"
 #include "kiln/passes.hpp"
 #include "ops/index.hpp"
 #include "ops/op_helpers.hpp"
@@ -105,6 +106,15 @@ std::size_t source_literal_bytes(const instruction& ins) {
             if (seen.insert(&*in).second) stack.push_back(&*in);
     }
     return total;
+}
+
+// Whether `reader` computes a result of its lengths from inputs of `shapes`.
+bool keeps_its_lengths(const instruction& reader, const std::vector<shape>& shapes) {
+    try {
+        return reader.get_operator().compute_shape(shapes).lens() == reader.get_shape().lens();
+    } catch (const error&) {
+        return false;
+    }
 }
 
 class folder {
@@ -445,11 +455,29 @@ private:
         }
     }
 
+    // Each reader takes the narrowed literal where its result stays as it
+    // is. Where another of its inputs was narrowed along the same dimension
+    // (GPT-2's positions compared, both expanded over the batch), the
+    // broadcast that restores the length is its input instead: a view, no
+    // bytes stored.
     void replace_narrowed() {
         for (auto& [c, once] : narrowed_) {
             auto folded = m_.insert_literal(c, literal(once));
+            instruction_ref expanded = m_.end();
             const auto readers = c->outputs();
-            for (const auto& reader : readers) m_.replace_input(reader, c, folded);
+            for (const auto& reader : readers) {
+                std::vector<shape> shapes = reader->input_shapes();
+                for (std::size_t k = 0; k < shapes.size(); ++k)
+                    if (reader->inputs()[k] == c) shapes[k] = folded->get_shape();
+                if (keeps_its_lengths(*reader, shapes)) {
+                    m_.replace_input(reader, c, folded);
+                    continue;
+                }
+                if (expanded == m_.end())
+                    expanded = m_.insert_instruction(
+                        c, make_op("broadcast", value_map{{"out_lens", lens_value(c->get_shape().lens())}}), {folded});
+                m_.replace_input(reader, c, expanded);
+            }
         }
     }
 

@@ -172,3 +172,35 @@ TEST(pass_repeated_constants, indices_broadcast_over_the_batch_are_narrowed_too)
     EXPECT_EQ(literal_lens(out), (std::vector<std::vector<std::size_t>>{{1, 1, 16}})) << out;
     expect_same_outputs(m, out);
 }
+
+TEST(pass_repeated_constants, two_inputs_narrowed_along_one_dim_keep_their_readers_lengths) {
+    // GPT-2's causal mask compares positions gathered for keys [8, 1, 32]
+    // and for queries [8, 32, 1]; each alone repeats along the batch, which
+    // the comparison broadcasts against the other. Above the limit both are
+    // computed narrowed, and the one narrowed second is broadcast back so
+    // that the comparison still has the batch (its result [8, 32, 32]).
+    constant_propagation limited;
+    limited.max_bytes = 4096;
+    module m;
+    auto table = add_random_literal(m, {32}, 3);
+    auto gathered = [&](std::vector<std::size_t> lens) {
+        std::vector<std::int64_t> positions;
+        for (std::size_t b = 0; b < 8; ++b)
+            for (std::int64_t i = 0; i < 32; ++i) positions.push_back(i);
+        auto indices = m.add_literal(literal(shape{dtype::int64_type, std::move(lens)}, positions));
+        return m.add_instruction(make_op("gather", value_map{{"axis", 0}}), {table, indices});
+    };
+    auto future = m.add_instruction(make_op("greater"), {gathered({8, 1, 32}), gathered({8, 32, 1})});
+    auto mask = m.add_instruction(make_op("where"), {future, add_float_literal(m, {}, {-1e9f}),
+                                                     add_float_literal(m, {}, {0.0f})});
+    m.add_return({mask});  // (a reader that broadcasts the batch would take the whole mask narrowed)
+    module out = after_pass(m, limited);  // the verifier checks every result's lengths
+    EXPECT_EQ(count_ops(out, "gather"), 0u) << out;
+    EXPECT_EQ(count_ops(out, "broadcast"), 1u) << out;
+    for (const auto& ins : out) {
+        if (ins.name() == "greater") {
+            EXPECT_EQ(ins.get_shape().lens(), (std::vector<std::size_t>{8, 32, 32})) << out;
+        }
+    }
+    expect_same_outputs(m, out);
+}
