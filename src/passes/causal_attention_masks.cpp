@@ -14,6 +14,7 @@
 // same causal matrix in each.
 #include "kiln/passes.hpp"
 
+#include <cstring>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -40,8 +41,22 @@ std::vector<std::size_t> one_matrix(std::vector<std::size_t> lens) {
     return lens;
 }
 
+// The first matrix of `value` (its last two dims) where every matrix it
+// holds is the same (a literal folded whole, positions repeated over the
+// batch), as a view; nothing where they differ.
+std::optional<argument> first_of_equal_matrices(const argument& value) {
+    const shape& s = value.get_shape();
+    const shape first(s.type(), one_matrix(s.lens()));
+    if (first.elements() == s.elements()) return value;
+    if (!s.standard() || value.data() == nullptr) return std::nullopt;
+    const std::size_t bytes = first.bytes();
+    for (std::size_t offset = bytes; offset < s.bytes(); offset += bytes)
+        if (std::memcmp(value.data(), value.data() + offset, bytes) != 0) return std::nullopt;
+    return value.reshaped(first);
+}
+
 // The first matrix of a constant mask computed by pointwise ops from
-// literals that are all one matrix (exports expand the mask over the batch:
+// literals whose matrices are all the same (exports expand the mask over the batch:
 // [64, 1, 2048, 2048] is a gigabyte, its matrix 16 MB), which is then every
 // matrix's value; nothing where the mask is computed otherwise.
 std::optional<argument> one_matrix_of(const instruction& mask) {
@@ -53,8 +68,7 @@ std::optional<argument> one_matrix_of(const instruction& mask) {
         auto [cur, expanded] = stack.back();
         stack.pop_back();
         if (cur->is_literal()) {
-            const auto& lens = cur->get_shape().lens();
-            if (one_matrix(lens) != lens) return std::nullopt;
+            if (!first_of_equal_matrices(cur->get_literal().get_argument())) return std::nullopt;
             order.push_back(cur);
             continue;
         }
@@ -82,7 +96,7 @@ std::optional<argument> one_matrix_of(const instruction& mask) {
     try {
         for (const instruction* cur : order) {
             if (cur->is_literal()) {
-                values.emplace(cur, cur->get_literal().get_argument());
+                values.emplace(cur, *first_of_equal_matrices(cur->get_literal().get_argument()));
                 continue;
             }
             std::vector<argument> args;
@@ -102,13 +116,23 @@ std::optional<argument> one_matrix_of(const instruction& mask) {
 // Whether `value` holds `matrices` matrices [sq, sk] (standard order) that
 // add 0 at (i, j <= i + sk - sq) and mask out the rest.
 bool holds_causal_matrices(const argument& value, std::size_t matrices, std::size_t sq, std::size_t sk) {
+    auto holds = [&](const auto* v) {
+        for (std::size_t b = 0; b < matrices; ++b, v += sq * sk) {
+            for (std::size_t i = 0; i < sq; ++i) {
+                const auto* row = v + i * sk;
+                const std::size_t seen = i + sk - sq + 1;
+                for (std::size_t j = 0; j < seen; ++j)
+                    if (row[j] != 0) return false;
+                for (std::size_t j = seen; j < sk; ++j)
+                    if (!(row[j] <= masked_out)) return false;
+            }
+        }
+        return true;
+    };
+    const shape& s = value.get_shape();
+    if (s.standard() && s.type() == dtype::float_type) return holds(value.data_as<const float>());
     const std::vector<double> values = value.to_vector<double>();
-    const double* v = values.data();
-    for (std::size_t b = 0; b < matrices; ++b, v += sq * sk)
-        for (std::size_t i = 0; i < sq; ++i)
-            for (std::size_t j = 0; j < sk; ++j)
-                if (j <= i + sk - sq ? v[i * sk + j] != 0 : !(v[i * sk + j] <= masked_out)) return false;
-    return true;
+    return holds(values.data());
 }
 
 // Whether `mask`, broadcast to scores [.., sq, sk], adds 0 at (i, j <= i +

@@ -152,14 +152,17 @@ TEST(fused_attention_op, causal_needs_as_many_keys_as_queries) {
 TEST(pass_causal_attention_masks, a_mask_expanded_over_the_batch_is_read_as_one_matrix) {
     // GPT-2's export expands its positions over the batch before comparing
     // them; above the fold limit constant propagation keeps the comparison
-    // and gives it the positions unexpanded where it can ([1, 1, 1, s] keys
-    // against [1, 1, s, 1] queries broadcast to [batch, 1, s, 1]). One
-    // matrix is read, not the batch's.
+    // and gives it the positions folded whole or unexpanded, by their size
+    // ([batch, 1, 1, s] keys, the same row in each, against [1, 1, s, 1]
+    // queries broadcast to [batch, 1, s, 1]). One matrix is read, not the
+    // batch's.
     const std::size_t s = 40, batch = 2;
     program p = attention_with(s, s, [&](module& m) {
         std::vector<std::int64_t> positions(s);
         for (std::size_t i = 0; i < s; ++i) positions[i] = static_cast<std::int64_t>(i);
-        auto keys = m.add_literal(literal(shape(dtype::int64_type, {1, 1, 1, s}), positions));
+        std::vector<std::int64_t> repeated;
+        for (std::size_t b = 0; b < batch; ++b) repeated.insert(repeated.end(), positions.begin(), positions.end());
+        auto keys = m.add_literal(literal(shape(dtype::int64_type, {batch, 1, 1, s}), repeated));
         auto queries = add(m, "broadcast", {m.add_literal(literal(shape(dtype::int64_type, {1, 1, s, 1}), positions))},
                            value_map{{"out_lens", ints({batch, 1, s, 1})}});
         auto future = add(m, "greater", {keys, queries});
