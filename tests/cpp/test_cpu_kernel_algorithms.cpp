@@ -229,8 +229,8 @@ TEST(cpu_kernel_algorithms, compiled_programs_name_the_chosen_algorithms) {
     {
         program p;
         module& m = *p.get_main_module();
-        // (Up to four rows would run Kiln's few-row loop.)
-        auto x = m.add_parameter("x", float_shape({6, 8}));
+        // (Up to eight rows would run Kiln's few-row loop.)
+        auto x = m.add_parameter("x", float_shape({12, 8}));
         auto dot = m.add_instruction(make_op("dot"), {x, add_random_literal(m, {8, 5}, 4)});
         auto pool_in = m.add_parameter("y", float_shape({1, 4, 8, 8}));
         op::pooling pool;

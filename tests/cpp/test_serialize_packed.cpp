@@ -15,22 +15,22 @@ using namespace kiln;
 
 namespace {
 
-// x [8, 64] times w [64, 256]: rows 1 KiB apart, which the matmul kernel
+// x [16, 64] times w [64, 256]: rows 1 KiB apart, which the matmul kernel
 // copies with padded rows; then times v [256, 40], which oneDNN may pack.
-// (Eight rows: up to four would run Kiln's few-row loop, which packs nothing.)
+// (Sixteen rows: up to eight would run Kiln's few-row loop, which packs nothing.)
 program two_products(argument& w, argument& v) {
     w = generate_argument(shape{dtype::float_type, {64, 256}}, 5);
     v = generate_argument(shape{dtype::float_type, {256, 40}}, 6);
     program p;
     module* m = p.get_main_module();
-    auto x = m->add_parameter("x", shape{dtype::float_type, {8, 64}});
+    auto x = m->add_parameter("x", shape{dtype::float_type, {16, 64}});
     auto h = m->add_instruction(make_op("dot"), {x, m->add_literal(literal(w))});
     m->add_return({m->add_instruction(make_op("dot"), {h, m->add_literal(literal(v))})});
     return p;
 }
 
 parameter_map inputs() {
-    return {{"x", generate_argument(shape{dtype::float_type, {8, 64}}, 9)}};
+    return {{"x", generate_argument(shape{dtype::float_type, {16, 64}}, 9)}};
 }
 
 void expect_identical(const argument& a, const argument& b) {

@@ -42,9 +42,9 @@ def linear_program(x_lens, table, bias=None):
     return p
 
 
-@pytest.mark.parametrize("x_lens", [[5, 77], [64, 77], [3, 16, 77], [2, 1, 3, 77]])
+@pytest.mark.parametrize("x_lens", [[9, 77], [64, 77], [3, 16, 77], [2, 1, 5, 77]])
 def test_many_rows_read_a_row_major_literal(x_lens):
-    # More than four rows, in 2-D and with batch dimensions (3 x 16 and 2 x 1 x 3 rows): a [77, 131] literal.
+    # More than eight rows, in 2-D and with batch dimensions (3 x 16 and 2 x 1 x 5 rows): a [77, 131] literal.
     rng = np.random.default_rng(len(x_lens) * 100 + x_lens[0])
     table = rng.standard_normal((131, 77), dtype=np.float32)
     bias = rng.standard_normal((131,), dtype=np.float32)

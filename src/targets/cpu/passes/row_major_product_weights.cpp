@@ -18,7 +18,6 @@
 #include "ops/fused_dot.hpp"
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
-#include "targets/cpu/kernels/matmul/rows_times_float.hpp"
 #include "targets/cpu/passes/cpu_passes.hpp"
 
 namespace kiln {
@@ -50,8 +49,9 @@ bool column_loop_reads(const instruction& product, instruction_ref weights, cons
     // loop (few_rows_float32_*) shares each weight load between the rows.
     // Llama's 32000 x 1024 output layer at four rows, two threads, Zen 4:
     // 19.4 GB/s against 30.9 (at three rows 33.7 against 30.7).
+    constexpr std::size_t column_loop_falls_behind = 4;  // rows
     const std::size_t rows = shapes[0].elements() / std::max<std::size_t>(shapes[1].lens()[0], 1);
-    if (rows >= rows_times_float_max_rows) return false;
+    if (rows >= column_loop_falls_behind) return false;
     for (const auto& algorithm : matmul_algorithms()) {
         if (!algorithm.eligible(request)) continue;
         return algorithm.name == few_rows_float32_columns_avx512_matmul.name ||

@@ -1,6 +1,6 @@
-// few_rows_float32_avx512 / _avx2: up to four float32 rows times constant
+// few_rows_float32_avx512 / _avx2: up to eight (AVX2: four) float32 rows times constant
 // row-major float32 weights [K, N] (a decoder's projections at one token
-// per step), with an optional bias and post-op chain. Such a product is
+// per step, or a batch of them), with an optional bias and post-op chain. Such a product is
 // bound by reading the weights; oneDNN (2.x) runs it as a gemm of one row,
 // below the memory's speed, and a binary post-op sends it to its reference
 // implementation. Here each thread streams a contiguous slice of the weight
@@ -122,9 +122,9 @@ private:
     bool split_inner_;
 };
 
-// Up to four standard float32 rows times constant standard [K, N] float32
+// Up to `max_rows` standard float32 rows times constant standard [K, N] float32
 // weights, a bias and post-op operands the epilogue reads.
-bool fits(const kernel_request& r) {
+bool fits(const kernel_request& r, std::size_t max_rows) {
     const auto* fused = r.op.get_if<op::fused_dot>();
     if (fused == nullptr || r.input_shapes.size() < 2) return false;
     const shape& a = r.input_shapes[0];
@@ -136,7 +136,7 @@ bool fits(const kernel_request& r) {
     if (fused->has_bias && (r.input_shapes[2].type() != dtype::float_type || !r.input_shapes[2].standard()))
         return false;
     const std::size_t rows = a.elements() / b.lens()[0];
-    return rows >= 1 && rows <= rows_times_float_max_rows && r.output_shape.elements() == rows * b.lens()[1] &&
+    return rows >= 1 && rows <= max_rows && r.output_shape.elements() == rows * b.lens()[1] &&
            few_rows_operand_strides(*fused, r, b.lens()[1]).has_value();
 }
 
@@ -150,10 +150,10 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, multiply_functi
 }
 
 bool eligible_avx512(const kernel_request& r) {
-    return avx512::enabled() && fits(r);
+    return avx512::enabled() && fits(r, avx512::rows_times_float_max_rows);
 }
 bool eligible_avx2(const kernel_request& r) {
-    return avx2::supported() && fits(r);
+    return avx2::supported() && fits(r, avx2::rows_times_float_max_rows);
 }
 
 std::shared_ptr<const cpu_kernel> build_avx512(const kernel_request& r, const kernel_builder&) {

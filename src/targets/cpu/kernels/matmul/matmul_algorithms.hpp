@@ -4,7 +4,7 @@
 // oneDNN and the GELU in Kiln's vector loop (faster than oneDNN's eltwise);
 // a product of up to four rows with constant weights stored transposed runs
 // Kiln's column loop (few_rows_columns_avx512 / _avx2), and with constant row-major
-// weights Kiln's streaming loop (few_rows_float32_avx512 / _avx2,
+// weights (up to eight rows, AVX2 four) Kiln's streaming loop (few_rows_float32_avx512 / _avx2,
 // few_rows_float32_matmul.cpp); every other product runs wholly in oneDNN.
 #include <span>
 
@@ -13,7 +13,7 @@
 namespace kiln {
 
 std::span<const kernel_algorithm> matmul_algorithms();
-// Up to four float32 rows times constant row-major float32 weights, streamed
+// Up to eight (AVX2: four) float32 rows times constant row-major float32 weights, streamed
 // at the memory's speed (few_rows_float32_matmul.cpp); AVX-512 first.
 extern const kernel_algorithm few_rows_float32_avx512_matmul;
 extern const kernel_algorithm few_rows_float32_avx2_matmul;

@@ -72,8 +72,16 @@ void rows_times_float(const rows_times_float_args& args) {
             return multiply<2>(args);
         case 3:
             return multiply<3>(args);
-        default:
+        case 4:
             return multiply<4>(args);
+        case 5:
+            return multiply<5>(args);
+        case 6:
+            return multiply<6>(args);
+        case 7:
+            return multiply<7>(args);
+        default:
+            return multiply<8>(args);
     }
 }
 
