@@ -8,10 +8,11 @@
 // pass gives the product the merged input itself: dot / fused_dot(reshape(x
 // [..., K] -> [M, K]), w, bias, post operands) becomes the same op on x,
 // [..., N] (x [..., H, D] with H * D = K, attention's heads before the
-// output projection, is viewed as [..., K]); a post operand of the product's shape reads the value it was
-// reshaped from (or a view of itself at the leading dims), and the
-// product's readers that reshape it read the new result reshaped, the others
-// its [M, N] view. The products compute the same rows in the same order.
+// output projection, is viewed as [..., K]); a post operand of the
+// product's shape reads the value it was reshaped from (or a view of itself
+// at the leading dims), and the product's readers that reshape it read the
+// new result reshaped, the others its [M, N] view. The products compute the
+// same rows in the same order.
 #include <algorithm>
 
 #include "kiln/op_registry.hpp"
@@ -59,7 +60,7 @@ rewrite_rule product_over_merged_rows() {
                in[0]->get_shape().ndim() == 2;
     });
     return {"product_over_merged_rows", pattern, [](module& m, const match::match_result& r) {
-                instruction_ref x = r.root->inputs()[0]->inputs()[0];
+                const instruction_ref x = r.root->inputs()[0]->inputs()[0];
                 const shape& xs = x->get_shape();
                 const shape& out = r.root->get_shape();  // [M, N]
                 const std::size_t k_len = r.root->inputs()[0]->get_shape().lens()[1];

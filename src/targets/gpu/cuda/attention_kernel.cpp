@@ -203,7 +203,8 @@ private:
 std::shared_ptr<const gpu_kernel> make_cuda_attention_kernel(const gpu_kernel_request& request) {
     const auto* fa = request.op.get_if<op::fused_attention>();
     const auto& in = request.input_shapes;
-    if (!fa || in.size() != (fa->has_mask ? 4u : 3u)) return nullptr;
+    // (A causal op masks by position: these kernels read masks only.)
+    if (!fa || fa->causal || in.size() != (fa->has_mask ? 4u : 3u)) return nullptr;
     const shape& out = request.output_shape;
     if (!cuda_reduce::fits_walks(in) || !cuda_reduce::fits_walks({out})) return nullptr;
     const auto type = cuda_reduce::element_type_of(in[0].type());
