@@ -12,8 +12,6 @@
 // probability is exactly 0 either way. Masks of -1e4 or -1e9 stay masks,
 // and so does anything with a mask over the batch or heads that is not the
 // same causal matrix in each.
-#include "kiln/passes.hpp"
-
 #include <cstring>
 #include <map>
 #include <optional>
@@ -22,6 +20,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "kiln/passes.hpp"
 #include "ops/fused_attention.hpp"
 #include "passes/constant_value.hpp"
 #include "passes/rewriter.hpp"
@@ -140,8 +139,7 @@ bool holds_causal_matrices(const argument& value, std::size_t matrices, std::siz
 bool is_causal_mask(const instruction& mask, std::size_t sq, std::size_t sk) {
     const shape& s = mask.get_shape();
     const auto& lens = s.lens();
-    if (!is_floating(s.type()) || lens.size() < 2 || lens[lens.size() - 2] != sq || lens.back() != sk)
-        return false;
+    if (!is_floating(s.type()) || lens.size() < 2 || lens[lens.size() - 2] != sq || lens.back() != sk) return false;
     if (auto matrix = one_matrix_of(mask)) return holds_causal_matrices(*matrix, 1, sq, sk);
     const auto value = constant_value(mask, largest_mask_read);
     return value && holds_causal_matrices(*value, s.elements() / (sq * sk), sq, sk);
@@ -173,8 +171,9 @@ bool apply_rule(module& m, const match::match_result& r, verdicts& known) {
 
 void causal_attention_masks::apply(module& m) const {
     verdicts known;
-    rewrite_to_fixed_point(m, {{"causal_mask", match::name("fused_attention"),
-                                [&known](module& mm, const match::match_result& r) { return apply_rule(mm, r, known); }}});
+    rewrite_to_fixed_point(m,
+                           {{"causal_mask", match::name("fused_attention"),
+                             [&known](module& mm, const match::match_result& r) { return apply_rule(mm, r, known); }}});
 }
 
 }  // namespace kiln

@@ -66,7 +66,8 @@ rewrite_rule product_over_merged_rows() {
                 const std::size_t k_len = r.root->inputs()[0]->get_shape().lens()[1];
                 const auto leading = leading_dims_of_rows(xs.lens(), k_len);
                 if (leading < 2 || !xs.standard()) return false;
-                std::vector<std::size_t> lens(xs.lens().begin(), xs.lens().begin() + static_cast<std::ptrdiff_t>(leading));
+                std::vector<std::size_t> lens(xs.lens().begin(),
+                                              xs.lens().begin() + static_cast<std::ptrdiff_t>(leading));
                 std::vector<std::size_t> x_lens = lens;
                 x_lens.push_back(k_len);
                 lens.push_back(out.lens()[1]);

@@ -89,8 +89,9 @@ TEST(pass_causal_attention_masks, the_where_of_a_boolean_mask_exporters_write_is
         for (std::size_t j = 0; j < s; ++j) keep.push_back(j <= i ? 1 : 0);
     const program p = attention_with(s, s, [&](module& m) {
         auto allowed = m.add_literal(literal(shape(dtype::bool_type, {1, 1, s, s}), keep));
-        return add(m, "where", {allowed, add_float_literal(m, {}, {0.0f}),
-                                add_float_literal(m, {}, {std::numeric_limits<float>::lowest()})});
+        return add(m, "where",
+                   {allowed, add_float_literal(m, {}, {0.0f}),
+                    add_float_literal(m, {}, {std::numeric_limits<float>::lowest()})});
     });
     const module out = fused_with_causal_flags(*p.get_main_module());
     EXPECT_EQ(op_names(out), std::vector<std::string>{"fused_attention"}) << out;
@@ -113,9 +114,8 @@ TEST(pass_causal_attention_masks, other_masks_stay_masks) {
          additive_mask(1, sq, sk, -1e4f, [&](auto, auto i, auto j) { return causal(i, j); })},
         {"causal with a padded key", 1,
          additive_mask(1, sq, sk, lowest, [&](auto, auto i, auto j) { return causal(i, j) && j != 2; })},
-        {"aligned at the top left (j <= i)", 1, additive_mask(1, sq, sk, lowest, [](auto, auto i, auto j) {
-             return j <= i;
-         })},
+        {"aligned at the top left (j <= i)", 1,
+         additive_mask(1, sq, sk, lowest, [](auto, auto i, auto j) { return j <= i; })},
         {"causal in one batch entry only", 2,
          additive_mask(2, sq, sk, lowest, [&](auto b, auto i, auto j) { return causal(i, j) || b == 1; })},
     };
@@ -129,9 +129,8 @@ TEST(pass_causal_attention_masks, other_masks_stay_masks) {
         expect_same_outputs(*p.get_main_module(), out, 1e-5);
     }
     // Attention fusion alone keeps the mask (the gpu target's kernel reads masks only).
-    const program p = with_constant_mask(1, sq, sk, additive_mask(1, sq, sk, lowest, [&](auto, auto i, auto j) {
-                                             return causal(i, j);
-                                         }));
+    const program p = with_constant_mask(
+        1, sq, sk, additive_mask(1, sq, sk, lowest, [&](auto, auto i, auto j) { return causal(i, j); }));
     EXPECT_TRUE(only_attention(after_pass<fuse_attention>(*p.get_main_module())).has_mask);
 }
 
@@ -166,8 +165,9 @@ TEST(pass_causal_attention_masks, a_mask_expanded_over_the_batch_is_read_as_one_
         auto queries = add(m, "broadcast", {m.add_literal(literal(shape(dtype::int64_type, {1, 1, s, 1}), positions))},
                            value_map{{"out_lens", ints({batch, 1, s, 1})}});
         auto future = add(m, "greater", {keys, queries});
-        return add(m, "where", {future, add_float_literal(m, {}, {std::numeric_limits<float>::lowest()}),
-                                add_float_literal(m, {}, {0.0f})});
+        return add(m, "where",
+                   {future, add_float_literal(m, {}, {std::numeric_limits<float>::lowest()}),
+                    add_float_literal(m, {}, {0.0f})});
     });
     const module out = fused_with_causal_flags(*p.get_main_module());
     EXPECT_EQ(op_names(out), std::vector<std::string>{"fused_attention"}) << out;

@@ -45,7 +45,9 @@ TEST(pass_fuse_attention, bert_style_with_mask_and_nan_guard) {
     module out = after_pass<fuse_attention>(m);
     EXPECT_EQ(op_names(out), std::vector<std::string>{"fused_attention"}) << out;
     const auto& op = std::prev(std::prev(out.end()))->get_operator();
-    EXPECT_EQ(to_string(op), "fused_attention[scale=0.353553368,has_mask=true,nan_to_zero=true,masked_rows_to_zero=false,causal=false,output_order={}]");
+    EXPECT_EQ(to_string(op),
+              "fused_attention[scale=0.353553368,has_mask=true,nan_to_zero=true,masked_rows_to_zero=false,causal=false,"
+              "output_order={}]");
     expect_same_outputs(m, out, 1e-5);
     expect_cpu_matches_ref(as_program(m), 1e-5);
 }
@@ -75,7 +77,8 @@ TEST(pass_fuse_attention, gpt2_style_division_and_constant_causal_mask_first) {
     module out = after_pass<fuse_attention>(m);
     EXPECT_EQ(op_names(out), std::vector<std::string>{"fused_attention"}) << out;
     EXPECT_EQ(to_string(std::prev(std::prev(out.end()))->get_operator()),
-              "fused_attention[scale=0.25,has_mask=true,nan_to_zero=false,masked_rows_to_zero=false,causal=false,output_order={}]");
+              "fused_attention[scale=0.25,has_mask=true,nan_to_zero=false,masked_rows_to_zero=false,causal=false,"
+              "output_order={}]");
     expect_same_outputs(m, out, 1e-5);
     expect_cpu_matches_ref(as_program(m), 1e-5);
 }
@@ -215,7 +218,8 @@ TEST(pass_fuse_attention, a_head_merging_transpose_becomes_the_output_order) {
     module out = after_pass<fuse_attention>(m);
     EXPECT_EQ(op_names(out), (std::vector<std::string>{"fused_attention", "transpose", "reshape", "neg"})) << out;
     const std::string text = to_string(out);
-    EXPECT_NE(text.find("fused_attention[scale=0.349999994,has_mask=false,nan_to_zero=false,masked_rows_to_zero=false,causal=false,output_order={0, 2, 1, "
+    EXPECT_NE(text.find("fused_attention[scale=0.349999994,has_mask=false,nan_to_zero=false,masked_rows_to_zero=false,"
+                        "causal=false,output_order={0, 2, 1, "
                         "3}](q,kt,v) -> float_type, {2, 3, 7, 5}, {105, 5, 15, 1}"),
               std::string::npos)
         << out;

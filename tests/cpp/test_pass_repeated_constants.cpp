@@ -191,9 +191,9 @@ TEST(pass_repeated_constants, two_inputs_narrowed_along_one_dim_keep_their_reade
         return m.add_instruction(make_op("gather", value_map{{"axis", 0}}), {table, indices});
     };
     auto future = m.add_instruction(make_op("greater"), {gathered({8, 1, 32}), gathered({8, 32, 1})});
-    auto mask = m.add_instruction(make_op("where"), {future, add_float_literal(m, {}, {-1e9f}),
-                                                     add_float_literal(m, {}, {0.0f})});
-    m.add_return({mask});  // (a reader that broadcasts the batch would take the whole mask narrowed)
+    auto mask = m.add_instruction(make_op("where"),
+                                  {future, add_float_literal(m, {}, {-1e9f}), add_float_literal(m, {}, {0.0f})});
+    m.add_return({mask});                 // (a reader that broadcasts the batch would take the whole mask narrowed)
     module out = after_pass(m, limited);  // the verifier checks every result's lengths
     EXPECT_EQ(count_ops(out, "gather"), 0u) << out;
     EXPECT_EQ(count_ops(out, "broadcast"), 1u) << out;

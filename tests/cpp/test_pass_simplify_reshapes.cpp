@@ -194,8 +194,7 @@ module qkv_heads(const std::function<instruction_ref(module&, instruction_ref, s
     auto x = m.add_parameter("x", float_shape({2, sequence, 36}));
     std::vector<instruction_ref> parts;
     for (std::int64_t i = 0; i < 3; ++i) {
-        auto heads =
-            m.add_instruction(reshape({2, static_cast<std::int64_t>(sequence), 3, 4}), {piece(m, x, i)});
+        auto heads = m.add_instruction(reshape({2, static_cast<std::int64_t>(sequence), 3, 4}), {piece(m, x, i)});
         parts.push_back(m.add_instruction(transpose({0, 2, 1, 3}), {heads}));
     }
     auto sum = m.add_instruction(make_op("add"), {parts[0], parts[1]});
@@ -212,8 +211,7 @@ TEST(pass_simplify_reshapes, at_a_sequence_of_1_split_pieces_become_slices_too) 
     module m = qkv_heads(
         [](module& mm, instruction_ref x, std::int64_t i) {
             return mm.add_instruction(
-                make_op("split", value_map{{"axis", 2}, {"num_outputs", 3}, {"output", i}, {"sizes", ints({})}}),
-                {x});
+                make_op("split", value_map{{"axis", 2}, {"num_outputs", 3}, {"output", i}, {"sizes", ints({})}}), {x});
         },
         1);
     module out = after_pass<simplify_reshapes>(m);
