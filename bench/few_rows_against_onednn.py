@@ -37,10 +37,12 @@ def main():
     parser.add_argument("--loop", default="few_rows_float32_avx512")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     args = parser.parse_args()
     cpu = kiln.get_target("cpu")
     algorithms = [args.loop, "onednn"]
-    for model, names in MODELS.items():
+    for model in args.models:
+        names = MODELS[model]
         path = str(HERE.parent / "build" / "models" / f"{model}-dynamic.onnx")
         dims = {k: [args.rows, 1] for k in names}
         feeds = feeds_for(names, args.rows, np.random.default_rng(0))
