@@ -191,6 +191,27 @@ def test_a_batch_and_a_sequence_together_compile_once():
     assert shape.dyn_dims[:2] == [{"min": 1, "max": 8, "optimals": [2]}, {"min": 1, "max": 64, "optimals": [5]}]
 
 
+def test_a_causal_decoder_over_a_batch_and_a_sequence_compiles_once():
+    """transformers' GPT-2: its causal mask, a constant at each length of the
+    export, becomes the attention's causal flag (causal_attention_masks), so
+    one program serves every batch and sequence (without that pass, one
+    compilation per shape)."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=4, n_positions=64, use_cache=False)
+    model = transformers.GPT2Model(config).eval()
+    compiled = kiln.torch.compile(model, (torch.randint(0, 100, (2, 8)),),
+                                  dynamic_shapes=({0: Dim("batch", min=1, max=4), 1: Dim("seq", min=2, max=64)},))
+    for b, s in [(1, 5), (3, 40), (4, 64), (2, 2), (1, 17)]:
+        ids = torch.randint(0, 100, (b, s))
+        with torch.no_grad():
+            want = model(ids).last_hidden_state
+            got = compiled(ids)
+        got = got.last_hidden_state if hasattr(got, "last_hidden_state") else got[0]
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=f"{b} x {s}")
+    assert compiled.compilations == 1 and compiled.generic_refusal is None
+
+
 class SoftmaxOverMergedRows(nn.Module):
     """A softmax over [batch * seq, 16] rows: a length that is the batch
     times the sequence, which one Kiln program cannot follow for both."""
