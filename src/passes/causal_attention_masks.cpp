@@ -12,17 +12,16 @@
 // probability is exactly 0 either way. Masks of -1e4 or -1e9 stay masks,
 // and so does anything with a mask over the batch or heads that is not the
 // same causal matrix in each.
-#include <cstring>
 #include <map>
 #include <optional>
 #include <tuple>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "kiln/passes.hpp"
 #include "ops/fused_attention.hpp"
 #include "passes/constant_value.hpp"
+#include "passes/matcher.hpp"
+#include "passes/narrowed_value.hpp"
 #include "passes/rewriter.hpp"
 
 namespace kiln {
@@ -33,84 +32,6 @@ constexpr double masked_out = -1e30;
 
 // Masks of sequences up to 4096 are read; longer ones stay.
 constexpr std::size_t largest_mask_read = std::size_t{1} << 24;
-
-// `lens` with every dim before the last two set to 1.
-std::vector<std::size_t> one_matrix(std::vector<std::size_t> lens) {
-    for (std::size_t d = 0; d + 2 < lens.size(); ++d) lens[d] = 1;
-    return lens;
-}
-
-// The first matrix of `value` (its last two dims) where every matrix it
-// holds is the same (a literal folded whole, positions repeated over the
-// batch), as a view; nothing where they differ.
-std::optional<argument> first_of_equal_matrices(const argument& value) {
-    const shape& s = value.get_shape();
-    const shape first(s.type(), one_matrix(s.lens()));
-    if (first.elements() == s.elements()) return value;
-    if (!s.standard() || value.data() == nullptr) return std::nullopt;
-    const std::size_t bytes = first.bytes();
-    for (std::size_t offset = bytes; offset < s.bytes(); offset += bytes)
-        if (std::memcmp(value.data(), value.data() + offset, bytes) != 0) return std::nullopt;
-    return value.reshaped(first);
-}
-
-// The first matrix of a constant mask computed by pointwise ops from
-// literals whose matrices are all the same (exports expand the mask over the batch:
-// [64, 1, 2048, 2048] is a gigabyte, its matrix 16 MB), which is then every
-// matrix's value; nothing where the mask is computed otherwise.
-std::optional<argument> one_matrix_of(const instruction& mask) {
-    std::vector<const instruction*> order;
-    std::unordered_set<const instruction*> seen{&mask};
-    std::vector<std::pair<const instruction*, bool>> stack{{&mask, false}};
-    std::unordered_map<const instruction*, const instruction*> aliases;  // a broadcast -> its input
-    while (!stack.empty()) {
-        auto [cur, expanded] = stack.back();
-        stack.pop_back();
-        if (cur->is_literal()) {
-            if (!first_of_equal_matrices(cur->get_literal().get_argument())) return std::nullopt;
-            order.push_back(cur);
-            continue;
-        }
-        if (expanded) {
-            order.push_back(cur);
-            continue;
-        }
-        if (cur->name() == "broadcast" && cur->inputs().size() == 1 &&
-            cur->inputs()[0]->get_shape().ndim() == cur->get_shape().ndim()) {
-            // Of the same rank, it spreads dims of 1 as numpy's broadcasting
-            // in its pointwise readers would: they read its input instead.
-            aliases.emplace(cur, &*cur->inputs()[0]);
-            if (seen.insert(&*cur->inputs()[0]).second) stack.emplace_back(&*cur->inputs()[0], false);
-            continue;
-        }
-        if (!cur->get_operator().is_pointwise() || cur->inputs().empty()) return std::nullopt;
-        const shape& s = cur->get_shape();
-        if (shape(s.type(), one_matrix(s.lens())).elements() > largest_mask_read) return std::nullopt;
-        stack.emplace_back(cur, true);
-        for (const auto& in : cur->inputs())
-            if (seen.insert(&*in).second) stack.emplace_back(&*in, false);
-    }
-    if (aliases.count(&mask)) return std::nullopt;
-    std::unordered_map<const instruction*, argument> values;
-    try {
-        for (const instruction* cur : order) {
-            if (cur->is_literal()) {
-                values.emplace(cur, *first_of_equal_matrices(cur->get_literal().get_argument()));
-                continue;
-            }
-            std::vector<argument> args;
-            for (const auto& in : cur->inputs()) {
-                auto alias = aliases.find(&*in);
-                args.push_back(values.at(alias == aliases.end() ? &*in : alias->second));
-            }
-            const shape& s = cur->get_shape();
-            values.emplace(cur, cur->get_operator().evaluate(shape(s.type(), one_matrix(s.lens())), args));
-        }
-    } catch (const error&) {
-        return std::nullopt;
-    }
-    return values.at(&mask);
-}
 
 // Whether `value` holds `matrices` matrices [sq, sk] (standard order) that
 // add 0 at (i, j <= i + sk - sq) and mask out the rest.
@@ -140,9 +61,19 @@ bool is_causal_mask(const instruction& mask, std::size_t sq, std::size_t sk) {
     const shape& s = mask.get_shape();
     const auto& lens = s.lens();
     if (!is_floating(s.type()) || lens.size() < 2 || lens[lens.size() - 2] != sq || lens.back() != sk) return false;
-    if (auto matrix = one_matrix_of(mask)) return holds_causal_matrices(*matrix, 1, sq, sk);
-    const auto value = constant_value(mask, largest_mask_read);
-    return value && holds_causal_matrices(*value, s.elements() / (sq * sk), sq, sk);
+    // Exports expand the mask over the batch ([64, 1, 2048, 2048] is a
+    // gigabyte): it is read with length 1 along the dims it repeats along
+    // (passes/narrowed_value.hpp), whole where it repeats along none.
+    std::vector<std::size_t> matrices_dims;
+    for (std::size_t d = 0; d + 2 < lens.size(); ++d)
+        if (lens[d] > 1) matrices_dims.push_back(d);
+    narrowing how;
+    how.is_constant = [](const instruction& ins) { return match::is_constant_instruction(ins); };
+    how.whole_value = [](const instruction& ins) { return constant_value(ins, largest_mask_read); };
+    how.max_bytes = largest_mask_read * sizeof(double);
+    auto value = narrowed_value(mask, matrices_dims, how);
+    if (!value) value = constant_value(mask, largest_mask_read);
+    return value && holds_causal_matrices(*value, value->get_shape().elements() / (sq * sk), sq, sk);
 }
 
 // The masks read so far and whether they are causal (twelve layers read one).
