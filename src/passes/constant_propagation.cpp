@@ -118,7 +118,8 @@ bool keeps_its_lengths(const instruction& reader, const std::vector<shape>& shap
 
 class folder {
 public:
-    folder(module& m, const constant_propagation& options) : m_(m), options_(options), constant_(find_constants(m, options.fold_dequantize)) {
+    folder(module& m, const constant_propagation& options)
+        : m_(m), options_(options), constant_(find_constants(m, options.fold_dequantize)) {
         narrowing_.is_constant = [this](const instruction& ins) { return constant_.count(&ins) > 0; };
         narrowing_.whole_value = [this](const instruction& ins) { return whole_value(ins); };
         narrowing_.max_bytes = options_.max_bytes;

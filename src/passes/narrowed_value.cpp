@@ -93,8 +93,7 @@ std::optional<argument> narrowed_value(const instruction& ins, const std::vector
     if (!narrowed) return std::nullopt;
     try {
         const shape out = op.compute_shape(arg_shapes);
-        if (out.ndim() != s.ndim() || out.type() != s.type() || out.bytes() > how.max_bytes)
-            return std::nullopt;
+        if (out.ndim() != s.ndim() || out.type() != s.type() || out.bytes() > how.max_bytes) return std::nullopt;
         return op.evaluate(out, args);
     } catch (const error&) {
         return std::nullopt;
