@@ -5,13 +5,16 @@
 #   1. unpacks the binaries;
 #   2. side by side, everything that only needs to be right, not timed: the
 #      GPU suite, the Python stage, the ONNX node tests (cpu-passing cases, in the order of
-#      build-gpu/bundle/node-order.txt when present), `kiln verify` on the six
+#      build-gpu/bundle/node-order.txt when present; skipped without the cpu
+#      baseline build-gpu/bundle/node-cpu.json), `kiln verify` on the six
 #      models, and Inductor's max-autotune compiles filling its caches;
-#   3. alone: eager, Inductor (loaded from the warmed caches) and Kiln through
-#      kiln.torch.compile on the same CUDA tensors (bench/gpu_bench.py);
-#   4. alone: `kiln perf` on every model, batch 1 and 32, fp32 and fp16, with
+#   3. alone: `kiln perf` on every model, batch 1 and 32, fp32 and fp16, with
 #      the inputs and outputs on the device as Inductor's are (PERF_OPTIONS=""
-#      times the host copies too).
+#      times the host copies too), once per variant of PERF_VARIANTS (model_check.py
+#      --variants: "base:KILN_GPU_CUBLASLT=0 new" is an A/B of a kernel choice),
+#      each profile kept in perf/profiles/;
+#   4. alone: eager, Inductor (loaded from the warmed caches) and Kiln through
+#      kiln.torch.compile on the same CUDA tensors (bench/gpu_bench.py).
 # Every stage writes its logs and JSON in a work folder, packed into
 # $OUT/results.tgz after each phase (the device tool returns only a few files
 # of $OUT), so a call cut short at its limit still returns what was done.
@@ -34,18 +37,24 @@ SKIP_UNPACK=1 STAGES=tests T_TESTS=$side OUT=$out bash $check >"$out/tests.out" 
 SKIP_UNPACK=1 STAGES=warm INDUCTOR_PRECISIONS=fp16 WARM_JOBS=8 T_WARM=$side OUT=$out/bench \
     bash $check >"$out/warm.out" 2>&1 &
 SKIP_UNPACK=1 STAGES=python T_PYTHON=$side OUT=$out/py bash $check >"$out/py.out" 2>&1 &
-SKIP_UNPACK=1 STAGES=nodes T_NODES=$side NODE_JOBS=4 NODE_ONLY=$order OUT=$out/nodes bash $check >"$out/nodes.out" 2>&1 &
+[ -f build-gpu/bundle/node-cpu.json ] &&
+    SKIP_UNPACK=1 STAGES=nodes T_NODES=$side NODE_JOBS=4 NODE_ONLY=$order OUT=$out/nodes bash $check >"$out/nodes.out" 2>&1 &
 SKIP_UNPACK=1 STAGES=models T_MODELS=$side MODELS="*-b1" MODEL_CHECK="--verify --timeout $((side - 10))" \
     OUT=$out/verify bash $check >"$out/verify.out" 2>&1 &
 wait
 for f in tests warm py nodes verify; do echo "=== $f"; tail -22 "$out/$f.out"; done
 pack
 echo "== 3 $(date +%T)"
-SKIP_UNPACK=1 STAGES=bench T_BENCH=${T_BENCH:-200} BENCH_RUNS=20 INDUCTOR_PRECISIONS=fp16 \
-    WARMED=$out/bench/warm OUT=$out/bench bash $check 2>&1 | tail -24
+SKIP_UNPACK=1 STAGES=models T_MODELS=${T_PERF:-90} MODELS="*" \
+    MODEL_CHECK="--perf --runs 20 --timeout 40 ${PERF_OPTIONS---device-io} ${PERF_VARIANTS:+--variants $PERF_VARIANTS}" \
+    OUT=$out/perf bash $check 2>&1 | tail -40
 pack
 echo "== 4 $(date +%T)"
-SKIP_UNPACK=1 STAGES=models T_MODELS=${T_PERF:-90} MODELS="*" \
-    MODEL_CHECK="--perf --runs 20 --timeout 40 ${PERF_OPTIONS---device-io}" OUT=$out/perf bash $check 2>&1 | tail -24
+# The bench shows kiln perf's figures of the last variant (its name, before any ':').
+perf_variants=${PERF_VARIANTS:-}
+last_variant=${perf_variants##* }
+SKIP_UNPACK=1 STAGES=bench T_BENCH=${T_BENCH:-200} BENCH_RUNS=20 INDUCTOR_PRECISIONS=fp16 \
+    WARMED=$out/bench/warm KILN_REPORT=$out/perf/models.json KILN_VARIANT=${last_variant%%:*} \
+    OUT=$out/bench bash $check 2>&1 | tail -24
 pack
 echo "== done $(date +%T)"

@@ -4,10 +4,16 @@ ref, on the exporter's inputs) for the suite's models, then `kiln compile`
 Writes a JSON report and prints one line per model.
 
     python scripts/gpu/model_check.py --kiln KILN --models DIR --out report.json [--verify] [--perf]
+        [--variants base:KILN_GPU_CUBLASLT=0 new]
+
+`--variants` times each model and precision once per variant, back to back
+(NAME, then the environment settings it compiles and runs with, ':'-separated):
+an A/B of kernel choices in one run.
 """
 import argparse
 import concurrent.futures
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -20,10 +26,11 @@ def feeds(models, stem):
     return [f"--input={p.stem}={p}" for p in sorted(folder.glob("*.npy"))] if folder.is_dir() else []
 
 
-def run(cmd, timeout):
+def run(cmd, timeout, env=None):
     start = time.perf_counter()
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env=None if env is None else {**os.environ, **env})
     except subprocess.TimeoutExpired:
         return -9, f"timeout after {timeout} s", timeout
     return done.returncode, done.stdout + done.stderr, time.perf_counter() - start
@@ -36,12 +43,14 @@ def verify(kiln, models, stem, timeout):
     return {"passed": rc == 0, "rc": rc, "seconds": round(seconds, 1), "detail": tail[-1500:]}
 
 
-def perf(kiln, models, stem, precision, scratch, runs, timeout, device_io=False):
-    compiled = scratch / f"{stem}-{precision}.kiln"
+def perf(kiln, models, stem, precision, scratch, runs, timeout, device_io=False, profiles=None, variant=("", {})):
+    name, env = variant
+    label = f"{stem}-{precision}" + (f"-{name}" if name else "")
+    compiled = scratch / f"{label}.kiln"
     cmd = [kiln, "compile", str(models / f"{stem}.onnx"), "--target", "gpu", "-o", str(compiled)]
     if precision == "fp16":
         cmd.append("--fp16")
-    rc, text, compile_seconds = run(cmd, timeout)
+    rc, text, compile_seconds = run(cmd, timeout, env)
     result = {"compile_rc": rc, "compile_seconds": round(compile_seconds, 2)}
     if rc != 0:
         result["detail"] = text[-1500:]
@@ -50,7 +59,7 @@ def perf(kiln, models, stem, precision, scratch, runs, timeout, device_io=False)
     # device_io: inputs uploaded once and outputs left on the device, as Inductor's are.
     io = ["--disable-offload-copy"] if device_io else []
     rc, text, _ = run([kiln, "perf", str(compiled), "-n", str(runs), "--batch", str(batch), *io, *feeds(models, stem)],
-                      timeout)
+                      timeout, env)
     result["perf_rc"] = rc
     found = re.search(r"Without profiling: median ([0-9.]+) ms, min ([0-9.]+) ms", text)
     if found:
@@ -60,6 +69,9 @@ def perf(kiln, models, stem, precision, scratch, runs, timeout, device_io=False)
     result["host_fallback_ops"] = sorted({f[1] for f in fallback if len(f) > 1})
     summary = text.split("Summary by op kind:")[-1].strip().splitlines()[:12]
     result["summary"] = summary
+    if profiles is not None:
+        # The whole profile (instructions, kernels chosen, times): where the time goes.
+        (profiles / f"{label}.txt").write_text(text)
     if rc != 0 or not found:
         result["detail"] = text[-1500:]
     return result
@@ -77,6 +89,8 @@ def main():
     parser.add_argument("--device-io", action="store_true",
                         help="kiln perf --disable-offload-copy: no host copies in the times")
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--variants", nargs="+", default=[""], metavar="NAME[:VAR=VALUE...]",
+                        help="time each model once per variant, back to back")
     args = parser.parse_args()
     stems = sorted(p.name[: -len(".onnx")] for p in args.models.glob("*.onnx"))
     report = {"verify": {}, "perf": {}}
@@ -92,15 +106,25 @@ def main():
     if args.perf:
         scratch = pathlib.Path("/tmp/kiln-compiled")
         scratch.mkdir(exist_ok=True)
+        profiles = args.out.parent / "profiles"
+        profiles.mkdir(exist_ok=True)
+        variants = []
+        for spec in args.variants:
+            name, *settings = spec.split(":")
+            variants.append((name, dict(setting.split("=", 1) for setting in settings)))
         for stem in stems:
             for precision in args.precisions:
-                r = perf(args.kiln, args.models, stem, precision, scratch, args.runs, args.timeout, args.device_io)
-                report["perf"][f"{stem}-{precision}"] = r
-                print(f"perf {stem} {precision}: compile {r['compile_seconds']} s, median {r.get('median_ms')} ms, "
-                      f"{r.get('host_fallback_instructions')} on the host {r.get('host_fallback_ops', '')}", flush=True)
-                if "detail" in r:
-                    print("   " + r["detail"][-600:].replace("\n", "\n   "), flush=True)
-                args.out.write_text(json.dumps(report, indent=1))
+                for variant in variants:
+                    r = perf(args.kiln, args.models, stem, precision, scratch, args.runs, args.timeout,
+                             args.device_io, profiles, variant)
+                    key = f"{stem}-{precision}" + (f"-{variant[0]}" if variant[0] else "")
+                    report["perf"][key] = r
+                    print(f"perf {key}: compile {r['compile_seconds']} s, median {r.get('median_ms')} ms, "
+                          f"{r.get('host_fallback_instructions')} on the host {r.get('host_fallback_ops', '')}",
+                          flush=True)
+                    if "detail" in r:
+                        print("   " + r["detail"][-600:].replace("\n", "\n   "), flush=True)
+                    args.out.write_text(json.dumps(report, indent=1))
     args.out.write_text(json.dumps(report, indent=1))
     return 0
 

@@ -142,3 +142,81 @@ TEST(gpu_kernels_16bit, quantized_layer_norm_runs_in_16bit_and_matches_ref) {
         }
     }
 }
+
+namespace {
+
+// x [2, 64, 96] . w [96, 80] (+ bias) (+ residual) (relu), as exporters write
+// a linear layer and the residual connection after it.
+program linear_chain(bool bias, bool residual, bool relu) {
+    program p;
+    module& m = *p.get_main_module();
+    auto x = m.add_parameter("x", float_shape({2, 64, 96}));
+    auto y = m.add_instruction(make_op("dot"), {x, add_random_literal(m, {96, 80}, 1)});
+    if (bias) y = m.add_instruction(make_op("add"), {y, add_random_literal(m, {80}, 2)});
+    if (residual) y = m.add_instruction(make_op("add"), {y, m.add_parameter("residual", float_shape({2, 64, 80}))});
+    if (relu) y = m.add_instruction(make_op("relu"), {y});
+    m.add_return({y});
+    return p;
+}
+
+}  // namespace
+
+// The chains cuBLASLt computes inside the product, in float32 (against ref at
+// the matmul tests' tolerance) and in float16 / bfloat16 (one rounding of the
+// float32 sum, against the float32 program and no farther from it than ref
+// on the quantized program, which rounds after each step).
+TEST(gpu_kernels_16bit, linear_layer_epilogues_inside_cublaslt_match_ref) {
+    struct chain {
+        bool bias, residual, relu;
+        std::string algorithm;
+    };
+    for (const chain& c : {chain{true, false, false, "cublaslt_gemm_bias"},
+                           chain{true, true, false, "cublaslt_gemm_bias_residual"},
+                           chain{true, false, true, "cublaslt_gemm_bias_relu"},
+                           chain{true, true, true, "cublaslt_gemm_bias_residual_relu"},
+                           chain{false, true, true, "cublaslt_gemm_residual_relu"}}) {
+        const program reference = linear_chain(c.bias, c.residual, c.relu);
+        program compiled = compiled_for_gpu(reference);
+        EXPECT_EQ(gpu_algorithm(compiled, "fused_dot"), c.algorithm);
+        expect_gpu_matches_ref(reference, 2e-5, c.algorithm);
+        for (dtype type : {dtype::half_type, dtype::bf16_type}) {
+            const program q = quantized(reference, type);
+            program compiled_16bit = compiled_for_gpu(q);
+            EXPECT_EQ(gpu_algorithm(compiled_16bit, "fused_dot"), c.algorithm) << to_string(type);
+            std::cout << "  fused_dot " << to_string(type) << ": " << gpu_algorithm(compiled_16bit, "fused_dot")
+                      << "\n";
+            auto inputs = random_inputs(*reference.get_main_module(), 5);
+            const auto exact = evaluate_module(*reference.get_main_module(), inputs);
+            for (int run = 0; run < 2; ++run) {
+                const auto got = compiled_16bit.eval(inputs);
+                expect_close(got, exact, sixteen_bit_tolerance(type), c.algorithm + " " + to_string(type));
+                const double ref_error = max_abs_difference(evaluate_module(*q.get_main_module(), inputs), exact);
+                EXPECT_LE(max_abs_difference(got, exact), 1.5 * ref_error + 1e-3) << c.algorithm << " " << to_string(type);
+            }
+        }
+    }
+}
+
+// A product of a view one element into its buffer: where the plan passes
+// the view itself, the address is not 16-byte aligned and the kernel runs
+// cuBLAS and the epilogue pass instead; either way, the same results.
+TEST(gpu_kernels_16bit, a_misaligned_operand_takes_the_cublas_path_with_the_same_results) {
+    program p;
+    module& m = *p.get_main_module();
+    auto x = m.add_parameter("x", float_shape({32, 96}));
+    auto x_view = m.add_instruction(make_op("slice", value_map{{"axes", ints({1})}, {"starts", ints({1})},
+                                                               {"ends", ints({95})}}),
+                                    {x});
+    auto y = m.add_instruction(make_op("dot"), {x_view, add_random_literal(m, {94, 40}, 1)});
+    y = m.add_instruction(make_op("add"), {y, add_random_literal(m, {40}, 2)});
+    m.add_return({y});
+    expect_gpu_matches_ref(p, 2e-5, "misaligned");
+    const program q = quantized(p, dtype::half_type);
+    program compiled = compiled_for_gpu(q);
+    std::cout << "  fused_dot of a sliced float16 input: " << gpu_algorithm(compiled, "fused_dot") << "\n";
+    auto inputs = random_inputs(*p.get_main_module(), 7);
+    const auto exact = evaluate_module(*p.get_main_module(), inputs);
+    const double ref_error = max_abs_difference(evaluate_module(*q.get_main_module(), inputs), exact);
+    for (int run = 0; run < 2; ++run)
+        EXPECT_LE(max_abs_difference(compiled.eval(inputs), exact), 1.5 * ref_error + 1e-3);
+}

@@ -1,9 +1,12 @@
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
+#include <string>
 
 #include "ops/fused_dot.hpp"
 #include "targets/gpu/cuda/cuda_check.hpp"
 #include "targets/gpu/cuda/cuda_device.hpp"
+#include "targets/gpu/cuda/cublaslt_fused_gemm.hpp"
 #include "targets/gpu/cuda/cuda_kernels.hpp"
 #include "targets/gpu/cuda/linalg_epilogue.hpp"
 #include "targets/gpu/cuda/linalg_gemm_layout.hpp"
@@ -134,6 +137,25 @@ std::optional<linalg_element> epilogue_element(dtype t) {
     }
 }
 
+// The elements operand j repeats over the result's outer dims (standard
+// strides over its inner dims, broadcast over all outer ones), or 0.
+std::size_t repeat_period(const linalg_epilogue_params& p, int j) {
+    std::size_t standard_stride = 1, period = 1;
+    bool broadcasting = false;
+    for (int d = p.rank - 1; d >= 0; --d) {
+        const std::size_t len = p.lens[d], stride = p.operand_strides[j][d];
+        if (len == 1) continue;
+        if (!broadcasting && stride == standard_stride)
+            period = standard_stride * len;
+        else if (stride == 0)
+            broadcasting = true;
+        else
+            return 0;
+        standard_stride *= len;
+    }
+    return period;
+}
+
 // fused_dot's bias and post-op chain as epilogue parameters, or nothing when
 // the pass cannot apply them exactly (too many ops or operands, a rank above
 // the pass's limit, a bias or operand not of the result's type, an operand
@@ -190,11 +212,19 @@ std::optional<epilogue_plan> plan_epilogue(const op::fused_dot& d, const std::ve
             else
                 return std::nullopt;
         }
+        p.operand_periods[j] = repeat_period(p, j);
     }
     return e;
 }
 
 bool plain(const shape& s) { return !s.dynamic() && !s.is_tuple(); }
+
+// KILN_GPU_CUBLASLT=0 keeps fused_dot on cuBLAS and the epilogue pass, to
+// compare the two on the GPU machine.
+bool cublaslt_disabled() {
+    const char* value = std::getenv("KILN_GPU_CUBLASLT");
+    return value != nullptr && std::string(value) == "0";
+}
 
 }  // namespace
 
@@ -230,8 +260,12 @@ std::shared_ptr<const gpu_kernel> make_cuda_linalg_kernel(const gpu_kernel_reque
 
     auto layout = plan_gemm_layout(inputs[0], inputs[1], out);
     if (!layout) return nullptr;
-    return std::make_shared<cuda_gemm_kernel>(std::move(*layout), *types, out.element_size(), out.elements(),
-                                              out.bytes(), std::move(epilogue));
+    const gemm_layout g = *layout;
+    auto cublas = std::make_shared<cuda_gemm_kernel>(std::move(*layout), *types, out.element_size(), out.elements(),
+                                                     out.bytes(), std::move(epilogue));
+    if (name == "fused_dot" && !cublaslt_disabled())
+        if (auto fused = make_cublaslt_fused_gemm(request, g, cublas)) return fused;
+    return cublas;
 }
 
 }  // namespace kiln

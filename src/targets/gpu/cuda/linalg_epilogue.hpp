@@ -35,6 +35,10 @@ struct linalg_epilogue_params {
     // Binary operands in chain order, each with its strides along the result's dims (0: broadcast).
     const void* operands[epilogue_max_operands] = {};
     std::size_t operand_strides[epilogue_max_operands][epilogue_max_rank] = {};
+    // Per operand, where its offset is the result's index modulo a period:
+    // the elements it repeats over the result's outer dims (the result's
+    // element count when shaped like it), or 0 (offsets from the strides).
+    std::size_t operand_periods[epilogue_max_operands] = {};
 };
 
 // Enqueues the pass on `stream` (a cudaStream_t) over `result` of type

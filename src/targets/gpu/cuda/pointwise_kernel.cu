@@ -310,6 +310,17 @@ __device__ void input_offsets(const program& prog, const input_periods& periods,
         }
     } else {
         for (int k = 0; k < prog.num_inputs; ++k) offsets[k] = 0;
+        if (prog.elements <= 0xffffffffull) {
+            // 32-bit division where the sizes allow: 64-bit is emulated in many instructions.
+            auto rest = static_cast<std::uint32_t>(index);
+            for (int d = prog.rank - 1; d >= 0; --d) {
+                const auto len = static_cast<std::uint32_t>(prog.out_lens[d]);
+                const std::uint64_t coordinate = rest % len;
+                rest /= len;
+                for (int k = 0; k < prog.num_inputs; ++k) offsets[k] += coordinate * prog.in_strides[k][d];
+            }
+            return;
+        }
         std::uint64_t rest = index;
         for (int d = prog.rank - 1; d >= 0; --d) {
             const std::uint64_t coordinate = rest % prog.out_lens[d];

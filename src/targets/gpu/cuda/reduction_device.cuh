@@ -22,8 +22,22 @@ inline unsigned grid_for(std::size_t work_items, std::size_t per_block) {
 }
 
 // Offset of row-major linear index i over d's lens (no dim of d is empty when called).
+// 64-bit division is emulated in many instructions on the GPU, which made
+// memory-bound kernels compute-bound: indices below 2^32 divide in 32 bits
+// (a len beyond that range then holds all of i, and the dims outside it are 0).
 __device__ inline std::size_t offset_of(const strided_dims& d, std::size_t i) {
     std::size_t offset = 0;
+    if (i <= 0xffffffffu) {
+        auto rest = static_cast<unsigned>(i);
+        for (int k = d.rank - 1; k >= 0 && rest != 0; --k) {
+            const std::size_t len = d.lens[k];
+            if (len > 0xffffffffu) return offset + rest * d.strides[k];
+            const auto len32 = static_cast<unsigned>(len);
+            offset += static_cast<std::size_t>(rest % len32) * d.strides[k];
+            rest /= len32;
+        }
+        return offset;
+    }
     for (int k = d.rank - 1; k >= 0; --k) {
         const std::size_t len = d.lens[k];
         offset += (i % len) * d.strides[k];
@@ -63,6 +77,14 @@ __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
 // thread of the block must call it (it synchronises the block).
 template <class A, class F>
 __device__ A group_reduce(A value, A* shared, int group, F combine) {
+    if (group <= 32) {
+        // Within a warp: shuffles, no shared memory, no block-wide barriers.
+        // The group's first lane combines in the tree order of the shared
+        // path below, and every lane takes its result (the others' butterfly
+        // sums may round differently).
+        for (int s = group / 2; s > 0; s /= 2) value = combine(value, __shfl_xor_sync(0xffffffffu, value, s));
+        return __shfl_sync(0xffffffffu, value, 0, group);
+    }
     const int t = static_cast<int>(threadIdx.x);
     const int lane = t % group;
     shared[t] = value;
