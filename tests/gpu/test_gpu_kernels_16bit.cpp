@@ -170,11 +170,11 @@ TEST(gpu_kernels_16bit, linear_layer_epilogues_inside_cublaslt_match_ref) {
         bool bias, residual, relu;
         std::string algorithm;
     };
-    for (const chain& c : {chain{true, false, false, "cublaslt_gemm_bias"},
-                           chain{true, true, false, "cublaslt_gemm_bias_residual"},
-                           chain{true, false, true, "cublaslt_gemm_bias_relu"},
-                           chain{true, true, true, "cublaslt_gemm_bias_residual_relu"},
-                           chain{false, true, true, "cublaslt_gemm_residual_relu"}}) {
+    for (const chain& c :
+         {chain{true, false, false, "cublaslt_gemm_bias"}, chain{true, true, false, "cublaslt_gemm_bias_residual"},
+          chain{true, false, true, "cublaslt_gemm_bias_relu"},
+          chain{true, true, true, "cublaslt_gemm_bias_residual_relu"},
+          chain{false, true, true, "cublaslt_gemm_residual_relu"}}) {
         const program reference = linear_chain(c.bias, c.residual, c.relu);
         program compiled = compiled_for_gpu(reference);
         EXPECT_EQ(gpu_algorithm(compiled, "fused_dot"), c.algorithm);
@@ -191,7 +191,8 @@ TEST(gpu_kernels_16bit, linear_layer_epilogues_inside_cublaslt_match_ref) {
                 const auto got = compiled_16bit.eval(inputs);
                 expect_close(got, exact, sixteen_bit_tolerance(type), c.algorithm + " " + to_string(type));
                 const double ref_error = max_abs_difference(evaluate_module(*q.get_main_module(), inputs), exact);
-                EXPECT_LE(max_abs_difference(got, exact), 1.5 * ref_error + 1e-3) << c.algorithm << " " << to_string(type);
+                EXPECT_LE(max_abs_difference(got, exact), 1.5 * ref_error + 1e-3)
+                    << c.algorithm << " " << to_string(type);
             }
         }
     }
@@ -204,9 +205,8 @@ TEST(gpu_kernels_16bit, a_misaligned_operand_takes_the_cublas_path_with_the_same
     program p;
     module& m = *p.get_main_module();
     auto x = m.add_parameter("x", float_shape({32, 96}));
-    auto x_view = m.add_instruction(make_op("slice", value_map{{"axes", ints({1})}, {"starts", ints({1})},
-                                                               {"ends", ints({95})}}),
-                                    {x});
+    auto x_view = m.add_instruction(
+        make_op("slice", value_map{{"axes", ints({1})}, {"starts", ints({1})}, {"ends", ints({95})}}), {x});
     auto y = m.add_instruction(make_op("dot"), {x_view, add_random_literal(m, {94, 40}, 1)});
     y = m.add_instruction(make_op("add"), {y, add_random_literal(m, {40}, 2)});
     m.add_return({y});

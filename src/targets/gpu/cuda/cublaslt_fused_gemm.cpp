@@ -27,7 +27,9 @@ constexpr std::size_t lt_workspace_bytes = std::size_t(32) << 20;
 // What the chosen algorithm may assume of every pointer (checked at each run).
 constexpr std::size_t lt_alignment = 16;
 
-bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % lt_alignment == 0; }
+bool aligned(const void* p) {
+    return reinterpret_cast<std::uintptr_t>(p) % lt_alignment == 0;
+}
 
 // The part of a fused_dot's chain cuBLASLt computes: the residual's input
 // index (or none) and whether relu comes last.
@@ -68,7 +70,9 @@ cublasLtEpilogue_t epilogue_of(bool bias, bool relu) {
     return relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-bool ok(cublasStatus_t status) { return status == CUBLAS_STATUS_SUCCESS; }
+bool ok(cublasStatus_t status) {
+    return status == CUBLAS_STATUS_SUCCESS;
+}
 
 class cublaslt_fused_gemm_kernel final : public gpu_kernel {
 public:
@@ -77,7 +81,8 @@ public:
         : fallback_(std::move(fallback)), has_bias_(has_bias), chain_(chain), name_(std::move(name)) {}
     ~cublaslt_fused_gemm_kernel() override {
         if (preference_ != nullptr) cublasLtMatmulPreferenceDestroy(preference_);
-        for (auto* layout : {a_, b_, c_}) if (layout != nullptr) cublasLtMatrixLayoutDestroy(layout);
+        for (auto* layout : {a_, b_, c_})
+            if (layout != nullptr) cublasLtMatrixLayoutDestroy(layout);
         if (desc_ != nullptr) cublasLtMatmulDescDestroy(desc_);
     }
     cublaslt_fused_gemm_kernel(const cublaslt_fused_gemm_kernel&) = delete;
@@ -111,8 +116,8 @@ public:
         if (!ok(cublasLtMatmulPreferenceCreate(&preference_))) return false;
         const std::uint64_t workspace = lt_workspace_bytes;
         const auto alignment = static_cast<std::uint32_t>(lt_alignment);
-        if (!ok(cublasLtMatmulPreferenceSetAttribute(preference_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                     &workspace, sizeof(workspace))))
+        if (!ok(cublasLtMatmulPreferenceSetAttribute(preference_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                     sizeof(workspace))))
             return false;
         for (auto attribute : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                                CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
@@ -148,9 +153,7 @@ public:
                                    lt_workspace_bytes, as_cuda(launch.stream)));
     }
 
-    std::size_t workspace_bytes() const override {
-        return std::max(lt_workspace_bytes, fallback_->workspace_bytes());
-    }
+    std::size_t workspace_bytes() const override { return std::max(lt_workspace_bytes, fallback_->workspace_bytes()); }
     std::string algorithm() const override { return name_; }
 
 private:
@@ -167,10 +170,14 @@ private:
 
 std::optional<cudaDataType_t> lt_type(dtype t) {
     switch (t) {
-    case dtype::float_type: return CUDA_R_32F;
-    case dtype::half_type: return CUDA_R_16F;
-    case dtype::bf16_type: return CUDA_R_16BF;
-    default: return std::nullopt;
+        case dtype::float_type:
+            return CUDA_R_32F;
+        case dtype::half_type:
+            return CUDA_R_16F;
+        case dtype::bf16_type:
+            return CUDA_R_16BF;
+        default:
+            return std::nullopt;
     }
 }
 

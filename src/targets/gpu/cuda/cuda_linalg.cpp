@@ -4,9 +4,9 @@
 #include <string>
 
 #include "ops/fused_dot.hpp"
+#include "targets/gpu/cuda/cublaslt_fused_gemm.hpp"
 #include "targets/gpu/cuda/cuda_check.hpp"
 #include "targets/gpu/cuda/cuda_device.hpp"
-#include "targets/gpu/cuda/cublaslt_fused_gemm.hpp"
 #include "targets/gpu/cuda/cuda_kernels.hpp"
 #include "targets/gpu/cuda/linalg_epilogue.hpp"
 #include "targets/gpu/cuda/linalg_gemm_layout.hpp"

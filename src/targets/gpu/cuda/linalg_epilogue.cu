@@ -79,11 +79,15 @@ void launch_linalg_epilogue(const linalg_epilogue_params& params, linalg_element
     const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
     const auto s = static_cast<cudaStream_t>(stream);
     switch (element) {
-    case linalg_element::f32: launch_typed(params, static_cast<float*>(result), blocks, threads, s); break;
-    case linalg_element::f16: launch_typed(params, static_cast<__half*>(result), blocks, threads, s); break;
-    case linalg_element::bf16:
-        launch_typed(params, static_cast<__nv_bfloat16*>(result), blocks, threads, s);
-        break;
+        case linalg_element::f32:
+            launch_typed(params, static_cast<float*>(result), blocks, threads, s);
+            break;
+        case linalg_element::f16:
+            launch_typed(params, static_cast<__half*>(result), blocks, threads, s);
+            break;
+        case linalg_element::bf16:
+            launch_typed(params, static_cast<__nv_bfloat16*>(result), blocks, threads, s);
+            break;
     }
     KILN_CUDA(cudaGetLastError());
 }
