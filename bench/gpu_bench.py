@@ -160,8 +160,6 @@ def main():
     parser.add_argument("--kiln-torch-precisions", nargs="*", default=["fp16"],
                         help="the precisions Kiln is also timed at through kiln.torch.compile (CUDA tensors)")
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--kiln-variant", default="",
-                        help="the kiln report's variant to show (model_check.py --variants NAME)")
     args = parser.parse_args()
     if args.warm:
         warm(args.warm, args.inductor_mode, args.out)
@@ -193,7 +191,7 @@ def main():
                     row = {"error": f"{type(e).__name__}: {e}"[:300]}
                 if config in warmed:
                     row["inductor_compile_s"] = warmed[config]
-                k = kiln.get(f"{name}-b{batch}-{precision}" + (f"-{args.kiln_variant}" if args.kiln_variant else ""), {})
+                k = kiln.get(f"{name}-b{batch}-{precision}", {})
                 row.update(model=name, batch=batch, precision=precision, kiln_ms=k.get("median_ms"),
                            kiln_compile_s=k.get("compile_seconds"))
                 # Speed-ups of Kiln: the other engine's time over Kiln's (kiln perf's, and

@@ -34,7 +34,9 @@ ldd build-gpu/kiln build-gpu/tests/gpu/kiln_gpu_tests | awk '/=>/ {print $3}' | 
     grep -E 'lib(dnnl|protobuf|zip|OpenCL)\.so' | xargs -I{} cp -L {} "$stage/lib/"
 tar -cJf "$bundle/kiln-gpu.tar.xz" -C "$stage" .
 [ -d "$bundle/models" ] || "$python" scripts/gpu/device_models.py pack "$bundle/models"
-cases=$(ls -d build/onnx-backend-cases/*/node | head -1)
+# The ONNX node tests as files (the conformance harness writes them on first use).
+cases=$("$python" -c 'import sys; sys.path.insert(0, "tests/python/onnx_conformance")
+import conformance_harness; print(conformance_harness.node_cases_dir())')
 tar -cJf "$bundle/node-cases.tar.xz" -C "$(dirname "$cases")" node
 [ -f "$bundle/node-cpu.json" ] || "$python" scripts/gpu/node_suite.py --kiln build/kiln --target cpu \
     --cases "$cases" --jobs 2 --out "$bundle/node-cpu.json"

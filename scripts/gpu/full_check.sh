@@ -10,15 +10,16 @@
 #      models, and Inductor's max-autotune compiles filling its caches;
 #   3. alone: `kiln perf` on every model, batch 1 and 32, fp32 and fp16, with
 #      the inputs and outputs on the device as Inductor's are (PERF_OPTIONS=""
-#      times the host copies too), once per variant of PERF_VARIANTS (model_check.py
-#      --variants: "base:KILN_GPU_CUBLASLT=0 new" is an A/B of a kernel choice),
-#      each profile kept in perf/profiles/;
+#      times the host copies too), each profile kept in perf/profiles/; then,
+#      where AB_VARIANTS is set, in float16 on AB_MODELS (default "*-b32") once
+#      per variant, back to back (model_check.py --variants: "base:KILN_GPU_CUBLASLT=0 new"
+#      is an A/B of a kernel choice), in ab/;
 #   4. alone: eager, Inductor (loaded from the warmed caches) and Kiln through
 #      kiln.torch.compile on the same CUDA tensors (bench/gpu_bench.py).
 # Every stage writes its logs and JSON in a work folder, packed into
 # $OUT/results.tgz after each phase (the device tool returns only a few files
 # of $OUT), so a call cut short at its limit still returns what was done.
-# T_SIDE, T_PERF and T_BENCH bound the phases (seconds).
+# T_SIDE, T_PERF, T_AB and T_BENCH bound the phases (seconds).
 set -u
 cd "$(dirname "$0")/../.."
 out=/tmp/kiln-results
@@ -29,7 +30,7 @@ check=scripts/gpu/device_check.sh
 order=build-gpu/bundle/node-order.txt
 [ -f $order ] || order=
 side=${T_SIDE:-200}
-mkdir -p "$out/py" "$out/nodes" "$out/verify" "$out/perf" "$out/bench"
+mkdir -p "$out/py" "$out/nodes" "$out/verify" "$out/perf" "$out/ab" "$out/bench"
 echo "== 1 $(date +%T)"
 STAGES=" " bash $check 2>&1 | tail -3  # unpacks the binaries
 echo "== 2 $(date +%T)"
@@ -46,15 +47,17 @@ for f in tests warm py nodes verify; do echo "=== $f"; tail -22 "$out/$f.out"; d
 pack
 echo "== 3 $(date +%T)"
 SKIP_UNPACK=1 STAGES=models T_MODELS=${T_PERF:-90} MODELS="*" \
-    MODEL_CHECK="--perf --runs 20 --timeout 40 ${PERF_OPTIONS---device-io} ${PERF_VARIANTS:+--variants $PERF_VARIANTS}" \
-    OUT=$out/perf bash $check 2>&1 | tail -40
+    MODEL_CHECK="--perf --runs 20 --timeout 40 ${PERF_OPTIONS---device-io}" OUT=$out/perf bash $check 2>&1 | tail -24
 pack
+if [ -n "${AB_VARIANTS:-}" ]; then
+    echo "== 3b $(date +%T)"
+    SKIP_UNPACK=1 STAGES=models T_MODELS=${T_AB:-90} MODELS="${AB_MODELS:-*-b32}" \
+        MODEL_CHECK="--perf --runs 20 --timeout 40 --precisions fp16 ${PERF_OPTIONS---device-io} --variants $AB_VARIANTS" \
+        OUT=$out/ab bash $check 2>&1 | tail -24
+    pack
+fi
 echo "== 4 $(date +%T)"
-# The bench shows kiln perf's figures of the last variant (its name, before any ':').
-perf_variants=${PERF_VARIANTS:-}
-last_variant=${perf_variants##* }
 SKIP_UNPACK=1 STAGES=bench T_BENCH=${T_BENCH:-200} BENCH_RUNS=20 INDUCTOR_PRECISIONS=fp16 \
-    WARMED=$out/bench/warm KILN_REPORT=$out/perf/models.json KILN_VARIANT=${last_variant%%:*} \
-    OUT=$out/bench bash $check 2>&1 | tail -24
+    WARMED=$out/bench/warm KILN_REPORT=$out/perf/models.json OUT=$out/bench bash $check 2>&1 | tail -24
 pack
 echo "== done $(date +%T)"

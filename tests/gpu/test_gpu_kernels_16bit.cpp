@@ -3,6 +3,7 @@
 // where the reference does (attention scores and softmax, layer_norm
 // statistics), so values that would overflow a 16-bit intermediate stay
 // finite and right.
+#include <cstdlib>
 #include <iostream>
 
 #include "gpu_test_helpers.hpp"
@@ -219,4 +220,32 @@ TEST(gpu_kernels_16bit, a_misaligned_operand_takes_the_cublas_path_with_the_same
     const double ref_error = max_abs_difference(evaluate_module(*q.get_main_module(), inputs), exact);
     for (int run = 0; run < 2; ++run)
         EXPECT_LE(max_abs_difference(compiled.eval(inputs), exact), 1.5 * ref_error + 1e-3);
+}
+
+// gelu_tanh inside cuBLASLt (KILN_GPU_CUBLASLT_GELU=1, off by default since
+// cuBLASLt's documentation does not give its GELU's formula): GPT-2's
+// feed-forward product, bias and gelu_tanh against ref.
+TEST(gpu_kernels_16bit, gelu_tanh_inside_cublaslt_matches_ref_where_enabled) {
+    program p;
+    module& m = *p.get_main_module();
+    auto x = m.add_parameter("x", float_shape({2, 64, 96}));
+    auto y = m.add_instruction(make_op("dot"), {x, add_random_literal(m, {96, 80}, 1)});
+    y = m.add_instruction(make_op("add"), {y, add_random_literal(m, {80}, 2)});
+    m.add_return({m.add_instruction(make_op("gelu", value_map{{"approximate", "tanh"}}), {y})});
+    setenv("KILN_GPU_CUBLASLT_GELU", "1", 1);
+    program compiled = compiled_for_gpu(p);
+    const program q = quantized(p, dtype::half_type);
+    program compiled_16bit = compiled_for_gpu(q);
+    unsetenv("KILN_GPU_CUBLASLT_GELU");
+    EXPECT_EQ(gpu_algorithm(compiled, "fused_dot"), "cublaslt_gemm_bias_gelu_tanh");
+    EXPECT_EQ(gpu_algorithm(compiled_16bit, "fused_dot"), "cublaslt_gemm_bias_gelu_tanh");
+    for (unsigned long seed : {3UL, 11UL}) {
+        auto inputs = random_inputs(*p.get_main_module(), seed);
+        const auto exact = evaluate_module(*p.get_main_module(), inputs);
+        expect_close(compiled.eval(inputs), exact, 2e-5, "gelu_tanh float32");
+        const double ref_error = max_abs_difference(evaluate_module(*q.get_main_module(), inputs), exact);
+        EXPECT_LE(max_abs_difference(compiled_16bit.eval(inputs), exact), 1.5 * ref_error + 1e-3) << "float16";
+    }
+    // Off by default: the epilogue pass computes it.
+    EXPECT_NE(gpu_algorithm(compiled_for_gpu(p), "fused_dot"), "cublaslt_gemm_bias_gelu_tanh");
 }

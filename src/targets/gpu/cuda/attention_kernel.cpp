@@ -114,6 +114,10 @@ std::size_t element_bytes(element_type t) { return t == element_type::f32 ? 4 : 
 struct attention_plan {
     element_type type{};
     std::size_t batch = 1, sq = 0, d = 0, sk = 0, dv = 0;
+    // The row pitch of the scores and probabilities: sk rounded up to 8
+    // elements, so that every row starts 16-byte aligned as cuBLAS's tensor-core
+    // kernels need (ViT's 197 keys made the second product fall back to slow ones).
+    std::size_t pitch = 0;
     gemm_operand q, kt, v;
     std::size_t chunk = 1;    // batch entries per pass through the workspace
     bool has_mask = false;
@@ -151,7 +155,7 @@ public:
         const auto* kt = inputs[1].data();
         const auto* v = inputs[2].data();
         const void* mask = p.has_mask ? inputs[3].data() : nullptr;
-        const long long scores_stride = static_cast<long long>(p.sq * p.sk);
+        const long long scores_stride = static_cast<long long>(p.sq * p.pitch);
         const long long out_stride = static_cast<long long>(p.sq * p.dv);
         for (std::size_t first = 0; first < p.batch; first += p.chunk) {
             const std::size_t count = std::min(p.chunk, p.batch - first);
@@ -162,12 +166,13 @@ public:
             KILN_CUBLAS(cublasGemmStridedBatchedEx(
                 handle, p.kt.op, p.q.op, static_cast<int>(p.sk), static_cast<int>(p.sq), static_cast<int>(p.d), &one,
                 at(kt, p.kt), type, static_cast<int>(p.kt.ld), p.kt.batch_stride, at(q, p.q), type,
-                static_cast<int>(p.q.ld), p.q.batch_stride, &zero, scores, CUDA_R_32F, static_cast<int>(p.sk),
+                static_cast<int>(p.q.ld), p.q.batch_stride, &zero, scores, CUDA_R_32F, static_cast<int>(p.pitch),
                 scores_stride, static_cast<int>(count), compute, CUBLAS_GEMM_DEFAULT));
             cuda_reduce::attention_softmax_params s;
             s.rows = count * p.sq;
             s.first_row = first * p.sq;
             s.length = p.sk;
+            s.pitch = p.pitch;
             s.scale = p.scale;
             s.apply_scale = p.apply_scale;
             s.mask_rows = p.mask_rows;
@@ -181,7 +186,7 @@ public:
             KILN_CUBLAS(cublasGemmStridedBatchedEx(
                 handle, p.v.op, CUBLAS_OP_N, static_cast<int>(p.dv), static_cast<int>(p.sq), static_cast<int>(p.sk),
                 &one, at(v, p.v), type, static_cast<int>(p.v.ld), p.v.batch_stride, probabilities, type,
-                static_cast<int>(p.sk), scores_stride, &zero, out, type, static_cast<int>(p.dv), out_stride,
+                static_cast<int>(p.pitch), scores_stride, &zero, out, type, static_cast<int>(p.dv), out_stride,
                 static_cast<int>(count), compute, CUBLAS_GEMM_DEFAULT));
             if (p.staged)
                 cuda_reduce::launch_scatter_copy(bytes, staging, result.data(), p.result_dims,
@@ -257,8 +262,10 @@ std::shared_ptr<const gpu_kernel> make_cuda_attention_kernel(const gpu_kernel_re
 
     const std::size_t bytes = element_bytes(p.type);
     const bool separate_probabilities = p.type != element_type::f32;
-    const std::size_t per_batch_scores = p.sq * p.sk * sizeof(float);
-    const std::size_t per_batch_probabilities = separate_probabilities ? p.sq * p.sk * bytes : 0;
+    p.pitch = round_up(p.sk, 8);
+    if (p.pitch > int_max) return nullptr;
+    const std::size_t per_batch_scores = p.sq * p.pitch * sizeof(float);
+    const std::size_t per_batch_probabilities = separate_probabilities ? p.sq * p.pitch * bytes : 0;
     const std::size_t per_batch = per_batch_scores + per_batch_probabilities;
     // Batch entries per pass: as many as the budget holds, at least one, at most cuBLAS's int batch count.
     const std::size_t fits = per_batch == 0 ? p.batch : scores_budget / per_batch;

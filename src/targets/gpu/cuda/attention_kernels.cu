@@ -33,8 +33,8 @@ __global__ void attention_softmax_kernel(const float* scores, const T* mask, T* 
     for (std::size_t first = blockIdx.x * per_block; first < p.rows; first += gridDim.x * per_block) {
         const std::size_t row = first + threadIdx.x / static_cast<unsigned>(group);
         const bool active = row < p.rows;
-        const float* sr = scores + (active ? row * p.length : 0);
-        T* pr = probabilities + (active ? row * p.length : 0);
+        const float* sr = scores + (active ? row * p.pitch : 0);
+        T* pr = probabilities + (active ? row * p.pitch : 0);
         const T* mr = (mask && active) ? mask + offset_of(p.mask_rows, p.first_row + row) : nullptr;
         float max = -INFINITY;
         if (active)

@@ -93,6 +93,7 @@ struct attention_softmax_params {
     std::size_t rows = 0;
     std::size_t first_row = 0;
     std::size_t length = 0;
+    std::size_t pitch = 0;  // elements from one row of scores (and of probabilities) to the next, >= length
     float scale = 1;
     bool apply_scale = false;
     strided_dims mask_rows;
