@@ -84,9 +84,12 @@ std::optional<lt_chain> chain_of(const op::fused_dot& d, const std::vector<shape
 
 cublasLtEpilogue_t epilogue_of(bool bias, lt_activation activation) {
     switch (activation) {
-    case lt_activation::relu: return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
-    case lt_activation::gelu_tanh: return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
-    default: return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+        case lt_activation::relu:
+            return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+        case lt_activation::gelu_tanh:
+            return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+        default:
+            return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     }
 }
 
