@@ -79,7 +79,7 @@ for stage in $stages; do
     bench)
         PYTHONPATH=python timeout ${T_BENCH:-600} python3 bench/gpu_bench.py --kiln-report "${KILN_REPORT:-$out/models.json}" \
             --out "$out/bench.json" --inductor-precisions ${INDUCTOR_PRECISIONS:-fp32 fp16} --runs ${BENCH_RUNS:-30} \
-            ${WARMED:+--warm-reports "$WARMED"} 2>&1 | tee "$out/bench.log" | tail -40 ;;
+            ${WARMED:+--warm-reports "$WARMED"} 2>&1 | tee "$out/bench.log" ;;
     esac
 done
 echo "== done $(date +%T)"

@@ -47,17 +47,17 @@ for f in tests warm py nodes verify; do echo "=== $f"; tail -22 "$out/$f.out"; d
 pack
 echo "== 3 $(date +%T)"
 SKIP_UNPACK=1 STAGES=models T_MODELS=${T_PERF:-90} MODELS="*" \
-    MODEL_CHECK="--perf --runs 20 --timeout 40 ${PERF_OPTIONS---device-io}" OUT=$out/perf bash $check 2>&1 | tail -24
+    MODEL_CHECK="--perf --runs 20 --timeout 40 ${PERF_OPTIONS---device-io}" OUT=$out/perf bash $check 2>&1
 pack
 if [ -n "${AB_VARIANTS:-}" ]; then
     echo "== 3b $(date +%T)"
     SKIP_UNPACK=1 STAGES=models T_MODELS=${T_AB:-90} MODELS="${AB_MODELS:-*-b32}" \
         MODEL_CHECK="--perf --runs 20 --timeout 40 --precisions fp16 ${PERF_OPTIONS---device-io} --variants $AB_VARIANTS" \
-        OUT=$out/ab bash $check 2>&1 | tail -24
+        OUT=$out/ab bash $check 2>&1
     pack
 fi
 echo "== 4 $(date +%T)"
 SKIP_UNPACK=1 STAGES=bench T_BENCH=${T_BENCH:-200} BENCH_RUNS=20 INDUCTOR_PRECISIONS=fp16 \
-    WARMED=$out/bench/warm KILN_REPORT=$out/perf/models.json OUT=$out/bench bash $check 2>&1 | tail -24
+    WARMED=$out/bench/warm KILN_REPORT=$out/perf/models.json OUT=$out/bench bash $check 2>&1
 pack
 echo "== done $(date +%T)"
