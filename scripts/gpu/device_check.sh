@@ -2,6 +2,8 @@
 # The GPU machine's check of the gpu target, in one command (it has CUDA,
 # PyTorch and ONNX, and gets build-gpu/bundle from scripts/gpu/build_bundle.sh):
 #   tests   the GPU suite (tests/gpu: kernels against ref, offload, graphs)
+#   memcheck  the GPU suite's tests matching MEMCHECK_FILTER under compute-sanitizer
+#           (out-of-bounds and misaligned device accesses), where the machine has it
 #   nodes   the ONNX node tests, gpu against ref, beside the cpu baseline
 #   models  the real models: kiln verify --target gpu, compile time, kiln perf (fp32, fp16)
 #   python  kiln._core built there for its Python (build_python_ext.sh) and
@@ -53,6 +55,13 @@ for stage in $stages; do
         timeout ${T_TESTS:-240} "$work/bin/kiln_gpu_tests" --gtest_color=no >"$out/gpu_tests.log" 2>&1
         echo "kiln_gpu_tests exit $?"
         grep -E "^\[  (FAILED|PASSED) |^  [a-z_]+: |device:|Failure|error" "$out/gpu_tests.log" | head -80 ;;
+    memcheck)
+        sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+        if [ -z "$sanitizer" ]; then echo "no compute-sanitizer"; continue; fi
+        timeout ${T_MEMCHECK:-240} "$sanitizer" --tool memcheck --error-exitcode 3 "$work/bin/kiln_gpu_tests" \
+            --gtest_color=no --gtest_filter="${MEMCHECK_FILTER:-*}" >"$out/memcheck.log" 2>&1
+        echo "memcheck exit $?"
+        grep -E "^\[  (FAILED|PASSED) |ERROR SUMMARY|Invalid|Misaligned" "$out/memcheck.log" | head -40 ;;
     nodes)
         mkdir -p /tmp/kiln-node-cases && tar -xJf "$bundle/node-cases.tar.xz" -C /tmp/kiln-node-cases
         timeout ${T_NODES:-420} python3 scripts/gpu/node_suite.py --kiln "$kiln" --target gpu --baseline "$bundle/node-cpu.json" --cases /tmp/kiln-node-cases/node \

@@ -4,7 +4,7 @@
 # (scripts/gpu/build_bundle.sh; device tool: carry ["build-gpu/bundle"]):
 #   1. unpacks the binaries;
 #   2. side by side, everything that only needs to be right, not timed: the
-#      GPU suite, the Python stage, the ONNX node tests (cpu-passing cases, in the order of
+#      GPU suite (and its newest kernels' tests under compute-sanitizer), the Python stage, the ONNX node tests (cpu-passing cases, in the order of
 #      build-gpu/bundle/node-order.txt when present; skipped without the cpu
 #      baseline build-gpu/bundle/node-cpu.json), `kiln verify` on the six
 #      models, and Inductor's max-autotune compiles filling its caches;
@@ -35,6 +35,9 @@ echo "== 1 $(date +%T)"
 STAGES=" " bash $check 2>&1 | tail -3  # unpacks the binaries
 echo "== 2 $(date +%T)"
 SKIP_UNPACK=1 STAGES=tests T_TESTS=$side OUT=$out bash $check >"$out/tests.out" 2>&1 &
+# The newest kernels' tests under compute-sanitizer (slow: a few tests only).
+SKIP_UNPACK=1 STAGES=memcheck T_MEMCHECK=$side MEMCHECK_FILTER="${MEMCHECK_FILTER:-*cublaslt*:*misaligned*:*attention*:gpu_normalization_rows.*}" \
+    OUT=$out bash $check >"$out/memcheck.out" 2>&1 &
 SKIP_UNPACK=1 STAGES=warm INDUCTOR_PRECISIONS=fp16 WARM_JOBS=8 T_WARM=$side OUT=$out/bench \
     bash $check >"$out/warm.out" 2>&1 &
 SKIP_UNPACK=1 STAGES=python T_PYTHON=$side OUT=$out/py bash $check >"$out/py.out" 2>&1 &
@@ -43,7 +46,7 @@ SKIP_UNPACK=1 STAGES=python T_PYTHON=$side OUT=$out/py bash $check >"$out/py.out
 SKIP_UNPACK=1 STAGES=models T_MODELS=$side MODELS="*-b1" MODEL_CHECK="--verify --timeout $((side - 10))" \
     OUT=$out/verify bash $check >"$out/verify.out" 2>&1 &
 wait
-for f in tests warm py nodes verify; do echo "=== $f"; tail -22 "$out/$f.out"; done
+for f in tests memcheck warm py nodes verify; do echo "=== $f"; tail -22 "$out/$f.out"; done
 pack
 echo "== 3 $(date +%T)"
 SKIP_UNPACK=1 STAGES=models T_MODELS=${T_PERF:-90} MODELS="*" \
