@@ -5,6 +5,8 @@
 // finite and right.
 #include <cstdlib>
 #include <iostream>
+#include <optional>
+#include <string>
 
 #include "gpu_test_helpers.hpp"
 #include "kiln/quantize.hpp"
@@ -146,6 +148,30 @@ TEST(gpu_kernels_16bit, quantized_layer_norm_runs_in_16bit_and_matches_ref) {
 
 namespace {
 
+// Sets an environment variable for a scope and restores what was there.
+class scoped_environment {
+public:
+    scoped_environment(const char* name, const char* value) : name_(name) {
+        if (const char* old = std::getenv(name)) old_ = old;
+        if (value != nullptr)
+            setenv(name, value, 1);
+        else
+            unsetenv(name);
+    }
+    ~scoped_environment() {
+        if (old_)
+            setenv(name_, old_->c_str(), 1);
+        else
+            unsetenv(name_);
+    }
+    scoped_environment(const scoped_environment&) = delete;
+    scoped_environment& operator=(const scoped_environment&) = delete;
+
+private:
+    const char* name_;
+    std::optional<std::string> old_;
+};
+
 // x [2, 64, 96] . w [96, 80] (+ bias) (+ residual) (relu), as exporters write
 // a linear layer and the residual connection after it.
 program linear_chain(bool bias, bool residual, bool relu) {
@@ -179,7 +205,12 @@ TEST(gpu_kernels_16bit, linear_layer_epilogues_inside_cublaslt_match_ref) {
         const program reference = linear_chain(c.bias, c.residual, c.relu);
         program compiled = compiled_for_gpu(reference);
         EXPECT_EQ(gpu_algorithm(compiled, "fused_dot"), c.algorithm);
+        // The kernel's name is chosen at compile time; a call cuBLASLt refuses
+        // at run time says so on stderr (and cuBLAS computes it instead).
+        testing::internal::CaptureStderr();
         expect_gpu_matches_ref(reference, 2e-5, c.algorithm);
+        const std::string refusals = testing::internal::GetCapturedStderr();
+        EXPECT_EQ(refusals.find("cuBLASLt refused"), std::string::npos) << refusals;
         for (dtype type : {dtype::half_type, dtype::bf16_type}) {
             const program q = quantized(reference, type);
             program compiled_16bit = compiled_for_gpu(q);
@@ -232,11 +263,15 @@ TEST(gpu_kernels_16bit, gelu_tanh_inside_cublaslt_matches_ref_where_enabled) {
     auto y = m.add_instruction(make_op("dot"), {x, add_random_literal(m, {96, 80}, 1)});
     y = m.add_instruction(make_op("add"), {y, add_random_literal(m, {80}, 2)});
     m.add_return({m.add_instruction(make_op("gelu", value_map{{"approximate", "tanh"}}), {y})});
-    setenv("KILN_GPU_CUBLASLT_GELU", "1", 1);
-    program compiled = compiled_for_gpu(p);
     const program q = quantized(p, dtype::half_type);
-    program compiled_16bit = compiled_for_gpu(q);
-    unsetenv("KILN_GPU_CUBLASLT_GELU");
+    std::optional<program> enabled, enabled_16bit;
+    {
+        scoped_environment gelu("KILN_GPU_CUBLASLT_GELU", "1");
+        enabled = compiled_for_gpu(p);
+        enabled_16bit = compiled_for_gpu(q);
+    }
+    program& compiled = *enabled;
+    program& compiled_16bit = *enabled_16bit;
     EXPECT_EQ(gpu_algorithm(compiled, "fused_dot"), "cublaslt_gemm_bias_gelu_tanh");
     EXPECT_EQ(gpu_algorithm(compiled_16bit, "fused_dot"), "cublaslt_gemm_bias_gelu_tanh");
     for (unsigned long seed : {3UL, 11UL}) {
@@ -247,5 +282,21 @@ TEST(gpu_kernels_16bit, gelu_tanh_inside_cublaslt_matches_ref_where_enabled) {
         EXPECT_LE(max_abs_difference(compiled_16bit.eval(inputs), exact), 1.5 * ref_error + 1e-3) << "float16";
     }
     // Off by default: the epilogue pass computes it.
+    scoped_environment unset("KILN_GPU_CUBLASLT_GELU", nullptr);
     EXPECT_NE(gpu_algorithm(compiled_for_gpu(p), "fused_dot"), "cublaslt_gemm_bias_gelu_tanh");
+}
+
+// A product with a vector (x [2, 64, 96] . w [96] + bias [64]): the bias runs
+// along the result's last dim, which is cuBLASLt's row count of one column,
+// so the product stays on cuBLAS and the epilogue pass.
+TEST(gpu_kernels_16bit, a_biased_product_with_a_vector_stays_on_cublas_and_matches_ref) {
+    program p;
+    module& m = *p.get_main_module();
+    auto x = m.add_parameter("x", float_shape({2, 64, 96}));
+    auto y = m.add_instruction(make_op("dot"), {x, add_random_literal(m, {96}, 1)});
+    m.add_return({m.add_instruction(make_op("add"), {y, add_random_literal(m, {64}, 2)})});
+    program compiled = compiled_for_gpu(p);
+    std::cout << "  fused_dot with a vector: " << gpu_algorithm(compiled, "fused_dot") << "\n";
+    EXPECT_EQ(gpu_algorithm(compiled, "fused_dot").rfind("cublaslt", 0), std::string::npos);
+    expect_gpu_matches_ref(p, 2e-5, "vector product + bias");
 }

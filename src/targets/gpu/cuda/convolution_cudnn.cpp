@@ -152,19 +152,29 @@ public:
         if (!ok(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count)) || max_count <= 0) return false;
         std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<std::size_t>(max_count));
         int returned = 0;
-        const bool timed = time_algorithms() &&
-                           ok(cudnnFindConvolutionForwardAlgorithm(handle, x_desc_, w_desc_, conv_desc_, y_desc_,
-                                                                   max_count, &returned, perf.data())) &&
-                           returned > 0;
-        if (!timed && !ok(cudnnGetConvolutionForwardAlgorithm_v7(handle, x_desc_, w_desc_, conv_desc_, y_desc_,
-                                                                 max_count, &returned, perf.data())))
-            return false;
+        if (time_algorithms() &&
+            ok(cudnnFindConvolutionForwardAlgorithm(handle, x_desc_, w_desc_, conv_desc_, y_desc_, max_count,
+                                                    &returned, perf.data())) &&
+            pick_algorithm(handle, fp32, perf, returned))
+            return true;
+        return ok(cudnnGetConvolutionForwardAlgorithm_v7(handle, x_desc_, w_desc_, conv_desc_, y_desc_, max_count,
+                                                         &returned, perf.data())) &&
+               pick_algorithm(handle, fp32, perf, returned);
+    }
+
+    // The first of `returned` results that fits: float32 on FMA math and
+    // direct algorithms only, a workspace within max_workspace_bytes. A
+    // 16-bit convolution runs with the math type its algorithm was timed or
+    // ranked with.
+    bool pick_algorithm(cudnnHandle_t handle, bool fp32, const std::vector<cudnnConvolutionFwdAlgoPerf_t>& perf,
+                        int returned) {
         for (int i = 0; i < returned; ++i) {
             const auto& p = perf[static_cast<std::size_t>(i)];
             if (p.status != CUDNN_STATUS_SUCCESS) continue;
             if (fp32 && (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
                 continue;
             if (fp32 && transforms_input(p.algo)) continue;
+            if (!fp32 && !ok(cudnnSetConvolutionMathType(conv_desc_, p.mathType))) continue;
             std::size_t bytes = 0;
             if (!ok(cudnnGetConvolutionForwardWorkspaceSize(handle, x_desc_, w_desc_, conv_desc_, y_desc_, p.algo,
                                                             &bytes)))

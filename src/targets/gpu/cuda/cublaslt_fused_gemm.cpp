@@ -146,6 +146,18 @@ public:
                                CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
             if (!ok(cublasLtMatmulPreferenceSetAttribute(preference_, attribute, &alignment, sizeof(alignment))))
                 return false;
+        // A split-K sum only in the compute type (float32): the schemes that
+        // keep partial sums in a 16-bit result would round more than once.
+        const std::uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+        if (!ok(cublasLtMatmulPreferenceSetAttribute(preference_, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                     &reduction, sizeof(reduction))))
+            return false;
+        // The heuristic reads the bias address's alignment: one of exactly
+        // lt_alignment bytes, what run() checks (null would look aligned to anything).
+        const void* bias_alignment = reinterpret_cast<const void*>(lt_alignment);
+        if (has_bias_ && !ok(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                            &bias_alignment, sizeof(bias_alignment))))
+            return false;
         cublasLtMatmulHeuristicResult_t result{};
         int returned = 0;
         if (!ok(cublasLtMatmulAlgoGetHeuristic(handle, desc_, b_, a_, c_, c_, preference_, 1, &result, &returned)) ||
@@ -167,16 +179,24 @@ public:
         }
         const float one = 1, beta = chain_.residual ? 1.0f : 0.0f;
         cublasLtHandle_t handle = static_cast<cuda_device&>(launch.device).cublas_lt();
-        // The bias address is the descriptor's: set and used under one lock,
-        // since plans of several contexts may run this kernel at once.
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (has_bias_)
-            KILN_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-        const cublasStatus_t status = cublasLtMatmul(handle, desc_, &one, b, b_, a, a_, &beta, c, c_, d, c_, &algo_,
-                                                     launch.workspace, lt_workspace_bytes, as_cuda(launch.stream));
+        cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+        {
+            // The bias address is the descriptor's: set and used under one lock,
+            // since plans of several contexts may run this kernel at once.
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (has_bias_)
+                KILN_CUBLAS(
+                    cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+            status = cublasLtMatmul(handle, desc_, &one, b, b_, a, a_, &beta, c, c_, d, c_, &algo_, launch.workspace,
+                                    lt_workspace_bytes, as_cuda(launch.stream));
+        }
         if (status == CUBLAS_STATUS_SUCCESS) return;
         // cuBLASLt checks its arguments before it enqueues anything: where it
-        // refuses a call the heuristic offered, the cuBLAS path computes the op.
+        // refuses a call the heuristic offered, the cuBLAS path computes the
+        // op. Any other failure (a fault on the device) is an error.
+        if (status != CUBLAS_STATUS_NOT_SUPPORTED && status != CUBLAS_STATUS_INVALID_VALUE &&
+            status != CUBLAS_STATUS_ARCH_MISMATCH)
+            KILN_CUBLAS(status);
         if (!refusal_reported_.exchange(true))
             std::cerr << "kiln gpu: cuBLASLt refused " << name_ << " (" << cublasGetStatusString(status)
                       << "); cuBLAS and the epilogue pass compute it\n";
@@ -220,6 +240,9 @@ std::shared_ptr<const gpu_kernel> make_cublaslt_fused_gemm(const gpu_kernel_requ
     const shape& out = request.output_shape;
     const auto type = lt_type(out.type());
     if (d == nullptr || !type || g.k == 0 || g.inner.len != 1 || g.outer_count() != 1) return nullptr;
+    // cuBLASLt adds the bias along the result's columns (n): a product with a
+    // vector (b [k], result [.., m]) has one column, and its bias runs along m.
+    if (d->has_bias && (out.ndim() == 0 || g.n != out.lens().back())) return nullptr;
     if (!d->has_bias && d->post.empty()) return nullptr;  // a plain product: cuBLAS as it is
     const auto chain = chain_of(*d, request.input_shapes, out);
     if (!chain) return nullptr;

@@ -202,7 +202,10 @@ cublasHandle_t cuda_device::cublas(gpu_stream stream) {
 
 cublasLtHandle_t cuda_device::cublas_lt() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (cublas_lt_ == nullptr) KILN_CUBLAS(cublasLtCreate(&cublas_lt_));
+    if (cublas_lt_ == nullptr) {
+        make_current();
+        KILN_CUBLAS(cublasLtCreate(&cublas_lt_));
+    }
     return cublas_lt_;
 }
 
