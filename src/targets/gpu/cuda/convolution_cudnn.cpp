@@ -153,8 +153,8 @@ public:
         std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<std::size_t>(max_count));
         int returned = 0;
         if (time_algorithms() &&
-            ok(cudnnFindConvolutionForwardAlgorithm(handle, x_desc_, w_desc_, conv_desc_, y_desc_, max_count,
-                                                    &returned, perf.data())) &&
+            ok(cudnnFindConvolutionForwardAlgorithm(handle, x_desc_, w_desc_, conv_desc_, y_desc_, max_count, &returned,
+                                                    perf.data())) &&
             pick_algorithm(handle, fp32, perf, returned))
             return true;
         return ok(cudnnGetConvolutionForwardAlgorithm_v7(handle, x_desc_, w_desc_, conv_desc_, y_desc_, max_count,

@@ -155,8 +155,8 @@ public:
         // The heuristic reads the bias address's alignment: one of exactly
         // lt_alignment bytes, what run() checks (null would look aligned to anything).
         const void* bias_alignment = reinterpret_cast<const void*>(lt_alignment);
-        if (has_bias_ && !ok(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                            &bias_alignment, sizeof(bias_alignment))))
+        if (has_bias_ && !ok(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_alignment,
+                                                            sizeof(bias_alignment))))
             return false;
         cublasLtMatmulHeuristicResult_t result{};
         int returned = 0;
