@@ -209,6 +209,9 @@ public:
     bool holds_bytes() const;
     // The kernel layout the literal was handed over in or loaded as; null when none.
     std::shared_ptr<const packed_constant> packed_form() const;
+    // Whether `other` is a copy of this literal (one storage: equal values,
+    // known without reading or restoring them).
+    bool shares_storage_with(const literal& other) const { return storage_ != nullptr && storage_ == other.storage_; }
 
 private:
     struct storage;

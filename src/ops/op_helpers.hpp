@@ -1,5 +1,6 @@
 #pragma once
 // Checks and loops shared by the op families.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,23 +37,55 @@ std::vector<std::size_t> broadcast_strides(const shape& in, const std::vector<st
 
 // Calls f(out_index, in_offsets) for every element of `out_lens` in row-major
 // order, where in_offsets[k] is the element offset into input k given its
-// (broadcast) strides.
+// (broadcast) strides. Dims of length 1 are dropped and neighbours that every
+// input walks contiguously are merged first, and the innermost dim runs as a
+// plain loop: constant folding evaluates masks of millions of elements with
+// it (GPT-2's causal mask at 2048 positions is 4M), and a per-element walk
+// of every dim made those evaluations most of a compile.
 template <std::size_t N, class F>
 void for_each_broadcast(const std::vector<std::size_t>& out_lens,
                         const std::vector<std::vector<std::size_t>>& in_strides, F&& f) {
     std::size_t total = 1;
     for (auto l : out_lens) total *= l;
     if (total == 0) return;
-    const std::size_t rank = out_lens.size();
-    std::vector<std::size_t> idx(rank, 0);
+    // The walk's dims, outermost first: lens and each input's strides.
+    std::vector<std::size_t> lens;
+    std::vector<std::array<std::size_t, N>> strides;
+    for (std::size_t d = 0; d < out_lens.size(); ++d) {
+        if (out_lens[d] == 1) continue;
+        std::array<std::size_t, N> at{};
+        for (std::size_t k = 0; k < N; ++k) at[k] = in_strides[k][d];
+        bool merges = !lens.empty();
+        for (std::size_t k = 0; k < N && merges; ++k) merges = strides.back()[k] == at[k] * out_lens[d];
+        if (merges) {
+            lens.back() *= out_lens[d];
+            strides.back() = at;
+        } else {
+            lens.push_back(out_lens[d]);
+            strides.push_back(at);
+        }
+    }
     std::size_t offsets[N] = {};
-    for (std::size_t i = 0; i < total; ++i) {
-        f(i, static_cast<const std::size_t*>(offsets));
-        for (std::size_t d = rank; d-- > 0;) {
+    if (lens.empty()) {
+        f(0, static_cast<const std::size_t*>(offsets));
+        return;
+    }
+    const std::size_t rank = lens.size();
+    const std::size_t inner = lens[rank - 1];
+    const std::array<std::size_t, N> step = strides[rank - 1];
+    std::vector<std::size_t> idx(rank, 0);
+    std::size_t base[N] = {};
+    for (std::size_t i = 0; i < total; i += inner) {
+        for (std::size_t k = 0; k < N; ++k) offsets[k] = base[k];
+        for (std::size_t j = 0; j < inner; ++j) {
+            f(i + j, static_cast<const std::size_t*>(offsets));
+            for (std::size_t k = 0; k < N; ++k) offsets[k] += step[k];
+        }
+        for (std::size_t d = rank - 1; d-- > 0;) {
             ++idx[d];
-            for (std::size_t k = 0; k < N; ++k) offsets[k] += in_strides[k][d];
-            if (idx[d] < out_lens[d]) break;
-            for (std::size_t k = 0; k < N; ++k) offsets[k] -= in_strides[k][d] * idx[d];
+            for (std::size_t k = 0; k < N; ++k) base[k] += strides[d][k];
+            if (idx[d] < lens[d]) break;
+            for (std::size_t k = 0; k < N; ++k) base[k] -= strides[d][k] * idx[d];
             idx[d] = 0;
         }
     }

@@ -17,6 +17,10 @@ std::size_t mix(std::size_t seed, std::size_t v) {
 // Hashes the size and the ends of the data: weights can be large, and
 // equal-sized literals that differ are told apart by the full compare.
 std::size_t literal_hash(const literal& lit) {
+    // A handed-over literal (weights a kernel of a program optimised from the
+    // same source packed) would be restored whole to read its ends: its shape
+    // only; it is merged with copies of itself, found without reading it.
+    if (!lit.holds_bytes()) return std::hash<std::string>{}(to_string(lit.get_shape()));
     const argument& a = lit.get_argument();
     const std::size_t bytes = a.get_shape().bytes();
     std::size_t h = std::hash<std::string>{}(to_string(a.get_shape()));
@@ -27,6 +31,8 @@ std::size_t literal_hash(const literal& lit) {
 }
 
 bool same_literal(const instruction& a, const instruction& b) {
+    if (a.get_literal().shares_storage_with(b.get_literal())) return true;
+    if (!a.get_literal().holds_bytes() || !b.get_literal().holds_bytes()) return false;
     const argument& x = a.get_literal().get_argument();
     const argument& y = b.get_literal().get_argument();
     // Literals are standard, so equal shapes mean equal byte counts; bytes

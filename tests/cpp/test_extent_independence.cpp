@@ -144,3 +144,35 @@ TEST(extent_independence, reshapes_written_differently_that_agree_at_the_smaller
                   .find("attributes differ"),
               std::string::npos);
 }
+
+namespace {
+
+// Hands over `m`'s first literal to a holder that restores it and counts the restores.
+void hand_over_first_literal(const module& m, int& restores) {
+    for (const auto& ins : m) {
+        if (!ins.is_literal()) continue;
+        const argument values = ins.get_literal().get_argument();
+        ins.get_literal().hand_over([values, &restores] {
+            ++restores;
+            return values.contiguous();
+        });
+        return;
+    }
+}
+
+}  // namespace
+
+// A ranged compile optimises copies of one source at several extents and
+// lowers one of them, whose kernels take over the shared weights: comparing
+// the copies must not restore (unpack) them, 500 MB at a time for GPT-2.
+TEST(extent_independence, copies_of_a_handed_over_literal_are_equal_without_restoring_it) {
+    auto at_max = scaled_rows(64, 2.0f);
+    module at_min = *at_max;  // shares the literal's storage, as imported copies do
+    int restores = 0;
+    hand_over_first_literal(*at_max, restores);
+    EXPECT_EQ(first_difference_besides_extents(*at_max, at_min), "");
+    EXPECT_EQ(restores, 0);
+    // A literal of its own with other values is still told apart (its values read).
+    auto other = scaled_rows(64, 3.0f);
+    EXPECT_NE(first_difference_besides_extents(*at_max, *other), "");
+}

@@ -68,3 +68,31 @@ TEST(pass_common_subexpression_elimination, cpu_pipeline_matches_ref_on_repeated
     module out = after_pass<common_subexpression_elimination>(*m);
     EXPECT_EQ(count_ops(out, "dot"), 1u);
 }
+
+// Weights handed over to a sibling program's kernels (a ranged compile): CSE
+// merges copies of one literal without restoring it, and keeps two literals
+// of their own apart without restoring either (it would unpack each whole).
+TEST(pass_common_subexpression_elimination, handed_over_literals_merge_by_storage_without_being_restored) {
+    module m;
+    auto x = m.add_parameter("x", float_shape({2, 3}));
+    const literal weights(float_shape({2, 3}), std::vector<float>{1, 2, 3, 4, 5, 6});
+    const literal equal_values(float_shape({2, 3}), std::vector<float>{1, 2, 3, 4, 5, 6});
+    auto w1 = m.add_literal(weights);
+    auto w2 = m.add_literal(weights);  // a copy: one storage
+    auto w3 = m.add_literal(equal_values);
+    auto a1 = m.add_instruction(make_op("add"), {x, w1});
+    auto a2 = m.add_instruction(make_op("add"), {x, w2});
+    auto a3 = m.add_instruction(make_op("add"), {x, w3});
+    m.add_return({a1, a2, a3});
+    int restores = 0;
+    for (const literal* lit : {&weights, &equal_values}) {
+        const argument values = lit->get_argument();
+        lit->hand_over([values, &restores] {
+            ++restores;
+            return values.contiguous();
+        });
+    }
+    module out = after_pass<common_subexpression_elimination>(m);
+    EXPECT_EQ(restores, 0);
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"add", "add"})) << out;
+}

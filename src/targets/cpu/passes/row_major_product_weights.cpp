@@ -18,6 +18,7 @@
 #include "ops/fused_dot.hpp"
 #include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
+#include "passes/shared_derived_values.hpp"
 #include "targets/cpu/passes/cpu_passes.hpp"
 
 namespace kiln {
@@ -90,12 +91,15 @@ void lay_out_row_major(module& m, instruction_ref lit, bool for_every_extent) {
     if (first.name() != "transpose") return;
     const argument stored = lit->get_literal().get_argument();
     if (stored.empty()) return;  // a loaded file's packed literal: no values to lay out
-    const argument transposed = first.evaluate(views.front()->get_shape(), {stored});
+    // One transposed copy for every program optimised from this literal's bytes.
+    const argument transposed = shared_derived_value(stored, to_string(first), [&] {
+        return first.evaluate(views.front()->get_shape(), {stored}).contiguous();  // a transpose's value is a view
+    });
     for (auto view : views) {
         if (view->get_operator() != first || view->inputs().size() != 1) return;
         if (!read_row_major_only(view, transposed, for_every_extent)) return;
     }
-    auto row_major = m.insert_literal(lit, literal(transposed));
+    auto row_major = m.insert_literal(lit, literal::sharing(transposed));
     for (auto view : views) {
         m.replace_all_uses(view, row_major);
         m.remove_instruction(view);
