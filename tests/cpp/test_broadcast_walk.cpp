@@ -49,8 +49,9 @@ TEST(broadcast_walk, visits_what_a_plain_walk_visits_in_its_order) {
         }
         for (std::size_t d = 0; d < rank; ++d) strides[1][d] = rng() % 3 == 0 ? 0 : strides[0][rank - 1 - d] * 3;
         std::vector<std::array<std::size_t, 3>> got;
-        ops::for_each_broadcast<2>(lens, strides,
-                                   [&](std::size_t i, const std::size_t* off) { got.push_back({i, off[0], off[1]}); });
+        ops::for_each_broadcast<2>(lens, strides, [&](std::size_t i, const std::size_t* off) {
+            got.push_back({i, off[0], off[1]});
+        });
         EXPECT_EQ(got, plain_walk(lens, strides)) << "trial " << trial;
     }
     // No dims (a scalar) and an empty dim.
