@@ -10,6 +10,7 @@
 #include "targets/gpu/cuda/cuda_kernels.hpp"
 #include "targets/gpu/cuda/linalg_epilogue.hpp"
 #include "targets/gpu/cuda/linalg_gemm_layout.hpp"
+#include "targets/gpu/cuda/repeat_period.hpp"
 
 namespace kiln {
 
@@ -137,25 +138,6 @@ std::optional<linalg_element> epilogue_element(dtype t) {
     }
 }
 
-// The elements operand j repeats over the result's outer dims (standard
-// strides over its inner dims, broadcast over all outer ones), or 0.
-std::size_t repeat_period(const linalg_epilogue_params& p, int j) {
-    std::size_t standard_stride = 1, period = 1;
-    bool broadcasting = false;
-    for (int d = p.rank - 1; d >= 0; --d) {
-        const std::size_t len = p.lens[d], stride = p.operand_strides[j][d];
-        if (len == 1) continue;
-        if (!broadcasting && stride == standard_stride)
-            period = standard_stride * len;
-        else if (stride == 0)
-            broadcasting = true;
-        else
-            return 0;
-        standard_stride *= len;
-    }
-    return period;
-}
-
 // fused_dot's bias and post-op chain as epilogue parameters, or nothing when
 // the pass cannot apply them exactly (too many ops or operands, a rank above
 // the pass's limit, a bias or operand not of the result's type, an operand
@@ -212,7 +194,7 @@ std::optional<epilogue_plan> plan_epilogue(const op::fused_dot& d, const std::ve
             else
                 return std::nullopt;
         }
-        p.operand_periods[j] = repeat_period(p, j);
+        p.operand_periods[j] = repeat_period(p.lens, p.operand_strides[j], p.rank);
     }
     return e;
 }

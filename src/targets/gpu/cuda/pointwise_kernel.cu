@@ -17,6 +17,7 @@
 
 #include "targets/gpu/cuda/cuda_check.hpp"
 #include "targets/gpu/cuda/pointwise_program.hpp"
+#include "targets/gpu/cuda/repeat_period.hpp"
 
 namespace kiln::pointwise {
 
@@ -344,25 +345,9 @@ __global__ void run_program(const program prog, const buffers bufs, const input_
     }
 }
 
-// Input k's period (see input_periods), or 0. Walking out from the innermost
-// dim: dims with the output's standard stride extend the period; from the
-// first broadcast dim (stride 0) on, every dim must broadcast. Dims of length
-// 1 are skipped (their coordinate is always 0).
+// Input k's period (see input_periods), or 0.
 std::uint64_t period_of(const program& prog, int k) {
-    std::uint64_t standard_stride = 1, period = 1;
-    bool broadcasting = false;
-    for (int d = prog.rank - 1; d >= 0; --d) {
-        const std::uint64_t len = prog.out_lens[d], in_stride = prog.in_strides[k][d];
-        if (len == 1) continue;
-        if (!broadcasting && in_stride == standard_stride)
-            period = standard_stride * len;
-        else if (in_stride == 0)
-            broadcasting = true;
-        else
-            return 0;
-        standard_stride *= len;
-    }
-    return period;
+    return repeat_period(prog.out_lens, prog.in_strides[k], prog.rank);
 }
 
 // Whether any value of the program is float64 (an input, a step or the
