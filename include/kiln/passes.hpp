@@ -39,21 +39,9 @@ public:
     bool fold_dequantize = true;
 
     std::string name() const override { return "constant_propagation"; }
+    // Values already folded from the same literals' bytes in this process
+    // (passes/shared_derived_values.hpp) are taken, not computed again.
     void apply(module& m) const override;
-
-    // Values folded in this process, by what they are computed from (the
-    // ops and the literals' bytes): a dynamic program optimises its model at
-    // several extents, in several attempts with their own pass lists, and
-    // the imports share their weights, so a weight folded at one extent
-    // (scaled, transposed) is not computed and copied again at the next;
-    // a per-shape compile of the same model reuses them too.
-    struct folded_values;
-
-    constant_propagation();
-    folded_values& folded() const { return *folded_; }
-
-private:
-    std::shared_ptr<folded_values> folded_;
 };
 
 // Cancels and merges transpose, reshape and broadcast chains and removes

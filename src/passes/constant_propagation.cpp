@@ -14,7 +14,7 @@
 //
 // A frontier computed by this pass object before, from the same literals'
 // bytes by the same ops, takes that value instead of computing it again
-// (constant_propagation::folded_values).
+// (passes/shared_derived_values.hpp).
 //
 // A constant (a literal, or a frontier) that repeats along a dimension its
 // pointwise readers broadcast anyway is stored once along it
@@ -22,8 +22,6 @@
 // whole.
 #include <algorithm>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -35,40 +33,12 @@
 #include "passes/matcher.hpp"
 #include "passes/narrowed_value.hpp"
 #include "passes/repeated_constants.hpp"
+#include "passes/shared_derived_values.hpp"
 #include "passes/rewriter.hpp"
 
 namespace kiln {
 
-// Held weakly: an entry serves while the folded value and the literals'
-// bytes its key names by address are alive (a program still holds them), so
-// that nothing is kept from being freed (a literal handed over to its
-// kernels) and no other value can have taken one of those addresses.
-struct constant_propagation::folded_values {
-    struct entry {
-        std::weak_ptr<void> value_owner;
-        shape value_shape;
-        std::byte* value_data = nullptr;
-        std::vector<std::weak_ptr<void>> sources;
-    };
-    std::mutex mutex;
-    std::map<std::string, entry> by_source;
-    // Expired entries are dropped when the table outgrows this.
-    std::size_t prune_above = 256;
-};
 
-namespace {
-
-// One table for the process. Its entries hold nothing alive (weak
-// pointers), so sharing it only saves work: an entry serves exactly while
-// what it names exists.
-std::shared_ptr<constant_propagation::folded_values> folded_in_this_process() {
-    static const auto table = std::make_shared<constant_propagation::folded_values>();
-    return table;
-}
-
-}  // namespace
-
-constant_propagation::constant_propagation() : folded_(folded_in_this_process()) {}
 
 namespace {
 
@@ -306,49 +276,17 @@ private:
         return out;
     }
 
-    // Drops the entries whose value or sources are gone (the programs that
-    // held them were freed), under the caller's lock.
-    static void prune_expired(constant_propagation::folded_values& folded) {
-        for (auto it = folded.by_source.begin(); it != folded.by_source.end();) {
-            const auto& e = it->second;
-            const bool gone =
-                e.value_owner.expired() || std::any_of(e.sources.begin(), e.sources.end(),
-                                                       [](const std::weak_ptr<void>& w) { return w.expired(); });
-            it = gone ? folded.by_source.erase(it) : std::next(it);
-        }
-        folded.prune_above = 2 * folded.by_source.size() + 256;
-    }
-
     bool folded_before(const instruction& c) {
-        const std::string& key = source_key(c);
-        if (key.empty()) return false;
-        auto& folded = options_.folded();
-        const std::lock_guard<std::mutex> lock(folded.mutex);
-        auto found = folded.by_source.find(key);
-        if (found == folded.by_source.end()) return false;
-        const auto& e = found->second;
-        auto owner = e.value_owner.lock();
-        const bool sources_alive =
-            std::none_of(e.sources.begin(), e.sources.end(), [](const std::weak_ptr<void>& w) { return w.expired(); });
-        if (owner == nullptr || !sources_alive) {
-            folded.by_source.erase(found);
-            return false;
-        }
-        values_.emplace(&c, argument(e.value_shape, std::move(owner), e.value_data));
+        auto shared = find_shared_derived_value(source_key(c));
+        if (!shared) return false;
+        values_.emplace(&c, std::move(*shared));
         return true;
     }
 
     void remember_folded() {
-        auto& folded = options_.folded();
         for (auto c : chosen_) {
-            const std::string& key = source_key(*c);
             auto v = values_.find(&*c);
-            if (key.empty() || v == values_.end() || !v->second.owns_memory()) continue;
-            const std::lock_guard<std::mutex> lock(folded.mutex);
-            folded.by_source.insert_or_assign(
-                key, constant_propagation::folded_values::entry{v->second.owner(), v->second.get_shape(),
-                                                                v->second.data(), source_literals(*c)});
-            if (folded.by_source.size() > folded.prune_above) prune_expired(folded);
+            if (v != values_.end()) share_derived_value(source_key(*c), v->second, source_literals(*c));
         }
     }
 

@@ -1,65 +1,75 @@
 // See shared_derived_values.hpp.
 #include "passes/shared_derived_values.hpp"
 
+#include <algorithm>
 #include <map>
-#include <memory>
 #include <mutex>
-#include <tuple>
+#include <sstream>
 
 namespace kiln {
 
 namespace {
 
-// A derived buffer, held weakly: it lives as long as the programs using it.
-// The source's owner, held weakly too, tells a buffer at a reused address
-// from the one the value was derived from.
-struct derived_entry {
-    std::weak_ptr<void> source_owner;
+struct entry {
     std::weak_ptr<void> owner;
     shape value_shape;
     std::byte* data = nullptr;
+    std::vector<std::weak_ptr<void>> sources;
+
+    bool alive() const {
+        return !owner.expired() &&
+               std::none_of(sources.begin(), sources.end(), [](const std::weak_ptr<void>& w) { return w.expired(); });
+    }
 };
 
-using derived_key = std::tuple<const std::byte*, std::string, std::string>;
+struct table {
+    std::mutex mutex;
+    std::map<std::string, entry> by_key;
+    // Expired entries are dropped when the table outgrows this.
+    std::size_t prune_above = 256;
+};
 
-bool same_owner(const std::shared_ptr<void>& a, const std::shared_ptr<void>& b) {
-    return !a.owner_before(b) && !b.owner_before(a);
-}
-
-std::mutex& cache_mutex() {
-    static std::mutex m;
-    return m;
-}
-
-std::map<derived_key, derived_entry>& cache() {
-    static std::map<derived_key, derived_entry> entries;
-    return entries;
+table& values_in_this_process() {
+    static table t;
+    return t;
 }
 
 }  // namespace
+
+std::optional<argument> find_shared_derived_value(const std::string& key) {
+    table& t = values_in_this_process();
+    const std::lock_guard<std::mutex> lock(t.mutex);
+    auto found = t.by_key.find(key);
+    if (found == t.by_key.end()) return std::nullopt;
+    auto owner = found->second.owner.lock();
+    if (owner == nullptr || !found->second.alive()) {
+        t.by_key.erase(found);
+        return std::nullopt;
+    }
+    return argument(found->second.value_shape, std::move(owner), found->second.data);
+}
+
+void share_derived_value(const std::string& key, const argument& value, std::vector<std::weak_ptr<void>> sources) {
+    if (key.empty() || !value.owns_memory()) return;
+    table& t = values_in_this_process();
+    const std::lock_guard<std::mutex> lock(t.mutex);
+    t.by_key.insert_or_assign(key, entry{value.owner(), value.get_shape(), value.data(), std::move(sources)});
+    if (t.by_key.size() <= t.prune_above) return;
+    // Entries whose value or sources are gone (the programs that held them were freed).
+    for (auto it = t.by_key.begin(); it != t.by_key.end();) it = it->second.alive() ? std::next(it) : t.by_key.erase(it);
+    t.prune_above = 2 * t.by_key.size() + 256;
+}
 
 argument shared_derived_value(const argument& source, const std::string& derivation,
                               const std::function<argument()>& derive) {
     // Only a buffer with an owner can be told apart from a later one at its address.
     if (!source.owns_memory()) return derive();
-    const derived_key key{source.data(), to_string(source.get_shape()), derivation};
-    {
-        const std::lock_guard<std::mutex> lock(cache_mutex());
-        auto found = cache().find(key);
-        if (found != cache().end()) {
-            const derived_entry& e = found->second;
-            auto owner = e.owner.lock();
-            if (owner && same_owner(e.source_owner.lock(), source.owner()))
-                return argument(e.value_shape, std::move(owner), e.data);
-        }
-    }
+    std::ostringstream key;
+    key << "derived " << derivation << " of " << static_cast<const void*>(source.data()) << " "
+        << source.get_shape();
+    if (auto shared = find_shared_derived_value(key.str())) return *shared;
     argument value = derive();
-    if (!value.owns_memory() || !value.get_shape().standard()) return value;
-    const std::lock_guard<std::mutex> lock(cache_mutex());
-    // Entries whose buffers are gone go now, so the cache stays as small as what is in use.
-    for (auto it = cache().begin(); it != cache().end();)
-        it = it->second.owner.expired() || it->second.source_owner.expired() ? cache().erase(it) : std::next(it);
-    cache()[key] = derived_entry{source.owner(), value.owner(), value.get_shape(), value.data()};
+    share_derived_value(key.str(), value, {source.owner()});
     return value;
 }
 
