@@ -7,9 +7,9 @@ import os
 import sys
 
 
-def export_ids_only(module, path, example_ids):
-    """Writes `module` (a transformers BERT) to `path` as ONNX taking input_ids only, with a dynamic batch and
-    sequence (the TorchScript exporter, opset 17, dynamic_axes), traced on `example_ids` (a torch int64 tensor)."""
+def ids_only(module):
+    """`module` (a transformers encoder or decoder) as a module taking input_ids only and returning its last
+    hidden state."""
     import torch
 
     class IdsOnly(torch.nn.Module):
@@ -20,8 +20,16 @@ def export_ids_only(module, path, example_ids):
         def forward(self, input_ids):
             return self.model(input_ids=input_ids).last_hidden_state
 
+    return IdsOnly().eval()
+
+
+def export_ids_only(module, path, example_ids):
+    """Writes `module` (a transformers BERT) to `path` as ONNX taking input_ids only, with a dynamic batch and
+    sequence (the TorchScript exporter, opset 17, dynamic_axes), traced on `example_ids` (a torch int64 tensor)."""
+    import torch
+
     with torch.no_grad():
-        torch.onnx.export(IdsOnly().eval(), (example_ids,), str(path), dynamo=False, opset_version=17,
+        torch.onnx.export(ids_only(module), (example_ids,), str(path), dynamo=False, opset_version=17,
                           input_names=["input_ids"], output_names=["hidden"],
                           dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}})
     return str(path)

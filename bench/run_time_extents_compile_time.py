@@ -27,7 +27,7 @@ import time
 import kiln
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bert_ids_only import masked_model, one_input_model  # noqa: E402
+from bert_ids_only import ids_only, masked_model, one_input_model  # noqa: E402
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 MAX = int(sys.argv[2]) if len(sys.argv) > 2 else 128
@@ -51,18 +51,10 @@ def gpt2_model(folder, positions):
     torch.manual_seed(0)
     model = transformers.GPT2Model(config).eval()
 
-    class HiddenStates(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids):
-            return self.model(input_ids=input_ids).last_hidden_state
-
     dims = {0: torch.export.Dim("batch", min=1, max=64), 1: torch.export.Dim("seq", min=2, max=positions)}
     path = os.path.join(folder, "gpt2_dynamic.onnx")
     with torch.no_grad():
-        program = torch.onnx.export(HiddenStates(), (torch.randint(0, 50257, (2, 8)),), input_names=["input_ids"],
+        program = torch.onnx.export(ids_only(model), (torch.randint(0, 50257, (2, 8)),), input_names=["input_ids"],
                                     dynamo=True, dynamic_shapes={"input_ids": dims}, external_data=False)
     program.save(path, external_data=False)
     return path
