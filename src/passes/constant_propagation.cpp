@@ -33,12 +33,10 @@
 #include "passes/matcher.hpp"
 #include "passes/narrowed_value.hpp"
 #include "passes/repeated_constants.hpp"
-#include "passes/shared_derived_values.hpp"
 #include "passes/rewriter.hpp"
+#include "passes/shared_derived_values.hpp"
 
 namespace kiln {
-
-
 
 namespace {
 

@@ -56,7 +56,8 @@ void share_derived_value(const std::string& key, const argument& value, std::vec
     t.by_key.insert_or_assign(key, entry{value.owner(), value.get_shape(), value.data(), std::move(sources)});
     if (t.by_key.size() <= t.prune_above) return;
     // Entries whose value or sources are gone (the programs that held them were freed).
-    for (auto it = t.by_key.begin(); it != t.by_key.end();) it = it->second.alive() ? std::next(it) : t.by_key.erase(it);
+    for (auto it = t.by_key.begin(); it != t.by_key.end();)
+        it = it->second.alive() ? std::next(it) : t.by_key.erase(it);
     t.prune_above = 2 * t.by_key.size() + 256;
 }
 
@@ -65,8 +66,7 @@ argument shared_derived_value(const argument& source, const std::string& derivat
     // Only a buffer with an owner can be told apart from a later one at its address.
     if (!source.owns_memory()) return derive();
     std::ostringstream key;
-    key << "derived " << derivation << " of " << static_cast<const void*>(source.data()) << " "
-        << source.get_shape();
+    key << "derived " << derivation << " of " << static_cast<const void*>(source.data()) << " " << source.get_shape();
     if (auto shared = find_shared_derived_value(key.str())) return *shared;
     argument value = derive();
     share_derived_value(key.str(), value, {source.owner()});
