@@ -17,6 +17,12 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 CLI = os.environ.get("KILN_CLI", str(REPO / "build" / "kiln"))
 
 
+def has_avx512f():
+    """AVX-512 Foundation on this CPU (the cpu target's _avx512 kernels run here unless KILN_CPU_ISA=avx2)."""
+    with open("/proc/cpuinfo") as f:
+        return any(line.startswith("flags") and " avx512f" in line for line in f)
+
+
 def build_program(params, body):
     """A program with parameters {name: (dtype, lens)} whose outputs are body(module, *params)."""
     p = kiln.program()

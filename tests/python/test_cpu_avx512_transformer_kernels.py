@@ -9,22 +9,9 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln_testing import build_program, run_on
+from kiln_testing import build_program, has_avx512f, run_on
 from test_cpu_attention import attention64
 from test_cpu_normalization import layer_norm64, softmax64
-
-
-def has_avx512f():
-    with open("/proc/cpuinfo") as f:
-        return any(line.startswith("flags") and " avx512f" in line for line in f)
-
-
-@pytest.fixture(params=["avx512", "avx2"])
-def isa(request, monkeypatch):
-    if request.param == "avx512" and not has_avx512f():
-        pytest.skip("no AVX-512 on this CPU")
-    monkeypatch.setenv("KILN_CPU_ISA", request.param)
-    return request.param
 
 
 def compiled_on_cpu(p, op, isa):

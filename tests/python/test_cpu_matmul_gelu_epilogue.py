@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import kiln
+from kiln_testing import has_avx512f
 
 TOL = dict(rtol=2e-5, atol=2e-5)
 
@@ -51,19 +52,6 @@ def expected_of(a, w, bias, post, operands):
     for kind in post:
         y = y + next(ops) if kind == "add" else gelu(y, kind)
     return y
-
-
-def has_avx512f():
-    with open("/proc/cpuinfo") as f:
-        return any(line.startswith("flags") and " avx512f" in line for line in f)
-
-
-@pytest.fixture(params=["avx512", "avx2"])
-def isa(request, monkeypatch):
-    if request.param == "avx512" and not has_avx512f():
-        pytest.skip("no AVX-512 on this CPU")
-    monkeypatch.setenv("KILN_CPU_ISA", request.param)
-    return request.param
 
 
 def product_algorithms(p):

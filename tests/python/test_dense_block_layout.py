@@ -58,7 +58,7 @@ def _shared_piece_program(readers, extra_reader):
 
 @pytest.mark.parametrize("readers,extra_reader", [(3, False), (2, True), (1, False)],
                          ids=["three_readers", "two_readers_and_an_output", "one_reader"])
-def test_a_shared_nchw_piece_is_copied_once_channels_last_and_read_bitwise(readers, extra_reader):
+def test_a_shared_nchw_piece_is_copied_once_channels_last_and_read_bitwise(readers, extra_reader, isa):
     rng = np.random.default_rng(11)
     feeds = {"x": (rng.standard_normal((2, 5, H, W)) * 2).astype(np.float32)}
     for k in range(readers):
@@ -70,7 +70,7 @@ def test_a_shared_nchw_piece_is_copied_once_channels_last_and_read_bitwise(reade
     text = str(p)
     # The copy only pays where several programs would each gather the channels.
     assert ("contiguous(" in text) == (readers >= 2), text
-    assert all(alg == "concat_pointwise_avx2" for _, op, alg in p.get_kernel_algorithms()
+    assert all(alg == f"concat_pointwise_{isa}" for _, op, alg in p.get_kernel_algorithms()
                if op == "fused_concat_pointwise"), text
     shifted = feeds["x"] + feeds["x"]
     for k in range(readers):

@@ -25,8 +25,11 @@ public:
 };
 std::shared_ptr<const pointwise_runner> make_pointwise_runner(const std::vector<op::pointwise_step>& steps,
                                                               const kernel_request& r);
-// fused_concat_pointwise (concat_pointwise_kernel.cpp)
+// fused_concat_pointwise (concat_pointwise_kernel.cpp); the _avx512 factory
+// runs DenseNet's scale-shift-ReLU rows on sixteen lanes and declines unless
+// avx512::enabled() and the kernel has such rows.
 std::shared_ptr<const cpu_kernel> make_concat_pointwise_kernel(const kernel_request& r);
+std::shared_ptr<const cpu_kernel> make_concat_pointwise_avx512_kernel(const kernel_request& r);
 // softmax, log_softmax (normalization_kernels.cpp); the _avx512 factories
 // decline (nullptr) unless avx512::enabled().
 std::shared_ptr<const cpu_kernel> make_softmax_kernel(const kernel_request& r);

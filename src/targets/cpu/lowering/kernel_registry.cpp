@@ -73,6 +73,7 @@ const kernel_algorithm pointwise[] = {{"pointwise_avx2", any_request, build_with
 const kernel_algorithm quantize[] = {{"quantize_8bit", any_request, build_with<make_quantize_kernel>}};
 const kernel_algorithm dequantize[] = {{"dequantize_8bit", any_request, build_with<make_dequantize_kernel>}};
 const kernel_algorithm concat_pointwise[] = {
+    {"concat_pointwise_avx512", avx512_enabled, build_with<make_concat_pointwise_avx512_kernel>},
     {"concat_pointwise_avx2", any_request, build_with<make_concat_pointwise_kernel>}};
 
 const std::map<std::string, std::span<const kernel_algorithm>>& families() {

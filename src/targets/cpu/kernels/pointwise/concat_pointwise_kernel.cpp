@@ -3,12 +3,13 @@
 // the concatenation axis, a few consecutive indices along the axis within one
 // piece (in the blocked layout, channel blocks of H x W x 8 or 16 floats, as many
 // as make about 16K floats). A pointwise program over a part's shape runs on
-// every part, its other inputs offset to the part; threads take parts. The
-// parts and offsets are worked out when the kernel is built. A quantized
+// every part, its other inputs offset to the part; threads take groups of
+// parts (runs of consecutive groups). The parts and offsets are worked out
+// when the kernel is built. A quantized
 // result: the program writes each part into a per-thread buffer (in cache),
 // which is quantized into the result from there. A channels-last quantized
-// result (NHWC): a part is a run of one image's pixels within one piece,
-// the program runs over [pixels, the piece's channels] (each piece and
+// result (NHWC): a part is a run of one image's pixels within one piece, a
+// group that run through every piece; the program runs over [pixels, the piece's channels] (each piece and
 // operand seen through its own strides, so pieces in either layout), and
 // each pixel's row of codes goes to its place in the result. There a piece
 // may be int8 / uint8 codes (channels contiguous): a part's rows are
@@ -16,7 +17,8 @@
 // that is a per-channel scale and shift then ReLU (DenseNet's pre-activation
 // batch norm) runs without it on a piece with contiguous channels: each
 // pixel's row goes from the piece's codes (or floats) to the result's codes
-// in one pass (scale_shift_relu_codes_avx2.hpp), the same arithmetic. A
+// in one pass (scale_shift_relu_codes_avx2.hpp, or on sixteen lanes
+// _avx512.hpp: the concat_pointwise_avx512 algorithm), the same arithmetic. A
 // channels-last float32 result (the last batch norm + ReLU, read by the
 // global pool) runs the program into the per-thread buffer, whose rows are
 // copied to their places.
@@ -32,6 +34,7 @@
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
 #include "targets/cpu/kernels/pointwise/scale_shift_relu_codes_avx2.hpp"
+#include "targets/cpu/kernels/pointwise/scale_shift_relu_codes_avx512.hpp"
 #include "targets/cpu/kernels/quantize/linear_quantize_avx2.hpp"
 #include "targets/cpu/kernels/scratch_alignment.hpp"
 
@@ -103,28 +106,38 @@ public:
     concat_pointwise_kernel(std::vector<std::shared_ptr<const pointwise_runner>> runners, std::size_t operands,
                             std::vector<part> parts, std::vector<std::size_t> offsets, bool parallel, int threads,
                             output_quantization quantization, std::vector<piece_dequantization> pieces = {},
-                            std::optional<scale_shift_relu_program> direct = std::nullopt, bool float_rows = false)
+                            std::optional<scale_shift_relu_program> direct = std::nullopt, bool float_rows = false,
+                            std::vector<std::size_t> group_starts = {}, bool avx512_rows = false)
         : runners_(std::move(runners)),
           operands_(operands),
           parts_(std::move(parts)),
+          group_starts_(std::move(group_starts)),
           offsets_(std::move(offsets)),
           threads_(parallel ? threads : 1),
           quantization_(quantization),
           pieces_(std::move(pieces)),
           direct_(direct),
-          float_rows_(float_rows) {
+          float_rows_(float_rows),
+          code_rows_(avx512_rows ? &avx512::scale_shift_relu_code_rows : &avx2::scale_shift_relu_code_rows) {
         for (std::size_t i = 0; i < pieces_.size(); ++i) {
-            avx2::scale_shift_relu_row row;
-            row.input = pieces_[i].type == dtype::uint8_type ? avx2::row_codes::uint8
-                        : pieces_[i].type == dtype::int8_type ? avx2::row_codes::int8
-                                                              : avx2::row_codes::float32;
+            scale_shift_relu_row row;
+            row.input = pieces_[i].type == dtype::uint8_type ? row_codes::uint8
+                        : pieces_[i].type == dtype::int8_type ? row_codes::int8
+                                                              : row_codes::float32;
             row.input_scale = pieces_[i].scale;
             row.input_zero_point = pieces_[i].zero_point;
-            row.output = quantization_.type == dtype::uint8_type ? avx2::row_codes::uint8 : avx2::row_codes::int8;
+            row.output = quantization_.type == dtype::uint8_type ? row_codes::uint8 : row_codes::int8;
             row.output_scale = quantization_.scale;
             row.output_zero_point = quantization_.zero_point;
             rows_.push_back(row);
         }
+        if (group_starts_.empty())
+            for (std::size_t p = 0; p < parts_.size(); ++p) group_starts_.push_back(p);
+        group_starts_.push_back(parts_.size());
+        // Threads take a few runs of consecutive groups each, so that each
+        // thread reads its pieces' rows as long streams (one group at a time
+        // alternated the threads every few KB of each piece).
+        chunk_ = std::max<int>(1, static_cast<int>((group_starts_.size() - 1) / (4 * static_cast<std::size_t>(threads_))));
         for (const auto& r : runners_) runner_bytes_ = std::max(runner_bytes_, r->scratch_bytes());
         runner_bytes_ = scratch_aligned(runner_bytes_);
         if (quantization_.type != dtype::float_type || float_rows_)
@@ -135,7 +148,7 @@ public:
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         const std::size_t pieces = inputs.size() - operands_;
-        const auto count = static_cast<std::ptrdiff_t>(parts_.size());
+        const auto groups = static_cast<std::ptrdiff_t>(group_starts_.size() - 1);
         const std::size_t stride = operands_ + 1;  // offsets per part: the piece's, then each operand's
         const bool quantized = quantization_.type != dtype::float_type;
 #pragma omp parallel num_threads(threads_)
@@ -144,10 +157,11 @@ public:
             auto* values = reinterpret_cast<float*>(own + runner_bytes_);
             auto* piece_values = reinterpret_cast<float*>(own + runner_bytes_ + part_bytes_);
             const void* data[max_inputs];
-#pragma omp for schedule(dynamic, 1)
-            for (std::ptrdiff_t p = 0; p < count; ++p) {
-                const part& pt = parts_[static_cast<std::size_t>(p)];
-                const std::size_t* off = offsets_.data() + static_cast<std::size_t>(p) * stride;
+#pragma omp for schedule(dynamic, chunk_)
+            for (std::ptrdiff_t g = 0; g < groups; ++g)
+            for (std::size_t p = group_starts_[static_cast<std::size_t>(g)]; p < group_starts_[static_cast<std::size_t>(g) + 1]; ++p) {
+                const part& pt = parts_[p];
+                const std::size_t* off = offsets_.data() + p * stride;
                 if (pt.direct) {
                     const float* a = inputs[pieces + direct_->scale].data_as<float>() + off[direct_->scale + 1];
                     const float* b = inputs[pieces + direct_->shift].data_as<float>() + off[direct_->shift + 1];
@@ -162,7 +176,7 @@ public:
                                                          result.data() + pt.output_offset + k * pt.row_stride, row);
                         continue;
                     }
-                    avx2::scale_shift_relu_code_rows(rows_[pt.piece], inputs[pt.piece].data() + off[0] * bytes,
+                    code_rows_(rows_[pt.piece], inputs[pt.piece].data() + off[0] * bytes,
                                                      pt.piece_row_stride, a, b, result.data() + pt.output_offset,
                                                      pt.row_stride, row, pt.rows);
                     continue;
@@ -204,13 +218,19 @@ private:
     std::vector<std::shared_ptr<const pointwise_runner>> runners_;
     std::size_t operands_;
     std::vector<part> parts_;
+    // Parts [group_starts_[g], group_starts_[g + 1]) run one after the other
+    // on one thread.
+    std::vector<std::size_t> group_starts_;
+    int chunk_ = 1;  // groups per share of the loop over them
     std::vector<std::size_t> offsets_;
     int threads_;
     output_quantization quantization_;
     std::vector<piece_dequantization> pieces_;  // empty: every piece float32
     std::optional<scale_shift_relu_program> direct_;
-    std::vector<avx2::scale_shift_relu_row> rows_;  // per piece, for direct parts
+    std::vector<scale_shift_relu_row> rows_;  // per piece, for direct parts
     bool float_rows_;  // a float32 result with parts of strided rows (channels-last)
+    // The direct rows' loop: AVX-512's or AVX2's (the same codes).
+    decltype(&avx2::scale_shift_relu_code_rows) code_rows_;
     // Per thread: the program's scratch, a part's values, a coded part's
     // dequantized values.
     std::size_t runner_bytes_ = 0;
@@ -267,7 +287,7 @@ std::optional<scale_shift_relu_program> scale_shift_relu_of(const std::vector<op
 }
 
 std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request& r, const op::fused_concat_pointwise& op,
-                                                            output_quantization quantization) {
+                                                            output_quantization quantization, bool avx512_rows) {
     const shape& out = r.output_shape;
     const auto pieces = static_cast<std::size_t>(op.pieces);
     const std::size_t operands = r.input_shapes.size() - pieces;
@@ -314,47 +334,61 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
         if (op.coded_piece(r.input_shapes, i))
             dequantization[i] = {r.input_shapes[i].type(), static_cast<float>(op.piece_scales[i]),
                                  static_cast<float>(op.piece_zero_points[i])};
+    // A group is a run of one image's pixels through every piece, so that the
+    // result's rows are written whole while they are in cache (a piece at a
+    // time, a 32-channel piece wrote half of each 64-byte line, and the next
+    // piece came back for the other half after the whole image). Its pixels
+    // make about channels_last_part_elements values of the widest piece.
+    std::size_t widest_piece = 1;
+    for (std::size_t i = 0; i < pieces; ++i) widest_piece = std::max(widest_piece, r.input_shapes[i].lens()[1]);
+    const std::size_t step = std::max<std::size_t>(1, channels_last_part_elements / widest_piece);
     std::vector<part> parts;
-    std::vector<std::size_t> offsets;
+    std::vector<std::size_t> offsets, group_starts;
     for (std::size_t n = 0; n < images; ++n) {
-        std::size_t start = 0;  // the piece's first channel in the result
-        for (std::size_t i = 0; i < pieces; ++i) {
-            const shape& piece = r.input_shapes[i];
-            const auto view = pixel_and_channel_strides(piece.strides(), width);
-            if (!view) return nullptr;
-            const bool coded = dequantization[i].type != dtype::float_type;
-            // A coded piece's rows are dequantized one by one: its channels must be contiguous.
-            if (coded && view->second != 1) return nullptr;
-            const std::size_t piece_channels = piece.lens()[1];
-            const std::size_t step = std::max<std::size_t>(1, channels_last_part_elements / piece_channels);
-            for (std::size_t p = 0; p < pixels; p += step) {
-                const std::size_t count = std::min(step, pixels - p);
+        for (std::size_t p = 0; p < pixels; p += step) {
+            const std::size_t count = std::min(step, pixels - p);
+            group_starts.push_back(parts.size());
+            std::size_t start = 0;  // the piece's first channel in the result
+            for (std::size_t i = 0; i < pieces; ++i) {
+                const shape& piece = r.input_shapes[i];
+                const auto view = pixel_and_channel_strides(piece.strides(), width);
+                if (!view) return nullptr;
+                const bool coded = dequantization[i].type != dtype::float_type;
+                // A coded piece's rows are dequantized one by one: its channels must be contiguous.
+                if (coded && view->second != 1) return nullptr;
+                const std::size_t piece_channels = piece.lens()[1];
                 // The program reads a coded part from the buffer, rows packed.
                 const auto runner = coded ? runner_for(count, piece_channels, piece_channels, 1)
                                           : runner_for(count, piece_channels, view->first, view->second);
                 if (!runner) return nullptr;
                 // The direct rows write codes only.
-                const bool direct_part = direct && quantization.type != dtype::float_type && (!coded || view->second == 1);
-                parts.push_back({*runner, i, (n * pixels + p) * channels + start, count * piece_channels, count, channels,
-                                 view->first, view->second, direct_part});
+                const bool direct_part =
+                    direct && quantization.type != dtype::float_type && (!coded || view->second == 1);
+                parts.push_back({*runner, i, (n * pixels + p) * channels + start, count * piece_channels, count,
+                                 channels, view->first, view->second, direct_part});
                 offsets.push_back(n * piece.strides()[0] + p * view->first);
                 for (std::size_t k = 0; k < operands; ++k) {
                     const auto& st = operand_strides[k];
                     offsets.push_back(n * st[0] + p * st[3] + start * st[1]);
                 }
+                start += piece_channels;
             }
-            start += piece_channels;
         }
     }
+    // Without direct rows the AVX-512 variant would be the AVX2 kernel under another name.
+    if (avx512_rows && std::none_of(parts.begin(), parts.end(), [](const part& pt) { return pt.direct; })) return nullptr;
     return std::make_shared<concat_pointwise_kernel>(std::move(runners), operands, std::move(parts), std::move(offsets),
                                                      out.elements() >= channels_last_parallel_elements, r.threads,
                                                      quantization, std::move(dequantization), direct,
-                                                     quantization.type == dtype::float_type);
+                                                     quantization.type == dtype::float_type, std::move(group_starts),
+                                                     avx512_rows);
 }
 
 }  // namespace
 
-std::shared_ptr<const cpu_kernel> make_concat_pointwise_kernel(const kernel_request& r) {
+namespace {
+
+std::shared_ptr<const cpu_kernel> make_kernel(const kernel_request& r, bool avx512_rows) {
     const auto* op = r.op.get_if<op::fused_concat_pointwise>();
     if (op == nullptr) return nullptr;
     const shape& out = r.output_shape;
@@ -379,7 +413,8 @@ std::shared_ptr<const cpu_kernel> make_concat_pointwise_kernel(const kernel_requ
         }
     }
     if (any_coded && !op->channels_last) return nullptr;
-    if (op->channels_last) return make_channels_last_kernel(r, *op, quantization);
+    if (op->channels_last) return make_channels_last_kernel(r, *op, quantization, avx512_rows);
+    if (avx512_rows) return nullptr;
     if (!out.standard()) return nullptr;
     const std::size_t operands = r.input_shapes.size() - pieces;
     const std::size_t rank = out.ndim();
@@ -461,6 +496,16 @@ std::shared_ptr<const cpu_kernel> make_concat_pointwise_kernel(const kernel_requ
     const int threads = r.threads;
     return std::make_shared<concat_pointwise_kernel>(std::move(runners), operands, std::move(parts), std::move(offsets),
                                                      out.elements() >= parallel_elements, threads, quantization);
+}
+
+}  // namespace
+
+std::shared_ptr<const cpu_kernel> make_concat_pointwise_kernel(const kernel_request& r) {
+    return make_kernel(r, false);
+}
+
+std::shared_ptr<const cpu_kernel> make_concat_pointwise_avx512_kernel(const kernel_request& r) {
+    return avx512::enabled() ? make_kernel(r, true) : nullptr;
 }
 
 }  // namespace kiln

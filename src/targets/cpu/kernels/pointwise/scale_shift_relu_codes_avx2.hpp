@@ -8,16 +8,9 @@
 // quantize_linear's rounding and saturation. Callers check avx2::supported().
 #include <cstddef>
 
+#include "targets/cpu/kernels/pointwise/scale_shift_relu_row.hpp"
+
 namespace kiln::avx2 {
-
-enum class row_codes : int { float32, int8, uint8 };
-
-struct scale_shift_relu_row {
-    row_codes input = row_codes::float32;
-    float input_scale = 1, input_zero_point = 0;  // coded inputs only
-    row_codes output = row_codes::uint8;          // int8 or uint8
-    float output_scale = 1, output_zero_point = 0;
-};
 
 // y[c] = quantize(max(dequantize(x[c]) * a[c] + b[c], 0)) for c in [0, n).
 void scale_shift_relu_codes(const scale_shift_relu_row& row, const void* x, const float* a, const float* b, void* y,
