@@ -34,7 +34,8 @@ std::vector<std::byte> input_rows(row_codes type, std::size_t n, std::mt19937& g
         return bytes;
     }
     const float inf = std::numeric_limits<float>::infinity();
-    const float specials[] = {std::numeric_limits<float>::quiet_NaN(), inf, -inf, -0.0f, 1e-40f, -1e-40f, 3e38f, -3e38f};
+    const float specials[] = {
+        std::numeric_limits<float>::quiet_NaN(), inf, -inf, -0.0f, 1e-40f, -1e-40f, 3e38f, -3e38f};
     std::normal_distribution<float> normal(0.0f, 4.0f);
     std::vector<float> values(count);
     for (std::size_t i = 0; i < count; ++i) values[i] = i % 11 == 3 ? specials[(i / 11) % 8] : normal(gen);

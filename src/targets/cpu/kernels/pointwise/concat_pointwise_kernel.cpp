@@ -121,7 +121,7 @@ public:
           code_rows_(avx512_rows ? &avx512::scale_shift_relu_code_rows : &avx2::scale_shift_relu_code_rows) {
         for (std::size_t i = 0; i < pieces_.size(); ++i) {
             scale_shift_relu_row row;
-            row.input = pieces_[i].type == dtype::uint8_type ? row_codes::uint8
+            row.input = pieces_[i].type == dtype::uint8_type  ? row_codes::uint8
                         : pieces_[i].type == dtype::int8_type ? row_codes::int8
                                                               : row_codes::float32;
             row.input_scale = pieces_[i].scale;
@@ -137,7 +137,8 @@ public:
         // Threads take a few runs of consecutive groups each, so that each
         // thread reads its pieces' rows as long streams (one group at a time
         // alternated the threads every few KB of each piece).
-        chunk_ = std::max<int>(1, static_cast<int>((group_starts_.size() - 1) / (4 * static_cast<std::size_t>(threads_))));
+        chunk_ =
+            std::max<int>(1, static_cast<int>((group_starts_.size() - 1) / (4 * static_cast<std::size_t>(threads_))));
         for (const auto& r : runners_) runner_bytes_ = std::max(runner_bytes_, r->scratch_bytes());
         runner_bytes_ = scratch_aligned(runner_bytes_);
         if (quantization_.type != dtype::float_type || float_rows_)
@@ -159,55 +160,57 @@ public:
             const void* data[max_inputs];
 #pragma omp for schedule(dynamic, chunk_)
             for (std::ptrdiff_t g = 0; g < groups; ++g)
-            for (std::size_t p = group_starts_[static_cast<std::size_t>(g)]; p < group_starts_[static_cast<std::size_t>(g) + 1]; ++p) {
-                const part& pt = parts_[p];
-                const std::size_t* off = offsets_.data() + p * stride;
-                if (pt.direct) {
-                    const float* a = inputs[pieces + direct_->scale].data_as<float>() + off[direct_->scale + 1];
-                    const float* b = inputs[pieces + direct_->shift].data_as<float>() + off[direct_->shift + 1];
-                    const std::size_t row = pt.elements / pt.rows, bytes = inputs[pt.piece].get_shape().element_size();
-                    if (pt.piece_channel_stride != 1) {  // float32 only: rows of channels gathered
-                        const float* x = inputs[pt.piece].data_as<float>() + off[0];
-                        for (std::size_t c = 0; c < row; ++c)
+                for (std::size_t p = group_starts_[static_cast<std::size_t>(g)];
+                     p < group_starts_[static_cast<std::size_t>(g) + 1]; ++p) {
+                    const part& pt = parts_[p];
+                    const std::size_t* off = offsets_.data() + p * stride;
+                    if (pt.direct) {
+                        const float* a = inputs[pieces + direct_->scale].data_as<float>() + off[direct_->scale + 1];
+                        const float* b = inputs[pieces + direct_->shift].data_as<float>() + off[direct_->shift + 1];
+                        const std::size_t row = pt.elements / pt.rows,
+                                          bytes = inputs[pt.piece].get_shape().element_size();
+                        if (pt.piece_channel_stride != 1) {  // float32 only: rows of channels gathered
+                            const float* x = inputs[pt.piece].data_as<float>() + off[0];
+                            for (std::size_t c = 0; c < row; ++c)
+                                for (std::size_t k = 0; k < pt.rows; ++k)
+                                    piece_values[k * row + c] =
+                                        x[c * pt.piece_channel_stride + k * pt.piece_row_stride];
                             for (std::size_t k = 0; k < pt.rows; ++k)
-                                piece_values[k * row + c] = x[c * pt.piece_channel_stride + k * pt.piece_row_stride];
-                        for (std::size_t k = 0; k < pt.rows; ++k)
-                            avx2::scale_shift_relu_codes(rows_[pt.piece], piece_values + k * row, a, b,
-                                                         result.data() + pt.output_offset + k * pt.row_stride, row);
+                                avx2::scale_shift_relu_codes(rows_[pt.piece], piece_values + k * row, a, b,
+                                                             result.data() + pt.output_offset + k * pt.row_stride, row);
+                            continue;
+                        }
+                        code_rows_(rows_[pt.piece], inputs[pt.piece].data() + off[0] * bytes, pt.piece_row_stride, a, b,
+                                   result.data() + pt.output_offset, pt.row_stride, row, pt.rows);
                         continue;
                     }
-                    code_rows_(rows_[pt.piece], inputs[pt.piece].data() + off[0] * bytes,
-                                                     pt.piece_row_stride, a, b, result.data() + pt.output_offset,
-                                                     pt.row_stride, row, pt.rows);
-                    continue;
-                }
-                if (coded(pt.piece)) {
-                    const piece_dequantization& d = pieces_[pt.piece];
-                    const std::size_t row = pt.elements / pt.rows, bytes = dtype_size(d.type);
+                    if (coded(pt.piece)) {
+                        const piece_dequantization& d = pieces_[pt.piece];
+                        const std::size_t row = pt.elements / pt.rows, bytes = dtype_size(d.type);
+                        for (std::size_t k = 0; k < pt.rows; ++k)
+                            d.read(inputs[pt.piece].data() + (off[0] + k * pt.piece_row_stride) * bytes,
+                                   piece_values + k * row, row);
+                        data[0] = piece_values;
+                    } else {
+                        data[0] = inputs[pt.piece].data_as<float>() + off[0];
+                    }
+                    for (std::size_t k = 0; k < operands_; ++k)
+                        data[k + 1] = inputs[pieces + k].data_as<float>() + off[k + 1];
+                    if (!quantized && !float_rows_) {
+                        runners_[pt.runner]->run(data, result.data_as<float>() + pt.output_offset, own);
+                        continue;
+                    }
+                    runners_[pt.runner]->run(data, values, own);
+                    const std::size_t row = pt.elements / pt.rows;
+                    if (!quantized) {  // each pixel's row of float32 values to its place in the result
+                        for (std::size_t k = 0; k < pt.rows; ++k)
+                            std::copy(values + k * row, values + (k + 1) * row,
+                                      result.data_as<float>() + pt.output_offset + k * pt.row_stride);
+                        continue;
+                    }
                     for (std::size_t k = 0; k < pt.rows; ++k)
-                        d.read(inputs[pt.piece].data() + (off[0] + k * pt.piece_row_stride) * bytes, piece_values + k * row,
-                               row);
-                    data[0] = piece_values;
-                } else {
-                    data[0] = inputs[pt.piece].data_as<float>() + off[0];
+                        quantization_.write(values + k * row, result.data(), pt.output_offset + k * pt.row_stride, row);
                 }
-                for (std::size_t k = 0; k < operands_; ++k)
-                    data[k + 1] = inputs[pieces + k].data_as<float>() + off[k + 1];
-                if (!quantized && !float_rows_) {
-                    runners_[pt.runner]->run(data, result.data_as<float>() + pt.output_offset, own);
-                    continue;
-                }
-                runners_[pt.runner]->run(data, values, own);
-                const std::size_t row = pt.elements / pt.rows;
-                if (!quantized) {  // each pixel's row of float32 values to its place in the result
-                    for (std::size_t k = 0; k < pt.rows; ++k)
-                        std::copy(values + k * row, values + (k + 1) * row,
-                                  result.data_as<float>() + pt.output_offset + k * pt.row_stride);
-                    continue;
-                }
-                for (std::size_t k = 0; k < pt.rows; ++k)
-                    quantization_.write(values + k * row, result.data(), pt.output_offset + k * pt.row_stride, row);
-            }
         }
     }
     std::size_t scratch_bytes() const override {
@@ -286,7 +289,8 @@ std::optional<scale_shift_relu_program> scale_shift_relu_of(const std::vector<op
     return scale_shift_relu_program{*scale - 1, *shift - 1};
 }
 
-std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request& r, const op::fused_concat_pointwise& op,
+std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request& r,
+                                                            const op::fused_concat_pointwise& op,
                                                             output_quantization quantization, bool avx512_rows) {
     const shape& out = r.output_shape;
     const auto pieces = static_cast<std::size_t>(op.pieces);
@@ -376,12 +380,12 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
         }
     }
     // Without direct rows the AVX-512 variant would be the AVX2 kernel under another name.
-    if (avx512_rows && std::none_of(parts.begin(), parts.end(), [](const part& pt) { return pt.direct; })) return nullptr;
-    return std::make_shared<concat_pointwise_kernel>(std::move(runners), operands, std::move(parts), std::move(offsets),
-                                                     out.elements() >= channels_last_parallel_elements, r.threads,
-                                                     quantization, std::move(dequantization), direct,
-                                                     quantization.type == dtype::float_type, std::move(group_starts),
-                                                     avx512_rows);
+    if (avx512_rows && std::none_of(parts.begin(), parts.end(), [](const part& pt) { return pt.direct; }))
+        return nullptr;
+    return std::make_shared<concat_pointwise_kernel>(
+        std::move(runners), operands, std::move(parts), std::move(offsets),
+        out.elements() >= channels_last_parallel_elements, r.threads, quantization, std::move(dequantization), direct,
+        quantization.type == dtype::float_type, std::move(group_starts), avx512_rows);
 }
 
 }  // namespace

@@ -52,7 +52,8 @@ void rows_of(const scale_shift_relu_row& row, const void* x, std::size_t x_row_s
         auto* yr = static_cast<std::uint8_t*>(y) + r * y_row_stride;
         for (std::size_t i = 0; i < n; i += 16) {
             const __mmask16 m = i + 16 <= n ? static_cast<__mmask16>(0xffff) : tail_mask(n - i);
-            const __m512 product = rounded(_mm512_mul_ps(input_lanes<In>(xr, i, m, s, z), _mm512_maskz_loadu_ps(m, a + i)));
+            const __m512 product =
+                rounded(_mm512_mul_ps(input_lanes<In>(xr, i, m, s, z), _mm512_maskz_loadu_ps(m, a + i)));
             const __m512 v = _mm512_max_ps(_mm512_add_ps(product, _mm512_maskz_loadu_ps(m, b + i)), zero);
             __m512 q = _mm512_roundscale_ps(_mm512_div_ps(v, out_scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
             q = _mm512_min_ps(hi, _mm512_add_ps(q, out_zero));
@@ -68,9 +69,12 @@ void scale_shift_relu_code_rows(const scale_shift_relu_row& row, const void* x, 
                                 const float* a, const float* b, void* y, std::size_t y_row_stride, std::size_t n,
                                 std::size_t rows) {
     switch (row.input) {
-        case row_codes::float32: return rows_of<row_codes::float32>(row, x, x_row_stride, a, b, y, y_row_stride, n, rows);
-        case row_codes::int8: return rows_of<row_codes::int8>(row, x, x_row_stride, a, b, y, y_row_stride, n, rows);
-        case row_codes::uint8: return rows_of<row_codes::uint8>(row, x, x_row_stride, a, b, y, y_row_stride, n, rows);
+        case row_codes::float32:
+            return rows_of<row_codes::float32>(row, x, x_row_stride, a, b, y, y_row_stride, n, rows);
+        case row_codes::int8:
+            return rows_of<row_codes::int8>(row, x, x_row_stride, a, b, y, y_row_stride, n, rows);
+        case row_codes::uint8:
+            return rows_of<row_codes::uint8>(row, x, x_row_stride, a, b, y, y_row_stride, n, rows);
     }
 }
 
