@@ -252,3 +252,74 @@ TEST(pass_fuse_concat_pointwise, cpu_quantized_result_matches_ref) {
     m.add_return({quantize(m, shifted, 0.004f, 3)});
     expect_cpu_matches_ref(p, 0);
 }
+
+namespace {
+
+// Batch norm + ReLU of a feature map x (per-channel scale and shift
+// literals), quantized per tensor, read by a convert as an int8 convolution
+// would read the codes.
+void quantized_batch_norm(module& m, const shape& x_shape, bool second_feature_map, bool per_channel,
+                          bool float_reader) {
+    const std::size_t channels = x_shape.lens()[1];
+    auto x = m.add_parameter("x", x_shape);
+    auto scaled = m.add_instruction(make_op("mul"), {x, add_random_literal(m, {channels, 1, 1}, 7)});
+    if (second_feature_map) scaled = m.add_instruction(make_op("add"), {scaled, m.add_parameter("y", x_shape)});
+    auto act = m.add_instruction(make_op("relu"),
+                                 {m.add_instruction(make_op("add"), {scaled, add_random_literal(m, {channels, 1, 1}, 8)})});
+    instruction_ref codes;
+    if (per_channel) {
+        auto s = add_float_literal(m, {channels}, std::vector<float>(channels, 0.02f));
+        auto z = m.add_literal(literal(shape{dtype::int8_type, {channels}}, std::vector<std::int8_t>(channels, 3)));
+        codes = m.add_instruction(make_op("quantize_linear", value_map{{"axis", 1}}), {act, s, z});
+    } else {
+        codes = quantize(m, act, 0.02f, 3);
+    }
+    std::vector<instruction_ref> results{
+        m.add_instruction(make_op("convert", value_map{{"target_type", "int32_type"}}), {codes})};
+    if (float_reader) results.push_back(act);
+    m.add_return(results);
+}
+
+}  // namespace
+
+// DenseNet's transitions: the batch norm + ReLU of one feature map (no
+// concat) quantized for the next convolution becomes a one-piece fused op
+// that writes the codes channels-last in one pass.
+TEST(pass_fuse_concat_pointwise, a_quantized_program_over_one_feature_map_writes_channels_last_codes) {
+    module m;
+    quantized_batch_norm(m, float_shape({2, 24, 5, 6}), false, false, false);
+    module out = after_passes(m, {std::make_shared<fuse_pointwise>(), std::make_shared<fuse_concat_pointwise>()});
+    EXPECT_EQ(op_names(out), (std::vector<std::string>{"fused_concat_pointwise", "convert"})) << out;
+    const auto& fused = only(out, "fused_concat_pointwise");
+    EXPECT_EQ(attribute(fused, "pieces"), "1");
+    EXPECT_EQ(attribute(fused, "channels_last"), "true");
+    EXPECT_EQ(attribute(fused, "output_type"), "\"int8_type\"");
+    EXPECT_EQ(fused.get_shape().strides(), (std::vector<std::size_t>{720, 1, 144, 24}));
+    EXPECT_EQ(fused.inputs().front()->name(), "@param");
+    expect_same_outputs(m, out);
+}
+
+// Two feature maps in the program, a float reader besides the quantize, or
+// a per-channel quantize: the program and the quantize stay as they were.
+TEST(pass_fuse_concat_pointwise, leaves_other_quantized_programs) {
+    for (const auto& [second_map, per_channel, float_reader] :
+         {std::tuple{true, false, false}, std::tuple{false, true, false}, std::tuple{false, false, true}}) {
+        module m;
+        quantized_batch_norm(m, float_shape({1, 16, 3, 4}), second_map, per_channel, float_reader);
+        module fused_only = after_pass<fuse_pointwise>(m);
+        module out = after_passes(m, {std::make_shared<fuse_pointwise>(), std::make_shared<fuse_concat_pointwise>()});
+        EXPECT_EQ(op_names(out), op_names(fused_only)) << out;
+        EXPECT_EQ(count_ops(out, "fused_concat_pointwise"), 0u) << out;
+        expect_same_outputs(m, out);
+    }
+}
+
+// The cpu pipeline on such a program against ref, bit for bit.
+TEST(pass_fuse_concat_pointwise, cpu_quantized_feature_map_program_matches_ref) {
+    program p;
+    quantized_batch_norm(*p.get_main_module(), float_shape({2, 40, 7, 9}), false, false, false);
+    expect_cpu_matches_ref(p, 0);
+    program compiled = p;
+    compiled.compile(get_target("cpu"));
+    EXPECT_EQ(count_ops(*compiled.get_main_module(), "quantize_linear"), 0u) << *compiled.get_main_module();
+}

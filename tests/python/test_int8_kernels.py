@@ -561,7 +561,9 @@ def test_dense_block_quantizes_in_its_concat_pointwise_and_matches(tmp_path, act
     ops = [op for _, op, _ in p.get_kernel_algorithms()]
     # The batch norm + ReLU of the second and third layers and of the transition read the concatenation
     # in place and write the int8 codes of the convolution after them: no quantize_linear is left there.
-    assert ops.count("fused_concat_pointwise") == 3, ops
+    # The first layer's, over the stem's features alone, is the same op with one piece.
+    assert ops.count("fused_concat_pointwise") == 4, ops
+    assert ops.count("quantize_linear") == 1, ops  # the input's
     assert "fused_convolution" not in ops, ops
     results = {result for _, op, _, result in p.get_instruction_precisions() if op == "fused_concat_pointwise"}
     # uint8 for S8S8 too: its post-ReLU codes have zero point -128, which unsigned_activation_codes

@@ -59,6 +59,9 @@ public:
 // features) then stores it channels-last too: no reorders around them;
 // where that float result is its own codes dequantized (QDQ's quantize ->
 // dequantize), it stores the codes, which those ops read as coded pieces.
+// A 4-D program over a single feature map that only such a quantize reads
+// (DenseNet's transitions and stem) becomes the fused op of one piece, so
+// that it too writes channels-last codes in one pass.
 class fuse_concat_pointwise final : public pass {
 public:
     std::string name() const override { return "fuse_concat_pointwise"; }

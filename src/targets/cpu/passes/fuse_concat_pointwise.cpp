@@ -1,6 +1,7 @@
 // See cpu_passes.hpp. The concat becomes value 0 of the program; the
 // fused_pointwise's other inputs keep their order after the concat's pieces.
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "kiln/module.hpp"
@@ -46,18 +47,19 @@ bool kernel_runs(const operation& op, const std::vector<instruction_ref>& inputs
 }
 
 // quantize_linear(fused_concat_pointwise read by it alone), per tensor with
-// constant parameters, as the fused op with a quantized result.
-void fold_quantize(module& m, instruction_ref quantize) {
+// constant parameters, as the fused op with a quantized result; false
+// where it stays as it was.
+bool fold_quantize(module& m, instruction_ref quantize) {
     const auto& in = quantize->inputs();
-    if (in.size() != 3 || in[0]->name() != "fused_concat_pointwise" || in[0]->outputs().size() != 1) return;
+    if (in.size() != 3 || in[0]->name() != "fused_concat_pointwise" || in[0]->outputs().size() != 1) return false;
     const auto* fused = in[0]->get_operator().get_if<op::fused_concat_pointwise>();
     const dtype t = quantize->get_shape().type();
-    if (fused->quantized() || !op::is_8bit_integer(t) || in[1]->get_shape().type() != dtype::float_type) return;
-    if (in[1]->get_shape().elements() != 1 || in[2]->get_shape().elements() != 1) return;
-    if (!match::is_constant_instruction(*in[1]) || !match::is_constant_instruction(*in[2])) return;
+    if (fused->quantized() || !op::is_8bit_integer(t) || in[1]->get_shape().type() != dtype::float_type) return false;
+    if (in[1]->get_shape().elements() != 1 || in[2]->get_shape().elements() != 1) return false;
+    if (!match::is_constant_instruction(*in[1]) || !match::is_constant_instruction(*in[2])) return false;
     const auto scale = scalar_constant(*in[1]);
     const auto zero_point = scalar_constant(*in[2]);
-    if (!scale || !(*scale > 0) || !zero_point) return;
+    if (!scale || !(*scale > 0) || !zero_point) return false;
     op::fused_concat_pointwise quantized = *fused;
     quantized.output_type = t;
     quantized.output_scale = *scale;
@@ -82,8 +84,64 @@ void fold_quantize(module& m, instruction_ref quantize) {
         }
         m.remove_instruction(quantize);
         m.remove_instruction(joined);
-        return;
+        return true;
     }
+    return false;
+}
+
+// The program's steps with input q as value 0 and the inputs before it moved
+// up one (the fused op's pieces come first, then the program's other inputs).
+std::vector<op::pointwise_step> with_value_zero(std::vector<op::pointwise_step> steps, std::size_t q) {
+    for (auto& step : steps)
+        for (auto& a : step.args)
+            if (a == q)
+                a = 0;
+            else if (a < q)
+                a += 1;  // later inputs and the steps' results keep their numbers
+    return steps;
+}
+
+// The steps of a fused_pointwise, or of a single elementwise op as a program of one step.
+std::optional<std::vector<op::pointwise_step>> program_steps(const instruction& ins) {
+    if (const auto* program = ins.get_operator().get_if<op::fused_pointwise>()) return program->steps;
+    if (!ins.get_operator().is_pointwise()) return std::nullopt;
+    op::pointwise_step single{ins.get_operator(), {}};
+    for (std::size_t i = 0; i < ins.inputs().size(); ++i) single.args.push_back(i);
+    return std::vector<op::pointwise_step>{std::move(single)};
+}
+
+// A 4-D program over one feature map, read only by a per-tensor
+// quantize_linear (DenseNet's batch norm + ReLU of a transition's pooled
+// features, or of the stem's, before the next int8 convolution): a
+// fused_concat_pointwise of that one piece, so that fold_quantize makes it
+// write channels-last codes in one pass. As a program it wrote NCHW float32,
+// the quantize read that, and the convolution reordered the codes. Left as
+// it was where the codes could not be folded in.
+void quantized_feature_map_program(module& m, instruction_ref quantize) {
+    const auto ins = quantize->inputs().front();
+    const shape& out = ins->get_shape();
+    if (out.ndim() != 4 || out.type() != dtype::float_type || ins->outputs().size() != 1) return;
+    const auto steps = program_steps(*ins);
+    if (!steps) return;
+    const auto& inputs = ins->inputs();
+    std::size_t q = inputs.size();
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i]->get_shape().lens() != out.lens()) continue;
+        if (q != inputs.size()) return;  // two feature maps
+        q = i;
+    }
+    if (q == inputs.size()) return;
+    op::fused_concat_pointwise fused;
+    fused.axis = 1;
+    fused.pieces = 1;
+    fused.steps = with_value_zero(*steps, q);
+    std::vector<instruction_ref> pieces_then_operands{inputs[q]};
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        if (i != q) pieces_then_operands.push_back(inputs[i]);
+    const operation original = ins->get_operator();
+    const auto original_inputs = inputs;
+    m.replace_instruction(ins, operation(fused), pieces_then_operands);
+    if (!fold_quantize(m, quantize)) m.replace_instruction(ins, original, original_inputs);
 }
 
 // A float32 result that only spatial reductions read (DenseNet's last
@@ -206,17 +264,8 @@ void coded_features(module& m, instruction_ref conv) {
 
 void fuse_concat_pointwise::apply(module& m) const {
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
-        // A fused_pointwise, or a single elementwise op as a program of one step.
-        std::vector<op::pointwise_step> steps;
-        if (const auto* program = ins->get_operator().get_if<op::fused_pointwise>()) {
-            steps = program->steps;
-        } else if (ins->get_operator().is_pointwise()) {
-            op::pointwise_step single{ins->get_operator(), {}};
-            for (std::size_t i = 0; i < ins->inputs().size(); ++i) single.args.push_back(i);
-            steps.push_back(std::move(single));
-        } else {
-            continue;
-        }
+        auto steps = program_steps(*ins);
+        if (!steps) continue;
         const std::size_t q = lone_concat_input(*ins);
         if (q == ins->inputs().size()) continue;
         const auto joined = ins->inputs()[q];
@@ -225,13 +274,7 @@ void fuse_concat_pointwise::apply(module& m) const {
         op::fused_concat_pointwise fused;
         fused.axis = joined->get_operator().get_if<op::concat>()->axis;
         fused.pieces = static_cast<std::int64_t>(joined->inputs().size());
-        fused.steps = std::move(steps);
-        for (auto& step : fused.steps)
-            for (auto& a : step.args)
-                if (a == q)
-                    a = 0;
-                else if (a < q)
-                    a += 1;  // inputs before the concat move up one; later ones and step results stay
+        fused.steps = with_value_zero(std::move(*steps), q);
         std::vector<instruction_ref> inputs = joined->inputs();
         for (std::size_t i = 0; i < ins->inputs().size(); ++i)
             if (i != q) inputs.push_back(ins->inputs()[i]);
@@ -240,10 +283,10 @@ void fuse_concat_pointwise::apply(module& m) const {
         m.replace_instruction(ins, op, inputs);
         m.remove_instruction(joined);
     }
-    // Each visit may remove the instruction it is at: the next one is found first.
+    // Each visit may remove the instruction it is at (and earlier ones): the next one is found first.
     for (auto ins = m.begin(); ins != m.end();) {
         const auto current = ins++;
-        if (current->name() == "quantize_linear") fold_quantize(m, current);
+        if (current->name() == "quantize_linear" && !fold_quantize(m, current)) quantized_feature_map_program(m, current);
     }
     for (auto ins = m.begin(); ins != m.end();) {
         const auto current = ins++;
