@@ -264,8 +264,8 @@ void quantized_batch_norm(module& m, const shape& x_shape, bool second_feature_m
     auto x = m.add_parameter("x", x_shape);
     auto scaled = m.add_instruction(make_op("mul"), {x, add_random_literal(m, {channels, 1, 1}, 7)});
     if (second_feature_map) scaled = m.add_instruction(make_op("add"), {scaled, m.add_parameter("y", x_shape)});
-    auto act = m.add_instruction(make_op("relu"),
-                                 {m.add_instruction(make_op("add"), {scaled, add_random_literal(m, {channels, 1, 1}, 8)})});
+    auto act = m.add_instruction(
+        make_op("relu"), {m.add_instruction(make_op("add"), {scaled, add_random_literal(m, {channels, 1, 1}, 8)})});
     instruction_ref codes;
     if (per_channel) {
         auto s = add_float_literal(m, {channels}, std::vector<float>(channels, 0.02f));

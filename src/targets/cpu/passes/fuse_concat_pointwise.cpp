@@ -286,7 +286,8 @@ void fuse_concat_pointwise::apply(module& m) const {
     // Each visit may remove the instruction it is at (and earlier ones): the next one is found first.
     for (auto ins = m.begin(); ins != m.end();) {
         const auto current = ins++;
-        if (current->name() == "quantize_linear" && !fold_quantize(m, current)) quantized_feature_map_program(m, current);
+        if (current->name() == "quantize_linear" && !fold_quantize(m, current))
+            quantized_feature_map_program(m, current);
     }
     for (auto ins = m.begin(); ins != m.end();) {
         const auto current = ins++;
