@@ -3,17 +3,17 @@
 // the concatenation axis, a few consecutive indices along the axis within one
 // piece (in the blocked layout, channel blocks of H x W x 8 or 16 floats, as many
 // as make about 16K floats). A pointwise program over a part's shape runs on
-// every part, its other inputs offset to the part; threads take groups of
-// parts (runs of consecutive groups). The parts and offsets are worked out
-// when the kernel is built. A quantized
-// result: the program writes each part into a per-thread buffer (in cache),
-// which is quantized into the result from there. A channels-last quantized
-// result (NHWC): a part is a run of one image's pixels within one piece, a
-// group that run through every piece; the program runs over [pixels, the piece's channels] (each piece and
-// operand seen through its own strides, so pieces in either layout), and
-// each pixel's row of codes goes to its place in the result. There a piece
-// may be int8 / uint8 codes (channels contiguous): a part's rows are
-// dequantized into a per-thread buffer, which the program reads. A program
+// every part, its other inputs offset to the part. Threads take groups of
+// parts, a few runs of consecutive groups each. The parts, groups and offsets
+// are worked out when the kernel is built. A quantized result: the program
+// writes each part into a per-thread buffer (in cache), which is quantized
+// into the result from there. A channels-last quantized result (NHWC): a part
+// is a run of one image's pixels within one piece, and a group is that run
+// through every piece; the program runs over [pixels, the piece's channels]
+// (each piece and operand seen through its own strides, so pieces in either
+// layout), and each pixel's row of codes goes to its place in the result.
+// There a piece may be int8 / uint8 codes (channels contiguous): a part's rows
+// are dequantized into a per-thread buffer, which the program reads. A program
 // that is a per-channel scale and shift then ReLU (DenseNet's pre-activation
 // batch norm) runs without it on a piece with contiguous channels: each
 // pixel's row goes from the piece's codes (or floats) to the result's codes
@@ -387,10 +387,6 @@ std::shared_ptr<const cpu_kernel> make_channels_last_kernel(const kernel_request
         out.elements() >= channels_last_parallel_elements, r.threads, quantization, std::move(dequantization), direct,
         quantization.type == dtype::float_type, std::move(group_starts), avx512_rows);
 }
-
-}  // namespace
-
-namespace {
 
 std::shared_ptr<const cpu_kernel> make_kernel(const kernel_request& r, bool avx512_rows) {
     const auto* op = r.op.get_if<op::fused_concat_pointwise>();
