@@ -13,7 +13,7 @@ import pytest
 import kiln
 from kiln_testing import build_program
 from test_cpu_attention import attention64
-from test_cpu_avx512_transformer_kernels import compiled_on_cpu, isa  # noqa: F401 (fixture)
+from test_cpu_avx512_transformer_kernels import compiled_on_cpu
 
 LOWEST = np.finfo(np.float32).min
 

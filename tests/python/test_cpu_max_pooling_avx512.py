@@ -9,7 +9,6 @@ import pytest
 import kiln
 from cpu_kernel_testing import blocked, unblocked
 from kiln_testing import pool_reference
-from test_cpu_avx512_transformer_kernels import isa  # noqa: F401  (KILN_CPU_ISA=avx512, then avx2)
 
 RNG = np.random.default_rng(19)
 POOLS = [  # lengths, stride, padding (begin h, w, end h, w), dilation, ceil_mode

@@ -15,7 +15,6 @@ from onnx import numpy_helper as onh
 import kiln
 from kiln_testing import build_program, run_on
 from quantization_testing import quantize_qdq, self_attention_nodes, sqnr_db
-from test_cpu_avx512_transformer_kernels import isa  # noqa: F401  (the fixture: KILN_CPU_ISA=avx512, then avx2)
 
 UNFUSED = {"disabled_passes": ["fuse_quantized_norm"]}
 

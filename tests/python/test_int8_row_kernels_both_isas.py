@@ -10,7 +10,6 @@ import pytest
 
 import kiln
 from kiln_testing import build_program
-from test_cpu_avx512_transformer_kernels import isa  # noqa: F401  (KILN_CPU_ISA=avx512, then avx2)
 
 LENGTHS = [1, 5, 8, 15, 16, 17, 31, 33, 127, 771]
 CODES = {"int8": (np.int8, -128), "uint8": (np.uint8, 0)}

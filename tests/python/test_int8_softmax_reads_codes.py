@@ -16,7 +16,6 @@ from onnx import TensorProto, helper, numpy_helper
 import kiln
 from kiln_testing import build_program, qdq_pair, run_on
 from quantization_testing import onnx_model_bytes
-from test_cpu_avx512_transformer_kernels import isa  # noqa: F401  (the fixture: KILN_CPU_ISA=avx512, then avx2)
 
 UNFUSED = {"disabled_passes": ["fuse_quantized_norm"]}
 CODES = {"int8": (np.int8, 9), "uint8": (np.uint8, 131)}

@@ -14,7 +14,6 @@ import torch
 import kiln
 from kiln.compat import migraphx
 from kiln_testing import run_on
-from test_cpu_avx512_transformer_kernels import isa  # noqa: F401 (fixture: each ISA's loops)
 from test_cpu_few_rows_products import COLUMNS, cpu_flags
 
 # The few-rows 16-bit loops this CPU runs by default (AVX-512 F has the 16-lane widening).
