@@ -3,22 +3,23 @@
 // the concatenation axis, a few consecutive indices along the axis within one
 // piece (in the blocked layout, channel blocks of H x W x 8 or 16 floats, as many
 // as make about 16K floats). A pointwise program over a part's shape runs on
-// every part, its other inputs offset to the part. Threads take groups of
-// parts, a few runs of consecutive groups each. The parts, groups and offsets
-// are worked out when the kernel is built. A quantized result: the program
-// writes each part into a per-thread buffer (in cache), which is quantized
-// into the result from there. A channels-last quantized result (NHWC): a part
-// is a run of one image's pixels within one piece, and a group is that run
-// through every piece; the program runs over [pixels, the piece's channels]
-// (each piece and operand seen through its own strides, so pieces in either
-// layout), and each pixel's row of codes goes to its place in the result.
-// There a piece may be int8 / uint8 codes (channels contiguous): a part's rows
-// are dequantized into a per-thread buffer, which the program reads. A program
-// that is a per-channel scale and shift then ReLU (DenseNet's pre-activation
-// batch norm) runs without it on a piece with contiguous channels: each
-// pixel's row goes from the piece's codes (or floats) to the result's codes
-// in one pass (scale_shift_relu_codes_avx2.hpp, or on sixteen lanes
-// _avx512.hpp: the concat_pointwise_avx512 algorithm), the same arithmetic. A
+// every part, its other inputs offset to the part; threads take parts (or
+// groups of parts, below). The parts, groups and offsets are worked out when
+// the kernel is built. A quantized result: the program writes each part into
+// a per-thread buffer (in cache), which is quantized into the result from
+// there. A channels-last quantized result (NHWC): a part is a run of one
+// image's pixels within one piece, and a group is that run through every
+// piece (threads take a few runs of consecutive groups each); the program
+// runs over [pixels, the piece's channels] (each piece and operand seen
+// through its own strides, so pieces in either layout), and each pixel's row
+// of codes goes to its place in the result. There a piece may be int8 /
+// uint8 codes (channels contiguous): a part's rows are dequantized into a
+// per-thread buffer, which the program reads. A program that is a
+// per-channel scale and shift then ReLU (DenseNet's pre-activation batch
+// norm) runs without it on a piece with contiguous channels: each pixel's
+// row goes from the piece's codes (or floats) to the result's codes in one
+// pass (scale_shift_relu_codes_avx2.hpp, or on sixteen lanes _avx512.hpp:
+// the concat_pointwise_avx512 algorithm), the same arithmetic. A
 // channels-last float32 result (the last batch norm + ReLU, read by the
 // global pool) runs the program into the per-thread buffer, whose rows are
 // copied to their places.
@@ -131,14 +132,15 @@ public:
             row.output_zero_point = quantization_.zero_point;
             rows_.push_back(row);
         }
-        if (group_starts_.empty())
+        if (group_starts_.empty()) {  // a group per part, taken one at a time (each part is contiguous)
             for (std::size_t p = 0; p < parts_.size(); ++p) group_starts_.push_back(p);
+        } else {
+            // Threads take a few runs of consecutive groups each, so that each
+            // thread reads its pieces' rows as long streams (one group at a
+            // time alternated the threads every few KB of each piece).
+            chunk_ = std::max<int>(1, static_cast<int>(group_starts_.size() / (4 * static_cast<std::size_t>(threads_))));
+        }
         group_starts_.push_back(parts_.size());
-        // Threads take a few runs of consecutive groups each, so that each
-        // thread reads its pieces' rows as long streams (one group at a time
-        // alternated the threads every few KB of each piece).
-        chunk_ =
-            std::max<int>(1, static_cast<int>((group_starts_.size() - 1) / (4 * static_cast<std::size_t>(threads_))));
         for (const auto& r : runners_) runner_bytes_ = std::max(runner_bytes_, r->scratch_bytes());
         runner_bytes_ = scratch_aligned(runner_bytes_);
         if (quantization_.type != dtype::float_type || float_rows_)
