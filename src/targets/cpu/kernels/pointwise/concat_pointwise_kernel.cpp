@@ -138,7 +138,8 @@ public:
             // Threads take a few runs of consecutive groups each, so that each
             // thread reads its pieces' rows as long streams (one group at a
             // time alternated the threads every few KB of each piece).
-            chunk_ = std::max<int>(1, static_cast<int>(group_starts_.size() / (4 * static_cast<std::size_t>(threads_))));
+            chunk_ =
+                std::max<int>(1, static_cast<int>(group_starts_.size() / (4 * static_cast<std::size_t>(threads_))));
         }
         group_starts_.push_back(parts_.size());
         for (const auto& r : runners_) runner_bytes_ = std::max(runner_bytes_, r->scratch_bytes());
