@@ -30,6 +30,16 @@ double quantized_code(double v, double scale, std::int64_t zero_point, dtype t) 
     return saturated_code(v / scale, static_cast<double>(zero_point), lo, hi);
 }
 
+// The real value of an intermediate code.
+double rounded_value(const requantize_epilogue& e, double code) {
+    return (code - static_cast<double>(e.round_zero_point)) * e.round_scale;
+}
+
+// The 8-bit result code of real value `v` after the rounding and residual.
+double output_code(const requantize_epilogue& e, double v) {
+    return quantized_code(apply_chain(e.after_residual, v), e.output_scale, e.output_zero_point, e.output_type);
+}
+
 }  // namespace
 
 std::vector<std::size_t> channels_last_strides(const std::vector<std::size_t>& lens) {
@@ -85,19 +95,31 @@ void requantize_epilogue::apply(const argument& sums, std::size_t channel_axis, 
                 const std::size_t c = (i / inner) % channels;
                 double v = static_cast<double>(acc[i]) * static_cast<double>(scale[c]) + (bias ? bias[c] : 0.0);
                 v = apply_chain(activation, v);
-                if (round_type != dtype::float_type)
-                    v = (quantized_code(v, round_scale, round_zero_point, round_type) - static_cast<double>(round_zero_point)) * round_scale;
+                if (round_type != dtype::float_type) v = rounded_value(*this, quantized_code(v, round_scale, round_zero_point, round_type));
                 if (residual == residual_kind::real) v += res[i];
                 if (residual == residual_kind::quantized) v += (res[i] - static_cast<double>(residual_zero_point)) * residual_scale;
-                v = apply_chain(after_residual, v);
                 if constexpr (std::is_same_v<O, float>)
-                    y[i] = static_cast<float>(v);
+                    y[i] = static_cast<float>(apply_chain(after_residual, v));
                 else
-                    y[i] = static_cast<O>(quantized_code(v, output_scale, output_zero_point, output_type));
+                    y[i] = static_cast<O>(output_code(*this, v));
             }
         }
     });
     copy_values(out, result);
+}
+
+bool requantize_epilogue::ends_in_code_map() const {
+    return round_type != dtype::float_type && residual == residual_kind::none && output_type != dtype::float_type;
+}
+
+std::vector<std::uint8_t> requantize_epilogue::code_map() const {
+    if (!ends_in_code_map()) fail("code_map: the epilogue must round, add no residual and have an 8-bit result");
+    std::vector<std::uint8_t> map(256);
+    for (int byte = 0; byte < 256; ++byte) {
+        const double code = round_type == dtype::int8_type ? static_cast<std::int8_t>(byte) : byte;
+        map[static_cast<std::size_t>(byte)] = static_cast<std::uint8_t>(static_cast<std::int64_t>(output_code(*this, rounded_value(*this, code))));
+    }
+    return map;
 }
 
 // ---- fused_quant_convolution ----

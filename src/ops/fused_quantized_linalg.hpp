@@ -72,6 +72,14 @@ struct requantize_epilogue {
     // Applies the epilogue to `sums` (int32, standard) and writes `result`.
     void apply(const argument& sums, std::size_t channel_axis, const std::vector<argument>& inputs,
                const argument& result) const;
+    // Whether everything after the intermediate rounding depends on its code
+    // alone: the epilogue rounds, adds no residual and has an 8-bit result.
+    bool ends_in_code_map() const;
+    // For such an epilogue, the result code of each intermediate code,
+    // indexed by the code's byte (an int8 code -1 is entry 255): apply's
+    // own arithmetic over the 256 codes, so a kernel that stops at the
+    // rounding and looks the rest up gives apply's codes.
+    std::vector<std::uint8_t> code_map() const;
 };
 
 struct fused_quant_convolution : op_base {

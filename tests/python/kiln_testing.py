@@ -23,6 +23,13 @@ def has_avx512f():
         return any(line.startswith("flags") and " avx512f" in line for line in f)
 
 
+def has_avx512_vbmi():
+    """AVX-512 BW and VBMI's byte permutes on this CPU (the cpu target's _avx512vbmi kernels)."""
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split() for line in f if line.startswith("flags")), [])
+    return "avx512bw" in flags and "avx512vbmi" in flags
+
+
 def build_program(params, body):
     """A program with parameters {name: (dtype, lens)} whose outputs are body(module, *params)."""
     p = kiln.program()
@@ -53,8 +60,9 @@ def run_in_threads(work, count):
 
 
 # The algorithms that run a layer on oneDNN's fast int8 kernels (not its reference one): on the program's
-# threads, or on one thread for a layer too small to split.
-ONEDNN_INT8 = ("onednn_int8", "onednn_int8_one_thread")
+# threads, on one thread for a layer too small to split, or up to an intermediate rounding with the rest
+# of the epilogue mapped code by code.
+ONEDNN_INT8 = ("onednn_int8", "onednn_int8_one_thread", "onednn_int8_code_map")
 
 
 def run_on(p, target_name, inputs, **options):

@@ -13,7 +13,7 @@ from onnx import numpy_helper as onh
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
 import kiln
-from kiln_testing import TARGETS, build_program, run_on
+from kiln_testing import ONEDNN_INT8, TARGETS, build_program, run_on
 from quantization_testing import (assert_head_is_one_int8_product_within_a_code_of_onnxruntime, attention_head_qdq,
                                   self_attention_initializers, self_attention_nodes, sqnr_db)
 
@@ -266,7 +266,8 @@ def test_gelu_after_a_rounded_int8_product_runs_in_its_epilogue(approximate):
     p.compile(kiln.get_target("cpu"))
     steps = [(op, a) for _, op, a in p.get_kernel_algorithms()]
     assert [op for op, _ in steps if op != "quantize_linear"] == ["fused_quant_dot"] * 2, steps
-    assert all(a == "onednn_int8" for op, a in steps if op == "fused_quant_dot"), steps
+    # The first product maps its rounded codes through the rest where the CPU has the byte permutes.
+    assert all(a in ONEDNN_INT8 for op, a in steps if op == "fused_quant_dot"), steps
     got = np.asarray(p.run({"x": x})[0])
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

@@ -45,6 +45,11 @@ bool enabled() {
     fail("KILN_CPU_ISA must be avx2 or avx512, got '" + v + "'");
 }
 
+bool vbmi_enabled() {
+    static const bool has = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi");
+    return has && enabled();
+}
+
 }  // namespace kiln::avx512
 
 namespace kiln {
@@ -78,6 +83,7 @@ std::string cpu_identity() {
         add(avx2::f16c_supported(), "f16c");
         add(__builtin_cpu_supports("avx512f"), "avx512f");
         add(__builtin_cpu_supports("avx512bw"), "avx512bw");
+        add(__builtin_cpu_supports("avx512vbmi"), "avx512vbmi");
         add(__builtin_cpu_supports("avx512vnni"), "avx512vnni");
         add(bf16_dot_supported(), "avx512bf16");
         return s;

@@ -33,6 +33,10 @@ bool supported();
 // "avx512" is an error that names it.
 bool enabled();
 
+// enabled(), and the CPU has AVX-512 BW and VBMI (byte masks and permutes):
+// the *_avx512vbmi.cpp units.
+bool vbmi_enabled();
+
 }  // namespace kiln::avx512
 
 namespace kiln {

@@ -6,6 +6,7 @@
 #include "targets/cpu/kernels/dnnl_support.hpp"
 #include "targets/cpu/kernels/int8_support.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
+#include "targets/cpu/kernels/quantize/code_map_kernel.hpp"
 
 namespace kiln {
 
@@ -94,12 +95,32 @@ std::shared_ptr<const cpu_kernel> build(const kernel_request& r, bool reference_
 std::shared_ptr<const cpu_kernel> build_fast(const kernel_request& r, const kernel_builder&) { return build(r, false); }
 std::shared_ptr<const cpu_kernel> build_exact(const kernel_request& r, const kernel_builder&) { return build(r, true); }
 
+bool eligible_with_code_map(const kernel_request& r) {
+    return eligible(r) && code_map_pays(requested(r)->epilogue) && r.output_shape.standard();
+}
+
+// The product up to its rounding, by the algorithm the list picks for that, then the map over its codes.
+std::shared_ptr<const cpu_kernel> build_with_code_map(const kernel_request& r, const kernel_builder& inner) {
+    op::fused_quant_dot up_to_rounding = *requested(r);
+    std::vector<std::uint8_t> map = up_to_rounding.epilogue.code_map();
+    up_to_rounding.epilogue = epilogue_up_to_rounding(up_to_rounding.epilogue);
+    const operation rounding_op(up_to_rounding);
+    const shape codes{up_to_rounding.epilogue.output_type, r.output_shape.lens()};
+    const kernel_request rounding{rounding_op, r.input_shapes, codes, r.constant_inputs, r.threads, r.packed};
+    auto kernel = inner(rounding);
+    if (kernel == nullptr) return nullptr;
+    return with_code_map(std::move(kernel), std::move(map));
+}
+
 }  // namespace
 
-// The reference entry is oneDNN's exact, slow int8 matmul, for where the fast
-// ones saturate (int8_support.hpp, skip_to_exact).
+// The first entry stops at an intermediate rounding and maps the codes the
+// rest of the way (code_map_kernel.hpp). The reference entry is oneDNN's
+// exact, slow int8 matmul, for where the fast ones saturate
+// (int8_support.hpp, skip_to_exact).
 std::span<const kernel_algorithm> quant_matmul_algorithms() {
-    static const kernel_algorithm algorithms[] = {{"onednn_int8", eligible, build_fast},
+    static const kernel_algorithm algorithms[] = {{"onednn_int8_code_map", eligible_with_code_map, build_with_code_map},
+                                                  {"onednn_int8", eligible, build_fast},
                                                   {"onednn_int8_reference", eligible, build_exact},
                                                   onednn_int8_activation_matmul};
     return algorithms;
