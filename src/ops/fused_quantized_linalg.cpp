@@ -95,9 +95,11 @@ void requantize_epilogue::apply(const argument& sums, std::size_t channel_axis, 
                 const std::size_t c = (i / inner) % channels;
                 double v = static_cast<double>(acc[i]) * static_cast<double>(scale[c]) + (bias ? bias[c] : 0.0);
                 v = apply_chain(activation, v);
-                if (round_type != dtype::float_type) v = rounded_value(*this, quantized_code(v, round_scale, round_zero_point, round_type));
+                if (round_type != dtype::float_type)
+                    v = rounded_value(*this, quantized_code(v, round_scale, round_zero_point, round_type));
                 if (residual == residual_kind::real) v += res[i];
-                if (residual == residual_kind::quantized) v += (res[i] - static_cast<double>(residual_zero_point)) * residual_scale;
+                if (residual == residual_kind::quantized)
+                    v += (res[i] - static_cast<double>(residual_zero_point)) * residual_scale;
                 if constexpr (std::is_same_v<O, float>)
                     y[i] = static_cast<float>(apply_chain(after_residual, v));
                 else
@@ -117,7 +119,8 @@ std::vector<std::uint8_t> requantize_epilogue::code_map() const {
     std::vector<std::uint8_t> map(256);
     for (int byte = 0; byte < 256; ++byte) {
         const double code = round_type == dtype::int8_type ? static_cast<std::int8_t>(byte) : byte;
-        map[static_cast<std::size_t>(byte)] = static_cast<std::uint8_t>(static_cast<std::int64_t>(output_code(*this, rounded_value(*this, code))));
+        map[static_cast<std::size_t>(byte)] =
+            static_cast<std::uint8_t>(static_cast<std::int64_t>(output_code(*this, rounded_value(*this, code))));
     }
     return map;
 }

@@ -27,7 +27,9 @@ public:
             avx512::map_codes(map_.data(), codes + begin, codes + begin, std::min(chunk, n - begin));
         }
     }
-    std::size_t scratch_bytes() const override { return inner_->scratch_bytes(); }
+    std::size_t scratch_bytes() const override {
+        return inner_->scratch_bytes();
+    }
 
 private:
     std::vector<std::uint8_t> map_;
@@ -37,9 +39,8 @@ private:
 
 bool code_map_pays(const op::requantize_epilogue& e) {
     if (!e.ends_in_code_map() || !avx512::vbmi_enabled()) return false;
-    return std::any_of(e.after_residual.kinds.begin(), e.after_residual.kinds.end(), [](op::post_op_kind k) {
-        return k != op::post_op_kind::relu && k != op::post_op_kind::clip;
-    });
+    return std::any_of(e.after_residual.kinds.begin(), e.after_residual.kinds.end(),
+                       [](op::post_op_kind k) { return k != op::post_op_kind::relu && k != op::post_op_kind::clip; });
 }
 
 op::requantize_epilogue epilogue_up_to_rounding(const op::requantize_epilogue& e) {
@@ -54,7 +55,8 @@ op::requantize_epilogue epilogue_up_to_rounding(const op::requantize_epilogue& e
     return up_to;
 }
 
-std::shared_ptr<const cpu_kernel> with_code_map(std::shared_ptr<const cpu_kernel> inner, std::vector<std::uint8_t> map) {
+std::shared_ptr<const cpu_kernel> with_code_map(std::shared_ptr<const cpu_kernel> inner,
+                                                std::vector<std::uint8_t> map) {
     return std::make_shared<code_map_kernel>(std::move(inner), std::move(map));
 }
 
