@@ -20,12 +20,21 @@ bool is_data(const shape& s) {
 // Per-channel scales, zero points and biases of a quantized op: constant vectors.
 bool is_per_channel_parameter(const instruction& in) { return in.is_literal() && in.get_shape().ndim() <= 1; }
 
+// The inputs whose types decide the arithmetic: an int8 layer's product
+// reads x and w; its epilogue's residual, even a float one, is added to the
+// product's scaled sums after it.
+std::vector<instruction_ref> product_inputs(const instruction& ins) {
+    const std::string op = ins.name();
+    if (op != "fused_quant_dot" && op != "fused_quant_convolution") return ins.inputs();
+    return {ins.inputs().begin(), ins.inputs().begin() + 2};
+}
+
 std::string arithmetic_from_types(const instruction& ins) {
     const dtype result = ins.get_shape().is_tuple() ? dtype::float_type : ins.get_shape().type();
     bool all_integral = true;
     std::size_t data_inputs = 0;
     dtype widest_integer = dtype::int8_type;
-    for (const auto& in : ins.inputs()) {
+    for (const auto& in : product_inputs(ins)) {
         const shape& s = in->get_shape();
         if (!is_data(s) || is_per_channel_parameter(*in)) continue;
         ++data_inputs;

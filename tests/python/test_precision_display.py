@@ -110,3 +110,21 @@ def test_integer_arithmetic_is_read_from_the_instruction_on_ref(tmp_path):
 def test_an_uncompiled_program_has_no_precisions():
     with pytest.raises(ValueError, match="compiled"):
         int8_dot_and_dequantize().get_instruction_precisions()
+
+
+def test_an_int8_product_with_a_float_residual_computes_in_int8():
+    """BERT's FFN-2 in ONNX Runtime's QDQ file: an int8 product whose epilogue adds a float residual and
+    gives float32. The residual is added to the scaled sums; the product is integer arithmetic."""
+    def body(m, x, r):
+        xd = m.add_instruction(kiln.op("dequantize_linear"),
+                               [x, m.add_literal(np.float32(0.04)), m.add_literal(np.array(3, np.int8))])
+        w = np.arange(48, dtype=np.int8).reshape(8, 6) - 24
+        wd = m.add_instruction(kiln.op("dequantize_linear", axis=1),
+                               [m.add_literal(w), m.add_literal(np.full(6, 0.01, np.float32)),
+                                m.add_literal(np.zeros(6, np.int8))])
+        return m.add_instruction(kiln.op("add"), [m.add_instruction(kiln.op("dot"), [xd, wd]), r])
+
+    p = build_program({"x": ("int8", (5, 8)), "r": ("float", (5, 6))}, body)
+    p.compile(kiln.get_target("cpu"))
+    precisions = {op: (arithmetic, result) for _, op, arithmetic, result in p.get_instruction_precisions()}
+    assert precisions == {"fused_quant_dot": ("int8", "float32")}, precisions
