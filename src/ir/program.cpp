@@ -311,9 +311,12 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     // constants' bytes).
     std::map<parameter_lens, program> imported;
     std::map<std::pair<bool, parameter_lens>, program> optimised;
+    // Whether an attempt made without the one-layout retry (below) found
+    // ends that a retry could have made the same.
+    bool layout_retry_wanted = false;
     auto compiled_for_run_time_extents =
         [&](const program& source, const target& on, const compile_options& with,
-            const std::map<std::string, shape>& parameters) -> std::shared_ptr<const program> {
+            const std::map<std::string, shape>& parameters, bool retry_one_layout) -> std::shared_ptr<const program> {
         ends_differ = false;
         parameter_lens at_max;
         parameter_lens at_min;
@@ -446,6 +449,10 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
                 !literal_lengths_match_up_to_order(*built.at(at_max).get_main_module(),
                                                    *built.at(at_min).get_main_module()))
                 return nullptr;
+            if (!retry_one_layout) {
+                layout_retry_wanted = true;
+                return nullptr;
+            }
             const std::string first_reason = per_shape_reason;
             compile_options one_layout = with;
             one_layout.layouts_for_every_extent = true;
@@ -472,23 +479,35 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     };
     constexpr std::size_t kept_besides_optimals = 8;
     auto cache = std::make_shared<specialisation_cache>(make, kept_besides_optimals);
-    auto generic = compiled_for_run_time_extents(*source, t, options, source->get_parameter_shapes());
     // Length 1 is special to the passes (a transpose that moves only it is
     // a reshape, and at a batch of 4 [4, 12, 1, 64] keeps the reshapes that
     // the longer lengths merge): where the ends differ, the range from 2
     // is one program and length 1 compiles on its own. A sequence's (a
     // dimension after the first) is tried first, so that a batch of 1
     // stays the one program's.
-    const std::string whole_range_reason = per_shape_reason;
+    // The retry in one layout comes only after those cuts failed without
+    // it: where length 1 differs otherwise (GPT-2's attention), the cuts
+    // succeed and no second layout of the maximum is optimised, and the
+    // slice at length 1 keeps the layout its few rows run fastest in.
+    std::shared_ptr<const program> generic;
     std::shared_ptr<const program> at_one;  // the lengths of 1 left out, where they are a range of their own
-    for (const bool inner_only : {true, false}) {
-        const auto from_two = ranges_from_two(source->get_parameter_shapes(), inner_only);
-        if (generic || !ends_differ || !from_two) continue;
-        generic = compiled_for_run_time_extents(*source, t, options, *from_two);
-        // At a batch of 1 BERT is another graph, and is one program for
-        // its sequences: batch 1 x sequence 2..512 beside 2..64 x 2..512.
-        const auto slice = lengths_of_one_left_out(source->get_parameter_shapes(), *from_two);
-        if (generic && slice) at_one = compiled_for_run_time_extents(*source, t, options, *slice);
+    std::string whole_range_reason;
+    for (const bool retry_one_layout : {false, true}) {
+        if (retry_one_layout && !layout_retry_wanted) break;
+        generic = compiled_for_run_time_extents(*source, t, options, source->get_parameter_shapes(), retry_one_layout);
+        whole_range_reason = per_shape_reason;
+        for (const bool inner_only : {true, false}) {
+            const auto from_two = ranges_from_two(source->get_parameter_shapes(), inner_only);
+            if (generic || !ends_differ || !from_two) continue;
+            generic = compiled_for_run_time_extents(*source, t, options, *from_two, retry_one_layout);
+            // At a batch of 1 BERT is another graph, and is one program for
+            // its sequences: batch 1 x sequence 2..512 beside 2..64 x 2..512.
+            // (The slice retries in one layout at once: nothing is left to cut.)
+            const auto slice = lengths_of_one_left_out(source->get_parameter_shapes(), *from_two);
+            if (generic && slice)
+                at_one = compiled_for_run_time_extents(*source, t, options, *slice, true);
+        }
+        if (generic) break;
     }
     per_shape_reason = generic ? "" : whole_range_reason;
     for (auto& one : {generic, at_one}) {
