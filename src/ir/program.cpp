@@ -314,9 +314,9 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     // Whether an attempt made without the one-layout retry (below) found
     // ends that a retry could have made the same.
     bool layout_retry_wanted = false;
-    auto compiled_for_run_time_extents =
-        [&](const program& source, const target& on, const compile_options& with,
-            const std::map<std::string, shape>& parameters, bool retry_one_layout) -> std::shared_ptr<const program> {
+    auto compiled_for_run_time_extents = [&](const program& source, const target& on, const compile_options& with,
+                                             const std::map<std::string, shape>& parameters,
+                                             bool retry_one_layout) -> std::shared_ptr<const program> {
         ends_differ = false;
         parameter_lens at_max;
         parameter_lens at_min;
@@ -504,8 +504,7 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
             // its sequences: batch 1 x sequence 2..512 beside 2..64 x 2..512.
             // (The slice retries in one layout at once: nothing is left to cut.)
             const auto slice = lengths_of_one_left_out(source->get_parameter_shapes(), *from_two);
-            if (generic && slice)
-                at_one = compiled_for_run_time_extents(*source, t, options, *slice, true);
+            if (generic && slice) at_one = compiled_for_run_time_extents(*source, t, options, *slice, true);
         }
         if (generic) break;
     }
