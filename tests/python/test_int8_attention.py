@@ -227,8 +227,9 @@ def test_quantize_int8_quantizes_both_attention_operands(attention_models):
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_after_a_rounded_int8_product_runs_in_its_epilogue(approximate):
     """BERT's feed-forward as ONNX Runtime's QDQ file has it: Gemm -> Q -> DQ -> Reshape -> Gelu -> Reshape
-    -> Q -> DQ -> Gemm. The rounding, the gelu and the quantize all join the first int8 product (the
-    rounding's clip scales the codes back to real values for the gelu): no float pass is left between the
+    -> Q -> DQ -> Gemm. The rounding, the gelu and the quantize all join the first int8 product (in oneDNN's
+    post-ops, the rounding's clip scaling the codes back to real values for the gelu; with AVX-512 VBMI, a
+    map of the rounded codes after them, test_int8_code_map.py): no float pass is left between the
     products, and the result stays within a couple of codes of ONNX Runtime's (the gelu's float32
     arithmetic may round a value to its neighbour code)."""
     rng = np.random.default_rng(31)
