@@ -30,9 +30,10 @@ enum class calibration_method {
     max,         // the smallest and largest value seen
     percentile,  // cut `percentile` of the values: (100 - percentile) / 2 percent from each tail
     entropy,     // the clipping threshold whose int8 histogram is nearest (KL divergence) to the float one
+    mse,         // the range whose int8 round trip has the least mean squared error
 };
 
-// "max", "percentile" or "entropy"; anything else raises an error naming the choices.
+// "max", "percentile", "entropy" or "mse"; anything else raises an error naming the choices.
 calibration_method to_calibration_method(const std::string& name);
 std::string to_string(calibration_method m);
 
@@ -55,6 +56,10 @@ struct quantize_int8_options {
     // int8's zero point plus 128 whatever their range (the same levels);
     // false keeps every activation int8 (S8S8).
     bool unsigned_activations = true;
+    // Each quantized convolution's and dot's output shifted by -(W_q - W) E[x]
+    // (E[x]: its input's per-channel mean over the calibration set), so that
+    // rounding the weights leaves every output channel's mean where it was.
+    bool bias_correction = true;
     calibration_progress progress;
 };
 

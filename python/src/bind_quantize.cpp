@@ -56,7 +56,7 @@ calibration_progress terminal_progress() {
 
 void quantize_int8_program(program& p, nb::handle t, nb::handle calibration, nb::handle ins_names,
                            const std::string& method, bool per_channel, nb::handle exclude, double percentile,
-                           bool unsigned_activations) {
+                           bool unsigned_activations, bool bias_correction) {
     const std::string caller = "quantize_int8";
     const target& tgt = to_target(t);
     quantize_int8_options options;
@@ -70,6 +70,7 @@ void quantize_int8_program(program& p, nb::handle t, nb::handle calibration, nb:
     options.exclude = to_names(exclude, caller, "exclude");
     options.percentile = percentile;
     options.unsigned_activations = unsigned_activations;
+    options.bias_correction = bias_correction;
     options.progress = terminal_progress();
     std::vector<parameter_map> samples = to_calibration_set(calibration, caller);
     nb::gil_scoped_release release;
@@ -102,17 +103,20 @@ void bind_quantize(nb::module_& m) {
           nb::arg("calibration") = nb::none(), nb::arg("ins_names") = default_ins_names(), nb::kw_only(),
           nb::arg("method") = "max", nb::arg("per_channel") = true, nb::arg("exclude") = nb::list(),
           nb::arg("percentile") = 99.99, nb::arg("unsigned_activations") = true,
+          nb::arg("bias_correction") = true,
           "Quantizes the float inputs of the ops named in ins_names (\"dot\", \"convolution\" or \"all\") to "
           "int8, in place: runs every calibration sample ({parameter name: array}) through a copy of the "
           "program compiled for `target`, chooses each activation's range by `method` (\"max\", "
-          "\"percentile\" (keeps `percentile` percent of the values) or \"entropy\" (TensorRT's KL "
-          "divergence search)) and inserts dequantize_linear(quantize_linear(x, scale, zero_point)) before "
+          "\"percentile\" (keeps `percentile` percent of the values), \"entropy\" (TensorRT's KL "
+          "divergence search) or \"mse\" (the range of least squared round-trip error)) and inserts dequantize_linear(quantize_linear(x, scale, zero_point)) before "
           "those ops: int8 with a zero point per tensor for activations, int8 symmetric per output channel "
           "(per tensor with per_channel=False) for constant weights. With unsigned_activations (the default), an "
           "activation never seen below 0 (after a ReLU) is uint8 with zero point 0 instead (U8S8), where "
           "every use takes uint8, and one read only as a dot's first input is uint8 whatever its range (int8's "
           "zero point plus 128: the same levels, on oneDNN's faster u8 x s8 kernels); False keeps every "
-          "activation int8 (S8S8). `exclude` lists instructions kept in "
+          "activation int8 (S8S8). With bias_correction (the default), each quantized convolution's and dot's "
+          "output is shifted by -(W_q - W) E[x], E[x] its input's per-channel mean over the calibration set, so "
+          "that rounding the weights moves no output channel's mean. `exclude` lists instructions kept in "
           "float, by printed name (\"@12\") or origin (an ONNX node's name). An empty calibration set is an error. Shows a progress bar "
           "on stderr when it is a terminal.");
     m.def("quantize_fp8", quantize_fp8_program, nb::arg("program"), nb::arg("target"),

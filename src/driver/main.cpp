@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
                         "input, holding one sample, a stack of samples along a new leading axis, or samples "
                         "concatenated along the input's first axis");
     compile->add_option("--calibration-method", precision.calibration_method, "How --int8 chooses activation ranges")
-        ->check(CLI::IsMember({"max", "percentile", "entropy"}))
+        ->check(CLI::IsMember({"max", "percentile", "entropy", "mse"}))
         ->needs(int8_flag)
         ->capture_default_str();
     compile->add_option("--exclude", precision.exclude,

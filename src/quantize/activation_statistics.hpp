@@ -25,7 +25,20 @@ public:
     // Adds every element of a float tensor; a NaN or infinity is an error.
     void add(const argument& values);
 
+    // From now on also sums the values of each index along `axis` (a
+    // convolution input's channels, a dot input's last axis), for the mean
+    // input that bias correction weighs the weights' rounding with. Every
+    // tensor added must then have the same extent along it.
+    void track_channel_means(std::size_t axis);
+    // Mean of the values at each index along the tracked axis (empty when
+    // none is tracked or nothing was added).
+    std::vector<double> channel_means() const;
+
     std::size_t count() const { return count_; }
+    // Values exactly 0 (ReLU's clamped half): counted in positive bin 0 too,
+    // but any int8 range with a zero point represents them exactly, so the
+    // searches for a clipping threshold leave them out.
+    std::size_t zeros() const { return zeros_; }
     double min() const { return min_; }
     double max() const { return max_; }
     // The histogram's upper edge: the bins of each sign cover [0, bound].
@@ -46,16 +59,26 @@ public:
     // searched with as many levels as int8 gives [0, threshold]: 256 for
     // values of one sign (ReLU outputs), 128 for values of both.
     double entropy_threshold() const;
+    // MSE method: the range [lo, hi] whose int8 round trip has the least
+    // squared error over the histogram (see mse_clip_bins).
+    std::pair<double, double> mse_range() const;
 
 private:
     template <class T>
     void add_values(const T* data, std::size_t n);
+    template <class T>
+    void add_channel_sums(const T* data, const std::vector<std::size_t>& lens);
     void grow_to(double magnitude);
 
     double min_;
     double max_;
     double bound_ = 0;
     std::size_t count_ = 0;
+    std::size_t zeros_ = 0;
+    bool channels_tracked_ = false;
+    std::size_t channel_axis_ = 0;
+    std::size_t channel_count_ = 0;  // values added per channel
+    std::vector<double> channel_sums_;
     std::vector<std::uint64_t> positive_;
     std::vector<std::uint64_t> negative_;
 };

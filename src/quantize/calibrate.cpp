@@ -50,8 +50,11 @@ void check_calibration_set(const program& p, const std::vector<parameter_map>& c
 std::vector<activation_statistics> calibrate(const program& p, const target& t,
                                              const std::vector<instruction_ref>& observed,
                                              const std::vector<parameter_map>& calibration,
-                                             const calibration_progress& progress, const std::string& caller) {
+                                             const calibration_progress& progress, const std::string& caller,
+                                             const std::vector<std::int64_t>& channel_axes) {
     std::vector<activation_statistics> stats(observed.size());
+    for (std::size_t k = 0; k < channel_axes.size() && k < stats.size(); ++k)
+        if (channel_axes[k] >= 0) stats[k].track_channel_means(static_cast<std::size_t>(channel_axes[k]));
     if (observed.empty()) {
         if (progress) progress(calibration.size(), calibration.size());
         return stats;

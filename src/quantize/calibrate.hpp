@@ -2,6 +2,7 @@
 // The calibration run of post-training quantization: the program, with the
 // values to observe added to its outputs, compiled for the user's target and
 // run on every calibration sample, one at a time.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,10 +21,12 @@ void check_calibration_set(const program& p, const std::vector<parameter_map>& c
 // order, over every sample. Memory: one sample's outputs at a time plus a
 // fixed-size histogram per observed value, whatever the number of samples.
 // `calibration` must have passed check_calibration_set (quantize_program, the
-// entry point, checks it before planning).
+// entry point, checks it before planning). `channel_axes`, empty or one per
+// observed value: the axis whose channel means to track, -1 for none.
 std::vector<activation_statistics> calibrate(const program& p, const target& t,
                                              const std::vector<instruction_ref>& observed,
                                              const std::vector<parameter_map>& calibration,
-                                             const calibration_progress& progress, const std::string& caller);
+                                             const calibration_progress& progress, const std::string& caller,
+                                             const std::vector<std::int64_t>& channel_axes = {});
 
 }  // namespace kiln

@@ -22,6 +22,7 @@ void quantize_int8(program& p, const target& t, const std::vector<parameter_map>
     request.scheme.unsigned_nonnegative_activations = options.unsigned_activations;
     request.residuals_in_int8 = true;
     request.max_pooling_in_int8 = true;
+    request.bias_correction = options.bias_correction;
     quantize_program(p, t, calibration, request);
 }
 

@@ -1,6 +1,7 @@
 #include "quantize/quantize_program.hpp"
 
 #include "kiln/verifier.hpp"
+#include "quantize/bias_correction.hpp"
 #include "quantize/calibrate.hpp"
 
 namespace kiln {
@@ -34,8 +35,12 @@ void quantize_program(program& p, const target& t, const std::vector<parameter_m
     std::vector<instruction_ref> activations;
     for (const auto& v : planned)
         if (!v.is_weight) activations.push_back(v.value);
+    std::vector<std::int64_t> channel_axes(activations.size(), -1);
+    const std::vector<bias_correction_site> corrected =
+        request.bias_correction ? plan_bias_corrections(planned, activations, channel_axes)
+                                : std::vector<bias_correction_site>{};
     const std::vector<activation_statistics> stats =
-        calibrate(p, t, activations, calibration, request.progress, caller);
+        calibrate(p, t, activations, calibration, request.progress, caller, channel_axes);
 
     std::size_t next_activation = 0;
     for (const auto& v : planned) {
@@ -49,6 +54,7 @@ void quantize_program(program& p, const target& t, const std::vector<parameter_m
                                                              reads_only_as_product_source(v)),
                               request.scheme);
     }
+    for (const auto& site : corrected) correct_weight_rounding_bias(m, site, stats[site.activation].channel_means());
     verify_module(m, caller);
 }
 

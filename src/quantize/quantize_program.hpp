@@ -22,6 +22,8 @@ struct quantize_request {
     // A max pooling of a quantized convolution's result that float ops read
     // pools codes (add_max_pooling_uses): DenseNet's stem.
     bool max_pooling_in_int8 = false;
+    // Weights' rounding bias taken out of the layers' biases (bias_correction.hpp).
+    bool bias_correction = false;
     calibration_progress progress;
 };
 
