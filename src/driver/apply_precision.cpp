@@ -41,6 +41,7 @@ void apply_precision(program& p, const target& t, const precision_settings& s) {
     if (s.precision == "int8") {
         quantize_int8_options options;
         options.method = to_calibration_method(s.calibration_method);
+        options.bias_correction = s.bias_correction;
         options.exclude = s.exclude;
         options.progress = terminal_progress();
         quantize_int8(p, t, calibration_set(p, s), options);

@@ -4,6 +4,7 @@
 #include "pass_test_helpers.hpp"
 #include "passes/insert_quantize_dequantize.hpp"
 #include "quantize/activation_statistics.hpp"
+#include "quantize/mse_clip_bins.hpp"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -103,6 +104,71 @@ TEST(entropy_clip_bins, clips_a_lone_far_outlier) {
     const std::size_t clip = entropy_clip_bins(h, 128);
     EXPECT_GE(clip, 200u);
     EXPECT_LE(clip, 300u);
+}
+
+TEST(mse_clip_bins, keeps_nearly_all_of_a_uniform_histogram) {
+    // Clipping a uniform histogram by d bins costs about d^3 / 3 per bin's
+    // count and saves about 2 d b / (12 * 255^2) of rounding per value: the
+    // best clip is b / 510, 2 of 1024 bins.
+    std::vector<std::uint64_t> h(1024, 100);
+    const auto [a, b] = mse_clip_bins({}, h, 255);
+    EXPECT_EQ(a, 0u);
+    EXPECT_GE(b, 1018u);
+    EXPECT_LE(b, 1024u);
+}
+
+TEST(mse_clip_bins, weighs_a_far_outlier_against_the_bulk_it_coarsens) {
+    // N = 1,024,000 values in the first 256 bins and one at bin 2047. With
+    // the end at b >= 256 the error is N (b / 255)^2 / 12 + (2047.5 - b)^2,
+    // least at b = 2047.5 / (1 + N / (12 * 255^2)) = 885.5: the outlier is
+    // clipped, but not to the bulk (one value's square outweighs much rounding).
+    std::vector<std::uint64_t> h(2048, 0);
+    for (std::size_t b = 0; b < 256; ++b) h[b] = 4000;
+    h[2047] = 1;
+    const auto [a, b] = mse_clip_bins({}, h, 255);
+    EXPECT_EQ(a, 0u);
+    EXPECT_GE(b, 840u);
+    EXPECT_LE(b, 930u);
+}
+
+TEST(mse_clip_bins, shares_the_steps_between_two_unequal_sides) {
+    // 100 bins of values below 0 and 1000 above: the range covers both
+    // (clipping either loses far more than the steps it saves).
+    std::vector<std::uint64_t> negative(2048, 0), positive(2048, 0);
+    for (std::size_t b = 0; b < 100; ++b) negative[b] = 50;
+    for (std::size_t b = 0; b < 1000; ++b) positive[b] = 50;
+    const auto [a, b] = mse_clip_bins(negative, positive, 255);
+    EXPECT_GE(a, 97u);
+    EXPECT_LE(a, 100u);
+    EXPECT_GE(b, 990u);
+    EXPECT_LE(b, 1000u);
+}
+
+TEST(activation_statistics, exact_zeros_move_neither_the_entropy_nor_the_mse_range) {
+    // A ReLU's output: half exact zeros. Before they were left out, the
+    // entropy search clipped at its smallest candidate, an eighth of the bins.
+    std::vector<float> positive;
+    for (int i = 0; i < 4000; ++i) positive.push_back(std::exp(static_cast<float>(i % 400 + 1) / 100.f) - 1.f);
+    std::vector<float> with_zeros = positive;
+    with_zeros.insert(with_zeros.end(), 4000, 0.f);
+    activation_statistics plain, relu;
+    plain.add(floats(positive));
+    relu.add(floats(with_zeros));
+    EXPECT_EQ(relu.zeros(), 4000u);
+    for (auto method : {calibration_method::entropy, calibration_method::mse}) {
+        EXPECT_EQ(relu.range(method).second, plain.range(method).second) << to_string(method);
+        EXPECT_GT(relu.range(method).second, 0.25 * relu.max()) << to_string(method);
+    }
+}
+
+TEST(activation_statistics, channel_means_average_each_index_of_the_tracked_axis) {
+    activation_statistics s;
+    s.track_channel_means(1);
+    // [2, 3]: channel means (1 + 4) / 2, (2 + 5) / 2, (3 + 6) / 2, then a second sample.
+    s.add(make_argument(float_shape({2, 3}), std::vector<float>{1, 2, 3, 4, 5, 6}));
+    s.add(make_argument(float_shape({1, 3}), std::vector<float>{-2.5f, 0, 1.5f}));
+    EXPECT_EQ(s.channel_means(), (std::vector<double>{2.5 / 3, 7.0 / 3, 10.5 / 3}));
+    EXPECT_THROW(s.add(make_argument(float_shape({1, 2}), std::vector<float>{1, 2})), error);
 }
 
 TEST(choose_activation_quantization, maps_the_range_with_zero_onto_int8) {

@@ -43,7 +43,7 @@ def run_model(model, x, tmp_path):
     return np.load(outs / "output_0.npy")
 
 
-@pytest.mark.parametrize("method", ["max", "percentile", "entropy"])
+@pytest.mark.parametrize("method", ["max", "percentile", "entropy", "mse"])
 def test_compile_int8_with_one_npz_per_sample_and_a_stacked_npz(cnn, tmp_path, method):
     model, data, rng = cnn
     samples = image_batches(rng, 6)
@@ -83,6 +83,28 @@ def test_separate_stacked_and_concatenated_samples_give_the_same_program(cnn, tm
     # Without the last sample the ranges differ: every sample is read.
     r = kiln_cli("compile", model, "-o", tmp_path / "d.kiln", "--int8", *separate[:4])
     assert r.returncode == 0 and kiln_cli("read", tmp_path / "d.kiln").stdout != shown[0]
+
+
+def test_no_bias_correction_gives_the_python_api_s_uncorrected_outputs(cnn, tmp_path):
+    import kiln
+
+    model, data, rng = cnn
+    samples = image_batches(rng, 2)
+    np.savez(tmp_path / "c.npz", x=np.stack(samples))
+    x = image_batches(rng, 1)[0]
+    outputs = {}
+    for corrected in (True, False):
+        p = kiln.parse_onnx(str(model))
+        kiln.quantize_int8(p, "cpu", [{"x": s} for s in samples], bias_correction=corrected)
+        p.compile(kiln.get_target("cpu"))
+        outputs[corrected] = np.asarray(p.run({"x": x})[0])
+        flags = [] if corrected else ["--no-bias-correction"]
+        out = tmp_path / f"q{int(corrected)}.kiln"
+        r = kiln_cli("compile", model, "-o", out, "--int8", "--calibration", tmp_path / "c.npz", *flags)
+        assert r.returncode == 0, r.stderr
+        np.testing.assert_allclose(run_model(out, x, tmp_path), outputs[corrected], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(outputs[True], outputs[False], rtol=1e-5, atol=1e-6)
+    expect_error(kiln_cli("compile", model, "-o", tmp_path / "f.kiln", "--no-bias-correction"), "--int8")
 
 
 def test_exclude_keeps_a_layer_in_float(cnn, tmp_path):

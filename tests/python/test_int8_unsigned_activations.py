@@ -128,8 +128,9 @@ def test_max_pooling_pads_uint8_codes_with_the_lowest_code_and_convs_with_zero(r
     kiln.quantize_int8(p, "cpu", calibration)
     assert set(quantized_input_types(str(p)).values()) == {"uint8_type"}, str(p)
     float32 = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    _, cpu = run(data, "cpu", calibration, x)
-    _, ref = run(data, "ref", calibration, x)
+    # Without bias correction, whose per-channel shift reaches the outputs that see only padding too.
+    _, cpu = run(data, "cpu", calibration, x, bias_correction=False)
+    _, ref = run(data, "ref", calibration, x, bias_correction=False)
     # The conv's outer rows and columns (padding 3 around a 3x3 window) only see padding: exactly 0, as in float.
     np.testing.assert_array_equal(cpu[:, :, 0, :], 0)
     np.testing.assert_array_equal(cpu[:, :, :, -1], 0)
