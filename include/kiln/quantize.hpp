@@ -78,6 +78,7 @@ void quantize_int8(program& p, const target& t, const std::vector<parameter_map>
 struct quantize_fp8_options {
     std::vector<std::string> ins_names{"dot", "convolution"};
     std::vector<std::string> exclude;
+    bool bias_correction = true;  // as quantize_int8_options::bias_correction
     calibration_progress progress;
 };
 

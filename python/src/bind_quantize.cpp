@@ -77,12 +77,14 @@ void quantize_int8_program(program& p, nb::handle t, nb::handle calibration, nb:
     quantize_int8(p, tgt, samples, options);
 }
 
-void quantize_fp8_program(program& p, nb::handle t, nb::handle calibration, nb::handle ins_names, nb::handle exclude) {
+void quantize_fp8_program(program& p, nb::handle t, nb::handle calibration, nb::handle ins_names, nb::handle exclude,
+                          bool bias_correction) {
     const std::string caller = "quantize_fp8";
     const target& tgt = to_target(t);
     quantize_fp8_options options;
     options.ins_names = to_names(ins_names, caller, "ins_names");
     options.exclude = to_names(exclude, caller, "exclude");
+    options.bias_correction = bias_correction;
     options.progress = terminal_progress();
     std::vector<parameter_map> samples = to_calibration_set(calibration, caller);
     nb::gil_scoped_release release;
@@ -121,9 +123,9 @@ void bind_quantize(nb::module_& m) {
           "on stderr when it is a terminal.");
     m.def("quantize_fp8", quantize_fp8_program, nb::arg("program"), nb::arg("target"),
           nb::arg("calibration") = nb::none(), nb::arg("ins_names") = default_ins_names(), nb::kw_only(),
-          nb::arg("exclude") = nb::list(),
+          nb::arg("exclude") = nb::list(), nb::arg("bias_correction") = true,
           "Like quantize_int8 with float8 e4m3fn: one scale per tensor (max |x| / 448) and no zero point, for "
-          "activations and weights.");
+          "activations and weights; bias_correction as there.");
 }
 
 }  // namespace kiln::python

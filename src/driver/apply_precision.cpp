@@ -37,6 +37,7 @@ void apply_precision(program& p, const target& t, const precision_settings& s) {
     const bool calibrated = s.precision == "int8" || s.precision == "fp8";
     if (!calibrated && !s.calibration.empty()) fail("--calibration is for --int8 and --fp8 only");
     if (!calibrated && !s.exclude.empty()) fail("--exclude is for --int8 and --fp8 only");
+    if (!calibrated && !s.bias_correction) fail("--no-bias-correction is for --int8 and --fp8 only");
     if (s.precision.empty()) return;
     if (s.precision == "int8") {
         quantize_int8_options options;
@@ -51,6 +52,7 @@ void apply_precision(program& p, const target& t, const precision_settings& s) {
         quantize_bf16(p);
     } else if (s.precision == "fp8") {
         quantize_fp8_options options;
+        options.bias_correction = s.bias_correction;
         options.exclude = s.exclude;
         options.progress = terminal_progress();
         quantize_fp8(p, t, calibration_set(p, s), options);

@@ -32,7 +32,7 @@ struct precision_settings {
     std::string precision;                // "" (as the model is), "fp16", "bf16", "int8" or "fp8"
     std::vector<std::string> calibration;  // .npz files (calibration_inputs.hpp)
     std::string calibration_method = "max";
-    bool bias_correction = true;       // --int8: quantize_int8_options::bias_correction
+    bool bias_correction = true;       // --int8 / --fp8: quantize_int8_options::bias_correction
     std::vector<std::string> exclude;  // instructions kept in float
 };
 

@@ -19,6 +19,7 @@ void quantize_fp8(program& p, const target& t, const std::vector<parameter_map>&
     request.scheme.weights_per_channel = false;
     request.scheme.activation_zero_point = false;
     request.scheme.activation_limit = 448;
+    request.bias_correction = options.bias_correction;
     quantize_program(p, t, calibration, request);
 }
 

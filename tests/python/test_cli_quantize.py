@@ -104,7 +104,8 @@ def test_no_bias_correction_gives_the_python_api_s_uncorrected_outputs(cnn, tmp_
         assert r.returncode == 0, r.stderr
         np.testing.assert_allclose(run_model(out, x, tmp_path), outputs[corrected], rtol=1e-5, atol=1e-6)
     assert not np.allclose(outputs[True], outputs[False], rtol=1e-5, atol=1e-6)
-    expect_error(kiln_cli("compile", model, "-o", tmp_path / "f.kiln", "--no-bias-correction"), "--int8")
+    expect_error(kiln_cli("compile", model, "-o", tmp_path / "f.kiln", "--no-bias-correction"),
+                 "--no-bias-correction is for --int8 and --fp8 only")
 
 
 def test_exclude_keeps_a_layer_in_float(cnn, tmp_path):

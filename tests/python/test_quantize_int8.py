@@ -567,10 +567,11 @@ def fp8_scale(values):
     return np.float32(np.abs(values).max() / 448)
 
 
+@pytest.mark.parametrize("bias_correction", [False, True])
 @pytest.mark.parametrize("target", TARGETS)
-def test_fp8_mlp_matches_a_numpy_float8_forward_pass(rng, target):
+def test_fp8_mlp_matches_a_numpy_float8_forward_pass(rng, target, bias_correction):
     w1, b1, w2, calibration, p = random_mlp(rng)
-    kiln.quantize_fp8(p, target, [{"x": x} for x in calibration])
+    kiln.quantize_fp8(p, target, [{"x": x} for x in calibration], bias_correction=bias_correction)
     text = str(p)
     assert ops_of(p).count("quantize_linear") == 4, text
     assert text.count('output_type="fp8e4m3fn_type"') == 4, text
@@ -582,8 +583,11 @@ def test_fp8_mlp_matches_a_numpy_float8_forward_pass(rng, target):
     hidden = [np.maximum(x @ w1 + b1, 0) for x in calibration]
     x = rng.standard_normal((16, 32)).astype(np.float32) * 1.5  # partly beyond the calibrated range
     s1, s2 = fp8_scale(np.stack(calibration)), fp8_scale(np.stack(hidden))
-    h = np.maximum(fake_quant_fp8(x, s1) @ fake_quant_fp8(w1, fp8_scale(w1)) + b1, 0)
-    expected = fake_quant_fp8(h, s2) @ fake_quant_fp8(w2, fp8_scale(w2))
+    q1, q2 = fake_quant_fp8(w1, fp8_scale(w1)), fake_quant_fp8(w2, fp8_scale(w2))
+    shift1 = -np.mean(np.concatenate(calibration), axis=0) @ (q1 - w1) if bias_correction else 0
+    shift2 = -np.mean(np.concatenate(hidden), axis=0) @ (q2 - w2) if bias_correction else 0
+    h = np.maximum(fake_quant_fp8(x, s1) @ q1 + b1 + shift1, 0)
+    expected = fake_quant_fp8(h, s2) @ q2 + shift2
     p.compile(kiln.get_target(target))
     got = np.asarray(p.run({"x": x})[0])
     # A float32 rounding difference in h can move it to the neighbouring float8 value:
