@@ -104,13 +104,13 @@ void bind_quantize(nb::module_& m) {
     m.def("quantize_int8", quantize_int8_program, nb::arg("program"), nb::arg("target"),
           nb::arg("calibration") = nb::none(), nb::arg("ins_names") = default_ins_names(), nb::kw_only(),
           nb::arg("method") = "max", nb::arg("per_channel") = true, nb::arg("exclude") = nb::list(),
-          nb::arg("percentile") = 99.99, nb::arg("unsigned_activations") = true,
-          nb::arg("bias_correction") = true,
+          nb::arg("percentile") = 99.99, nb::arg("unsigned_activations") = true, nb::arg("bias_correction") = true,
           "Quantizes the float inputs of the ops named in ins_names (\"dot\", \"convolution\" or \"all\") to "
           "int8, in place: runs every calibration sample ({parameter name: array}) through a copy of the "
           "program compiled for `target`, chooses each activation's range by `method` (\"max\", "
           "\"percentile\" (keeps `percentile` percent of the values), \"entropy\" (TensorRT's KL "
-          "divergence search) or \"mse\" (the range of least squared round-trip error)) and inserts dequantize_linear(quantize_linear(x, scale, zero_point)) before "
+          "divergence search) or \"mse\" (the range of least squared round-trip error)) and inserts "
+          "dequantize_linear(quantize_linear(x, scale, zero_point)) before "
           "those ops: int8 with a zero point per tensor for activations, int8 symmetric per output channel "
           "(per tensor with per_channel=False) for constant weights. With unsigned_activations (the default), an "
           "activation never seen below 0 (after a ReLU) is uint8 with zero point 0 instead (U8S8), where "
@@ -119,7 +119,8 @@ void bind_quantize(nb::module_& m) {
           "activation int8 (S8S8). With bias_correction (the default), each quantized convolution's and dot's "
           "output is shifted by -(W_q - W) E[x], E[x] its input's per-channel mean over the calibration set, so "
           "that rounding the weights moves no output channel's mean. `exclude` lists instructions kept in "
-          "float, by printed name (\"@12\") or origin (an ONNX node's name). An empty calibration set is an error. Shows a progress bar "
+          "float, by printed name (\"@12\") or origin (an ONNX node's name). An empty calibration set is an error. "
+          "Shows a progress bar "
           "on stderr when it is a terminal.");
     m.def("quantize_fp8", quantize_fp8_program, nb::arg("program"), nb::arg("target"),
           nb::arg("calibration") = nb::none(), nb::arg("ins_names") = default_ins_names(), nb::kw_only(),

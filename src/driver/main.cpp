@@ -93,9 +93,10 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"max", "percentile", "entropy", "mse"}))
         ->needs(int8_flag)
         ->capture_default_str();
-    compile->add_flag("!--no-bias-correction", precision.bias_correction,
-               "Leave the layers' biases as they are (by default --int8 / --fp8 take the mean shift that rounding "
-               "the weights causes out of each output channel)");
+    compile->add_flag(
+        "!--no-bias-correction", precision.bias_correction,
+        "Leave the layers' biases as they are (by default --int8 / --fp8 take the mean shift that rounding "
+        "the weights causes out of each output channel)");
     compile->add_option("--exclude", precision.exclude,
                         "Instruction kept in float by --int8 / --fp8, by printed name (@12) or origin (ONNX node name) "
                         "(repeatable)");

@@ -1,10 +1,10 @@
 #include "quantize/activation_statistics.hpp"
 
-#include "quantize/mse_clip_bins.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "quantize/mse_clip_bins.hpp"
 
 namespace kiln {
 

@@ -125,8 +125,8 @@ void add_to_result(module& m, instruction_ref op, std::size_t axis, const std::v
     std::sort(users.begin(), users.end(), [](auto a, auto b) { return &*a < &*b; });
     users.erase(std::unique(users.begin(), users.end()), users.end());
     const instruction_ref after = std::next(op);
-    instruction_ref shifted =
-        m.insert_instruction(after, make_op("add"), {op, m.insert_literal(after, literal(shape{y.type(), lens}, delta))});
+    instruction_ref shifted = m.insert_instruction(
+        after, make_op("add"), {op, m.insert_literal(after, literal(shape{y.type(), lens}, delta))});
     for (instruction_ref user : users) m.replace_input(user, op, shifted);
 }
 

@@ -51,7 +51,7 @@ public:
 
 private:
     std::size_t used_ = 0;
-    std::vector<double> below_count_, below_square_;               // over bins [0, k)
+    std::vector<double> below_count_, below_square_;                // over bins [0, k)
     std::vector<double> above_count_, above_first_, above_square_;  // over bins [k, used)
 };
 

@@ -36,9 +36,9 @@ void quantize_program(program& p, const target& t, const std::vector<parameter_m
     for (const auto& v : planned)
         if (!v.is_weight) activations.push_back(v.value);
     std::vector<std::int64_t> channel_axes(activations.size(), -1);
-    const std::vector<bias_correction_site> corrected =
-        request.bias_correction ? plan_bias_corrections(planned, activations, channel_axes)
-                                : std::vector<bias_correction_site>{};
+    const std::vector<bias_correction_site> corrected = request.bias_correction
+                                                            ? plan_bias_corrections(planned, activations, channel_axes)
+                                                            : std::vector<bias_correction_site>{};
     const std::vector<activation_statistics> stats =
         calibrate(p, t, activations, calibration, request.progress, caller, channel_axes);
 
