@@ -120,8 +120,7 @@ void bind_quantize(nb::module_& m) {
           "output is shifted by -(W_q - W) E[x], E[x] its input's per-channel mean over the calibration set, so "
           "that rounding the weights moves no output channel's mean. `exclude` lists instructions kept in "
           "float, by printed name (\"@12\") or origin (an ONNX node's name). An empty calibration set is an error. "
-          "Shows a progress bar "
-          "on stderr when it is a terminal.");
+          "Shows a progress bar on stderr when it is a terminal.");
     m.def("quantize_fp8", quantize_fp8_program, nb::arg("program"), nb::arg("target"),
           nb::arg("calibration") = nb::none(), nb::arg("ins_names") = default_ins_names(), nb::kw_only(),
           nb::arg("exclude") = nb::list(), nb::arg("bias_correction") = true,
