@@ -1,8 +1,8 @@
 #pragma once
 // Reduced precision by rewriting a program's graph in place (MIGraphX's
-// quantize_* functions): half types for the float computation, or int8 /
+// quantize_* functions): half types for the float computation, int8 /
 // fp8 quantize-dequantize pairs around chosen ops with scales taken from
-// running calibration inputs. Targets then lower the rewritten graph to
+// running calibration inputs, or int8 weights alone. Targets then lower the rewritten graph to
 // their real kernels (DESIGN.md: reduced precision is a property of the graph).
 #include <cstddef>
 #include <functional>
@@ -74,6 +74,23 @@ struct quantize_int8_options {
 // or exclude name raise errors.
 void quantize_int8(program& p, const target& t, const std::vector<parameter_map>& calibration,
                    const quantize_int8_options& options = {});
+
+struct quantize_int8_weights_options {
+    // Op names whose constant weights are quantized: "dot" (the only one).
+    std::vector<std::string> ins_names{"dot"};
+    // Instructions kept in float: printed names ("@12") or origins (ONNX node names).
+    std::vector<std::string> exclude;
+};
+
+// Weight-only int8 (OpenVINO's weight compression, torchao's
+// Int8WeightOnlyConfig): each chosen dot's constant weights become
+// dequantize_linear(quantize_linear(w, scales), scales), int8 symmetric with
+// one scale per output column (max |w| / 127); activations stay float, so no
+// calibration is needed. What bounds a decoder's one-token step is reading
+// its weights, and the cpu target's products read these at 1 byte a
+// weight. An unknown op name or exclude name, or an op other than dot,
+// raises an error; a compiled program too.
+void quantize_int8_weights(program& p, const quantize_int8_weights_options& options = {});
 
 struct quantize_fp8_options {
     std::vector<std::string> ins_names{"dot", "convolution"};

@@ -1,5 +1,6 @@
 // kiln.quantize_int8 / kiln.quantize_fp8: post-training quantization with
-// calibration, rewriting the program in place (see kiln/quantize.hpp).
+// calibration, and kiln.quantize_int8_weights (weights only), rewriting the
+// program in place (see kiln/quantize.hpp).
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -91,6 +92,15 @@ void quantize_fp8_program(program& p, nb::handle t, nb::handle calibration, nb::
     quantize_fp8(p, tgt, samples, options);
 }
 
+void quantize_int8_weights_program(program& p, nb::handle ins_names, nb::handle exclude) {
+    const std::string caller = "quantize_int8_weights";
+    quantize_int8_weights_options options;
+    options.ins_names = to_names(ins_names, caller, "ins_names");
+    options.exclude = to_names(exclude, caller, "exclude");
+    nb::gil_scoped_release release;
+    quantize_int8_weights(p, options);
+}
+
 nb::list default_ins_names() {
     nb::list names;
     names.append("dot");
@@ -121,6 +131,16 @@ void bind_quantize(nb::module_& m) {
           "that rounding the weights moves no output channel's mean. `exclude` lists instructions kept in "
           "float, by printed name (\"@12\") or origin (an ONNX node's name). An empty calibration set is an error. "
           "Shows a progress bar on stderr when it is a terminal.");
+    nb::list dot_only;
+    dot_only.append("dot");
+    m.def("quantize_int8_weights", quantize_int8_weights_program, nb::arg("program"), nb::arg("ins_names") = dot_only,
+          nb::kw_only(), nb::arg("exclude") = nb::list(),
+          "Weight-only int8, in place: the constant weights of the ops named in ins_names (\"dot\", the only "
+          "one) become int8 symmetric with one scale per output column (max |w| / 127), as "
+          "dequantize_linear(quantize_linear(w, scale), scale); activations stay float, so no calibration "
+          "is needed. The cpu target's products then read the weights at 1 byte each: a decoder's "
+          "one-token steps, bounded by reading the weights, run up to 4x faster than float32 and 2x "
+          "faster than quantize_fp16. `exclude` as in quantize_int8.");
     m.def("quantize_fp8", quantize_fp8_program, nb::arg("program"), nb::arg("target"),
           nb::arg("calibration") = nb::none(), nb::arg("ins_names") = default_ins_names(), nb::kw_only(),
           nb::arg("exclude") = nb::list(), nb::arg("bias_correction") = true,

@@ -50,6 +50,8 @@ void apply_precision(program& p, const target& t, const precision_settings& s) {
         quantize_fp16(p);
     } else if (s.precision == "bf16") {
         quantize_bf16(p);
+    } else if (s.precision == "int8-weights") {
+        quantize_int8_weights(p);
     } else if (s.precision == "fp8") {
         quantize_fp8_options options;
         options.bias_correction = s.bias_correction;

@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     compile->add_option("--target", target, "Target: ref, cpu or gpu (a build with CUDA)")->capture_default_str();
     compile->add_option("--dyn-input-dim", dyn_input_dims, dyn_input_dim_help);
     kiln::driver::precision_settings precision;
-    bool fp16 = false, bf16 = false, int8 = false, fp8 = false;
+    bool fp16 = false, bf16 = false, int8 = false, fp8 = false, int8_weights = false;
     auto* fp16_flag = compile->add_flag("--fp16", fp16, "Compute in float16 (kiln::quantize_fp16)");
     auto* bf16_flag = compile->add_flag("--bf16", bf16, "Compute in bfloat16 (kiln::quantize_bf16)");
     auto* int8_flag = compile->add_flag(
@@ -82,8 +82,12 @@ int main(int argc, char** argv) {
         "Quantize dot and convolution inputs to int8 with scales from --calibration (kiln::quantize_int8)");
     auto* fp8_flag = compile->add_flag(
         "--fp8", fp8, "Quantize dot and convolution inputs to float8 e4m3fn with scales from --calibration");
-    for (auto* a : {fp16_flag, bf16_flag, int8_flag, fp8_flag})
-        for (auto* b : {fp16_flag, bf16_flag, int8_flag, fp8_flag})
+    auto* int8_weights_flag = compile->add_flag(
+        "--int8-weights", int8_weights,
+        "Store dot weights as int8, one scale per output column; activations stay float, no calibration "
+        "(kiln::quantize_int8_weights)");
+    for (auto* a : {fp16_flag, bf16_flag, int8_flag, fp8_flag, int8_weights_flag})
+        for (auto* b : {fp16_flag, bf16_flag, int8_flag, fp8_flag, int8_weights_flag})
             if (a != b) a->excludes(b);
     compile->add_option("--calibration", precision.calibration,
                         "Calibration inputs for --int8 / --fp8 (repeatable): an .npz file with one array per model "
@@ -113,7 +117,12 @@ int main(int argc, char** argv) {
                         "Directory of compiled programs: one compiled before with the same model, shapes, options, "
                         "Kiln and CPU is loaded instead of compiled, and a new one is stored");
     compile->callback([&] {
-        precision.precision = fp16 ? "fp16" : bf16 ? "bf16" : int8 ? "int8" : fp8 ? "fp8" : "";
+        precision.precision = fp16           ? "fp16"
+                              : bf16         ? "bf16"
+                              : int8         ? "int8"
+                              : fp8          ? "fp8"
+                              : int8_weights ? "int8-weights"
+                                             : "";
         action = [&] {
             return kiln::driver::compile_command(model, output, target, precision, dyn_input_dims, compile_settings);
         };

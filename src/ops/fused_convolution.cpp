@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "ops/conv.hpp"
-#include "ops/half_weights.hpp"
+#include "ops/narrow_weights.hpp"
 #include "ops/op_helpers.hpp"
 
 namespace kiln::op {

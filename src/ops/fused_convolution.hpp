@@ -2,7 +2,7 @@
 // Convolution with an optional per-channel bias and a post-op chain, in
 // plain or blocked layout: what the cpu target's fusion and layout passes
 // turn convolution + add + activation + residual chains into. float32, except
-// that the weights may be float16 / bfloat16 (ops/half_weights.hpp); or
+// that the weights may be float16 / bfloat16 (ops/narrow_weights.hpp); or
 // float16 / bfloat16 throughout (x, w, bias, operands and result of one
 // type), which computes as float32 from the widened inputs and rounds the
 // result to the 16-bit type once at the end (ops::compute_in_float32).

@@ -1,6 +1,6 @@
 #include "ops/fused_dot.hpp"
 
-#include "ops/half_weights.hpp"
+#include "ops/narrow_weights.hpp"
 #include "ops/linalg.hpp"
 #include "ops/op_helpers.hpp"
 
@@ -12,7 +12,7 @@ shape fused_dot::compute_shape(const std::vector<shape>& inputs) const {
         fail(name() + ": expected a, b" + std::string(has_bias ? ", bias" : "") + " and post-op operands, got " +
              std::to_string(inputs.size()) + " inputs");
     if (!ops::is_16bit_float(inputs[0].type())) ops::expect_type(name(), inputs[0], dtype::float_type, "a");
-    shape out = dot{}.compute_shape({inputs[0], ops::product_weights_shape(name(), inputs[0], inputs[1])});
+    shape out = dot{}.compute_shape({inputs[0], ops::product_weights_shape(name(), inputs[0], inputs[1], true)});
     if (has_bias) {
         ops::expect_type(name(), inputs[2], out.type(), "bias");
         if (out.ndim() == 0 || inputs[2].lens() != std::vector<std::size_t>{out.lens().back()})

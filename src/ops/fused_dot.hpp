@@ -2,7 +2,9 @@
 // Matrix product (numpy.matmul semantics, as `dot`) with an optional bias
 // along the last dimension and a post-op chain: what the cpu target's fusion
 // pass turns dot + add + activation chains into. float32, except that the
-// weights b may be float16 / bfloat16 (ops/half_weights.hpp); or float16 /
+// weights b may be float16 / bfloat16, or int8 codes read as their integer
+// values (ops/narrow_weights.hpp: quantize_int8_weights' scales are a mul
+// post-op); or float16 /
 // bfloat16 throughout (a, b, bias, operands and result of one type), which
 // computes as float32 from the widened inputs and rounds the result to the
 // 16-bit type once at the end (ops::compute_in_float32).

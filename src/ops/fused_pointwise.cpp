@@ -1,7 +1,7 @@
 #include "ops/fused_pointwise.hpp"
 
 #include "kiln/op_registry.hpp"
-#include "ops/half_weights.hpp"
+#include "ops/narrow_weights.hpp"
 #include "ops/op_helpers.hpp"
 #include "ops/post_ops.hpp"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "ops/elementwise.hpp"
-#include "ops/half_weights.hpp"
+#include "ops/narrow_weights.hpp"
 #include "ops/op_helpers.hpp"
 
 namespace kiln::op {

@@ -38,7 +38,9 @@ std::string cpu_target::identity() const {
 // reads then joins the group. A final DCE
 // removes what CSE and constant propagation leave unused. The first constant
 // propagation keeps dequantized int8 weights as they are, for the
-// quantized-op fusion right after it; the second folds the ones it declined.
+// quantized-op fusion right after it and then for the products of float
+// activations by int8 weights (quantize_int8_weights); the second folds the
+// ones both declined.
 // int8 activations with zero point -128 become uint8 ones before that fusion,
 // so that the fused int8 kernels read u8 sources without a zero point, and
 // so do those with any zero point read only as products' sources.
@@ -59,7 +61,8 @@ pass_list cpu_target::get_passes(const compile_options& options) const {
     weights_layout->for_every_extent = options.layouts_for_every_extent;
     return {std::make_shared<compute_16bit_in_float32>(), std::make_shared<dead_code_elimination>(), keep_dequantize,
             std::make_shared<unsigned_activation_codes>(), std::make_shared<unsigned_product_source_codes>(),
-            std::make_shared<fuse_quantized_ops>(), std::make_shared<patch_convolutions_as_products>(),
+            std::make_shared<fuse_quantized_ops>(), std::make_shared<int8_weight_products>(),
+            std::make_shared<patch_convolutions_as_products>(),
             std::make_shared<simplify_reshapes>(), std::make_shared<simplify_algebra>(),
             std::make_shared<constant_propagation>(),
             // Recognizers of composite ops, before post-op fusion can split them up.

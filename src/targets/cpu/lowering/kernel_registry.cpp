@@ -9,13 +9,13 @@
 
 #include "ops/fused_convolution.hpp"
 #include "ops/fused_dot.hpp"
-#include "ops/half_weights.hpp"
+#include "ops/narrow_weights.hpp"
 #include "ops/linalg.hpp"
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
 #include "targets/cpu/kernels/follows_run_time_extents.hpp"
-#include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
+#include "targets/cpu/kernels/narrow_weights/narrow_weights_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
 #include "targets/cpu/kernels/pooling/pooling_algorithms.hpp"
 #include "targets/cpu/lowering/kernel_tuner.hpp"
@@ -121,18 +121,19 @@ operation fused_form(const operation& op) {
 }
 
 // A single elementwise op runs as a one-step pointwise program. Products
-// with float16 / bfloat16 weights have lists of their own: the float32
-// algorithms would read those weights as float32.
+// with float16 / bfloat16 weights, and fused_dot with int8 weights, have
+// lists of their own: the float32 algorithms would read those weights as float32.
 std::span<const kernel_algorithm> algorithms_for(const operation& op, const kernel_request& r) {
     const bool product = op.name() == "fused_dot" || op.name() == "fused_convolution";
-    if (product && r.input_shapes.size() > 1 && ops::is_16bit_float(r.input_shapes[1].type()) &&
-        r.input_shapes[0].type() == dtype::float_type) {
+    const bool narrow = r.input_shapes.size() > 1 && (ops::is_16bit_float(r.input_shapes[1].type()) ||
+                                                      (op.name() == "fused_dot" && r.input_shapes[1].type() == dtype::int8_type));
+    if (product && narrow && r.input_shapes[0].type() == dtype::float_type) {
         // Weights computed at run time: the reference compute. (Constant ones loaded packed have no
         // values: the list's kernels that read values are not eligible then, and the plan builds again
         // from restored values when none takes the packed form.)
         if (!r.is_constant(1)) return {};
         // (and the reference compute too when no algorithm of the list builds)
-        return op.name() == "fused_dot" ? half_weights_matmul_algorithms() : half_weights_convolution_algorithms();
+        return op.name() == "fused_dot" ? narrow_weights_matmul_algorithms() : narrow_weights_convolution_algorithms();
     }
     auto it = families().find(op.name());
     if (it != families().end()) return it->second;

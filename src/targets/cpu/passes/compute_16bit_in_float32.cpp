@@ -28,7 +28,7 @@
 #include "ops/elementwise.hpp"
 #include "ops/fused_convolution.hpp"
 #include "ops/fused_dot.hpp"
-#include "ops/half_weights.hpp"
+#include "ops/narrow_weights.hpp"
 #include "passes/matcher.hpp"
 #include "targets/cpu/passes/cpu_passes.hpp"
 

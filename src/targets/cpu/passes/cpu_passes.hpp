@@ -16,6 +16,17 @@ public:
     void apply(module& m) const override;
 };
 
+// Turns dot(a, dequantize_linear(int8 codes, scale)) with constant codes
+// [K, N], symmetric, one scale per column or per tensor (what
+// quantize_int8_weights writes), into fused_dot(a, codes) with the scales
+// as a mul post-op: the product's kernels stream the codes, a quarter of
+// float32's bytes, and widen them in registers (int8_weight_products.cpp).
+class int8_weight_products final : public pass {
+public:
+    std::string name() const override { return "int8_weight_products"; }
+    void apply(module& m) const override;
+};
+
 // Moves convolutions (and the concats and elementwise ops between them) to
 // a channel-blocked layout, so that a chain of convolutions stays blocked
 // with no reorder in between: nChw16c where the CPU has AVX-512 (oneDNN's

@@ -10,7 +10,7 @@
 
 #include "ops/conv.hpp"
 #include "ops/fused_convolution.hpp"
-#include "ops/half_weights.hpp"
+#include "ops/narrow_weights.hpp"
 #include "ops/op_helpers.hpp"
 #include "ops/post_ops.hpp"
 #include "targets/gpu/cuda/convolution_epilogue.hpp"

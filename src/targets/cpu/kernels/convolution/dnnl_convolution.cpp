@@ -1,7 +1,7 @@
 // Convolution through oneDNN: plain or blocked activations, weights
 // reordered once into the layout the chosen implementation wants, bias and
 // post-ops applied by the same primitive. Weights given at run time (float16
-// weights widened per run, see half_weights/) are reordered into that layout
+// weights widened per run, see narrow_weights/) are reordered into that layout
 // in the run's scratch before each run. On a CPU with bfloat16 dot products,
 // constant bfloat16 weights (quantize_bf16) run in bfloat16: onednn_bf16.
 #include "targets/cpu/kernels/convolution/dnnl_convolution.hpp"

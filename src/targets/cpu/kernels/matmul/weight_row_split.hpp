@@ -1,6 +1,6 @@
 #pragma once
 // How the few-rows products split their weight rows between threads
-// (few_rows_float32_matmul.cpp, half_weights/few_rows_matmul.cpp): each
+// (few_rows_float32_matmul.cpp, narrow_weights/few_rows_matmul.cpp): each
 // thread streams a contiguous slice of the rows, one run of memory, into a
 // partial result of its own, summed in thread order after one barrier.
 #include <algorithm>

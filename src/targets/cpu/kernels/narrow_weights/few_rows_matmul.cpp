@@ -1,11 +1,12 @@
 // few_rows_16bit_avx2: up to four rows times constant row-major 16-bit
-// weights [K, N] (a batch-1 product, one generated token), with an optional
+// weights [K, N] (a batch-1 product, one generated token), or int8 codes
+// whose scales come as a mul post-op (quantize_int8_weights), with an optional
 // bias and post-op chain (a decoder's residual add). Each thread takes blocks
 // of columns; for each block it streams the weight rows' segments once,
 // contiguously, widening and multiplying in registers, while the result
 // block stays in L1, where the bias and post-ops are applied too. No
 // float32 copy of the weights is ever written, so the product runs at the
-// speed of reading 2 bytes a weight. Weights stored transposed ([N, K], a
+// speed of reading 2 bytes a weight (1 for int8). Weights stored transposed ([N, K], a
 // tied embedding as the output layer) are read a column at a time instead,
 // each output a dot product over one contiguous column; float32 weights
 // stored so run that loop too (few_rows_columns_avx2, in the float32 list),
@@ -19,9 +20,9 @@
 #include "ops/fused_dot.hpp"
 #include "targets/cpu/kernels/copy/widen_16bit_avx2.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
-#include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
-#include "targets/cpu/kernels/half_weights/rows_times_16bit_avx2.hpp"
-#include "targets/cpu/kernels/half_weights/rows_times_16bit_avx512.hpp"
+#include "targets/cpu/kernels/narrow_weights/narrow_weights_algorithms.hpp"
+#include "targets/cpu/kernels/narrow_weights/rows_times_16bit_avx2.hpp"
+#include "targets/cpu/kernels/narrow_weights/rows_times_16bit_avx512.hpp"
 #include "targets/cpu/kernels/matmul/few_rows_epilogue.hpp"
 #include "targets/cpu/kernels/matmul/weight_row_split.hpp"
 
@@ -89,11 +90,13 @@ using multiply_function = void (*)(const avx2::rows_times_16bit_args&);
 
 multiply_function multiply_for(dtype stored, bool transposed) {
     if (stored == dtype::float_type) return avx2::rows_times_float_columns;  // transposed only (eligible_float32)
+    if (stored == dtype::int8_type) return transposed ? avx2::rows_times_int8_columns : avx2::rows_times_int8;
     if (stored == dtype::half_type) return transposed ? avx2::rows_times_half_columns : avx2::rows_times_half;
     return transposed ? avx2::rows_times_bfloat16_columns : avx2::rows_times_bfloat16;
 }
 
 multiply_function avx512_multiply_for(dtype stored, bool transposed) {
+    if (stored == dtype::int8_type) return transposed ? avx512::rows_times_int8_columns : avx512::rows_times_int8;
     if (stored == dtype::half_type) return transposed ? avx512::rows_times_half_columns : avx512::rows_times_half;
     return transposed ? avx512::rows_times_bfloat16_columns : avx512::rows_times_bfloat16;
 }
@@ -203,14 +206,14 @@ bool fits(const kernel_request& r) {
 }
 
 bool eligible(const kernel_request& r) {
-    if (!has_16bit_weights(r)) return false;
+    if (!has_narrow_weights(r)) return false;
     if (r.input_shapes[1].type() == dtype::half_type && !avx2::f16c_supported()) return false;
     return fits(r);
 }
 
 // The same where AVX-512 loops are enabled (vcvtph2ps on 16 lanes is AVX-512 F).
 bool eligible_avx512(const kernel_request& r) {
-    return avx512::enabled() && has_16bit_weights(r) && fits(r);
+    return avx512::enabled() && has_narrow_weights(r) && fits(r);
 }
 
 // float32 weights stored transposed (a tied output layer), constant.

@@ -1,4 +1,4 @@
-#include "targets/cpu/kernels/copy/widen_16bit.hpp"
+#include "targets/cpu/kernels/copy/widen_to_float32.hpp"
 
 #include <cstdint>
 
@@ -26,11 +26,12 @@ void widen_bfloat16_avx2(const void* in, float* out, std::size_t n) {
 
 }  // namespace
 
-widen_function widen_16bit_function(dtype type) {
+widen_function widen_to_float32_function(dtype type) {
     const bool vector = avx2::supported();
     if (type == dtype::half_type) return vector && avx2::f16c_supported() ? widen_half_avx2 : widen_portable<half>;
     if (type == dtype::bf16_type) return vector ? widen_bfloat16_avx2 : widen_portable<bfloat16>;
-    fail(error_kind::runtime, "widen_16bit_function: " + to_string(type) + " is not a 16-bit float type");
+    if (type == dtype::int8_type) return widen_portable<std::int8_t>;
+    fail(error_kind::runtime, "widen_to_float32_function: " + to_string(type) + " is not a narrow weight type");
 }
 
 }  // namespace kiln

@@ -1,10 +1,10 @@
 // The few-rows products on 16 lanes (rows_times_16bit_avx512.hpp).
-// Row-major 16-bit weights: four weight rows a step, widened in registers,
+// Row-major 16-bit weights (or int8 codes): four weight rows a step, widened in registers,
 // so the result block in L1 is loaded and stored once per four rows (the
 // AVX2 loop does so for every row, which bounds it well below the memory's
 // speed). Weights stored transposed (16-bit or float32): each weight row
 // streamed whole.
-#include "targets/cpu/kernels/half_weights/rows_times_16bit_avx512.hpp"
+#include "targets/cpu/kernels/narrow_weights/rows_times_16bit_avx512.hpp"
 
 #include <cstring>
 
@@ -44,6 +44,22 @@ struct sixteen_bit_loads {
     static __m512 load(const element* p, std::size_t n) { return load16<Widen>(p, n); }
 };
 
+// int8 codes, as their integer values.
+struct int8_loads {
+    using element = std::int8_t;
+    static __m512 load(const std::int8_t* p, std::size_t n) {
+        __m128i codes;
+        if (n >= 16) {
+            codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        } else {  // no masked byte load without AVX-512 BW
+            alignas(16) std::int8_t part[16] = {};
+            std::memcpy(part, p, n);
+            codes = _mm_load_si128(reinterpret_cast<const __m128i*>(part));
+        }
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes));
+    }
+};
+
 struct float_loads {
     using element = float;
     static __m512 load(const float* p, std::size_t n) { return _mm512_maskz_loadu_ps(lanes_of(n), p); }
@@ -51,17 +67,18 @@ struct float_loads {
 
 // y[m, c:c+n] += a[m, k0:k0+4] . b[k0:k0+4, c:c+n] (n <= 16); the four
 // widened weight vectors serve every row.
-template <int M, class Widen>
+template <int M, class Loads>
 inline void four_weight_rows(const avx2::rows_times_16bit_args& g, std::size_t k0, std::size_t c, std::size_t n) {
-    const auto* b = static_cast<const std::uint16_t*>(g.b) + k0 * g.b_row_stride + c;
+    using element = typename Loads::element;
+    const auto* b = static_cast<const element*>(g.b) + k0 * g.b_row_stride + c;
     // The next four rows' same columns, into L2: four short streams a row
     // apart leave the hardware prefetcher behind (as rows_times_float_avx512.cpp).
-    const std::uint16_t* next = b + 4 * g.b_row_stride;
+    const element* next = b + 4 * g.b_row_stride;
     for (int r = 0; r < 4; ++r) _mm_prefetch(reinterpret_cast<const char*>(next + r * g.b_row_stride), _MM_HINT_T1);
-    const __m512 w0 = load16<Widen>(b, n);
-    const __m512 w1 = load16<Widen>(b + g.b_row_stride, n);
-    const __m512 w2 = load16<Widen>(b + 2 * g.b_row_stride, n);
-    const __m512 w3 = load16<Widen>(b + 3 * g.b_row_stride, n);
+    const __m512 w0 = Loads::load(b, n);
+    const __m512 w1 = Loads::load(b + g.b_row_stride, n);
+    const __m512 w2 = Loads::load(b + 2 * g.b_row_stride, n);
+    const __m512 w3 = Loads::load(b + 3 * g.b_row_stride, n);
     const __mmask16 lanes = lanes_of(n);
     for (int m = 0; m < M; ++m) {
         const float* a = g.a + m * g.a_row_stride + k0;
@@ -75,17 +92,17 @@ inline void four_weight_rows(const avx2::rows_times_16bit_args& g, std::size_t k
     }
 }
 
-template <int M, class Widen>
+template <int M, class Loads>
 void rows(const avx2::rows_times_16bit_args& g) {
     for (int m = 0; m < M; ++m) std::memset(g.y + m * g.y_row_stride, 0, g.width * sizeof(float));
     std::size_t k = 0;
     for (; k + 4 <= g.inner; k += 4)
-        for (std::size_t c = 0; c < g.width; c += 16) four_weight_rows<M, Widen>(g, k, c, g.width - c);
+        for (std::size_t c = 0; c < g.width; c += 16) four_weight_rows<M, Loads>(g, k, c, g.width - c);
     for (; k < g.inner; ++k) {  // the last inner % 4 weight rows, one at a time
-        const auto* b = static_cast<const std::uint16_t*>(g.b) + k * g.b_row_stride;
+        const auto* b = static_cast<const typename Loads::element*>(g.b) + k * g.b_row_stride;
         for (std::size_t c = 0; c < g.width; c += 16) {
             const std::size_t n = g.width - c;
-            const __m512 w = load16<Widen>(b + c, n);
+            const __m512 w = Loads::load(b + c, n);
             const __mmask16 lanes = lanes_of(n);
             for (int m = 0; m < M; ++m) {
                 float* y = g.y + m * g.y_row_stride + c;
@@ -138,17 +155,17 @@ void columns(const avx2::rows_times_16bit_args& g) {
     for (std::size_t j = 0; j < g.width; ++j) column<Rows, Loads>(g, j);
 }
 
-template <class Widen>
+template <class Loads>
 void dispatch_rows(const avx2::rows_times_16bit_args& g) {
     switch (g.rows) {
         case 1:
-            return rows<1, Widen>(g);
+            return rows<1, Loads>(g);
         case 2:
-            return rows<2, Widen>(g);
+            return rows<2, Loads>(g);
         case 3:
-            return rows<3, Widen>(g);
+            return rows<3, Loads>(g);
         default:
-            return rows<4, Widen>(g);
+            return rows<4, Loads>(g);
     }
 }
 
@@ -169,10 +186,16 @@ void dispatch_columns(const avx2::rows_times_16bit_args& g) {
 }  // namespace
 
 void rows_times_half(const avx2::rows_times_16bit_args& args) {
-    dispatch_rows<half_widen>(args);
+    dispatch_rows<sixteen_bit_loads<half_widen>>(args);
 }
 void rows_times_bfloat16(const avx2::rows_times_16bit_args& args) {
-    dispatch_rows<bfloat16_widen>(args);
+    dispatch_rows<sixteen_bit_loads<bfloat16_widen>>(args);
+}
+void rows_times_int8(const avx2::rows_times_16bit_args& args) {
+    dispatch_rows<int8_loads>(args);
+}
+void rows_times_int8_columns(const avx2::rows_times_16bit_args& args) {
+    dispatch_columns<int8_loads>(args);
 }
 void rows_times_half_columns(const avx2::rows_times_16bit_args& args) {
     dispatch_columns<sixteen_bit_loads<half_widen>>(args);

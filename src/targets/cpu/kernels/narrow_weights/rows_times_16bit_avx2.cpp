@@ -1,4 +1,4 @@
-#include "targets/cpu/kernels/half_weights/rows_times_16bit_avx2.hpp"
+#include "targets/cpu/kernels/narrow_weights/rows_times_16bit_avx2.hpp"
 
 // Built with F16C (CMakeLists.txt): the float16 caller checks for it; the
 // bfloat16 loop uses none of its instructions.
@@ -30,6 +30,14 @@ struct bfloat16_values {
     }
 };
 
+struct int8_values {
+    using element = std::int8_t;
+    static __m256 widen8(const std::int8_t* p) {
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+    }
+    static float widen1(std::int8_t c) { return static_cast<float>(c); }
+};
+
 struct float_values {
     using element = float;
     static __m256 widen8(const float* p) { return _mm256_loadu_ps(p); }
@@ -44,7 +52,8 @@ void run_rows(const rows_times_16bit_args& g) {
         for (std::size_t j = 0; j < g.width; ++j) g.y[m * g.y_row_stride + j] = 0.0f;
     const std::size_t vector_end = g.width / 8 * 8;
     for (std::size_t k = 0; k < g.inner; ++k) {
-        const std::uint16_t* row = static_cast<const std::uint16_t*>(g.b) + k * g.b_row_stride;
+        using element = typename Values::element;
+        const element* row = static_cast<const element*>(g.b) + k * g.b_row_stride;
         __m256 a[Rows];
         float a1[Rows];
         for (std::size_t m = 0; m < Rows; ++m) {
@@ -55,7 +64,7 @@ void run_rows(const rows_times_16bit_args& g) {
         // segments are far apart, and the hardware prefetchers start late on
         // each (measured: the batch-1 output layer ran at float32's speed
         // without this).
-        const std::uint16_t* ahead = k + prefetch_rows < g.inner ? row + prefetch_rows * g.b_row_stride : nullptr;
+        const element* ahead = k + prefetch_rows < g.inner ? row + prefetch_rows * g.b_row_stride : nullptr;
         for (std::size_t j = 0; j < vector_end; j += 8) {
             if (ahead != nullptr && j % 32 == 0) _mm_prefetch(reinterpret_cast<const char*>(ahead + j), _MM_HINT_T0);
             const __m256 w = Values::widen8(row + j);
@@ -152,6 +161,12 @@ void rows_times_half_columns(const rows_times_16bit_args& args) {
 }
 void rows_times_bfloat16_columns(const rows_times_16bit_args& args) {
     dispatch_columns<bfloat16_values>(args);
+}
+void rows_times_int8(const rows_times_16bit_args& args) {
+    dispatch_rows<int8_values>(args);
+}
+void rows_times_int8_columns(const rows_times_16bit_args& args) {
+    dispatch_columns<int8_values>(args);
 }
 void rows_times_float_columns(const rows_times_16bit_args& args) {
     dispatch_columns<float_values>(args);

@@ -1,8 +1,10 @@
 #pragma once
 // The cpu target's algorithms for fused_dot and fused_convolution whose
 // constant weights are float16 / bfloat16 (quantize_fp16 / quantize_bf16
-// programs): the weights stay 16-bit in memory, half the bytes of float32,
-// and are widened to float32 where they are used; the arithmetic is float32,
+// programs), and for fused_dot whose constant weights are int8 codes
+// (quantize_int8_weights programs, their scales a post-op): the weights stay
+// narrow in memory, half or a quarter of float32's bytes, and are widened to
+// float32 where they are used; the arithmetic is float32,
 // except where a CPU with bfloat16 dot products runs a bfloat16 product of
 // many rows, or a bfloat16 convolution, in bfloat16 (onednn_bf16,
 // matmul_algorithms.hpp and convolution_algorithms.hpp).
@@ -27,10 +29,11 @@
 
 namespace kiln {
 
-// Whether input 1 (the weights) is a constant float16 / bfloat16 tensor (a
-// literal or a view of one, such as a transposed weight matrix).
-bool has_16bit_weights(const kernel_request& r);
-std::span<const kernel_algorithm> half_weights_matmul_algorithms();
+// Whether input 1 (the weights) is a constant float16 / bfloat16 tensor, or
+// a fused_dot's constant int8 one (a literal or a view of one, such as a
+// transposed weight matrix).
+bool has_narrow_weights(const kernel_request& r);
+std::span<const kernel_algorithm> narrow_weights_matmul_algorithms();
 extern const kernel_algorithm few_rows_16bit_matmul;  // few_rows_matmul.cpp
 // The same on AVX-512 (rows_times_16bit_avx512.cpp), listed before it.
 extern const kernel_algorithm few_rows_16bit_avx512_matmul;
@@ -39,7 +42,7 @@ extern const kernel_algorithm few_rows_16bit_avx512_matmul;
 extern const kernel_algorithm few_rows_float32_columns_matmul;
 // The same loop with AVX-512 (rows_times_16bit_avx512.cpp), listed before it.
 extern const kernel_algorithm few_rows_float32_columns_avx512_matmul;
-std::span<const kernel_algorithm> half_weights_convolution_algorithms();
+std::span<const kernel_algorithm> narrow_weights_convolution_algorithms();
 // widen_weights_per_run over `float32_algorithms`.
 std::shared_ptr<const cpu_kernel> build_widen_weights_per_run(std::span<const kernel_algorithm> float32_algorithms,
                                                               const kernel_request& r);

@@ -1,12 +1,12 @@
 // widen_weights_per_run: the weights widened to float32 into the run's
 // scratch, then a float32 kernel that reads them as a run-time input. The
 // float32 kernels cannot prepack them (they are not constant to them), so
-// this is the general, slower way; it keeps the 16-bit weights' memory.
+// this is the general, slower way; it keeps the narrow weights' memory.
 #include "kiln/operation.hpp"
-#include "ops/half_weights.hpp"
+#include "ops/narrow_weights.hpp"
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
-#include "targets/cpu/kernels/copy/widen_16bit.hpp"
-#include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
+#include "targets/cpu/kernels/copy/widen_to_float32.hpp"
+#include "targets/cpu/kernels/narrow_weights/narrow_weights_algorithms.hpp"
 #include "targets/cpu/kernels/scratch_alignment.hpp"
 
 namespace kiln {
@@ -16,7 +16,7 @@ namespace {
 class widen_weights_per_run_kernel final : public cpu_kernel {
 public:
     widen_weights_per_run_kernel(std::shared_ptr<const cpu_kernel> inner, shape widened, dtype stored)
-        : inner_(std::move(inner)), widened_(std::move(widened)), widen_(widen_16bit_function(stored)) {}
+        : inner_(std::move(inner)), widened_(std::move(widened)), widen_(widen_to_float32_function(stored)) {}
 
     void run(const argument& result, const std::vector<argument>& inputs, std::byte* scratch) const override {
         // All the memory the weights' view spans, widened flat: the float32
@@ -37,13 +37,15 @@ private:
 
 }  // namespace
 
-bool has_16bit_weights(const kernel_request& r) {
-    return r.input_shapes.size() > 1 && ops::is_16bit_float(r.input_shapes[1].type()) && !r.constant_inputs[1].empty();
+bool has_narrow_weights(const kernel_request& r) {
+    if (r.input_shapes.size() < 2 || r.constant_inputs[1].empty()) return false;
+    const dtype stored = r.input_shapes[1].type();
+    return ops::is_16bit_float(stored) || (stored == dtype::int8_type && r.op.name() == "fused_dot");
 }
 
 std::shared_ptr<const cpu_kernel> build_widen_weights_per_run(std::span<const kernel_algorithm> float32_algorithms,
                                                               const kernel_request& r) {
-    if (!has_16bit_weights(r)) return nullptr;
+    if (!has_narrow_weights(r)) return nullptr;
     const shape& stored = r.input_shapes[1];
     const shape widened{dtype::float_type, stored.lens(), stored.strides()};
     std::vector<shape> shapes = r.input_shapes;
@@ -64,9 +66,9 @@ std::shared_ptr<const cpu_kernel> build_convolution(const kernel_request& r, con
 
 }  // namespace
 
-std::span<const kernel_algorithm> half_weights_convolution_algorithms() {
+std::span<const kernel_algorithm> narrow_weights_convolution_algorithms() {
     static const kernel_algorithm algorithms[] = {onednn_bf16_convolution,  // dnnl_convolution.cpp
-                                                  {"widen_weights_per_run", has_16bit_weights, build_convolution}};
+                                                  {"widen_weights_per_run", has_narrow_weights, build_convolution}};
     return algorithms;
 }
 

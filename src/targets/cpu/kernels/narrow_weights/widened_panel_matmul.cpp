@@ -1,10 +1,10 @@
 // widened_panel_matmul: a product whose constant 2-D weights [K, N] are
-// float16 / bfloat16. The columns are cut into panels of `panel` columns;
+// float16 / bfloat16 or int8 codes. The columns are cut into panels of `panel` columns;
 // each thread widens one panel at a time into a float32 buffer of its own
 // (sized to stay in its L2 cache) and runs oneDNN's float32 matmul of the
 // whole source against it, bias and post-ops included, writing that panel's
 // columns of the result. The weights are read from memory once per run at 2
-// bytes a value; a batch-1 product (GPT-2's 768 x 50257 output layer) is
+// bytes a value (1 for int8); a batch-1 product (GPT-2's 768 x 50257 output layer) is
 // bounded by exactly that.
 #include <omp.h>
 
@@ -14,10 +14,10 @@
 
 #include "ops/fused_dot.hpp"
 #include "ops/op_helpers.hpp"
-#include "targets/cpu/kernels/copy/widen_16bit.hpp"
+#include "targets/cpu/kernels/copy/widen_to_float32.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/dnnl_support.hpp"
-#include "targets/cpu/kernels/half_weights/half_weights_algorithms.hpp"
+#include "targets/cpu/kernels/narrow_weights/narrow_weights_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
 #include "targets/cpu/kernels/pointwise/pointwise_avx2.hpp"
 #include "targets/cpu/kernels/scratch_alignment.hpp"
@@ -133,7 +133,8 @@ public:
           width_(width),
           full_(std::move(full)),
           tail_(std::move(tail)),
-          widen_(widen_16bit_function(stored)),
+          widen_(widen_to_float32_function(stored)),
+          stored_bytes_(shape{stored}.element_size()),
           threads_(threads) {
         const std::size_t scratchpad = std::max(full_.scratchpad_bytes, tail_ ? tail_->scratchpad_bytes : 0);
         panel_bytes_ = scratch_aligned(plan_.inner * width_ * sizeof(float));
@@ -203,20 +204,19 @@ private:
         const panel_primitive& k = width == width_ ? full_ : *tail_;
         auto* panel = reinterpret_cast<float*>(own);
         const auto* weights = inputs[1].data();
-        constexpr std::size_t stored_bytes = 2;
         if (plan_.transposed_weights) {
             for (std::size_t col = 0; col < width; ++col)
-                widen_(weights + (first + col) * plan_.inner * stored_bytes, panel + col * plan_.inner, plan_.inner);
+                widen_(weights + (first + col) * plan_.inner * stored_bytes_, panel + col * plan_.inner, plan_.inner);
         } else {
             // Each row's segment is short and far from the last: fetch the
             // one a few rows ahead (as few_rows_16bit_avx2 does).
             constexpr std::size_t ahead = 4, line = 64;
             for (std::size_t row = 0; row < plan_.inner; ++row) {
                 if (row + ahead < plan_.inner) {
-                    const std::byte* next = weights + ((row + ahead) * plan_.cols + first) * stored_bytes;
-                    for (std::size_t b = 0; b < width * stored_bytes; b += line) __builtin_prefetch(next + b);
+                    const std::byte* next = weights + ((row + ahead) * plan_.cols + first) * stored_bytes_;
+                    for (std::size_t b = 0; b < width * stored_bytes_; b += line) __builtin_prefetch(next + b);
                 }
-                widen_(weights + (row * plan_.cols + first) * stored_bytes, panel + row * width, width);
+                widen_(weights + (row * plan_.cols + first) * stored_bytes_, panel + row * width, width);
             }
         }
 
@@ -244,6 +244,7 @@ private:
     panel_primitive full_;
     std::optional<panel_primitive> tail_;
     widen_function widen_;
+    std::size_t stored_bytes_;
     int threads_;
     std::size_t panel_bytes_ = 0, per_thread_ = 0;
     dnnl::memory::desc scratchpad_desc_;
@@ -255,7 +256,7 @@ const op::fused_dot* requested_product(const kernel_request& r) {
 
 bool panel_eligible(const kernel_request& r) {
     const auto* fused = requested_product(r);
-    return fused != nullptr && has_16bit_weights(r) && plan_product(*fused, r).has_value();
+    return fused != nullptr && has_narrow_weights(r) && plan_product(*fused, r).has_value();
 }
 
 std::shared_ptr<const cpu_kernel> build_panels(const kernel_request& r, const kernel_builder&) {
@@ -289,13 +290,13 @@ std::shared_ptr<const cpu_kernel> build_matmul_per_run(const kernel_request& r, 
 
 }  // namespace
 
-std::span<const kernel_algorithm> half_weights_matmul_algorithms() {
+std::span<const kernel_algorithm> narrow_weights_matmul_algorithms() {
     static const kernel_algorithm algorithms[] = {
         onednn_bf16_matmul,
         few_rows_16bit_avx512_matmul,
         few_rows_16bit_matmul,
         {"widened_panel_matmul", panel_eligible, build_panels},
-        {"widen_weights_per_run", has_16bit_weights, build_matmul_per_run},
+        {"widen_weights_per_run", has_narrow_weights, build_matmul_per_run},
     };
     return algorithms;
 }
