@@ -1,7 +1,7 @@
 #include "ops/fused_dot.hpp"
 
-#include "ops/narrow_weights.hpp"
 #include "ops/linalg.hpp"
+#include "ops/narrow_weights.hpp"
 #include "ops/op_helpers.hpp"
 
 namespace kiln::op {

@@ -62,9 +62,8 @@ pass_list cpu_target::get_passes(const compile_options& options) const {
     return {std::make_shared<compute_16bit_in_float32>(), std::make_shared<dead_code_elimination>(), keep_dequantize,
             std::make_shared<unsigned_activation_codes>(), std::make_shared<unsigned_product_source_codes>(),
             std::make_shared<fuse_quantized_ops>(), std::make_shared<int8_weight_products>(),
-            std::make_shared<patch_convolutions_as_products>(),
-            std::make_shared<simplify_reshapes>(), std::make_shared<simplify_algebra>(),
-            std::make_shared<constant_propagation>(),
+            std::make_shared<patch_convolutions_as_products>(), std::make_shared<simplify_reshapes>(),
+            std::make_shared<simplify_algebra>(), std::make_shared<constant_propagation>(),
             // Recognizers of composite ops, before post-op fusion can split them up.
             std::make_shared<fuse_gelu>(), std::make_shared<fuse_layer_norm>(), attention,
             std::make_shared<causal_attention_masks>(), std::make_shared<fuse_quantized_norm>(),

@@ -17,8 +17,8 @@
 #include "kiln/module.hpp"
 #include "ops/fused_dot.hpp"
 #include "passes/shared_derived_values.hpp"
-#include "targets/cpu/kernels/narrow_weights/narrow_weights_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
+#include "targets/cpu/kernels/narrow_weights/narrow_weights_algorithms.hpp"
 #include "targets/cpu/passes/cpu_passes.hpp"
 
 namespace kiln {

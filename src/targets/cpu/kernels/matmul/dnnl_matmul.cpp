@@ -12,8 +12,8 @@
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/dnnl_support.hpp"
 #include "targets/cpu/kernels/gelu_arrays.hpp"
-#include "targets/cpu/kernels/narrow_weights/narrow_weights_algorithms.hpp"
 #include "targets/cpu/kernels/matmul/matmul_algorithms.hpp"
+#include "targets/cpu/kernels/narrow_weights/narrow_weights_algorithms.hpp"
 #include "targets/cpu/kernels/pointwise/pointwise_avx2.hpp"
 
 namespace kiln {

@@ -20,11 +20,11 @@
 #include "ops/fused_dot.hpp"
 #include "targets/cpu/kernels/copy/widen_16bit_avx2.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
+#include "targets/cpu/kernels/matmul/few_rows_epilogue.hpp"
+#include "targets/cpu/kernels/matmul/weight_row_split.hpp"
 #include "targets/cpu/kernels/narrow_weights/narrow_weights_algorithms.hpp"
 #include "targets/cpu/kernels/narrow_weights/rows_times_16bit_avx2.hpp"
 #include "targets/cpu/kernels/narrow_weights/rows_times_16bit_avx512.hpp"
-#include "targets/cpu/kernels/matmul/few_rows_epilogue.hpp"
-#include "targets/cpu/kernels/matmul/weight_row_split.hpp"
 
 namespace kiln {
 

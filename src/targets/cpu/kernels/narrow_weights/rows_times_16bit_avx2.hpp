@@ -12,7 +12,7 @@ namespace kiln::avx2 {
 struct rows_times_16bit_args {
     const float* a;
     std::size_t a_row_stride, rows, inner;
-    const void* b;  // 16-bit values (int8 for the int8 loops, float32 for rows_times_float_columns)
+    const void* b;                    // 16-bit values (int8 for the int8 loops, float32 for rows_times_float_columns)
     std::size_t b_row_stride, width;  // in elements
     float* y;
     std::size_t y_row_stride;
