@@ -313,3 +313,53 @@ def test_fp16_precision_generates_the_tokens_of_its_16bit_weights(name):
     for program in programs:
         for instruction, op, algorithm in program.get_kernel_algorithms():
             assert not (op in ("dot", "fused_dot") and algorithm == "reference"), (instruction, op)
+
+
+def int8_round_trip(weight, output_axis):
+    """`weight` through int8 with one scale per output channel (along `output_axis`), as
+    kiln.quantize_int8_weights rounds it: scale max |w| / 127 in float32, quotient rounded half to even."""
+    reduce_axis = 1 - output_axis
+    scale = (weight.double().abs().amax(dim=reduce_axis, keepdim=True) / 127).float()
+    scale = torch.where(scale == 0, torch.ones_like(scale), scale)
+    return torch.clamp(torch.round(weight / scale), -127, 127) * scale
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_int8_weights_precision_generates_the_tokens_of_its_int8_weights(name):
+    """precision="int8_weights" stores every product's weights as int8 codes
+    (kiln.quantize_int8_weights) and computes in float32: its greedy tokens
+    are eager's on the same weights rounded through int8 (the output layer
+    untied from GPT-2's token embedding, whose gathered rows stay float32),
+    from two compilations whose products all read int8 codes."""
+    model = MODELS[name]()
+    with torch.no_grad():
+        if name == "gpt2":
+            model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear):  # weight [out, in]
+                module.weight.copy_(int8_round_trip(module.weight, 0))
+            elif isinstance(module, transformers.pytorch_utils.Conv1D):  # GPT-2's, weight [in, out]
+                module.weight.copy_(int8_round_trip(module.weight, 1))
+    expected = generate(model, "static", NEW_TOKENS)
+    graphs = []
+
+    def backend(gm, example_inputs, **kwargs):
+        options = {"precision": "int8_weights"}
+        graphs.append(kiln.torch.dynamo_backend.kiln_backend(gm, example_inputs, options=options))
+        return graphs[-1]
+
+    model.forward = torch.compile(model.forward, backend=backend)
+    before = kiln.torch.compilation_count()
+    actual = generate(model, "static", NEW_TOKENS)
+    assert actual.tolist() == expected.tolist()
+    assert kiln.torch.compilation_count() - before <= 2
+    programs = [m.program for g in graphs for c in g.compiled.values()
+                for m in c.lowered.modules() if isinstance(m, kiln.torch.kiln_subgraph.KilnSubgraph)]
+    assert programs
+    for program in programs:
+        products = [(i, a) for i, op, a in program.get_kernel_algorithms() if op == "fused_dot"]
+        assert products
+        # Every product with constant weights reads int8 codes: the decode step's few-row loop, the prompt's
+        # widened panels; attention's products of activations are inside fused_attention.
+        for instruction, algorithm in products:
+            assert algorithm.startswith(("few_rows_16bit", "widened_panel", "widen_weights")), (instruction, algorithm)

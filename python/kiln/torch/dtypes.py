@@ -32,8 +32,10 @@ _TORCH_TO_KILN = {
 _KILN_TO_TORCH = {v: k for k, v in _TORCH_TO_KILN.items()}
 
 # Names accepted by kiln.torch.compile(precision=...) and the float type each
-# computes float32 values in.
-PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# computes float32 values in. "int8_weights" computes in float32 and stores
+# the matrix products' constant weights as int8 (kiln.quantize_int8_weights).
+PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int8_weights": torch.float32}
+INT8_WEIGHT_PRECISIONS = {"int8_weights"}
 
 
 def to_kiln_type(dtype):

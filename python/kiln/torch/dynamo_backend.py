@@ -34,7 +34,8 @@ eagerly, with a warning.
 
 Options (an unknown key is an error): target (None: "gpu" when the graph's
 inputs or weights are CUDA tensors, which then stay on the GPU, ordered on
-PyTorch's current stream; else "cpu"), precision ("fp32"),
+PyTorch's current stream; else "cpu"), precision ("fp32"; "fp16", "bf16", or
+"int8_weights": float32 with the products' weights stored as int8),
 min_subgraph_size (1), freeze_parameters (True), cache_size (16 shape
 signatures per graph, least recently used dropped first), compile_options
 (dict for ``kiln.program.compile``), cache_dir (None: a directory of compiled

@@ -31,7 +31,7 @@ import torch.fx
 import kiln
 
 from .converters import ConversionContext, KilnValue
-from .dtypes import PRECISIONS, to_kiln_type
+from .dtypes import INT8_WEIGHT_PRECISIONS, PRECISIONS, to_kiln_type
 from .converters.in_place_write import IN_PLACE_TARGETS
 from .kiln_subgraph import KilnSubgraph
 from .node_conversion import convert_node, op_name
@@ -240,6 +240,14 @@ def _check_precision(precision):
     return PRECISIONS[precision]
 
 
+def _built_program(builder, inputs, outputs, precision):
+    """The subgraph's program, its weights quantized as `precision` asks."""
+    program = builder.build(inputs, outputs)
+    if precision in INT8_WEIGHT_PRECISIONS:
+        kiln.quantize_int8_weights(program)
+    return program
+
+
 def whole_graph_program(gm, *, target="cpu", precision="fp32"):
     """(program, input names): the uncompiled Kiln program of all of static
     ATen graph `gm` (with its metadata), for a graph that lowers to one Kiln
@@ -261,7 +269,7 @@ def whole_graph_program(gm, *, target="cpu", precision="fp32"):
         raise kiln.UnsupportedError(f"the graph lowers to {len(groups)} Kiln subgraphs, not one")
     builder = _SubgraphBuilder(gm, groups[0], float_dtype, devices)
     inputs, outputs = builder.io()
-    return builder.build(inputs, outputs), [p.name for p in inputs]
+    return _built_program(builder, inputs, outputs, precision), [p.name for p in inputs]
 
 
 def lower_graph_module(
@@ -318,7 +326,7 @@ def lower_graph_module(
         writes = builder.in_place_writes()
         if not outputs and not writes:
             continue  # nothing it computes is used
-        program = builder.build(inputs, outputs)
+        program = _built_program(builder, inputs, outputs, precision)
         if program_hook is not None:
             program_hook(program, [p.name for p in inputs])
         if specialiser_for is not None and whole_graph:
