@@ -52,6 +52,7 @@ ENGINE_TITLES = {
     "kiln": 'backend="kiln" (static cache)',
     "kiln_dynamic": 'backend="kiln" (dynamic cache)',
     "kiln_fp16": 'backend="kiln" fp16 (static cache)',
+    "kiln_int8w": 'backend="kiln" int8 weights (static cache)',
     "ort_genai": "ONNX Runtime GenAI (shared past/present buffer)",
     "ort": "ONNX Runtime (exported decoder, past/present inputs, Python loop)",
     "openvino": "OpenVINO (the same exported decoder and loop)",
@@ -64,7 +65,6 @@ NOT_RUN = {
                                    "it runs the Llama-architecture model",
     "OpenVINO GenAI": "openvino-genai installs, but its LLMPipeline reads a stateful OpenVINO model that optimum-intel "
                 "converts, and optimum-intel pins transformers 5.5 and a CUDA build of torch 2.14",
-    "Kiln int8 weights": 'torch.compile(backend="kiln") has no int8 option (options precision: fp32, fp16, bf16)',
 }
 FULL = {"prompt": 128, "new_tokens": 128, "batches": [1, 4], "repeats": 3}
 
@@ -258,6 +258,12 @@ class KilnFp16Engine(KilnEngine):
     stored_weight_fraction = 0.5
 
 
+class KilnInt8WeightsEngine(KilnEngine):
+    precision = "int8_weights"
+    # The products' weights as int8 codes; their per-column scales (4 bytes per output column) are left out.
+    stored_weight_fraction = 0.25
+
+
 class OrtGenAIEngine(Engine):
     """onnxruntime-genai: the model (with a word-level tokenizer of its vocabulary, which the builder wants)
     saved as a Hugging Face checkpoint, converted by onnxruntime-genai's model builder (float32, CPU: an ONNX
@@ -325,9 +331,10 @@ def torch_threads():
 
 ENGINE_CLASSES = {"eager": Engine, "eager_static": StaticCacheEngine, "inductor": InductorEngine,
                   "kiln": KilnEngine, "kiln_dynamic": KilnDynamicCacheEngine, "kiln_fp16": KilnFp16Engine,
+                  "kiln_int8w": KilnInt8WeightsEngine,
                   "ort_genai": OrtGenAIEngine,
                   "ort": OrtDecoderEngine, "openvino": OpenVinoDecoderEngine}
-REDUCED_PRECISION = {"kiln_fp16"}  # tokens compared with eager's but not required to match
+REDUCED_PRECISION = {"kiln_fp16", "kiln_int8w"}  # tokens compared with eager's but not required to match
 
 
 def _error_text(e):

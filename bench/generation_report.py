@@ -161,7 +161,7 @@ def render(doc, engine_titles, model_titles):
                 f"float32 arrays, {s['threads']} threads, best of 5, 3 arrays counted).", ""]
     out += ["Time to first token: from the generate() call to the first token (prefill of the prompt). Decode "
             "tokens/s: batch / median time per step between the first and last token. Weight GB/s: weight bytes per "
-            "step / time per step (an fp16 engine's weights counted at 2 bytes); % of measured: of the triad bandwidth. Decode vs eager and vs fastest non-Kiln (the "
+            "step / time per step (an fp16 engine's weights counted at 2 bytes, an int8-weight engine's at 1); % of measured: of the triad bandwidth. Decode vs eager and vs fastest non-Kiln (the "
             "fastest by median of the engines that are not Kiln's): the median over the interleaved rounds of the "
             "ratio of the two engines' step times in that round (the machine's bandwidth drifts between rounds). Tokens = eager: every generated token equal to eager PyTorch's "
             "(dynamic cache). Warm-up: the first generate() call (4 tokens), compilation included.", ""]

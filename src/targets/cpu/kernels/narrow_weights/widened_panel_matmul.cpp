@@ -123,12 +123,57 @@ std::optional<panel_primitive> make_panel_primitive(const op::fused_dot& fused, 
     return k;
 }
 
+// Where the panel primitive's bias and binary post-op operands are among
+// the instruction's inputs, and int8 codes' column scales.
+struct panel_inputs {
+    // int8 codes (int8_weight_products): the chain's first post-op multiplies
+    // by one scale per column; the widening applies it instead, since oneDNN
+    // runs a matmul with a row-broadcast binary post-op on its reference
+    // kernel (250x slower), and a row-broadcast add right after it becomes
+    // the primitive's bias for the same reason.
+    std::optional<std::size_t> column_scales;
+    std::optional<std::size_t> bias;
+    std::vector<std::size_t> operands;  // one per binary post-op of the primitive's chain
+};
+
+// The inputs of `fused` as the primitive reads them, taking int8 codes'
+// scales (and a bias add after them) out of its chain and `plan`; nothing
+// when int8 codes come without their scales first.
+std::optional<panel_inputs> map_panel_inputs(op::fused_dot& fused, product_plan& plan, dtype stored) {
+    panel_inputs in;
+    if (fused.has_bias) in.bias = 2;
+    for (std::size_t o = 0; o < plan.operands.size(); ++o) in.operands.push_back(fused.first_post_operand() + o);
+    if (stored != dtype::int8_type) return in;
+    auto row_broadcast_first = [&](op::post_op_kind kind) {
+        return !fused.post.kinds.empty() && fused.post.kinds.front() == kind && !plan.operands.empty() &&
+               plan.operands.front().row_stride == 0;
+    };
+    auto take_first = [&] {
+        fused.post.kinds.erase(fused.post.kinds.begin());
+        fused.post.alpha.erase(fused.post.alpha.begin());
+        fused.post.beta.erase(fused.post.beta.begin());
+        plan.operands.erase(plan.operands.begin());
+        const std::size_t input = in.operands.front();
+        in.operands.erase(in.operands.begin());
+        return input;
+    };
+    if (fused.has_bias || !row_broadcast_first(op::post_op_kind::mul)) return std::nullopt;
+    in.column_scales = take_first();
+    if (row_broadcast_first(op::post_op_kind::add)) {
+        in.bias = take_first();
+        fused.has_bias = true;
+    }
+    return in;
+}
+
 class widened_panel_matmul_kernel final : public cpu_kernel {
 public:
-    widened_panel_matmul_kernel(op::fused_dot fused, product_plan plan, std::size_t width, panel_primitive full,
-                                std::optional<panel_primitive> tail, dtype stored, int threads, bool gelu_tanh)
+    widened_panel_matmul_kernel(op::fused_dot fused, product_plan plan, panel_inputs inputs, std::size_t width,
+                                panel_primitive full, std::optional<panel_primitive> tail, dtype stored, int threads,
+                                bool gelu_tanh)
         : gelu_tanh_(gelu_tanh),
           fused_(std::move(fused)),
+          inputs_(std::move(inputs)),
           plan_(std::move(plan)),
           width_(width),
           full_(std::move(full)),
@@ -188,11 +233,11 @@ private:
             b.columns.emplace_back(m, a.data_as<float>());
         };
         add_column(DNNL_ARG_DST, k.dst, result);
-        if (fused_.has_bias) add_column(DNNL_ARG_BIAS, k.bias, inputs[2]);
+        if (inputs_.bias) add_column(DNNL_ARG_BIAS, k.bias, inputs[*inputs_.bias]);
         for (std::size_t o = 0; o < k.operands.size(); ++o) {
             const int id =
                 DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(ds::post_op_index(fused_.post, o))) | DNNL_ARG_SRC_1;
-            add_column(id, k.operands[o], inputs[fused_.first_post_operand() + o]);
+            add_column(id, k.operands[o], inputs[inputs_.operands[o]]);
         }
         return b;
     }
@@ -204,9 +249,14 @@ private:
         const panel_primitive& k = width == width_ ? full_ : *tail_;
         auto* panel = reinterpret_cast<float*>(own);
         const auto* weights = inputs[1].data();
+        const float* scales = inputs_.column_scales ? inputs[*inputs_.column_scales].data_as<float>() + first : nullptr;
         if (plan_.transposed_weights) {
-            for (std::size_t col = 0; col < width; ++col)
-                widen_(weights + (first + col) * plan_.inner * stored_bytes_, panel + col * plan_.inner, plan_.inner);
+            for (std::size_t col = 0; col < width; ++col) {
+                float* values = panel + col * plan_.inner;
+                widen_(weights + (first + col) * plan_.inner * stored_bytes_, values, plan_.inner);
+                if (scales != nullptr)
+                    for (std::size_t k = 0; k < plan_.inner; ++k) values[k] *= scales[col];
+            }
         } else {
             // Each row's segment is short and far from the last: fetch the
             // one a few rows ahead (as few_rows_16bit_avx2 does).
@@ -216,7 +266,10 @@ private:
                     const std::byte* next = weights + ((row + ahead) * plan_.cols + first) * stored_bytes_;
                     for (std::size_t b = 0; b < width * stored_bytes_; b += line) __builtin_prefetch(next + b);
                 }
-                widen_(weights + (row * plan_.cols + first) * stored_bytes_, panel + row * width, width);
+                float* values = panel + row * width;
+                widen_(weights + (row * plan_.cols + first) * stored_bytes_, values, width);
+                if (scales != nullptr)
+                    for (std::size_t c = 0; c < width; ++c) values[c] *= scales[c];
             }
         }
 
@@ -239,6 +292,7 @@ private:
     bool gelu_tanh_;
 
     op::fused_dot fused_;
+    panel_inputs inputs_;
     product_plan plan_;
     std::size_t width_;
     panel_primitive full_;
@@ -261,8 +315,10 @@ bool panel_eligible(const kernel_request& r) {
 
 std::shared_ptr<const cpu_kernel> build_panels(const kernel_request& r, const kernel_builder&) {
     auto fused = *requested_product(r);
-    const auto plan = plan_product(fused, r);
+    auto plan = plan_product(fused, r);
     if (!plan) return nullptr;
+    auto inputs = map_panel_inputs(fused, *plan, r.input_shapes[1].type());
+    if (!inputs) return nullptr;
     const bool gelu_tanh =
         !fused.post.kinds.empty() && fused.post.kinds.back() == op::post_op_kind::gelu_tanh && avx2::supported();
     if (gelu_tanh) {
@@ -280,8 +336,9 @@ std::shared_ptr<const cpu_kernel> build_panels(const kernel_request& r, const ke
         tail = make_panel_primitive(fused, *plan, rest);
         if (!tail) return nullptr;
     }
-    return std::make_shared<widened_panel_matmul_kernel>(fused, *plan, width, std::move(*full), std::move(tail),
-                                                         r.input_shapes[1].type(), r.threads, gelu_tanh);
+    return std::make_shared<widened_panel_matmul_kernel>(fused, *plan, std::move(*inputs), width, std::move(*full),
+                                                         std::move(tail), r.input_shapes[1].type(), r.threads,
+                                                         gelu_tanh);
 }
 
 std::shared_ptr<const cpu_kernel> build_matmul_per_run(const kernel_request& r, const kernel_builder&) {
