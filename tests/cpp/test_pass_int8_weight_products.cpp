@@ -22,7 +22,8 @@ module weight_only_product(std::vector<float> scales, std::int64_t axis, std::in
     module m;
     auto x = m.add_parameter("x", float_shape({2, 6}));
     std::vector<std::int8_t> codes(30);
-    for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::int8_t>(static_cast<int>(i * 7 % 41) - 20);
+    for (std::size_t i = 0; i < codes.size(); ++i)
+        codes[i] = static_cast<std::int8_t>(static_cast<int>(i * 7 % 41) - 20);
     std::vector<std::size_t> scale_lens;
     if (scales.size() > 1) scale_lens.push_back(scales.size());
     std::vector<instruction_ref> dq_inputs{m.add_literal(literal(shape{dtype::int8_type, {6, 5}}, codes)),
