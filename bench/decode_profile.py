@@ -32,7 +32,8 @@ def parse_args(argv):
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--top", type=int, default=12, help="slowest instructions of the decode program shown")
-    parser.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"], help="the backend's precision")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16", "int8_weights"],
+                        help="the backend's precision")
     return parser.parse_args(argv)
 
 

@@ -4,7 +4,8 @@ Eight layers of the generation bench's Llama-architecture model (q 1024x1024,
 k and v 1024x256, o 1024x1024, gate and up 1024x4096, down 4096x1024; 464 MB
 of float32 weights, far more than the caches) as independent products of a
 [1, K] row with random weights: Kiln with the weights as nn.Linear stores them
-([N, K], read by the column loop) and row-major ([K, N], the streaming loop),
+([N, K], read by the column loop), row-major ([K, N], the streaming loop) and
+as int8 codes (kiln.quantize_int8_weights, GB/s of the codes' bytes),
 ONNX Runtime's MatMul (its initializers [K, N]), torch.nn.functional.linear,
 and a sum over a tensor of the same bytes (a read-only stream: the memory's
 speed for one pass over the weights). Rounds interleave the variants; the
@@ -20,7 +21,7 @@ import numpy as np
 LAYER_PRODUCTS = ((1024, 1024), (1024, 256), (1024, 256), (1024, 1024), (1024, 4096), (1024, 4096), (4096, 1024))
 
 
-def kiln_program(kiln, weights, row_major, threads):
+def kiln_program(kiln, weights, row_major, threads, int8_weights=False):
     p = kiln.program()
     m = p.get_main_module()
     rows = {k: m.add_parameter(f"x{k}", kiln.shape("float", [1, k])) for k in (1024, 4096)}
@@ -32,6 +33,8 @@ def kiln_program(kiln, weights, row_major, threads):
             b = m.add_instruction(kiln.op("transpose", permutation=[1, 0]), [m.add_literal(w)])
         outputs.append(m.add_instruction(kiln.op("dot"), [rows[w.shape[1]], b]))
     m.add_return(outputs)
+    if int8_weights:
+        kiln.quantize_int8_weights(p)
     p.compile(kiln.get_target("cpu"), threads=threads)
     return p
 
@@ -69,16 +72,21 @@ def main(argv=None):
     total = sum(w.nbytes for w in weights)
     feeds = {f"x{k}": rng.standard_normal((1, k), dtype=np.float32) for k in (1024, 4096)}
     columns, row_major = kiln_program(kiln, weights, False, args.threads), kiln_program(kiln, weights, True, args.threads)
+    int8 = kiln_program(kiln, weights, False, args.threads, int8_weights=True)
     session = ort_session(weights, args.threads)
     reference = session.run(None, feeds)
     for name, program in (("columns", columns), ("row-major", row_major)):
         error = max(float(np.abs(np.asarray(a) - b).max()) for a, b in zip(program.run(feeds), reference))
         assert error < 1e-2, f"Kiln ({name}) differs from ONNX Runtime by {error}"
+    scale = max(float(np.abs(b).max()) for b in reference)
+    error = max(float(np.abs(np.asarray(a) - b).max()) for a, b in zip(int8.run(feeds), reference))
+    assert error < 0.05 * scale, f"Kiln (int8 weights) differs from ONNX Runtime by {error} (outputs up to {scale})"
     torch_weights = [torch.from_numpy(w) for w in weights]
     torch_rows = {int(k[1:]): torch.from_numpy(v) for k, v in feeds.items()}
     stream = torch.rand(total // 4)
     runners = {
         "kiln, [N, K] weights (column loop)": lambda: columns.run(feeds),
+        "kiln, int8 weights (quantize_int8_weights)": lambda: int8.run(feeds),
         "kiln, [K, N] weights (streaming loop)": lambda: row_major.run(feeds),
         "onnxruntime MatMul": lambda: session.run(None, feeds),
         "torch linear": lambda: [torch.nn.functional.linear(torch_rows[w.shape[1]], w) for w in torch_weights],
@@ -95,7 +103,8 @@ def main(argv=None):
     print(f"{args.layers} layers, {total / 1e6:.0f} MB of weights, {args.threads} threads, {args.rounds} rounds")
     for name, ts in times.items():
         seconds = float(np.median(ts))
-        print(f"  {name:40} {seconds * 1e3:7.2f} ms  {total / seconds / 1e9:5.1f} GB/s")
+        stored = total // 4 if "int8" in name else total  # its weights' bytes: 1 a weight for int8
+        print(f"  {name:44} {seconds * 1e3:7.2f} ms  {stored / seconds / 1e9:5.1f} GB/s")
 
 
 if __name__ == "__main__":
