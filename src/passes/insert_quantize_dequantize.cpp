@@ -328,4 +328,29 @@ void insert_weight_qdq(module& m, const quantized_value& v, const quantization_s
     reroute(m, v, m.insert_instruction(pos, dequantize, {quantized, scale}));
 }
 
+void insert_int8_weight_codes(module& m, const quantized_value& v) {
+    const argument weights = evaluate_constant(*v.value).contiguous();
+    const std::vector<float> scales = choose_weight_scales(weights, v.channel_axis, 127);
+    const shape& s = weights.get_shape();
+    // Runs of `inner` elements share a scale; the channels repeat every `channels` runs.
+    const std::size_t inner = v.channel_axis < 0 ? s.elements() : s.strides().at(static_cast<std::size_t>(v.channel_axis));
+    const std::size_t channels = scales.size();
+    const float* w = weights.data_as<float>();
+    std::vector<std::int8_t> codes(s.elements());
+    for (std::size_t run = 0; run * inner < codes.size(); ++run) {
+        const float scale = scales[run % channels];
+        for (std::size_t i = run * inner; i < (run + 1) * inner; ++i) {
+            // quantize_linear's code: the quotient in float32, rounded half to even, saturated.
+            const float quotient = w[i] / scale;
+            codes[i] = static_cast<std::int8_t>(std::clamp(std::nearbyint(quotient), -128.0f, 127.0f));
+        }
+    }
+    const instruction_ref pos = first_use(m, v);
+    const instruction_ref code_literal = m.insert_literal(pos, literal(shape{dtype::int8_type, s.lens()}, codes));
+    const instruction_ref scale = insert_scale(m, pos, dtype::float_type, scales);
+    op::dequantize_linear dequantize;
+    if (channels != 1) dequantize.axis = v.channel_axis;
+    reroute(m, v, m.insert_instruction(pos, dequantize, {code_literal, scale}));
+}
+
 }  // namespace kiln

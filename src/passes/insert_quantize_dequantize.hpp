@@ -125,4 +125,10 @@ void insert_activation_qdq(module& m, const quantized_value& v, const activation
 // quantize_linear of a literal into the quantized literal).
 void insert_weight_qdq(module& m, const quantized_value& v, const quantization_scheme& scheme);
 
+// The same for float32 weights, int8 symmetric (max |w| / 127 per channel):
+// the codes are computed here, as quantize_linear computes them, and
+// dequantize_linear(codes, scales) replaces the weights, so that no compile
+// evaluates a quantize_linear of the float weights again (quantize_int8_weights).
+void insert_int8_weight_codes(module& m, const quantized_value& v);
+
 }  // namespace kiln

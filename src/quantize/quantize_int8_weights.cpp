@@ -17,8 +17,14 @@ void quantize_int8_weights(program& p, const quantize_int8_weights_options& opti
     scheme.type = dtype::int8_type;
     scheme.weight_limit = 127;
     scheme.weights_per_channel = true;
-    for (const auto& v : plan_quantized_values(m, options.ins_names, options.exclude, supported_ops, caller))
-        if (v.is_weight) insert_weight_qdq(m, v, scheme);
+    for (const auto& v : plan_quantized_values(m, options.ins_names, options.exclude, supported_ops, caller)) {
+        if (!v.is_weight) continue;
+        // float32 weights get their codes now; other float types the pair, which compile folds.
+        if (v.value->get_shape().type() == dtype::float_type)
+            insert_int8_weight_codes(m, v);
+        else
+            insert_weight_qdq(m, v, scheme);
+    }
     verify_module(m, caller);
 }
 
