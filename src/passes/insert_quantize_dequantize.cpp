@@ -333,7 +333,8 @@ void insert_int8_weight_codes(module& m, const quantized_value& v) {
     const std::vector<float> scales = choose_weight_scales(weights, v.channel_axis, 127);
     const shape& s = weights.get_shape();
     // Runs of `inner` elements share a scale; the channels repeat every `channels` runs.
-    const std::size_t inner = v.channel_axis < 0 ? s.elements() : s.strides().at(static_cast<std::size_t>(v.channel_axis));
+    const std::size_t inner =
+        v.channel_axis < 0 ? s.elements() : s.strides().at(static_cast<std::size_t>(v.channel_axis));
     const std::size_t channels = scales.size();
     const float* w = weights.data_as<float>();
     std::vector<std::int8_t> codes(s.elements());
