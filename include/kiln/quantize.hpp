@@ -84,7 +84,7 @@ struct quantize_int8_weights_options {
 
 // Weight-only int8 (OpenVINO's weight compression, torchao's
 // Int8WeightOnlyConfig): each chosen dot's constant weights become
-// dequantize_linear(quantize_linear(w, scales), scales), int8 symmetric with
+// dequantize_linear(codes, scales), int8 codes computed here, symmetric with
 // one scale per output column (max |w| / 127); activations stay float, so no
 // calibration is needed. What bounds a decoder's one-token step is reading
 // its weights, and the cpu target's products read these at 1 byte a

@@ -137,7 +137,7 @@ void bind_quantize(nb::module_& m) {
           nb::kw_only(), nb::arg("exclude") = nb::list(),
           "Weight-only int8, in place: the constant weights of the ops named in ins_names (\"dot\", the only "
           "one) become int8 symmetric with one scale per output column (max |w| / 127), as "
-          "dequantize_linear(quantize_linear(w, scale), scale); activations stay float, so no calibration "
+          "dequantize_linear(codes, scale) of an int8 literal; activations stay float, so no calibration "
           "is needed. The cpu target's products then read the weights at 1 byte each: a decoder's "
           "one-token steps, bounded by reading the weights, run up to 4x faster than float32 and 2x "
           "faster than quantize_fp16. `exclude` as in quantize_int8.");

@@ -235,3 +235,29 @@ def test_asymmetric_qdq_weights_stay_correct_in_float():
     got = run_on(p, "cpu", {"x": x})[0]
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5 * np.abs(expected).max())
     assert not any("16bit" in a for a in product_algorithms(p))
+
+
+def test_kiln_torch_compile_int8_weights_matches_eager_on_rounded_weights():
+    """kiln.torch.compile(precision="int8_weights"): a two-layer MLP against eager PyTorch on the same
+    weights rounded through int8 per output channel (nn.Linear's rows), one row and nine rows; an unknown
+    precision names the choices."""
+    torch = pytest.importorskip("torch")
+    import kiln.torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(96, 200), torch.nn.GELU(), torch.nn.Linear(200, 48)).eval()
+    rounded = torch.nn.Sequential(torch.nn.Linear(96, 200), torch.nn.GELU(), torch.nn.Linear(200, 48)).eval()
+    rounded.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        for layer in (rounded[0], rounded[2]):
+            w = layer.weight.numpy()  # [out, in]: one scale per row
+            layer.weight.copy_(torch.from_numpy(rounded_weights(w, 0).astype(np.float32)))
+    for rows in (1, 9):
+        x = torch.randn(rows, 96)
+        compiled = kiln.torch.compile(model, (x,), precision="int8_weights")
+        with torch.no_grad():
+            expected = rounded(x).double()
+        got = compiled(x).double()
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-4 * float(expected.abs().max()))
+    with pytest.raises(kiln.InvalidArgumentError, match="int8_weights"):
+        kiln.torch.compile(model, (x,), precision="int4")
