@@ -285,6 +285,23 @@ def test_static_cache_batch_of_two_with_left_padding(name):
     assert kiln.torch.compilation_count() - before <= 2
 
 
+def generate_at_precision(model, precision):
+    """(tokens, Kiln compilations, compiled Kiln programs) of a static-cache generate() with model.forward
+    compiled by the backend at `precision`."""
+    graphs = []
+
+    def backend(gm, example_inputs, **kwargs):
+        graphs.append(kiln.torch.dynamo_backend.kiln_backend(gm, example_inputs, options={"precision": precision}))
+        return graphs[-1]
+
+    model.forward = torch.compile(model.forward, backend=backend)
+    before = kiln.torch.compilation_count()
+    tokens = generate(model, "static", NEW_TOKENS)
+    programs = [m.program for g in graphs for c in g.compiled.values()
+                for m in c.lowered.modules() if isinstance(m, kiln.torch.kiln_subgraph.KilnSubgraph)]
+    return tokens, kiln.torch.compilation_count() - before, programs
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_fp16_precision_generates_the_tokens_of_its_16bit_weights(name):
     """precision="fp16" keeps the weights 16-bit and computes in float32 on
@@ -296,19 +313,9 @@ def test_fp16_precision_generates_the_tokens_of_its_16bit_weights(name):
         for p in model.parameters():
             p.copy_(p.half().float())
     expected = generate(model, "static", NEW_TOKENS)
-    graphs = []
-
-    def backend(gm, example_inputs, **kwargs):
-        graphs.append(kiln.torch.dynamo_backend.kiln_backend(gm, example_inputs, options={"precision": "fp16"}))
-        return graphs[-1]
-
-    model.forward = torch.compile(model.forward, backend=backend)
-    before = kiln.torch.compilation_count()
-    actual = generate(model, "static", NEW_TOKENS)
+    actual, compilations, programs = generate_at_precision(model, "fp16")
     assert actual.tolist() == expected.tolist()
-    assert kiln.torch.compilation_count() - before <= 2
-    programs = [m.program for g in graphs for c in g.compiled.values()
-                for m in c.lowered.modules() if isinstance(m, kiln.torch.kiln_subgraph.KilnSubgraph)]
+    assert compilations <= 2
     assert programs
     for program in programs:
         for instruction, op, algorithm in program.get_kernel_algorithms():
@@ -341,20 +348,9 @@ def test_int8_weights_precision_generates_the_tokens_of_its_int8_weights(name):
             elif isinstance(module, transformers.pytorch_utils.Conv1D):  # GPT-2's, weight [in, out]
                 module.weight.copy_(int8_round_trip(module.weight, 1))
     expected = generate(model, "static", NEW_TOKENS)
-    graphs = []
-
-    def backend(gm, example_inputs, **kwargs):
-        options = {"precision": "int8_weights"}
-        graphs.append(kiln.torch.dynamo_backend.kiln_backend(gm, example_inputs, options=options))
-        return graphs[-1]
-
-    model.forward = torch.compile(model.forward, backend=backend)
-    before = kiln.torch.compilation_count()
-    actual = generate(model, "static", NEW_TOKENS)
+    actual, compilations, programs = generate_at_precision(model, "int8_weights")
     assert actual.tolist() == expected.tolist()
-    assert kiln.torch.compilation_count() - before <= 2
-    programs = [m.program for g in graphs for c in g.compiled.values()
-                for m in c.lowered.modules() if isinstance(m, kiln.torch.kiln_subgraph.KilnSubgraph)]
+    assert compilations <= 2
     assert programs
     for program in programs:
         products = [(i, a) for i, op, a in program.get_kernel_algorithms() if op == "fused_dot"]
