@@ -165,7 +165,7 @@ def test_zero_weight_column_and_saved_program(tmp_path):
 
 
 def test_cli_compile_int8_weights(tmp_path):
-    onnx = pytest.importorskip("onnx")
+    import onnx
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(2)
     w = rng.standard_normal((64, 40), dtype=np.float32)
@@ -241,7 +241,8 @@ def test_kiln_torch_compile_int8_weights_matches_eager_on_rounded_weights():
     """kiln.torch.compile(precision="int8_weights"): a two-layer MLP against eager PyTorch on the same
     weights rounded through int8 per output channel (nn.Linear's rows), one row and nine rows; an unknown
     precision names the choices."""
-    torch = pytest.importorskip("torch")
+    import torch
+
     import kiln.torch
 
     torch.manual_seed(0)
