@@ -21,10 +21,10 @@ import numpy as np
 LAYER_PRODUCTS = ((1024, 1024), (1024, 256), (1024, 256), (1024, 1024), (1024, 4096), (1024, 4096), (4096, 1024))
 
 
-def kiln_program(kiln, weights, row_major, threads, int8_weights=False):
+def kiln_program(kiln, weights, row_major, threads, int8_weights=False, batch=1):
     p = kiln.program()
     m = p.get_main_module()
-    rows = {k: m.add_parameter(f"x{k}", kiln.shape("float", [1, k])) for k in (1024, 4096)}
+    rows = {k: m.add_parameter(f"x{k}", kiln.shape("float", [batch, k])) for k in (1024, 4096)}
     outputs = []
     for w in weights:  # [N, K]
         if row_major:
@@ -39,7 +39,7 @@ def kiln_program(kiln, weights, row_major, threads, int8_weights=False):
     return p
 
 
-def ort_session(weights, threads):
+def ort_session(weights, threads, batch=1):
     import onnxruntime
     from onnx import TensorProto, helper, numpy_helper
 
@@ -47,8 +47,8 @@ def ort_session(weights, threads):
     for i, w in enumerate(weights):
         initializers.append(numpy_helper.from_array(np.ascontiguousarray(w.T), f"w{i}"))
         nodes.append(helper.make_node("MatMul", [f"x{w.shape[1]}", f"w{i}"], [f"y{i}"]))
-        outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, w.shape[0]]))
-    inputs = [helper.make_tensor_value_info(f"x{k}", TensorProto.FLOAT, [1, k]) for k in (1024, 4096)]
+        outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [batch, w.shape[0]]))
+    inputs = [helper.make_tensor_value_info(f"x{k}", TensorProto.FLOAT, [batch, k]) for k in (1024, 4096)]
     model = helper.make_model(helper.make_graph(nodes, "products", inputs, outputs, initializers),
                               opset_imports=[helper.make_opsetid("", 17)])
     options = onnxruntime.SessionOptions()
@@ -61,6 +61,7 @@ def main(argv=None):
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rows", type=int, default=1, help="rows of each product (a decode step's batch)")
     args = parser.parse_args(argv)
     import torch
 
@@ -70,10 +71,11 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     weights = [rng.standard_normal((n, k), dtype=np.float32) for _ in range(args.layers) for k, n in LAYER_PRODUCTS]
     total = sum(w.nbytes for w in weights)
-    feeds = {f"x{k}": rng.standard_normal((1, k), dtype=np.float32) for k in (1024, 4096)}
-    columns, row_major = kiln_program(kiln, weights, False, args.threads), kiln_program(kiln, weights, True, args.threads)
-    int8 = kiln_program(kiln, weights, False, args.threads, int8_weights=True)
-    session = ort_session(weights, args.threads)
+    feeds = {f"x{k}": rng.standard_normal((args.rows, k), dtype=np.float32) for k in (1024, 4096)}
+    columns = kiln_program(kiln, weights, False, args.threads, batch=args.rows)
+    row_major = kiln_program(kiln, weights, True, args.threads, batch=args.rows)
+    int8 = kiln_program(kiln, weights, False, args.threads, int8_weights=True, batch=args.rows)
+    session = ort_session(weights, args.threads, args.rows)
     reference = session.run(None, feeds)
     for name, program in (("columns", columns), ("row-major", row_major)):
         error = max(float(np.abs(np.asarray(a) - b).max()) for a, b in zip(program.run(feeds), reference))
@@ -100,7 +102,8 @@ def main(argv=None):
             for _ in range(5):
                 run()
             times[name].append((time.perf_counter() - start) / 5)
-    print(f"{args.layers} layers, {total / 1e6:.0f} MB of weights, {args.threads} threads, {args.rounds} rounds")
+    print(f"{args.layers} layers, {total / 1e6:.0f} MB of weights, {args.rows} row(s), {args.threads} threads, "
+          f"{args.rounds} rounds")
     for name, ts in times.items():
         seconds = float(np.median(ts))
         stored = total // 4 if "int8" in name else total  # its weights' bytes: 1 a weight for int8
