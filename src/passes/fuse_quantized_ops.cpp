@@ -38,6 +38,7 @@
 #include "ops/quantized_linalg.hpp"
 #include "ops/shape_ops.hpp"
 #include "passes/constant_value.hpp"
+#include "passes/dequantized_operand.hpp"
 #include "passes/rewriter.hpp"
 #include "passes/spatial_padding.hpp"
 
@@ -48,36 +49,12 @@ namespace {
 using match::match_result;
 using match::name;
 
-// The parts of a dequantize_linear instruction.
-struct dequantized {
-    instruction_ref q;
-    instruction_ref scale;
-    std::optional<instruction_ref> zero_point;
-    std::int64_t axis = 1;
-
-    bool per_tensor() const { return scale->get_shape().elements() == 1; }
-};
-
-dequantized read_dequantize(instruction_ref d) {
-    const auto& in = d->inputs();
-    dequantized r{in[0], in[1], std::nullopt, d->get_operator().get_if<op::dequantize_linear>()->axis};
-    if (in.size() == 3) r.zero_point = in[2];
-    return r;
-}
-
 // A float32 constant's values; nothing when it is not one.
 std::optional<std::vector<float>> float_values(instruction_ref ins) {
     if (ins->get_shape().type() != dtype::float_type) return std::nullopt;
     auto v = constant_value(*ins);
     if (!v) return std::nullopt;
     return v->to_vector<float>();
-}
-
-// Whether every value of a constant integer zero point is 0 (an absent one is).
-bool is_zero(const std::optional<instruction_ref>& zero_point) {
-    if (!zero_point) return true;
-    auto v = constant_value(**zero_point);
-    return v && ops::all_bytes_zero(*v);
 }
 
 // An activation's dequantize: int8 / uint8 codes, one constant positive
@@ -87,19 +64,6 @@ bool is_quantized_activation(const dequantized& d) {
     auto s = scalar_constant(*d.scale);
     if (!s || !(*s > 0) || d.scale->get_shape().type() != dtype::float_type) return false;
     return !d.zero_point || scalar_constant(**d.zero_point).has_value();
-}
-
-// A weight's dequantize: constant int8 codes, symmetric, float32 scales
-// per tensor or along `axis` (`channels` values).
-bool is_quantized_weight(const dequantized& d, std::size_t axis, std::size_t channels) {
-    if (d.q->get_shape().type() != dtype::int8_type || !match::is_constant_instruction(*d.q)) return false;
-    if (d.scale->get_shape().type() != dtype::float_type || !match::is_constant_instruction(*d.scale)) return false;
-    if (!d.per_tensor()) {
-        if (d.scale->get_shape().ndim() != 1) return false;  // blocked scales
-        const auto a = static_cast<std::size_t>(d.axis < 0 ? d.axis + static_cast<std::int64_t>(d.q->get_shape().ndim()) : d.axis);
-        if (a != axis || d.scale->get_shape().elements() != channels) return false;
-    }
-    return is_zero(d.zero_point);
 }
 
 // sx * sw for each of `channels` output channels, as a float32 [channels] literal.

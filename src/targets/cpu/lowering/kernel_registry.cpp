@@ -10,7 +10,6 @@
 #include "ops/fused_convolution.hpp"
 #include "ops/fused_dot.hpp"
 #include "ops/linalg.hpp"
-#include "ops/narrow_weights.hpp"
 #include "targets/cpu/kernels/convolution/convolution_algorithms.hpp"
 #include "targets/cpu/kernels/cpu_features.hpp"
 #include "targets/cpu/kernels/cpu_kernels.hpp"
@@ -125,10 +124,8 @@ operation fused_form(const operation& op) {
 // lists of their own: the float32 algorithms would read those weights as float32.
 std::span<const kernel_algorithm> algorithms_for(const operation& op, const kernel_request& r) {
     const bool product = op.name() == "fused_dot" || op.name() == "fused_convolution";
-    const bool narrow =
-        r.input_shapes.size() > 1 && (ops::is_16bit_float(r.input_shapes[1].type()) ||
-                                      (op.name() == "fused_dot" && r.input_shapes[1].type() == dtype::int8_type));
-    if (product && narrow && r.input_shapes[0].type() == dtype::float_type) {
+    if (product && r.input_shapes.size() > 1 && is_narrow_weight_type(op, r.input_shapes[1].type()) &&
+        r.input_shapes[0].type() == dtype::float_type) {
         // Weights computed at run time: the reference compute. (Constant ones loaded packed have no
         // values: the list's kernels that read values are not eligible then, and the plan builds again
         // from restored values when none takes the packed form.)

@@ -11,39 +11,27 @@
 #include "ops/fused_dot.hpp"
 #include "ops/quant.hpp"
 #include "passes/constant_value.hpp"
-#include "passes/matcher.hpp"
+#include "passes/dequantized_operand.hpp"
 #include "targets/cpu/passes/cpu_passes.hpp"
 
 namespace kiln {
 
 namespace {
 
-// Whether the optional zero point is absent or constant zeros.
-bool symmetric(const instruction& dequantize) {
-    if (dequantize.inputs().size() < 3) return true;
-    const auto zero_point = constant_value(*dequantize.inputs()[2]);
-    if (!zero_point) return false;
-    const auto* codes = zero_point->data_as<std::int8_t>();
-    for (std::size_t i = 0; i < zero_point->get_shape().elements(); ++i)
-        if (codes[i] != 0) return false;
-    return true;
-}
-
-// The scale of each of the N columns, when `dequantize` is per column (axis
-// 1 of 2-D codes) or per tensor; nothing otherwise.
-std::optional<std::vector<float>> column_scales(const instruction& dequantize) {
-    const auto* dq = dequantize.get_operator().get_if<op::dequantize_linear>();
-    const shape& codes = dequantize.inputs()[0]->get_shape();
-    const shape& scale = dequantize.inputs()[1]->get_shape();
-    if (dq == nullptr || dq->block_size != 0 || scale.type() != dtype::float_type || codes.ndim() != 2) return {};
-    const std::size_t cols = codes.lens()[1];
-    const bool per_tensor = scale.elements() == 1;
-    if (!per_tensor && (scale.ndim() != 1 || scale.elements() != cols || (dq->axis != 1 && dq->axis != -1))) return {};
-    const auto values = constant_value(*dequantize.inputs()[1]);
+// The scale of each of the N columns of int8 weights read through
+// `dequantize` (symmetric codes [K, N], the scales per column or per
+// tensor); nothing for any other dequantize.
+std::optional<std::vector<float>> column_scales(instruction_ref dequantize) {
+    const dequantized d = read_dequantize(dequantize);
+    const shape& codes = d.q->get_shape();
+    if (dequantize->get_operator().get_if<op::dequantize_linear>()->block_size != 0 || codes.ndim() != 2 ||
+        !is_quantized_weight(d, 1, codes.lens()[1]))
+        return {};
+    const auto values = constant_value(*d.scale);
     if (!values) return {};
-    const float* s = values->data_as<float>();
-    std::vector<float> scales(cols);
-    for (std::size_t j = 0; j < cols; ++j) scales[j] = s[per_tensor ? 0 : j];
+    const std::vector<float> s = values->to_vector<float>();
+    std::vector<float> scales(codes.lens()[1]);
+    for (std::size_t j = 0; j < scales.size(); ++j) scales[j] = s[d.per_tensor() ? 0 : j];
     return scales;
 }
 
@@ -55,17 +43,13 @@ void int8_weight_products::apply(module& m) const {
         const instruction_ref a = ins->inputs()[0];
         const instruction_ref weights = ins->inputs()[1];
         if (a->get_shape().type() != dtype::float_type || weights->name() != "dequantize_linear") continue;
-        const instruction_ref codes = weights->inputs()[0];
-        if (codes->get_shape().type() != dtype::int8_type || !match::is_constant_instruction(*codes) ||
-            !match::is_constant_instruction(*weights->inputs()[1]) || !symmetric(*weights))
-            continue;
-        const auto scales = column_scales(*weights);
+        const auto scales = column_scales(weights);
         if (!scales) continue;
         const instruction_ref scale =
             m.insert_literal(ins, literal(shape{dtype::float_type, {scales->size()}}, *scales));
         op::fused_dot product;
         product.post.append(op::post_op_kind::mul);
-        const instruction_ref fused = m.insert_instruction(ins, product, {a, codes, scale});
+        const instruction_ref fused = m.insert_instruction(ins, product, {a, weights->inputs()[0], scale});
         m.replace_all_uses(ins, fused);
     }
 }

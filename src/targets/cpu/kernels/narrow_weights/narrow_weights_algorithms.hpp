@@ -29,6 +29,10 @@
 
 namespace kiln {
 
+// Whether weights of type `stored` beside float32 activations are narrow
+// weights of `op`: float16 / bfloat16 for fused_dot and fused_convolution,
+// int8 codes for fused_dot.
+bool is_narrow_weight_type(const operation& op, dtype stored);
 // Whether input 1 (the weights) is a constant float16 / bfloat16 tensor, or
 // a fused_dot's constant int8 one (a literal or a view of one, such as a
 // transposed weight matrix).

@@ -37,10 +37,13 @@ private:
 
 }  // namespace
 
+bool is_narrow_weight_type(const operation& op, dtype stored) {
+    return ops::is_16bit_float(stored) || (stored == dtype::int8_type && op.name() == "fused_dot");
+}
+
 bool has_narrow_weights(const kernel_request& r) {
-    if (r.input_shapes.size() < 2 || r.constant_inputs[1].empty()) return false;
-    const dtype stored = r.input_shapes[1].type();
-    return ops::is_16bit_float(stored) || (stored == dtype::int8_type && r.op.name() == "fused_dot");
+    return r.input_shapes.size() > 1 && !r.constant_inputs[1].empty() &&
+           is_narrow_weight_type(r.op, r.input_shapes[1].type());
 }
 
 std::shared_ptr<const cpu_kernel> build_widen_weights_per_run(std::span<const kernel_algorithm> float32_algorithms,
