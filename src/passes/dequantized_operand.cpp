@@ -25,8 +25,8 @@ bool is_quantized_weight(const dequantized& d, std::size_t axis, std::size_t cha
     if (d.scale->get_shape().type() != dtype::float_type || !match::is_constant_instruction(*d.scale)) return false;
     if (!d.per_tensor()) {
         if (d.scale->get_shape().ndim() != 1) return false;  // blocked scales
-        const auto a = static_cast<std::size_t>(
-            d.axis < 0 ? d.axis + static_cast<std::int64_t>(d.q->get_shape().ndim()) : d.axis);
+        const auto a =
+            static_cast<std::size_t>(d.axis < 0 ? d.axis + static_cast<std::int64_t>(d.q->get_shape().ndim()) : d.axis);
         if (a != axis || d.scale->get_shape().elements() != channels) return false;
     }
     return is_zero(d.zero_point);
