@@ -3,11 +3,11 @@ transposed ([N, K], a language model's output layer tied to its token
 embedding, or nn.Linear's [out, in] weights): up to four rows run Kiln's
 column loop (few_rows_columns_avx512, or _avx2 on a CPU without AVX-512),
 which streams each column once, instead of oneDNN, whose one-row product
-reads such weights far below the memory's speed. At four rows the weights
-become row-major where nothing else needs them as stored, for the streaming
-loop (few_rows_float32_*; test_cpu_row_major_product_weights.py): the column
-loop at four rows is checked with that layout pass off, as for a tied
-embedding's weights. Checked against numpy in float64, against the ref
+reads such weights far below the memory's speed. From two rows on the
+weights become row-major where nothing else needs them as stored, for the
+streaming loop (few_rows_float32_*; test_cpu_product_weight_layouts.py): the
+column loop at two to four rows is checked with that layout pass off, as for
+a tied embedding's weights. Checked against numpy in float64, against the ref
 target and against PyTorch eager."""
 import numpy as np
 import pytest
@@ -27,9 +27,9 @@ def cpu_flags():
 # The column loop this CPU runs (the AVX-512 one needs only AVX-512 F), and the row-major streaming loop.
 COLUMNS = "few_rows_columns_avx512" if "avx512f" in cpu_flags() else "few_rows_columns_avx2"
 ROW_MAJOR = "few_rows_float32_avx512" if "avx512f" in cpu_flags() else "few_rows_float32_avx2"
-# Constant propagation would fold a small transpose into a row-major literal, and the layout pass gives four
-# rows row-major weights: off, the weights stay [N, K] as a tied embedding's must.
-KEEP_TRANSPOSED = ["constant_propagation", "row_major_product_weights"]
+# Constant propagation would fold a small transpose into a row-major literal, and the layout pass gives two
+# rows and more row-major weights: off, the weights stay [N, K] as a tied embedding's must.
+KEEP_TRANSPOSED = ["constant_propagation", "product_weight_layouts"]
 
 
 def tied_output_layer(rows, k, n, residual, bias, seed):

@@ -57,7 +57,7 @@ pass_list cpu_target::get_passes(const compile_options& options) const {
     // query attention's key/value heads need no repeated copy.
     auto attention = std::make_shared<fuse_attention>();
     attention->read_repeated_heads_in_place = true;
-    auto weights_layout = std::make_shared<row_major_product_weights>();
+    auto weights_layout = std::make_shared<product_weight_layouts>();
     weights_layout->for_every_extent = options.layouts_for_every_extent;
     return {std::make_shared<compute_16bit_in_float32>(), std::make_shared<dead_code_elimination>(), keep_dequantize,
             std::make_shared<unsigned_activation_codes>(), std::make_shared<unsigned_product_source_codes>(),

@@ -13,8 +13,8 @@ public:
     std::shared_ptr<executable> lower(const module& m, const compile_options& options) const override;
     // cpu_identity(): the CPU's model and the ISA extensions the kernels dispatch on.
     std::string identity() const override;
-    // row_major_product_weights: [N, K] weights for one to four rows, row-major for more.
-    std::vector<std::string> passes_choosing_layout_by_length() const override { return {"row_major_product_weights"}; }
+    // product_weight_layouts: [N, K] weights for one row, row-major for more.
+    std::vector<std::string> passes_choosing_layout_by_length() const override { return {"product_weight_layouts"}; }
 };
 
 }  // namespace kiln

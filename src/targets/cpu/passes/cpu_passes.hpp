@@ -126,22 +126,24 @@ public:
 
 namespace kiln {
 
-// A float32 literal read only through transposes (nn.Linear's [N, K] weight
-// used as x . W^T) by products that run in oneDNN (more rows than the few-row
-// column loops take) becomes its transposed values, row-major [K, N], made
-// once: oneDNN then reads weights as from an ONNX MatMul initializer. Weights
-// a column loop reads (one to three rows), or that another reader needs as
-// they are (a tied embedding's gather), keep their [N, K] layout and are
-// stored once (row_major_product_weights.cpp).
-class row_major_product_weights final : public pass {
+// Float32 weight literals take the layout their products' algorithm reads
+// (product_weight_layouts.cpp), made once: one read only through
+// transposes (nn.Linear's [N, K] weight used as x . W^T) by products of two
+// rows or more (oneDNN, the few-row streaming loop) becomes its transposed
+// values, row-major [K, N], as from an ONNX MatMul initializer; a row-major
+// [K, N] one that only one-row products read (a decode step: GPT-2's Conv1D,
+// an ONNX decoder) becomes [N, K] read through a transpose, for the column
+// loop. Weights another reader needs as they are (a tied embedding's
+// gather) keep their layout and are stored once.
+class product_weight_layouts final : public pass {
 public:
-    // Every transposed weight view that products alone read becomes
-    // row-major, also where a column loop would read it as stored (one
-    // layout for every extent of a dynamic program: its few-row extents then
-    // run the row-major streaming loop).
+    // One layout for every extent of a dynamic program: every transposed
+    // weight view that products alone read becomes row-major, also where a
+    // column loop would read it as stored (its one-row extents then run the
+    // row-major streaming loop), and row-major weights stay so.
     bool for_every_extent = false;
 
-    std::string name() const override { return "row_major_product_weights"; }
+    std::string name() const override { return "product_weight_layouts"; }
     void apply(module& m) const override;
 };
 

@@ -1,10 +1,12 @@
-"""The cpu target lays out constant weights read through a transpose (nn.Linear's [N, K] weight used as
-x . W^T) for the algorithm of the product that reads them: products with more rows than the few-row column
-loops take (oneDNN) read a row-major [K, N] literal made once at compile time, as from an ONNX MatMul
-initializer; one to three rows keep reading the [N, K] literal (few_rows_columns_*), four read a row-major one
-with the streaming loop (few_rows_float32_*, which shares each weight load between the rows); weights another reader
-needs as they are (a tied embedding's gather) stay one [N, K] literal. Results against numpy in float64 and
-PyTorch eager."""
+"""The cpu target lays out constant float32 weights for the algorithm of the products that read them
+(product_weight_layouts). Read through a transpose (nn.Linear's [N, K] weight used as x . W^T): products with
+more rows than the column loop takes read a row-major [K, N] literal made once at compile time, as from an ONNX
+MatMul initializer (oneDNN, or the streaming loop few_rows_float32_* at two to eight rows, which shares each
+weight load between the rows); one row keeps reading the [N, K] literal (few_rows_columns_*). Row-major [K, N]
+weights (an ONNX MatMul initializer, GPT-2's Conv1D) that only one-row products read become an [N, K] literal
+read through a transpose, for the column loop. Weights another reader needs as they are (a tied embedding's
+gather, a product of more rows) stay one literal in their layout, and a program serving a range of rows keeps
+them row-major. Results against numpy in float64 and PyTorch eager."""
 import numpy as np
 import pytest
 
@@ -59,11 +61,12 @@ def test_many_rows_read_a_row_major_literal(x_lens):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
 
 
-def test_four_rows_read_a_row_major_literal_in_the_streaming_loop():
-    rng = np.random.default_rng(4)
+@pytest.mark.parametrize("rows", [2, 3, 4])
+def test_two_to_four_rows_read_a_row_major_literal_in_the_streaming_loop(rows):
+    rng = np.random.default_rng(rows)
     table = rng.standard_normal((131, 77), dtype=np.float32)
-    x = rng.standard_normal((4, 77), dtype=np.float32)
-    p = linear_program([4, 77], table)
+    x = rng.standard_normal((rows, 77), dtype=np.float32)
+    p = linear_program([rows, 77], table)
     got = run_on(p, "cpu", {"x": x}, disabled_passes=["constant_propagation"])[0]
     (product,) = products(p)
     assert weights_of(product) == ("@literal", [77, 131], True)
@@ -71,17 +74,95 @@ def test_four_rows_read_a_row_major_literal_in_the_streaming_loop():
     np.testing.assert_allclose(got, x.astype(np.float64) @ table.T.astype(np.float64), rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("rows", [1, 3])
-def test_few_rows_keep_the_stored_layout_for_the_column_loop(rows):
-    rng = np.random.default_rng(rows)
+@pytest.mark.parametrize("x_lens", [[1, 77], [1, 1, 77]])
+def test_one_row_keeps_the_stored_layout_for_the_column_loop(x_lens):
+    rng = np.random.default_rng(len(x_lens))
     table = rng.standard_normal((131, 77), dtype=np.float32)
-    x = rng.standard_normal((rows, 77), dtype=np.float32)
-    p = linear_program([rows, 77], table)
+    x = rng.standard_normal(x_lens, dtype=np.float32)
+    p = linear_program(x_lens, table)
     got = run_on(p, "cpu", {"x": x}, disabled_passes=["constant_propagation"])[0]
     (product,) = products(p)
     assert weights_of(product) == ("transpose", [77, 131], False)
+    assert [list(i.shape().lens) for i in float_literals(p)] == [[131, 77]]
     assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == [COLUMNS]
     np.testing.assert_allclose(got, x.astype(np.float64) @ table.T.astype(np.float64), rtol=1e-5, atol=1e-4)
+
+
+def row_major_program(x_shapes, weights, bias=None):
+    """Each x (name -> lens) times the same constant row-major [k, n] weights, plus an optional bias."""
+    p = kiln.program()
+    m = p.get_main_module()
+    w = m.add_literal(weights)
+    ys = []
+    for name, lens in x_shapes.items():
+        y = m.add_instruction(kiln.op("dot"), [m.add_parameter(name, kiln.shape("float", lens)), w])
+        if bias is not None:
+            y = m.add_instruction(kiln.op("add"), [y, m.add_instruction(
+                kiln.op("broadcast", out_lens=list(lens[:-1]) + [weights.shape[1]]), [m.add_literal(bias)])])
+        ys.append(y)
+    m.add_return(ys)
+    return p
+
+
+@pytest.mark.parametrize("x_lens, k, n", [([1, 77], 77, 131), ([1, 1, 768], 768, 2304), ([1, 3072], 3072, 45)])
+def test_row_major_weights_of_one_row_become_columns(x_lens, k, n):
+    # An ONNX MatMul initializer or GPT-2's Conv1D at one token: one [N, K] literal, read through a transpose.
+    rng = np.random.default_rng(k)
+    weights = rng.standard_normal((k, n), dtype=np.float32)
+    bias = rng.standard_normal((n,), dtype=np.float32)
+    x = rng.standard_normal(x_lens, dtype=np.float32)
+    p = row_major_program({"x": x_lens}, weights, bias)
+    got = run_on(p, "cpu", {"x": x}, disabled_passes=["constant_propagation"])[0]
+    (product,) = products(p)
+    assert weights_of(product) == ("transpose", [k, n], False)
+    assert [list(i.shape().lens) for i in float_literals(p) if len(i.shape().lens) == 2] == [[n, k]]
+    assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == [COLUMNS]
+    np.testing.assert_allclose(got, x.astype(np.float64) @ weights.astype(np.float64) + bias, rtol=1e-5, atol=1e-4)
+
+
+def test_row_major_weights_also_read_by_more_rows_stay_row_major():
+    # One table for a one-row and a four-row product: the four-row one wants [K, N], so nothing moves.
+    rng = np.random.default_rng(6)
+    weights = rng.standard_normal((77, 131), dtype=np.float32)
+    one, four = (rng.standard_normal(s, dtype=np.float32) for s in ((1, 77), (4, 77)))
+    p = row_major_program({"one": [1, 77], "four": [4, 77]}, weights)
+    got = run_on(p, "cpu", {"one": one, "four": four}, disabled_passes=["constant_propagation"])
+    assert [weights_of(d) for d in products(p)] == [("@literal", [77, 131], True)] * 2
+    assert [a for _, op, a in p.get_kernel_algorithms() if op == "fused_dot"] == [ROW_MAJOR] * 2
+    for value, y in zip((one, four), got):
+        np.testing.assert_allclose(y, value.astype(np.float64) @ weights.astype(np.float64), rtol=1e-5, atol=1e-4)
+
+
+def test_row_major_weights_another_op_reads_stay_row_major():
+    # The weights are also read by a tanh: one literal, as stored.
+    rng = np.random.default_rng(7)
+    weights = rng.standard_normal((77, 131), dtype=np.float32)
+    x = rng.standard_normal((1, 77), dtype=np.float32)
+    p = kiln.program()
+    m = p.get_main_module()
+    w = m.add_literal(weights)
+    y = m.add_instruction(kiln.op("dot"), [m.add_parameter("x", kiln.shape("float", [1, 77])), w])
+    m.add_return([y, m.add_instruction(kiln.op("tanh"), [w])])
+    got = run_on(p, "cpu", {"x": x}, disabled_passes=["constant_propagation"])
+    (product,) = products(p)
+    assert weights_of(product) == ("@literal", [77, 131], True)
+    np.testing.assert_allclose(got[0], x.astype(np.float64) @ weights.astype(np.float64), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got[1], np.tanh(weights), rtol=1e-6, atol=1e-6)
+
+
+def test_row_major_weights_of_a_dynamic_row_count_serve_every_row_count():
+    # One program for 1..8 rows, compiled once: each row count's result against numpy.
+    rng = np.random.default_rng(8)
+    weights = rng.standard_normal((77, 131), dtype=np.float32)
+    p = kiln.program()
+    m = p.get_main_module()
+    x = m.add_parameter("x", kiln.shape("float", dyn_dims=[{"min": 1, "max": 8, "optimals": [1]}, 77]))
+    m.add_return([m.add_instruction(kiln.op("dot"), [x, m.add_literal(weights)])])
+    p.compile(kiln.get_target("cpu"))
+    for rows in (1, 3, 8):
+        value = rng.standard_normal((rows, 77), dtype=np.float32)
+        np.testing.assert_allclose(np.asarray(p.run({"x": value})[0]), value.astype(np.float64) @ weights,
+                                   rtol=1e-5, atol=1e-4)
 
 
 def test_weights_read_by_a_column_loop_and_by_onednn_are_stored_once():
