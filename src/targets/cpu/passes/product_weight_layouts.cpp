@@ -142,8 +142,8 @@ void lay_out_columns(module& m, instruction_ref lit, bool for_every_extent) {
     const argument view_values = swap.evaluate(s, {argument(columns_shape, const_cast<std::byte*>(stored.data()))});
     for (auto reader : lit->outputs())
         if (!column_loop_reads(*reader, lit, view_values)) return;
-    const argument columns = shared_derived_value(
-        stored, to_string(swap), [&] { return swap.evaluate(columns_shape, {stored}).contiguous(); });
+    const argument columns = shared_derived_value(stored, to_string(swap),
+                                                  [&] { return swap.evaluate(columns_shape, {stored}).contiguous(); });
     auto stored_columns = m.insert_literal(lit, literal::sharing(columns));
     auto view = m.insert_instruction(lit, swap, {stored_columns});
     m.replace_all_uses(lit, view);
