@@ -145,6 +145,15 @@ public:
     void apply(module& m) const override;
 };
 
+// Replaces RMS normalization spelled out with pow (or mul), reduce_mean,
+// add, rsqrt and mul (and the scale after it) by the rms_norm op. Targets
+// with an rms_norm kernel run it (the cpu target).
+class fuse_rms_norm final : public pass {
+public:
+    std::string name() const override { return "fuse_rms_norm"; }
+    void apply(module& m) const override;
+};
+
 // A softmax (with the mask added before it) or a layer_norm read only by
 // per-tensor 8-bit quantize_linear ops becomes softmax_quantize /
 // layer_norm_quantize, which write the codes in one pass (see

@@ -125,14 +125,16 @@ std::vector<std::size_t> trailing(const std::vector<std::size_t>& v, std::size_t
     return {v.begin() + static_cast<std::ptrdiff_t>(from), v.end()};
 }
 
-}  // namespace
-
-shape layer_norm::compute_shape(const std::vector<shape>& inputs) const {
-    ops::expect_inputs(name(), inputs, 1, 3);
+// The shape of a layer_norm or rms_norm (`op`) of inputs x and up to
+// `max_parameters` (scale, bias) broadcasting against the normalized
+// dimensions axis..rank-1.
+shape normalized_shape(const std::string& op, std::int64_t axis, const std::vector<shape>& inputs,
+                       std::size_t max_parameters) {
+    ops::expect_inputs(op, inputs, 1, 1 + max_parameters);
     const shape& x = inputs[0];
-    ops::expect_floating(name(), x, "input x");
-    ops::expect_same_type(name(), inputs);
-    const std::size_t a = ops::normalize_axis(name(), axis, x.ndim());
+    ops::expect_floating(op, x, "input x");
+    ops::expect_same_type(op, inputs);
+    const std::size_t a = ops::normalize_axis(op, axis, x.ndim());
     const auto normalized = trailing(x.lens(), a);
     const char* names[] = {"x", "scale", "bias"};
     for (std::size_t i = 1; i < inputs.size(); ++i) {
@@ -143,16 +145,20 @@ shape layer_norm::compute_shape(const std::vector<shape>& inputs) const {
             fits = lens[j] == target || lens[j] == 1;
         }
         if (!fits)
-            fail("layer_norm: " + std::string(names[i]) + " " + to_string(lens) +
+            fail(op + ": " + std::string(names[i]) + " " + to_string(lens) +
                  " does not broadcast to the normalized dimensions " + to_string(normalized) + " of x " +
                  to_string(x.lens()));
     }
     return {x.type(), x.lens()};
 }
 
-void layer_norm::compute(const argument& result, const std::vector<argument>& inputs) const {
+// (x - mean) / sqrt(mean((x - mean)^2) + epsilon) * scale + bias over the
+// dimensions from `axis` on, in double; without `centered` the mean is 0
+// (rms_norm). inputs: x, optional scale, optional bias.
+void normalize(const std::string& op, std::int64_t axis, double epsilon, bool centered, const argument& result,
+               const std::vector<argument>& inputs) {
     const shape& in = inputs[0].get_shape();
-    const std::size_t a = ops::normalize_axis(name(), axis, in.ndim());
+    const std::size_t a = ops::normalize_axis(op, axis, in.ndim());
     const auto outer_lens =
         std::vector<std::size_t>(in.lens().begin(), in.lens().begin() + static_cast<std::ptrdiff_t>(a));
     const auto outer_strides =
@@ -174,10 +180,13 @@ void layer_norm::compute(const argument& result, const std::vector<argument>& in
         T* y = result.data_as<T>();
         ops::for_each_broadcast<1>(outer_lens, {outer_strides}, [&](std::size_t row, const std::size_t* base) {
             const T* xr = x + base[0];
-            double sum = 0;
-            ops::for_each_broadcast<3>(norm_lens, strides,
-                                       [&](std::size_t, const std::size_t* off) { sum += load(xr, off[0]); });
-            const double mean = sum / static_cast<double>(count);
+            double mean = 0;
+            if (centered) {
+                double sum = 0;
+                ops::for_each_broadcast<3>(norm_lens, strides,
+                                           [&](std::size_t, const std::size_t* off) { sum += load(xr, off[0]); });
+                mean = sum / static_cast<double>(count);
+            }
             double squares = 0;
             ops::for_each_broadcast<3>(norm_lens, strides, [&](std::size_t, const std::size_t* off) {
                 double d = load(xr, off[0]) - mean;
@@ -193,6 +202,24 @@ void layer_norm::compute(const argument& result, const std::vector<argument>& in
             });
         });
     });
+}
+
+}  // namespace
+
+shape layer_norm::compute_shape(const std::vector<shape>& inputs) const {
+    return normalized_shape(name(), axis, inputs, 2);
+}
+
+void layer_norm::compute(const argument& result, const std::vector<argument>& inputs) const {
+    normalize(name(), axis, epsilon, true, result, inputs);
+}
+
+shape rms_norm::compute_shape(const std::vector<shape>& inputs) const {
+    return normalized_shape(name(), axis, inputs, 1);
+}
+
+void rms_norm::compute(const argument& result, const std::vector<argument>& inputs) const {
+    normalize(name(), axis, epsilon, false, result, inputs);
 }
 
 }  // namespace kiln::op

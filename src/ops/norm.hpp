@@ -1,6 +1,6 @@
 #pragma once
-// Normalizations: softmax and log_softmax along an axis, batch_norm_inference
-// and layer_norm. Floating types only; results are standard-strided.
+// Normalizations: softmax and log_softmax along an axis, batch_norm_inference,
+// layer_norm and rms_norm. Floating types only; results are standard-strided.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -58,6 +58,22 @@ struct layer_norm : op_base {
         f(self.epsilon, "epsilon");
     }
     std::string name() const { return "layer_norm"; }
+    shape compute_shape(const std::vector<shape>& inputs) const;
+    void compute(const argument& result, const std::vector<argument>& inputs) const;
+};
+
+// Inputs x, optional scale. x / sqrt(mean(x^2) + epsilon) over dimensions
+// axis..rank-1, times scale broadcast against them: layer_norm without the
+// mean taken out (ONNX RMSNormalization; Llama's and T5's norms).
+struct rms_norm : op_base {
+    std::int64_t axis = -1;
+    double epsilon = 1e-5;
+    template <class Self, class F>
+    static void reflect(Self& self, F&& f) {
+        f(self.axis, "axis");
+        f(self.epsilon, "epsilon");
+    }
+    std::string name() const { return "rms_norm"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     void compute(const argument& result, const std::vector<argument>& inputs) const;
 };

@@ -178,6 +178,7 @@ op_registry build_registry() {
     r.add<op::log_softmax>();
     r.add<op::batch_norm_inference>();
     r.add<op::layer_norm>();
+    r.add<op::rms_norm>();
     r.add<op::softmax_quantize>();
     r.add<op::layer_norm_quantize>();
     // fused (made by the optimizer: kernels with post-ops, layout changes)

@@ -269,9 +269,12 @@ TEST(cpu_kernel_algorithms, a_one_row_product_adds_its_residual_after_the_produc
         auto dot = m.add_instruction(make_op("dot"), {x, add_random_literal(m, {64, 96}, 7)});
         m.add_return({m.add_instruction(make_op("add"), {dot, residual})});
         const program c = compiled_on_cpu(p);
-        // Kiln's few-row loop applies the add per block of its result (oneDNN's one-row
-        // product with a binary post-op was its reference implementation).
-        const std::string few_rows = avx512::supported() ? "few_rows_float32_avx512" : "few_rows_float32_avx2";
+        // Kiln's few-row loops apply the add per block of their result (oneDNN's one-row
+        // product with a binary post-op was its reference implementation): at one row the
+        // column loop, over the weights laid out [N, K] (product_weight_layouts), at more
+        // the streaming loop over the row-major ones.
+        const std::string isa = avx512::supported() ? "avx512" : "avx2";
+        const std::string few_rows = rows == 1 ? "few_rows_columns_" + isa : "few_rows_float32_" + isa;
         EXPECT_EQ(algorithm_of(c, "fused_dot"), avx2::supported() ? few_rows : "onednn_add_epilogue") << rows << " rows";
         expect_cpu_matches_ref(p, 1e-4);
     }

@@ -37,6 +37,9 @@ std::shared_ptr<const cpu_kernel> make_softmax_avx512_kernel(const kernel_reques
 // layer_norm (normalization_kernels.cpp)
 std::shared_ptr<const cpu_kernel> make_layer_norm_kernel(const kernel_request& r);
 std::shared_ptr<const cpu_kernel> make_layer_norm_avx512_kernel(const kernel_request& r);
+// rms_norm: layer_norm's rows with the mean taken as 0 (normalization_kernels.cpp)
+std::shared_ptr<const cpu_kernel> make_rms_norm_kernel(const kernel_request& r);
+std::shared_ptr<const cpu_kernel> make_rms_norm_avx512_kernel(const kernel_request& r);
 // softmax_quantize / layer_norm_quantize: the rows above, written as 8-bit codes.
 std::shared_ptr<const cpu_kernel> make_softmax_quantize_kernel(const kernel_request& r);
 std::shared_ptr<const cpu_kernel> make_layer_norm_quantize_kernel(const kernel_request& r);

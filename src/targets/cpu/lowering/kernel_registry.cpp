@@ -58,6 +58,8 @@ const kernel_algorithm softmax[] = {{"softmax_avx512", avx512_enabled, build_wit
                                     {"softmax_avx2", any_request, build_with<make_softmax_kernel>}};
 const kernel_algorithm layer_norm[] = {{"layer_norm_avx512", avx512_enabled, build_with<make_layer_norm_avx512_kernel>},
                                        {"layer_norm_avx2", any_request, build_with<make_layer_norm_kernel>}};
+const kernel_algorithm rms_norm[] = {{"rms_norm_avx512", avx512_enabled, build_with<make_rms_norm_avx512_kernel>},
+                                     {"rms_norm_avx2", any_request, build_with<make_rms_norm_kernel>}};
 const kernel_algorithm softmax_quantize[] = {
     {"softmax_quantize_avx512", avx512_enabled, build_with<make_softmax_quantize_avx512_kernel>},
     {"softmax_quantize_avx2", any_request, build_with<make_softmax_quantize_kernel>}};
@@ -92,6 +94,7 @@ const std::map<std::string, std::span<const kernel_algorithm>>& families() {
         {"softmax", softmax},
         {"log_softmax", softmax},
         {"layer_norm", layer_norm},
+        {"rms_norm", rms_norm},
         {"softmax_quantize", softmax_quantize},
         {"layer_norm_quantize", layer_norm_quantize},
         {"fused_attention", attention},

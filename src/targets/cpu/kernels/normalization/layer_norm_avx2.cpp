@@ -58,9 +58,10 @@ struct row_normalization {
     }
 };
 
+// Without `centered` the mean is taken as 0 (rms_norm).
 row_normalization normalization_of(const float* x, std::size_t n, double epsilon, const float* scale,
-                                   const float* bias) {
-    const double mean = row_sum(x, n, [](__m256 v) { return v; }) / static_cast<double>(n);
+                                   const float* bias, bool centered = true) {
+    const double mean = centered ? row_sum(x, n, [](__m256 v) { return v; }) / static_cast<double>(n) : 0.0;
     // Deviations from the float mean, squared in double: as exact as the reference's.
     const __m256d mean_d = _mm256_set1_pd(mean);
     __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
@@ -83,8 +84,9 @@ row_normalization normalization_of(const float* x, std::size_t n, double epsilon
     return {splat(mean_hi), splat(mean_lo), splat(a), mean_hi, mean_lo, a, scale, bias};
 }
 
-void layer_norm_row(const float* x, float* y, std::size_t n, double epsilon, const float* scale, const float* bias) {
-    const row_normalization r = normalization_of(x, n, epsilon, scale, bias);
+void layer_norm_row(const float* x, float* y, std::size_t n, double epsilon, const float* scale, const float* bias,
+                    bool centered) {
+    const row_normalization r = normalization_of(x, n, epsilon, scale, bias, centered);
     for (std::size_t i = 0; i < n; i += 8) {
         const bool full = i + 8 <= n;
         const __m256i m = tail_mask(n - i);
@@ -128,15 +130,29 @@ void run_layer_norm_quantize(const row_layout& layout, double epsilon, const flo
     for (std::size_t r = 0; r < rows; ++r) row(r);
 }
 
-void run_layer_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
-                    float* y) {
+namespace {
+
+void normalize_rows(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
+                    float* y, bool centered) {
     const std::size_t rows = layout.rows, n = layout.length;
     if (layout.threads <= 1 || rows < layout.parallel_rows) {
-        for (std::size_t r = 0; r < rows; ++r) layer_norm_row(x + r * n, y + r * n, n, epsilon, scale, bias);
+        for (std::size_t r = 0; r < rows; ++r) layer_norm_row(x + r * n, y + r * n, n, epsilon, scale, bias, centered);
         return;
     }
 #pragma omp parallel for num_threads(layout.threads) schedule(static)
-    for (std::size_t r = 0; r < rows; ++r) layer_norm_row(x + r * n, y + r * n, n, epsilon, scale, bias);
+    for (std::size_t r = 0; r < rows; ++r) layer_norm_row(x + r * n, y + r * n, n, epsilon, scale, bias, centered);
+}
+
+}  // namespace
+
+void run_layer_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
+                    float* y) {
+    normalize_rows(layout, epsilon, x, scale, bias, y, true);
+}
+
+void run_rms_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
+                  float* y) {
+    normalize_rows(layout, epsilon, x, scale, bias, y, false);
 }
 
 }  // namespace kiln::avx2

@@ -70,9 +70,10 @@ struct row_normalization {
     }
 };
 
+// Without `centered` the mean is taken as 0 (rms_norm).
 row_normalization normalization_of(const float* x, std::size_t n, double epsilon, const float* scale,
-                                   const float* bias) {
-    const double mean = row_sum(x, n) / static_cast<double>(n);
+                                   const float* bias, bool centered = true) {
+    const double mean = centered ? row_sum(x, n) / static_cast<double>(n) : 0.0;
     const double inv_std = 1.0 / std::sqrt(squared_deviations(x, n, mean) / static_cast<double>(n) + epsilon);
     // (x - mean) in float with the mean as hi + lo: a large mean's rounding
     // would otherwise swamp the deviations of a row with a small spread.
@@ -81,8 +82,9 @@ row_normalization normalization_of(const float* x, std::size_t n, double epsilon
             bias};
 }
 
-void layer_norm_row(const float* x, float* y, std::size_t n, double epsilon, const float* scale, const float* bias) {
-    const row_normalization r = normalization_of(x, n, epsilon, scale, bias);
+void layer_norm_row(const float* x, float* y, std::size_t n, double epsilon, const float* scale, const float* bias,
+                    bool centered) {
+    const row_normalization r = normalization_of(x, n, epsilon, scale, bias, centered);
     for (std::size_t i = 0; i < n; i += 16) {
         const __mmask16 m = i + 16 <= n ? static_cast<__mmask16>(0xffff) : tail_mask(n - i);
         _mm512_mask_storeu_ps(y + i, m, r.lanes(x, i, m));
@@ -118,15 +120,29 @@ void run_layer_norm_quantize(const row_layout& layout, double epsilon, const flo
     for (std::size_t r = 0; r < rows; ++r) row(r);
 }
 
-void run_layer_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
-                    float* y) {
+namespace {
+
+void normalize_rows(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
+                    float* y, bool centered) {
     const std::size_t rows = layout.rows, n = layout.length;
     if (layout.threads <= 1 || rows < layout.parallel_rows) {
-        for (std::size_t r = 0; r < rows; ++r) layer_norm_row(x + r * n, y + r * n, n, epsilon, scale, bias);
+        for (std::size_t r = 0; r < rows; ++r) layer_norm_row(x + r * n, y + r * n, n, epsilon, scale, bias, centered);
         return;
     }
 #pragma omp parallel for num_threads(layout.threads) schedule(static)
-    for (std::size_t r = 0; r < rows; ++r) layer_norm_row(x + r * n, y + r * n, n, epsilon, scale, bias);
+    for (std::size_t r = 0; r < rows; ++r) layer_norm_row(x + r * n, y + r * n, n, epsilon, scale, bias, centered);
+}
+
+}  // namespace
+
+void run_layer_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
+                    float* y) {
+    normalize_rows(layout, epsilon, x, scale, bias, y, true);
+}
+
+void run_rms_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
+                  float* y) {
+    normalize_rows(layout, epsilon, x, scale, bias, y, false);
 }
 
 }  // namespace kiln::avx512

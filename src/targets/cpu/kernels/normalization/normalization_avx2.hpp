@@ -1,5 +1,5 @@
 #pragma once
-// The AVX2 side of the softmax and layer norm kernels (softmax_avx2.cpp,
+// The AVX2 side of the softmax and layer / RMS norm kernels (softmax_avx2.cpp,
 // layer_norm_avx2.cpp), and of their variants that write 8-bit codes.
 // Plain data and function pointers only: see cpu_features.hpp for why.
 #include <cstddef>
@@ -27,6 +27,11 @@ void run_softmax(const row_layout& layout, bool take_log, const float* x, float*
 // values or are null.
 void run_layer_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
                     float* y);
+
+// x / sqrt(mean(x^2) + epsilon) * scale + bias per row: run_layer_norm with
+// the mean taken as 0 (rms_norm passes no bias).
+void run_rms_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
+                  float* y);
 
 // quantize_linear's per-tensor parameters for the variants that write
 // codes: the same arithmetic as linear_quantize_avx2.hpp (x / scale rounded

@@ -16,6 +16,10 @@ void run_softmax(const row_layout& layout, bool take_log, const float* x, float*
 void run_layer_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
                     float* y);
 
+// As avx2::run_rms_norm.
+void run_rms_norm(const row_layout& layout, double epsilon, const float* x, const float* scale, const float* bias,
+                  float* y);
+
 // As avx2::run_softmax_quantize.
 void run_softmax_quantize(const row_layout& layout, const void* x, const avx2::row_quantize* input, const float* mask,
                           const std::size_t* mask_offsets, const avx2::row_quantize& q, void* codes, float* work);

@@ -1,4 +1,4 @@
-// The cpu kernels for softmax, log_softmax and layer_norm over the last
+// The cpu kernels for softmax, log_softmax, layer_norm and rms_norm over the last
 // dimensions of a standard float32 tensor: AVX2 row loops, threaded over
 // rows (softmax_avx2.cpp, layer_norm_avx2.cpp, or their AVX-512 versions
 // softmax_avx512.cpp, layer_norm_avx512.cpp where avx512::enabled()); and for softmax_quantize /
@@ -261,8 +261,10 @@ std::shared_ptr<const cpu_kernel> softmax_kernel_with(const kernel_request& r, s
     return std::make_shared<softmax_kernel>(*layout, take_log, rows, a);
 }
 
+// A layer_norm, or an rms_norm (`rows` its loop), over rows.
+template <class Norm>
 std::shared_ptr<const cpu_kernel> layer_norm_kernel_with(const kernel_request& r, layer_norm_rows rows) {
-    const auto* ln = r.op.get_if<op::layer_norm>();
+    const auto* ln = r.op.get_if<Norm>();
     if (ln == nullptr) return nullptr;
     const shape& x = r.input_shapes.at(0);
     const std::size_t a = ops::normalize_axis(r.op.name(), ln->axis, x.ndim());
@@ -279,13 +281,19 @@ std::shared_ptr<const cpu_kernel> make_softmax_kernel(const kernel_request& r) {
     return softmax_kernel_with(r, avx2::run_softmax);
 }
 std::shared_ptr<const cpu_kernel> make_layer_norm_kernel(const kernel_request& r) {
-    return layer_norm_kernel_with(r, avx2::run_layer_norm);
+    return layer_norm_kernel_with<op::layer_norm>(r, avx2::run_layer_norm);
+}
+std::shared_ptr<const cpu_kernel> make_rms_norm_kernel(const kernel_request& r) {
+    return layer_norm_kernel_with<op::rms_norm>(r, avx2::run_rms_norm);
 }
 std::shared_ptr<const cpu_kernel> make_softmax_avx512_kernel(const kernel_request& r) {
     return avx512::enabled() ? softmax_kernel_with(r, avx512::run_softmax) : nullptr;
 }
 std::shared_ptr<const cpu_kernel> make_layer_norm_avx512_kernel(const kernel_request& r) {
-    return avx512::enabled() ? layer_norm_kernel_with(r, avx512::run_layer_norm) : nullptr;
+    return avx512::enabled() ? layer_norm_kernel_with<op::layer_norm>(r, avx512::run_layer_norm) : nullptr;
+}
+std::shared_ptr<const cpu_kernel> make_rms_norm_avx512_kernel(const kernel_request& r) {
+    return avx512::enabled() ? layer_norm_kernel_with<op::rms_norm>(r, avx512::run_rms_norm) : nullptr;
 }
 std::shared_ptr<const cpu_kernel> make_softmax_quantize_kernel(const kernel_request& r) {
     return softmax_quantize_kernel_with(r, avx2::run_softmax_quantize);
