@@ -65,8 +65,8 @@ pass_list cpu_target::get_passes(const compile_options& options) const {
             std::make_shared<patch_convolutions_as_products>(), std::make_shared<simplify_reshapes>(),
             std::make_shared<simplify_algebra>(), std::make_shared<constant_propagation>(),
             // Recognizers of composite ops, before post-op fusion can split them up.
-            std::make_shared<fuse_gelu>(), std::make_shared<fuse_layer_norm>(), std::make_shared<fuse_rms_norm>(), attention,
-            std::make_shared<causal_attention_masks>(), std::make_shared<fuse_quantized_norm>(),
+            std::make_shared<fuse_gelu>(), std::make_shared<fuse_layer_norm>(), std::make_shared<fuse_rms_norm>(),
+            attention, std::make_shared<causal_attention_masks>(), std::make_shared<fuse_quantized_norm>(),
             std::make_shared<fuse_quantized_epilogues>(), std::make_shared<fuse_post_ops>(),
             std::make_shared<products_keep_leading_dims>(), std::make_shared<constant_propagation>(),
             std::make_shared<propagate_blocked_layout>(dnnl_support::preferred_channel_block()),

@@ -59,8 +59,8 @@ struct row_normalization {
 };
 
 // Without `centered` the mean is taken as 0 (rms_norm).
-row_normalization normalization_of(const float* x, std::size_t n, double epsilon, const float* scale,
-                                   const float* bias, bool centered = true) {
+row_normalization normalization_of(const float* x, std::size_t n, double epsilon, const float* scale, const float* bias,
+                                   bool centered = true) {
     const double mean = centered ? row_sum(x, n, [](__m256 v) { return v; }) / static_cast<double>(n) : 0.0;
     // Deviations from the float mean, squared in double: as exact as the reference's.
     const __m256d mean_d = _mm256_set1_pd(mean);

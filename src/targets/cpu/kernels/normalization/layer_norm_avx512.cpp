@@ -71,8 +71,8 @@ struct row_normalization {
 };
 
 // Without `centered` the mean is taken as 0 (rms_norm).
-row_normalization normalization_of(const float* x, std::size_t n, double epsilon, const float* scale,
-                                   const float* bias, bool centered = true) {
+row_normalization normalization_of(const float* x, std::size_t n, double epsilon, const float* scale, const float* bias,
+                                   bool centered = true) {
     const double mean = centered ? row_sum(x, n) / static_cast<double>(n) : 0.0;
     const double inv_std = 1.0 / std::sqrt(squared_deviations(x, n, mean) / static_cast<double>(n) + epsilon);
     // (x - mean) in float with the mean as hi + lo: a large mean's rounding
