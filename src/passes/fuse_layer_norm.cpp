@@ -14,14 +14,11 @@
 // scale and bias in t), so a quantized model keeps no converts around its
 // layer norms; the reference (and the gpu kernel) compute a 16-bit
 // layer_norm's statistics in wider types and round once at the end.
-#include <algorithm>
 #include <optional>
 
 #include "kiln/passes.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/norm.hpp"
-#include "ops/op_helpers.hpp"
-#include "ops/reduce.hpp"
 #include "passes/constant_value.hpp"
 #include "passes/normalization_patterns.hpp"
 #include "passes/rewriter.hpp"
