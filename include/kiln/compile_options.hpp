@@ -48,6 +48,11 @@ struct compile_options {
     // length instead: set by the compile of a dynamic program whose ends
     // differed in such a layout only, so that one program serves the range.
     bool layouts_for_every_extent = false;
+    // Set by the compile of a dynamic program for the programs it optimises
+    // at a range's extents: those passes then choose layouts that the
+    // extents near each other share (target::passes_choosing_layout_by_length),
+    // so that one program, and one copy of its weights, serves the range.
+    bool layouts_within_a_range = false;
 };
 
 }  // namespace kiln

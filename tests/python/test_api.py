@@ -382,8 +382,9 @@ def test_get_kernel_algorithms_names_the_cpu_kernels(monkeypatch):
         by_op.setdefault(op, set()).add(algorithm)
     # The relu rides on the convolution as a post-op; Winograd runs it on blocked input.
     assert by_op["fused_convolution"] == {"winograd_f2x2_3x3"}
-    # One row times constant row-major weights: Kiln's streaming loop (AVX2 where the CPU has no AVX-512).
-    assert by_op["fused_dot"] in ({"few_rows_float32_avx512"}, {"few_rows_float32_avx2"})
+    # One row times constant row-major weights: Kiln's column loop over them laid out [N, K] (AVX2 where the CPU
+    # has no AVX-512).
+    assert by_op["fused_dot"] in ({"few_rows_columns_avx512"}, {"few_rows_columns_avx2"})
     assert by_op["softmax"] in ({"softmax_avx512"}, {"softmax_avx2"})
     assert "to_blocked" in by_op and "relu" not in by_op
     # In program order: the printed compiled module holds each instruction with its op.
@@ -409,11 +410,11 @@ def test_perf_report_names_each_instructions_algorithm(target_name, monkeypatch)
     else:
         by_op = {(i["op"], i["algorithm"]) for i in report["instructions"]}
         # The 3 x 3 convolution (relu fused) runs Winograd, the softmax Kiln's AVX-512 rows (AVX2
-        # where the CPU has no AVX-512), the one-row product Kiln's streaming loop; the layout
+        # where the CPU has no AVX-512), the one-row product Kiln's column loop; the layout
         # changes run oneDNN.
         softmax = next(a for op, a in by_op if op == "softmax")
         assert ("fused_convolution", "winograd_f2x2_3x3") in by_op and softmax in ("softmax_avx512", "softmax_avx2")
-        assert all(a in {"winograd_f2x2_3x3", "few_rows_float32_avx512", "few_rows_float32_avx2", "onednn_reorder",
+        assert all(a in {"winograd_f2x2_3x3", "few_rows_columns_avx512", "few_rows_columns_avx2", "onednn_reorder",
                          softmax, "strided_copy"}
                    for _, a in by_op), by_op
         assert "winograd_f2x2_3x3" in report["text"] and softmax in report["text"]

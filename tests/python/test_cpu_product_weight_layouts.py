@@ -151,7 +151,8 @@ def test_row_major_weights_another_op_reads_stay_row_major():
 
 
 def test_row_major_weights_of_a_dynamic_row_count_serve_every_row_count():
-    # One program for 1..8 rows, compiled once: each row count's result against numpy.
+    # One program for 1..8 rows, compiled once (its weights in one layout, stored once): each row count's result
+    # against numpy.
     rng = np.random.default_rng(8)
     weights = rng.standard_normal((77, 131), dtype=np.float32)
     p = kiln.program()
@@ -163,6 +164,7 @@ def test_row_major_weights_of_a_dynamic_row_count_serve_every_row_count():
         value = rng.standard_normal((rows, 77), dtype=np.float32)
         np.testing.assert_allclose(np.asarray(p.run({"x": value})[0]), value.astype(np.float64) @ weights,
                                    rtol=1e-5, atol=1e-4)
+    assert p.specialisation_count() == 1
 
 
 def test_weights_read_by_a_column_loop_and_by_onednn_are_stored_once():

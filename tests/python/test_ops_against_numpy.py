@@ -272,6 +272,12 @@ def layer_norm(x, axis, scale=None, bias=None, epsilon=1e-5):
     return y * (1 if scale is None else scale) + (0 if bias is None else bias)
 
 
+def rms_norm(x, axis, scale=None, epsilon=1e-5):
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    y = x / np.sqrt((x * x).mean(axis=axes, keepdims=True) + epsilon)
+    return y * (1 if scale is None else scale)
+
+
 def norm_cases():
     for dt in [np.float16, np.float32, np.float64]:
         tol = (5e-3, 5e-3) if dt is np.float16 else None
@@ -294,6 +300,11 @@ def norm_cases():
             ref = in_float64(lambda x, s, b, axis=axis: layer_norm(x, axis, s, b))
             yield Case("layer_norm", [x, scale, bias], ref, attrs={"axis": axis}, tol=tol)
         yield Case("layer_norm", [x], in_float64(lambda x: layer_norm(x, -1)), tol=tol)
+        for axis in [-1, 1]:
+            scale = generate(dt, x.shape[axis:], seed=7)
+            ref = in_float64(lambda x, s, axis=axis: rms_norm(x, axis, s, 1e-3))
+            yield Case("rms_norm", [x, scale], ref, attrs={"axis": axis, "epsilon": 1e-3}, tol=tol)
+        yield Case("rms_norm", [x], in_float64(lambda x: rms_norm(x, -1)), tol=tol)
 
 
 def shape_op_cases():

@@ -59,6 +59,7 @@ pass_list cpu_target::get_passes(const compile_options& options) const {
     attention->read_repeated_heads_in_place = true;
     auto weights_layout = std::make_shared<product_weight_layouts>();
     weights_layout->for_every_extent = options.layouts_for_every_extent;
+    weights_layout->within_a_range = options.layouts_within_a_range;
     return {std::make_shared<compute_16bit_in_float32>(), std::make_shared<dead_code_elimination>(), keep_dequantize,
             std::make_shared<unsigned_activation_codes>(), std::make_shared<unsigned_product_source_codes>(),
             std::make_shared<fuse_quantized_ops>(), std::make_shared<int8_weight_products>(),

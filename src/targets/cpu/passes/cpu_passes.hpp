@@ -142,6 +142,12 @@ public:
     // column loop would read it as stored (its one-row extents then run the
     // row-major streaming loop), and row-major weights stay so.
     bool for_every_extent = false;
+    // In a program optimised at an extent of a range: the column loop keeps
+    // one to three rows, as the extents 1..3 then share the [N, K] layout (so
+    // that the range's cuts do not part them into programs of their own),
+    // and row-major weights are never copied to [N, K] (no second copy of the
+    // weights for the one-row extent).
+    bool within_a_range = false;
 
     std::string name() const override { return "product_weight_layouts"; }
     void apply(module& m) const override;

@@ -34,7 +34,8 @@ bool is_product(const instruction& ins) {
 // as its input 1 (which is `weights` now), is a column loop: it reads the
 // weights as [N, K]. A plain dot runs as a fused_dot without bias or post-ops
 // (kernel_registry.cpp).
-bool column_loop_reads(const instruction& product, instruction_ref weights, const argument& weight_values) {
+bool column_loop_reads(const instruction& product, instruction_ref weights, const argument& weight_values,
+                       bool within_a_range) {
     const operation op = product.name() == "dot" ? operation(op::fused_dot{}) : product.get_operator();
     std::vector<shape> shapes = product.input_shapes();
     std::vector<argument> constants(shapes.size());
@@ -57,7 +58,8 @@ bool column_loop_reads(const instruction& product, instruction_ref weights, cons
     // products (12 layers), 0.81x on Llama's (8 layers of hidden 1024), 0.96x
     // on Llama's 32000 x 1024 output layer; two rows 1.10x on Llama's layers
     // (0.90x on its output layer); three rows 1.14x, 1.34x and 1.6x (GPT-2).
-    constexpr std::size_t column_loop_falls_behind = 2;  // rows
+    // Within a range the column loop keeps up to three rows (cpu_passes.hpp).
+    const std::size_t column_loop_falls_behind = within_a_range ? 4 : 2;  // rows
     const std::size_t rows = shapes[0].elements() / std::max<std::size_t>(shapes[1].lens()[0], 1);
     if (rows >= column_loop_falls_behind) return false;
     for (const auto& algorithm : matmul_algorithms()) {
@@ -83,11 +85,12 @@ bool read_as_weights_only(instruction_ref weights) {
 
 // Readers of a transposed view that want it row-major: products that read
 // it as their weights only, run by an algorithm other than the column loops.
-bool read_row_major_only(instruction_ref view, const argument& view_values, bool for_every_extent) {
+bool read_row_major_only(instruction_ref view, const argument& view_values, const product_weight_layouts& pass) {
     if (!read_as_weights_only(view)) return false;
-    if (for_every_extent) return true;
-    return std::none_of(view->outputs().begin(), view->outputs().end(),
-                        [&](instruction_ref reader) { return column_loop_reads(*reader, view, view_values); });
+    if (pass.for_every_extent) return true;
+    return std::none_of(view->outputs().begin(), view->outputs().end(), [&](instruction_ref reader) {
+        return column_loop_reads(*reader, view, view_values, pass.within_a_range);
+    });
 }
 
 // A float32 literal that only transposes of one permutation read, and whose
@@ -95,7 +98,7 @@ bool read_row_major_only(instruction_ref view, const argument& view_values, bool
 // transposed values, row-major. A literal any other reader needs as it is (a
 // column loop, a gather reading a tied embedding's rows) keeps its layout,
 // and no second copy is made: such weights are stored once.
-void lay_out_row_major(module& m, instruction_ref lit, bool for_every_extent) {
+void lay_out_row_major(module& m, instruction_ref lit, const product_weight_layouts& pass) {
     const shape& s = lit->get_shape();
     if (s.type() != dtype::float_type || s.ndim() < 2 || s.elements() == 0 || lit->outputs().empty()) return;
     std::vector<instruction_ref> views;
@@ -108,7 +111,7 @@ void lay_out_row_major(module& m, instruction_ref lit, bool for_every_extent) {
     const argument view_values = first.evaluate(views.front()->get_shape(), {stored});  // a transpose's value is a view
     for (auto view : views) {
         if (view->get_operator() != first || view->inputs().size() != 1) return;
-        if (!read_row_major_only(view, view_values, for_every_extent)) return;
+        if (!read_row_major_only(view, view_values, pass)) return;
     }
     // One transposed copy for every program optimised from this literal's bytes.
     const argument transposed =
@@ -126,9 +129,9 @@ void lay_out_row_major(module& m, instruction_ref lit, bool for_every_extent) {
 // replaced by its transposed values [N, K] and one transposed view of them
 // (GPT-2's Conv1D weights, an ONNX decoder's MatMul initializers). Not for
 // a program serving a range of extents: its row count varies.
-void lay_out_columns(module& m, instruction_ref lit, bool for_every_extent) {
+void lay_out_columns(module& m, instruction_ref lit, const product_weight_layouts& pass) {
     const shape& s = lit->get_shape();
-    if (for_every_extent || s.type() != dtype::float_type || s.ndim() != 2 || !s.standard() || s.elements() == 0 ||
+    if (pass.for_every_extent || pass.within_a_range || s.type() != dtype::float_type || s.ndim() != 2 || !s.standard() || s.elements() == 0 ||
         !read_as_weights_only(lit))
         return;
     const argument stored = lit->get_literal().get_argument();
@@ -141,7 +144,7 @@ void lay_out_columns(module& m, instruction_ref lit, bool for_every_extent) {
     // the algorithms' eligibility (a stand-in until the transposed copy is worth making).
     const argument view_values = swap.evaluate(s, {argument(columns_shape, const_cast<std::byte*>(stored.data()))});
     for (auto reader : lit->outputs())
-        if (!column_loop_reads(*reader, lit, view_values)) return;
+        if (!column_loop_reads(*reader, lit, view_values, false)) return;
     const argument columns = shared_derived_value(stored, to_string(swap),
                                                   [&] { return swap.evaluate(columns_shape, {stored}).contiguous(); });
     auto stored_columns = m.insert_literal(lit, literal::sharing(columns));
@@ -158,9 +161,9 @@ void product_weight_layouts::apply(module& m) const {
         if (ins->is_literal()) literals.push_back(ins);
     for (auto lit : literals) {
         if (!lit->outputs().empty() && lit->outputs().front()->name() == "transpose")
-            lay_out_row_major(m, lit, for_every_extent);
+            lay_out_row_major(m, lit, *this);
         else
-            lay_out_columns(m, lit, for_every_extent);
+            lay_out_columns(m, lit, *this);
     }
 }
 
