@@ -131,8 +131,8 @@ void lay_out_row_major(module& m, instruction_ref lit, const product_weight_layo
 // a program serving a range of extents: its row count varies.
 void lay_out_columns(module& m, instruction_ref lit, const product_weight_layouts& pass) {
     const shape& s = lit->get_shape();
-    if (pass.for_every_extent || pass.within_a_range || s.type() != dtype::float_type || s.ndim() != 2 || !s.standard() || s.elements() == 0 ||
-        !read_as_weights_only(lit))
+    if (pass.for_every_extent || pass.within_a_range || s.type() != dtype::float_type || s.ndim() != 2 ||
+        !s.standard() || s.elements() == 0 || !read_as_weights_only(lit))
         return;
     const argument stored = lit->get_literal().get_argument();
     if (stored.empty()) return;
