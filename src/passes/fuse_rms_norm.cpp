@@ -23,11 +23,6 @@ bool is(instruction_ref ins, const char* op) {
     return ins->name() == op;
 }
 
-// The value a broadcast spreads, or `ins` itself.
-instruction_ref unbroadcast(instruction_ref ins) {
-    return is(ins, "broadcast") || is(ins, "multibroadcast") ? ins->inputs()[0] : ins;
-}
-
 rewrite_rule normalize_rule() {
     auto pattern = match::any_of_names({"div", "mul"}).shape_is([](const shape& s) { return is_floating(s.type()); });
     return {"rms_norm", pattern, [](module& m, const match::match_result& r) {

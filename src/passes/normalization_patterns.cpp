@@ -15,13 +15,11 @@ bool is(instruction_ref ins, const char* op) {
     return ins->name() == op;
 }
 
-// The value a broadcast spreads (a per-row statistic made explicit across
-// the row), or `ins` itself.
+}  // namespace
+
 instruction_ref unbroadcast(instruction_ref ins) {
     return is(ins, "broadcast") || is(ins, "multibroadcast") ? ins->inputs()[0] : ins;
 }
-
-}  // namespace
 
 std::optional<std::size_t> trailing_mean_axis(instruction_ref ins) {
     const auto* r = ins->get_operator().get_if<op::reduce_mean>();

@@ -13,6 +13,10 @@ namespace kiln {
 // axes with keepdims.
 std::optional<std::size_t> trailing_mean_axis(instruction_ref ins);
 
+// The value a broadcast spreads (a per-row statistic made explicit across
+// the row), or `ins` itself.
+instruction_ref unbroadcast(instruction_ref ins);
+
 // Whether `ins` is d^2: pow(d, 2) or d * d.
 bool is_square_of(instruction_ref ins, instruction_ref d);
 

@@ -30,9 +30,9 @@ bool is_product(const instruction& ins) {
 }
 
 // Whether the cpu target's first eligible matrix product algorithm for
-// `product`, with weights of shape `weight_shape` and values `weight_values`
-// as its input 1 (which is `weights` now), is a column loop: it reads the
-// weights as [N, K]. A plain dot runs as a fused_dot without bias or post-ops
+// `product`, with `weight_values` (their shape and values) as its input 1
+// (which is `weights` now), is a column loop: it reads the weights as
+// [N, K]. A plain dot runs as a fused_dot without bias or post-ops
 // (kernel_registry.cpp).
 bool column_loop_reads(const instruction& product, instruction_ref weights, const argument& weight_values,
                        bool within_a_range) {
@@ -140,13 +140,14 @@ void lay_out_columns(module& m, instruction_ref lit, const product_weight_layout
     swap_op.permutation = {1, 0};
     const operation swap = swap_op;
     const shape columns_shape{s.type(), {s.lens()[1], s.lens()[0]}};
-    // The [K, N] view of [N, K] weights, as the products would read it; its values only matter to
-    // the algorithms' eligibility (a stand-in until the transposed copy is worth making).
-    const argument view_values = swap.evaluate(s, {argument(columns_shape, const_cast<std::byte*>(stored.data()))});
+    // The [K, N] view of [N, K] weights, as the products would read it. Its values matter only to
+    // the algorithms' eligibility: the stored bytes stand in until the transposed copy is worth making.
+    const argument stand_in(columns_shape, const_cast<std::byte*>(stored.data()));
+    const argument view_values = swap.evaluate(swap.compute_shape({columns_shape}), {stand_in});
     for (auto reader : lit->outputs())
         if (!column_loop_reads(*reader, lit, view_values, false)) return;
-    const argument columns = shared_derived_value(stored, to_string(swap),
-                                                  [&] { return swap.evaluate(columns_shape, {stored}).contiguous(); });
+    const argument columns = shared_derived_value(
+        stored, to_string(swap), [&] { return swap.evaluate(swap.compute_shape({s}), {stored}).contiguous(); });
     auto stored_columns = m.insert_literal(lit, literal::sharing(columns));
     auto view = m.insert_instruction(lit, swap, {stored_columns});
     m.replace_all_uses(lit, view);
