@@ -117,9 +117,10 @@ void rows(const avx2::rows_times_16bit_args& g) {
 // How far ahead of its loads the column loop asks for the weights, in bytes.
 // A thread's columns lie end to end, but the hardware prefetchers stop at each
 // 4 KiB page (one float32 column of 1024) and start late on the next: on Llama's
-// decode products (Zen 4 VM, 2 threads, 487 MB, interleaved rounds) 2 KiB ahead
-// took 0.96x the time of no prefetch at all in the fast spells of the memory,
-// 3 KiB 0.95x, 1 KiB 0.99x, 8 KiB 1.08x; in slow spells all were the same.
+// decode products (Zen 4 VM, 2 threads, 487 MB, 30 shuffled rounds, mostly in
+// fast spells of the memory) 2 KiB ahead took 0.965x the time of no prefetch,
+// 3 KiB 0.945x, 1 KiB 0.99x (8 KiB: 1.08x the time of 1 KiB in another run);
+// in slow spells every distance runs at the memory's speed.
 constexpr std::size_t column_prefetch_bytes = 2048;
 
 // Column j of transposed weights (its `inner` values contiguous at
