@@ -314,11 +314,11 @@ void program::compile_dynamic(const target& t, const compile_options& options) {
     // Whether an attempt made without the one-layout retry (below) found
     // ends that a retry could have made the same.
     bool layout_retry_wanted = false;
-    auto compiled_for_run_time_extents = [&](const program& source, const target& on, const compile_options& options,
+    auto compiled_for_run_time_extents = [&](const program& source, const target& on, const compile_options& asked,
                                              const std::map<std::string, shape>& parameters,
                                              bool retry_one_layout) -> std::shared_ptr<const program> {
         ends_differ = false;
-        compile_options with = options;
+        compile_options with = asked;
         with.layouts_within_a_range = true;
         parameter_lens at_max;
         parameter_lens at_min;

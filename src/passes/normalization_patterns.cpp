@@ -18,7 +18,7 @@ bool is(instruction_ref ins, const char* op) {
 }  // namespace
 
 instruction_ref unbroadcast(instruction_ref ins) {
-    return is(ins, "broadcast") || is(ins, "multibroadcast") ? ins->inputs()[0] : ins;
+    return is(ins, "broadcast") ? ins->inputs()[0] : ins;
 }
 
 std::optional<std::size_t> trailing_mean_axis(instruction_ref ins) {
